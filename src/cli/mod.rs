@@ -1,0 +1,1 @@
+//! clap definitions only.

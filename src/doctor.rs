@@ -1,0 +1,1 @@
+//! `cordon doctor`: which mechanisms this host offers, and the fix for each missing one.

@@ -1,0 +1,183 @@
+//! The result object: what happened in one run. The same shape in the library, in `--json`
+//! output and (later) in the history file. Field names keep the ones agent tools already use
+//! (`success`, `output`, `error`, `exitCode`, `executionTime`, `memoryUsed`).
+
+use serde::Serialize;
+
+/// How a run ended, from the caller's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The program exited with code 0.
+    Ok,
+    /// The program exited with a non-zero code.
+    RuntimeError,
+    /// The program was killed by a signal that no limit explains.
+    Signaled,
+    /// The wall-clock (or CPU-time) limit was reached and cordon killed the sandbox.
+    Timeout,
+    /// The memory limit was reached (an OOM kill, or an allocation failure at the limit).
+    MemoryLimit,
+    /// stdout or stderr exceeded the output limit; cordon killed the sandbox.
+    OutputLimit,
+    /// A compile phase failed (used by `cordon run` for compiled languages).
+    CompileError,
+    /// cordon was interrupted (SIGINT/SIGTERM) and killed the sandbox.
+    Killed,
+    /// cordon itself could not set up or run the sandbox; nothing of the program ran, or the
+    /// program could not be executed (see `exitCode` 125/126/127 and `message`).
+    SandboxError,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::RuntimeError => "runtime_error",
+            Status::Signaled => "signaled",
+            Status::Timeout => "timeout",
+            Status::MemoryLimit => "memory_limit",
+            Status::OutputLimit => "output_limit",
+            Status::CompileError => "compile_error",
+            Status::Killed => "killed",
+            Status::SandboxError => "sandbox_error",
+        }
+    }
+}
+
+/// How one limit was enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforcement {
+    CgroupV2,
+    CgroupV1,
+    Rlimit,
+    /// A size/inode cap on a tmpfs mount.
+    Tmpfs,
+    /// cordon's supervisor (wall clock, output capture).
+    Supervisor,
+    /// The limit was requested but this host gave no way to enforce it.
+    NotEnforced,
+}
+
+/// One limit: the value in force and what enforced it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LimitReport {
+    /// The value, in the unit its name says (`Ms`, `Bytes`, a count, or CPUs).
+    pub value: Option<f64>,
+    pub enforcement: Enforcement,
+    /// Why it is not enforced, or how (e.g. "RLIMIT_AS: address space, not resident memory").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// All limits of a run, each with its enforcement.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct LimitsReport {
+    pub backend: String,
+    pub wall_time_ms: Option<LimitReport>,
+    pub cpu_time_ms: Option<LimitReport>,
+    pub memory_bytes: Option<LimitReport>,
+    pub cpus: Option<LimitReport>,
+    pub pids: Option<LimitReport>,
+    pub output_bytes: Option<LimitReport>,
+    pub file_size_bytes: Option<LimitReport>,
+    pub open_files: Option<LimitReport>,
+    pub workspace_bytes: Option<LimitReport>,
+    pub tmp_bytes: Option<LimitReport>,
+}
+
+/// Which isolation layers were active.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct IsolationReport {
+    /// Namespaces created for the sandbox.
+    pub namespaces: Vec<String>,
+    /// Host uid the sandbox user maps to, and the uid/gid inside.
+    pub host_uid: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// `"enforced"`, `"partial"` or `"disabled (…)"` with the Landlock ABI.
+    pub landlock: String,
+    pub landlock_abi: Option<u32>,
+    /// Name of the seccomp policy installed.
+    pub seccomp: String,
+    /// `"none"`: loopback only.
+    pub network: String,
+    pub rootfs: String,
+    pub capabilities: String,
+    pub no_new_privs: bool,
+}
+
+/// Where a metric came from, so a caller knows how far to trust it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MetricSource {
+    CgroupV2,
+    CgroupV1,
+    Rusage,
+    /// Deduced from the way the program ended, not reported by the kernel.
+    Inferred,
+    Unavailable,
+}
+
+/// The result of one run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Outcome {
+    /// True when status is `ok`.
+    pub success: bool,
+    pub status: Status,
+    /// Captured stdout (UTF-8; invalid bytes replaced, see `outputLossy`).
+    pub output: String,
+    /// Captured stderr.
+    pub error: String,
+    /// The program's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal number that killed the program, when it was killed.
+    pub signal: Option<i32>,
+    pub signal_name: Option<String>,
+    /// Wall time of the run, in milliseconds.
+    pub execution_time: f64,
+    /// CPU time (user + system) of every process of the sandbox, in milliseconds.
+    pub cpu_time: Option<f64>,
+    pub cpu_time_source: MetricSource,
+    /// Peak memory of the sandbox, in bytes.
+    pub memory_used: Option<u64>,
+    pub memory_used_source: MetricSource,
+    /// Whether the kernel OOM-killed a process of the sandbox.
+    pub oom_killed: bool,
+    pub oom_killed_source: MetricSource,
+    /// True when stdout or stderr was cut at the output limit.
+    pub output_truncated: bool,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    /// True when `output`/`error` had invalid UTF-8 that was replaced.
+    pub output_lossy: bool,
+    /// A human sentence for anything that is not a plain exit: what happened and what to do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The exit code the `cordon` CLI exits with for this result.
+    pub cli_exit_code: i32,
+    pub limits: LimitsReport,
+    pub isolation: IsolationReport,
+}
+
+/// The CLI exit code conventions (GNU timeout, env, podman, docker):
+/// the program's own code; 128+N for signal N; 124 timeout; 125 cordon failed;
+/// 126 cannot execute; 127 not found; 137 (128+SIGKILL) for memory and output limit kills.
+pub mod exit_codes {
+    pub const TIMEOUT: i32 = 124;
+    pub const SANDBOX_ERROR: i32 = 125;
+    pub const CANNOT_EXECUTE: i32 = 126;
+    pub const NOT_FOUND: i32 = 127;
+    pub const KILLED: i32 = 128 + libc::SIGKILL;
+}
+
+/// The name of a signal number ("SIGKILL"), for messages and the result.
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("SIG{sig}"))
+}

@@ -1,0 +1,1 @@
+//! Capabilities: every set emptied in the payload.

@@ -1,0 +1,1 @@
+//! Landlock rules for the payload.

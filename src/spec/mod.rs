@@ -1,0 +1,236 @@
+//! The one internal description of a sandbox. The CLI (and later profiles, JSON requests and
+//! OCI bundles) all build a [`SandboxSpec`]; the launcher only ever sees this type.
+//!
+//! Everything here is pure data and pure parsing: no syscalls, fully unit-tested.
+
+mod parse;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use parse::{ParseError, parse_duration, parse_env_pair, parse_size};
+
+/// The uid and gid the payload runs as inside the user namespace, whoever the caller is.
+pub const SANDBOX_UID: u32 = 1000;
+/// See [`SANDBOX_UID`].
+pub const SANDBOX_GID: u32 = 1000;
+/// The name `/etc/passwd` gives [`SANDBOX_UID`] inside the sandbox.
+pub const SANDBOX_USER: &str = "sandbox";
+/// The working directory and `$HOME` of the payload: a size-capped tmpfs.
+pub const WORKSPACE: &str = "/workspace";
+/// Default hostname inside the UTS namespace.
+pub const DEFAULT_HOSTNAME: &str = "cordon";
+/// `PATH` inside the sandbox unless the caller sets one.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
+
+const MIB: u64 = 1024 * 1024;
+
+/// Resource limits. `None` means "no limit of that kind".
+///
+/// Defaults are the ones README.md documents: 30 s wall, 512 MiB memory, 1 CPU,
+/// 64 processes, 10 MiB of output per stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Wall-clock limit; the supervisor kills the whole sandbox when it passes.
+    pub wall: Duration,
+    /// CPU time (user + system) of the whole sandbox.
+    pub cpu_time: Option<Duration>,
+    /// Memory (RSS + page cache + tmpfs pages charged to the sandbox), no swap.
+    pub memory: Option<u64>,
+    /// CPU bandwidth in CPUs (1.5 = one and a half cores' worth of time per period).
+    pub cpus: Option<f64>,
+    /// Processes and threads alive at once.
+    pub pids: Option<u64>,
+    /// Bytes kept of stdout and of stderr, each. Exceeding it kills the sandbox.
+    pub output: u64,
+    /// Largest file the payload may write (RLIMIT_FSIZE).
+    pub file_size: Option<u64>,
+    /// Open file descriptors per process (RLIMIT_NOFILE).
+    pub open_files: u64,
+    /// Size cap of the /workspace tmpfs.
+    pub workspace_size: u64,
+    /// Inode cap of the /workspace tmpfs.
+    pub workspace_inodes: u64,
+    /// Size cap of the /tmp tmpfs (and of /dev/shm).
+    pub tmp_size: u64,
+    /// Inode cap of the /tmp tmpfs (and of /dev/shm).
+    pub tmp_inodes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            wall: Duration::from_secs(30),
+            cpu_time: None,
+            memory: Some(512 * MIB),
+            cpus: Some(1.0),
+            pids: Some(64),
+            output: 10 * MIB,
+            file_size: Some(256 * MIB),
+            open_files: 1024,
+            workspace_size: 256 * MIB,
+            workspace_inodes: 16 * 1024,
+            tmp_size: 64 * MIB,
+            tmp_inodes: 4 * 1024,
+        }
+    }
+}
+
+/// Where the sandbox's root filesystem comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rootfs {
+    /// Read-only binds of the host's `/usr` (and the `/bin`, `/lib*`, `/sbin` links or
+    /// directories), plus a generated minimal `/etc`.
+    Host,
+    /// An extracted root filesystem directory, bound read-only as `/`.
+    Dir(PathBuf),
+}
+
+/// Which limits backend to use. `Auto` probes v2, then v1, then falls back to rlimits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    #[default]
+    Auto,
+    CgroupV2,
+    CgroupV1,
+    Rlimit,
+}
+
+/// Isolation layers the caller explicitly accepts to lose when the host lacks them.
+/// Anything not listed here that cannot be applied is a hard error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Degrade {
+    /// Run even when Landlock is unavailable or not enforced (reported in the result).
+    pub landlock: bool,
+}
+
+/// Where the payload's standard input comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum StdinSource {
+    /// Forward cordon's own stdin through a pipe (never the caller's fd itself).
+    #[default]
+    Forward,
+    /// The payload reads end-of-file at once.
+    Null,
+    /// Feed the contents of this host file through a pipe.
+    File(PathBuf),
+    /// Feed these bytes through a pipe.
+    Bytes(Vec<u8>),
+}
+
+/// Everything the launcher needs to run one sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxSpec {
+    /// The command and its arguments; `argv[0]` is looked up in `PATH` inside the sandbox.
+    pub argv: Vec<String>,
+    /// Extra `KEY=VALUE` pairs on top of the allow-listed base environment.
+    pub env: Vec<(String, String)>,
+    pub rootfs: Rootfs,
+    pub hostname: String,
+    pub limits: Limits,
+    pub stdin: StdinSource,
+    pub degrade: Degrade,
+    pub backend: BackendChoice,
+    /// Name of the seccomp policy (a file under `profiles/seccomp/`, embedded at build time).
+    pub seccomp_policy: String,
+}
+
+impl SandboxSpec {
+    /// A spec with every default for running `argv`.
+    pub fn new(argv: Vec<String>) -> Self {
+        SandboxSpec {
+            argv,
+            env: Vec::new(),
+            rootfs: Rootfs::Host,
+            hostname: DEFAULT_HOSTNAME.to_string(),
+            limits: Limits::default(),
+            stdin: StdinSource::default(),
+            degrade: Degrade::default(),
+            backend: BackendChoice::default(),
+            seccomp_policy: "default".to_string(),
+        }
+    }
+
+    /// The payload's complete environment: an allow-list (PATH, HOME, LANG, TERM, USER)
+    /// built here, never copied from the caller, then the caller's `--env` pairs on top.
+    /// `term` is the caller's `$TERM`, the only value taken from outside.
+    pub fn environment(&self, term: Option<&str>) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = vec![
+            ("PATH".into(), DEFAULT_PATH.into()),
+            ("HOME".into(), WORKSPACE.into()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("USER".into(), SANDBOX_USER.into()),
+            ("TERM".into(), term.unwrap_or("dumb").into()),
+        ];
+        for (k, v) in &self.env {
+            match env.iter_mut().find(|(ek, _)| ek == k) {
+                Some(slot) => slot.1 = v.clone(),
+                None => env.push((k.clone(), v.clone())),
+            }
+        }
+        env
+    }
+
+    /// Checks that do not need the host: the launcher calls this first.
+    pub fn validate(&self) -> Result<(), ParseError> {
+        if self.argv.is_empty() || self.argv[0].is_empty() {
+            return Err(ParseError::new("command", "", "give the command to run after `--`"));
+        }
+        for a in &self.argv {
+            if a.contains('\0') {
+                return Err(ParseError::new("command", a, "arguments cannot contain NUL bytes"));
+            }
+        }
+        for (k, v) in &self.env {
+            parse::check_env_key(k)?;
+            if v.contains('\0') {
+                return Err(ParseError::new("--env", k, "values cannot contain NUL bytes"));
+            }
+        }
+        if self.limits.wall.is_zero() {
+            return Err(ParseError::new("--timeout", "0", "the timeout must be above zero"));
+        }
+        if let Some(c) = self.limits.cpus
+            && !(c > 0.0 && c.is_finite())
+        {
+            return Err(ParseError::new("--cpus", &c.to_string(), "give a positive number of CPUs"));
+        }
+        if self.limits.pids == Some(0) {
+            return Err(ParseError::new("--pids", "0", "at least one process is needed"));
+        }
+        if self.hostname.is_empty() || self.hostname.len() > 64 || self.hostname.contains('\0') {
+            return Err(ParseError::new("hostname", &self.hostname, "1 to 64 bytes, no NUL"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_is_allow_list_plus_overrides() {
+        let mut s = SandboxSpec::new(vec!["true".into()]);
+        s.env = vec![("FOO".into(), "1".into()), ("HOME".into(), "/tmp".into())];
+        let env = s.environment(Some("xterm"));
+        assert_eq!(env.iter().filter(|(k, _)| k == "HOME").count(), 1);
+        assert!(env.contains(&("HOME".into(), "/tmp".into())));
+        assert!(env.contains(&("FOO".into(), "1".into())));
+        assert!(env.contains(&("TERM".into(), "xterm".into())));
+        assert_eq!(env.len(), 6);
+    }
+
+    #[test]
+    fn validate_rejects_empty_and_nul() {
+        assert!(SandboxSpec::new(vec![]).validate().is_err());
+        assert!(SandboxSpec::new(vec!["a\0b".into()]).validate().is_err());
+        let mut s = SandboxSpec::new(vec!["true".into()]);
+        s.limits.cpus = Some(0.0);
+        assert!(s.validate().is_err());
+        s.limits.cpus = Some(0.5);
+        assert!(s.validate().is_ok());
+        s.env = vec![("A=B".into(), "x".into())];
+        assert!(s.validate().is_err());
+    }
+}
