@@ -1,1 +1,209 @@
-//! The mount plan: a list of operations (pure data, unit-tested), and the code that applies it.
+//! The new root: a mount plan built as data ([`plan`]), then applied in the sandbox's init
+//! ([`apply`]), then entered with `pivot_root`.
+
+pub mod plan;
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, open};
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sys::stat::Mode;
+use nix::sys::statvfs::{FsFlags, statvfs};
+use plan::Op;
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// Where the new root is assembled, inside the sandbox's private mount namespace. A tmpfs is
+/// mounted over it, which hides the host's /tmp from this namespace only; host sources are
+/// opened before that, so a rootfs under /tmp still works.
+pub const STAGE: &str = "/tmp";
+
+/// A mount step that failed: which operation, which syscall, on which path, and the errno.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the sandbox root: {step} {path}: {errno} ({op}){hint}")]
+pub struct ApplyError {
+    pub op: String,
+    pub step: &'static str,
+    pub path: PathBuf,
+    pub errno: Errno,
+    pub hint: &'static str,
+}
+
+fn fail(op: &Op, step: &'static str, path: &Path, errno: Errno) -> ApplyError {
+    let hint = match errno {
+        Errno::EPERM | Errno::EACCES => {
+            "; the kernel refused a mount inside the user namespace: check `cordon doctor` (is the host inside a container that forbids mounts, or is /proc overmounted?)"
+        }
+        Errno::ENOENT => "; a host path the root needs is missing",
+        _ => "",
+    };
+    ApplyError { op: format!("{op:?}"), step, path: path.to_path_buf(), errno, hint }
+}
+
+fn inside(dst: &Path) -> PathBuf {
+    Path::new(STAGE).join(dst.strip_prefix("/").unwrap_or(dst))
+}
+
+/// The flags a read-only remount must carry: the ones the kernel locked on the source mount
+/// (atime flags, nosuid, nodev, noexec: in a user namespace, dropping any is EPERM), plus
+/// read-only, nosuid and nodev.
+fn ro_flags(path: &Path) -> Result<MsFlags, Errno> {
+    let st = statvfs(path)?;
+    let f = st.flags();
+    let mut ms = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID;
+    let keep = [
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ];
+    for (st_flag, ms_flag) in keep {
+        if f.contains(st_flag) {
+            ms |= ms_flag;
+        }
+    }
+    Ok(ms)
+}
+
+fn remount_ro(op: &Op, path: &Path, nodev: bool) -> Result<(), ApplyError> {
+    let mut flags = ro_flags(path).map_err(|e| fail(op, "statvfs", path, e))?;
+    if nodev {
+        flags |= MsFlags::MS_NODEV;
+    }
+    mount(None::<&str>, path, None::<&str>, flags, None::<&str>).map_err(|e| fail(op, "remount read-only", path, e))
+}
+
+fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// Builds the new root at [`STAGE`] following `ops`, then pivots into it and remounts it
+/// read-only. Runs in the sandbox's init, inside the new user and mount namespaces.
+pub fn apply(ops: &[Op]) -> Result<(), ApplyError> {
+    // 1. Open every host source before anything is mounted over it.
+    let mut sources: HashMap<PathBuf, OwnedFd> = HashMap::new();
+    for src in plan::sources(ops).into_iter().chain([PathBuf::from("/dev/null")]) {
+        if sources.contains_key(&src) {
+            continue;
+        }
+        let fd = open(&src, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).map_err(|e| {
+            fail(&Op::BindRo { src: src.clone(), dst: src.clone() }, "open", &src, e)
+        })?;
+        sources.insert(src, fd);
+    }
+    let null = fd_path(&sources[Path::new("/dev/null")]);
+
+    // 2. No mount event may propagate back to the host.
+    let root_op = Op::Dir { dst: "/".into() };
+    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+        .map_err(|e| fail(&root_op, "make / private", Path::new("/"), e))?;
+    // 3. The new root is a small tmpfs: a mount point, as pivot_root requires.
+    mount(
+        Some("tmpfs"),
+        STAGE,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("size=1m,nr_inodes=4096,mode=0755"),
+    )
+    .map_err(|e| fail(&root_op, "mount tmpfs root", Path::new(STAGE), e))?;
+
+    for op in ops {
+        apply_one(op, &sources, &null)?;
+    }
+
+    // 4. Enter it: pivot_root(".", ".") stacks the old root on the new one; detach it.
+    let pivot_op = Op::Dir { dst: "/".into() };
+    nix::unistd::chdir(STAGE).map_err(|e| fail(&pivot_op, "chdir", Path::new(STAGE), e))?;
+    nix::unistd::pivot_root(".", ".").map_err(|e| fail(&pivot_op, "pivot_root", Path::new(STAGE), e))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(|e| fail(&pivot_op, "detach old root", Path::new("/"), e))?;
+    nix::unistd::chdir("/").map_err(|e| fail(&pivot_op, "chdir", Path::new("/"), e))?;
+    drop(sources);
+    remount_ro(&pivot_op, Path::new("/"), true)
+}
+
+fn apply_one(op: &Op, sources: &HashMap<PathBuf, OwnedFd>, null: &Path) -> Result<(), ApplyError> {
+    match op {
+        Op::Dir { dst } => {
+            let p = inside(dst);
+            std::fs::create_dir_all(&p).map_err(|e| fail(op, "mkdir", &p, io_errno(&e)))
+        }
+        Op::BindRo { src, dst } => {
+            let p = inside(dst);
+            mount(Some(&fd_path(&sources[src])), &p, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+                .map_err(|e| fail(op, "bind", &p, e))?;
+            remount_ro(op, &p, true)
+        }
+        Op::BindDev { src, dst } => {
+            let p = inside(dst);
+            mount(Some(&fd_path(&sources[src])), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+                .map_err(|e| fail(op, "bind device", &p, e))
+        }
+        Op::Symlink { target, dst } => {
+            let p = inside(dst);
+            std::os::unix::fs::symlink(target, &p).map_err(|e| fail(op, "symlink", &p, io_errno(&e)))
+        }
+        Op::Tmpfs { dst, size, inodes, mode, noexec } => {
+            let p = inside(dst);
+            let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+            if *noexec {
+                flags |= MsFlags::MS_NOEXEC;
+            }
+            let data = format!("size={size},nr_inodes={inodes},mode={mode:o}");
+            mount(Some("tmpfs"), &p, Some("tmpfs"), flags, Some(data.as_str())).map_err(|e| fail(op, "mount tmpfs", &p, e))
+        }
+        Op::File { dst, contents } => {
+            let p = inside(dst);
+            std::fs::write(&p, contents).map_err(|e| fail(op, "write", &p, io_errno(&e)))
+        }
+        Op::Proc { dst } => {
+            let p = inside(dst);
+            let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+            mount(Some("proc"), &p, Some("proc"), flags, None::<&str>).map_err(|e| fail(op, "mount proc", &p, e))
+        }
+        Op::Devpts { dst } => {
+            let p = inside(dst);
+            mount(
+                Some("devpts"),
+                &p,
+                Some("devpts"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+                Some("newinstance,ptmxmode=0666,mode=0620"),
+            )
+            .map_err(|e| fail(op, "mount devpts", &p, e))
+        }
+        Op::MaskFile { dst } => {
+            let p = inside(dst);
+            if !p.exists() {
+                return Ok(());
+            }
+            mount(Some(null), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>).map_err(|e| fail(op, "mask", &p, e))
+        }
+        Op::MaskDir { dst } => {
+            let p = inside(dst);
+            if !p.is_dir() {
+                return Ok(());
+            }
+            let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+            mount(Some("tmpfs"), &p, Some("tmpfs"), flags, Some("size=4k,nr_inodes=1,mode=0555"))
+                .map_err(|e| fail(op, "mask", &p, e))
+        }
+        Op::ReadOnly { dst } => {
+            let p = inside(dst);
+            if !p.exists() {
+                return Ok(());
+            }
+            mount(Some(&p), &p, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+                .map_err(|e| fail(op, "bind", &p, e))?;
+            remount_ro(op, &p, true)
+        }
+        Op::RemountRo { dst } => {
+            let p = inside(dst);
+            remount_ro(op, &p, false)
+        }
+    }
+}
+
+fn io_errno(e: &std::io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}

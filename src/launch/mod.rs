@@ -1,14 +1,245 @@
-//! The launcher: parent (supervisor), init (pid 1 of the sandbox) and payload roles.
-use crate::outcome::Outcome;
-use crate::spec::SandboxSpec;
+//! The launcher: the parent (this process, the supervisor), init (pid 1 of the sandbox) and
+//! the payload. [`run`] is the whole launch, in order; each step says why it sits where it is.
 
+mod channel;
+mod child;
+mod classify;
+mod supervise;
+
+use crate::fs::plan::{self, HostView};
+use crate::limits::{self, LimitsError};
+use crate::outcome::{IsolationReport, Outcome};
+use crate::security::seccomp::{self, SeccompError};
+use crate::spec::{ParseError, Rootfs, SANDBOX_GID, SANDBOX_UID, SandboxSpec, StdinSource};
+use crate::sys::{self, CloneResult};
+use channel::Reporter;
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::unistd::{Pid, pipe2};
+use std::ffi::CString;
+use std::time::Instant;
+
+/// The host uid and gid a root caller's sandbox runs as (Debian's nobody/nogroup): a root
+/// caller never gets host uid 0 inside.
+pub const ROOT_CALLER_HOST_ID: u32 = 65534;
+
+/// Namespaces every sandbox gets. The cgroup namespace is created by init right after the
+/// parent moved it into its cgroup, so that the namespace is rooted at the sandbox's cgroup.
+const CLONE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS;
+const NAMESPACES: &[&str] = &["user", "pid", "mount", "network", "ipc", "uts", "cgroup"];
+
+/// Why a sandbox could not be launched. Each variant names the step; the message says what
+/// to do.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
-    #[error("{0}")]
-    Spec(#[from] crate::spec::ParseError),
+    #[error(transparent)]
+    Spec(#[from] ParseError),
+    #[error(transparent)]
+    Seccomp(#[from] SeccompError),
+    #[error(transparent)]
+    Limits(#[from] LimitsError),
+    #[error("cannot read the root filesystem {path}: {source}; check the path given to --rootfs")]
+    Rootfs { path: String, source: std::io::Error },
+    #[error("cannot open --stdin file {path}: {source}")]
+    Stdin { path: String, source: std::io::Error },
+    #[error("cannot {step}: {errno}{hint}")]
+    Sys { step: &'static str, errno: Errno, hint: String },
+    #[error(
+        "cordon must start the sandbox from a single-threaded process (the kernel refuses a new user namespace otherwise); this process has {0} threads"
+    )]
+    Threads(usize),
 }
 
-/// Runs one sandbox to completion.
-pub fn run(_spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
-    Err(LaunchError::Spec(crate::spec::ParseError::new("launcher", "", "not built yet")))
+fn sys_err(step: &'static str) -> impl Fn(Errno) -> LaunchError {
+    move |errno| LaunchError::Sys { step, errno, hint: String::new() }
+}
+
+/// Runs one sandbox to completion and reports what happened. An `Err` means nothing of the
+/// program ran; failures after the clone come back as an `Outcome` with status
+/// `sandbox_error`.
+pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
+    // 1. Everything that can fail without touching the host, and every allocation the child
+    //    needs, happens before clone: the child only executes a prepared plan.
+    spec.validate()?;
+    if let Some(n) = sys::thread_count().filter(|&n| n > 1) {
+        return Err(LaunchError::Threads(n));
+    }
+    let host = HostView::read(&spec.rootfs).map_err(|source| LaunchError::Rootfs {
+        path: match &spec.rootfs {
+            Rootfs::Host => "/".into(),
+            Rootfs::Dir(d) => d.display().to_string(),
+        },
+        source,
+    })?;
+    let ops = plan::build(&spec.rootfs, &host, &spec.limits, &spec.hostname);
+    let filter = seccomp::compile_builtin(&spec.seccomp_policy)?;
+    let term = std::env::var("TERM").ok();
+    let env = spec.environment(term.as_deref());
+    let path: Vec<String> = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.split(':').filter(|d| !d.is_empty()).map(String::from).collect())
+        .unwrap_or_default();
+    let argv = cstrings(spec.argv.iter().cloned())?;
+    let envp = cstrings(env.iter().map(|(k, v)| format!("{k}={v}")))?;
+    let stdin_file = match &spec.stdin {
+        StdinSource::File(p) => Some(
+            std::fs::File::open(p).map_err(|source| LaunchError::Stdin { path: p.display().to_string(), source })?,
+        ),
+        _ => None,
+    };
+
+    // 2. Limits: the sandbox cgroup exists, with its limits written, before any process of
+    //    the sandbox does.
+    let run_id = run_id();
+    let prepared = limits::prepare(&spec.limits, spec.backend, &run_id)?;
+
+    // 3. Pipes: go (parent → init), report (init/payload → parent), stdio.
+    let cloexec = OFlag::O_CLOEXEC;
+    let (go_r, go_w) = pipe2(cloexec).map_err(sys_err("create the go pipe"))?;
+    let (rep_r, rep_w) = pipe2(cloexec).map_err(sys_err("create the report pipe"))?;
+    let (in_r, in_w) = pipe2(cloexec).map_err(sys_err("create the stdin pipe"))?;
+    let (out_r, out_w) = pipe2(cloexec).map_err(sys_err("create the stdout pipe"))?;
+    let (err_r, err_w) = pipe2(cloexec).map_err(sys_err("create the stderr pipe"))?;
+
+    // 4. SIGINT/SIGTERM/SIGHUP go to a signalfd so the supervisor can kill the sandbox and
+    //    still print a result. Blocked before clone; the payload unblocks them.
+    let mut mask = SigSet::empty();
+    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        mask.add(s);
+    }
+    let mut old_mask = SigSet::empty();
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), Some(&mut old_mask)).map_err(sys_err("block signals"))?;
+
+    let root_caller = nix::unistd::geteuid().is_root();
+    let (host_uid, host_gid) = if root_caller {
+        (ROOT_CALLER_HOST_ID, ROOT_CALLER_HOST_ID)
+    } else {
+        (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
+    };
+    let started = Instant::now();
+
+    // 5. One clone creates every namespace.
+    let child = match sys::clone_namespaces(CLONE_FLAGS) {
+        Ok(CloneResult::Child) => {
+            drop((go_w, rep_r, in_w, out_r, err_r));
+            child::init_main(child::ChildCtx {
+                plan: &ops,
+                hostname: &spec.hostname,
+                argv,
+                env: envp,
+                path,
+                rlimits: &prepared.rlimits,
+                seccomp: &filter,
+                allow_degraded_landlock: spec.degrade.landlock,
+                root_caller,
+                go: go_r,
+                report: Reporter::new(rep_w),
+                stdin: in_r,
+                stdout: out_w,
+                stderr: err_w,
+            })
+        }
+        Ok(CloneResult::Parent(pid)) => pid,
+        Err(errno) => {
+            let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
+            if let Some(cg) = prepared.cgroup {
+                let _ = cg.remove();
+            }
+            return Err(LaunchError::Sys {
+                step: "create the sandbox namespaces (clone)",
+                errno,
+                hint: crate::doctor::userns_hint(errno),
+            });
+        }
+    };
+    drop((go_r, rep_w, in_r, out_w, err_w));
+
+    // 6. uid/gid maps (each written once), then the cgroup, then go.
+    let setup = write_maps(child, root_caller, host_uid, host_gid).and_then(|()| match &prepared.cgroup {
+        Some(cg) => cg.attach(child.as_raw()).map_err(LaunchError::from),
+        None => Ok(()),
+    });
+    if let Err(e) = setup {
+        let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(child, None);
+        if let Some(cg) = prepared.cgroup {
+            let _ = cg.remove();
+        }
+        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
+        return Err(e);
+    }
+    let go_sent = channel::send_go(&go_w);
+    drop(go_w);
+
+    // 7. Supervise until init exits, then measure, classify and clean up.
+    let isolation = IsolationReport {
+        namespaces: NAMESPACES.iter().map(|s| s.to_string()).collect(),
+        host_uid,
+        uid: SANDBOX_UID,
+        gid: SANDBOX_GID,
+        landlock: "not applied (the payload did not start)".into(),
+        landlock_abi: None,
+        seccomp: filter.name.clone(),
+        network: "none (loopback only)".into(),
+        rootfs: match &spec.rootfs {
+            Rootfs::Host => "host (read-only /usr)".into(),
+            Rootfs::Dir(d) => d.display().to_string(),
+        },
+        capabilities: "none".into(),
+        no_new_privs: true,
+    };
+    let io = supervise::Io { stdin: in_w, stdin_file, stdout: out_r, stderr: err_r, report: rep_r };
+    let ended = match go_sent {
+        Ok(()) => supervise::supervise(spec, child, io, prepared.cgroup.as_ref(), mask, started),
+        Err(errno) => supervise::Ended::go_failed(errno),
+    };
+    let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
+    let metrics = prepared.cgroup.as_ref().map(|c| c.metrics()).unwrap_or_default();
+    if let Some(cg) = prepared.cgroup {
+        cg.kill();
+        if let Err(e) = cg.remove() {
+            eprintln!("cordon: warning: {e}");
+        }
+    }
+    Ok(classify::outcome(spec, ended, metrics, prepared.report, isolation))
+}
+
+fn write_maps(child: Pid, root_caller: bool, host_uid: u32, host_gid: u32) -> Result<(), LaunchError> {
+    let proc = format!("/proc/{}", child.as_raw());
+    let write = |file: &str, contents: String, step: &'static str| {
+        std::fs::write(format!("{proc}/{file}"), contents).map_err(|e| LaunchError::Sys {
+            step,
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            hint: "; see `cordon doctor` for user namespace restrictions (AppArmor, sysctls)".into(),
+        })
+    };
+    // An unprivileged caller may only write gid_map once setgroups is denied. Root keeps
+    // setgroups allowed so that init can clear the supplementary groups.
+    if !root_caller {
+        write("setgroups", "deny".into(), "deny setgroups in the sandbox")?;
+    }
+    write("uid_map", format!("{SANDBOX_UID} {host_uid} 1\n"), "write the sandbox uid_map")?;
+    write("gid_map", format!("{SANDBOX_GID} {host_gid} 1\n"), "write the sandbox gid_map")?;
+    Ok(())
+}
+
+fn cstrings(items: impl Iterator<Item = String>) -> Result<Vec<CString>, LaunchError> {
+    items
+        .map(|s| CString::new(s).map_err(|_| ParseError::new("argument", "", "NUL bytes are not allowed").into()))
+        .collect()
+}
+
+/// A name unique on this host for this run: pid plus time plus a counter.
+fn run_id() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    format!("{:x}{:x}", t.as_nanos() as u64 & 0xffff_ffff_ffff, N.fetch_add(1, Ordering::Relaxed))
 }

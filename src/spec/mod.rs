@@ -133,6 +133,9 @@ pub struct SandboxSpec {
     pub backend: BackendChoice,
     /// Name of the seccomp policy (a file under `profiles/seccomp/`, embedded at build time).
     pub seccomp_policy: String,
+    /// Also copy the program's stdout/stderr to cordon's own, live, as they arrive (still
+    /// capped at the output limit). The CLI does this unless `--json` was given.
+    pub passthrough: bool,
 }
 
 impl SandboxSpec {
@@ -148,6 +151,7 @@ impl SandboxSpec {
             degrade: Degrade::default(),
             backend: BackendChoice::default(),
             seccomp_policy: "default".to_string(),
+            passthrough: false,
         }
     }
 

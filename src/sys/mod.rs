@@ -1,2 +1,148 @@
 //! The only module with `unsafe`: thin wrappers over syscalls that nix and libc's safe
 //! surface do not cover. Each block has a `// SAFETY:` comment and turns into a `Result` at once.
+
+use nix::errno::Errno;
+use nix::unistd::Pid;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// Result of [`clone_namespaces`]: which side of the clone we are on.
+pub enum CloneResult {
+    Parent(Pid),
+    Child,
+}
+
+/// `clone(2)` with namespace flags and fork semantics (no new stack, SIGCHLD on exit).
+///
+/// The caller must be single-threaded: the kernel refuses `CLONE_NEWUSER` otherwise, and the
+/// child continues on a copy of the parent's memory, where another thread's locks would stay
+/// locked forever.
+pub fn clone_namespaces(flags: libc::c_int) -> Result<CloneResult, Errno> {
+    // SAFETY: raw clone without CLONE_VM behaves like fork(2): the child gets a copy of the
+    // address space and continues on the same (copied) stack. No pointer arguments are passed
+    // (stack, parent_tid, child_tid, tls are all null/0). The caller guarantees a
+    // single-threaded process, so no lock is held by a thread that does not exist in the child.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            0 as libc::c_ulong,
+        )
+    };
+    match ret {
+        -1 => Err(Errno::last()),
+        0 => Ok(CloneResult::Child),
+        pid => Ok(CloneResult::Parent(Pid::from_raw(pid as libc::pid_t))),
+    }
+}
+
+/// `fork(2)`, for the sandbox's init to start the payload. Same single-thread requirement.
+pub fn fork() -> Result<CloneResult, Errno> {
+    // SAFETY: the init process is single-threaded (it is a clone of the single-threaded
+    // parent and starts no threads), so the child may keep running Rust code after fork.
+    match unsafe { nix::unistd::fork() }? {
+        nix::unistd::ForkResult::Parent { child } => Ok(CloneResult::Parent(child)),
+        nix::unistd::ForkResult::Child => Ok(CloneResult::Child),
+    }
+}
+
+/// Closes every fd from `first` up, with `close_range(2)` (Linux 5.9+).
+pub fn close_fds_from(first: RawFd) -> Result<(), Errno> {
+    // SAFETY: close_range only closes descriptors; no memory is passed. Closing fds that Rust
+    // objects still own would make those objects close an unrelated fd later, so callers use
+    // this only right before execve, when no such object will run its destructor.
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, libc::c_uint::MAX, 0) };
+    if ret == -1 { Err(Errno::last()) } else { Ok(()) }
+}
+
+/// `pidfd_open(2)`: an fd that becomes readable when `pid` exits (Linux 5.3+).
+pub fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
+    // SAFETY: plain syscall with integer arguments; it returns a new fd that we own.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+    if ret < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// Brings the loopback interface up in the current network namespace.
+pub fn loopback_up() -> Result<(), Errno> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
+    use std::os::fd::AsRawFd;
+    let sock = socket(AddressFamily::Inet, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None)?;
+    // SAFETY: ifreq is a plain C struct; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads into `req`, which lives for the call and is the struct the
+    // ioctl expects; the fd is a valid socket.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: ifru_flags is the active union member after SIOCGIFFLAGS.
+    unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+    // SAFETY: as above, with SIOCSIFFLAGS writing the flags from `req`.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
+/// `setgroups(0, NULL)`: drops every supplementary group (needs CAP_SETGID in the user ns).
+pub fn clear_groups() -> Result<(), Errno> {
+    nix::unistd::setgroups(&[])
+}
+
+/// Returns the calling thread's count of threads (from /proc/self/status), to check the
+/// single-thread precondition of [`clone_namespaces`].
+pub fn thread_count() -> Option<usize> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines().find_map(|l| l.strip_prefix("Threads:").and_then(|v| v.trim().parse().ok()))
+}
+
+/// Restores every signal to its default disposition and unblocks all of them: the payload
+/// must not inherit cordon's blocked mask (used for its signalfd) nor the SIGPIPE "ignore"
+/// that the Rust runtime sets, since ignored dispositions survive `execve`.
+pub fn reset_signals() -> Result<(), Errno> {
+    use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
+    for sig in 1..libc::SIGRTMAX() {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: installing SIG_DFL involves no handler code; signal numbers the kernel does
+        // not accept (reserved real-time ones) just return an error, which we ignore.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+}
+
+/// `_exit(2)`: leaves a forked child without running destructors or atexit handlers that
+/// belong to the parent's copy of the process.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
+}
+
+/// `wait4(2)` on one child: its wait status and the resource usage of it and every
+/// descendant it reaped (CPU time, peak RSS).
+pub fn wait4(pid: Pid) -> Result<(nix::sys::wait::WaitStatus, libc::rusage), Errno> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: rusage is a plain C struct; all-zero is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: both out-pointers point to live locals of the right types for the call.
+        let ret = unsafe { libc::wait4(pid.as_raw(), &mut status, libc::__WALL, &mut usage) };
+        if ret == -1 {
+            let e = Errno::last();
+            if e == Errno::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok((nix::sys::wait::WaitStatus::from_raw(pid, status)?, usage));
+    }
+}

@@ -1,0 +1,377 @@
+//! The mount plan as data. Built in the parent from the spec and a [`HostView`] (what the
+//! host's root looks like), executed in the child by [`super::apply`]. Pure: unit-tested
+//! without root.
+//!
+//! Destination paths are absolute paths inside the new root. Host sources are absolute
+//! host paths; the child opens each one (O_PATH) before it mounts anything, so a later
+//! mount cannot hide a source.
+
+use crate::spec::{DEFAULT_HOSTNAME, Limits, Rootfs, SANDBOX_GID, SANDBOX_UID, SANDBOX_USER, WORKSPACE};
+use std::path::{Path, PathBuf};
+
+/// One step of building the new root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// `mkdir -p` (mode 0755).
+    Dir { dst: PathBuf },
+    /// A read-only, nosuid, nodev bind of a host directory or file.
+    BindRo { src: PathBuf, dst: PathBuf },
+    /// A read-write, nosuid bind of a host device node (/dev/null and friends).
+    BindDev { src: PathBuf, dst: PathBuf },
+    /// A symlink `dst -> target`.
+    Symlink { target: PathBuf, dst: PathBuf },
+    /// A tmpfs with size and inode caps; nosuid, nodev (and noexec when asked).
+    Tmpfs { dst: PathBuf, size: u64, inodes: u64, mode: u32, noexec: bool },
+    /// A generated regular file (mode 0644) on a tmpfs created earlier in the plan.
+    File { dst: PathBuf, contents: String },
+    /// A fresh procfs of the sandbox's pid namespace.
+    Proc { dst: PathBuf },
+    /// A new devpts instance (ptys private to the sandbox).
+    Devpts { dst: PathBuf },
+    /// Hide a file: bind /dev/null over it (skipped if it does not exist).
+    MaskFile { dst: PathBuf },
+    /// Hide a directory: an empty read-only tmpfs over it (skipped if it does not exist).
+    MaskDir { dst: PathBuf },
+    /// Make an existing path read-only (bind it onto itself, remount read-only).
+    ReadOnly { dst: PathBuf },
+    /// Remount a tmpfs this plan created read-only, once its files are written.
+    RemountRo { dst: PathBuf },
+}
+
+/// What the plan needs to know about the host, gathered by [`HostView::read`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostView {
+    /// Top-level entries of the rootfs: (name, symlink target if it is a symlink, is_dir).
+    pub top: Vec<(String, Option<PathBuf>, bool)>,
+    /// Host /etc entries that exist: ld.so.cache, ssl/certs, alternatives, ...
+    pub etc_present: Vec<String>,
+    /// Target of the host's /etc/localtime symlink, if it is one.
+    pub localtime: Option<PathBuf>,
+}
+
+/// Top-level entries of the host root a `--rootfs host` sandbox sees (binds or symlinks).
+const HOST_TOP: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
+
+/// Host /etc entries bound read-only into the generated /etc of `--rootfs host`: the
+/// dynamic loader's cache, CA certificates, and Debian's alternatives symlinks (without
+/// them `awk`, `editor`, `pager`... dangle). Nothing else of the host's /etc.
+const HOST_ETC: &[&str] = &["ld.so.cache", "ssl/certs", "ca-certificates", "alternatives"];
+
+/// Top-level entries of a rootfs directory that the sandbox builds itself.
+const OWN_TOP: &[&str] = &["dev", "proc", "sys", "tmp", "run", "workspace"];
+
+/// procfs files that expose the host kernel or let a process poke it.
+pub const PROC_MASKED_FILES: &[&str] = &[
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/key-users",
+    "/proc/sysrq-trigger",
+    "/proc/timer_list",
+    "/proc/latency_stats",
+    "/proc/sched_debug",
+    "/proc/kallsyms",
+    "/proc/kmsg",
+    "/proc/kpagecount",
+    "/proc/kpageflags",
+    "/proc/kpagecgroup",
+    "/proc/config.gz",
+    "/proc/interrupts",
+    "/proc/vmallocinfo",
+    "/proc/pagetypeinfo",
+];
+/// procfs directories hidden under an empty read-only tmpfs.
+pub const PROC_MASKED_DIRS: &[&str] = &["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"];
+/// procfs directories left visible but read-only.
+pub const PROC_READONLY: &[&str] = &["/proc/sys", "/proc/bus", "/proc/irq", "/proc/fs", "/proc/sysvipc"];
+
+/// Device nodes bound from the host into the minimal /dev.
+pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+impl HostView {
+    /// Reads what the plan needs from the host (or the rootfs directory).
+    pub fn read(rootfs: &Rootfs) -> std::io::Result<HostView> {
+        let root: &Path = match rootfs {
+            Rootfs::Host => Path::new("/"),
+            Rootfs::Dir(d) => d,
+        };
+        let mut top = Vec::new();
+        for entry in std::fs::read_dir(root)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let ft = entry.file_type()?;
+            let target = if ft.is_symlink() { Some(std::fs::read_link(entry.path())?) } else { None };
+            top.push((name, target, ft.is_dir()));
+        }
+        top.sort();
+        let etc_present = HOST_ETC
+            .iter()
+            .filter(|e| Path::new("/etc").join(e).exists())
+            .map(|e| e.to_string())
+            .collect();
+        let localtime = std::fs::read_link("/etc/localtime").ok();
+        Ok(HostView { top, etc_present, localtime })
+    }
+}
+
+/// Builds the whole mount plan for `rootfs`.
+pub fn build(rootfs: &Rootfs, host: &HostView, limits: &Limits, hostname: &str) -> Vec<Op> {
+    let mut ops = Vec::new();
+    match rootfs {
+        Rootfs::Host => {
+            for (name, target, is_dir) in &host.top {
+                if !HOST_TOP.contains(&name.as_str()) {
+                    continue;
+                }
+                let dst = Path::new("/").join(name);
+                match target {
+                    // Binding a symlink would follow it: replicate it instead (merged /usr).
+                    Some(t) => ops.push(Op::Symlink { target: t.clone(), dst }),
+                    None if *is_dir => {
+                        ops.push(Op::Dir { dst: dst.clone() });
+                        ops.push(Op::BindRo { src: dst.clone(), dst });
+                    }
+                    None => {}
+                }
+            }
+            etc_ops(&mut ops, host, hostname);
+        }
+        Rootfs::Dir(dir) => {
+            for (name, target, is_dir) in &host.top {
+                if OWN_TOP.contains(&name.as_str()) {
+                    continue;
+                }
+                let dst = Path::new("/").join(name);
+                match target {
+                    Some(t) => ops.push(Op::Symlink { target: t.clone(), dst }),
+                    None => {
+                        if *is_dir {
+                            ops.push(Op::Dir { dst: dst.clone() });
+                        } else {
+                            ops.push(Op::File { dst: dst.clone(), contents: String::new() });
+                        }
+                        ops.push(Op::BindRo { src: dir.join(name), dst });
+                    }
+                }
+            }
+        }
+    }
+    dev_ops(&mut ops, limits);
+    ops.push(Op::Dir { dst: "/proc".into() });
+    ops.push(Op::Proc { dst: "/proc".into() });
+    for f in PROC_MASKED_FILES {
+        ops.push(Op::MaskFile { dst: f.into() });
+    }
+    for d in PROC_MASKED_DIRS {
+        ops.push(Op::MaskDir { dst: d.into() });
+    }
+    for d in PROC_READONLY {
+        ops.push(Op::ReadOnly { dst: d.into() });
+    }
+    ops.push(Op::Dir { dst: "/tmp".into() });
+    ops.push(Op::Tmpfs {
+        dst: "/tmp".into(),
+        size: limits.tmp_size,
+        inodes: limits.tmp_inodes,
+        mode: 0o1777,
+        noexec: false,
+    });
+    ops.push(Op::Dir { dst: WORKSPACE.into() });
+    ops.push(Op::Tmpfs {
+        dst: WORKSPACE.into(),
+        size: limits.workspace_size,
+        inodes: limits.workspace_inodes,
+        mode: 0o755,
+        noexec: false,
+    });
+    ops
+}
+
+fn etc_ops(ops: &mut Vec<Op>, host: &HostView, hostname: &str) {
+    ops.push(Op::Dir { dst: "/etc".into() });
+    ops.push(Op::Tmpfs { dst: "/etc".into(), size: 1 << 20, inodes: 256, mode: 0o755, noexec: true });
+    let (u, g) = (SANDBOX_UID, SANDBOX_GID);
+    let files = [
+        (
+            "passwd",
+            format!(
+                "root:x:0:0:root:/root:/usr/sbin/nologin\n{SANDBOX_USER}:x:{u}:{g}:{SANDBOX_USER}:{WORKSPACE}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+            ),
+        ),
+        ("group", format!("root:x:0:\n{SANDBOX_USER}:x:{g}:\nnogroup:x:65534:\n")),
+        ("hosts", format!("127.0.0.1\tlocalhost {hostname}\n::1\tlocalhost ip6-localhost ip6-loopback\n")),
+        ("hostname", format!("{hostname}\n")),
+        ("nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\n".to_string()),
+        ("resolv.conf", "# cordon: no network; name lookups go nowhere\n".to_string()),
+    ];
+    for (name, contents) in files {
+        ops.push(Op::File { dst: Path::new("/etc").join(name), contents });
+    }
+    let _ = DEFAULT_HOSTNAME;
+    for e in &host.etc_present {
+        let dst = Path::new("/etc").join(e);
+        if e == "ld.so.cache" {
+            ops.push(Op::File { dst: dst.clone(), contents: String::new() });
+        } else {
+            ops.push(Op::Dir { dst: dst.clone() });
+        }
+        ops.push(Op::BindRo { src: dst.clone(), dst });
+    }
+    if let Some(t) = &host.localtime {
+        ops.push(Op::Symlink { target: t.clone(), dst: "/etc/localtime".into() });
+    }
+    ops.push(Op::RemountRo { dst: "/etc".into() });
+}
+
+fn dev_ops(ops: &mut Vec<Op>, limits: &Limits) {
+    ops.push(Op::Dir { dst: "/dev".into() });
+    ops.push(Op::Tmpfs { dst: "/dev".into(), size: 64 << 10, inodes: 64, mode: 0o755, noexec: true });
+    for d in DEVICES {
+        let p = Path::new("/dev").join(d);
+        ops.push(Op::File { dst: p.clone(), contents: String::new() });
+        ops.push(Op::BindDev { src: p.clone(), dst: p });
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("core", "/proc/kcore"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        ops.push(Op::Symlink { target: target.into(), dst: Path::new("/dev").join(name) });
+    }
+    ops.push(Op::Dir { dst: "/dev/pts".into() });
+    ops.push(Op::Devpts { dst: "/dev/pts".into() });
+    ops.push(Op::Dir { dst: "/dev/shm".into() });
+    ops.push(Op::Tmpfs {
+        dst: "/dev/shm".into(),
+        size: limits.tmp_size,
+        inodes: limits.tmp_inodes,
+        mode: 0o1777,
+        noexec: true,
+    });
+    ops.push(Op::RemountRo { dst: "/dev".into() });
+}
+
+/// Host paths the plan binds from (each opened with O_PATH before anything is mounted).
+pub fn sources(ops: &[Op]) -> Vec<PathBuf> {
+    ops.iter()
+        .filter_map(|op| match op {
+            Op::BindRo { src, .. } | Op::BindDev { src, .. } => Some(src.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn merged_usr() -> HostView {
+        HostView {
+            top: vec![
+                ("bin".into(), Some("usr/bin".into()), false),
+                ("etc".into(), None, true),
+                ("home".into(), None, true),
+                ("lib".into(), Some("usr/lib".into()), false),
+                ("lib64".into(), Some("usr/lib64".into()), false),
+                ("root".into(), None, true),
+                ("usr".into(), None, true),
+                ("var".into(), None, true),
+            ],
+            etc_present: vec!["ld.so.cache".into(), "ssl/certs".into()],
+            localtime: Some("/usr/share/zoneinfo/Etc/UTC".into()),
+        }
+    }
+
+    #[test]
+    fn host_rootfs_binds_usr_and_replicates_symlinks() {
+        let ops = build(&Rootfs::Host, &merged_usr(), &Limits::default(), "cordon");
+        assert!(ops.contains(&Op::BindRo { src: "/usr".into(), dst: "/usr".into() }));
+        assert!(ops.contains(&Op::Symlink { target: "usr/lib".into(), dst: "/lib".into() }));
+        assert!(ops.contains(&Op::Symlink { target: "usr/bin".into(), dst: "/bin".into() }));
+        // Nothing of the host's /home, /root, /var, /etc wholesale.
+        for op in &ops {
+            if let Op::BindRo { src, .. } = op {
+                assert!(
+                    src.starts_with("/usr") || src.starts_with("/etc/ld.so.cache") || src.starts_with("/etc/ssl/certs"),
+                    "unexpected host bind {src:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn non_merged_usr_binds_directories() {
+        let mut h = merged_usr();
+        h.top[0] = ("bin".into(), None, true);
+        let ops = build(&Rootfs::Host, &h, &Limits::default(), "cordon");
+        assert!(ops.contains(&Op::BindRo { src: "/bin".into(), dst: "/bin".into() }));
+    }
+
+    #[test]
+    fn generated_etc_names_the_sandbox_user_and_is_remounted_ro() {
+        let ops = build(&Rootfs::Host, &merged_usr(), &Limits::default(), "box1");
+        let passwd = ops
+            .iter()
+            .find_map(|o| match o {
+                Op::File { dst, contents } if dst == Path::new("/etc/passwd") => Some(contents.clone()),
+                _ => None,
+            })
+            .expect("passwd generated");
+        assert!(passwd.contains("sandbox:x:1000:1000:sandbox:/workspace:"));
+        let hosts = ops.iter().any(|o| matches!(o, Op::File { dst, contents } if dst == Path::new("/etc/hosts") && contents.contains("box1")));
+        assert!(hosts);
+        let last_etc = ops.iter().rposition(|o| matches!(o, Op::File { dst, .. } | Op::BindRo { dst, .. } if dst.starts_with("/etc")));
+        let ro = ops.iter().position(|o| *o == Op::RemountRo { dst: "/etc".into() });
+        assert!(ro.unwrap() > last_etc.unwrap(), "/etc is made read-only after its files are written");
+    }
+
+    #[test]
+    fn workspace_and_tmp_are_capped_tmpfs() {
+        let mut l = Limits::default();
+        l.workspace_size = 1234;
+        l.workspace_inodes = 55;
+        let ops = build(&Rootfs::Host, &merged_usr(), &l, "cordon");
+        assert!(ops.contains(&Op::Tmpfs { dst: "/workspace".into(), size: 1234, inodes: 55, mode: 0o755, noexec: false }));
+        assert!(ops.iter().any(|o| matches!(o, Op::Tmpfs { dst, mode: 0o1777, .. } if dst == Path::new("/tmp"))));
+    }
+
+    #[test]
+    fn proc_is_masked_after_it_is_mounted() {
+        let ops = build(&Rootfs::Host, &merged_usr(), &Limits::default(), "cordon");
+        let proc = ops.iter().position(|o| matches!(o, Op::Proc { .. })).unwrap();
+        let kcore = ops.iter().position(|o| *o == Op::MaskFile { dst: "/proc/kcore".into() }).unwrap();
+        let sys = ops.iter().position(|o| *o == Op::ReadOnly { dst: "/proc/sys".into() }).unwrap();
+        assert!(proc < kcore && proc < sys);
+        assert!(ops.contains(&Op::MaskFile { dst: "/proc/sysrq-trigger".into() }));
+    }
+
+    #[test]
+    fn dir_rootfs_binds_its_entries_but_not_its_own_dev_proc_tmp() {
+        let h = HostView {
+            top: vec![
+                ("bin".into(), Some("usr/bin".into()), false),
+                ("dev".into(), None, true),
+                ("etc".into(), None, true),
+                ("proc".into(), None, true),
+                ("tmp".into(), None, true),
+                ("usr".into(), None, true),
+            ],
+            ..Default::default()
+        };
+        let ops = build(&Rootfs::Dir("/r".into()), &h, &Limits::default(), "cordon");
+        assert!(ops.contains(&Op::BindRo { src: "/r/usr".into(), dst: "/usr".into() }));
+        assert!(ops.contains(&Op::BindRo { src: "/r/etc".into(), dst: "/etc".into() }));
+        assert!(!ops.iter().any(|o| matches!(o, Op::BindRo { src, .. } if src == Path::new("/r/dev") || src == Path::new("/r/tmp"))));
+        assert!(ops.contains(&Op::Symlink { target: "usr/bin".into(), dst: "/bin".into() }));
+    }
+
+    #[test]
+    fn sources_lists_host_binds() {
+        let ops = build(&Rootfs::Host, &merged_usr(), &Limits::default(), "cordon");
+        let s = sources(&ops);
+        assert!(s.contains(&PathBuf::from("/usr")));
+        assert!(s.contains(&PathBuf::from("/dev/null")));
+    }
+}

@@ -1,0 +1,122 @@
+//! The typed messages between the roles, and the two pipes that carry them.
+//!
+//! - "go" (parent → init): one byte once the uid/gid maps are written and the child is in its
+//!   cgroup. End-of-file instead means the parent died: init exits.
+//! - "report" (init and payload → parent): JSON lines. The payload's copy is close-on-exec, so
+//!   a successful `execve` sends nothing and closes it.
+
+use nix::errno::Errno;
+use nix::unistd::{read, write};
+use serde::{Deserialize, Serialize};
+use std::os::fd::{AsFd, OwnedFd};
+
+/// What init and the payload tell the parent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Msg {
+    /// A setup step failed before the program ran. `exit_code` is 125 (cordon failed),
+    /// 126 (cannot execute) or 127 (not found).
+    SetupFailed { step: String, message: String, exit_code: i32 },
+    /// Landlock's outcome, sent by the payload just before seccomp and execve.
+    Landlock { status: String, abi: Option<u32> },
+    /// The payload's main process exited with this code.
+    Exited { code: i32 },
+    /// The payload's main process was killed by this signal.
+    Signaled { signal: i32 },
+}
+
+/// The sending side of the report pipe.
+pub struct Reporter {
+    fd: OwnedFd,
+}
+
+impl Reporter {
+    pub fn new(fd: OwnedFd) -> Self {
+        Reporter { fd }
+    }
+
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Sends one message as a single `write` (under PIPE_BUF, so it is never interleaved with
+    /// the other writer's messages).
+    pub fn send(&self, msg: &Msg) {
+        let mut line = serde_json::to_vec(msg).unwrap_or_default();
+        line.truncate(libc::PIPE_BUF - 1);
+        line.push(b'\n');
+        // A parent that is gone cannot be told anything; the send is best-effort by nature.
+        let _ = write(&self.fd, &line);
+    }
+
+    pub fn fail(&self, step: &str, message: impl std::fmt::Display, exit_code: i32) {
+        self.send(&Msg::SetupFailed { step: step.to_string(), message: message.to_string(), exit_code });
+    }
+}
+
+/// Reassembles JSON lines from the report pipe.
+#[derive(Default)]
+pub struct MsgReader {
+    buf: Vec<u8>,
+}
+
+impl MsgReader {
+    /// Feeds bytes read from the pipe and returns the complete messages among them.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<Msg> {
+        self.buf.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.buf.drain(..=nl).collect();
+            match serde_json::from_slice::<Msg>(&line[..line.len() - 1]) {
+                Ok(m) => out.push(m),
+                Err(e) => out.push(Msg::SetupFailed {
+                    step: "report".into(),
+                    message: format!("garbled message from the sandbox: {e}"),
+                    exit_code: 125,
+                }),
+            }
+        }
+        out
+    }
+}
+
+/// Blocks until the parent says go (true) or dies (false).
+pub fn wait_for_go(fd: &OwnedFd) -> bool {
+    let mut b = [0u8; 1];
+    loop {
+        match read(fd, &mut b) {
+            Ok(1) => return true,
+            Ok(_) => return false,
+            Err(Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Tells init to go.
+pub fn send_go(fd: &OwnedFd) -> Result<(), Errno> {
+    write(fd, b"g").map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reader_splits_lines_and_keeps_partial() {
+        let mut r = MsgReader::default();
+        let a = serde_json::to_string(&Msg::Exited { code: 3 }).unwrap();
+        let b = serde_json::to_string(&Msg::Signaled { signal: 9 }).unwrap();
+        let all = format!("{a}\n{b}\n");
+        let (x, y) = all.as_bytes().split_at(a.len() + 5);
+        assert_eq!(r.feed(x), vec![Msg::Exited { code: 3 }]);
+        assert_eq!(r.feed(y), vec![Msg::Signaled { signal: 9 }]);
+        assert!(r.feed(b"").is_empty());
+    }
+
+    #[test]
+    fn garbage_becomes_a_setup_failure() {
+        let mut r = MsgReader::default();
+        let m = r.feed(b"nonsense\n");
+        assert!(matches!(&m[0], Msg::SetupFailed { exit_code: 125, .. }));
+    }
+}

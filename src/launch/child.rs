@@ -1,0 +1,240 @@
+//! The two roles inside the sandbox.
+//!
+//! **init** is the process `clone` created: pid 1 of the new pid namespace, holding every
+//! capability of the new user namespace. It waits for the parent's go, builds and enters the
+//! new root, forks the payload, reaps zombies, reports the payload's exit and exits, which
+//! makes the kernel kill every process left in the namespace.
+//!
+//! **payload** is init's child. It wires stdio, starts a new session, sets rlimits, drops every
+//! capability, sets no_new_privs, applies Landlock, installs seccomp (last: it would block the
+//! steps before it) and execs the command.
+
+use super::channel::{Msg, Reporter, wait_for_go};
+use crate::fs::plan::Op;
+use crate::limits::Rlimit;
+use crate::outcome::exit_codes;
+use crate::security::seccomp::Compiled;
+use crate::spec::{SANDBOX_GID, SANDBOX_UID, WORKSPACE};
+use crate::sys::{self, CloneResult};
+use nix::errno::Errno;
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{Gid, Pid, Uid};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// Everything the child needs, prepared by the parent before `clone` (the child gets a copy).
+pub struct ChildCtx<'a> {
+    pub plan: &'a [Op],
+    pub hostname: &'a str,
+    pub argv: Vec<CString>,
+    pub env: Vec<CString>,
+    /// `PATH` entries to search for `argv[0]`.
+    pub path: Vec<String>,
+    pub rlimits: &'a [Rlimit],
+    pub seccomp: &'a Compiled,
+    pub allow_degraded_landlock: bool,
+    /// The caller is host root: supplementary groups must be cleared, and the ids switched to
+    /// the mapped sandbox ids before any file is created.
+    pub root_caller: bool,
+    pub go: OwnedFd,
+    pub report: Reporter,
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+/// init's entry point, right after `clone`. Never returns.
+pub fn init_main(ctx: ChildCtx) -> ! {
+    // Dies with the parent; the go pipe's EOF covers a parent that died before this line.
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+        ctx.report.fail("set parent-death signal", e, exit_codes::SANDBOX_ERROR);
+        sys::exit_now(exit_codes::SANDBOX_ERROR);
+    }
+    if !wait_for_go(&ctx.go) {
+        sys::exit_now(exit_codes::SANDBOX_ERROR);
+    }
+    if let Err((step, msg)) = setup_init(&ctx) {
+        ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
+        sys::exit_now(exit_codes::SANDBOX_ERROR);
+    }
+    let payload = match sys::fork() {
+        Ok(CloneResult::Child) => payload_main(&ctx),
+        Ok(CloneResult::Parent(pid)) => pid,
+        Err(e) => {
+            ctx.report.fail("fork the payload", e, exit_codes::SANDBOX_ERROR);
+            sys::exit_now(exit_codes::SANDBOX_ERROR);
+        }
+    };
+    // init keeps no end of the payload's stdio, so the parent sees EOF once the payload side
+    // is gone.
+    let ChildCtx { stdin, stdout, stderr, report, .. } = ctx;
+    drop((stdin, stdout, stderr));
+    reap(payload, &report)
+}
+
+fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
+    let e = |step: &'static str| move |err: Errno| (step, err.to_string());
+    // Non-dumpable: the payload cannot read init's memory or /proc/1 details that it does not
+    // own (it also lacks the capabilities ptrace would need, and seccomp denies ptrace).
+    nix::sys::prctl::set_dumpable(false).map_err(e("make init non-dumpable"))?;
+    if ctx.root_caller {
+        sys::clear_groups().map_err(e("drop supplementary groups"))?;
+    }
+    // Files created from here on belong to the mapped sandbox ids (an unmapped fsuid cannot
+    // create files at all). The namespace's uid 0 is unmapped, so this does not clear the
+    // capabilities the creator of the namespace holds; the check below makes sure.
+    let (uid, gid) = (Uid::from_raw(SANDBOX_UID), Gid::from_raw(SANDBOX_GID));
+    nix::unistd::setresgid(gid, gid, gid).map_err(e("switch to the sandbox gid"))?;
+    nix::unistd::setresuid(uid, uid, uid).map_err(e("switch to the sandbox uid"))?;
+    if !caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN).unwrap_or(false) {
+        return Err((
+            "keep namespace capabilities",
+            "init lost CAP_SYS_ADMIN in its own user namespace after switching ids".into(),
+        ));
+    }
+    // A cgroup namespace rooted at the sandbox's own cgroup (the parent moved us into it).
+    unshare(CloneFlags::CLONE_NEWCGROUP).map_err(e("create the cgroup namespace"))?;
+    crate::fs::apply(ctx.plan).map_err(|err| ("build the root filesystem", err.to_string()))?;
+    nix::unistd::sethostname(ctx.hostname).map_err(e("set the hostname"))?;
+    sys::loopback_up().map_err(e("bring up the loopback interface"))?;
+    Ok(())
+}
+
+/// Reaps every child until the payload exits, then reports how it ended and exits.
+fn reap(payload: Pid, report: &Reporter) -> ! {
+    loop {
+        match waitpid(None, Some(WaitPidFlag::__WALL)) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == payload => {
+                report.send(&Msg::Exited { code });
+                sys::exit_now(0);
+            }
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == payload => {
+                report.send(&Msg::Signaled { signal: sig as i32 });
+                sys::exit_now(0);
+            }
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(e) => {
+                report.fail("wait for the payload", e, exit_codes::SANDBOX_ERROR);
+                sys::exit_now(exit_codes::SANDBOX_ERROR);
+            }
+        }
+    }
+}
+
+/// The payload's entry point, in init's fork. Never returns: it execs or exits.
+fn payload_main(ctx: &ChildCtx) -> ! {
+    let code = match prepare_payload(ctx) {
+        Ok(()) => exec(ctx),
+        Err((step, msg)) => {
+            ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
+            exit_codes::SANDBOX_ERROR
+        }
+    };
+    sys::exit_now(code)
+}
+
+fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
+    let e = |step: &'static str| move |err: Errno| (step, err.to_string());
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(e("set parent-death signal"))?;
+    sys::reset_signals().map_err(e("reset signal dispositions"))?;
+    nix::unistd::dup2_stdin(&ctx.stdin).map_err(e("attach stdin"))?;
+    nix::unistd::dup2_stdout(&ctx.stdout).map_err(e("attach stdout"))?;
+    nix::unistd::dup2_stderr(&ctx.stderr).map_err(e("attach stderr"))?;
+    // A new session: no controlling terminal, so TIOCSTI has no terminal to inject into.
+    nix::unistd::setsid().map_err(e("start a new session"))?;
+    nix::unistd::chdir(WORKSPACE).map_err(e("enter /workspace"))?;
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+    for r in ctx.rlimits {
+        let res = resource(r.resource).ok_or(("set a resource limit", format!("unknown rlimit {}", r.resource)))?;
+        nix::sys::resource::setrlimit(res, r.value, r.value).map_err(e("set a resource limit"))?;
+    }
+    crate::security::caps::drop_all().map_err(|err| ("drop capabilities", err.to_string()))?;
+    nix::sys::prctl::set_no_new_privs().map_err(e("set no_new_privs"))?;
+    let ll = crate::security::landlock::restrict(ctx.allow_degraded_landlock)
+        .map_err(|err| ("apply Landlock", err.to_string()))?;
+    ctx.report.send(&Msg::Landlock { status: ll.status, abi: ll.abi });
+    // Every fd but 0-2 and the report pipe (close-on-exec) goes now.
+    let keep = ctx.report.fd().as_raw_fd();
+    close_all_but(keep).map_err(e("close inherited file descriptors"))?;
+    crate::security::seccomp::install(ctx.seccomp).map_err(|err| ("install seccomp", err.to_string()))?;
+    Ok(())
+}
+
+fn resource(r: libc::__rlimit_resource_t) -> Option<nix::sys::resource::Resource> {
+    use nix::sys::resource::Resource;
+    Some(match r {
+        libc::RLIMIT_AS => Resource::RLIMIT_AS,
+        libc::RLIMIT_CORE => Resource::RLIMIT_CORE,
+        libc::RLIMIT_CPU => Resource::RLIMIT_CPU,
+        libc::RLIMIT_DATA => Resource::RLIMIT_DATA,
+        libc::RLIMIT_FSIZE => Resource::RLIMIT_FSIZE,
+        libc::RLIMIT_NOFILE => Resource::RLIMIT_NOFILE,
+        libc::RLIMIT_NPROC => Resource::RLIMIT_NPROC,
+        libc::RLIMIT_STACK => Resource::RLIMIT_STACK,
+        libc::RLIMIT_MEMLOCK => Resource::RLIMIT_MEMLOCK,
+        libc::RLIMIT_MSGQUEUE => Resource::RLIMIT_MSGQUEUE,
+        _ => return None,
+    })
+}
+
+fn close_all_but(keep: i32) -> Result<(), Errno> {
+    // close_range(3, keep-1) then (keep+1, max); `keep` is above 2.
+    for fd in 3..keep {
+        let _ = nix::unistd::close(fd);
+    }
+    sys::close_fds_from(keep + 1)
+}
+
+/// execs argv[0] (searched in PATH when it has no '/'); returns the exit code for failure.
+fn exec(ctx: &ChildCtx) -> i32 {
+    let name = ctx.argv[0].to_bytes();
+    let mut candidates = Vec::new();
+    if name.contains(&b'/') {
+        candidates.push(ctx.argv[0].clone());
+    } else {
+        for dir in &ctx.path {
+            let mut p = dir.as_bytes().to_vec();
+            p.push(b'/');
+            p.extend_from_slice(name);
+            if let Ok(c) = CString::new(p) {
+                candidates.push(c);
+            }
+        }
+    }
+    let mut denied = None;
+    for c in &candidates {
+        let err = match nix::unistd::execve(c, &ctx.argv, &ctx.env) {
+            Err(err) => err,
+        };
+        match err {
+            Errno::ENOENT | Errno::ENOTDIR => continue,
+            other => {
+                denied = Some((c.clone(), other));
+                if other != Errno::EACCES {
+                    break;
+                }
+            }
+        }
+    }
+    let shown = String::from_utf8_lossy(name);
+    match denied {
+        Some((path, errno)) => {
+            let msg = format!(
+                "cannot execute {}: {errno}; check that it is an executable file inside the sandbox (its root is read-only and mounted nosuid)",
+                path.to_string_lossy()
+            );
+            ctx.report.fail("execute the command", msg, exit_codes::CANNOT_EXECUTE);
+            exit_codes::CANNOT_EXECUTE
+        }
+        None => {
+            let msg = format!(
+                "command not found in the sandbox: {shown} (searched {}); with --rootfs host only /usr, /bin, /sbin and /lib* of the host are visible",
+                if name.contains(&b'/') { "that path".to_string() } else { format!("PATH={}", ctx.path.join(":")) }
+            );
+            ctx.report.fail("find the command", msg, exit_codes::NOT_FOUND);
+            exit_codes::NOT_FOUND
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! Turning what the supervisor saw into the result object: the status class, the exit code
+//! the CLI uses, and a sentence for anything that is not a plain exit. Pure: unit-tested.
+
+use super::channel::Msg;
+use super::supervise::Ended;
+use crate::limits::CgroupMetrics;
+use crate::outcome::{
+    Enforcement, IsolationReport, LimitsReport, MetricSource, Outcome, Status, exit_codes, signal_name,
+};
+use crate::spec::SandboxSpec;
+
+/// What programs print when an allocation fails at an address-space (rlimit) limit. Used
+/// only when memory is limited by RLIMIT_AS, and the status then says `inferred`.
+const OOM_MARKERS: &[&str] = &[
+    "MemoryError",
+    "Cannot allocate memory",
+    "out of memory",
+    "std::bad_alloc",
+    "memory allocation of",
+    "JavaScript heap out of memory",
+    "runtime: out of memory",
+    "failed to allocate",
+];
+
+fn human_size(b: u64) -> String {
+    if b >= 1 << 30 && b % (1 << 30) == 0 {
+        format!("{} GiB", b >> 30)
+    } else if b >= 1 << 20 {
+        format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
+    } else {
+        format!("{b} bytes")
+    }
+}
+
+pub fn outcome(
+    spec: &SandboxSpec,
+    ended: Ended,
+    metrics: CgroupMetrics,
+    limits: LimitsReport,
+    mut isolation: IsolationReport,
+) -> Outcome {
+    let mut setup_failure = None;
+    let mut payload: Option<Msg> = None;
+    for m in &ended.msgs {
+        match m {
+            Msg::Landlock { status, abi } => {
+                isolation.landlock = status.clone();
+                isolation.landlock_abi = *abi;
+            }
+            Msg::SetupFailed { .. } if setup_failure.is_none() => setup_failure = Some(m.clone()),
+            Msg::Exited { .. } | Msg::Signaled { .. } => payload = Some(m.clone()),
+            _ => {}
+        }
+    }
+    let memory_by_rlimit = limits.memory_bytes.as_ref().is_some_and(|l| l.enforcement == Enforcement::Rlimit);
+    let cgroup_source = metrics.source.unwrap_or(MetricSource::Unavailable);
+    let oom_reported = metrics.oom_kills.map(|n| n > 0);
+    let stderr_text = String::from_utf8_lossy(&ended.stderr.data);
+    let lim = &spec.limits;
+
+    let (mut status, mut code, mut signal, mut message): (Status, i32, Option<i32>, Option<String>) =
+        (Status::SandboxError, exit_codes::SANDBOX_ERROR, None, None);
+    let mut exit_code = None;
+    let mut oom_inferred = false;
+    if let Some(e) = &ended.internal_error {
+        message = Some(e.clone());
+    } else if let Some(sig) = ended.interrupted {
+        status = Status::Killed;
+        code = 128 + sig as i32;
+        message = Some(format!("cordon received {} and killed the sandbox", sig.as_str()));
+    } else if ended.timed_out {
+        status = Status::Timeout;
+        code = exit_codes::TIMEOUT;
+        message = Some(format!(
+            "the wall-clock limit of {:?} was reached; cordon killed every process of the sandbox (raise it with --timeout)",
+            lim.wall
+        ));
+    } else if ended.output_limited {
+        status = Status::OutputLimit;
+        code = exit_codes::KILLED;
+        let which = if ended.stdout.truncated { "stdout" } else { "stderr" };
+        message = Some(format!(
+            "{which} exceeded the output limit of {}; cordon kept the first {} and killed the sandbox (raise it with --output-limit)",
+            human_size(lim.output),
+            human_size(lim.output)
+        ));
+    } else if let Some(Msg::SetupFailed { step, message: m, exit_code: c }) = &setup_failure {
+        code = *c;
+        message = Some(if *c == exit_codes::SANDBOX_ERROR { format!("sandbox setup failed: cannot {step}: {m}") } else { m.clone() });
+    } else {
+        match payload {
+            Some(Msg::Exited { code: c }) => {
+                exit_code = Some(c);
+                code = c;
+                status = if c == 0 { Status::Ok } else { Status::RuntimeError };
+                if c != 0 && oom_reported == Some(true) {
+                    status = Status::MemoryLimit;
+                    code = exit_codes::KILLED;
+                } else if c != 0 && memory_by_rlimit && OOM_MARKERS.iter().any(|m| stderr_text.contains(m)) {
+                    status = Status::MemoryLimit;
+                    oom_inferred = true;
+                    code = exit_codes::KILLED;
+                }
+            }
+            Some(Msg::Signaled { signal: s }) => {
+                signal = Some(s);
+                code = 128 + s;
+                status = Status::Signaled;
+                if oom_reported == Some(true) {
+                    status = Status::MemoryLimit;
+                } else if s == libc::SIGXCPU || ended.cpu_timed_out {
+                    status = Status::Timeout;
+                    code = exit_codes::TIMEOUT;
+                } else if memory_by_rlimit && (s == libc::SIGSEGV || s == libc::SIGABRT || s == libc::SIGBUS)
+                    && OOM_MARKERS.iter().any(|m| stderr_text.contains(m))
+                {
+                    status = Status::MemoryLimit;
+                    oom_inferred = true;
+                }
+            }
+            _ if ended.cpu_timed_out => {
+                status = Status::Timeout;
+                code = exit_codes::TIMEOUT;
+            }
+            _ if oom_reported == Some(true) => {
+                status = Status::MemoryLimit;
+                code = exit_codes::KILLED;
+            }
+            _ => {
+                message = Some(format!(
+                    "the sandbox's init ended without reporting the program's exit ({:?})",
+                    ended.init_status
+                ));
+            }
+        }
+        if ended.cpu_timed_out && status != Status::Ok {
+            status = Status::Timeout;
+            code = exit_codes::TIMEOUT;
+        }
+        message = message.or_else(|| match status {
+            Status::MemoryLimit => Some(format!(
+                "the memory limit of {} was reached ({}); raise it with --memory",
+                lim.memory.map(human_size).unwrap_or_else(|| "?".into()),
+                if oom_inferred { "inferred from the program's allocation failure under RLIMIT_AS" } else { "OOM kill reported by the kernel" }
+            )),
+            Status::Timeout => Some(format!(
+                "the CPU-time limit of {:?} was reached (raise it with --cpu-time)",
+                lim.cpu_time.unwrap_or_default()
+            )),
+            _ => None,
+        });
+    }
+
+    let (memory_used, memory_used_source) = match (metrics.peak_memory, ended.rusage_maxrss) {
+        (Some(p), _) => (Some(p), cgroup_source),
+        (None, Some(r)) => (Some(r), MetricSource::Rusage),
+        _ => (None, MetricSource::Unavailable),
+    };
+    let (cpu_time, cpu_time_source) = match (metrics.cpu_time, ended.rusage_cpu) {
+        (Some(t), _) => (Some(t), cgroup_source),
+        (None, Some(t)) => (Some(t), MetricSource::Rusage),
+        _ => (None, MetricSource::Unavailable),
+    };
+    let (oom_killed, oom_killed_source) = match oom_reported {
+        Some(v) => (v, cgroup_source),
+        None if oom_inferred => (true, MetricSource::Inferred),
+        None => (false, MetricSource::Unavailable),
+    };
+    let lossy = std::str::from_utf8(&ended.stdout.data).is_err() || std::str::from_utf8(&ended.stderr.data).is_err();
+    Outcome {
+        success: status == Status::Ok,
+        status,
+        output: String::from_utf8_lossy(&ended.stdout.data).into_owned(),
+        error: stderr_text.into_owned(),
+        exit_code,
+        signal,
+        signal_name: signal.map(signal_name),
+        execution_time: ended.wall.as_secs_f64() * 1000.0,
+        cpu_time: cpu_time.map(|t| t.as_secs_f64() * 1000.0),
+        cpu_time_source,
+        memory_used,
+        memory_used_source,
+        oom_killed,
+        oom_killed_source,
+        output_truncated: ended.stdout.truncated || ended.stderr.truncated,
+        stdout_bytes: ended.stdout.total,
+        stderr_bytes: ended.stderr.total,
+        output_lossy: lossy,
+        message,
+        cli_exit_code: code,
+        limits,
+        isolation,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::LimitReport;
+
+    fn spec() -> SandboxSpec {
+        SandboxSpec::new(vec!["x".into()])
+    }
+
+    fn run(msgs: Vec<Msg>, f: impl FnOnce(&mut Ended), metrics: CgroupMetrics, limits: LimitsReport) -> Outcome {
+        let mut e = Ended { msgs, ..Ended::default() };
+        f(&mut e);
+        outcome(&spec(), e, metrics, limits, IsolationReport::default())
+    }
+
+    #[test]
+    fn plain_exits() {
+        let o = run(vec![Msg::Exited { code: 0 }], |_| {}, Default::default(), Default::default());
+        assert_eq!((o.status, o.cli_exit_code, o.success), (Status::Ok, 0, true));
+        let o = run(vec![Msg::Exited { code: 7 }], |_| {}, Default::default(), Default::default());
+        assert_eq!((o.status, o.cli_exit_code, o.exit_code), (Status::RuntimeError, 7, Some(7)));
+        let o = run(vec![Msg::Signaled { signal: 11 }], |_| {}, Default::default(), Default::default());
+        assert_eq!((o.status, o.cli_exit_code, o.signal_name.as_deref()), (Status::Signaled, 139, Some("SIGSEGV")));
+    }
+
+    #[test]
+    fn limits_win_over_the_exit() {
+        let o = run(vec![Msg::Signaled { signal: 9 }], |e| e.timed_out = true, Default::default(), Default::default());
+        assert_eq!((o.status, o.cli_exit_code), (Status::Timeout, 124));
+        let o = run(vec![], |e| e.output_limited = true, Default::default(), Default::default());
+        assert_eq!((o.status, o.cli_exit_code), (Status::OutputLimit, 137));
+        let m = CgroupMetrics { oom_kills: Some(1), source: Some(MetricSource::CgroupV1), ..Default::default() };
+        let o = run(vec![Msg::Signaled { signal: 9 }], |_| {}, m, Default::default());
+        assert_eq!((o.status, o.cli_exit_code, o.oom_killed), (Status::MemoryLimit, 137, true));
+        assert_eq!(o.oom_killed_source, MetricSource::CgroupV1);
+        let o = run(vec![Msg::Signaled { signal: libc::SIGXCPU }], |_| {}, Default::default(), Default::default());
+        assert_eq!(o.status, Status::Timeout);
+    }
+
+    #[test]
+    fn rlimit_memory_failure_is_inferred_only_under_rlimit() {
+        let rl = LimitsReport {
+            memory_bytes: Some(LimitReport { value: Some(1.0), enforcement: Enforcement::Rlimit, note: None }),
+            ..Default::default()
+        };
+        let f = |e: &mut Ended| e.stderr.data = b"Traceback...\nMemoryError\n".to_vec();
+        let o = run(vec![Msg::Exited { code: 1 }], f, Default::default(), rl);
+        assert_eq!((o.status, o.oom_killed_source), (Status::MemoryLimit, MetricSource::Inferred));
+        let o = run(vec![Msg::Exited { code: 1 }], f, Default::default(), Default::default());
+        assert_eq!(o.status, Status::RuntimeError);
+    }
+
+    #[test]
+    fn setup_failures_keep_their_exit_code() {
+        let m = Msg::SetupFailed { step: "find".into(), message: "command not found".into(), exit_code: 127 };
+        let o = run(vec![m, Msg::Exited { code: 127 }], |_| {}, Default::default(), Default::default());
+        assert_eq!((o.status, o.cli_exit_code), (Status::SandboxError, 127));
+        assert!(o.message.unwrap().contains("not found"));
+    }
+
+    #[test]
+    fn interrupted_is_killed() {
+        let o = run(vec![], |e| e.interrupted = Some(nix::sys::signal::Signal::SIGTERM), Default::default(), Default::default());
+        assert_eq!((o.status, o.cli_exit_code), (Status::Killed, 143));
+    }
+}

@@ -1,0 +1,340 @@
+//! The parent's supervision loop: one `poll` over the sandbox's stdio pipes, the report pipe,
+//! a pidfd for init and a signalfd, with the wall-clock deadline as its timeout. No threads.
+
+use super::channel::{Msg, MsgReader};
+use crate::limits::Cgroup;
+use crate::spec::{SandboxSpec, StdinSource};
+use crate::sys;
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, Signal, kill};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::WaitStatus;
+use nix::unistd::{Pid, read, write};
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// After init exits, how long to keep reading output that is still in the pipes. Every
+/// writer died with the pid namespace, so this only bounds a pathological case.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often the CPU-time limit is checked against the cgroup's counter.
+const CPU_CHECK_EVERY: Duration = Duration::from_millis(100);
+const CHUNK: usize = 64 * 1024;
+
+/// The parent's ends of the sandbox's pipes.
+pub struct Io {
+    pub stdin: OwnedFd,
+    pub stdin_file: Option<std::fs::File>,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    pub report: OwnedFd,
+}
+
+/// One captured stream, cut at the output limit.
+#[derive(Debug, Default)]
+pub struct Capture {
+    pub data: Vec<u8>,
+    pub total: u64,
+    pub truncated: bool,
+}
+
+impl Capture {
+    /// Keeps what fits under `limit`; returns false once the limit is exceeded.
+    fn push(&mut self, bytes: &[u8], limit: u64, passthrough: Option<&mut dyn Write>) -> bool {
+        self.total += bytes.len() as u64;
+        let room = limit.saturating_sub(self.data.len() as u64) as usize;
+        let kept = &bytes[..bytes.len().min(room)];
+        self.data.extend_from_slice(kept);
+        if let Some(w) = passthrough {
+            // The caller's own stdout closing is no reason to stop supervising the sandbox.
+            let _ = w.write_all(kept).and_then(|()| w.flush());
+        }
+        if kept.len() < bytes.len() {
+            self.truncated = true;
+        }
+        !self.truncated
+    }
+}
+
+/// Everything the supervisor saw.
+#[derive(Debug, Default)]
+pub struct Ended {
+    pub msgs: Vec<Msg>,
+    pub init_status: Option<WaitStatus>,
+    pub rusage_cpu: Option<Duration>,
+    pub rusage_maxrss: Option<u64>,
+    pub timed_out: bool,
+    pub cpu_timed_out: bool,
+    pub output_limited: bool,
+    pub interrupted: Option<Signal>,
+    pub stdout: Capture,
+    pub stderr: Capture,
+    pub wall: Duration,
+    pub internal_error: Option<String>,
+}
+
+impl Ended {
+    pub fn go_failed(errno: Errno) -> Ended {
+        Ended {
+            internal_error: Some(format!("cannot tell the sandbox to start (go pipe): {errno}")),
+            ..Ended::default()
+        }
+    }
+}
+
+enum StdinState {
+    Closed,
+    /// Read from this fd (cordon's stdin or the --stdin file) into `buf`, write to the pipe.
+    Source(OwnedFdOrStdin),
+}
+
+enum OwnedFdOrStdin {
+    /// A duplicate of cordon's fd 0 (so a closed fd 0 is noticed once, at the start).
+    Stdin(OwnedFd),
+    File(std::fs::File),
+}
+
+impl OwnedFdOrStdin {
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            OwnedFdOrStdin::Stdin(f) => f.as_fd(),
+            OwnedFdOrStdin::File(f) => f.as_fd(),
+        }
+    }
+}
+
+/// Supervises the sandbox whose init is `child` until init has exited and its output is
+/// drained. Kills the sandbox at the deadline, at an output-limit breach, at the CPU-time
+/// limit, and when cordon receives SIGINT/SIGTERM/SIGHUP.
+pub fn supervise(
+    spec: &SandboxSpec,
+    child: Pid,
+    io: Io,
+    cgroup: Option<&Cgroup>,
+    signals: SigSet,
+    started: Instant,
+) -> Ended {
+    let mut ended = Ended::default();
+    let limits = &spec.limits;
+    let deadline = started + limits.wall;
+    let sfd = SignalFd::with_flags(&signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).ok();
+    let pidfd = match sys::pidfd_open(child) {
+        Ok(fd) => Some(fd),
+        Err(e) => {
+            ended.internal_error = Some(format!("cannot watch the sandbox's init (pidfd_open): {e}; Linux 5.3+ is needed"));
+            kill_all(child, cgroup);
+            None
+        }
+    };
+    let Io { stdin: stdin_pipe, stdin_file, stdout, stderr, report } = io;
+    let mut stdin_pipe = Some(stdin_pipe);
+    let mut stdin_buf: Vec<u8> = Vec::new();
+    let mut stdin_state = match (&spec.stdin, stdin_file) {
+        (StdinSource::Forward, _) => match nix::unistd::dup(std::io::stdin()) {
+            Ok(fd) => StdinState::Source(OwnedFdOrStdin::Stdin(fd)),
+            Err(_) => StdinState::Closed,
+        },
+        (StdinSource::File(_), Some(f)) => StdinState::Source(OwnedFdOrStdin::File(f)),
+        (StdinSource::Bytes(b), _) => {
+            stdin_buf = b.clone();
+            StdinState::Closed
+        }
+        _ => StdinState::Closed,
+    };
+    if let Some(p) = &stdin_pipe {
+        let _ = nix::fcntl::fcntl(p, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
+    }
+    let mut out = Some(stdout);
+    let mut err = Some(stderr);
+    let mut rep = Some(report);
+    let mut reader = MsgReader::default();
+    let mut init_exited = pidfd.is_none();
+    let mut drain_deadline: Option<Instant> = None;
+    let mut killed = false;
+    let mut buf = vec![0u8; CHUNK];
+    let mut host_out = std::io::stdout();
+    let mut host_err = std::io::stderr();
+
+    loop {
+        if matches!(stdin_state, StdinState::Closed) && stdin_buf.is_empty() {
+            stdin_pipe = None;
+        }
+        let now = Instant::now();
+        if init_exited {
+            let dl = *drain_deadline.get_or_insert(now + DRAIN_TIMEOUT);
+            if (out.is_none() && err.is_none() && rep.is_none()) || now >= dl {
+                break;
+            }
+        } else if now >= deadline && !killed {
+            ended.timed_out = true;
+            killed = true;
+            kill_all(child, cgroup);
+        }
+
+        // Build the poll set; remember which slot is which.
+        let mut fds: Vec<PollFd> = Vec::with_capacity(7);
+        let mut slots: Vec<u8> = Vec::with_capacity(7);
+        let pin = PollFlags::POLLIN;
+        if let Some(f) = &out {
+            fds.push(PollFd::new(f.as_fd(), pin));
+            slots.push(b'o');
+        }
+        if let Some(f) = &err {
+            fds.push(PollFd::new(f.as_fd(), pin));
+            slots.push(b'e');
+        }
+        if let Some(f) = &rep {
+            fds.push(PollFd::new(f.as_fd(), pin));
+            slots.push(b'r');
+        }
+        if !init_exited && let Some(f) = &pidfd {
+            fds.push(PollFd::new(f.as_fd(), pin));
+            slots.push(b'p');
+        }
+        if let Some(s) = &sfd {
+            fds.push(PollFd::new(s.as_fd(), pin));
+            slots.push(b's');
+        }
+        if let Some(p) = &stdin_pipe {
+            if !stdin_buf.is_empty() {
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLOUT));
+                slots.push(b'w');
+            } else if let StdinState::Source(src) = &stdin_state {
+                fds.push(PollFd::new(src.fd(), pin));
+                slots.push(b'i');
+            }
+        }
+        let until = if init_exited { drain_deadline.unwrap_or(now) } else { deadline };
+        let mut wait = until.saturating_duration_since(now);
+        if limits.cpu_time.is_some() && cgroup.is_some() {
+            wait = wait.min(CPU_CHECK_EVERY);
+        }
+        if killed && !init_exited {
+            wait = wait.max(Duration::from_millis(10));
+        }
+        let timeout = PollTimeout::try_from(wait.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::MAX);
+        let ready: Vec<(u8, PollFlags)> = match poll(&mut fds, timeout) {
+            Ok(_) => fds.iter().zip(&slots).map(|(f, s)| (*s, f.revents().unwrap_or(PollFlags::empty()))).collect(),
+            Err(Errno::EINTR) => continue,
+            Err(e) => {
+                ended.internal_error = Some(format!("poll failed while supervising the sandbox: {e}"));
+                kill_all(child, cgroup);
+                killed = true;
+                Vec::new()
+            }
+        };
+        drop(fds);
+
+        for (slot, rev) in ready {
+            if rev.is_empty() {
+                continue;
+            }
+            match slot {
+                b'o' | b'e' => {
+                    let (pipe, cap, sink): (&mut Option<OwnedFd>, &mut Capture, &mut dyn Write) = if slot == b'o' {
+                        (&mut out, &mut ended.stdout, &mut host_out)
+                    } else {
+                        (&mut err, &mut ended.stderr, &mut host_err)
+                    };
+                    let Some(fd) = pipe.as_ref() else { continue };
+                    match read(fd, &mut buf) {
+                        Ok(0) => *pipe = None,
+                        Ok(n) => {
+                            let passthrough = if spec.passthrough { Some(sink) } else { None };
+                            if !cap.push(&buf[..n], limits.output, passthrough) && !killed {
+                                ended.output_limited = true;
+                                killed = true;
+                                kill_all(child, cgroup);
+                            }
+                        }
+                        Err(Errno::EINTR | Errno::EAGAIN) => {}
+                        Err(_) => *pipe = None,
+                    }
+                }
+                b'r' => {
+                    let Some(fd) = rep.as_ref() else { continue };
+                    match read(fd, &mut buf) {
+                        Ok(0) => rep = None,
+                        Ok(n) => ended.msgs.extend(reader.feed(&buf[..n])),
+                        Err(Errno::EINTR | Errno::EAGAIN) => {}
+                        Err(_) => rep = None,
+                    }
+                }
+                b'p' => {
+                    init_exited = true;
+                    match sys::wait4(child) {
+                        Ok((status, ru)) => {
+                            ended.init_status = Some(status);
+                            let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+                            ended.rusage_cpu = Some(tv(ru.ru_utime) + tv(ru.ru_stime));
+                            ended.rusage_maxrss = Some(ru.ru_maxrss as u64 * 1024);
+                        }
+                        Err(e) => ended.internal_error = Some(format!("cannot reap the sandbox's init: {e}")),
+                    }
+                    ended.wall = started.elapsed();
+                }
+                b's' => {
+                    if let Some(s) = &sfd
+                        && let Ok(Some(info)) = s.read_signal()
+                    {
+                        ended.interrupted = Signal::try_from(info.ssi_signo as i32).ok();
+                        if !killed {
+                            killed = true;
+                            kill_all(child, cgroup);
+                        }
+                    }
+                }
+                b'i' => {
+                    let StdinState::Source(src) = &stdin_state else { continue };
+                    match read(src.fd(), &mut buf) {
+                        Ok(0) => stdin_state = StdinState::Closed,
+                        Ok(n) => stdin_buf.extend_from_slice(&buf[..n]),
+                        Err(Errno::EINTR | Errno::EAGAIN) => {}
+                        Err(_) => stdin_state = StdinState::Closed,
+                    }
+                }
+                b'w' => {
+                    let Some(p) = stdin_pipe.as_ref() else { continue };
+                    match write(p, &stdin_buf) {
+                        Ok(n) => {
+                            stdin_buf.drain(..n);
+                        }
+                        Err(Errno::EINTR | Errno::EAGAIN) => {}
+                        // The program closed its stdin: stop feeding it.
+                        Err(_) => {
+                            stdin_buf.clear();
+                            stdin_state = StdinState::Closed;
+                            stdin_pipe = None;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+
+        // The CPU-time limit, for the sandbox as a whole, from the cgroup's counter.
+        if let (Some(limit), Some(cg)) = (limits.cpu_time, cgroup)
+            && !killed
+            && !init_exited
+            && cg.metrics().cpu_time.is_some_and(|t| t > limit)
+        {
+            ended.cpu_timed_out = true;
+            killed = true;
+            kill_all(child, cgroup);
+        }
+    }
+    if ended.wall.is_zero() {
+        ended.wall = started.elapsed();
+    }
+    ended
+}
+
+/// SIGKILL to init takes the whole pid namespace with it (stopped processes included); the
+/// cgroup kill also covers anything the cgroup holds.
+fn kill_all(child: Pid, cgroup: Option<&Cgroup>) {
+    let _ = kill(child, Signal::SIGKILL);
+    if let Some(cg) = cgroup {
+        cg.kill();
+    }
+}
