@@ -1,10 +1,17 @@
 //! `cordon doctor`: which mechanisms this host offers, and the fix for each missing one.
-//! Also the hints that launcher errors carry.
+//! Also the hints that launcher errors carry. Every check is a real probe where one is
+//! possible (a throw-away child creates the namespaces and mounts), not a guess from files.
 
+use crate::sys::{self, CloneResult};
 use nix::errno::Errno;
+use nix::mount::{MsFlags, mount};
+use nix::sys::wait::{WaitStatus, waitpid};
+use serde::Serialize;
 
 fn read_trim(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// The likely cause and fix when creating the sandbox's namespaces fails with `errno`.
@@ -14,7 +21,10 @@ pub fn userns_hint(errno: Errno) -> String {
         causes.push("kernel.unprivileged_userns_clone=0; run `sysctl -w kernel.unprivileged_userns_clone=1` or run as root".to_string());
     }
     if read_trim("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
-        causes.push("user.max_user_namespaces=0; run `sysctl -w user.max_user_namespaces=15000`".to_string());
+        causes.push(
+            "user.max_user_namespaces=0; run `sysctl -w user.max_user_namespaces=15000`"
+                .to_string(),
+        );
     }
     if read_trim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
         causes.push("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1); add an AppArmor profile granting `userns` to cordon, or run `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`".to_string());
@@ -32,8 +42,263 @@ pub fn userns_hint(errno: Errno) -> String {
     }
 }
 
-/// Entry point of `cordon doctor`; returns the exit code.
-pub fn main(_json: bool) -> i32 {
-    eprintln!("cordon doctor: not written yet");
-    1
+/// One mechanism: whether cordon can use it here, what was seen, and how to fix it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    /// A missing mechanism that makes `cordon exec` refuse to run (unless downgraded).
+    pub required: bool,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// True when every required mechanism works: `cordon exec` will run with full isolation.
+    pub ready: bool,
+    pub uid: u32,
+    pub kernel: String,
+    pub checks: Vec<Check>,
+    pub limits: crate::limits::Probe,
+}
+
+const NS_FLAGS: &[(&str, libc::c_int)] = &[
+    ("user", libc::CLONE_NEWUSER),
+    ("pid", libc::CLONE_NEWPID),
+    ("mount", libc::CLONE_NEWNS),
+    ("network", libc::CLONE_NEWNET),
+    ("ipc", libc::CLONE_NEWIPC),
+    ("uts", libc::CLONE_NEWUTS),
+    ("cgroup", libc::CLONE_NEWCGROUP),
+];
+
+/// Exit codes of the probe child.
+const PROBE_PRIVATE: i32 = 10;
+const PROBE_TMPFS: i32 = 11;
+const PROBE_PROC: i32 = 12;
+
+/// Clones a child with `flags`; the child runs `body` and exits with its code.
+fn probe_clone(flags: libc::c_int, body: fn() -> i32) -> Result<i32, Errno> {
+    match sys::clone_namespaces(flags)? {
+        CloneResult::Child => sys::exit_now(body()),
+        CloneResult::Parent(pid) => match waitpid(pid, None)? {
+            WaitStatus::Exited(_, c) => Ok(c),
+            _ => Ok(-1),
+        },
+    }
+}
+
+fn mount_probe() -> i32 {
+    if mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .is_err()
+    {
+        return PROBE_PRIVATE;
+    }
+    if mount(
+        Some("tmpfs"),
+        "/tmp",
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("size=16k"),
+    )
+    .is_err()
+    {
+        return PROBE_TMPFS;
+    }
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    if mount(Some("proc"), "/tmp", Some("proc"), flags, None::<&str>).is_err() {
+        return PROBE_PROC;
+    }
+    0
+}
+
+fn namespace_checks(checks: &mut Vec<Check>) {
+    let all = NS_FLAGS.iter().fold(0, |a, (_, f)| a | f);
+    match probe_clone(all, mount_probe) {
+        Ok(0) => checks.push(Check {
+            name: "namespaces",
+            ok: true,
+            required: true,
+            detail: "user, pid, mount, network, ipc, uts and cgroup namespaces can be created; tmpfs and proc mount inside them".into(),
+            fix: None,
+        }),
+        Ok(code) => {
+            let (what, fix) = match code {
+                PROBE_PRIVATE => ("cannot make / private in a new mount namespace", "the host (often a container) forbids mount propagation changes; run cordon on the host or in a privileged container"),
+                PROBE_TMPFS => ("cannot mount tmpfs in a new user namespace", "the host forbids mounts in user namespaces (a container runtime's seccomp/AppArmor profile?); run with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined` or on the host"),
+                PROBE_PROC => ("cannot mount a new /proc", "/proc is partly overmounted on this host (as in some containers), which makes the kernel refuse a new proc mount; run cordon on the host, or unmask /proc for its container"),
+                _ => ("the namespace probe failed", "run `cordon doctor` as the same user as cordon exec"),
+            };
+            checks.push(Check { name: "namespaces", ok: false, required: true, detail: what.into(), fix: Some(fix.into()) });
+        }
+        Err(errno) => {
+            // Find which namespace type is refused.
+            let mut refused = Vec::new();
+            for (name, flag) in NS_FLAGS {
+                let f = if *flag == libc::CLONE_NEWUSER { *flag } else { flag | libc::CLONE_NEWUSER };
+                if probe_clone(f, || 0).is_err() {
+                    refused.push(*name);
+                }
+            }
+            checks.push(Check {
+                name: "namespaces",
+                ok: false,
+                required: true,
+                detail: format!("cannot create namespaces ({errno}); refused: {}", refused.join(", ")),
+                fix: Some(userns_hint(errno).trim_start_matches("; ").to_string()),
+            });
+        }
+    }
+}
+
+fn seccomp_check() -> Check {
+    let actions = read_trim("/proc/sys/kernel/seccomp/actions_avail");
+    let ok = nix::sys::prctl::get_no_new_privs().is_ok()
+        && actions
+            .as_deref()
+            .is_some_and(|a| a.contains("kill_process") && a.contains("errno"));
+    Check {
+        name: "seccomp",
+        ok,
+        required: true,
+        detail: match &actions {
+            Some(a) => format!("seccomp filters available (actions: {a})"),
+            None => "no /proc/sys/kernel/seccomp/actions_avail: the kernel lacks CONFIG_SECCOMP_FILTER".into(),
+        },
+        fix: (!ok).then(|| "use a kernel built with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER (every major distribution's is)".into()),
+    }
+}
+
+fn landlock_check() -> Check {
+    let target = crate::security::landlock::TARGET_ABI as i32;
+    match sys::landlock_abi() {
+        Ok(v) => Check {
+            name: "landlock",
+            ok: true,
+            required: true,
+            detail: if v >= target {
+                format!("Landlock ABI {v}: filesystem, TCP and scope rules all enforced")
+            } else {
+                format!("Landlock ABI {v} (cordon targets {target}): filesystem rules enforced, newer rule types reported as partial; the namespaces cover them")
+            },
+            fix: None,
+        },
+        Err(e) => Check {
+            name: "landlock",
+            ok: false,
+            required: true,
+            detail: match e {
+                Errno::EOPNOTSUPP => "Landlock is built into the kernel but not enabled at boot".into(),
+                Errno::ENOSYS => "the kernel has no Landlock (needs 5.13+ with CONFIG_SECURITY_LANDLOCK)".into(),
+                other => format!("Landlock probe failed: {other}"),
+            },
+            fix: Some("add `landlock` to the kernel's `lsm=` boot parameter (e.g. lsm=landlock,lockdown,yama,apparmor,bpf), or run with `--allow-degraded landlock` to accept running without it".into()),
+        },
+    }
+}
+
+/// Runs every check.
+pub fn report() -> Report {
+    let mut checks = Vec::new();
+    let uid = nix::unistd::geteuid().as_raw();
+    let userns = [
+        (
+            "kernel.unprivileged_userns_clone",
+            "/proc/sys/kernel/unprivileged_userns_clone",
+            "0",
+        ),
+        (
+            "user.max_user_namespaces",
+            "/proc/sys/user/max_user_namespaces",
+            "0",
+        ),
+        (
+            "kernel.apparmor_restrict_unprivileged_userns",
+            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+            "1",
+        ),
+    ];
+    let blocked: Vec<String> = userns
+        .iter()
+        .filter(|(_, p, bad)| read_trim(p).as_deref() == Some(*bad))
+        .map(|(n, _, bad)| format!("{n}={bad}"))
+        .collect();
+    checks.push(Check {
+        name: "user-namespace-sysctls",
+        ok: blocked.is_empty() || uid == 0,
+        required: false,
+        detail: if blocked.is_empty() {
+            "no sysctl or AppArmor setting restricts unprivileged user namespaces".into()
+        } else {
+            format!("restricted for unprivileged users: {}", blocked.join(", "))
+        },
+        fix: (!blocked.is_empty()).then(|| {
+            userns_hint(Errno::EPERM)
+                .trim_start_matches("; ")
+                .to_string()
+        }),
+    });
+    namespace_checks(&mut checks);
+    checks.push(seccomp_check());
+    checks.push(landlock_check());
+    let limits = crate::limits::probe();
+    let kernel = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ready = checks.iter().all(|c| c.ok || !c.required);
+    Report {
+        ready,
+        uid,
+        kernel,
+        checks,
+        limits,
+    }
+}
+
+/// Entry point of `cordon doctor`; returns the exit code (0 when ready, 1 otherwise).
+pub fn main(json: bool) -> i32 {
+    let r = report();
+    if json {
+        match serde_json::to_string_pretty(&r) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("cordon doctor: cannot encode the report: {e}");
+                return 125;
+            }
+        }
+    } else {
+        println!("cordon doctor: kernel {}, uid {}", r.kernel, r.uid);
+        for c in &r.checks {
+            let mark = if c.ok {
+                "ok  "
+            } else if c.required {
+                "FAIL"
+            } else {
+                "warn"
+            };
+            println!("[{mark}] {}: {}", c.name, c.detail);
+            if let Some(f) = &c.fix {
+                println!("       fix: {f}");
+            }
+        }
+        println!("{}", r.limits.summary());
+        println!(
+            "{}",
+            if r.ready {
+                "ready: cordon exec runs with full isolation"
+            } else {
+                "NOT ready: fix the FAIL lines above"
+            }
+        );
+    }
+    if r.ready { 0 } else { 1 }
 }

@@ -5,7 +5,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "cordon", version, about = "Run untrusted code in a Linux sandbox: no daemon, no setuid bit.")]
+#[command(
+    name = "cordon",
+    version,
+    about = "Run untrusted code in a Linux sandbox: no daemon, no setuid bit."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -102,12 +106,18 @@ impl ExecArgs {
         let mut s = SandboxSpec::new(self.command.clone());
         s.env = self.env.clone();
         s.hostname = self.hostname.clone();
-        s.rootfs = if self.rootfs == "host" { Rootfs::Host } else { Rootfs::Dir(PathBuf::from(&self.rootfs)) };
+        s.rootfs = if self.rootfs == "host" {
+            Rootfs::Host
+        } else {
+            Rootfs::Dir(PathBuf::from(&self.rootfs))
+        };
         s.stdin = match &self.stdin {
             Some(p) => StdinSource::File(p.clone()),
             None => StdinSource::Forward,
         };
-        s.degrade = Degrade { landlock: self.allow_degraded.contains(&DegradeArg::Landlock) };
+        s.degrade = Degrade {
+            landlock: self.allow_degraded.contains(&DegradeArg::Landlock),
+        };
         s.backend = match self.limits_backend {
             BackendArg::Auto => BackendChoice::Auto,
             BackendArg::CgroupV2 => BackendChoice::CgroupV2,
@@ -118,7 +128,11 @@ impl ExecArgs {
         l.wall = self.timeout;
         l.cpu_time = self.cpu_time;
         l.memory = nonzero(self.memory);
-        l.cpus = if self.cpus == 0.0 { None } else { Some(self.cpus) };
+        l.cpus = if self.cpus == 0.0 {
+            None
+        } else {
+            Some(self.cpus)
+        };
         l.pids = nonzero(self.pids);
         l.output = self.output_limit;
         l.file_size = nonzero(self.file_size);
@@ -137,11 +151,25 @@ mod tests {
     #[test]
     fn flags_map_to_the_spec() {
         let cli = Cli::try_parse_from([
-            "cordon", "exec", "--memory", "64M", "--pids", "0", "--timeout", "2s", "-e", "A=1", "--json", "--",
-            "echo", "--not-a-flag",
+            "cordon",
+            "exec",
+            "--memory",
+            "64M",
+            "--pids",
+            "0",
+            "--timeout",
+            "2s",
+            "-e",
+            "A=1",
+            "--json",
+            "--",
+            "echo",
+            "--not-a-flag",
         ])
         .unwrap();
-        let Command::Exec(a) = cli.command else { panic!("exec expected") };
+        let Command::Exec(a) = cli.command else {
+            panic!("exec expected")
+        };
         let s = a.to_spec();
         assert_eq!(s.argv, vec!["echo", "--not-a-flag"]);
         assert_eq!(s.limits.memory, Some(64 << 20));
@@ -154,7 +182,9 @@ mod tests {
     #[test]
     fn defaults_are_the_documented_ones() {
         let cli = Cli::try_parse_from(["cordon", "exec", "--", "true"]).unwrap();
-        let Command::Exec(a) = cli.command else { panic!("exec expected") };
+        let Command::Exec(a) = cli.command else {
+            panic!("exec expected")
+        };
         let s = a.to_spec();
         assert_eq!(s.limits, crate::spec::Limits { ..s.limits.clone() });
         assert_eq!(s.limits.memory, Some(512 << 20));

@@ -37,7 +37,13 @@ fn fail(op: &Op, step: &'static str, path: &Path, errno: Errno) -> ApplyError {
         Errno::ENOENT => "; a host path the root needs is missing",
         _ => "",
     };
-    ApplyError { op: format!("{op:?}"), step, path: path.to_path_buf(), errno, hint }
+    ApplyError {
+        op: format!("{op:?}"),
+        step,
+        path: path.to_path_buf(),
+        errno,
+        hint,
+    }
 }
 
 fn inside(dst: &Path) -> PathBuf {
@@ -71,7 +77,8 @@ fn remount_ro(op: &Op, path: &Path, nodev: bool) -> Result<(), ApplyError> {
     if nodev {
         flags |= MsFlags::MS_NODEV;
     }
-    mount(None::<&str>, path, None::<&str>, flags, None::<&str>).map_err(|e| fail(op, "remount read-only", path, e))
+    mount(None::<&str>, path, None::<&str>, flags, None::<&str>)
+        .map_err(|e| fail(op, "remount read-only", path, e))
 }
 
 fn fd_path(fd: &OwnedFd) -> PathBuf {
@@ -83,12 +90,23 @@ fn fd_path(fd: &OwnedFd) -> PathBuf {
 pub fn apply(ops: &[Op]) -> Result<(), ApplyError> {
     // 1. Open every host source before anything is mounted over it.
     let mut sources: HashMap<PathBuf, OwnedFd> = HashMap::new();
-    for src in plan::sources(ops).into_iter().chain([PathBuf::from("/dev/null")]) {
+    for src in plan::sources(ops)
+        .into_iter()
+        .chain([PathBuf::from("/dev/null")])
+    {
         if sources.contains_key(&src) {
             continue;
         }
         let fd = open(&src, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).map_err(|e| {
-            fail(&Op::BindRo { src: src.clone(), dst: src.clone() }, "open", &src, e)
+            fail(
+                &Op::BindRo {
+                    src: src.clone(),
+                    dst: src.clone(),
+                },
+                "open",
+                &src,
+                e,
+            )
         })?;
         sources.insert(src, fd);
     }
@@ -96,8 +114,14 @@ pub fn apply(ops: &[Op]) -> Result<(), ApplyError> {
 
     // 2. No mount event may propagate back to the host.
     let root_op = Op::Dir { dst: "/".into() };
-    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
-        .map_err(|e| fail(&root_op, "make / private", Path::new("/"), e))?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| fail(&root_op, "make / private", Path::new("/"), e))?;
     // 3. The new root is a small tmpfs: a mount point, as pivot_root requires.
     mount(
         Some("tmpfs"),
@@ -115,8 +139,10 @@ pub fn apply(ops: &[Op]) -> Result<(), ApplyError> {
     // 4. Enter it: pivot_root(".", ".") stacks the old root on the new one; detach it.
     let pivot_op = Op::Dir { dst: "/".into() };
     nix::unistd::chdir(STAGE).map_err(|e| fail(&pivot_op, "chdir", Path::new(STAGE), e))?;
-    nix::unistd::pivot_root(".", ".").map_err(|e| fail(&pivot_op, "pivot_root", Path::new(STAGE), e))?;
-    umount2(".", MntFlags::MNT_DETACH).map_err(|e| fail(&pivot_op, "detach old root", Path::new("/"), e))?;
+    nix::unistd::pivot_root(".", ".")
+        .map_err(|e| fail(&pivot_op, "pivot_root", Path::new(STAGE), e))?;
+    umount2(".", MntFlags::MNT_DETACH)
+        .map_err(|e| fail(&pivot_op, "detach old root", Path::new("/"), e))?;
     nix::unistd::chdir("/").map_err(|e| fail(&pivot_op, "chdir", Path::new("/"), e))?;
     drop(sources);
     remount_ro(&pivot_op, Path::new("/"), true)
@@ -130,27 +156,47 @@ fn apply_one(op: &Op, sources: &HashMap<PathBuf, OwnedFd>, null: &Path) -> Resul
         }
         Op::BindRo { src, dst } => {
             let p = inside(dst);
-            mount(Some(&fd_path(&sources[src])), &p, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
-                .map_err(|e| fail(op, "bind", &p, e))?;
+            mount(
+                Some(&fd_path(&sources[src])),
+                &p,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None::<&str>,
+            )
+            .map_err(|e| fail(op, "bind", &p, e))?;
             remount_ro(op, &p, true)
         }
         Op::BindDev { src, dst } => {
             let p = inside(dst);
-            mount(Some(&fd_path(&sources[src])), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-                .map_err(|e| fail(op, "bind device", &p, e))
+            mount(
+                Some(&fd_path(&sources[src])),
+                &p,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .map_err(|e| fail(op, "bind device", &p, e))
         }
         Op::Symlink { target, dst } => {
             let p = inside(dst);
-            std::os::unix::fs::symlink(target, &p).map_err(|e| fail(op, "symlink", &p, io_errno(&e)))
+            std::os::unix::fs::symlink(target, &p)
+                .map_err(|e| fail(op, "symlink", &p, io_errno(&e)))
         }
-        Op::Tmpfs { dst, size, inodes, mode, noexec } => {
+        Op::Tmpfs {
+            dst,
+            size,
+            inodes,
+            mode,
+            noexec,
+        } => {
             let p = inside(dst);
             let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
             if *noexec {
                 flags |= MsFlags::MS_NOEXEC;
             }
             let data = format!("size={size},nr_inodes={inodes},mode={mode:o}");
-            mount(Some("tmpfs"), &p, Some("tmpfs"), flags, Some(data.as_str())).map_err(|e| fail(op, "mount tmpfs", &p, e))
+            mount(Some("tmpfs"), &p, Some("tmpfs"), flags, Some(data.as_str()))
+                .map_err(|e| fail(op, "mount tmpfs", &p, e))
         }
         Op::File { dst, contents } => {
             let p = inside(dst);
@@ -159,7 +205,8 @@ fn apply_one(op: &Op, sources: &HashMap<PathBuf, OwnedFd>, null: &Path) -> Resul
         Op::Proc { dst } => {
             let p = inside(dst);
             let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-            mount(Some("proc"), &p, Some("proc"), flags, None::<&str>).map_err(|e| fail(op, "mount proc", &p, e))
+            mount(Some("proc"), &p, Some("proc"), flags, None::<&str>)
+                .map_err(|e| fail(op, "mount proc", &p, e))
         }
         Op::Devpts { dst } => {
             let p = inside(dst);
@@ -177,24 +224,38 @@ fn apply_one(op: &Op, sources: &HashMap<PathBuf, OwnedFd>, null: &Path) -> Resul
             if !p.exists() {
                 return Ok(());
             }
-            mount(Some(null), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>).map_err(|e| fail(op, "mask", &p, e))
+            mount(Some(null), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>)
+                .map_err(|e| fail(op, "mask", &p, e))
         }
         Op::MaskDir { dst } => {
             let p = inside(dst);
             if !p.is_dir() {
                 return Ok(());
             }
-            let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-            mount(Some("tmpfs"), &p, Some("tmpfs"), flags, Some("size=4k,nr_inodes=1,mode=0555"))
-                .map_err(|e| fail(op, "mask", &p, e))
+            let flags =
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+            mount(
+                Some("tmpfs"),
+                &p,
+                Some("tmpfs"),
+                flags,
+                Some("size=4k,nr_inodes=1,mode=0555"),
+            )
+            .map_err(|e| fail(op, "mask", &p, e))
         }
         Op::ReadOnly { dst } => {
             let p = inside(dst);
             if !p.exists() {
                 return Ok(());
             }
-            mount(Some(&p), &p, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
-                .map_err(|e| fail(op, "bind", &p, e))?;
+            mount(
+                Some(&p),
+                &p,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None::<&str>,
+            )
+            .map_err(|e| fail(op, "bind", &p, e))?;
             remount_ro(op, &p, true)
         }
         Op::RemountRo { dst } => {

@@ -6,7 +6,9 @@
 //! host paths; the child opens each one (O_PATH) before it mounts anything, so a later
 //! mount cannot hide a source.
 
-use crate::spec::{DEFAULT_HOSTNAME, Limits, Rootfs, SANDBOX_GID, SANDBOX_UID, SANDBOX_USER, WORKSPACE};
+use crate::spec::{
+    DEFAULT_HOSTNAME, Limits, Rootfs, SANDBOX_GID, SANDBOX_UID, SANDBOX_USER, WORKSPACE,
+};
 use std::path::{Path, PathBuf};
 
 /// One step of building the new root.
@@ -21,7 +23,13 @@ pub enum Op {
     /// A symlink `dst -> target`.
     Symlink { target: PathBuf, dst: PathBuf },
     /// A tmpfs with size and inode caps; nosuid, nodev (and noexec when asked).
-    Tmpfs { dst: PathBuf, size: u64, inodes: u64, mode: u32, noexec: bool },
+    Tmpfs {
+        dst: PathBuf,
+        size: u64,
+        inodes: u64,
+        mode: u32,
+        noexec: bool,
+    },
     /// A generated regular file (mode 0644) on a tmpfs created earlier in the plan.
     File { dst: PathBuf, contents: String },
     /// A fresh procfs of the sandbox's pid namespace.
@@ -55,7 +63,12 @@ const HOST_TOP: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx
 /// Host /etc entries bound read-only into the generated /etc of `--rootfs host`: the
 /// dynamic loader's cache, CA certificates, and Debian's alternatives symlinks (without
 /// them `awk`, `editor`, `pager`... dangle). Nothing else of the host's /etc.
-const HOST_ETC: &[&str] = &["ld.so.cache", "ssl/certs", "ca-certificates", "alternatives"];
+const HOST_ETC: &[&str] = &[
+    "ld.so.cache",
+    "ssl/certs",
+    "ca-certificates",
+    "alternatives",
+];
 
 /// Top-level entries of a rootfs directory that the sandbox builds itself.
 const OWN_TOP: &[&str] = &["dev", "proc", "sys", "tmp", "run", "workspace"];
@@ -82,7 +95,13 @@ pub const PROC_MASKED_FILES: &[&str] = &[
 /// procfs directories hidden under an empty read-only tmpfs.
 pub const PROC_MASKED_DIRS: &[&str] = &["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"];
 /// procfs directories left visible but read-only.
-pub const PROC_READONLY: &[&str] = &["/proc/sys", "/proc/bus", "/proc/irq", "/proc/fs", "/proc/sysvipc"];
+pub const PROC_READONLY: &[&str] = &[
+    "/proc/sys",
+    "/proc/bus",
+    "/proc/irq",
+    "/proc/fs",
+    "/proc/sysvipc",
+];
 
 /// Device nodes bound from the host into the minimal /dev.
 pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -99,7 +118,11 @@ impl HostView {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let ft = entry.file_type()?;
-            let target = if ft.is_symlink() { Some(std::fs::read_link(entry.path())?) } else { None };
+            let target = if ft.is_symlink() {
+                Some(std::fs::read_link(entry.path())?)
+            } else {
+                None
+            };
             top.push((name, target, ft.is_dir()));
         }
         top.sort();
@@ -109,7 +132,11 @@ impl HostView {
             .map(|e| e.to_string())
             .collect();
         let localtime = std::fs::read_link("/etc/localtime").ok();
-        Ok(HostView { top, etc_present, localtime })
+        Ok(HostView {
+            top,
+            etc_present,
+            localtime,
+        })
     }
 }
 
@@ -125,10 +152,16 @@ pub fn build(rootfs: &Rootfs, host: &HostView, limits: &Limits, hostname: &str) 
                 let dst = Path::new("/").join(name);
                 match target {
                     // Binding a symlink would follow it: replicate it instead (merged /usr).
-                    Some(t) => ops.push(Op::Symlink { target: t.clone(), dst }),
+                    Some(t) => ops.push(Op::Symlink {
+                        target: t.clone(),
+                        dst,
+                    }),
                     None if *is_dir => {
                         ops.push(Op::Dir { dst: dst.clone() });
-                        ops.push(Op::BindRo { src: dst.clone(), dst });
+                        ops.push(Op::BindRo {
+                            src: dst.clone(),
+                            dst,
+                        });
                     }
                     None => {}
                 }
@@ -142,22 +175,35 @@ pub fn build(rootfs: &Rootfs, host: &HostView, limits: &Limits, hostname: &str) 
                 }
                 let dst = Path::new("/").join(name);
                 match target {
-                    Some(t) => ops.push(Op::Symlink { target: t.clone(), dst }),
+                    Some(t) => ops.push(Op::Symlink {
+                        target: t.clone(),
+                        dst,
+                    }),
                     None => {
                         if *is_dir {
                             ops.push(Op::Dir { dst: dst.clone() });
                         } else {
-                            ops.push(Op::File { dst: dst.clone(), contents: String::new() });
+                            ops.push(Op::File {
+                                dst: dst.clone(),
+                                contents: String::new(),
+                            });
                         }
-                        ops.push(Op::BindRo { src: dir.join(name), dst });
+                        ops.push(Op::BindRo {
+                            src: dir.join(name),
+                            dst,
+                        });
                     }
                 }
             }
         }
     }
     dev_ops(&mut ops, limits);
-    ops.push(Op::Dir { dst: "/proc".into() });
-    ops.push(Op::Proc { dst: "/proc".into() });
+    ops.push(Op::Dir {
+        dst: "/proc".into(),
+    });
+    ops.push(Op::Proc {
+        dst: "/proc".into(),
+    });
     for f in PROC_MASKED_FILES {
         ops.push(Op::MaskFile { dst: f.into() });
     }
@@ -175,7 +221,9 @@ pub fn build(rootfs: &Rootfs, host: &HostView, limits: &Limits, hostname: &str) 
         mode: 0o1777,
         noexec: false,
     });
-    ops.push(Op::Dir { dst: WORKSPACE.into() });
+    ops.push(Op::Dir {
+        dst: WORKSPACE.into(),
+    });
     ops.push(Op::Tmpfs {
         dst: WORKSPACE.into(),
         size: limits.workspace_size,
@@ -188,7 +236,13 @@ pub fn build(rootfs: &Rootfs, host: &HostView, limits: &Limits, hostname: &str) 
 
 fn etc_ops(ops: &mut Vec<Op>, host: &HostView, hostname: &str) {
     ops.push(Op::Dir { dst: "/etc".into() });
-    ops.push(Op::Tmpfs { dst: "/etc".into(), size: 1 << 20, inodes: 256, mode: 0o755, noexec: true });
+    ops.push(Op::Tmpfs {
+        dst: "/etc".into(),
+        size: 1 << 20,
+        inodes: 256,
+        mode: 0o755,
+        noexec: true,
+    });
     let (u, g) = (SANDBOX_UID, SANDBOX_GID);
     let files = [
         (
@@ -204,31 +258,55 @@ fn etc_ops(ops: &mut Vec<Op>, host: &HostView, hostname: &str) {
         ("resolv.conf", "# cordon: no network; name lookups go nowhere\n".to_string()),
     ];
     for (name, contents) in files {
-        ops.push(Op::File { dst: Path::new("/etc").join(name), contents });
+        ops.push(Op::File {
+            dst: Path::new("/etc").join(name),
+            contents,
+        });
     }
     let _ = DEFAULT_HOSTNAME;
     for e in &host.etc_present {
         let dst = Path::new("/etc").join(e);
         if e == "ld.so.cache" {
-            ops.push(Op::File { dst: dst.clone(), contents: String::new() });
+            ops.push(Op::File {
+                dst: dst.clone(),
+                contents: String::new(),
+            });
         } else {
             ops.push(Op::Dir { dst: dst.clone() });
         }
-        ops.push(Op::BindRo { src: dst.clone(), dst });
+        ops.push(Op::BindRo {
+            src: dst.clone(),
+            dst,
+        });
     }
     if let Some(t) = &host.localtime {
-        ops.push(Op::Symlink { target: t.clone(), dst: "/etc/localtime".into() });
+        ops.push(Op::Symlink {
+            target: t.clone(),
+            dst: "/etc/localtime".into(),
+        });
     }
     ops.push(Op::RemountRo { dst: "/etc".into() });
 }
 
 fn dev_ops(ops: &mut Vec<Op>, limits: &Limits) {
     ops.push(Op::Dir { dst: "/dev".into() });
-    ops.push(Op::Tmpfs { dst: "/dev".into(), size: 64 << 10, inodes: 64, mode: 0o755, noexec: true });
+    ops.push(Op::Tmpfs {
+        dst: "/dev".into(),
+        size: 64 << 10,
+        inodes: 64,
+        mode: 0o755,
+        noexec: true,
+    });
     for d in DEVICES {
         let p = Path::new("/dev").join(d);
-        ops.push(Op::File { dst: p.clone(), contents: String::new() });
-        ops.push(Op::BindDev { src: p.clone(), dst: p });
+        ops.push(Op::File {
+            dst: p.clone(),
+            contents: String::new(),
+        });
+        ops.push(Op::BindDev {
+            src: p.clone(),
+            dst: p,
+        });
     }
     for (name, target) in [
         ("fd", "/proc/self/fd"),
@@ -238,11 +316,20 @@ fn dev_ops(ops: &mut Vec<Op>, limits: &Limits) {
         ("core", "/proc/kcore"),
         ("ptmx", "pts/ptmx"),
     ] {
-        ops.push(Op::Symlink { target: target.into(), dst: Path::new("/dev").join(name) });
+        ops.push(Op::Symlink {
+            target: target.into(),
+            dst: Path::new("/dev").join(name),
+        });
     }
-    ops.push(Op::Dir { dst: "/dev/pts".into() });
-    ops.push(Op::Devpts { dst: "/dev/pts".into() });
-    ops.push(Op::Dir { dst: "/dev/shm".into() });
+    ops.push(Op::Dir {
+        dst: "/dev/pts".into(),
+    });
+    ops.push(Op::Devpts {
+        dst: "/dev/pts".into(),
+    });
+    ops.push(Op::Dir {
+        dst: "/dev/shm".into(),
+    });
     ops.push(Op::Tmpfs {
         dst: "/dev/shm".into(),
         size: limits.tmp_size,
@@ -287,14 +374,25 @@ mod tests {
     #[test]
     fn host_rootfs_binds_usr_and_replicates_symlinks() {
         let ops = build(&Rootfs::Host, &merged_usr(), &Limits::default(), "cordon");
-        assert!(ops.contains(&Op::BindRo { src: "/usr".into(), dst: "/usr".into() }));
-        assert!(ops.contains(&Op::Symlink { target: "usr/lib".into(), dst: "/lib".into() }));
-        assert!(ops.contains(&Op::Symlink { target: "usr/bin".into(), dst: "/bin".into() }));
+        assert!(ops.contains(&Op::BindRo {
+            src: "/usr".into(),
+            dst: "/usr".into()
+        }));
+        assert!(ops.contains(&Op::Symlink {
+            target: "usr/lib".into(),
+            dst: "/lib".into()
+        }));
+        assert!(ops.contains(&Op::Symlink {
+            target: "usr/bin".into(),
+            dst: "/bin".into()
+        }));
         // Nothing of the host's /home, /root, /var, /etc wholesale.
         for op in &ops {
             if let Op::BindRo { src, .. } = op {
                 assert!(
-                    src.starts_with("/usr") || src.starts_with("/etc/ld.so.cache") || src.starts_with("/etc/ssl/certs"),
+                    src.starts_with("/usr")
+                        || src.starts_with("/etc/ld.so.cache")
+                        || src.starts_with("/etc/ssl/certs"),
                     "unexpected host bind {src:?}"
                 );
             }
@@ -306,7 +404,10 @@ mod tests {
         let mut h = merged_usr();
         h.top[0] = ("bin".into(), None, true);
         let ops = build(&Rootfs::Host, &h, &Limits::default(), "cordon");
-        assert!(ops.contains(&Op::BindRo { src: "/bin".into(), dst: "/bin".into() }));
+        assert!(ops.contains(&Op::BindRo {
+            src: "/bin".into(),
+            dst: "/bin".into()
+        }));
     }
 
     #[test]
@@ -315,7 +416,9 @@ mod tests {
         let passwd = ops
             .iter()
             .find_map(|o| match o {
-                Op::File { dst, contents } if dst == Path::new("/etc/passwd") => Some(contents.clone()),
+                Op::File { dst, contents } if dst == Path::new("/etc/passwd") => {
+                    Some(contents.clone())
+                }
                 _ => None,
             })
             .expect("passwd generated");
@@ -323,8 +426,13 @@ mod tests {
         let hosts = ops.iter().any(|o| matches!(o, Op::File { dst, contents } if dst == Path::new("/etc/hosts") && contents.contains("box1")));
         assert!(hosts);
         let last_etc = ops.iter().rposition(|o| matches!(o, Op::File { dst, .. } | Op::BindRo { dst, .. } if dst.starts_with("/etc")));
-        let ro = ops.iter().position(|o| *o == Op::RemountRo { dst: "/etc".into() });
-        assert!(ro.unwrap() > last_etc.unwrap(), "/etc is made read-only after its files are written");
+        let ro = ops
+            .iter()
+            .position(|o| *o == Op::RemountRo { dst: "/etc".into() });
+        assert!(
+            ro.unwrap() > last_etc.unwrap(),
+            "/etc is made read-only after its files are written"
+        );
     }
 
     #[test]
@@ -333,18 +441,47 @@ mod tests {
         l.workspace_size = 1234;
         l.workspace_inodes = 55;
         let ops = build(&Rootfs::Host, &merged_usr(), &l, "cordon");
-        assert!(ops.contains(&Op::Tmpfs { dst: "/workspace".into(), size: 1234, inodes: 55, mode: 0o755, noexec: false }));
-        assert!(ops.iter().any(|o| matches!(o, Op::Tmpfs { dst, mode: 0o1777, .. } if dst == Path::new("/tmp"))));
+        assert!(ops.contains(&Op::Tmpfs {
+            dst: "/workspace".into(),
+            size: 1234,
+            inodes: 55,
+            mode: 0o755,
+            noexec: false
+        }));
+        assert!(
+            ops.iter().any(
+                |o| matches!(o, Op::Tmpfs { dst, mode: 0o1777, .. } if dst == Path::new("/tmp"))
+            )
+        );
     }
 
     #[test]
     fn proc_is_masked_after_it_is_mounted() {
         let ops = build(&Rootfs::Host, &merged_usr(), &Limits::default(), "cordon");
-        let proc = ops.iter().position(|o| matches!(o, Op::Proc { .. })).unwrap();
-        let kcore = ops.iter().position(|o| *o == Op::MaskFile { dst: "/proc/kcore".into() }).unwrap();
-        let sys = ops.iter().position(|o| *o == Op::ReadOnly { dst: "/proc/sys".into() }).unwrap();
+        let proc = ops
+            .iter()
+            .position(|o| matches!(o, Op::Proc { .. }))
+            .unwrap();
+        let kcore = ops
+            .iter()
+            .position(|o| {
+                *o == Op::MaskFile {
+                    dst: "/proc/kcore".into(),
+                }
+            })
+            .unwrap();
+        let sys = ops
+            .iter()
+            .position(|o| {
+                *o == Op::ReadOnly {
+                    dst: "/proc/sys".into(),
+                }
+            })
+            .unwrap();
         assert!(proc < kcore && proc < sys);
-        assert!(ops.contains(&Op::MaskFile { dst: "/proc/sysrq-trigger".into() }));
+        assert!(ops.contains(&Op::MaskFile {
+            dst: "/proc/sysrq-trigger".into()
+        }));
     }
 
     #[test]
@@ -361,10 +498,19 @@ mod tests {
             ..Default::default()
         };
         let ops = build(&Rootfs::Dir("/r".into()), &h, &Limits::default(), "cordon");
-        assert!(ops.contains(&Op::BindRo { src: "/r/usr".into(), dst: "/usr".into() }));
-        assert!(ops.contains(&Op::BindRo { src: "/r/etc".into(), dst: "/etc".into() }));
+        assert!(ops.contains(&Op::BindRo {
+            src: "/r/usr".into(),
+            dst: "/usr".into()
+        }));
+        assert!(ops.contains(&Op::BindRo {
+            src: "/r/etc".into(),
+            dst: "/etc".into()
+        }));
         assert!(!ops.iter().any(|o| matches!(o, Op::BindRo { src, .. } if src == Path::new("/r/dev") || src == Path::new("/r/tmp"))));
-        assert!(ops.contains(&Op::Symlink { target: "usr/bin".into(), dst: "/bin".into() }));
+        assert!(ops.contains(&Op::Symlink {
+            target: "usr/bin".into(),
+            dst: "/bin".into()
+        }));
     }
 
     #[test]

@@ -15,7 +15,11 @@ use std::os::fd::{AsFd, OwnedFd};
 pub enum Msg {
     /// A setup step failed before the program ran. `exit_code` is 125 (cordon failed),
     /// 126 (cannot execute) or 127 (not found).
-    SetupFailed { step: String, message: String, exit_code: i32 },
+    SetupFailed {
+        step: String,
+        message: String,
+        exit_code: i32,
+    },
     /// Landlock's outcome, sent by the payload just before seccomp and execve.
     Landlock { status: String, abi: Option<u32> },
     /// The payload's main process exited with this code.
@@ -49,7 +53,11 @@ impl Reporter {
     }
 
     pub fn fail(&self, step: &str, message: impl std::fmt::Display, exit_code: i32) {
-        self.send(&Msg::SetupFailed { step: step.to_string(), message: message.to_string(), exit_code });
+        self.send(&Msg::SetupFailed {
+            step: step.to_string(),
+            message: message.to_string(),
+            exit_code,
+        });
     }
 }
 

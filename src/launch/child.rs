@@ -49,7 +49,8 @@ pub struct ChildCtx<'a> {
 pub fn init_main(ctx: ChildCtx) -> ! {
     // Dies with the parent; the go pipe's EOF covers a parent that died before this line.
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
-        ctx.report.fail("set parent-death signal", e, exit_codes::SANDBOX_ERROR);
+        ctx.report
+            .fail("set parent-death signal", e, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
     if !wait_for_go(&ctx.go) {
@@ -63,13 +64,20 @@ pub fn init_main(ctx: ChildCtx) -> ! {
         Ok(CloneResult::Child) => payload_main(&ctx),
         Ok(CloneResult::Parent(pid)) => pid,
         Err(e) => {
-            ctx.report.fail("fork the payload", e, exit_codes::SANDBOX_ERROR);
+            ctx.report
+                .fail("fork the payload", e, exit_codes::SANDBOX_ERROR);
             sys::exit_now(exit_codes::SANDBOX_ERROR);
         }
     };
     // init keeps no end of the payload's stdio, so the parent sees EOF once the payload side
     // is gone.
-    let ChildCtx { stdin, stdout, stderr, report, .. } = ctx;
+    let ChildCtx {
+        stdin,
+        stdout,
+        stderr,
+        report,
+        ..
+    } = ctx;
     drop((stdin, stdout, stderr));
     reap(payload, &report)
 }
@@ -88,7 +96,13 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     let (uid, gid) = (Uid::from_raw(SANDBOX_UID), Gid::from_raw(SANDBOX_GID));
     nix::unistd::setresgid(gid, gid, gid).map_err(e("switch to the sandbox gid"))?;
     nix::unistd::setresuid(uid, uid, uid).map_err(e("switch to the sandbox uid"))?;
-    if !caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN).unwrap_or(false) {
+    if !caps::has_cap(
+        None,
+        caps::CapSet::Effective,
+        caps::Capability::CAP_SYS_ADMIN,
+    )
+    .unwrap_or(false)
+    {
         return Err((
             "keep namespace capabilities",
             "init lost CAP_SYS_ADMIN in its own user namespace after switching ids".into(),
@@ -147,18 +161,25 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     nix::unistd::chdir(WORKSPACE).map_err(e("enter /workspace"))?;
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     for r in ctx.rlimits {
-        let res = resource(r.resource).ok_or(("set a resource limit", format!("unknown rlimit {}", r.resource)))?;
+        let res = resource(r.resource).ok_or((
+            "set a resource limit",
+            format!("unknown rlimit {}", r.resource),
+        ))?;
         nix::sys::resource::setrlimit(res, r.value, r.value).map_err(e("set a resource limit"))?;
     }
     crate::security::caps::drop_all().map_err(|err| ("drop capabilities", err.to_string()))?;
     nix::sys::prctl::set_no_new_privs().map_err(e("set no_new_privs"))?;
     let ll = crate::security::landlock::restrict(ctx.allow_degraded_landlock)
         .map_err(|err| ("apply Landlock", err.to_string()))?;
-    ctx.report.send(&Msg::Landlock { status: ll.status, abi: ll.abi });
+    ctx.report.send(&Msg::Landlock {
+        status: ll.status,
+        abi: ll.abi,
+    });
     // Every fd but 0-2 and the report pipe (close-on-exec) goes now.
     let keep = ctx.report.fd().as_raw_fd();
     close_all_but(keep).map_err(e("close inherited file descriptors"))?;
-    crate::security::seccomp::install(ctx.seccomp).map_err(|err| ("install seccomp", err.to_string()))?;
+    crate::security::seccomp::install(ctx.seccomp)
+        .map_err(|err| ("install seccomp", err.to_string()))?;
     Ok(())
 }
 
@@ -225,15 +246,21 @@ fn exec(ctx: &ChildCtx) -> i32 {
                 "cannot execute {}: {errno}; check that it is an executable file inside the sandbox (its root is read-only and mounted nosuid)",
                 path.to_string_lossy()
             );
-            ctx.report.fail("execute the command", msg, exit_codes::CANNOT_EXECUTE);
+            ctx.report
+                .fail("execute the command", msg, exit_codes::CANNOT_EXECUTE);
             exit_codes::CANNOT_EXECUTE
         }
         None => {
             let msg = format!(
                 "command not found in the sandbox: {shown} (searched {}); with --rootfs host only /usr, /bin, /sbin and /lib* of the host are visible",
-                if name.contains(&b'/') { "that path".to_string() } else { format!("PATH={}", ctx.path.join(":")) }
+                if name.contains(&b'/') {
+                    "that path".to_string()
+                } else {
+                    format!("PATH={}", ctx.path.join(":"))
+                }
             );
-            ctx.report.fail("find the command", msg, exit_codes::NOT_FOUND);
+            ctx.report
+                .fail("find the command", msg, exit_codes::NOT_FOUND);
             exit_codes::NOT_FOUND
         }
     }

@@ -5,7 +5,8 @@ use super::channel::Msg;
 use super::supervise::Ended;
 use crate::limits::CgroupMetrics;
 use crate::outcome::{
-    Enforcement, IsolationReport, LimitsReport, MetricSource, Outcome, Status, exit_codes, signal_name,
+    Enforcement, IsolationReport, LimitsReport, MetricSource, Outcome, Status, exit_codes,
+    signal_name,
 };
 use crate::spec::SandboxSpec;
 
@@ -52,14 +53,21 @@ pub fn outcome(
             _ => {}
         }
     }
-    let memory_by_rlimit = limits.memory_bytes.as_ref().is_some_and(|l| l.enforcement == Enforcement::Rlimit);
+    let memory_by_rlimit = limits
+        .memory_bytes
+        .as_ref()
+        .is_some_and(|l| l.enforcement == Enforcement::Rlimit);
     let cgroup_source = metrics.source.unwrap_or(MetricSource::Unavailable);
     let oom_reported = metrics.oom_kills.map(|n| n > 0);
     let stderr_text = String::from_utf8_lossy(&ended.stderr.data);
     let lim = &spec.limits;
 
-    let (mut status, mut code, mut signal, mut message): (Status, i32, Option<i32>, Option<String>) =
-        (Status::SandboxError, exit_codes::SANDBOX_ERROR, None, None);
+    let (mut status, mut code, mut signal, mut message): (
+        Status,
+        i32,
+        Option<i32>,
+        Option<String>,
+    ) = (Status::SandboxError, exit_codes::SANDBOX_ERROR, None, None);
     let mut exit_code = None;
     let mut oom_inferred = false;
     if let Some(e) = &ended.internal_error {
@@ -67,7 +75,10 @@ pub fn outcome(
     } else if let Some(sig) = ended.interrupted {
         status = Status::Killed;
         code = 128 + sig as i32;
-        message = Some(format!("cordon received {} and killed the sandbox", sig.as_str()));
+        message = Some(format!(
+            "cordon received {} and killed the sandbox",
+            sig.as_str()
+        ));
     } else if ended.timed_out {
         status = Status::Timeout;
         code = exit_codes::TIMEOUT;
@@ -78,25 +89,45 @@ pub fn outcome(
     } else if ended.output_limited {
         status = Status::OutputLimit;
         code = exit_codes::KILLED;
-        let which = if ended.stdout.truncated { "stdout" } else { "stderr" };
+        let which = if ended.stdout.truncated {
+            "stdout"
+        } else {
+            "stderr"
+        };
         message = Some(format!(
             "{which} exceeded the output limit of {}; cordon kept the first {} and killed the sandbox (raise it with --output-limit)",
             human_size(lim.output),
             human_size(lim.output)
         ));
-    } else if let Some(Msg::SetupFailed { step, message: m, exit_code: c }) = &setup_failure {
+    } else if let Some(Msg::SetupFailed {
+        step,
+        message: m,
+        exit_code: c,
+    }) = &setup_failure
+    {
         code = *c;
-        message = Some(if *c == exit_codes::SANDBOX_ERROR { format!("sandbox setup failed: cannot {step}: {m}") } else { m.clone() });
+        message = Some(if *c == exit_codes::SANDBOX_ERROR {
+            format!("sandbox setup failed: cannot {step}: {m}")
+        } else {
+            m.clone()
+        });
     } else {
         match payload {
             Some(Msg::Exited { code: c }) => {
                 exit_code = Some(c);
                 code = c;
-                status = if c == 0 { Status::Ok } else { Status::RuntimeError };
+                status = if c == 0 {
+                    Status::Ok
+                } else {
+                    Status::RuntimeError
+                };
                 if c != 0 && oom_reported == Some(true) {
                     status = Status::MemoryLimit;
                     code = exit_codes::KILLED;
-                } else if c != 0 && memory_by_rlimit && OOM_MARKERS.iter().any(|m| stderr_text.contains(m)) {
+                } else if c != 0
+                    && memory_by_rlimit
+                    && OOM_MARKERS.iter().any(|m| stderr_text.contains(m))
+                {
                     status = Status::MemoryLimit;
                     oom_inferred = true;
                     code = exit_codes::KILLED;
@@ -111,7 +142,8 @@ pub fn outcome(
                 } else if s == libc::SIGXCPU || ended.cpu_timed_out {
                     status = Status::Timeout;
                     code = exit_codes::TIMEOUT;
-                } else if memory_by_rlimit && (s == libc::SIGSEGV || s == libc::SIGABRT || s == libc::SIGBUS)
+                } else if memory_by_rlimit
+                    && (s == libc::SIGSEGV || s == libc::SIGABRT || s == libc::SIGBUS)
                     && OOM_MARKERS.iter().any(|m| stderr_text.contains(m))
                 {
                     status = Status::MemoryLimit;
@@ -141,7 +173,11 @@ pub fn outcome(
             Status::MemoryLimit => Some(format!(
                 "the memory limit of {} was reached ({}); raise it with --memory",
                 lim.memory.map(human_size).unwrap_or_else(|| "?".into()),
-                if oom_inferred { "inferred from the program's allocation failure under RLIMIT_AS" } else { "OOM kill reported by the kernel" }
+                if oom_inferred {
+                    "inferred from the program's allocation failure under RLIMIT_AS"
+                } else {
+                    "OOM kill reported by the kernel"
+                }
             )),
             Status::Timeout => Some(format!(
                 "the CPU-time limit of {:?} was reached (raise it with --cpu-time)",
@@ -166,7 +202,8 @@ pub fn outcome(
         None if oom_inferred => (true, MetricSource::Inferred),
         None => (false, MetricSource::Unavailable),
     };
-    let lossy = std::str::from_utf8(&ended.stdout.data).is_err() || std::str::from_utf8(&ended.stderr.data).is_err();
+    let lossy = std::str::from_utf8(&ended.stdout.data).is_err()
+        || std::str::from_utf8(&ended.stderr.data).is_err();
     Outcome {
         success: status == Status::Ok,
         status,
@@ -202,60 +239,147 @@ mod tests {
         SandboxSpec::new(vec!["x".into()])
     }
 
-    fn run(msgs: Vec<Msg>, f: impl FnOnce(&mut Ended), metrics: CgroupMetrics, limits: LimitsReport) -> Outcome {
-        let mut e = Ended { msgs, ..Ended::default() };
+    fn run(
+        msgs: Vec<Msg>,
+        f: impl FnOnce(&mut Ended),
+        metrics: CgroupMetrics,
+        limits: LimitsReport,
+    ) -> Outcome {
+        let mut e = Ended {
+            msgs,
+            ..Ended::default()
+        };
         f(&mut e);
         outcome(&spec(), e, metrics, limits, IsolationReport::default())
     }
 
     #[test]
     fn plain_exits() {
-        let o = run(vec![Msg::Exited { code: 0 }], |_| {}, Default::default(), Default::default());
-        assert_eq!((o.status, o.cli_exit_code, o.success), (Status::Ok, 0, true));
-        let o = run(vec![Msg::Exited { code: 7 }], |_| {}, Default::default(), Default::default());
-        assert_eq!((o.status, o.cli_exit_code, o.exit_code), (Status::RuntimeError, 7, Some(7)));
-        let o = run(vec![Msg::Signaled { signal: 11 }], |_| {}, Default::default(), Default::default());
-        assert_eq!((o.status, o.cli_exit_code, o.signal_name.as_deref()), (Status::Signaled, 139, Some("SIGSEGV")));
+        let o = run(
+            vec![Msg::Exited { code: 0 }],
+            |_| {},
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(
+            (o.status, o.cli_exit_code, o.success),
+            (Status::Ok, 0, true)
+        );
+        let o = run(
+            vec![Msg::Exited { code: 7 }],
+            |_| {},
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(
+            (o.status, o.cli_exit_code, o.exit_code),
+            (Status::RuntimeError, 7, Some(7))
+        );
+        let o = run(
+            vec![Msg::Signaled { signal: 11 }],
+            |_| {},
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(
+            (o.status, o.cli_exit_code, o.signal_name.as_deref()),
+            (Status::Signaled, 139, Some("SIGSEGV"))
+        );
     }
 
     #[test]
     fn limits_win_over_the_exit() {
-        let o = run(vec![Msg::Signaled { signal: 9 }], |e| e.timed_out = true, Default::default(), Default::default());
+        let o = run(
+            vec![Msg::Signaled { signal: 9 }],
+            |e| e.timed_out = true,
+            Default::default(),
+            Default::default(),
+        );
         assert_eq!((o.status, o.cli_exit_code), (Status::Timeout, 124));
-        let o = run(vec![], |e| e.output_limited = true, Default::default(), Default::default());
+        let o = run(
+            vec![],
+            |e| e.output_limited = true,
+            Default::default(),
+            Default::default(),
+        );
         assert_eq!((o.status, o.cli_exit_code), (Status::OutputLimit, 137));
-        let m = CgroupMetrics { oom_kills: Some(1), source: Some(MetricSource::CgroupV1), ..Default::default() };
-        let o = run(vec![Msg::Signaled { signal: 9 }], |_| {}, m, Default::default());
-        assert_eq!((o.status, o.cli_exit_code, o.oom_killed), (Status::MemoryLimit, 137, true));
+        let m = CgroupMetrics {
+            oom_kills: Some(1),
+            source: Some(MetricSource::CgroupV1),
+            ..Default::default()
+        };
+        let o = run(
+            vec![Msg::Signaled { signal: 9 }],
+            |_| {},
+            m,
+            Default::default(),
+        );
+        assert_eq!(
+            (o.status, o.cli_exit_code, o.oom_killed),
+            (Status::MemoryLimit, 137, true)
+        );
         assert_eq!(o.oom_killed_source, MetricSource::CgroupV1);
-        let o = run(vec![Msg::Signaled { signal: libc::SIGXCPU }], |_| {}, Default::default(), Default::default());
+        let o = run(
+            vec![Msg::Signaled {
+                signal: libc::SIGXCPU,
+            }],
+            |_| {},
+            Default::default(),
+            Default::default(),
+        );
         assert_eq!(o.status, Status::Timeout);
     }
 
     #[test]
     fn rlimit_memory_failure_is_inferred_only_under_rlimit() {
         let rl = LimitsReport {
-            memory_bytes: Some(LimitReport { value: Some(1.0), enforcement: Enforcement::Rlimit, note: None }),
+            memory_bytes: Some(LimitReport {
+                value: Some(1.0),
+                enforcement: Enforcement::Rlimit,
+                note: None,
+            }),
             ..Default::default()
         };
         let f = |e: &mut Ended| e.stderr.data = b"Traceback...\nMemoryError\n".to_vec();
         let o = run(vec![Msg::Exited { code: 1 }], f, Default::default(), rl);
-        assert_eq!((o.status, o.oom_killed_source), (Status::MemoryLimit, MetricSource::Inferred));
-        let o = run(vec![Msg::Exited { code: 1 }], f, Default::default(), Default::default());
+        assert_eq!(
+            (o.status, o.oom_killed_source),
+            (Status::MemoryLimit, MetricSource::Inferred)
+        );
+        let o = run(
+            vec![Msg::Exited { code: 1 }],
+            f,
+            Default::default(),
+            Default::default(),
+        );
         assert_eq!(o.status, Status::RuntimeError);
     }
 
     #[test]
     fn setup_failures_keep_their_exit_code() {
-        let m = Msg::SetupFailed { step: "find".into(), message: "command not found".into(), exit_code: 127 };
-        let o = run(vec![m, Msg::Exited { code: 127 }], |_| {}, Default::default(), Default::default());
+        let m = Msg::SetupFailed {
+            step: "find".into(),
+            message: "command not found".into(),
+            exit_code: 127,
+        };
+        let o = run(
+            vec![m, Msg::Exited { code: 127 }],
+            |_| {},
+            Default::default(),
+            Default::default(),
+        );
         assert_eq!((o.status, o.cli_exit_code), (Status::SandboxError, 127));
         assert!(o.message.unwrap().contains("not found"));
     }
 
     #[test]
     fn interrupted_is_killed() {
-        let o = run(vec![], |e| e.interrupted = Some(nix::sys::signal::Signal::SIGTERM), Default::default(), Default::default());
+        let o = run(
+            vec![],
+            |e| e.interrupted = Some(nix::sys::signal::Signal::SIGTERM),
+            Default::default(),
+            Default::default(),
+        );
         assert_eq!((o.status, o.cli_exit_code), (Status::Killed, 143));
     }
 }

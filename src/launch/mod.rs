@@ -45,11 +45,21 @@ pub enum LaunchError {
     #[error(transparent)]
     Limits(#[from] LimitsError),
     #[error("cannot read the root filesystem {path}: {source}; check the path given to --rootfs")]
-    Rootfs { path: String, source: std::io::Error },
+    Rootfs {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cannot open --stdin file {path}: {source}")]
-    Stdin { path: String, source: std::io::Error },
+    Stdin {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cannot {step}: {errno}{hint}")]
-    Sys { step: &'static str, errno: Errno, hint: String },
+    Sys {
+        step: &'static str,
+        errno: Errno,
+        hint: String,
+    },
     #[error(
         "cordon must start the sandbox from a single-threaded process (the kernel refuses a new user namespace otherwise); this process has {0} threads"
     )]
@@ -57,7 +67,11 @@ pub enum LaunchError {
 }
 
 fn sys_err(step: &'static str) -> impl Fn(Errno) -> LaunchError {
-    move |errno| LaunchError::Sys { step, errno, hint: String::new() }
+    move |errno| LaunchError::Sys {
+        step,
+        errno,
+        hint: String::new(),
+    }
 }
 
 /// Runs one sandbox to completion and reports what happened. An `Err` means nothing of the
@@ -84,14 +98,22 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let path: Vec<String> = env
         .iter()
         .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.split(':').filter(|d| !d.is_empty()).map(String::from).collect())
+        .map(|(_, v)| {
+            v.split(':')
+                .filter(|d| !d.is_empty())
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default();
     let argv = cstrings(spec.argv.iter().cloned())?;
     let envp = cstrings(env.iter().map(|(k, v)| format!("{k}={v}")))?;
     let stdin_file = match &spec.stdin {
-        StdinSource::File(p) => Some(
-            std::fs::File::open(p).map_err(|source| LaunchError::Stdin { path: p.display().to_string(), source })?,
-        ),
+        StdinSource::File(p) => {
+            Some(std::fs::File::open(p).map_err(|source| LaunchError::Stdin {
+                path: p.display().to_string(),
+                source,
+            })?)
+        }
         _ => None,
     };
 
@@ -115,13 +137,17 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         mask.add(s);
     }
     let mut old_mask = SigSet::empty();
-    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), Some(&mut old_mask)).map_err(sys_err("block signals"))?;
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), Some(&mut old_mask))
+        .map_err(sys_err("block signals"))?;
 
     let root_caller = nix::unistd::geteuid().is_root();
     let (host_uid, host_gid) = if root_caller {
         (ROOT_CALLER_HOST_ID, ROOT_CALLER_HOST_ID)
     } else {
-        (nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw())
+        (
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        )
     };
     let started = Instant::now();
 
@@ -162,10 +188,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     drop((go_r, rep_w, in_r, out_w, err_w));
 
     // 6. uid/gid maps (each written once), then the cgroup, then go.
-    let setup = write_maps(child, root_caller, host_uid, host_gid).and_then(|()| match &prepared.cgroup {
-        Some(cg) => cg.attach(child.as_raw()).map_err(LaunchError::from),
-        None => Ok(()),
-    });
+    let setup =
+        write_maps(child, root_caller, host_uid, host_gid).and_then(|()| match &prepared.cgroup {
+            Some(cg) => cg.attach(child.as_raw()).map_err(LaunchError::from),
+            None => Ok(()),
+        });
     if let Err(e) = setup {
         let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
         let _ = nix::sys::wait::waitpid(child, None);
@@ -195,29 +222,51 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         capabilities: "none".into(),
         no_new_privs: true,
     };
-    let io = supervise::Io { stdin: in_w, stdin_file, stdout: out_r, stderr: err_r, report: rep_r };
+    let io = supervise::Io {
+        stdin: in_w,
+        stdin_file,
+        stdout: out_r,
+        stderr: err_r,
+        report: rep_r,
+    };
     let ended = match go_sent {
         Ok(()) => supervise::supervise(spec, child, io, prepared.cgroup.as_ref(), mask, started),
         Err(errno) => supervise::Ended::go_failed(errno),
     };
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
-    let metrics = prepared.cgroup.as_ref().map(|c| c.metrics()).unwrap_or_default();
+    let metrics = prepared
+        .cgroup
+        .as_ref()
+        .map(|c| c.metrics())
+        .unwrap_or_default();
     if let Some(cg) = prepared.cgroup {
         cg.kill();
         if let Err(e) = cg.remove() {
             eprintln!("cordon: warning: {e}");
         }
     }
-    Ok(classify::outcome(spec, ended, metrics, prepared.report, isolation))
+    Ok(classify::outcome(
+        spec,
+        ended,
+        metrics,
+        prepared.report,
+        isolation,
+    ))
 }
 
-fn write_maps(child: Pid, root_caller: bool, host_uid: u32, host_gid: u32) -> Result<(), LaunchError> {
+fn write_maps(
+    child: Pid,
+    root_caller: bool,
+    host_uid: u32,
+    host_gid: u32,
+) -> Result<(), LaunchError> {
     let proc = format!("/proc/{}", child.as_raw());
     let write = |file: &str, contents: String, step: &'static str| {
         std::fs::write(format!("{proc}/{file}"), contents).map_err(|e| LaunchError::Sys {
             step,
             errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-            hint: "; see `cordon doctor` for user namespace restrictions (AppArmor, sysctls)".into(),
+            hint: "; see `cordon doctor` for user namespace restrictions (AppArmor, sysctls)"
+                .into(),
         })
     };
     // An unprivileged caller may only write gid_map once setgroups is denied. Root keeps
@@ -225,14 +274,25 @@ fn write_maps(child: Pid, root_caller: bool, host_uid: u32, host_gid: u32) -> Re
     if !root_caller {
         write("setgroups", "deny".into(), "deny setgroups in the sandbox")?;
     }
-    write("uid_map", format!("{SANDBOX_UID} {host_uid} 1\n"), "write the sandbox uid_map")?;
-    write("gid_map", format!("{SANDBOX_GID} {host_gid} 1\n"), "write the sandbox gid_map")?;
+    write(
+        "uid_map",
+        format!("{SANDBOX_UID} {host_uid} 1\n"),
+        "write the sandbox uid_map",
+    )?;
+    write(
+        "gid_map",
+        format!("{SANDBOX_GID} {host_gid} 1\n"),
+        "write the sandbox gid_map",
+    )?;
     Ok(())
 }
 
 fn cstrings(items: impl Iterator<Item = String>) -> Result<Vec<CString>, LaunchError> {
     items
-        .map(|s| CString::new(s).map_err(|_| ParseError::new("argument", "", "NUL bytes are not allowed").into()))
+        .map(|s| {
+            CString::new(s)
+                .map_err(|_| ParseError::new("argument", "", "NUL bytes are not allowed").into())
+        })
         .collect()
 }
 
@@ -240,6 +300,12 @@ fn cstrings(items: impl Iterator<Item = String>) -> Result<Vec<CString>, LaunchE
 fn run_id() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-    format!("{:x}{:x}", t.as_nanos() as u64 & 0xffff_ffff_ffff, N.fetch_add(1, Ordering::Relaxed))
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "{:x}{:x}",
+        t.as_nanos() as u64 & 0xffff_ffff_ffff,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }

@@ -77,7 +77,9 @@ pub struct Ended {
 impl Ended {
     pub fn go_failed(errno: Errno) -> Ended {
         Ended {
-            internal_error: Some(format!("cannot tell the sandbox to start (go pipe): {errno}")),
+            internal_error: Some(format!(
+                "cannot tell the sandbox to start (go pipe): {errno}"
+            )),
             ..Ended::default()
         }
     }
@@ -122,12 +124,20 @@ pub fn supervise(
     let pidfd = match sys::pidfd_open(child) {
         Ok(fd) => Some(fd),
         Err(e) => {
-            ended.internal_error = Some(format!("cannot watch the sandbox's init (pidfd_open): {e}; Linux 5.3+ is needed"));
+            ended.internal_error = Some(format!(
+                "cannot watch the sandbox's init (pidfd_open): {e}; Linux 5.3+ is needed"
+            ));
             kill_all(child, cgroup);
             None
         }
     };
-    let Io { stdin: stdin_pipe, stdin_file, stdout, stderr, report } = io;
+    let Io {
+        stdin: stdin_pipe,
+        stdin_file,
+        stdout,
+        stderr,
+        report,
+    } = io;
     let mut stdin_pipe = Some(stdin_pipe);
     let mut stdin_buf: Vec<u8> = Vec::new();
     let mut stdin_state = match (&spec.stdin, stdin_file) {
@@ -143,7 +153,10 @@ pub fn supervise(
         _ => StdinState::Closed,
     };
     if let Some(p) = &stdin_pipe {
-        let _ = nix::fcntl::fcntl(p, nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK));
+        let _ = nix::fcntl::fcntl(
+            p,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        );
     }
     let mut out = Some(stdout);
     let mut err = Some(stderr);
@@ -205,7 +218,11 @@ pub fn supervise(
                 slots.push(b'i');
             }
         }
-        let until = if init_exited { drain_deadline.unwrap_or(now) } else { deadline };
+        let until = if init_exited {
+            drain_deadline.unwrap_or(now)
+        } else {
+            deadline
+        };
         let mut wait = until.saturating_duration_since(now);
         if limits.cpu_time.is_some() && cgroup.is_some() {
             wait = wait.min(CPU_CHECK_EVERY);
@@ -213,12 +230,18 @@ pub fn supervise(
         if killed && !init_exited {
             wait = wait.max(Duration::from_millis(10));
         }
-        let timeout = PollTimeout::try_from(wait.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::MAX);
+        let timeout =
+            PollTimeout::try_from(wait.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::MAX);
         let ready: Vec<(u8, PollFlags)> = match poll(&mut fds, timeout) {
-            Ok(_) => fds.iter().zip(&slots).map(|(f, s)| (*s, f.revents().unwrap_or(PollFlags::empty()))).collect(),
+            Ok(_) => fds
+                .iter()
+                .zip(&slots)
+                .map(|(f, s)| (*s, f.revents().unwrap_or(PollFlags::empty())))
+                .collect(),
             Err(Errno::EINTR) => continue,
             Err(e) => {
-                ended.internal_error = Some(format!("poll failed while supervising the sandbox: {e}"));
+                ended.internal_error =
+                    Some(format!("poll failed while supervising the sandbox: {e}"));
                 kill_all(child, cgroup);
                 killed = true;
                 Vec::new()
@@ -232,11 +255,12 @@ pub fn supervise(
             }
             match slot {
                 b'o' | b'e' => {
-                    let (pipe, cap, sink): (&mut Option<OwnedFd>, &mut Capture, &mut dyn Write) = if slot == b'o' {
-                        (&mut out, &mut ended.stdout, &mut host_out)
-                    } else {
-                        (&mut err, &mut ended.stderr, &mut host_err)
-                    };
+                    let (pipe, cap, sink): (&mut Option<OwnedFd>, &mut Capture, &mut dyn Write) =
+                        if slot == b'o' {
+                            (&mut out, &mut ended.stdout, &mut host_out)
+                        } else {
+                            (&mut err, &mut ended.stderr, &mut host_err)
+                        };
                     let Some(fd) = pipe.as_ref() else { continue };
                     match read(fd, &mut buf) {
                         Ok(0) => *pipe = None,
@@ -266,11 +290,16 @@ pub fn supervise(
                     match sys::wait4(child) {
                         Ok((status, ru)) => {
                             ended.init_status = Some(status);
-                            let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+                            let tv = |t: libc::timeval| {
+                                Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000)
+                            };
                             ended.rusage_cpu = Some(tv(ru.ru_utime) + tv(ru.ru_stime));
                             ended.rusage_maxrss = Some(ru.ru_maxrss as u64 * 1024);
                         }
-                        Err(e) => ended.internal_error = Some(format!("cannot reap the sandbox's init: {e}")),
+                        Err(e) => {
+                            ended.internal_error =
+                                Some(format!("cannot reap the sandbox's init: {e}"))
+                        }
                     }
                     ended.wall = started.elapsed();
                 }
@@ -286,7 +315,9 @@ pub fn supervise(
                     }
                 }
                 b'i' => {
-                    let StdinState::Source(src) = &stdin_state else { continue };
+                    let StdinState::Source(src) = &stdin_state else {
+                        continue;
+                    };
                     match read(src.fd(), &mut buf) {
                         Ok(0) => stdin_state = StdinState::Closed,
                         Ok(n) => stdin_buf.extend_from_slice(&buf[..n]),
@@ -295,7 +326,9 @@ pub fn supervise(
                     }
                 }
                 b'w' => {
-                    let Some(p) = stdin_pipe.as_ref() else { continue };
+                    let Some(p) = stdin_pipe.as_ref() else {
+                        continue;
+                    };
                     match write(p, &stdin_buf) {
                         Ok(n) => {
                             stdin_buf.drain(..n);

@@ -27,7 +27,12 @@ pub enum Backend {
 #[derive(Debug, thiserror::Error)]
 pub enum LimitsError {
     #[error("cannot {step} {path}: {source}; {fix}")]
-    Io { step: &'static str, path: std::path::PathBuf, source: std::io::Error, fix: String },
+    Io {
+        step: &'static str,
+        path: std::path::PathBuf,
+        source: std::io::Error,
+        fix: String,
+    },
     #[error("{0}")]
     Unavailable(String),
 }
@@ -85,13 +90,45 @@ pub struct Prepared {
 
 /// Chooses the backend, creates the cgroup and writes the limits. `run_id` makes the cgroup
 /// name unique (`cordon-<run_id>`).
-pub fn prepare(limits: &Limits, _choice: BackendChoice, _run_id: &str) -> Result<Prepared, LimitsError> {
+pub fn prepare(
+    limits: &Limits,
+    _choice: BackendChoice,
+    _run_id: &str,
+) -> Result<Prepared, LimitsError> {
     let mut rlimits = vec![
-        Rlimit { resource: libc::RLIMIT_NOFILE, value: limits.open_files },
-        Rlimit { resource: libc::RLIMIT_CORE, value: 0 },
+        Rlimit {
+            resource: libc::RLIMIT_NOFILE,
+            value: limits.open_files,
+        },
+        Rlimit {
+            resource: libc::RLIMIT_CORE,
+            value: 0,
+        },
     ];
     if let Some(f) = limits.file_size {
-        rlimits.push(Rlimit { resource: libc::RLIMIT_FSIZE, value: f });
+        rlimits.push(Rlimit {
+            resource: libc::RLIMIT_FSIZE,
+            value: f,
+        });
     }
-    Ok(Prepared { cgroup: None, rlimits, report: LimitsReport::default() })
+    Ok(Prepared {
+        cgroup: None,
+        rlimits,
+        report: LimitsReport::default(),
+    })
+}
+
+/// What the host offers for limits (for `cordon doctor`). SKELETON.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Probe {}
+
+impl Probe {
+    pub fn summary(&self) -> String {
+        String::new()
+    }
+}
+
+/// Probes the host's cgroup setup. SKELETON.
+pub fn probe() -> Probe {
+    Probe {}
 }

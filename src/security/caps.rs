@@ -8,7 +8,9 @@
 use caps::{CapSet, Capability};
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot drop capability {cap} from the {set} set: {reason}; the sandbox will not run with capabilities it cannot drop")]
+#[error(
+    "cannot drop capability {cap} from the {set} set: {reason}; the sandbox will not run with capabilities it cannot drop"
+)]
 pub struct CapsError {
     pub cap: String,
     pub set: &'static str,
@@ -16,7 +18,11 @@ pub struct CapsError {
 }
 
 fn err(cap: impl std::fmt::Display, set: &'static str, e: impl std::fmt::Display) -> CapsError {
-    CapsError { cap: cap.to_string(), set, reason: e.to_string() }
+    CapsError {
+        cap: cap.to_string(),
+        set,
+        reason: e.to_string(),
+    }
 }
 
 /// Empties every capability set of the calling thread and verifies they are empty.

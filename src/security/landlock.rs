@@ -6,8 +6,8 @@
 //! before seccomp. "Not enforced" is an error unless the caller accepted the downgrade.
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
 
 /// The ABI cordon's ruleset is written for. Newer kernels enforce all of it; older ones
@@ -18,7 +18,13 @@ pub const TARGET_ABI: ABI = ABI::V6;
 /// Directories the payload may write.
 pub const WRITABLE_DIRS: &[&str] = &["/workspace", "/tmp", "/dev/shm"];
 /// Device files the payload may read and write (not create or execute).
-pub const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"];
+pub const WRITABLE_DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/pts",
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum LandlockError {
@@ -55,8 +61,10 @@ pub fn restrict(allow_degraded: bool) -> Result<LandlockReport, LandlockError> {
         .map_err(|e| setup(&e))?
         .create()
         .map_err(|e| setup(&e))?;
-    let dev_access = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
-    let mut rules: Vec<(&str, landlock::BitFlags<AccessFs>)> = vec![("/", AccessFs::from_read(abi))];
+    let dev_access =
+        AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
+    let mut rules: Vec<(&str, landlock::BitFlags<AccessFs>)> =
+        vec![("/", AccessFs::from_read(abi))];
     rules.extend(WRITABLE_DIRS.iter().map(|d| (*d, AccessFs::from_all(abi))));
     rules.extend(WRITABLE_DEVICES.iter().map(|d| (*d, dev_access)));
     let mut created = ruleset;
@@ -67,25 +75,38 @@ pub fn restrict(allow_degraded: bool) -> Result<LandlockReport, LandlockError> {
             Err(_) if path != "/" => continue,
             Err(e) => return Err(setup(&e)),
         };
-        created = created.add_rule(PathBeneath::new(fd, access)).map_err(|e| setup(&e))?;
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| setup(&e))?;
     }
     let status = created.restrict_self().map_err(|e| setup(&e))?;
     let kernel_abi = match status.landlock {
-        LandlockStatus::Available { effective_abi, kernel_abi } => {
-            Some(kernel_abi.map(|v| v as u32).unwrap_or(effective_abi as u32))
-        }
+        LandlockStatus::Available {
+            effective_abi,
+            kernel_abi,
+        } => Some(kernel_abi.map(|v| v as u32).unwrap_or(effective_abi as u32)),
         _ => None,
     };
     match status.ruleset {
-        RulesetStatus::FullyEnforced => Ok(LandlockReport { status: "enforced".into(), abi: kernel_abi }),
+        RulesetStatus::FullyEnforced => Ok(LandlockReport {
+            status: "enforced".into(),
+            abi: kernel_abi,
+        }),
         RulesetStatus::PartiallyEnforced => Ok(LandlockReport {
-            status: format!("partial (kernel ABI {}; cordon targets {})", kernel_abi.unwrap_or(0), abi as u32),
+            status: format!(
+                "partial (kernel ABI {}; cordon targets {})",
+                kernel_abi.unwrap_or(0),
+                abi as u32
+            ),
             abi: kernel_abi,
         }),
         RulesetStatus::NotEnforced => {
             let why = format!("{:?}", status.landlock);
             if allow_degraded {
-                Ok(LandlockReport { status: format!("disabled ({why}; allowed by --allow-degraded landlock)"), abi: None })
+                Ok(LandlockReport {
+                    status: format!("disabled ({why}; allowed by --allow-degraded landlock)"),
+                    abi: None,
+                })
             } else {
                 Err(LandlockError::NotEnforced(why))
             }

@@ -23,7 +23,10 @@ pub fn compile_builtin(name: &str) -> Result<Compiled, SeccompError> {
     if name != "default" {
         return Err(SeccompError::UnknownPolicy(name.into()));
     }
-    Ok(Compiled { name: name.into(), filters: Vec::new() })
+    Ok(Compiled {
+        name: name.into(),
+        filters: Vec::new(),
+    })
 }
 
 /// Installs the filters on the calling thread. Needs `no_new_privs` already set.

@@ -178,32 +178,60 @@ impl SandboxSpec {
     /// Checks that do not need the host: the launcher calls this first.
     pub fn validate(&self) -> Result<(), ParseError> {
         if self.argv.is_empty() || self.argv[0].is_empty() {
-            return Err(ParseError::new("command", "", "give the command to run after `--`"));
+            return Err(ParseError::new(
+                "command",
+                "",
+                "give the command to run after `--`",
+            ));
         }
         for a in &self.argv {
             if a.contains('\0') {
-                return Err(ParseError::new("command", a, "arguments cannot contain NUL bytes"));
+                return Err(ParseError::new(
+                    "command",
+                    a,
+                    "arguments cannot contain NUL bytes",
+                ));
             }
         }
         for (k, v) in &self.env {
             parse::check_env_key(k)?;
             if v.contains('\0') {
-                return Err(ParseError::new("--env", k, "values cannot contain NUL bytes"));
+                return Err(ParseError::new(
+                    "--env",
+                    k,
+                    "values cannot contain NUL bytes",
+                ));
             }
         }
         if self.limits.wall.is_zero() {
-            return Err(ParseError::new("--timeout", "0", "the timeout must be above zero"));
+            return Err(ParseError::new(
+                "--timeout",
+                "0",
+                "the timeout must be above zero",
+            ));
         }
         if let Some(c) = self.limits.cpus
             && !(c > 0.0 && c.is_finite())
         {
-            return Err(ParseError::new("--cpus", &c.to_string(), "give a positive number of CPUs"));
+            return Err(ParseError::new(
+                "--cpus",
+                &c.to_string(),
+                "give a positive number of CPUs",
+            ));
         }
         if self.limits.pids == Some(0) {
-            return Err(ParseError::new("--pids", "0", "at least one process is needed"));
+            return Err(ParseError::new(
+                "--pids",
+                "0",
+                "at least one process is needed",
+            ));
         }
         if self.hostname.is_empty() || self.hostname.len() > 64 || self.hostname.contains('\0') {
-            return Err(ParseError::new("hostname", &self.hostname, "1 to 64 bytes, no NUL"));
+            return Err(ParseError::new(
+                "hostname",
+                &self.hostname,
+                "1 to 64 bytes, no NUL",
+            ));
         }
         Ok(())
     }

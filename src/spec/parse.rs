@@ -13,16 +13,28 @@ pub struct ParseError {
 
 impl ParseError {
     pub fn new(what: &str, given: &str, hint: &str) -> Self {
-        ParseError { what: what.into(), given: given.into(), hint: hint.into() }
+        ParseError {
+            what: what.into(),
+            given: given.into(),
+            hint: hint.into(),
+        }
     }
 }
 
 /// Parses a byte size: `1024`, `64k`, `512M`, `512MiB`, `1.5G`, `2GB`. Units are binary
 /// (k = 1024) whether or not the `i` is written, as `ulimit`, Docker and podman read them.
 pub fn parse_size(s: &str) -> Result<u64, ParseError> {
-    let err = || ParseError::new("size", s, "use a number with an optional unit: 4096, 64K, 512M, 2G");
+    let err = || {
+        ParseError::new(
+            "size",
+            s,
+            "use a number with an optional unit: 4096, 64K, 512M, 2G",
+        )
+    };
     let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     if num.is_empty() {
         return Err(err());
@@ -50,9 +62,17 @@ pub fn parse_size(s: &str) -> Result<u64, ParseError> {
 
 /// Parses a duration: `30` (seconds), `1.5`, `500ms`, `30s`, `2m`, `1h`.
 pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
-    let err = || ParseError::new("duration", s, "use seconds or a unit: 30, 1.5s, 500ms, 2m, 1h");
+    let err = || {
+        ParseError::new(
+            "duration",
+            s,
+            "use seconds or a unit: 30, 1.5s, 500ms, 2m, 1h",
+        )
+    };
     let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let v: f64 = num.parse().map_err(|_| err())?;
     let secs = match unit.trim() {
@@ -77,7 +97,11 @@ pub fn parse_env_pair(s: &str) -> Result<(String, String), ParseError> {
 
 pub(crate) fn check_env_key(k: &str) -> Result<(), ParseError> {
     if k.is_empty() || k.contains('=') || k.contains('\0') {
-        return Err(ParseError::new("--env", k, "a name must be non-empty, without `=` or NUL"));
+        return Err(ParseError::new(
+            "--env",
+            k,
+            "a name must be non-empty, without `=` or NUL",
+        ));
     }
     Ok(())
 }

@@ -53,8 +53,19 @@ pub fn close_fds_from(first: RawFd) -> Result<(), Errno> {
     // SAFETY: close_range only closes descriptors; no memory is passed. Closing fds that Rust
     // objects still own would make those objects close an unrelated fd later, so callers use
     // this only right before execve, when no such object will run its destructor.
-    let ret = unsafe { libc::syscall(libc::SYS_close_range, first as libc::c_uint, libc::c_uint::MAX, 0) };
-    if ret == -1 { Err(Errno::last()) } else { Ok(()) }
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        )
+    };
+    if ret == -1 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
 }
 
 /// `pidfd_open(2)`: an fd that becomes readable when `pid` exits (Linux 5.3+).
@@ -72,7 +83,12 @@ pub fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
 pub fn loopback_up() -> Result<(), Errno> {
     use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
     use std::os::fd::AsRawFd;
-    let sock = socket(AddressFamily::Inet, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None)?;
+    let sock = socket(
+        AddressFamily::Inet,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
     // SAFETY: ifreq is a plain C struct; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
@@ -101,7 +117,10 @@ pub fn clear_groups() -> Result<(), Errno> {
 /// single-thread precondition of [`clone_namespaces`].
 pub fn thread_count() -> Option<usize> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines().find_map(|l| l.strip_prefix("Threads:").and_then(|v| v.trim().parse().ok()))
+    s.lines().find_map(|l| {
+        l.strip_prefix("Threads:")
+            .and_then(|v| v.trim().parse().ok())
+    })
 }
 
 /// Restores every signal to its default disposition and unblocks all of them: the payload
@@ -144,5 +163,26 @@ pub fn wait4(pid: Pid) -> Result<(nix::sys::wait::WaitStatus, libc::rusage), Err
             return Err(e);
         }
         return Ok((nix::sys::wait::WaitStatus::from_raw(pid, status)?, usage));
+    }
+}
+
+/// The Landlock ABI version the kernel offers (`landlock_create_ruleset` with the VERSION
+/// flag): ENOSYS when not built in, EOPNOTSUPP when built but disabled at boot.
+pub fn landlock_abi() -> Result<i32, Errno> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag the kernel reads no
+    // memory and returns the ABI number.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if ret < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(ret as i32)
     }
 }
