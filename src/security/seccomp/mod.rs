@@ -17,6 +17,8 @@ mod syscalls;
 mod bpf_eval;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_live;
 
 /// Why a policy did not load, compile or install. Every message says what failed, why, and
 /// what to do.
