@@ -1,6 +1,10 @@
 //! The only module with `unsafe`: thin wrappers over syscalls that nix and libc's safe
 //! surface do not cover. Each block has a `// SAFETY:` comment and turns into a `Result` at once.
 
+/// Raw syscall probes for the seccomp tests (they call what the policy denies).
+#[cfg(test)]
+pub mod seccomp_probe;
+
 use nix::errno::Errno;
 use nix::unistd::Pid;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};

@@ -1,0 +1,510 @@
+//! Pure tests: parsing, validation, and the decisions of the compiled default policy, checked
+//! with a BPF interpreter (`bpf_eval`) that combines filters the way the kernel does.
+
+use super::bpf_eval::{Data, errno, run_all};
+use super::compile::{AUDIT_ARCH_X86_64, BPF_JMP_JEQ_K, BPF_LD_W_ABS};
+use super::policy::{self, Action, OpName};
+use super::{EntryProblem, SeccompError, builtin_names, compile_builtin, compile_policy_str};
+
+const DEFAULT: &str = include_str!("../../../profiles/seccomp/default.toml");
+const EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+const KILL: u32 = libc::SECCOMP_RET_KILL_PROCESS;
+/// AUDIT_ARCH_I386 = EM_386 (3) | __AUDIT_ARCH_LE, include/uapi/linux/audit.h.
+const AUDIT_ARCH_I386: u32 = 3 | 0x4000_0000;
+
+fn nr(name: &str) -> u32 {
+    super::syscalls::number(name).unwrap_or_else(|| panic!("no syscall {name}"))
+}
+
+fn decide(name: &str, args: &[u64]) -> u32 {
+    let c = compile_builtin("default").expect("default compiles");
+    run_all(&c.filters, &Data::x86_64(nr(name), args))
+}
+
+fn entry_problem(text: &str) -> (usize, EntryProblem, String) {
+    match compile_policy_str(text) {
+        Err(e @ SeccompError::InvalidEntry { .. }) => {
+            let msg = e.to_string();
+            let SeccompError::InvalidEntry { entry, problem, .. } = e else {
+                unreachable!()
+            };
+            (entry, problem, msg)
+        }
+        other => panic!("expected an InvalidEntry error, got {other:?}"),
+    }
+}
+
+// ---- the syscall table -------------------------------------------------------------------
+
+#[test]
+fn syscall_table_matches_libc_and_has_no_duplicates() {
+    for (name, libc_nr) in super::syscalls::LIBC_CHECK {
+        assert_eq!(
+            i64::from(nr(name)),
+            *libc_nr,
+            "table disagrees with libc on {name}"
+        );
+    }
+    assert!(super::syscalls::LIBC_CHECK.len() > 350);
+    let table = super::syscalls::X86_64;
+    for (i, (n, v)) in table.iter().enumerate() {
+        assert!(
+            table[i + 1..].iter().all(|(m, w)| m != n && w != v),
+            "duplicate {n}/{v}"
+        );
+        assert!(*v < 512, "{n}: x32 numbers do not belong in the table");
+    }
+    // Newer than libc 0.2.191: from syscall_64.tbl.
+    assert_eq!(nr("open_tree_attr"), 467);
+    assert_eq!(nr("file_setattr"), 469);
+}
+
+// ---- the default policy file -------------------------------------------------------------
+
+#[test]
+fn builtin_default_is_listed_compiles_and_is_named_default() {
+    assert_eq!(builtin_names(), &["default"]);
+    let c = compile_builtin("default").unwrap();
+    assert_eq!(c.name, "default");
+    // guard + EPERM + ENOSYS
+    assert_eq!(c.filters.len(), 3, "{:?}", c.filters.len());
+    assert!(c.filters.iter().all(|f| !f.is_empty() && f.len() < 4096));
+}
+
+#[test]
+fn unknown_builtin_is_rejected_with_the_list() {
+    let e = compile_builtin("strict").unwrap_err();
+    assert!(matches!(e, SeccompError::UnknownPolicy { .. }));
+    assert!(
+        e.to_string().contains("built-in policies are: default"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_default_entry_has_a_real_reason() {
+    let file: policy::PolicyFile = toml::from_str(DEFAULT).unwrap();
+    assert!(file.deny.len() > 60);
+    for e in &file.deny {
+        assert!(e.why.trim().len() >= 10, "weak why for {:?}", e.syscall);
+    }
+}
+
+#[test]
+fn default_argument_rules_are_all_32_bit() {
+    // Every argument the default policy compares is an int/unsigned int (or clone's lower 32
+    // bits); a 64-bit compare would let `value | 1 << 32` through.
+    let file: policy::PolicyFile = toml::from_str(DEFAULT).unwrap();
+    let args: Vec<_> = file.deny.iter().flat_map(|e| e.args.iter()).collect();
+    assert!(args.len() > 10);
+    assert!(args.iter().all(|a| a.width == 32));
+}
+
+#[test]
+fn one_clone_and_unshare_rule_per_namespace_flag() {
+    let p = policy::parse("test", DEFAULT).unwrap();
+    let eperm = &p.groups[&Action::Errno(libc::EPERM)];
+    let flags = [
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWPID,
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWIPC,
+        libc::CLONE_NEWUTS,
+        libc::CLONE_NEWCGROUP,
+        0x80, // CLONE_NEWTIME, not in libc 0.2 for gnu
+    ];
+    for sys in ["clone", "unshare"] {
+        let rules = &eperm[&nr(sys)];
+        assert_eq!(rules.len(), flags.len(), "{sys}");
+        for flag in flags {
+            let flag = flag as u64;
+            assert!(
+                rules.iter().any(|r| r.len() == 1
+                    && r[0].index == 0
+                    && !r[0].wide
+                    && r[0].op == OpName::MaskedEq
+                    && r[0].mask == flag
+                    && r[0].value == flag),
+                "{sys}: no masked rule for {flag:#x}"
+            );
+        }
+    }
+}
+
+// ---- decisions of the compiled default policy --------------------------------------------
+
+#[test]
+fn namespace_flags_are_denied_alone_or_mixed_and_plain_clone_is_allowed() {
+    let sigchld = libc::SIGCHLD as u64;
+    for flag in [
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWCGROUP,
+    ] {
+        let f = flag as u64;
+        assert_eq!(decide("unshare", &[f]), EPERM);
+        assert_eq!(decide("unshare", &[f | libc::CLONE_FILES as u64]), EPERM);
+        assert_eq!(decide("clone", &[f | sigchld]), EPERM);
+    }
+    assert_eq!(decide("unshare", &[0x80]), EPERM, "CLONE_NEWTIME");
+    // What glibc's fork and pthread_create pass.
+    let fork = (libc::CLONE_CHILD_SETTID | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD) as u64;
+    assert_eq!(decide("clone", &[fork]), ALLOW);
+    let thread = (libc::CLONE_VM
+        | libc::CLONE_FS
+        | libc::CLONE_FILES
+        | libc::CLONE_SIGHAND
+        | libc::CLONE_THREAD
+        | libc::CLONE_SYSVSEM
+        | libc::CLONE_SETTLS
+        | libc::CLONE_PARENT_SETTID
+        | libc::CLONE_CHILD_CLEARTID) as u64;
+    assert_eq!(decide("clone", &[thread]), ALLOW);
+    assert_eq!(decide("unshare", &[libc::CLONE_FILES as u64]), ALLOW);
+}
+
+#[test]
+fn clone3_gets_enosys_and_setns_eperm() {
+    assert_eq!(decide("clone3", &[0, 88]), errno(libc::ENOSYS));
+    assert_eq!(decide("setns", &[3, 0]), EPERM);
+}
+
+#[test]
+fn unconditional_entries_deny_whatever_the_arguments() {
+    for name in [
+        "mount",
+        "umount2",
+        "pivot_root",
+        "fsopen",
+        "open_tree_attr",
+        "ptrace",
+        "bpf",
+        "io_uring_setup",
+        "userfaultfd",
+        "keyctl",
+        "kexec_load",
+        "_sysctl",
+        "perf_event_open",
+    ] {
+        assert_eq!(decide(name, &[]), EPERM, "{name}");
+        assert_eq!(decide(name, &[u64::MAX; 6]), EPERM, "{name}");
+    }
+}
+
+#[test]
+fn ordinary_calls_are_allowed() {
+    for name in [
+        "read",
+        "write",
+        "openat",
+        "mmap",
+        "execve",
+        "getpid",
+        "exit_group",
+        "fork",
+    ] {
+        assert_eq!(decide(name, &[0, 0, 0]), ALLOW, "{name}");
+    }
+}
+
+#[test]
+fn ioctl_compares_only_the_low_32_bits_of_cmd() {
+    let tiocsti = libc::TIOCSTI;
+    assert_eq!(decide("ioctl", &[0, tiocsti]), EPERM);
+    assert_eq!(decide("ioctl", &[0, tiocsti | 1 << 32]), EPERM);
+    assert_eq!(
+        decide("ioctl", &[0, 0xffff_ffff_0000_0000 | tiocsti]),
+        EPERM
+    );
+    assert_eq!(decide("ioctl", &[0, libc::TIOCLINUX | 1 << 40]), EPERM);
+    assert_eq!(decide("ioctl", &[0, libc::TCGETS]), ALLOW);
+    assert_eq!(decide("ioctl", &[0, libc::FIONREAD]), ALLOW);
+
+    // And structurally: the ioctl-only policy never loads the high half of arg 1 (offset 28),
+    // and does compare the low half (offset 24) with TIOCSTI.
+    let c = compile_policy_str(
+        r#"name = "t"
+           [[deny]]
+           syscall = "ioctl"
+           why = "terminal injection"
+           args = [{ index = 1, width = 32, op = "eq", value = 0x5412 }]"#,
+    )
+    .unwrap();
+    let prog = &c.filters[1];
+    assert!(
+        !prog.iter().any(|i| i.code == BPF_LD_W_ABS && i.k == 28),
+        "high half loaded"
+    );
+    assert!(prog.windows(2).any(|w| w[0].code == BPF_LD_W_ABS
+        && w[0].k == 24
+        && w[1].code == BPF_JMP_JEQ_K
+        && w[1].k == 0x5412));
+}
+
+#[test]
+fn personality_allows_only_linux_and_query() {
+    assert_eq!(decide("personality", &[0]), ALLOW);
+    assert_eq!(decide("personality", &[0xffff_ffff]), ALLOW);
+    assert_eq!(
+        decide("personality", &[0x0040_0000]),
+        EPERM,
+        "READ_IMPLIES_EXEC"
+    );
+    assert_eq!(
+        decide("personality", &[0x0004_0000]),
+        EPERM,
+        "ADDR_NO_RANDOMIZE"
+    );
+    // The kernel reads an unsigned int: high bits do not change the verdict.
+    assert_eq!(decide("personality", &[1 << 32]), ALLOW);
+    assert_eq!(decide("personality", &[1 << 32 | 0x0040_0000]), EPERM);
+}
+
+#[test]
+fn dangerous_socket_families_are_denied_ordinary_ones_allowed() {
+    for (fam, name) in [
+        (libc::AF_NETLINK, "netlink"),
+        (libc::AF_PACKET, "packet"),
+        (libc::AF_VSOCK, "vsock"),
+        (libc::AF_KEY, "key"),
+        (libc::AF_ALG, "alg"),
+    ] {
+        let f = fam as u64;
+        assert_eq!(decide("socket", &[f, 3, 0]), EPERM, "{name}");
+        assert_eq!(
+            decide("socket", &[f | 1 << 32, 3, 0]),
+            EPERM,
+            "{name} high bits"
+        );
+        assert_eq!(decide("socketpair", &[f, 1, 0]), EPERM, "{name}");
+    }
+    for fam in [libc::AF_UNIX, libc::AF_INET, libc::AF_INET6] {
+        assert_eq!(decide("socket", &[fam as u64, 1, 0]), ALLOW);
+    }
+}
+
+#[test]
+fn foreign_architectures_and_x32_numbers_are_killed() {
+    let c = compile_builtin("default").unwrap();
+    // i386 getpid (20) through int 0x80.
+    let i386 = Data {
+        nr: 20,
+        arch: AUDIT_ARCH_I386,
+        args: [0; 6],
+    };
+    assert_eq!(run_all(&c.filters, &i386), KILL);
+    // x32 getpid, and the x32 ioctl (0x40000000 | 514) that a native-number rule would miss.
+    for x in [0x4000_0000 | 39, 0x4000_0000 | 514, 0x7fff_ffff] {
+        let d = Data::x86_64(x, &[0, libc::TIOCSTI]);
+        assert_eq!(run_all(&c.filters, &d), KILL, "{x:#x}");
+    }
+    // syscall(-1) is not an x32 call: the kernel answers ENOSYS; the guard lets it through.
+    let minus_one = Data {
+        nr: -1,
+        arch: AUDIT_ARCH_X86_64,
+        args: [0; 6],
+    };
+    assert_eq!(run_all(&c.filters, &minus_one), ALLOW);
+}
+
+#[test]
+fn kernel_precedence_kill_beats_errno_beats_allow_regardless_of_order() {
+    // The interpreter's combination rule, on the real filters reversed: same answers.
+    let mut c = compile_builtin("default").unwrap();
+    c.filters.reverse();
+    let d = Data::x86_64(nr("ioctl"), &[0, libc::TIOCSTI]);
+    assert_eq!(run_all(&c.filters, &d), EPERM);
+    let x32 = Data::x86_64(0x4000_0000 | 16, &[0, libc::TIOCSTI]);
+    assert_eq!(run_all(&c.filters, &x32), KILL);
+}
+
+// ---- validation errors name the entry ----------------------------------------------------
+
+#[test]
+fn entry_without_why_is_rejected_naming_it() {
+    let e = compile_policy_str("name = \"t\"\n[[deny]]\nsyscall = \"mount\"\n").unwrap_err();
+    let msg = e.to_string();
+    assert!(matches!(e, SeccompError::Parse { .. }), "{e:?}");
+    assert!(msg.contains("missing field `why`"), "{msg}");
+    assert!(msg.contains("line 2"), "the entry's line is named: {msg}");
+    assert!(msg.contains("profiles/seccomp/README.md"), "{msg}");
+}
+
+#[test]
+fn empty_why_is_rejected_naming_the_entry() {
+    let (entry, problem, msg) = entry_problem(
+        "name = \"t\"\n[[deny]]\nsyscall = \"ptrace\"\nwhy = \"ok reason\"\n\
+         [[deny]]\nsyscall = \"mount\"\nwhy = \"  \"\n",
+    );
+    assert_eq!((entry, problem), (2, EntryProblem::EmptyWhy));
+    assert!(msg.contains("entry #2 (syscall mount)"), "{msg}");
+}
+
+#[test]
+fn unknown_syscall_is_rejected_naming_it_and_the_entry() {
+    let (entry, problem, msg) =
+        entry_problem("name = \"t\"\n[[deny]]\nsyscall = [\"mount\", \"umount\"]\nwhy = \"x\"\n");
+    assert_eq!(entry, 1);
+    assert_eq!(problem, EntryProblem::UnknownSyscall("umount".into()));
+    assert!(
+        msg.contains("`umount` is not an x86_64 system call"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unknown_keys_are_rejected_at_every_level() {
+    for (text, key) in [
+        ("name = \"t\"\nflavour = 1\n", "flavour"),
+        (
+            "name = \"t\"\n[[deny]]\nsyscall = \"mount\"\nwhy = \"x\"\ncomment = \"y\"\n",
+            "comment",
+        ),
+        (
+            "name = \"t\"\n[[deny]]\nsyscall = \"ioctl\"\nwhy = \"x\"\n\
+             args = [{ index = 1, width = 32, op = \"eq\", value = 1, size = 4 }]\n",
+            "size",
+        ),
+    ] {
+        let e = compile_policy_str(text).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, SeccompError::Parse { .. }), "{key}: {e:?}");
+        assert!(msg.contains(&format!("unknown field `{key}`")), "{msg}");
+    }
+}
+
+#[test]
+fn bad_actions_errnos_and_args_are_rejected() {
+    let base = "name = \"t\"\n[[deny]]\nsyscall = \"ioctl\"\nwhy = \"x\"\n";
+    let cases: &[(&str, EntryProblem)] = &[
+        (
+            "errno = \"EWHATEVER\"",
+            EntryProblem::UnknownErrno("EWHATEVER".into()),
+        ),
+        (
+            "action = \"trap\"\nerrno = \"EPERM\"",
+            EntryProblem::ErrnoWithoutErrnoAction,
+        ),
+        (
+            "args = [{ index = 6, width = 32, op = \"eq\", value = 1 }]",
+            EntryProblem::ArgIndex(6),
+        ),
+        (
+            "args = [{ index = 1, width = 16, op = \"eq\", value = 1 }]",
+            EntryProblem::ArgWidth(16),
+        ),
+        (
+            "args = [{ index = 1, width = 32, op = \"masked_eq\", value = 1 }]",
+            EntryProblem::MaskRequired,
+        ),
+        (
+            "args = [{ index = 1, width = 32, op = \"eq\", value = 1, mask = 1 }]",
+            EntryProblem::MaskNotAllowed,
+        ),
+        (
+            "args = [{ index = 1, width = 32, op = \"eq\", value = 0x100000000 }]",
+            EntryProblem::TooWide {
+                what: "value",
+                value: 1 << 32,
+            },
+        ),
+        (
+            "args = [{ index = 1, width = 32, op = \"masked_eq\", mask = 1, value = 3 }]",
+            EntryProblem::ValueOutsideMask { value: 3, mask: 1 },
+        ),
+        ("syscall = []", EntryProblem::NoSyscall),
+    ];
+    for (extra, want) in cases {
+        // `syscall = []` replaces the base's syscall line rather than adding a second one.
+        let text = if extra.starts_with("syscall") {
+            base.replace("syscall = \"ioctl\"", extra)
+        } else {
+            format!("{base}{extra}\n")
+        };
+        let (entry, problem, _) = entry_problem(&text);
+        assert_eq!((entry, &problem), (1, want), "{extra}");
+    }
+}
+
+#[test]
+fn conflicting_or_redundant_entries_are_rejected() {
+    let (entry, problem, _) = entry_problem(
+        "name = \"t\"\n[[deny]]\nsyscall = \"mount\"\nwhy = \"x\"\n\
+         [[deny]]\nsyscall = \"mount\"\nwhy = \"y\"\nerrno = \"ENOSYS\"\n",
+    );
+    assert_eq!(entry, 2);
+    assert_eq!(
+        problem,
+        EntryProblem::ConflictingAction {
+            syscall: "mount".into(),
+            other_entry: 1
+        }
+    );
+    let (_, problem, _) = entry_problem(
+        "name = \"t\"\n[[deny]]\nsyscall = \"ioctl\"\nwhy = \"x\"\n\
+         [[deny]]\nsyscall = \"ioctl\"\nwhy = \"y\"\n\
+         args = [{ index = 1, width = 32, op = \"eq\", value = 1 }]\n",
+    );
+    assert!(matches!(problem, EntryProblem::Redundant { .. }));
+    let (_, problem, _) =
+        entry_problem("name = \"t\"\n[[deny]]\nsyscall = [\"ioctl\", \"ioctl\"]\nwhy = \"x\"\n");
+    assert_eq!(problem, EntryProblem::DuplicateSyscall("ioctl".into()));
+}
+
+#[test]
+fn bad_policy_names_and_broken_toml_are_rejected() {
+    assert!(matches!(
+        compile_policy_str("name = \"a b\"\n").unwrap_err(),
+        SeccompError::InvalidName { .. }
+    ));
+    assert!(matches!(
+        compile_policy_str("name = \"t\"\n[[deny]\n").unwrap_err(),
+        SeccompError::Parse { .. }
+    ));
+    assert!(matches!(
+        compile_policy_str("description = \"no name\"\n").unwrap_err(),
+        SeccompError::Parse { .. }
+    ));
+}
+
+#[test]
+fn other_actions_compile_into_their_own_filters() {
+    let c = compile_policy_str(
+        "name = \"t\"\n\
+         [[deny]]\nsyscall = \"mount\"\nwhy = \"x\"\naction = \"kill_process\"\n\
+         [[deny]]\nsyscall = \"ptrace\"\nwhy = \"x\"\naction = \"trap\"\n\
+         [[deny]]\nsyscall = \"acct\"\nwhy = \"x\"\naction = \"log\"\n\
+         [[deny]]\nsyscall = \"bpf\"\nwhy = \"x\"\n",
+    )
+    .unwrap();
+    // guard, kill, trap, errno, log: most severe first.
+    assert_eq!(c.filters.len(), 5);
+    let at = |name: &str| run_all(&c.filters, &Data::x86_64(nr(name), &[]));
+    assert_eq!(at("mount"), KILL);
+    assert_eq!(at("ptrace"), libc::SECCOMP_RET_TRAP);
+    assert_eq!(at("acct"), libc::SECCOMP_RET_LOG);
+    assert_eq!(at("bpf"), EPERM);
+    assert_eq!(at("read"), ALLOW);
+    // An empty policy still installs the architecture guard.
+    assert_eq!(
+        compile_policy_str("name = \"empty\"\n")
+            .unwrap()
+            .filters
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn install_refuses_an_empty_compiled_policy() {
+    let c = super::Compiled {
+        name: "none".into(),
+        filters: vec![],
+    };
+    assert!(matches!(
+        super::install(&c),
+        Err(SeccompError::NothingToInstall)
+    ));
+}
