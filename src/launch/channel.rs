@@ -42,6 +42,10 @@ impl Reporter {
         self.fd.as_fd()
     }
 
+    pub fn owned(&self) -> &OwnedFd {
+        &self.fd
+    }
+
     /// Sends one message as a single `write` (under PIPE_BUF, so it is never interleaved with
     /// the other writer's messages).
     pub fn send(&self, msg: &Msg) {

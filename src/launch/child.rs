@@ -56,6 +56,23 @@ pub fn init_main(ctx: ChildCtx) -> ! {
     if !wait_for_go(&ctx.go) {
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
+    // Whatever the caller leaked to cordon (fds without close-on-exec) stops here.
+    let keep = [
+        &ctx.go,
+        ctx.report.owned(),
+        &ctx.stdin,
+        &ctx.stdout,
+        &ctx.stderr,
+    ]
+    .map(|f| f.as_raw_fd());
+    if let Err(e) = sys::close_fds_except(&keep) {
+        ctx.report.fail(
+            "close inherited file descriptors",
+            e,
+            exit_codes::SANDBOX_ERROR,
+        );
+        sys::exit_now(exit_codes::SANDBOX_ERROR);
+    }
     if let Err((step, msg)) = setup_init(&ctx) {
         ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
@@ -177,7 +194,7 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     });
     // Every fd but 0-2 and the report pipe (close-on-exec) goes now.
     let keep = ctx.report.fd().as_raw_fd();
-    close_all_but(keep).map_err(e("close inherited file descriptors"))?;
+    sys::close_fds_except(&[keep]).map_err(e("close inherited file descriptors"))?;
     crate::security::seccomp::install(ctx.seccomp)
         .map_err(|err| ("install seccomp", err.to_string()))?;
     Ok(())
@@ -198,14 +215,6 @@ fn resource(r: libc::__rlimit_resource_t) -> Option<nix::sys::resource::Resource
         libc::RLIMIT_MSGQUEUE => Resource::RLIMIT_MSGQUEUE,
         _ => return None,
     })
-}
-
-fn close_all_but(keep: i32) -> Result<(), Errno> {
-    // close_range(3, keep-1) then (keep+1, max); `keep` is above 2.
-    for fd in 3..keep {
-        let _ = nix::unistd::close(fd);
-    }
-    sys::close_fds_from(keep + 1)
 }
 
 /// execs argv[0] (searched in PATH when it has no '/'); returns the exit code for failure.

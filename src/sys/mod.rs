@@ -190,3 +190,29 @@ pub fn landlock_abi() -> Result<i32, Errno> {
         Ok(ret as i32)
     }
 }
+
+/// Closes every fd above 2 except those in `keep` (fds the caller of cordon leaked to it
+/// without close-on-exec, for example), with one `close_range` per gap.
+pub fn close_fds_except(keep: &[RawFd]) -> Result<(), Errno> {
+    let mut keep: Vec<RawFd> = keep.iter().copied().filter(|&fd| fd > 2).collect();
+    keep.sort_unstable();
+    let mut from: RawFd = 3;
+    for fd in keep {
+        if fd > from {
+            // SAFETY: as in close_fds_from; the range [from, fd-1] holds no fd the caller keeps.
+            let ret = unsafe {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    from as libc::c_uint,
+                    (fd - 1) as libc::c_uint,
+                    0,
+                )
+            };
+            if ret == -1 {
+                return Err(Errno::last());
+            }
+        }
+        from = from.max(fd + 1);
+    }
+    close_fds_from(from)
+}
