@@ -195,6 +195,28 @@ fn real_v1_cpu_quota_throttles() {
     cg.remove().unwrap();
 }
 
+/// `cordon doctor` must predict what `--backend auto` does, on whatever host this runs.
+#[test]
+fn real_probe_predicts_auto() {
+    let pr = probe();
+    assert!(pr.error.is_none(), "{pr:?}");
+    println!("{}", serde_json::to_string_pretty(&pr).unwrap());
+    let p = prepare(&Limits::default(), BackendChoice::Auto, &run_id("probe")).unwrap();
+    let got = match p.cgroup.as_ref().map(Cgroup::backend) {
+        Some(Backend::CgroupV2) => "cgroup-v2",
+        Some(Backend::CgroupV1) => "cgroup-v1",
+        _ => "rlimit",
+    };
+    assert_eq!(
+        pr.auto_backend, got,
+        "probe {pr:#?}\nreport {}",
+        p.report.backend
+    );
+    if let Some(cg) = p.cgroup {
+        cg.remove().unwrap();
+    }
+}
+
 /// Set in the re-executed, unprivileged copy of this test binary.
 const UNPRIV_ENV: &str = "CORDON_LIMITS_TEST_UNPRIVILEGED";
 
