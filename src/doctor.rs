@@ -264,6 +264,14 @@ pub fn report() -> Report {
     }
 }
 
+fn backend_line(b: &crate::limits::BackendProbe) -> String {
+    if b.available {
+        "usable".into()
+    } else {
+        b.reason.clone().unwrap_or_else(|| "not usable".into())
+    }
+}
+
 /// Entry point of `cordon doctor`; returns the exit code (0 when ready, 1 otherwise).
 pub fn main(json: bool) -> i32 {
     let r = report();
@@ -290,7 +298,30 @@ pub fn main(json: bool) -> i32 {
                 println!("       fix: {f}");
             }
         }
-        println!("{}", r.limits.summary());
+        let l = &r.limits;
+        let mark = |b: bool| if b { "ok  " } else { "warn" };
+        println!(
+            "[{}] cgroup v2: {}",
+            mark(l.cgroup_v2.available),
+            backend_line(&l.cgroup_v2)
+        );
+        println!(
+            "[{}] cgroup v1: {}",
+            mark(l.cgroup_v1.available),
+            backend_line(&l.cgroup_v1)
+        );
+        if let Some(fix) = l
+            .cgroup_v2
+            .fix
+            .as_ref()
+            .filter(|_| !l.cgroup_v2.available && !l.cgroup_v1.available)
+        {
+            println!("       fix: {fix}");
+        }
+        println!(
+            "[ok  ] limits: cordon exec will use {} (cgroup version seen: {:?})",
+            l.auto_backend, l.version
+        );
         println!(
             "{}",
             if r.ready {

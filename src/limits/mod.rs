@@ -7,14 +7,42 @@
 //! 2. [`Cgroup::attach`] with the child's host pid, before the child is told to go;
 //! 3. [`Cgroup::kill`] at a timeout or an output-limit breach;
 //! 4. [`Cgroup::metrics`] after the sandbox is gone;
-//! 5. [`Cgroup::remove`] last.
+//! 5. [`Cgroup::remove`] last (dropping a [`Cgroup`] kills and removes it too, best-effort).
 //!
-//! SKELETON: the real backends are being written; this stub compiles and reports every
-//! cgroup limit as not enforced.
+//! `Auto` tries cgroup v2 (a delegated subtree with memory, pids and cpu), then cgroup v1
+//! (writable own cgroups of memory, pids, cpu and cpuacct), then rlimits, and the report's
+//! `backend` says why each skipped one was skipped. A forced backend that is unavailable is an
+//! error: never a silent fallback.
+//!
+//! Sandbox cgroups are named `cordon-<pid>-<run_id>` and created only under the cgroup cordon
+//! itself runs in (per hierarchy on v1, from `/proc/self/cgroup`). [`prepare`] also removes
+//! stale `cordon-<pid>-*` cgroups whose owner pid is gone.
 
-use crate::outcome::{LimitsReport, MetricSource};
+mod host;
+mod probe;
+mod rlimit;
+mod v1;
+mod v2;
+
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod real_tests;
+#[cfg(test)]
+mod tests;
+
+pub use host::{
+    CgroupFs, CgroupVersion, Failure, HostPaths, Layout, Location, ProcCgroup, RealFs, V1Line,
+    errno_text,
+};
+pub use probe::{BackendProbe, ControllerProbe, Probe, probe, probe_with};
+pub use v1::V1Dirs;
+
+use crate::outcome::{Enforcement, LimitReport, LimitsReport, MetricSource};
 use crate::spec::{BackendChoice, Limits};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The backend that enforces the cgroup-type limits (memory, cpus, pids).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +63,19 @@ pub enum LimitsError {
     },
     #[error("{0}")]
     Unavailable(String),
+    /// A forced backend (`--backend cgroup-v2|cgroup-v1`) cannot be used on this host.
+    #[error("the {backend} limits backend was requested but is unavailable: {reason}; fix: {fix}")]
+    BackendUnavailable {
+        backend: &'static str,
+        reason: String,
+        fix: String,
+    },
+    #[error("invalid {what} {value:?}: {why}")]
+    Invalid {
+        what: &'static str,
+        value: String,
+        why: &'static str,
+    },
 }
 
 /// One rlimit the payload sets on itself just before `execve` (soft = hard).
@@ -54,29 +95,213 @@ pub struct CgroupMetrics {
     pub source: Option<MetricSource>,
 }
 
+/// How long [`Cgroup::remove`] retries `rmdir` on EBUSY while the last tasks exit.
+pub const REMOVE_TIMEOUT: Duration = Duration::from_secs(2);
+/// [`Cgroup::kill`] re-reads `cgroup.procs` and SIGKILLs what it finds up to this many times,
+/// [`KILL_PAUSE`] apart (a process may fork between the read and the kill).
+const KILL_ROUNDS: u32 = 200;
+const KILL_PAUSE: Duration = Duration::from_millis(5);
+
+#[derive(Debug)]
+enum Kind {
+    V2(PathBuf),
+    V1(V1Dirs),
+}
+
 /// A sandbox cgroup cordon created (v2: one directory; v1: one per controller hierarchy).
 #[derive(Debug)]
 pub struct Cgroup {
     backend: Backend,
+    kind: Kind,
+    fs: Arc<dyn CgroupFs>,
+    /// cordon's own pid, never signalled.
+    own_pid: u32,
+    removed: bool,
+    remove_timeout: Duration,
 }
 
 impl Cgroup {
     pub fn backend(&self) -> Backend {
         self.backend
     }
+
+    /// The sandbox's cgroup directories (v1: each hierarchy once).
+    pub fn dirs(&self) -> Vec<PathBuf> {
+        match &self.kind {
+            Kind::V2(d) => vec![d.clone()],
+            Kind::V1(d) => d.unique(),
+        }
+    }
+
+    fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs().iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+
     /// Moves `pid` (a host pid) into the sandbox cgroup(s).
-    pub fn attach(&self, _pid: libc::pid_t) -> Result<(), LimitsError> {
+    pub fn attach(&self, pid: libc::pid_t) -> Result<(), LimitsError> {
+        for file in self.procs_files() {
+            self.fs.write(&file, &pid.to_string()).map_err(|source| LimitsError::Io {
+                step: "move the sandbox process into",
+                path: file.clone(),
+                source,
+                fix: format!(
+                    "pid {pid} must still exist, and the caller must be allowed to write cgroup.procs of both \
+                     its current cgroup and this one (their common ancestor on cgroup v2); run `cordon doctor`"
+                ),
+            })?;
+        }
         Ok(())
     }
-    /// Kills every process in the sandbox cgroup (`cgroup.kill`, or SIGKILL to each pid).
-    pub fn kill(&self) {}
+
+    /// Kills every process in the sandbox cgroup (`cgroup.kill`, or SIGKILL to each pid) and
+    /// waits (bounded) until `cgroup.procs` is empty.
+    pub fn kill(&self) {
+        if let Kind::V2(dir) = &self.kind {
+            // Absent before Linux 5.14: then the pid loop below does the work.
+            let _ = self.fs.write(&dir.join("cgroup.kill"), "1");
+        }
+        kill_loop(
+            self.fs.as_ref(),
+            &self.procs_files(),
+            self.own_pid,
+            KILL_ROUNDS,
+        );
+    }
+
     pub fn metrics(&self) -> CgroupMetrics {
-        CgroupMetrics::default()
+        match &self.kind {
+            Kind::V2(dir) => v2::metrics(self.fs.as_ref(), dir),
+            Kind::V1(dirs) => v1::metrics(self.fs.as_ref(), dirs),
+        }
     }
+
     /// Removes the cgroup(s), waiting briefly for the last tasks to leave.
-    pub fn remove(self) -> Result<(), LimitsError> {
-        Ok(())
+    pub fn remove(mut self) -> Result<(), LimitsError> {
+        self.removed = true;
+        self.remove_dirs()
     }
+
+    fn remove_dirs(&self) -> Result<(), LimitsError> {
+        let mut first_err = None;
+        for dir in self.dirs().iter().rev() {
+            if let Err(e) = rmdir_retry(self.fs.as_ref(), dir, self.remove_timeout) {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Cgroup {
+    /// Nothing outlives a run: a cgroup the launcher did not remove is killed and removed here.
+    fn drop(&mut self) {
+        if !self.removed {
+            self.kill();
+            let _ = self.remove_dirs();
+        }
+    }
+}
+
+/// SIGKILLs every pid listed in `procs` until they are all empty, at most `rounds` times.
+/// Returns whether nothing (but cordon itself) was left to kill.
+fn kill_loop(fs: &dyn CgroupFs, procs: &[PathBuf], own_pid: u32, rounds: u32) -> bool {
+    for _ in 0..rounds {
+        let mut any = false;
+        for file in procs {
+            let Ok(text) = fs.read(file) else { continue };
+            for pid in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                // 0: a process of another pid namespace; never ourselves or init.
+                if pid <= 1 || pid as u32 == own_pid {
+                    continue;
+                }
+                any = true;
+                let _ = fs.kill(pid);
+            }
+        }
+        if !any {
+            return true;
+        }
+        std::thread::sleep(KILL_PAUSE);
+    }
+    false
+}
+
+/// `rmdir`, retried on EBUSY until `timeout` (the last tasks may still be exiting). A directory
+/// already gone counts as removed.
+fn rmdir_retry(fs: &dyn CgroupFs, dir: &Path, timeout: Duration) -> Result<(), LimitsError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match fs.rmdir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(source) => {
+                return Err(LimitsError::Io {
+                    step: "remove the cgroup",
+                    path: dir.to_path_buf(),
+                    fix: format!(
+                        "{}; processes may still be in it: kill the pids in its cgroup.procs, then `rmdir {}`",
+                        errno_text(&source),
+                        dir.display()
+                    ),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// `key value` lines (`cpu.stat`, `memory.events`, `memory.oom_control`): the value of `key`.
+pub fn keyed_value(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let mut it = l.split_whitespace();
+        (it.next() == Some(key))
+            .then(|| it.next()?.parse().ok())
+            .flatten()
+    })
+}
+
+/// The owner pid of a sandbox cgroup name `cordon-<pid>-<run_id>`.
+fn owner_pid(name: &str) -> Option<u32> {
+    let (pid, run) = name.strip_prefix("cordon-")?.split_once('-')?;
+    if run.is_empty() {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Removes `cordon-<pid>-*` cgroups under cordon's own cgroups whose `<pid>` no longer exists
+/// (a cordon that was SIGKILLed). Best-effort, and only `rmdir`: a cgroup that still holds
+/// processes (EBUSY) is left alone, so a live sandbox whose owner we cannot see (another pid
+/// namespace) is never touched. Returns the directories removed.
+pub fn gc_stale(fs: &dyn CgroupFs, layout: &Layout, own_pid: u32) -> Vec<PathBuf> {
+    let mut parents: Vec<&Path> = Vec::new();
+    for loc in layout.v2.iter().chain(layout.v1.values()) {
+        if !parents.contains(&loc.own.as_path()) {
+            parents.push(&loc.own);
+        }
+    }
+    let mut removed = Vec::new();
+    for parent in parents {
+        let Ok(names) = fs.subdirs(parent) else {
+            continue;
+        };
+        for name in names {
+            let Some(pid) = owner_pid(&name) else {
+                continue;
+            };
+            if pid == own_pid || pid > i32::MAX as u32 || fs.alive(pid as i32) {
+                continue;
+            }
+            let dir = parent.join(&name);
+            if fs.rmdir(&dir).is_ok() {
+                removed.push(dir);
+            }
+        }
+    }
+    removed
 }
 
 /// The outcome of [`prepare`].
@@ -89,46 +314,285 @@ pub struct Prepared {
 }
 
 /// Chooses the backend, creates the cgroup and writes the limits. `run_id` makes the cgroup
-/// name unique (`cordon-<run_id>`).
+/// name unique (`cordon-<pid>-<run_id>`).
 pub fn prepare(
     limits: &Limits,
-    _choice: BackendChoice,
-    _run_id: &str,
+    choice: BackendChoice,
+    run_id: &str,
 ) -> Result<Prepared, LimitsError> {
-    let mut rlimits = vec![
-        Rlimit {
-            resource: libc::RLIMIT_NOFILE,
-            value: limits.open_files,
-        },
-        Rlimit {
-            resource: libc::RLIMIT_CORE,
-            value: 0,
-        },
-    ];
-    if let Some(f) = limits.file_size {
-        rlimits.push(Rlimit {
-            resource: libc::RLIMIT_FSIZE,
-            value: f,
+    validate(limits, run_id)?;
+    if choice == BackendChoice::Rlimit {
+        return Ok(rlimit_only(limits, "rlimit (forced)".to_string()));
+    }
+    match HostPaths::from_host() {
+        Ok(host) => prepare_with(Arc::new(RealFs), &host, limits, choice, run_id),
+        Err(source) if choice == BackendChoice::Auto => Ok(rlimit_only(
+            limits,
+            format!(
+                "rlimit (cannot read {}: {})",
+                host::PROC_SELF_CGROUP,
+                errno_text(&source)
+            ),
+        )),
+        Err(source) => Err(LimitsError::Io {
+            step: "read",
+            path: PathBuf::from(host::PROC_SELF_CGROUP),
+            source,
+            fix: "mount /proc (cordon needs it to find its own cgroup), or use `--backend rlimit`"
+                .to_string(),
+        }),
+    }
+}
+
+fn validate(limits: &Limits, run_id: &str) -> Result<(), LimitsError> {
+    let ok_id = !run_id.is_empty()
+        && run_id.len() <= 64
+        && !run_id.starts_with('.')
+        && run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !ok_id {
+        return Err(LimitsError::Invalid {
+            what: "run id",
+            value: run_id.to_string(),
+            why: "it names a cgroup directory: use 1-64 of [A-Za-z0-9_.-], not starting with '.'",
         });
     }
-    Ok(Prepared {
-        cgroup: None,
-        rlimits,
-        report: LimitsReport::default(),
-    })
+    if let Some(c) = limits.cpus
+        && !(c.is_finite() && c > 0.0)
+    {
+        return Err(LimitsError::Invalid {
+            what: "cpus limit",
+            value: c.to_string(),
+            why: "give a positive number of CPUs, e.g. 0.5 or 2",
+        });
+    }
+    Ok(())
 }
 
-/// What the host offers for limits (for `cordon doctor`). SKELETON.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Probe {}
+/// [`prepare`] on given host paths and filesystem (the unit tests pass a fake tree).
+pub fn prepare_with(
+    fs: Arc<dyn CgroupFs>,
+    host: &HostPaths,
+    limits: &Limits,
+    choice: BackendChoice,
+    run_id: &str,
+) -> Result<Prepared, LimitsError> {
+    validate(limits, run_id)?;
+    if choice == BackendChoice::Rlimit {
+        return Ok(rlimit_only(limits, "rlimit (forced)".to_string()));
+    }
+    let layout = match Layout::discover(fs.as_ref(), host) {
+        Ok(l) => l,
+        Err(why) if choice == BackendChoice::Auto => {
+            return Ok(rlimit_only(limits, format!("rlimit ({why})")));
+        }
+        Err(why) => {
+            return Err(LimitsError::BackendUnavailable {
+                backend: choice_name(choice),
+                reason: why,
+                fix: "check that /proc is mounted, or use `--backend rlimit`".to_string(),
+            });
+        }
+    };
+    gc_stale(fs.as_ref(), &layout, host.pid);
+    let name = format!("cordon-{}-{run_id}", host.pid);
+    let mut skipped: Vec<String> = Vec::new();
 
-impl Probe {
-    pub fn summary(&self) -> String {
-        String::new()
+    if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV2) {
+        match v2::create(fs.as_ref(), &layout, host, &name, limits) {
+            Ok((dir, applied)) => {
+                let text = with_skipped(format!("cgroup v2 ({})", dir.display()), &skipped);
+                let report = report(limits, Backend::CgroupV2, text, applied.swap_limited);
+                return Ok(with_cgroup(
+                    fs,
+                    host,
+                    limits,
+                    Backend::CgroupV2,
+                    Kind::V2(dir),
+                    report,
+                ));
+            }
+            Err(f) if choice == BackendChoice::CgroupV2 => return Err(forced(choice, f)),
+            Err(f) => skipped.push(format!("cgroup v2 {f}")),
+        }
+    }
+    if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) {
+        match v1::create(fs.as_ref(), &layout, host, &name, limits) {
+            Ok((dirs, applied)) => {
+                let text = with_skipped(
+                    format!("cgroup v1 ({name} in memory, pids, cpu, cpuacct)"),
+                    &skipped,
+                );
+                let report = report(limits, Backend::CgroupV1, text, applied.swap_limited);
+                return Ok(with_cgroup(
+                    fs,
+                    host,
+                    limits,
+                    Backend::CgroupV1,
+                    Kind::V1(dirs),
+                    report,
+                ));
+            }
+            Err(f) if choice == BackendChoice::CgroupV1 => return Err(forced(choice, f)),
+            Err(f) => skipped.push(format!("cgroup v1 {f}")),
+        }
+    }
+    Ok(rlimit_only(
+        limits,
+        format!("rlimit ({})", skipped.join("; ")),
+    ))
+}
+
+fn choice_name(choice: BackendChoice) -> &'static str {
+    match choice {
+        BackendChoice::Auto => "auto",
+        BackendChoice::CgroupV2 => "cgroup-v2",
+        BackendChoice::CgroupV1 => "cgroup-v1",
+        BackendChoice::Rlimit => "rlimit",
     }
 }
 
-/// Probes the host's cgroup setup. SKELETON.
-pub fn probe() -> Probe {
-    Probe {}
+fn forced(choice: BackendChoice, f: Failure) -> LimitsError {
+    LimitsError::BackendUnavailable {
+        backend: choice_name(choice),
+        reason: f.to_string(),
+        fix: f.fix.to_string(),
+    }
+}
+
+fn with_skipped(text: String, skipped: &[String]) -> String {
+    if skipped.is_empty() {
+        text
+    } else {
+        format!("{text}; skipped: {}", skipped.join("; "))
+    }
+}
+
+fn with_cgroup(
+    fs: Arc<dyn CgroupFs>,
+    host: &HostPaths,
+    limits: &Limits,
+    backend: Backend,
+    kind: Kind,
+    report: LimitsReport,
+) -> Prepared {
+    let cgroup = Cgroup {
+        backend,
+        kind,
+        fs,
+        own_pid: host.pid,
+        removed: false,
+        remove_timeout: REMOVE_TIMEOUT,
+    };
+    Prepared {
+        cgroup: Some(cgroup),
+        rlimits: rlimit::rlimits(limits, backend),
+        report,
+    }
+}
+
+fn rlimit_only(limits: &Limits, backend_text: String) -> Prepared {
+    Prepared {
+        cgroup: None,
+        rlimits: rlimit::rlimits(limits, Backend::Rlimit),
+        report: report(limits, Backend::Rlimit, backend_text, false),
+    }
+}
+
+fn entry(value: f64, enforcement: Enforcement, note: impl Into<String>) -> LimitReport {
+    LimitReport {
+        value: Some(value),
+        enforcement,
+        note: Some(note.into()),
+    }
+}
+
+/// The per-limit report for `backend`. `swap_limited`: the cgroup's swap file was set.
+fn report(
+    limits: &Limits,
+    backend: Backend,
+    backend_text: String,
+    swap_limited: bool,
+) -> LimitsReport {
+    use Enforcement as E;
+    let cg = match backend {
+        Backend::CgroupV2 => Some(E::CgroupV2),
+        Backend::CgroupV1 => Some(E::CgroupV1),
+        Backend::Rlimit => None,
+    };
+    let memory = limits.memory.map(|m| match backend {
+        Backend::CgroupV2 if swap_limited => entry(m as f64, E::CgroupV2, "memory.max; memory.swap.max = 0"),
+        Backend::CgroupV2 => entry(
+            m as f64,
+            E::CgroupV2,
+            "memory.max; swap not limited (memory.swap.max absent: swap accounting is off)",
+        ),
+        Backend::CgroupV1 if swap_limited => {
+            entry(m as f64, E::CgroupV1, "memory.limit_in_bytes = memory.memsw.limit_in_bytes (no swap)")
+        }
+        Backend::CgroupV1 => entry(
+            m as f64,
+            E::CgroupV1,
+            "memory.limit_in_bytes; swap not limited (memory.memsw.* absent: boot with swapaccount=1)",
+        ),
+        Backend::Rlimit => entry(m as f64, E::Rlimit, rlimit::NOTE_AS),
+    });
+    let cpus = limits.cpus.map(|c| {
+        let quota = v2::cpu_quota_us(c);
+        match backend {
+            Backend::CgroupV2 => entry(
+                c,
+                E::CgroupV2,
+                format!("cpu.max = {quota} {}", v2::CPU_PERIOD_US),
+            ),
+            Backend::CgroupV1 => entry(
+                c,
+                E::CgroupV1,
+                format!(
+                    "cpu.cfs_quota_us = {quota}, cpu.cfs_period_us = {}",
+                    v2::CPU_PERIOD_US
+                ),
+            ),
+            Backend::Rlimit => entry(c, E::NotEnforced, host::fixes::CPUS_NO_CGROUP),
+        }
+    });
+    let pids = limits.pids.map(|p| match cg {
+        Some(e) => entry(p as f64, e, "pids.max"),
+        None => entry(p as f64, E::Rlimit, rlimit::NOTE_NPROC),
+    });
+    LimitsReport {
+        backend: backend_text,
+        wall_time_ms: Some(entry(
+            limits.wall.as_secs_f64() * 1000.0,
+            E::Supervisor,
+            "wall clock; kills the sandbox",
+        )),
+        cpu_time_ms: limits.cpu_time.map(rlimit::cpu_time_report),
+        memory_bytes: memory,
+        cpus,
+        pids,
+        output_bytes: Some(entry(
+            limits.output as f64,
+            E::Supervisor,
+            "each of stdout and stderr; more kills the sandbox",
+        )),
+        file_size_bytes: limits
+            .file_size
+            .map(|f| rlimit::report(f as f64, Some("RLIMIT_FSIZE".into()))),
+        open_files: Some(rlimit::report(
+            limits.open_files as f64,
+            Some("RLIMIT_NOFILE".into()),
+        )),
+        workspace_bytes: Some(entry(
+            limits.workspace_size as f64,
+            E::Tmpfs,
+            format!("/workspace tmpfs size, {} inodes", limits.workspace_inodes),
+        )),
+        tmp_bytes: Some(entry(
+            limits.tmp_size as f64,
+            E::Tmpfs,
+            format!("/tmp and /dev/shm tmpfs size, {} inodes", limits.tmp_inodes),
+        )),
+    }
 }

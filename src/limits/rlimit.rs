@@ -1,0 +1,131 @@
+//! The rlimits the payload sets on itself just before `execve`, and the fallbacks for the
+//! cgroup-type limits when no cgroup could be had.
+
+use super::{Backend, Rlimit};
+use crate::outcome::{Enforcement, LimitReport};
+use crate::spec::Limits;
+
+pub const NOTE_AS: &str = "RLIMIT_AS: address space, not resident memory; tmpfs pages not counted";
+pub const NOTE_NPROC: &str =
+    "RLIMIT_NPROC: counted per uid inside the sandbox's new user namespace";
+
+/// `RLIMIT_CPU` takes whole seconds: round up so the limit is never below the request.
+pub fn cpu_seconds(cpu_time: std::time::Duration) -> u64 {
+    let s = cpu_time.as_secs();
+    if cpu_time.subsec_nanos() > 0 {
+        s + 1
+    } else {
+        s.max(1)
+    }
+}
+
+/// The rlimits for `backend`: always NOFILE, CORE=0, FSIZE and CPU when set; AS and NPROC
+/// only when no cgroup enforces memory and pids.
+pub fn rlimits(limits: &Limits, backend: Backend) -> Vec<Rlimit> {
+    let mut out = vec![
+        Rlimit {
+            resource: libc::RLIMIT_NOFILE,
+            value: limits.open_files,
+        },
+        Rlimit {
+            resource: libc::RLIMIT_CORE,
+            value: 0,
+        },
+    ];
+    if let Some(f) = limits.file_size {
+        out.push(Rlimit {
+            resource: libc::RLIMIT_FSIZE,
+            value: f,
+        });
+    }
+    if let Some(t) = limits.cpu_time {
+        out.push(Rlimit {
+            resource: libc::RLIMIT_CPU,
+            value: cpu_seconds(t),
+        });
+    }
+    if backend == Backend::Rlimit {
+        if let Some(m) = limits.memory {
+            out.push(Rlimit {
+                resource: libc::RLIMIT_AS,
+                value: m,
+            });
+        }
+        if let Some(p) = limits.pids {
+            out.push(Rlimit {
+                resource: libc::RLIMIT_NPROC,
+                value: p,
+            });
+        }
+    }
+    out
+}
+
+pub fn report(value: f64, note: Option<String>) -> LimitReport {
+    LimitReport {
+        value: Some(value),
+        enforcement: Enforcement::Rlimit,
+        note,
+    }
+}
+
+/// The cpu-time entry: always an rlimit, per process.
+pub fn cpu_time_report(cpu_time: std::time::Duration) -> LimitReport {
+    report(
+        cpu_time.as_secs_f64() * 1000.0,
+        Some(format!(
+            "RLIMIT_CPU = {} s per process (rounded up to whole seconds); not summed over the sandbox's processes",
+            cpu_seconds(cpu_time)
+        )),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn find(v: &[Rlimit], r: libc::__rlimit_resource_t) -> Option<u64> {
+        v.iter().find(|x| x.resource == r).map(|x| x.value)
+    }
+
+    #[test]
+    fn cpu_seconds_round_up() {
+        assert_eq!(cpu_seconds(Duration::from_millis(1500)), 2);
+        assert_eq!(cpu_seconds(Duration::from_secs(3)), 3);
+        assert_eq!(cpu_seconds(Duration::from_millis(1)), 1);
+        assert_eq!(
+            cpu_seconds(Duration::ZERO),
+            1,
+            "RLIMIT_CPU 0 would kill at once"
+        );
+    }
+
+    #[test]
+    fn always_nofile_core_fsize_cpu_and_fallbacks_only_without_cgroup() {
+        let limits = Limits {
+            cpu_time: Some(Duration::from_millis(2500)),
+            ..Limits::default()
+        };
+        let with_cg = rlimits(&limits, Backend::CgroupV1);
+        assert_eq!(find(&with_cg, libc::RLIMIT_NOFILE), Some(1024));
+        assert_eq!(find(&with_cg, libc::RLIMIT_CORE), Some(0));
+        assert_eq!(find(&with_cg, libc::RLIMIT_FSIZE), Some(256 << 20));
+        assert_eq!(find(&with_cg, libc::RLIMIT_CPU), Some(3));
+        assert_eq!(find(&with_cg, libc::RLIMIT_AS), None);
+        assert_eq!(find(&with_cg, libc::RLIMIT_NPROC), None);
+
+        let without = rlimits(&limits, Backend::Rlimit);
+        assert_eq!(find(&without, libc::RLIMIT_AS), Some(512 << 20));
+        assert_eq!(find(&without, libc::RLIMIT_NPROC), Some(64));
+
+        let none = Limits {
+            file_size: None,
+            memory: None,
+            pids: None,
+            ..Limits::default()
+        };
+        let v = rlimits(&none, Backend::Rlimit);
+        assert_eq!(v.len(), 2, "{v:?}");
+    }
+}

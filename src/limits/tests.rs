@@ -1,0 +1,700 @@
+//! Unit tests on fake cgroup trees (see `fake.rs` for what the fake emulates).
+
+use super::fake::{FakeFs, HYBRID_PROC, V2_PROC, hybrid_tree, v2_tree};
+use super::*;
+use std::time::Duration;
+
+const PID: u32 = 4242;
+
+fn limits() -> Limits {
+    Limits {
+        memory: Some(64 << 20),
+        cpus: Some(1.5),
+        pids: Some(32),
+        cpu_time: Some(Duration::from_millis(1200)),
+        ..Limits::default()
+    }
+}
+
+fn fake() -> Arc<FakeFs> {
+    Arc::new(FakeFs::new())
+}
+
+fn prep(fs: &Arc<FakeFs>, proc: &str, choice: BackendChoice) -> Result<Prepared, LimitsError> {
+    prepare_with(fs.clone(), &fs.host(proc, PID), &limits(), choice, "r1")
+}
+
+#[test]
+fn layout_detects_hybrid_v2_and_v1() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let l = Layout::discover(fs.as_ref(), &fs.host(HYBRID_PROC, PID)).unwrap();
+    assert_eq!(l.version, CgroupVersion::Hybrid);
+    assert_eq!(l.v2.as_ref().unwrap().own, fs.root().join("unified"));
+    assert_eq!(
+        l.v1["memory"].own,
+        fs.root().join("memory/process_api/e820")
+    );
+    assert_eq!(l.v1["pids"].own, fs.root().join("pids"));
+    assert_eq!(l.v1["cpuacct"].mount, fs.root().join("cpuacct"));
+
+    let fs = fake();
+    v2_tree(&fs);
+    let l = Layout::discover(fs.as_ref(), &fs.host(V2_PROC, PID)).unwrap();
+    assert_eq!(l.version, CgroupVersion::V2);
+    assert_eq!(
+        l.v2.as_ref().unwrap().own,
+        fs.root().join("user.slice/cordon.scope")
+    );
+    assert!(l.v1.is_empty());
+
+    // Pure v1 with the cpu,cpuacct co-mount.
+    let fs = fake();
+    for dir in ["memory", "memory/m", "pids", "cpu,cpuacct", "cpu,cpuacct/c"] {
+        fs.cgroup(dir, &[("cgroup.procs", "")]);
+    }
+    let l = Layout::discover(
+        fs.as_ref(),
+        &fs.host("3:cpu,cpuacct:/c\n2:memory:/m\n1:pids:/\n", PID),
+    )
+    .unwrap();
+    assert_eq!(l.version, CgroupVersion::V1);
+    assert_eq!(l.v1["cpu"].own, fs.root().join("cpu,cpuacct/c"));
+    assert_eq!(l.v1["cpuacct"].own, l.v1["cpu"].own);
+}
+
+#[test]
+fn auto_on_v2_writes_the_v2_files() {
+    let fs = fake();
+    let own = v2_tree(&fs);
+    let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
+    let cg = p.cgroup.as_ref().unwrap();
+    assert_eq!(cg.backend(), Backend::CgroupV2);
+    let dir = own.join(format!("cordon-{PID}-r1"));
+    assert_eq!(cg.dirs(), vec![dir.clone()]);
+    assert_eq!(
+        fs.get(&own.join("cgroup.subtree_control")),
+        "memory pids cpu"
+    );
+    assert_eq!(fs.get(&dir.join("memory.max")), (64u64 << 20).to_string());
+    assert_eq!(fs.get(&dir.join("memory.swap.max")), "0");
+    assert_eq!(fs.get(&dir.join("pids.max")), "32");
+    assert_eq!(fs.get(&dir.join("cpu.max")), "150000 100000");
+    assert!(
+        p.report.backend.starts_with("cgroup v2 ("),
+        "{}",
+        p.report.backend
+    );
+    assert_eq!(
+        p.report.memory_bytes.as_ref().unwrap().enforcement,
+        Enforcement::CgroupV2
+    );
+    assert_eq!(
+        p.report.cpus.as_ref().unwrap().enforcement,
+        Enforcement::CgroupV2
+    );
+    assert_eq!(
+        p.report.pids.as_ref().unwrap().enforcement,
+        Enforcement::CgroupV2
+    );
+    assert_eq!(
+        p.report.cpu_time_ms.as_ref().unwrap().enforcement,
+        Enforcement::Rlimit
+    );
+    assert!(!p.rlimits.iter().any(|r| r.resource == libc::RLIMIT_AS));
+
+    // attach puts the pid in the leaf only (cordon's own cgroup stays empty of the sandbox).
+    fs.spawn(777);
+    cg.attach(777).unwrap();
+    assert_eq!(fs.get(&dir.join("cgroup.procs")), "777\n");
+    assert_eq!(fs.get(&own.join("cgroup.procs")), "");
+}
+
+#[test]
+fn v2_enable_ebusy_falls_back_with_reason_or_fails_when_forced() {
+    let fs = fake();
+    let own = v2_tree(&fs);
+    fs.internal_rule(&own);
+    fs.spawn(PID as i32);
+    fs.set(&own.join("cgroup.procs"), &format!("{PID}\n"));
+    // No v1 either: auto ends at rlimit, naming EBUSY and the path.
+    let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
+    assert!(p.cgroup.is_none());
+    let b = &p.report.backend;
+    assert!(
+        b.starts_with("rlimit (cgroup v2 cannot enable controllers"),
+        "{b}"
+    );
+    assert!(
+        b.contains("EBUSY") && b.contains("cgroup.subtree_control"),
+        "{b}"
+    );
+    assert!(b.contains("cgroup v1 has no memory controller"), "{b}");
+    assert!(!own.join(format!("cordon-{PID}-r1")).exists());
+
+    let err = prep(&fs, V2_PROC, BackendChoice::CgroupV2).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(
+            err,
+            LimitsError::BackendUnavailable {
+                backend: "cgroup-v2",
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("EBUSY") && msg.contains("fix: cgroup v2 forbids"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn v2_controllers_not_delegated_names_the_fix() {
+    let fs = fake();
+    let own = v2_tree(&fs);
+    fs.set(&own.join("cgroup.controllers"), "memory");
+    let err = prep(&fs, V2_PROC, BackendChoice::CgroupV2)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("has no pids/cpu controller delegated"),
+        "{err}"
+    );
+    assert!(err.contains("Delegate=yes"), "{err}");
+}
+
+#[test]
+fn hybrid_auto_picks_v1_and_writes_the_v1_files() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let p = prep(&fs, HYBRID_PROC, BackendChoice::Auto).unwrap();
+    let cg = p.cgroup.as_ref().unwrap();
+    assert_eq!(cg.backend(), Backend::CgroupV1);
+    let name = format!("cordon-{PID}-r1");
+    let mem = fs.root().join("memory/process_api/e820").join(&name);
+    let pids = fs.root().join("pids").join(&name);
+    let cpu = fs.root().join("cpu").join(&name);
+    let acct = fs.root().join("cpuacct").join(&name);
+    assert_eq!(
+        cg.dirs(),
+        vec![mem.clone(), pids.clone(), cpu.clone(), acct.clone()]
+    );
+    assert_eq!(
+        fs.get(&mem.join("memory.limit_in_bytes")),
+        (64u64 << 20).to_string()
+    );
+    assert_eq!(
+        fs.get(&mem.join("memory.memsw.limit_in_bytes")),
+        (64u64 << 20).to_string()
+    );
+    assert_eq!(fs.get(&pids.join("pids.max")), "32");
+    assert_eq!(fs.get(&cpu.join("cpu.cfs_period_us")), "100000");
+    assert_eq!(fs.get(&cpu.join("cpu.cfs_quota_us")), "150000");
+    let b = &p.report.backend;
+    assert!(
+        b.starts_with("cgroup v1 (") && b.contains("skipped: cgroup v2 has no memory/pids/cpu"),
+        "{b}"
+    );
+    assert_eq!(
+        p.report.memory_bytes.as_ref().unwrap().enforcement,
+        Enforcement::CgroupV1
+    );
+    assert!(
+        p.report
+            .memory_bytes
+            .as_ref()
+            .unwrap()
+            .note
+            .as_ref()
+            .unwrap()
+            .contains("memsw")
+    );
+
+    fs.spawn(900);
+    cg.attach(900).unwrap();
+    for d in [&mem, &pids, &cpu, &acct] {
+        assert_eq!(fs.get(&d.join("cgroup.procs")), "900\n", "{}", d.display());
+    }
+}
+
+#[test]
+fn v1_without_memsw_says_swap_is_not_limited() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    std::fs::remove_file(
+        fs.root()
+            .join("memory/process_api/e820/memory.memsw.limit_in_bytes"),
+    )
+    .unwrap();
+    let p = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1).unwrap();
+    let note = p
+        .report
+        .memory_bytes
+        .as_ref()
+        .unwrap()
+        .note
+        .clone()
+        .unwrap();
+    assert!(note.contains("swap not limited"), "{note}");
+}
+
+#[test]
+fn v1_not_writable_falls_back_to_rlimit_with_the_reason() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let own = fs.root().join("memory/process_api/e820");
+    fs.deny(&own);
+    let p = prep(&fs, HYBRID_PROC, BackendChoice::Auto).unwrap();
+    assert!(p.cgroup.is_none());
+    let b = &p.report.backend;
+    assert!(
+        b.starts_with("rlimit (cgroup v2 has no memory/pids/cpu controller (bound to cgroup v1)"),
+        "{b}"
+    );
+    assert!(
+        b.contains(&format!(
+            "cgroup v1 not writable by uid 1000: write to {}: EACCES",
+            own.display()
+        )),
+        "{b}"
+    );
+    // rlimit fallbacks, each saying what it is.
+    let r = &p.report;
+    assert_eq!(
+        r.memory_bytes.as_ref().unwrap().enforcement,
+        Enforcement::Rlimit
+    );
+    assert!(
+        r.memory_bytes
+            .as_ref()
+            .unwrap()
+            .note
+            .as_ref()
+            .unwrap()
+            .starts_with("RLIMIT_AS: address space")
+    );
+    assert_eq!(r.pids.as_ref().unwrap().enforcement, Enforcement::Rlimit);
+    assert_eq!(
+        r.cpus.as_ref().unwrap().enforcement,
+        Enforcement::NotEnforced
+    );
+    assert!(
+        r.cpus
+            .as_ref()
+            .unwrap()
+            .note
+            .as_ref()
+            .unwrap()
+            .contains("run as root")
+    );
+    assert!(p.rlimits.contains(&Rlimit {
+        resource: libc::RLIMIT_AS,
+        value: 64 << 20
+    }));
+    assert!(p.rlimits.contains(&Rlimit {
+        resource: libc::RLIMIT_NPROC,
+        value: 32
+    }));
+    assert!(p.rlimits.contains(&Rlimit {
+        resource: libc::RLIMIT_CPU,
+        value: 2
+    }));
+
+    let err = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("cgroup-v1 limits backend was requested but is unavailable"),
+        "{err}"
+    );
+    assert!(
+        err.contains("EACCES") && err.contains("fix: cgroup v1 cannot be delegated"),
+        "{err}"
+    );
+}
+
+#[test]
+fn v1_mkdir_failure_half_way_rolls_back() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    // access() says yes but mkdir in the cpu hierarchy fails (say, a read-only bind).
+    let name = format!("cordon-{PID}-r1");
+    fs.deny(&fs.root().join("cpu").join(&name));
+    let err = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("create the cgroup directory") && err.contains("EACCES"),
+        "{err}"
+    );
+    assert!(
+        !fs.root()
+            .join("memory/process_api/e820")
+            .join(&name)
+            .exists()
+    );
+    assert!(!fs.root().join("pids").join(&name).exists());
+}
+
+#[test]
+fn forced_v2_on_hybrid_is_an_error() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let err = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV2)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("cgroup-v2") && err.contains("systemd.unified_cgroup_hierarchy=1"),
+        "{err}"
+    );
+    // And nothing was created anywhere.
+    assert!(
+        !fs.root()
+            .join("pids")
+            .join(format!("cordon-{PID}-r1"))
+            .exists()
+    );
+}
+
+#[test]
+fn forced_rlimit_touches_no_cgroup() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let p = prep(&fs, HYBRID_PROC, BackendChoice::Rlimit).unwrap();
+    assert!(p.cgroup.is_none());
+    assert_eq!(p.report.backend, "rlimit (forced)");
+    assert_eq!(
+        fs.subdirs(&fs.root().join("pids")).unwrap(),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn invalid_run_id_and_cpus_are_rejected() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let host = fs.host(HYBRID_PROC, PID);
+    for bad in ["", "../x", "a/b", ".hidden"] {
+        let e = prepare_with(fs.clone(), &host, &limits(), BackendChoice::Auto, bad).unwrap_err();
+        assert!(
+            matches!(e, LimitsError::Invalid { what: "run id", .. }),
+            "{bad}: {e}"
+        );
+    }
+    let l = Limits {
+        cpus: Some(0.0),
+        ..limits()
+    };
+    assert!(prepare_with(fs.clone(), &host, &l, BackendChoice::Auto, "ok").is_err());
+}
+
+#[test]
+fn report_fills_every_field() {
+    let fs = fake();
+    v2_tree(&fs);
+    let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
+    let r = &p.report;
+    assert_eq!(
+        r.wall_time_ms.as_ref().unwrap().enforcement,
+        Enforcement::Supervisor
+    );
+    assert_eq!(r.wall_time_ms.as_ref().unwrap().value, Some(30_000.0));
+    assert_eq!(
+        r.output_bytes.as_ref().unwrap().enforcement,
+        Enforcement::Supervisor
+    );
+    assert_eq!(
+        r.workspace_bytes.as_ref().unwrap().enforcement,
+        Enforcement::Tmpfs
+    );
+    assert_eq!(
+        r.tmp_bytes.as_ref().unwrap().enforcement,
+        Enforcement::Tmpfs
+    );
+    assert_eq!(
+        r.file_size_bytes.as_ref().unwrap().enforcement,
+        Enforcement::Rlimit
+    );
+    assert_eq!(r.open_files.as_ref().unwrap().value, Some(1024.0));
+    assert_eq!(r.cpu_time_ms.as_ref().unwrap().value, Some(1200.0));
+    assert_eq!(r.cpus.as_ref().unwrap().value, Some(1.5));
+    let json = serde_json::to_string(r).unwrap();
+    assert!(
+        json.contains("\"wallTimeMs\"") && json.contains("\"cgroup-v2\""),
+        "{json}"
+    );
+}
+
+#[test]
+fn v2_metrics_are_parsed() {
+    let fs = fake();
+    v2_tree(&fs);
+    let p = prep(&fs, V2_PROC, BackendChoice::CgroupV2).unwrap();
+    let cg = p.cgroup.as_ref().unwrap();
+    let dir = &cg.dirs()[0];
+    fs.set(&dir.join("memory.peak"), "67108864\n");
+    fs.set(
+        &dir.join("cpu.stat"),
+        "usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\nnr_periods 3\n",
+    );
+    fs.set(
+        &dir.join("memory.events"),
+        "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n",
+    );
+    let m = cg.metrics();
+    assert_eq!(m.peak_memory, Some(64 << 20));
+    assert_eq!(m.cpu_time, Some(Duration::from_micros(1_234_567)));
+    assert_eq!(m.oom_kills, Some(1));
+    assert_eq!(m.source, Some(MetricSource::CgroupV2));
+    // memory.peak is absent before Linux 5.19: no value, not zero.
+    std::fs::remove_file(dir.join("memory.peak")).unwrap();
+    assert_eq!(cg.metrics().peak_memory, None);
+}
+
+#[test]
+fn v1_metrics_are_parsed() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let p = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1).unwrap();
+    let cg = p.cgroup.as_ref().unwrap();
+    let d = cg.dirs();
+    fs.set(&d[0].join("memory.max_usage_in_bytes"), "70000640\n");
+    fs.set(
+        &d[0].join("memory.oom_control"),
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
+    );
+    fs.set(&d[3].join("cpuacct.usage"), "2500000000\n");
+    let m = cg.metrics();
+    assert_eq!(m.peak_memory, Some(70_000_640));
+    assert_eq!(m.oom_kills, Some(3));
+    assert_eq!(m.cpu_time, Some(Duration::from_millis(2500)));
+    assert_eq!(m.source, Some(MetricSource::CgroupV1));
+}
+
+#[test]
+fn keyed_value_matches_whole_keys() {
+    let t = "oom_kill_disable 0\nunder_oom 1\noom_kill 5\n";
+    assert_eq!(keyed_value(t, "oom_kill"), Some(5));
+    assert_eq!(keyed_value(t, "under_oom"), Some(1));
+    assert_eq!(keyed_value(t, "oom"), None);
+    assert_eq!(keyed_value("usage_usec x\n", "usage_usec"), None);
+}
+
+#[test]
+fn kill_and_remove_v1_signal_every_pid_then_rmdir() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let p = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1).unwrap();
+    let cg = p.cgroup.unwrap();
+    for pid in [501, 502, 503] {
+        fs.spawn(pid);
+        cg.attach(pid).unwrap();
+    }
+    let dirs = cg.dirs();
+    cg.kill();
+    let mut killed = fs.killed();
+    killed.sort();
+    assert_eq!(killed, vec![501, 502, 503]);
+    cg.remove().unwrap();
+    for d in dirs {
+        assert!(!d.exists(), "{}", d.display());
+    }
+}
+
+#[test]
+fn kill_v2_uses_cgroup_kill() {
+    let fs = fake();
+    v2_tree(&fs);
+    let p = prep(&fs, V2_PROC, BackendChoice::CgroupV2).unwrap();
+    let cg = p.cgroup.unwrap();
+    fs.spawn(601);
+    cg.attach(601).unwrap();
+    cg.kill();
+    assert_eq!(fs.killed(), vec![601]);
+    let dir = cg.dirs()[0].clone();
+    cg.remove().unwrap();
+    assert!(!dir.exists());
+}
+
+#[test]
+fn remove_with_live_tasks_reports_path_and_ebusy() {
+    let fs = fake();
+    v2_tree(&fs);
+    let p = prep(&fs, V2_PROC, BackendChoice::CgroupV2).unwrap();
+    let mut cg = p.cgroup.unwrap();
+    cg.remove_timeout = Duration::from_millis(30);
+    fs.spawn(700);
+    cg.attach(700).unwrap();
+    let dir = cg.dirs()[0].clone();
+    let err = cg.remove().unwrap_err().to_string();
+    assert!(
+        err.contains("remove the cgroup") && err.contains("EBUSY"),
+        "{err}"
+    );
+    assert!(err.contains(&dir.display().to_string()), "{err}");
+    assert!(dir.exists());
+}
+
+#[test]
+fn dropping_a_cgroup_kills_and_removes_it() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let p = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1).unwrap();
+    let cg = p.cgroup.unwrap();
+    fs.spawn(801);
+    cg.attach(801).unwrap();
+    let dirs = cg.dirs();
+    drop(cg);
+    assert_eq!(fs.killed(), vec![801]);
+    assert!(dirs.iter().all(|d| !d.exists()));
+}
+
+#[test]
+fn kill_never_signals_cordon_itself() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let p = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1).unwrap();
+    let mut cg = p.cgroup.unwrap();
+    cg.remove_timeout = Duration::from_millis(10);
+    fs.spawn(PID as i32);
+    cg.attach(PID as i32).unwrap();
+    assert!(
+        kill_loop(fs.as_ref(), &[cg.dirs()[0].join("cgroup.procs")], PID, 1),
+        "nothing else to kill"
+    );
+    cg.kill();
+    assert!(fs.killed().is_empty());
+    // Leave cordon's "own" pid out of the way so Drop can finish.
+    fs.kill(PID as i32).unwrap();
+}
+
+#[test]
+fn stale_gc_removes_only_dead_owners_groups() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let mem = fs.root().join("memory/process_api/e820");
+    let pids = fs.root().join("pids");
+    fs.spawn(222);
+    for parent in [&mem, &pids] {
+        for name in [
+            "cordon-111-a",
+            "cordon-222-b",
+            &format!("cordon-{PID}-c"),
+            "cordon-x-d",
+            "other",
+            "cordon-333-",
+        ] {
+            fs.mkdir(&parent.join(name)).unwrap();
+        }
+    }
+    // A dead owner's group that still holds a live process is left alone (EBUSY).
+    fs.mkdir(&pids.join("cordon-444-busy")).unwrap();
+    fs.spawn(9000);
+    fs.write(&pids.join("cordon-444-busy/cgroup.procs"), "9000")
+        .unwrap();
+
+    let layout = Layout::discover(fs.as_ref(), &fs.host(HYBRID_PROC, PID)).unwrap();
+    let removed = gc_stale(fs.as_ref(), &layout, PID);
+    assert_eq!(
+        removed,
+        vec![mem.join("cordon-111-a"), pids.join("cordon-111-a")]
+    );
+    for parent in [&mem, &pids] {
+        assert!(parent.join("cordon-222-b").exists());
+        assert!(parent.join(format!("cordon-{PID}-c")).exists());
+        assert!(parent.join("cordon-x-d").exists() && parent.join("other").exists());
+    }
+    assert!(pids.join("cordon-444-busy").exists());
+    assert!(fs.killed().is_empty(), "GC never signals");
+
+    // prepare runs the same GC.
+    fs.mkdir(&pids.join("cordon-112-z")).unwrap();
+    let _p = prep(&fs, HYBRID_PROC, BackendChoice::Rlimit).unwrap();
+    assert!(
+        pids.join("cordon-112-z").exists(),
+        "forced rlimit leaves cgroups alone"
+    );
+    let _p = prep(&fs, HYBRID_PROC, BackendChoice::Auto).unwrap();
+    assert!(!pids.join("cordon-112-z").exists());
+}
+
+#[test]
+fn owner_pid_parses_only_cordon_names() {
+    assert_eq!(owner_pid("cordon-12-abc"), Some(12));
+    assert_eq!(owner_pid("cordon-12-a-b"), Some(12));
+    assert_eq!(owner_pid("cordon-12-"), None);
+    assert_eq!(owner_pid("cordon-x-1"), None);
+    assert_eq!(owner_pid("cordon12-1"), None);
+}
+
+#[test]
+fn probe_reports_hybrid_and_fixes() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    fs.deny(&fs.root().join("memory/process_api/e820"));
+    let pr = probe_with(fs.as_ref(), &fs.host(HYBRID_PROC, PID));
+    assert_eq!(pr.version, CgroupVersion::Hybrid);
+    assert_eq!(pr.auto_backend, "rlimit");
+    let mem = &pr.controllers[0];
+    assert_eq!(
+        (mem.name, mem.exists, mem.hierarchy, mem.writable),
+        ("memory", true, Some("v1"), false)
+    );
+    assert!(mem.fix.as_ref().unwrap().contains("run as root"));
+    let pids = &pr.controllers[1];
+    assert_eq!(
+        (pids.name, pids.writable, pids.fix.is_none()),
+        ("pids", true, true)
+    );
+    assert!(!pr.cgroup_v2.available);
+    assert!(
+        pr.cgroup_v2
+            .fix
+            .as_ref()
+            .unwrap()
+            .contains("systemd.unified_cgroup_hierarchy=1")
+    );
+    assert!(pr.cgroup_v1.reason.as_ref().unwrap().contains("EACCES"));
+    let json = serde_json::to_value(&pr).unwrap();
+    assert_eq!(json["version"], "hybrid");
+    assert_eq!(json["controllers"][3]["name"], "cpuacct");
+}
+
+#[test]
+fn probe_v2_predicts_ebusy_and_cpuacct_is_not_needed() {
+    let fs = fake();
+    let own = v2_tree(&fs);
+    let pr = probe_with(fs.as_ref(), &fs.host(V2_PROC, PID));
+    assert_eq!(pr.version, CgroupVersion::V2);
+    assert_eq!(pr.auto_backend, "cgroup-v2");
+    assert_eq!(pr.controllers[0].enabled_for_children, Some(false));
+    assert!(
+        pr.controllers[3]
+            .note
+            .as_ref()
+            .unwrap()
+            .contains("not needed on cgroup v2")
+    );
+    assert!(pr.controllers[3].fix.is_none());
+
+    fs.spawn(PID as i32);
+    fs.set(&own.join("cgroup.procs"), &format!("{PID}\n"));
+    let pr = probe_with(fs.as_ref(), &fs.host(V2_PROC, PID));
+    assert_eq!(pr.auto_backend, "rlimit");
+    assert!(
+        pr.cgroup_v2.reason.as_ref().unwrap().contains("EBUSY"),
+        "{:?}",
+        pr.cgroup_v2
+    );
+    let mem = &pr.controllers[0];
+    assert!(mem.note.as_ref().unwrap().contains("EBUSY"), "{mem:?}");
+    assert!(
+        mem.fix
+            .as_ref()
+            .unwrap()
+            .contains("forbids enabling controllers"),
+        "{mem:?}"
+    );
+}

@@ -1,0 +1,228 @@
+//! cgroup v2: one leaf directory under cordon's own cgroup, with `memory.max`,
+//! `memory.swap.max`, `pids.max` and `cpu.max`; `cgroup.kill` to end it.
+
+use super::host::{CgroupFs, Failure, HostPaths, Layout, Location, V2_CONTROLLERS, fixes};
+use super::{CgroupMetrics, keyed_value};
+use crate::outcome::MetricSource;
+use crate::spec::Limits;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// `cpu.max` period, the kernel's default (`Documentation/admin-guide/cgroup-v2.rst`).
+pub const CPU_PERIOD_US: u64 = 100_000;
+/// The smallest quota the kernel accepts (1 ms).
+pub const CPU_MIN_QUOTA_US: u64 = 1_000;
+
+/// `<quota> <period>` for a bandwidth of `cpus` CPUs.
+pub fn cpu_quota_us(cpus: f64) -> u64 {
+    ((cpus * CPU_PERIOD_US as f64).round() as u64).max(CPU_MIN_QUOTA_US)
+}
+
+/// What the v2 backend managed to set, for the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct V2Applied {
+    /// `memory.swap.max` existed and was set to 0.
+    pub swap_limited: bool,
+}
+
+/// The checks that need no write: a cgroup2 mount, cordon's own cgroup in it, the controllers
+/// available there, and `cgroup.procs` writable (moving the child needs it).
+pub fn check<'a>(
+    fs: &dyn CgroupFs,
+    layout: &'a Layout,
+    host: &HostPaths,
+) -> Result<&'a Location, Failure> {
+    let Some(loc) = &layout.v2 else {
+        let fix = if layout.v1.is_empty() {
+            fixes::V2_NO_MOUNT
+        } else {
+            fixes::V2_ON_HYBRID
+        };
+        return Err(Failure::other(
+            "not mounted",
+            "find a cgroup2 mount at",
+            &host.cgroup_root,
+            "no cgroup.controllers there or in unified/, or no `0::` line in /proc/self/cgroup",
+            fix,
+        ));
+    };
+    let controllers_file = loc.own.join("cgroup.controllers");
+    let available = fs.read(&controllers_file).map_err(|e| {
+        Failure::io(
+            "unreadable",
+            "read",
+            &controllers_file,
+            &e,
+            fixes::V2_DELEGATE,
+        )
+    })?;
+    let missing: Vec<&str> = V2_CONTROLLERS
+        .iter()
+        .copied()
+        .filter(|c| !available.split_whitespace().any(|a| a == *c))
+        .collect();
+    if !missing.is_empty() {
+        let on_v1 = missing.iter().any(|c| layout.v1.contains_key(c));
+        let (summary, fix) = if on_v1 {
+            (
+                format!(
+                    "has no {} controller (bound to cgroup v1)",
+                    missing.join("/")
+                ),
+                fixes::V2_ON_HYBRID,
+            )
+        } else {
+            (
+                format!(
+                    "has no {} controller delegated to cordon's cgroup",
+                    missing.join("/")
+                ),
+                fixes::V2_DELEGATE,
+            )
+        };
+        return Err(Failure::other(
+            summary,
+            "find the controllers in",
+            &controllers_file,
+            format!("it lists only {:?}", available.trim()),
+            fix,
+        ));
+    }
+    for path in [loc.own.clone(), loc.own.join("cgroup.procs")] {
+        if !fs.writable(&path) {
+            let e = std::io::Error::from_raw_os_error(libc::EACCES);
+            return Err(Failure::io(
+                format!("not writable by uid {}", host.uid),
+                "write to",
+                &path,
+                &e,
+                fixes::V2_DELEGATE,
+            ));
+        }
+    }
+    Ok(loc)
+}
+
+/// Enables the controllers for cordon's children (when not yet), creates `own/name` and
+/// writes the limits. On any failure nothing is left behind.
+pub fn create(
+    fs: &dyn CgroupFs,
+    layout: &Layout,
+    host: &HostPaths,
+    name: &str,
+    limits: &Limits,
+) -> Result<(PathBuf, V2Applied), Failure> {
+    let loc = check(fs, layout, host)?;
+    enable_controllers(fs, &loc.own, host)?;
+    let dir = loc.own.join(name);
+    fs.mkdir(&dir).map_err(|e| {
+        let summary = match e.raw_os_error() {
+            Some(libc::EACCES) | Some(libc::EPERM) => format!("not writable by uid {}", host.uid),
+            _ => "cannot create the sandbox cgroup".to_string(),
+        };
+        Failure::io(
+            summary,
+            "create the cgroup directory",
+            &dir,
+            &e,
+            fixes::V2_DELEGATE,
+        )
+    })?;
+    match write_limits(fs, &dir, limits) {
+        Ok(applied) => Ok((dir, applied)),
+        Err(f) => {
+            let _ = fs.rmdir(&dir);
+            Err(f)
+        }
+    }
+}
+
+/// Writes `+memory +pids +cpu` (the missing ones) to `own/cgroup.subtree_control`.
+fn enable_controllers(fs: &dyn CgroupFs, own: &Path, host: &HostPaths) -> Result<(), Failure> {
+    let file = own.join("cgroup.subtree_control");
+    let enabled = fs
+        .read(&file)
+        .map_err(|e| Failure::io("unreadable", "read", &file, &e, fixes::V2_DELEGATE))?;
+    let missing: Vec<String> = V2_CONTROLLERS
+        .iter()
+        .filter(|c| !enabled.split_whitespace().any(|e| e == **c))
+        .map(|c| format!("+{c}"))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    fs.write(&file, &missing.join(" ")).map_err(|e| {
+        let (summary, fix) = match e.raw_os_error() {
+            Some(libc::EBUSY) => (
+                "cannot enable controllers for children (cordon's own cgroup has processes)"
+                    .to_string(),
+                fixes::V2_INTERNAL_PROCESSES,
+            ),
+            Some(libc::EACCES) | Some(libc::EPERM) => (
+                format!("not writable by uid {}", host.uid),
+                fixes::V2_DELEGATE,
+            ),
+            _ => (
+                "cannot enable controllers for children".to_string(),
+                fixes::V2_DELEGATE,
+            ),
+        };
+        Failure::io(
+            summary,
+            &format!("write {:?} to", missing.join(" ")),
+            &file,
+            &e,
+            fix,
+        )
+    })
+}
+
+fn set(fs: &dyn CgroupFs, dir: &Path, file: &str, value: &str) -> Result<(), Failure> {
+    let path = dir.join(file);
+    fs.write(&path, value).map_err(|e| {
+        Failure::io(
+            "cannot set a limit",
+            &format!("write {value:?} to"),
+            &path,
+            &e,
+            "check that the value is in range and that the controller is enabled in the parent's \
+             cgroup.subtree_control",
+        )
+    })
+}
+
+pub fn write_limits(fs: &dyn CgroupFs, dir: &Path, limits: &Limits) -> Result<V2Applied, Failure> {
+    if let Some(bytes) = limits.memory {
+        set(fs, dir, "memory.max", &bytes.to_string())?;
+    }
+    // No swap for the sandbox: the file is absent when swap accounting is off.
+    let swap_limited = fs.exists(&dir.join("memory.swap.max"));
+    if swap_limited {
+        set(fs, dir, "memory.swap.max", "0")?;
+    }
+    if let Some(n) = limits.pids {
+        set(fs, dir, "pids.max", &n.to_string())?;
+    }
+    if let Some(cpus) = limits.cpus {
+        set(
+            fs,
+            dir,
+            "cpu.max",
+            &format!("{} {CPU_PERIOD_US}", cpu_quota_us(cpus)),
+        )?;
+    }
+    Ok(V2Applied { swap_limited })
+}
+
+/// `memory.peak` (bytes), `cpu.stat` `usage_usec`, `memory.events` `oom_kill`.
+pub fn metrics(fs: &dyn CgroupFs, dir: &Path) -> CgroupMetrics {
+    let read = |f: &str| fs.read(&dir.join(f)).ok();
+    CgroupMetrics {
+        peak_memory: read("memory.peak").and_then(|t| t.trim().parse().ok()),
+        cpu_time: read("cpu.stat")
+            .and_then(|t| keyed_value(&t, "usage_usec"))
+            .map(Duration::from_micros),
+        oom_kills: read("memory.events").and_then(|t| keyed_value(&t, "oom_kill")),
+        source: Some(MetricSource::CgroupV2),
+    }
+}
