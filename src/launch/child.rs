@@ -1,8 +1,10 @@
 //! The two roles inside the sandbox.
 //!
 //! **init** is the process `clone` created: pid 1 of the new pid namespace, holding every
-//! capability of the new user namespace. It waits for the parent's go, builds and enters the
-//! new root, forks the payload, reaps zombies, reports the payload's exit and exits, which
+//! capability of the new user namespace. It waits for the parent's first go (uid/gid maps
+//! written), builds and enters the new root, waits for the second go (it is in the sandbox
+//! cgroup: the parent attaches it meanwhile, which on cgroup v1 costs an RCU grace period),
+//! creates its cgroup namespace, forks the payload, reaps zombies, reports the payload's exit and exits, which
 //! makes the kernel kill every process left in the namespace.
 //!
 //! **payload** is init's child. It wires stdio, starts a new session, sets rlimits, drops every
@@ -77,6 +79,16 @@ pub fn init_main(ctx: ChildCtx) -> ! {
         ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
+    // The second go: the parent has moved us into the sandbox cgroup (it did so while we
+    // built the root). Nothing untrusted runs before this point.
+    if !wait_for_go(&ctx.go) {
+        sys::exit_now(exit_codes::SANDBOX_ERROR);
+    }
+    if let Err(e) = unshare(CloneFlags::CLONE_NEWCGROUP) {
+        ctx.report
+            .fail("create the cgroup namespace", e, exit_codes::SANDBOX_ERROR);
+        sys::exit_now(exit_codes::SANDBOX_ERROR);
+    }
     let payload = match sys::fork() {
         Ok(CloneResult::Child) => payload_main(&ctx),
         Ok(CloneResult::Parent(pid)) => pid,
@@ -125,8 +137,6 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
             "init lost CAP_SYS_ADMIN in its own user namespace after switching ids".into(),
         ));
     }
-    // A cgroup namespace rooted at the sandbox's own cgroup (the parent moved us into it).
-    unshare(CloneFlags::CLONE_NEWCGROUP).map_err(e("create the cgroup namespace"))?;
     crate::fs::apply(ctx.plan).map_err(|err| ("build the root filesystem", err.to_string()))?;
     nix::unistd::sethostname(ctx.hostname).map_err(e("set the hostname"))?;
     sys::loopback_up().map_err(e("bring up the loopback interface"))?;

@@ -187,9 +187,14 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     };
     drop((go_r, rep_w, in_r, out_w, err_w));
 
-    // 6. uid/gid maps (each written once), then the cgroup, then go.
-    let setup =
-        write_maps(child, root_caller, host_uid, host_gid).and_then(|()| match &prepared.cgroup {
+    // 6. uid/gid maps (each written once), first go (init builds the root), then the cgroup,
+    //    second go (init may start the payload). Attaching to a cgroup v1 hierarchy waits for
+    //    an RCU grace period (milliseconds); init builds the root meanwhile.
+    let setup = write_maps(child, root_caller, host_uid, host_gid)
+        .and_then(|()| {
+            channel::send_go(&go_w).map_err(sys_err("tell the sandbox to build its root"))
+        })
+        .and_then(|()| match &prepared.cgroup {
             Some(cg) => cg.attach(child.as_raw()).map_err(LaunchError::from),
             None => Ok(()),
         });
