@@ -68,7 +68,7 @@ both!(fn duration_and_size_syntax(who) {
 
 both!(fn cpu_time_limit(who) {
     // A busy loop under --cpu-time 1s ends long before the wall clock limit.
-    let r = exec_json_run(who, &["--cpu-time", "1s", "--timeout", "30s"], &[PY, "-c", "while True: pass"]);
+    let r = exec_json_run(who, &["--cpu-time", "1s", "--timeout", "20s"], &[PY, "-c", "while True: pass"]);
     assert_eq!(r.status(), "timeout", "a CPU-time kill is a timeout:\n{}", r.describe());
     assert_eq!(r.code(), 124, "{}", r.describe());
     assert_within(&r, Duration::from_secs(15));

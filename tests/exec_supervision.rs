@@ -30,8 +30,7 @@ both!(fn no_process_survives_a_timeout(who) {
     let mut child = c.spawn(Stdio::piped(), Stdio::piped());
     wait_for_marker(&m, &mut child);
     let finished = wait_with_deadline(child, start, Duration::from_secs(30), c.argv());
-    let left = procs_matching(&m);
-    assert!(left.is_empty(), "processes survived the timeout: {left:?}\n{}", finished.describe());
+    assert_none_left(&m, Duration::ZERO, &format!("after a timeout:\n{}", finished.describe()));
     assert_eq!(finished.code, 124, "{}", finished.describe());
 });
 
@@ -39,8 +38,7 @@ both!(fn no_process_survives_main_exit(who) {
     // The main process exits 0 while a background child sleeps: the run ends, the child dies.
     let m = marker(who, 2);
     let r = exec_json_run(who, &["--timeout", "20s"], &["sh", "-c", &format!("sleep {m} >/dev/null 2>&1 & sleep 1; echo main-done")]);
-    let left = procs_matching(&m);
-    assert!(left.is_empty(), "a background process outlived the run: {left:?}\n{}", r.describe());
+    assert_none_left(&m, Duration::ZERO, &format!("after the main process exited:\n{}", r.describe()));
     assert_eq!(r.output(), "main-done\n", "{}", r.describe());
     assert_eq!(r.status(), "ok", "{}", r.describe());
     assert!(r.elapsed() < Duration::from_secs(10), "{}", r.describe());
@@ -54,7 +52,7 @@ both!(fn grandchild_holding_stdout_does_not_hang(who) {
     assert!(r.elapsed() < Duration::from_secs(8), "cordon waited on the grandchild's pipe:\n{}", r.describe());
     assert_eq!(r.status(), "ok", "{}", r.describe());
     assert_eq!(r.output(), "done\n", "{}", r.describe());
-    assert!(procs_matching(&m).is_empty(), "the grandchild survived the run");
+    assert_none_left(&m, Duration::ZERO, &format!("the grandchild survived the run:\n{}", r.describe()));
 
     // Same without --json: the pipe is cordon's own stdout, inherited by the caller.
     let plain = exec_plain(who, &["--timeout", "20s"], &["sh", "-c", &script]);
@@ -71,8 +69,7 @@ both!(fn sigkill_of_cordon_kills_the_sandbox(who) {
     // With setpriv, setpriv execs cordon: the child's pid is cordon's pid.
     child.kill().expect("SIGKILL cordon");
     child.wait().expect("reap cordon");
-    let gone = wait_until(Duration::from_secs(1), || procs_matching(&m).is_empty());
-    assert!(gone, "processes survived a SIGKILL of cordon by 1 s: {:?}", procs_matching(&m));
+    assert_none_left(&m, Duration::from_secs(1), "after SIGKILL of the cordon process");
 });
 
 both!(fn sigterm_of_cordon_kills_the_sandbox(who) {
@@ -84,7 +81,7 @@ both!(fn sigterm_of_cordon_kills_the_sandbox(who) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGTERM)
         .expect("SIGTERM cordon");
     let finished = wait_with_deadline(child, start, Duration::from_secs(20), c.argv());
-    assert!(procs_matching(&m).is_empty(), "the sandbox outlived cordon's SIGTERM:\n{}", finished.describe());
+    assert_none_left(&m, Duration::ZERO, &format!("after SIGTERM of cordon:\n{}", finished.describe()));
     // cordon reports the interruption as status `killed` when it had time to print a result.
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&finished.stdout) {
         assert_eq!(v["status"], "killed", "{}", finished.describe());

@@ -221,6 +221,7 @@ pub fn cordon_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let src = env!("CARGO_BIN_EXE_cordon");
+        remove_stale_copies();
         let dir = tempfile::Builder::new()
             .prefix("cordon-test-bin.")
             .tempdir_in("/tmp")
@@ -232,6 +233,30 @@ pub fn cordon_bin() -> &'static Path {
         std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).expect("chmod bin");
         dst
     })
+}
+
+/// Removes this user's copies of the binary left by test runs more than a day old (each test
+/// binary leaves one behind: it cannot know when the last test using it is done).
+fn remove_stale_copies() {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dir) = std::fs::read_dir("/tmp") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with("cordon-test-bin.") {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(86_400));
+        if old && meta.is_dir() && meta.uid() == euid() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// A world-readable scratch directory (0755) for files cordon must read as the test user.
@@ -664,6 +689,24 @@ pub fn procs_matching(marker: &str) -> Vec<u32> {
         }
     }
     pids
+}
+
+/// Asserts that no process with `marker` in its argv is left, within `grace`. If some are, they
+/// are SIGKILLed (by pid) before the panic, so a failing test does not leak sleepers.
+pub fn assert_none_left(marker: &str, grace: Duration, context: &str) {
+    if wait_until(grace, || procs_matching(marker).is_empty()) {
+        return;
+    }
+    let left = procs_matching(marker);
+    for pid in &left {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid as i32),
+            nix::sys::signal::SIGKILL,
+        );
+    }
+    panic!(
+        "processes with `sleep {marker}` survived ({grace:?} grace): pids {left:?} (now killed)\n{context}"
+    );
 }
 
 /// Polls until `cond` holds or `timeout` passes; returns whether it held.
