@@ -1,0 +1,340 @@
+//! What a program sees from inside `cordon exec`: credentials, filesystem, /proc, network,
+//! syscalls, environment, fds. Every assertion is made from inside the sandbox (or, for the
+//! network and planted files, by a host-side witness) and runs as root and as a user.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::collections::BTreeSet;
+use std::os::linux::net::SocketAddrExt;
+
+both!(fn status_no_new_privs_no_caps_seccomp(who) {
+    let r = exec_json_run(who, &[] as &[&str], &["cat", "/proc/self/status"]);
+    let status = r.expect_ok().to_string();
+    let field = |k: &str| {
+        status_field(&status, k).unwrap_or_else(|| panic!("no {k} in /proc/self/status:\n{status}")).to_string()
+    };
+    assert_eq!(field("NoNewPrivs"), "1", "no_new_privs not set:\n{status}");
+    for cap in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert_eq!(field(cap), "0000000000000000", "{cap} is not empty:\n{status}");
+    }
+    assert_eq!(field("Seccomp"), "2", "no seccomp filter (2 = SECCOMP_MODE_FILTER):\n{status}");
+    // The JSON report must agree with what the kernel says.
+    assert_eq!(r.get("/isolation/noNewPrivs"), &serde_json::json!(true), "{}", r.describe());
+});
+
+both!(fn uid_gid_maps_and_id(who) {
+    let r = sh_ok(
+        who,
+        "cat /proc/self/uid_map; echo --; cat /proc/self/gid_map; echo --; \
+         id -u; id -g; id -un; id -gn; echo --; cat /proc/self/setgroups",
+    );
+    let out = r.output();
+    let parts: Vec<&str> = out.split("--\n").collect();
+    assert_eq!(parts.len(), 4, "unexpected output:\n{}", r.describe());
+    let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    let host_uid = who.expected_host_uid();
+    assert_eq!(
+        words(parts[0]),
+        ["1000".to_string(), host_uid.to_string(), "1".to_string()],
+        "uid_map must be `1000 {host_uid} 1` (root never maps to host uid 0):\n{}",
+        r.describe()
+    );
+    let gid_map = words(parts[1]);
+    assert_eq!(gid_map.len(), 3, "gid_map must have exactly one line:\n{}", r.describe());
+    assert_eq!(gid_map[0], "1000", "gid inside must be 1000:\n{}", r.describe());
+    assert_eq!(gid_map[2], "1", "gid_map must map a single gid:\n{}", r.describe());
+    match who {
+        Who::User => assert_eq!(gid_map[1], who.caller_gid().to_string(), "{}", r.describe()),
+        Who::Root => assert_ne!(gid_map[1], "0", "a root caller must not map to host gid 0:\n{}", r.describe()),
+    }
+    assert_eq!(words(parts[2]), ["1000", "1000", "sandbox", "sandbox"], "`id` inside:\n{}", r.describe());
+    assert_eq!(r.get("/isolation/uid"), &serde_json::json!(1000), "{}", r.describe());
+    assert_eq!(r.get("/isolation/gid"), &serde_json::json!(1000), "{}", r.describe());
+    assert_eq!(r.get("/isolation/hostUid"), &serde_json::json!(host_uid), "{}", r.describe());
+});
+
+/// Tries to create files and prints `path errno-name` for each (OK when it worked).
+const TRY_CREATE: &str = r#"
+import errno, os, sys
+for p in sys.argv[1:]:
+    try:
+        with open(p, "w") as f:
+            f.write("x")
+        print(p, "OK")
+    except OSError as e:
+        print(p, errno.errorcode.get(e.errno, e.errno))
+print("cwd", os.getcwd())
+print("home", os.environ.get("HOME"))
+"#;
+
+both!(fn root_usr_etc_read_only_workspace_tmp_writable(who) {
+    let r = exec_json_run(
+        who,
+        &[] as &[&str],
+        &[
+            PY, "-c", TRY_CREATE,
+            "/cordon-probe", "/usr/cordon-probe", "/etc/cordon-probe",
+            "/workspace/probe", "/tmp/probe", "relative-probe",
+        ],
+    );
+    let out = r.expect_ok();
+    let result: std::collections::BTreeMap<&str, &str> =
+        out.lines().filter_map(|l| l.split_once(' ')).collect();
+    for ro in ["/cordon-probe", "/usr/cordon-probe", "/etc/cordon-probe"] {
+        assert_eq!(result.get(ro), Some(&"EROFS"), "{ro} must be on a read-only mount:\n{}", r.describe());
+    }
+    for rw in ["/workspace/probe", "/tmp/probe", "relative-probe"] {
+        assert_eq!(result.get(rw), Some(&"OK"), "{rw} must be writable:\n{}", r.describe());
+    }
+    assert_eq!(result.get("cwd"), Some(&"/workspace"), "{}", r.describe());
+    assert_eq!(result.get("home"), Some(&"/workspace"), "{}", r.describe());
+});
+
+both!(fn host_paths_absent(who) {
+    // A file planted on the host's /tmp must not show up in the sandbox's /tmp.
+    let planted = tempfile::Builder::new().prefix("cordon-planted.").tempfile_in("/tmp").unwrap();
+    let planted_name = planted.path().file_name().unwrap().to_str().unwrap().to_string();
+    std::fs::set_permissions(planted.path(), std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    // Host directories that have content here; the sandbox must show none of it.
+    let script = format!(
+        r#"
+for p in /etc/shadow /etc/gshadow /etc/sudoers /tmp/{planted_name} /sys/fs/cgroup /sys/kernel \
+         /run/systemd /var/log /var/lib /root/.bashrc /home/{user}; do
+    if [ -e "$p" ] || [ -L "$p" ]; then echo "VISIBLE $p"; fi
+done
+for d in /home /root /var /run /sys; do
+    if [ -d "$d" ] && [ -n "$(ls -A "$d" 2>/dev/null)" ]; then echo "NONEMPTY $d: $(ls -A "$d" | tr '\n' ' ')"; fi
+done
+grep -q '^sandbox:' /etc/passwd || echo "NO-SANDBOX-IN-PASSWD"
+grep -q '^{user}:' /etc/passwd && echo "HOST-PASSWD"
+echo done
+"#,
+        user = test_user_name(),
+    );
+    let r = sh_ok(who, &script);
+    assert_eq!(r.output(), "done\n", "host paths leak into the sandbox:\n{}", r.describe());
+    // Sanity of the witness: the host really has what the sandbox must not show.
+    assert!(planted.path().exists());
+    assert!(std::path::Path::new("/etc/shadow").exists(), "host has no /etc/shadow: witness invalid");
+});
+
+both!(fn proc_only_sandbox_pids_and_init_is_cordon(who) {
+    let r = py_ok(
+        who,
+        "import os\n\
+         pids = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())\n\
+         print(' '.join(map(str, pids)))\n\
+         print(os.getpid())\n\
+         print(open('/proc/1/comm').read().strip())\n",
+    );
+    let lines: Vec<&str> = r.output().lines().collect();
+    assert_eq!(lines.len(), 3, "{}", r.describe());
+    let pids: Vec<u32> = lines[0].split_whitespace().map(|p| p.parse().unwrap()).collect();
+    let me: u32 = lines[1].parse().unwrap();
+    assert!(pids.contains(&1), "pid 1 must exist in the sandbox's /proc:\n{}", r.describe());
+    assert!(pids.contains(&me), "the payload's own pid must be in /proc:\n{}", r.describe());
+    // init + payload (+ at most one helper); the host has far more processes than this.
+    assert!(pids.len() <= 3, "/proc shows more than the sandbox's processes: {pids:?}\n{}", r.describe());
+    assert!(me < 10, "the payload should have a small pid in a fresh pid namespace, got {me}");
+    assert_eq!(lines[2], "cordon", "pid 1 must be cordon's init:\n{}", r.describe());
+});
+
+both!(fn proc_sensitive_files_masked(who) {
+    let r = sh_ok(
+        who,
+        "for f in /proc/kcore /proc/keys /proc/sysrq-trigger /proc/timer_list; do \
+           n=$(head -c 4096 \"$f\" 2>/dev/null | wc -c); \
+           if [ \"$n\" -ne 0 ]; then echo \"READABLE $f $n\"; fi; \
+         done; echo done",
+    );
+    assert_eq!(r.output(), "done\n", "masked /proc files must read empty or fail:\n{}", r.describe());
+});
+
+both!(fn proc_sys_read_only(who) {
+    let r = sh_ok(
+        who,
+        "if (echo 1 > /proc/sys/kernel/ns_last_pid) 2>/dev/null; then echo WROTE-ns_last_pid; fi; \
+         if (echo x > /proc/sys/kernel/hostname) 2>/dev/null; then echo WROTE-hostname; fi; \
+         awk '$5 == \"/proc/sys\" { print $6 }' /proc/self/mountinfo",
+    );
+    let out = r.output();
+    assert!(!out.contains("WROTE"), "a /proc/sys write succeeded:\n{}", r.describe());
+    let opts = out.lines().last().unwrap_or("");
+    assert!(
+        opts.split(',').any(|o| o == "ro"),
+        "/proc/sys must be a read-only mount (mountinfo options {opts:?}):\n{}",
+        r.describe()
+    );
+});
+
+/// Prints `<label> OK` or `<label> <errno name>` for each connection attempt.
+const TRY_CONNECT: &str = r#"
+import errno, socket, sys
+def attempt(label, family, addr, kind=socket.SOCK_STREAM):
+    s = socket.socket(family, kind)
+    s.settimeout(3)
+    try:
+        s.connect(addr)
+        print(label, "OK")
+    except socket.timeout:
+        print(label, "TIMEOUT")
+    except OSError as e:
+        print(label, errno.errorcode.get(e.errno, e.errno))
+attempt("internet", socket.AF_INET, ("1.1.1.1", 53))
+attempt("host-lo", socket.AF_INET, ("127.0.0.1", int(sys.argv[1])))
+attempt("host-abstract", socket.AF_UNIX, "\0" + sys.argv[2])
+ifaces = [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]]
+print("ifaces", ",".join(ifaces))
+"#;
+
+both!(fn network_only_loopback_and_no_way_out(who) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let abstract_name = format!("cordon-test-{}-{:?}", std::process::id(), who);
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap();
+    let unix_listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    unix_listener.set_nonblocking(true).unwrap();
+
+    let r = exec_json_run(
+        who,
+        &[] as &[&str],
+        &[PY, "-c", TRY_CONNECT, &port.to_string(), &abstract_name],
+    );
+    let out = r.expect_ok();
+    let result: std::collections::BTreeMap<&str, &str> =
+        out.lines().filter_map(|l| l.split_once(' ')).collect();
+    for label in ["internet", "host-lo", "host-abstract"] {
+        let got = result.get(label).copied();
+        assert!(got.is_some() && got != Some("OK"), "{label} connect must fail, got {got:?}:\n{}", r.describe());
+    }
+    assert_eq!(result.get("ifaces"), Some(&"lo"), "only lo may exist:\n{}", r.describe());
+    // Host-side witnesses: nothing reached the listeners.
+    assert!(listener.accept().is_err(), "the host TCP listener accepted a connection from the sandbox");
+    assert!(unix_listener.accept().is_err(), "the host abstract socket accepted a connection");
+    assert_eq!(r.get("/isolation/network").as_str().map(|s| s.is_empty()), Some(false), "{}", r.describe());
+});
+
+/// Calls syscalls the default policy denies; prints `<name> <ret> <errno name>`.
+const TRY_SYSCALLS: &str = r#"
+import ctypes, errno, platform
+libc = ctypes.CDLL(None, use_errno=True)
+nr = {"x86_64": {"io_uring_setup": 425, "keyctl": 250, "clone3": 435},
+      "aarch64": {"io_uring_setup": 425, "keyctl": 219, "clone3": 435}}[platform.machine()]
+def report(name, ret):
+    e = ctypes.get_errno() if ret == -1 else 0
+    print(name, ret, errno.errorcode.get(e, e) if e else "-")
+    ctypes.set_errno(0)
+report("unshare", libc.unshare(0x10000000))  # CLONE_NEWUSER: allowed without caps, if not filtered
+report("mount", libc.mount(b"none", b"/tmp", b"tmpfs", 0, None))
+report("ptrace", libc.ptrace(0, 0, None, None))  # PTRACE_TRACEME: always allowed, if not filtered
+params = ctypes.create_string_buffer(120)
+report("io_uring_setup", libc.syscall(nr["io_uring_setup"], 1, params))
+report("keyctl", libc.syscall(nr["keyctl"], 0, -3, 0))  # KEYCTL_GET_KEYRING_ID(session)
+report("clone3", libc.syscall(nr["clone3"], None, 0))
+"#;
+
+both!(fn denied_syscalls_get_eperm(who) {
+    let r = py_ok(who, TRY_SYSCALLS);
+    let got: std::collections::BTreeMap<String, String> = r
+        .output()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3).then(|| (f[0].to_string(), format!("{} {}", f[1], f[2])))
+        })
+        .collect();
+    for name in ["unshare", "mount", "ptrace", "io_uring_setup", "keyctl"] {
+        assert_eq!(got.get(name).map(String::as_str), Some("-1 EPERM"), "{name} must fail with EPERM:\n{}", r.describe());
+    }
+    // clone3 gets ENOSYS so that libc falls back to clone, whose flags seccomp can inspect.
+    assert_eq!(got.get("clone3").map(String::as_str), Some("-1 ENOSYS"), "{}", r.describe());
+});
+
+both!(fn netlink_and_packet_sockets_denied(who) {
+    let r = py_ok(
+        who,
+        "import socket\n\
+         for name, fam, kind in [('netlink', 16, socket.SOCK_RAW), ('packet', 17, socket.SOCK_RAW)]:\n\
+         \x20   try:\n\
+         \x20       socket.socket(fam, kind, 0); print(name, 'OPENED')\n\
+         \x20   except PermissionError:\n\
+         \x20       print(name, 'EPERM')\n\
+         \x20   except OSError as e:\n\
+         \x20       print(name, 'errno', e.errno)\n",
+    );
+    assert_eq!(r.output(), "netlink EPERM\npacket EPERM\n", "{}", r.describe());
+});
+
+both!(fn environment_scrubbed(who) {
+    let r = Cordon::exec(who, &["--json", "--env", "A=1"], &["cat", "/proc/self/environ"])
+        .env("SECRET_TOKEN", "hunter2-cordon")
+        .env("LD_LIBRARY_PATH", "/nonexistent-cordon")
+        .run_json();
+    let environ = r.expect_ok().to_string();
+    let vars: Vec<&str> = environ.split('\0').filter(|s| !s.is_empty()).collect();
+    assert!(!environ.contains("hunter2-cordon"), "the caller's environment leaked:\n{}", r.describe());
+    assert!(vars.contains(&"A=1"), "--env A=1 missing:\n{}", r.describe());
+    assert!(vars.contains(&"HOME=/workspace"), "{}", r.describe());
+    assert!(vars.contains(&"USER=sandbox"), "{}", r.describe());
+    let allowed: BTreeSet<&str> = ["PATH", "HOME", "LANG", "USER", "TERM", "A"].into();
+    for v in &vars {
+        let key = v.split('=').next().unwrap();
+        assert!(allowed.contains(key), "unexpected variable {v:?} in the payload's environment:\n{}", r.describe());
+    }
+
+    // printenv agrees (a second path to the same fact, through a shell).
+    let r = Cordon::exec(who, &["--json"], &["sh", "-c", "printenv SECRET_TOKEN; echo rc=$?"])
+        .env("SECRET_TOKEN", "hunter2-cordon")
+        .run_json();
+    assert_eq!(r.expect_ok(), "rc=1\n", "{}", r.describe());
+});
+
+fn fd_listing(who: Who, extra_fds: Option<&str>) {
+    let mut c = Cordon::exec(who, &["--json"], &["ls", "-1", "/proc/self/fd"]);
+    if let Some(redir) = extra_fds {
+        c = c.extra_fds(redir);
+    }
+    let r = c.run_json();
+    let fds: BTreeSet<u32> = r
+        .expect_ok()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    // 0-2, plus the directory fd `ls` itself opened to list /proc/self/fd.
+    assert!(fds.is_superset(&[0, 1, 2].into()), "{}", r.describe());
+    assert!(
+        fds.len() <= 4 && fds.iter().all(|&fd| fd <= 3),
+        "fds beyond 0-2 leaked: {fds:?}\n{}",
+        r.describe()
+    );
+}
+
+both!(fn only_fds_0_1_2_open(who) {
+    fd_listing(who, None);
+});
+
+both!(fn inherited_fds_are_closed(who) {
+    // cordon itself is started with fds 7 and 9 open (no CLOEXEC): they must not reach the payload.
+    fd_listing(who, Some("7</etc/hostname 9>/dev/null"));
+});
+
+both!(fn hostname_is_cordon(who) {
+    let r = sh_ok(who, "uname -n; cat /proc/sys/kernel/hostname");
+    assert_eq!(r.output(), "cordon\ncordon\n", "{}", r.describe());
+});
+
+both!(fn generated_etc_and_minimal_dev(who) {
+    let r = sh_ok(
+        who,
+        "for f in /etc/passwd /etc/group /etc/hosts /etc/nsswitch.conf /etc/ld.so.cache \
+                  /dev/null /dev/zero /dev/urandom; do [ -e \"$f\" ] || echo \"MISSING $f\"; done; \
+         grep -c '^sandbox:x:1000:1000:' /etc/passwd; \
+         head -c 8 /dev/zero | wc -c; \
+         for d in /dev/sda /dev/vda /dev/mem /dev/kmsg /dev/tty0; do [ -e \"$d\" ] && echo \"HOSTDEV $d\"; done; \
+         echo done",
+    );
+    assert_eq!(r.output(), "1\n8\ndone\n", "{}", r.describe());
+});

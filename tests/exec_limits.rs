@@ -1,0 +1,354 @@
+//! Limits of `cordon exec`: wall and CPU time, memory, pids, output, file size, workspace, fds,
+//! and the limits backend (cgroup v2 / v1 / rlimit).
+//!
+//! Timing asserts are deliberately loose (the machine is shared and noisy): a status plus an
+//! upper bound such as "returned within timeout + 5 s", never a tight figure.
+//!
+//! The bombs are bounded so that a launcher that fails to enforce a limit fails the test instead
+//! of taking the machine down: the memory bomb stops at 400 MB, the fork bomb at 64 children,
+//! the output flood at 50 MB.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::time::Duration;
+
+const MIB: usize = 1024 * 1024;
+
+fn assert_within(r: &JsonRun, bound: Duration) {
+    assert!(
+        r.elapsed() < bound,
+        "cordon took {:?}, bound {bound:?}:\n{}",
+        r.elapsed(),
+        r.describe()
+    );
+}
+
+both!(fn timeout_kills_and_exits_124(who) {
+    let r = exec_json_run(who, &["--timeout", "1s"], &["sleep", "100"]);
+    assert_eq!(r.status(), "timeout", "{}", r.describe());
+    assert_eq!(r.code(), 124, "{}", r.describe());
+    assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+    assert_within(&r, Duration::from_secs(6));
+
+    let plain = exec_plain(who, &["--timeout", "1s"], &["sleep", "100"]);
+    assert_eq!(plain.code, 124, "{}", plain.describe());
+    assert!(plain.elapsed < Duration::from_secs(6), "{}", plain.describe());
+});
+
+both!(fn timeout_kills_sigterm_ignoring_process(who) {
+    let r = exec_json_run(who, &["--timeout", "1s"], &["sh", "-c", "trap '' TERM INT HUP; sleep 100; sleep 100"]);
+    assert_eq!(r.status(), "timeout", "{}", r.describe());
+    assert_eq!(r.code(), 124, "{}", r.describe());
+    assert_within(&r, Duration::from_secs(6));
+});
+
+both!(fn timeout_kills_stopped_process(who) {
+    let r = exec_json_run(who, &["--timeout", "1s"], &["sh", "-c", "sleep 100 & kill -STOP $$; sleep 100"]);
+    assert_eq!(r.status(), "timeout", "{}", r.describe());
+    assert_eq!(r.code(), 124, "{}", r.describe());
+    assert_within(&r, Duration::from_secs(6));
+});
+
+both!(fn duration_and_size_syntax(who) {
+    for (timeout, ms) in [("30", 30_000.0), ("1.5s", 1_500.0), ("500ms", 500.0), ("2m", 120_000.0)] {
+        let r = exec_json_run(who, &["--timeout", timeout, "--memory", "256M"], &["true"]);
+        r.expect_ok();
+        assert_eq!(r.get("/limits/wallTimeMs/value").as_f64(), Some(ms), "--timeout {timeout}:\n{}", r.describe());
+        assert_eq!(
+            r.get("/limits/memoryBytes/value").as_f64(),
+            Some(256.0 * MIB as f64),
+            "--memory 256M:\n{}",
+            r.describe()
+        );
+    }
+});
+
+both!(fn cpu_time_limit(who) {
+    // A busy loop under --cpu-time 1s ends long before the wall clock limit.
+    let r = exec_json_run(who, &["--cpu-time", "1s", "--timeout", "20s"], &[PY, "-c", "while True: pass"]);
+    assert_eq!(r.status(), "timeout", "a CPU-time kill is a timeout:\n{}", r.describe());
+    assert_eq!(r.code(), 124, "{}", r.describe());
+    assert_within(&r, Duration::from_secs(15));
+});
+
+/// Allocates (and touches) 10 MB at a time, at most 400 MB.
+const MEMORY_BOMB: &str = "\
+a = []
+for i in range(40):
+    a.append(bytearray(10 * 1024 * 1024))
+print('NOT LIMITED: allocated', len(a) * 10, 'MB')
+";
+
+fn memory_bomb(who: Who, extra: &[&str]) {
+    let mut opts = vec!["--memory", "128M", "--timeout", "30s"];
+    opts.extend_from_slice(extra);
+    let r = exec_json_run(who, &opts, &[PY, "-c", MEMORY_BOMB]);
+    assert!(
+        !r.output().contains("NOT LIMITED"),
+        "the memory limit was not enforced:\n{}",
+        r.describe()
+    );
+    assert_eq!(r.status(), "memory_limit", "{}", r.describe());
+    assert_eq!(r.code(), 137, "{}", r.describe());
+    assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+    assert_eq!(
+        r.get("/limits/memoryBytes/value").as_f64(),
+        Some(128.0 * MIB as f64),
+        "{}",
+        r.describe()
+    );
+    let backend = r.get("/limits/backend").as_str().unwrap_or("").to_string();
+    if backend == "rlimit" {
+        // No cgroup: the kill is deduced from Python's MemoryError, and says so.
+        assert_eq!(
+            r.get("/oomKilledSource"),
+            &json!("inferred"),
+            "{}",
+            r.describe()
+        );
+        let src = r.get("/memoryUsedSource").as_str().unwrap_or("");
+        assert!(
+            ["inferred", "rusage"].contains(&src),
+            "memoryUsedSource {src:?}:\n{}",
+            r.describe()
+        );
+    } else {
+        assert_eq!(
+            r.get("/oomKilledSource"),
+            &json!(backend),
+            "{}",
+            r.describe()
+        );
+        assert_eq!(r.get("/oomKilled"), &json!(true), "{}", r.describe());
+        assert_eq!(
+            r.get("/memoryUsedSource"),
+            &json!(backend),
+            "{}",
+            r.describe()
+        );
+        let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
+        assert!(
+            (64 * MIB as u64..=160 * MIB as u64).contains(&used),
+            "peak memory {used} should be near the 128M limit:\n{}",
+            r.describe()
+        );
+    }
+
+    let plain = exec_plain(who, &opts, &[PY, "-c", MEMORY_BOMB]);
+    assert_eq!(plain.code, 137, "{}", plain.describe());
+}
+
+both!(fn memory_bomb_is_memory_limit(who) {
+    memory_bomb(who, &[]);
+});
+
+both!(fn memory_bomb_with_forced_rlimit_is_memory_limit(who) {
+    memory_bomb(who, &["--limits-backend", "rlimit"]);
+});
+
+/// Forks sleeping children until fork fails (at most 64); prints `<forks> <errno name|None>`.
+const FORK_BOMB: &str = "\
+import errno, os, time
+n, err = 0, None
+for i in range(64):
+    try:
+        pid = os.fork()
+    except OSError as e:
+        err = errno.errorcode.get(e.errno, e.errno)
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    n += 1
+print(n, err, flush=True)
+";
+
+fn fork_bomb(who: Who, extra: &[&str]) {
+    let mut opts = vec!["--pids", "16", "--timeout", "3s"];
+    opts.extend_from_slice(extra);
+    let r = exec_json_run(who, &opts, &[PY, "-c", FORK_BOMB]);
+    assert_within(&r, Duration::from_secs(3 + 5));
+    let line = r.output().trim().to_string();
+    let (forks, err) = line
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("no fork report:\n{}", r.describe()));
+    let forks: u32 = forks
+        .parse()
+        .unwrap_or_else(|_| panic!("bad fork report:\n{}", r.describe()));
+    assert_eq!(
+        err,
+        "EAGAIN",
+        "fork must fail with EAGAIN at the pids limit:\n{}",
+        r.describe()
+    );
+    assert!(
+        forks < 16,
+        "{forks} forks succeeded under --pids 16:\n{}",
+        r.describe()
+    );
+    assert_eq!(
+        r.get("/limits/pids/value").as_f64(),
+        Some(16.0),
+        "{}",
+        r.describe()
+    );
+    // The payload exited 0; its sleeping children must not keep the run alive to the timeout.
+    r.expect_ok();
+}
+
+both!(fn fork_bomb_is_contained(who) {
+    fork_bomb(who, &[]);
+});
+
+both!(fn fork_bomb_with_forced_rlimit_is_contained(who) {
+    fork_bomb(who, &["--limits-backend", "rlimit"]);
+});
+
+fn output_flood(who: Who, to_stderr: bool) {
+    let script = if to_stderr {
+        "yes | head -c 50000000 >&2"
+    } else {
+        "yes | head -c 50000000"
+    };
+    let opts = ["--output-limit", "1M", "--timeout", "20s"];
+    let r = exec_json_run(who, &opts, &["sh", "-c", script]);
+    assert_eq!(r.status(), "output_limit", "{}", r.describe());
+    assert_eq!(r.code(), 137, "{}", r.describe());
+    assert_eq!(r.get("/outputTruncated"), &json!(true), "{}", r.describe());
+    let (captured, other) = if to_stderr {
+        (r.error(), r.output())
+    } else {
+        (r.output(), r.error())
+    };
+    assert!(
+        captured.len() <= MIB,
+        "captured {} bytes over a 1M limit",
+        captured.len()
+    );
+    assert!(
+        captured.len() >= 64 * 1024,
+        "the output up to the limit must be kept, got {} bytes",
+        captured.len()
+    );
+    assert!(captured.starts_with("y\ny\n"), "{}", r.describe());
+    assert!(other.is_empty(), "{}", r.describe());
+    assert_within(&r, Duration::from_secs(15));
+
+    let plain = exec_plain(who, &opts, &["sh", "-c", script]);
+    assert_eq!(plain.code, 137, "{}", plain.describe());
+    let passed = if to_stderr {
+        &plain.stderr
+    } else {
+        &plain.stdout
+    };
+    assert!(
+        passed.len() <= MIB + 4096,
+        "{} bytes passed through over a 1M limit",
+        passed.len()
+    );
+}
+
+both!(fn output_flood_stdout_is_output_limit(who) {
+    output_flood(who, false);
+});
+
+both!(fn output_flood_stderr_is_output_limit(who) {
+    output_flood(who, true);
+});
+
+both!(fn file_size_limit(who) {
+    let r = exec_json_run(
+        who,
+        &["--file-size", "1M"],
+        &["sh", "-c", "head -c 3000000 /dev/zero > big 2>/dev/null; stat -c %s big"],
+    );
+    let size: usize = r.output().trim().parse().unwrap_or_else(|_| panic!("{}", r.describe()));
+    assert!(size <= MIB, "a {size}-byte file was written under --file-size 1M:\n{}", r.describe());
+    assert_eq!(r.status(), "ok", "{}", r.describe());
+});
+
+both!(fn workspace_and_tmp_size_limits(who) {
+    let r = exec_json_run(
+        who,
+        &["--workspace-size", "2M", "--tmp-size", "2M", "--file-size", "100M"],
+        &[
+            "sh",
+            "-c",
+            "head -c 6000000 /dev/zero > /workspace/big 2>/dev/null; stat -c %s /workspace/big; \
+             head -c 6000000 /dev/zero > /tmp/big 2>/dev/null; stat -c %s /tmp/big",
+        ],
+    );
+    let sizes: Vec<usize> = r.output().split_whitespace().filter_map(|s| s.parse().ok()).collect();
+    assert_eq!(sizes.len(), 2, "{}", r.describe());
+    assert!(sizes[0] <= 2 * MIB, "/workspace held {} bytes under --workspace-size 2M", sizes[0]);
+    assert!(sizes[1] <= 2 * MIB, "/tmp held {} bytes under --tmp-size 2M", sizes[1]);
+});
+
+both!(fn open_files_limit(who) {
+    let r = exec_json_run(
+        who,
+        &["--open-files", "20"],
+        &[PY, "-c", "import errno\nfs = []\ntry:\n    while len(fs) < 200: fs.append(open('/dev/null'))\nexcept OSError as e:\n    print(len(fs), errno.errorcode[e.errno])\n"],
+    );
+    let out = r.expect_ok().trim().to_string();
+    let (n, err) = out.split_once(' ').unwrap_or_else(|| panic!("no EMFILE:\n{}", r.describe()));
+    assert_eq!(err, "EMFILE", "{}", r.describe());
+    assert!(n.parse::<u32>().unwrap() < 20, "{n} files opened under --open-files 20");
+});
+
+both!(fn default_backend_matches_host(who) {
+    let r = exec_json_run(who, &[] as &[&str], &["true"]);
+    r.expect_ok();
+    let backend = r.get("/limits/backend").as_str().unwrap_or("").to_string();
+    if let Some(expected) = expected_auto_backend(who) {
+        assert_eq!(backend, expected, "auto backend for {who:?} on a {:?} host:\n{}", cgroup_layout(), r.describe());
+    }
+    assert_eq!(r.get("/limits/memoryBytes/enforcement"), &json!(backend), "{}", r.describe());
+    assert_eq!(r.get("/limits/pids/enforcement"), &json!(backend), "{}", r.describe());
+    if backend == "rlimit" {
+        assert_eq!(r.get("/limits/cpus/enforcement"), &json!("not-enforced"), "{}", r.describe());
+    } else {
+        assert_eq!(r.get("/limits/cpus/enforcement"), &json!(backend), "{}", r.describe());
+    }
+});
+
+both!(fn forced_rlimit_backend(who) {
+    let r = exec_json_run(who, &["--limits-backend", "rlimit"], &["true"]);
+    r.expect_ok();
+    assert_eq!(r.get("/limits/backend"), &json!("rlimit"), "{}", r.describe());
+    assert_eq!(r.get("/limits/memoryBytes/enforcement"), &json!("rlimit"), "{}", r.describe());
+    assert_eq!(r.get("/limits/pids/enforcement"), &json!("rlimit"), "{}", r.describe());
+    assert_eq!(r.get("/limits/cpus/enforcement"), &json!("not-enforced"), "{}", r.describe());
+});
+
+fn names_cgroup_v2(text: &str) -> bool {
+    let t = text.to_lowercase();
+    ["cgroup v2", "cgroup-v2", "cgroup2", "cgroupv2"]
+        .iter()
+        .any(|w| t.contains(w))
+}
+
+both!(fn forced_unavailable_backend_is_error_125(who) {
+    if cgroup_layout() == CgroupLayout::PureV2 {
+        println!("SKIP: cgroup v2 is available on this host; nothing unavailable to force");
+        return;
+    }
+    let plain = exec_plain(who, &["--limits-backend", "cgroup-v2"], &["true"]);
+    assert_eq!(plain.code, 125, "{}", plain.describe());
+    assert!(names_cgroup_v2(&plain.stderr_str()), "the error must name cgroup v2:\n{}", plain.describe());
+
+    let r = exec_json_run(who, &["--limits-backend", "cgroup-v2"], &["true"]);
+    assert_eq!(r.code(), 125, "{}", r.describe());
+    assert_eq!(r.status(), "sandbox_error", "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("").to_string();
+    assert!(names_cgroup_v2(&msg), "message must name cgroup v2:\n{}", r.describe());
+
+    // An unprivileged user cannot write the v1 hierarchies either.
+    if who == Who::User && cgroup_layout() == CgroupLayout::HybridOrV1 {
+        let plain = exec_plain(who, &["--limits-backend", "cgroup-v1"], &["true"]);
+        assert_eq!(plain.code, 125, "{}", plain.describe());
+    }
+});

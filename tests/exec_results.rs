@@ -1,0 +1,201 @@
+//! The result of `cordon exec`: exit codes (with and without --json), statuses, stdin, and the
+//! shape of the `--json` result object.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+
+both!(fn exit_code_passes_through(who) {
+    let plain = exec_plain(who, &[] as &[&str], &["sh", "-c", "echo out; echo err >&2; exit 7"]);
+    assert_eq!(plain.code, 7, "{}", plain.describe());
+    assert_eq!(plain.stdout_str(), "out\n", "stdout must pass through:\n{}", plain.describe());
+    assert!(plain.stderr_str().contains("err\n"), "stderr must pass through:\n{}", plain.describe());
+
+    let r = exec_json_run(who, &[] as &[&str], &["sh", "-c", "echo out; echo err >&2; exit 7"]);
+    assert_eq!(r.code(), 7, "{}", r.describe());
+    assert_eq!(r.status(), "runtime_error", "{}", r.describe());
+    assert_eq!(r.get("/exitCode"), &json!(7), "{}", r.describe());
+    assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+    assert_eq!(r.output(), "out\n", "{}", r.describe());
+    assert_eq!(r.error(), "err\n", "{}", r.describe());
+});
+
+both!(fn exit_zero_is_ok(who) {
+    let plain = exec_plain(who, &[] as &[&str], &["true"]);
+    assert_eq!(plain.code, 0, "{}", plain.describe());
+    let r = exec_json_run(who, &[] as &[&str], &["true"]);
+    r.expect_ok();
+    assert_eq!(r.get("/success"), &json!(true), "{}", r.describe());
+    assert_eq!(r.get("/exitCode"), &json!(0), "{}", r.describe());
+});
+
+both!(fn killed_by_signal_is_128_plus_n(who) {
+    let plain = exec_plain(who, &[] as &[&str], &["sh", "-c", "kill -SEGV $$"]);
+    assert_eq!(plain.code, 139, "{}", plain.describe());
+
+    let r = exec_json_run(who, &[] as &[&str], &["sh", "-c", "kill -SEGV $$"]);
+    assert_eq!(r.code(), 139, "{}", r.describe());
+    assert_eq!(r.status(), "signaled", "{}", r.describe());
+    assert_eq!(r.get("/signal"), &json!(11), "{}", r.describe());
+    assert_eq!(r.get("/signalName"), &json!("SIGSEGV"), "{}", r.describe());
+    assert_eq!(r.get("/exitCode"), &Value::Null, "{}", r.describe());
+    assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+});
+
+both!(fn command_not_found_is_127(who) {
+    for cmd in ["/nonexistent/cordon-no-such-program", "cordon-no-such-program"] {
+        let plain = exec_plain(who, &[] as &[&str], &[cmd]);
+        assert_eq!(plain.code, 127, "{}", plain.describe());
+        assert!(!plain.stderr.is_empty(), "cordon must say why it exits 127:\n{}", plain.describe());
+        let r = exec_json_run(who, &[] as &[&str], &[cmd]);
+        assert_eq!(r.code(), 127, "{}", r.describe());
+        assert_eq!(r.get("/cliExitCode"), &json!(127), "{}", r.describe());
+        assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+    }
+});
+
+both!(fn command_not_executable_is_126(who) {
+    let plain = exec_plain(who, &[] as &[&str], &["/etc/passwd"]);
+    assert_eq!(plain.code, 126, "{}", plain.describe());
+    let r = exec_json_run(who, &[] as &[&str], &["/etc/passwd"]);
+    assert_eq!(r.code(), 126, "{}", r.describe());
+    assert_eq!(r.get("/cliExitCode"), &json!(126), "{}", r.describe());
+    assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+});
+
+both!(fn stdin_is_forwarded(who) {
+    let plain = Cordon::exec(who, &[] as &[&str], &["cat"]).stdin(Input::Bytes(b"hello".to_vec())).run();
+    assert_eq!(plain.code, 0, "{}", plain.describe());
+    assert_eq!(plain.stdout_str(), "hello", "{}", plain.describe());
+
+    // A larger input than a pipe buffer, through --json.
+    let big: Vec<u8> = (0..300_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let r = Cordon::exec(who, &["--json"], &["sh", "-c", "wc -c; echo end"])
+        .stdin(Input::Bytes(big.clone()))
+        .run_json();
+    assert_eq!(r.expect_ok().split_whitespace().collect::<Vec<_>>(), ["300000", "end"], "{}", r.describe());
+});
+
+both!(fn stdin_from_file(who) {
+    let dir = shared_tempdir();
+    let file = dir.path().join("input.txt");
+    write_world_readable(&file, b"from the file\n");
+    let file_arg = file.to_str().unwrap();
+    // cordon's own stdin carries something else: --stdin FILE must win.
+    let r = Cordon::exec(who, &["--json", "--stdin", file_arg], &["cat"])
+        .stdin(Input::Bytes(b"WRONG: cordon's own stdin\n".to_vec()))
+        .run_json();
+    assert_eq!(r.expect_ok(), "from the file\n", "{}", r.describe());
+
+    let plain = exec_plain(who, &["--stdin", file_arg], &["cat"]);
+    assert_eq!(plain.stdout_str(), "from the file\n", "{}", plain.describe());
+});
+
+fn assert_source(r: &JsonRun, key: &str, allowed: &[&str]) {
+    let v = r.get(key);
+    assert!(
+        v.as_str().is_some_and(|s| allowed.contains(&s)),
+        "{key} must be one of {allowed:?}, got {v}:\n{}",
+        r.describe()
+    );
+}
+
+fn assert_kind(r: &JsonRun, key: &str, ok: fn(&Value) -> bool, what: &str) {
+    let v = r.json.pointer(key);
+    assert!(
+        v.is_some(),
+        "{key} missing from the result object:\n{}",
+        r.describe()
+    );
+    assert!(
+        ok(v.unwrap()),
+        "{key} must be {what}, got {}:\n{}",
+        v.unwrap(),
+        r.describe()
+    );
+}
+
+both!(fn json_result_fields_present_and_typed(who) {
+    let r = exec_json_run(who, &[] as &[&str], &["sh", "-c", "echo out; echo err >&2; exit 3"]);
+    let is_num = |v: &Value| v.is_number();
+    let is_num_or_null = |v: &Value| v.is_number() || v.is_null();
+    let is_str = |v: &Value| v.is_string();
+    let is_int_or_null = |v: &Value| v.is_i64() || v.is_u64() || v.is_null();
+    let is_str_or_null = |v: &Value| v.is_string() || v.is_null();
+
+    assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+    assert_eq!(r.status(), "runtime_error", "{}", r.describe());
+    assert_eq!(r.output(), "out\n", "{}", r.describe());
+    assert_eq!(r.error(), "err\n", "{}", r.describe());
+    assert_eq!(r.get("/exitCode"), &json!(3), "{}", r.describe());
+    assert_eq!(r.get("/signal"), &Value::Null, "{}", r.describe());
+    assert_kind(&r, "/signalName", is_str_or_null, "a string or null");
+    assert_kind(&r, "/executionTime", is_num, "a number (ms)");
+    let wall = r.get("/executionTime").as_f64().unwrap();
+    assert!(wall >= 0.0 && wall < r.elapsed().as_secs_f64() * 1000.0 + 1.0, "executionTime {wall} ms vs {:?}", r.elapsed());
+    assert_kind(&r, "/cpuTime", is_num_or_null, "a number (ms) or null");
+    assert_source(&r, "/cpuTimeSource", &["cgroup-v1", "cgroup-v2", "rusage", "inferred", "unavailable"]);
+    assert_kind(&r, "/memoryUsed", is_int_or_null, "an integer (bytes) or null");
+    assert_source(&r, "/memoryUsedSource", &["cgroup-v1", "cgroup-v2", "rusage", "inferred", "unavailable"]);
+    assert_eq!(r.get("/oomKilled"), &json!(false), "{}", r.describe());
+    assert_source(&r, "/oomKilledSource", &["cgroup-v1", "cgroup-v2", "rusage", "inferred", "unavailable"]);
+    assert_eq!(r.get("/outputTruncated"), &json!(false), "{}", r.describe());
+    assert_eq!(r.get("/stdoutBytes"), &json!(4), "{}", r.describe());
+    assert_eq!(r.get("/stderrBytes"), &json!(4), "{}", r.describe());
+    assert_eq!(r.get("/cliExitCode"), &json!(3), "{}", r.describe());
+    if let Some(m) = r.json.get("message") {
+        assert!(m.is_string(), "message must be a string when present: {m}");
+    }
+
+    // limits: each {value, enforcement, note?}
+    assert_kind(&r, "/limits/backend", is_str, "a string");
+    let enforcement = ["cgroup-v2", "cgroup-v1", "rlimit", "tmpfs", "supervisor", "not-enforced"];
+    for (key, default) in [
+        ("wallTimeMs", Some(30_000.0)),
+        ("memoryBytes", Some(512.0 * 1024.0 * 1024.0)),
+        ("cpus", Some(1.0)),
+        ("pids", Some(64.0)),
+    ] {
+        let limit = r.get(&format!("/limits/{key}"));
+        assert!(limit.is_object(), "limits.{key} must be an object:\n{}", r.describe());
+        assert_source(&r, &format!("/limits/{key}/enforcement"), &enforcement);
+        if let Some(d) = default {
+            assert_eq!(limit["value"].as_f64(), Some(d), "default limits.{key}.value:\n{}", r.describe());
+        }
+        if let Some(note) = limit.get("note") {
+            assert!(note.is_string(), "limits.{key}.note must be a string");
+        }
+    }
+    assert_eq!(r.get("/limits/wallTimeMs/enforcement"), &json!("supervisor"), "{}", r.describe());
+
+    // isolation
+    let ns: Vec<&str> = r
+        .get("/isolation/namespaces")
+        .as_array()
+        .unwrap_or_else(|| panic!("isolation.namespaces must be an array:\n{}", r.describe()))
+        .iter()
+        .map(|v| v.as_str().expect("namespace names are strings"))
+        .collect();
+    for want in [&["user"][..], &["pid"], &["mount", "mnt"], &["net", "network"], &["ipc"], &["uts"], &["cgroup"]] {
+        assert!(want.iter().any(|w| ns.contains(w)), "isolation.namespaces lacks {want:?}: {ns:?}");
+    }
+    assert_eq!(r.get("/isolation/hostUid"), &json!(who.expected_host_uid()), "{}", r.describe());
+    assert_eq!(r.get("/isolation/uid"), &json!(1000), "{}", r.describe());
+    assert_eq!(r.get("/isolation/gid"), &json!(1000), "{}", r.describe());
+    for key in ["landlock", "seccomp", "network", "rootfs", "capabilities"] {
+        assert_kind(&r, &format!("/isolation/{key}"), is_str, "a string");
+    }
+    assert_kind(&r, "/isolation/landlockAbi", is_int_or_null, "an integer or null");
+    assert_eq!(r.get("/isolation/noNewPrivs"), &json!(true), "{}", r.describe());
+    let rootfs = r.get("/isolation/rootfs").as_str().unwrap_or("");
+    assert!(rootfs.starts_with("host"), "isolation.rootfs must name the host rootfs:\n{}", r.describe());
+});
+
+both!(fn unknown_option_is_a_cordon_error(who) {
+    // A usage error is cordon's own failure: 125 (or clap's 2), never the program's code.
+    let plain = exec_plain(who, &["--no-such-option"], &["true"]);
+    assert!(plain.code == 125 || plain.code == 2, "{}", plain.describe());
+    assert!(!plain.stderr.is_empty(), "a usage error must say what is wrong:\n{}", plain.describe());
+});

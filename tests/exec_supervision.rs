@@ -1,0 +1,90 @@
+//! Supervision: nothing of a sandbox outlives the run — not after a timeout, not after the main
+//! process exits, not after cordon itself is SIGKILLed. Processes are found from the host by a
+//! unique `sleep <marker>` argument (see `common::procs_matching`).
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Waits (up to 10 s) for the marker process to appear, so a test cannot pass vacuously.
+fn wait_for_marker(marker: &str, child: &mut std::process::Child) {
+    let seen = wait_until(Duration::from_secs(10), || {
+        !procs_matching(marker).is_empty() || child.try_wait().ok().flatten().is_some()
+    });
+    if !seen || procs_matching(marker).is_empty() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "the sandbox never started `sleep {marker}` (cordon exited or hung): the test is vacuous"
+        );
+    }
+}
+
+both!(fn no_process_survives_a_timeout(who) {
+    let m = marker(who, 1);
+    let c = Cordon::exec(who, &["--json", "--timeout", "2s"], &["sh", "-c", &format!("sleep {m} & sleep 100")]);
+    let start = Instant::now();
+    let mut child = c.spawn(Stdio::piped(), Stdio::piped());
+    wait_for_marker(&m, &mut child);
+    let finished = wait_with_deadline(child, start, Duration::from_secs(30), c.argv());
+    assert_none_left(&m, Duration::ZERO, &format!("after a timeout:\n{}", finished.describe()));
+    assert_eq!(finished.code, 124, "{}", finished.describe());
+});
+
+both!(fn no_process_survives_main_exit(who) {
+    // The main process exits 0 while a background child sleeps: the run ends, the child dies.
+    let m = marker(who, 2);
+    let r = exec_json_run(who, &["--timeout", "20s"], &["sh", "-c", &format!("sleep {m} >/dev/null 2>&1 & sleep 1; echo main-done")]);
+    assert_none_left(&m, Duration::ZERO, &format!("after the main process exited:\n{}", r.describe()));
+    assert_eq!(r.output(), "main-done\n", "{}", r.describe());
+    assert_eq!(r.status(), "ok", "{}", r.describe());
+    assert!(r.elapsed() < Duration::from_secs(10), "{}", r.describe());
+});
+
+both!(fn grandchild_holding_stdout_does_not_hang(who) {
+    // A double-forked grandchild keeps the stdout pipe open after the main process exits.
+    let m = marker(who, 3);
+    let script = format!("(sleep {m} &); echo done");
+    let r = exec_json_run(who, &["--timeout", "20s"], &["sh", "-c", &script]);
+    assert!(r.elapsed() < Duration::from_secs(8), "cordon waited on the grandchild's pipe:\n{}", r.describe());
+    assert_eq!(r.status(), "ok", "{}", r.describe());
+    assert_eq!(r.output(), "done\n", "{}", r.describe());
+    assert_none_left(&m, Duration::ZERO, &format!("the grandchild survived the run:\n{}", r.describe()));
+
+    // Same without --json: the pipe is cordon's own stdout, inherited by the caller.
+    let plain = exec_plain(who, &["--timeout", "20s"], &["sh", "-c", &script]);
+    assert!(plain.elapsed < Duration::from_secs(8), "{}", plain.describe());
+    assert_eq!(plain.code, 0, "{}", plain.describe());
+    assert_eq!(plain.stdout_str(), "done\n", "{}", plain.describe());
+});
+
+both!(fn sigkill_of_cordon_kills_the_sandbox(who) {
+    let m = marker(who, 4);
+    let c = Cordon::exec(who, &["--timeout", "60s"], &["sh", "-c", &format!("sleep {m} & sleep {m}; wait")]);
+    let mut child = c.spawn(Stdio::null(), Stdio::null());
+    wait_for_marker(&m, &mut child);
+    // With setpriv, setpriv execs cordon: the child's pid is cordon's pid.
+    child.kill().expect("SIGKILL cordon");
+    child.wait().expect("reap cordon");
+    assert_none_left(&m, Duration::from_secs(1), "after SIGKILL of the cordon process");
+});
+
+both!(fn sigterm_of_cordon_kills_the_sandbox(who) {
+    let m = marker(who, 5);
+    let c = Cordon::exec(who, &["--json", "--timeout", "60s"], &["sh", "-c", &format!("sleep {m}")]);
+    let start = Instant::now();
+    let mut child = c.spawn(Stdio::piped(), Stdio::piped());
+    wait_for_marker(&m, &mut child);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGTERM)
+        .expect("SIGTERM cordon");
+    let finished = wait_with_deadline(child, start, Duration::from_secs(20), c.argv());
+    assert_none_left(&m, Duration::ZERO, &format!("after SIGTERM of cordon:\n{}", finished.describe()));
+    // cordon reports the interruption as status `killed` when it had time to print a result.
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&finished.stdout) {
+        assert_eq!(v["status"], "killed", "{}", finished.describe());
+    }
+    assert_ne!(finished.code, 0, "{}", finished.describe());
+});
