@@ -63,17 +63,14 @@ const HOST_TOP: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx
 /// Host /etc entries bound read-only into the generated /etc of `--rootfs host`: the
 /// dynamic loader's cache, CA certificates, and Debian's alternatives symlinks (without
 /// them `awk`, `editor`, `pager`... dangle). Nothing else of the host's /etc.
-const HOST_ETC: &[&str] = &[
-    "ld.so.cache",
-    "ssl/certs",
-    "ca-certificates",
-    "alternatives",
-];
+const HOST_ETC: &[&str] = &["ld.so.cache", "ssl/certs", "alternatives"];
 
 /// Top-level entries of a rootfs directory that the sandbox builds itself.
 const OWN_TOP: &[&str] = &["dev", "proc", "sys", "tmp", "run", "workspace"];
 
-/// procfs files that expose the host kernel or let a process poke it.
+/// procfs files that expose the host kernel or let a process poke it, and that the sandbox
+/// user could otherwise open (the 0400 root-only ones, such as kpagecount or kmsg, are already
+/// closed to it: host root is not mapped into the sandbox).
 pub const PROC_MASKED_FILES: &[&str] = &[
     "/proc/kcore",
     "/proc/keys",
@@ -83,25 +80,12 @@ pub const PROC_MASKED_FILES: &[&str] = &[
     "/proc/latency_stats",
     "/proc/sched_debug",
     "/proc/kallsyms",
-    "/proc/kmsg",
-    "/proc/kpagecount",
-    "/proc/kpageflags",
-    "/proc/kpagecgroup",
     "/proc/config.gz",
-    "/proc/interrupts",
-    "/proc/vmallocinfo",
-    "/proc/pagetypeinfo",
 ];
 /// procfs directories hidden under an empty read-only tmpfs.
 pub const PROC_MASKED_DIRS: &[&str] = &["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"];
 /// procfs directories left visible but read-only.
-pub const PROC_READONLY: &[&str] = &[
-    "/proc/sys",
-    "/proc/bus",
-    "/proc/irq",
-    "/proc/fs",
-    "/proc/sysvipc",
-];
+pub const PROC_READONLY: &[&str] = &["/proc/sys", "/proc/bus", "/proc/irq"];
 
 /// Device nodes bound from the host into the minimal /dev.
 pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
