@@ -1,0 +1,75 @@
+//! `--rootfs DIR`: an extracted root filesystem instead of the host's /usr. The test builds a
+//! tiny one from Debian's busybox-static (installed by .ci/run): one static binary, a shell
+//! link, and an /etc/passwd naming the sandbox user.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+
+const BUSYBOX: &str = "/bin/busybox";
+
+/// Builds the root in a world-readable temp dir (the test user must be able to read it).
+fn tiny_rootfs(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    let out = std::process::Command::new(BUSYBOX).arg("--list").output();
+    if out.is_err() {
+        if std::env::var("CORDON_TEST_REQUIRE_USER").as_deref() == Ok("1") {
+            panic!("{test}: {BUSYBOX} is missing; .ci/run installs busybox-static");
+        }
+        println!("SKIP: {test}: {BUSYBOX} missing (apt-get install busybox-static)");
+        return None;
+    }
+    let dir = shared_tempdir();
+    let root = dir.path().join("root");
+    for d in ["bin", "etc", "usr"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::copy(BUSYBOX, root.join("bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", root.join("bin/sh")).unwrap();
+    write_world_readable(
+        &root.join("etc/passwd"),
+        b"sandbox:x:1000:1000::/workspace:/bin/sh\n",
+    );
+    write_world_readable(&root.join("etc/marker"), b"from-the-rootfs\n");
+    let mode = |p: &Path, m: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    for d in ["", "bin", "etc", "usr"] {
+        mode(&root.join(d), 0o755);
+    }
+    mode(&root.join("bin/busybox"), 0o755);
+    Some((dir, root))
+}
+
+both!(fn dir_rootfs_is_the_root_and_read_only(who) {
+    let Some((_keep, root)) = tiny_rootfs("dir_rootfs_is_the_root_and_read_only") else { return };
+    let script = "cat /etc/marker; busybox id -un; busybox ls /; \
+                  busybox touch /bin/x 2>/dev/null && echo WROTE-ROOTFS; \
+                  echo data > /workspace/f && busybox cat /workspace/f; \
+                  test -e /usr/bin/python3 && echo HOST-USR-VISIBLE; echo end";
+    let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &["sh", "-c", script]);
+    let out = r.expect_ok();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "from-the-rootfs", "{}", r.describe());
+    assert_eq!(lines[1], "sandbox", "{}", r.describe());
+    for entry in ["bin", "dev", "etc", "proc", "tmp", "usr", "workspace"] {
+        assert!(lines.contains(&entry), "/ lacks {entry}:\n{}", r.describe());
+    }
+    assert!(!out.contains("WROTE-ROOTFS"), "the rootfs must be read-only:\n{}", r.describe());
+    assert!(out.contains("data"), "/workspace must be writable:\n{}", r.describe());
+    assert!(!out.contains("HOST-USR-VISIBLE"), "the host's /usr leaked into a DIR rootfs:\n{}", r.describe());
+    assert!(out.ends_with("end\n"), "{}", r.describe());
+    // Nothing was written into the rootfs directory on the host.
+    assert!(!root.join("bin/x").exists());
+    assert!(!root.join("workspace").exists(), "cordon must not create /workspace inside the rootfs dir");
+});
+
+both!(fn missing_rootfs_dir_is_a_cordon_error(who) {
+    let r = exec_json_run(who, &["--rootfs", "/nonexistent/cordon-rootfs"], &["true"]);
+    assert_eq!(r.code(), 125, "{}", r.describe());
+    assert_eq!(r.status(), "sandbox_error", "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("/nonexistent/cordon-rootfs") && msg.contains("--rootfs"), "{}", r.describe());
+});
