@@ -215,6 +215,28 @@ pub fn expected_auto_backend(who: Who) -> Option<&'static str> {
     }
 }
 
+/// The backend identifier (`cgroup-v2`, `cgroup-v1`, `rlimit`) of a `limits.backend` value.
+///
+/// main reports a description there, e.g. `"cgroup v1 (cordon-… in memory, pids, cpu); skipped:
+/// …"` or `"rlimit (forced)"`: the identifier is what comes before the first `(`, with spaces
+/// turned into dashes. An exact identifier passes through unchanged.
+pub fn backend_id(backend: &str) -> String {
+    backend
+        .split('(')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_lowercase()
+        .replace(' ', "-")
+}
+
+impl JsonRun {
+    /// The limits backend of this run, as an identifier (see [`backend_id`]).
+    pub fn backend(&self) -> String {
+        backend_id(self.get("/limits/backend").as_str().unwrap_or(""))
+    }
+}
+
 /// The cordon binary, copied once into a fresh world-readable directory (0755 dir, 0755 file)
 /// so that the unprivileged user can execute it wherever `target/` lives.
 pub fn cordon_bin() -> &'static Path {
