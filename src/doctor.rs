@@ -251,6 +251,18 @@ pub fn report() -> Report {
     checks.push(seccomp_check());
     checks.push(landlock_check());
     let limits = crate::limits::probe();
+    checks.push(Check {
+        name: "rlimit-fallback",
+        ok: true,
+        required: false,
+        detail: format!(
+            "rlimits are always available; used when no cgroup can be had (memory as RLIMIT_AS, processes as RLIMIT_NPROC, CPU bandwidth not enforced); this caller gets {}",
+            limits.auto_backend
+        ),
+        fix: (limits.auto_backend == "rlimit").then(|| {
+            "for exact memory and CPU limits, run with a delegated cgroup v2 subtree (`systemd-run --user --scope -p Delegate=yes cordon ...`) or as root".into()
+        }),
+    });
     let kernel = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
         .unwrap_or_default();

@@ -75,7 +75,11 @@ pub struct LimitReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct LimitsReport {
+    /// `cgroup-v2`, `cgroup-v1` or `rlimit`.
     pub backend: String,
+    /// Which cgroup was used, or why the better backends were skipped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_note: Option<String>,
     pub wall_time_ms: Option<LimitReport>,
     pub cpu_time_ms: Option<LimitReport>,
     pub memory_bytes: Option<LimitReport>,

@@ -18,7 +18,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a command in a fresh sandbox and return when every process of it is gone.
-    Exec(ExecArgs),
+    Exec(Box<ExecArgs>),
     /// Check which isolation mechanisms this host offers, and how to fix missing ones.
     Doctor {
         /// Print the report as JSON.

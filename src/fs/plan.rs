@@ -437,9 +437,11 @@ mod tests {
 
     #[test]
     fn workspace_and_tmp_are_capped_tmpfs() {
-        let mut l = Limits::default();
-        l.workspace_size = 1234;
-        l.workspace_inodes = 55;
+        let l = Limits {
+            workspace_size: 1234,
+            workspace_inodes: 55,
+            ..Limits::default()
+        };
         let ops = build(&Rootfs::Host, &merged_usr(), &l, "cordon");
         assert!(ops.contains(&Op::Tmpfs {
             dst: "/workspace".into(),

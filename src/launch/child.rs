@@ -125,6 +125,9 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     let (uid, gid) = (Uid::from_raw(SANDBOX_UID), Gid::from_raw(SANDBOX_GID));
     nix::unistd::setresgid(gid, gid, gid).map_err(e("switch to the sandbox gid"))?;
     nix::unistd::setresuid(uid, uid, uid).map_err(e("switch to the sandbox uid"))?;
+    // A credential change clears the parent-death signal: set it again. A parent that died in
+    // between is noticed at the second go (end-of-file).
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(e("set parent-death signal"))?;
     if !caps::has_cap(
         None,
         caps::CapSet::Effective,
@@ -192,7 +195,13 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
             "set a resource limit",
             format!("unknown rlimit {}", r.resource),
         ))?;
-        nix::sys::resource::setrlimit(res, r.value, r.value).map_err(e("set a resource limit"))?;
+        // CPU time: SIGXCPU at the limit, SIGKILL a second later for a program that ignores it.
+        let hard = if r.resource == libc::RLIMIT_CPU {
+            r.value.saturating_add(1)
+        } else {
+            r.value
+        };
+        nix::sys::resource::setrlimit(res, r.value, hard).map_err(e("set a resource limit"))?;
     }
     crate::security::caps::drop_all().map_err(|err| ("drop capabilities", err.to_string()))?;
     nix::sys::prctl::set_no_new_privs().map_err(e("set no_new_privs"))?;
@@ -245,9 +254,7 @@ fn exec(ctx: &ChildCtx) -> i32 {
     }
     let mut denied = None;
     for c in &candidates {
-        let err = match nix::unistd::execve(c, &ctx.argv, &ctx.env) {
-            Err(err) => err,
-        };
+        let Err(err) = nix::unistd::execve(c, &ctx.argv, &ctx.env);
         match err {
             Errno::ENOENT | Errno::ENOTDIR => continue,
             other => {

@@ -24,7 +24,7 @@ const OOM_MARKERS: &[&str] = &[
 ];
 
 fn human_size(b: u64) -> String {
-    if b >= 1 << 30 && b % (1 << 30) == 0 {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
         format!("{} GiB", b >> 30)
     } else if b >= 1 << 20 {
         format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
@@ -61,6 +61,10 @@ pub fn outcome(
     let oom_reported = metrics.oom_kills.map(|n| n > 0);
     let stderr_text = String::from_utf8_lossy(&ended.stderr.data);
     let lim = &spec.limits;
+    // RLIMIT_CPU kills with SIGKILL a second after SIGXCPU: a SIGKILL with the CPU time used up
+    // is the CPU-time limit.
+    let cpu_used = metrics.cpu_time.or(ended.rusage_cpu);
+    let cpu_exhausted = matches!((lim.cpu_time, cpu_used), (Some(l), Some(u)) if u >= l);
 
     let (mut status, mut code, mut signal, mut message): (
         Status,
@@ -139,7 +143,10 @@ pub fn outcome(
                 status = Status::Signaled;
                 if oom_reported == Some(true) {
                     status = Status::MemoryLimit;
-                } else if s == libc::SIGXCPU || ended.cpu_timed_out {
+                } else if s == libc::SIGXCPU
+                    || ended.cpu_timed_out
+                    || (s == libc::SIGKILL && cpu_exhausted)
+                {
                     status = Status::Timeout;
                     code = exit_codes::TIMEOUT;
                 } else if memory_by_rlimit

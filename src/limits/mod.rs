@@ -562,7 +562,13 @@ fn report(
         None => entry(p as f64, E::Rlimit, rlimit::NOTE_NPROC),
     });
     LimitsReport {
-        backend: backend_text,
+        backend: match backend {
+            Backend::CgroupV2 => "cgroup-v2",
+            Backend::CgroupV1 => "cgroup-v1",
+            Backend::Rlimit => "rlimit",
+        }
+        .to_string(),
+        backend_note: Some(backend_text),
         wall_time_ms: Some(entry(
             limits.wall.as_secs_f64() * 1000.0,
             E::Supervisor,

@@ -208,9 +208,10 @@ fn real_probe_predicts_auto() {
         _ => "rlimit",
     };
     assert_eq!(
-        pr.auto_backend, got,
+        pr.auto_backend,
+        got,
         "probe {pr:#?}\nreport {}",
-        p.report.backend
+        p.report.backend_note.clone().unwrap_or_default()
     );
     if let Some(cg) = p.cgroup {
         cg.remove().unwrap();
@@ -264,8 +265,12 @@ fn unprivileged_inner() {
     assert_ne!(uid, 0, "the unprivileged copy runs as root");
     let limits = Limits::default();
     let p = prepare(&limits, BackendChoice::Auto, &run_id("unpriv")).unwrap();
-    assert!(p.cgroup.is_none(), "{}", p.report.backend);
-    let b = &p.report.backend;
+    assert!(
+        p.cgroup.is_none(),
+        "{}",
+        p.report.backend_note.clone().unwrap_or_default()
+    );
+    let b = &p.report.backend_note.clone().unwrap_or_default();
     assert!(b.starts_with("rlimit (cgroup v2 "), "{b}");
     assert!(
         b.contains(&format!(

@@ -81,9 +81,13 @@ fn auto_on_v2_writes_the_v2_files() {
     assert_eq!(fs.get(&dir.join("pids.max")), "32");
     assert_eq!(fs.get(&dir.join("cpu.max")), "150000 100000");
     assert!(
-        p.report.backend.starts_with("cgroup v2 ("),
+        p.report
+            .backend_note
+            .clone()
+            .unwrap_or_default()
+            .starts_with("cgroup v2 ("),
         "{}",
-        p.report.backend
+        p.report.backend_note.clone().unwrap_or_default()
     );
     assert_eq!(
         p.report.memory_bytes.as_ref().unwrap().enforcement,
@@ -120,7 +124,7 @@ fn v2_enable_ebusy_falls_back_with_reason_or_fails_when_forced() {
     // No v1 either: auto ends at rlimit, naming EBUSY and the path.
     let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
     assert!(p.cgroup.is_none());
-    let b = &p.report.backend;
+    let b = &p.report.backend_note.clone().unwrap_or_default();
     assert!(
         b.starts_with("rlimit (cgroup v2 cannot enable controllers"),
         "{b}"
@@ -192,7 +196,7 @@ fn hybrid_auto_picks_v1_and_writes_the_v1_files() {
     assert_eq!(fs.get(&pids.join("pids.max")), "32");
     assert_eq!(fs.get(&cpu.join("cpu.cfs_period_us")), "100000");
     assert_eq!(fs.get(&cpu.join("cpu.cfs_quota_us")), "150000");
-    let b = &p.report.backend;
+    let b = &p.report.backend_note.clone().unwrap_or_default();
     assert!(
         b.starts_with("cgroup v1 (") && b.contains("skipped: cgroup v2 has no memory/pids/cpu"),
         "{b}"
@@ -248,7 +252,7 @@ fn v1_not_writable_falls_back_to_rlimit_with_the_reason() {
     fs.deny(&own);
     let p = prep(&fs, HYBRID_PROC, BackendChoice::Auto).unwrap();
     assert!(p.cgroup.is_none());
-    let b = &p.report.backend;
+    let b = &p.report.backend_note.clone().unwrap_or_default();
     assert!(
         b.starts_with("rlimit (cgroup v2 has no memory/pids/cpu controller (bound to cgroup v1)"),
         "{b}"
@@ -364,7 +368,10 @@ fn forced_rlimit_touches_no_cgroup() {
     hybrid_tree(&fs);
     let p = prep(&fs, HYBRID_PROC, BackendChoice::Rlimit).unwrap();
     assert!(p.cgroup.is_none());
-    assert_eq!(p.report.backend, "rlimit (forced)");
+    assert_eq!(
+        p.report.backend_note.clone().unwrap_or_default(),
+        "rlimit (forced)"
+    );
     assert_eq!(
         fs.subdirs(&fs.root().join("pids")).unwrap(),
         Vec::<String>::new()
