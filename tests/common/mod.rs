@@ -215,25 +215,24 @@ pub fn expected_auto_backend(who: Who) -> Option<&'static str> {
     }
 }
 
-/// The backend identifier (`cgroup-v2`, `cgroup-v1`, `rlimit`) of a `limits.backend` value.
-///
-/// main reports a description there, e.g. `"cgroup v1 (cordon-… in memory, pids, cpu); skipped:
-/// …"` or `"rlimit (forced)"`: the identifier is what comes before the first `(`, with spaces
-/// turned into dashes. An exact identifier passes through unchanged.
-pub fn backend_id(backend: &str) -> String {
-    backend
-        .split('(')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_lowercase()
-        .replace(' ', "-")
-}
+/// The limits backends `limits.backend` may name.
+pub const BACKENDS: [&str; 3] = ["cgroup-v2", "cgroup-v1", "rlimit"];
 
 impl JsonRun {
-    /// The limits backend of this run, as an identifier (see [`backend_id`]).
+    /// `limits.backend`, asserted to be exactly one of [`BACKENDS`] (prose belongs in
+    /// `limits.backendNote`).
     pub fn backend(&self) -> String {
-        backend_id(self.get("/limits/backend").as_str().unwrap_or(""))
+        let b = self
+            .get("/limits/backend")
+            .as_str()
+            .unwrap_or("<missing>")
+            .to_string();
+        assert!(
+            BACKENDS.contains(&b.as_str()),
+            "limits.backend must be one of {BACKENDS:?}, got {b:?}:\n{}",
+            self.describe()
+        );
+        b
     }
 }
 
