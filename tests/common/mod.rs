@@ -256,7 +256,7 @@ pub fn cordon_bin() -> &'static Path {
     })
 }
 
-/// Removes this user's copies of the binary left by test runs more than a day old (each test
+/// Removes this user's copies of the binary left by test runs more than an hour old (each test
 /// binary leaves one behind: it cannot know when the last test using it is done).
 fn remove_stale_copies() {
     use std::os::unix::fs::MetadataExt;
@@ -273,7 +273,7 @@ fn remove_stale_copies() {
             .modified()
             .ok()
             .and_then(|m| m.elapsed().ok())
-            .is_some_and(|age| age > Duration::from_secs(86_400));
+            .is_some_and(|age| age > Duration::from_secs(3_600));
         if old && meta.is_dir() && meta.uid() == euid() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
