@@ -100,7 +100,7 @@ fn memory_bomb(who: Who, extra: &[&str]) {
         "{}",
         r.describe()
     );
-    let backend = r.get("/limits/backend").as_str().unwrap_or("").to_string();
+    let backend = r.backend();
     if backend == "rlimit" {
         // No cgroup: the kill is deduced from Python's MemoryError, and says so.
         assert_eq!(
@@ -302,7 +302,7 @@ both!(fn open_files_limit(who) {
 both!(fn default_backend_matches_host(who) {
     let r = exec_json_run(who, &[] as &[&str], &["true"]);
     r.expect_ok();
-    let backend = r.get("/limits/backend").as_str().unwrap_or("").to_string();
+    let backend = r.backend();
     if let Some(expected) = expected_auto_backend(who) {
         assert_eq!(backend, expected, "auto backend for {who:?} on a {:?} host:\n{}", cgroup_layout(), r.describe());
     }
@@ -318,7 +318,7 @@ both!(fn default_backend_matches_host(who) {
 both!(fn forced_rlimit_backend(who) {
     let r = exec_json_run(who, &["--limits-backend", "rlimit"], &["true"]);
     r.expect_ok();
-    assert_eq!(r.get("/limits/backend"), &json!("rlimit"), "{}", r.describe());
+    assert_eq!(r.backend(), "rlimit", "{}", r.describe());
     assert_eq!(r.get("/limits/memoryBytes/enforcement"), &json!("rlimit"), "{}", r.describe());
     assert_eq!(r.get("/limits/pids/enforcement"), &json!("rlimit"), "{}", r.describe());
     assert_eq!(r.get("/limits/cpus/enforcement"), &json!("not-enforced"), "{}", r.describe());

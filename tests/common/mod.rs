@@ -215,6 +215,27 @@ pub fn expected_auto_backend(who: Who) -> Option<&'static str> {
     }
 }
 
+/// The limits backends `limits.backend` may name.
+pub const BACKENDS: [&str; 3] = ["cgroup-v2", "cgroup-v1", "rlimit"];
+
+impl JsonRun {
+    /// `limits.backend`, asserted to be exactly one of [`BACKENDS`] (prose belongs in
+    /// `limits.backendNote`).
+    pub fn backend(&self) -> String {
+        let b = self
+            .get("/limits/backend")
+            .as_str()
+            .unwrap_or("<missing>")
+            .to_string();
+        assert!(
+            BACKENDS.contains(&b.as_str()),
+            "limits.backend must be one of {BACKENDS:?}, got {b:?}:\n{}",
+            self.describe()
+        );
+        b
+    }
+}
+
 /// The cordon binary, copied once into a fresh world-readable directory (0755 dir, 0755 file)
 /// so that the unprivileged user can execute it wherever `target/` lives.
 pub fn cordon_bin() -> &'static Path {
@@ -235,7 +256,7 @@ pub fn cordon_bin() -> &'static Path {
     })
 }
 
-/// Removes this user's copies of the binary left by test runs more than a day old (each test
+/// Removes this user's copies of the binary left by test runs more than an hour old (each test
 /// binary leaves one behind: it cannot know when the last test using it is done).
 fn remove_stale_copies() {
     use std::os::unix::fs::MetadataExt;
@@ -252,7 +273,7 @@ fn remove_stale_copies() {
             .modified()
             .ok()
             .and_then(|m| m.elapsed().ok())
-            .is_some_and(|age| age > Duration::from_secs(86_400));
+            .is_some_and(|age| age > Duration::from_secs(3_600));
         if old && meta.is_dir() && meta.uid() == euid() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
