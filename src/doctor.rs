@@ -256,7 +256,7 @@ pub fn report() -> Report {
         ok: true,
         required: false,
         detail: format!(
-            "rlimits are always available; used when no cgroup can be had (memory as RLIMIT_AS, processes as RLIMIT_NPROC, CPU bandwidth not enforced); this caller gets {}",
+            "rlimits are always available; used when no cgroup can be had (memory as RLIMIT_DATA, processes as RLIMIT_NPROC, CPU bandwidth not enforced); this caller gets {}",
             limits.auto_backend
         ),
         fix: (limits.auto_backend == "rlimit").then(|| {

@@ -66,7 +66,7 @@ pub struct LimitReport {
     /// The value, in the unit its name says (`Ms`, `Bytes`, a count, or CPUs).
     pub value: Option<f64>,
     pub enforcement: Enforcement,
-    /// Why it is not enforced, or how (e.g. "RLIMIT_AS: address space, not resident memory").
+    /// Why it is not enforced, or how (e.g. "RLIMIT_DATA: private writable memory, per process").
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }

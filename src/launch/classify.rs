@@ -11,7 +11,7 @@ use crate::outcome::{
 use crate::spec::SandboxSpec;
 
 /// What programs print when an allocation fails at an address-space (rlimit) limit. Used
-/// only when memory is limited by RLIMIT_AS, and the status then says `inferred`.
+/// only when memory is limited by RLIMIT_DATA, and the status then says `inferred`.
 const OOM_MARKERS: &[&str] = &[
     "MemoryError",
     "Cannot allocate memory",
@@ -21,6 +21,7 @@ const OOM_MARKERS: &[&str] = &[
     "JavaScript heap out of memory",
     "runtime: out of memory",
     "failed to allocate",
+    "allocation failed",
 ];
 
 fn human_size(b: u64) -> String {
@@ -156,6 +157,9 @@ pub fn outcome(
                     status = Status::MemoryLimit;
                     oom_inferred = true;
                 }
+                if status == Status::MemoryLimit {
+                    code = exit_codes::KILLED;
+                }
             }
             _ if ended.cpu_timed_out => {
                 status = Status::Timeout;
@@ -181,7 +185,7 @@ pub fn outcome(
                 "the memory limit of {} was reached ({}); raise it with --memory",
                 lim.memory.map(human_size).unwrap_or_else(|| "?".into()),
                 if oom_inferred {
-                    "inferred from the program's allocation failure under RLIMIT_AS"
+                    "inferred from the program's allocation failure under RLIMIT_DATA"
                 } else {
                     "OOM kill reported by the kernel"
                 }

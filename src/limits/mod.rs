@@ -536,7 +536,7 @@ fn report(
             E::CgroupV1,
             "memory.limit_in_bytes; swap not limited (memory.memsw.* absent: boot with swapaccount=1)",
         ),
-        Backend::Rlimit => entry(m as f64, E::Rlimit, rlimit::NOTE_AS),
+        Backend::Rlimit => entry(m as f64, E::Rlimit, rlimit::NOTE_DATA),
     });
     let cpus = limits.cpus.map(|c| {
         let quota = v2::cpu_quota_us(c);

@@ -283,7 +283,7 @@ fn unprivileged_inner() {
         p.report.cpus.as_ref().unwrap().enforcement,
         Enforcement::NotEnforced
     );
-    assert!(p.rlimits.iter().any(|r| r.resource == libc::RLIMIT_AS));
+    assert!(p.rlimits.iter().any(|r| r.resource == libc::RLIMIT_DATA));
     let err = prepare(&limits, BackendChoice::CgroupV1, &run_id("unpriv"))
         .unwrap_err()
         .to_string();

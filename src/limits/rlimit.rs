@@ -5,7 +5,7 @@ use super::{Backend, Rlimit};
 use crate::outcome::{Enforcement, LimitReport};
 use crate::spec::Limits;
 
-pub const NOTE_AS: &str = "RLIMIT_AS: address space, not resident memory; tmpfs pages not counted";
+pub const NOTE_DATA: &str = "RLIMIT_DATA: private writable memory each process maps (heap, anonymous mmap), not per sandbox; tmpfs pages not counted";
 pub const NOTE_NPROC: &str =
     "RLIMIT_NPROC: counted per uid inside the sandbox's new user namespace";
 
@@ -47,7 +47,7 @@ pub fn rlimits(limits: &Limits, backend: Backend) -> Vec<Rlimit> {
     if backend == Backend::Rlimit {
         if let Some(m) = limits.memory {
             out.push(Rlimit {
-                resource: libc::RLIMIT_AS,
+                resource: libc::RLIMIT_DATA,
                 value: m,
             });
         }
@@ -112,11 +112,11 @@ mod tests {
         assert_eq!(find(&with_cg, libc::RLIMIT_CORE), Some(0));
         assert_eq!(find(&with_cg, libc::RLIMIT_FSIZE), Some(256 << 20));
         assert_eq!(find(&with_cg, libc::RLIMIT_CPU), Some(3));
-        assert_eq!(find(&with_cg, libc::RLIMIT_AS), None);
+        assert_eq!(find(&with_cg, libc::RLIMIT_DATA), None);
         assert_eq!(find(&with_cg, libc::RLIMIT_NPROC), None);
 
         let without = rlimits(&limits, Backend::Rlimit);
-        assert_eq!(find(&without, libc::RLIMIT_AS), Some(512 << 20));
+        assert_eq!(find(&without, libc::RLIMIT_DATA), Some(512 << 20));
         assert_eq!(find(&without, libc::RLIMIT_NPROC), Some(64));
 
         let none = Limits {

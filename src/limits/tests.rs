@@ -105,7 +105,7 @@ fn auto_on_v2_writes_the_v2_files() {
         p.report.cpu_time_ms.as_ref().unwrap().enforcement,
         Enforcement::Rlimit
     );
-    assert!(!p.rlimits.iter().any(|r| r.resource == libc::RLIMIT_AS));
+    assert!(!p.rlimits.iter().any(|r| r.resource == libc::RLIMIT_DATA));
 
     // attach puts the pid in the leaf only (cordon's own cgroup stays empty of the sandbox).
     fs.spawn(777);
@@ -277,7 +277,7 @@ fn v1_not_writable_falls_back_to_rlimit_with_the_reason() {
             .note
             .as_ref()
             .unwrap()
-            .starts_with("RLIMIT_AS: address space")
+            .starts_with("RLIMIT_DATA: private writable memory")
     );
     assert_eq!(r.pids.as_ref().unwrap().enforcement, Enforcement::Rlimit);
     assert_eq!(
@@ -294,7 +294,7 @@ fn v1_not_writable_falls_back_to_rlimit_with_the_reason() {
             .contains("run as root")
     );
     assert!(p.rlimits.contains(&Rlimit {
-        resource: libc::RLIMIT_AS,
+        resource: libc::RLIMIT_DATA,
         value: 64 << 20
     }));
     assert!(p.rlimits.contains(&Rlimit {
