@@ -3,16 +3,24 @@
 //! Every front door (the CLI, JSON requests, OCI bundles) builds one [`spec::SandboxSpec`];
 //! one launcher ([`launch`]) runs it and returns one [`outcome::Outcome`].
 
+pub mod cache;
 pub mod cli;
+pub mod commands;
 pub mod doctor;
 pub mod fs;
+pub mod history;
 pub mod launch;
 pub mod limits;
 pub mod outcome;
+pub mod output;
+pub mod profile;
+pub mod request;
+pub mod rootfs;
+pub mod run;
 pub mod security;
 pub mod spec;
 pub mod sys;
 
-pub use launch::{LaunchError, run};
+pub use launch::{LaunchError, run as run_spec};
 pub use outcome::{Outcome, Status};
 pub use spec::SandboxSpec;

@@ -126,6 +126,42 @@ pub enum MetricSource {
     Unavailable,
 }
 
+/// A file the program left in /workspace, brought back after every process was dead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OutputFile {
+    /// Relative to /workspace.
+    pub path: String,
+    pub size: u64,
+    /// Permission bits as found (only 0o777).
+    #[serde(skip)]
+    pub mode: u32,
+    #[serde(skip)]
+    pub data: Vec<u8>,
+}
+
+/// A file that was not brought back, and why (a symlink, a FIFO, over the caps, ...).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OmittedFile {
+    pub path: String,
+    pub reason: String,
+}
+
+/// The compile phase of a compiled language (`cordon run`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompileReport {
+    /// `ok`, `compile_error`, `timeout`, `memory_limit`, ... of the compiler's sandbox.
+    pub status: Status,
+    /// True when the artifact came from the compile cache (nothing was compiled).
+    pub cached: bool,
+    pub exit_code: Option<i32>,
+    pub output: String,
+    pub error: String,
+    pub execution_time: f64,
+    pub cpu_time: Option<f64>,
+    pub memory_used: Option<u64>,
+}
+
 /// The result of one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -166,6 +202,18 @@ pub struct Outcome {
     pub cli_exit_code: i32,
     pub limits: LimitsReport,
     pub isolation: IsolationReport,
+    /// Files the program wrote (when collection was asked for).
+    pub files: Vec<OutputFile>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files_omitted: Vec<OmittedFile>,
+    /// `cordon run`: the language, and the compile phase when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compile: Option<CompileReport>,
+    /// `cordon run`: the id of this run in the history file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_id: Option<String>,
 }
 
 /// The CLI exit code conventions (GNU timeout, env, podman, docker):

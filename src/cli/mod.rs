@@ -19,12 +19,190 @@ pub struct Cli {
 pub enum Command {
     /// Run a command in a fresh sandbox and return when every process of it is gone.
     Exec(Box<ExecArgs>),
+    /// Run code in a language (python, node, go, rust, bash, or a --profile): compile it in a
+    /// sandbox when the language needs it, run it in another, report what it printed and wrote.
+    Run(Box<RunArgs>),
+    /// List the languages: version, and which root filesystem each would use.
+    Profiles {
+        /// Print the list as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Extra profile files.
+        #[arg(long = "profile", value_name = "FILE")]
+        profiles: Vec<PathBuf>,
+    },
+    /// Show the most recent runs of `cordon run`.
+    History {
+        /// How many records.
+        #[arg(long, default_value_t = 20)]
+        last: usize,
+        /// Print them as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build and list per-language root filesystems.
+    #[command(subcommand)]
+    Rootfs(RootfsCommand),
     /// Check which isolation mechanisms this host offers, and how to fix missing ones.
     Doctor {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RootfsCommand {
+    /// Build the root filesystem of a language with mmdebstrap.
+    Build {
+        /// The language (python, node, go, rust, bash).
+        lang: String,
+    },
+    /// List the built root filesystems.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Limits for `cordon run`: unset ones keep the profile's value (then cordon's default).
+#[derive(Debug, Args, Default, Clone)]
+pub struct RunLimitArgs {
+    /// Wall-clock limit of the run (default: the profile's, else 30s).
+    #[arg(long, value_name = "DUR")]
+    pub timeout: Option<String>,
+    /// CPU-time limit of the run.
+    #[arg(long, value_name = "DUR")]
+    pub cpu_time: Option<String>,
+    /// Memory limit of the run (default 512M).
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+    /// CPUs for the run (default 1).
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<f64>,
+    /// Processes and threads (default 64).
+    #[arg(long, value_name = "N")]
+    pub pids: Option<u64>,
+    /// Bytes kept of stdout and of stderr, each (default 10M).
+    #[arg(long, value_name = "SIZE")]
+    pub output_limit: Option<String>,
+    /// Largest file the program may write.
+    #[arg(long, value_name = "SIZE")]
+    pub file_size: Option<String>,
+    /// Open files per process.
+    #[arg(long, value_name = "N")]
+    pub open_files: Option<u64>,
+    /// Size of /workspace.
+    #[arg(long, value_name = "SIZE")]
+    pub workspace_size: Option<String>,
+    /// Size of /tmp.
+    #[arg(long, value_name = "SIZE")]
+    pub tmp_size: Option<String>,
+    /// Wall-clock limit of the compile (default: the profile's).
+    #[arg(long, value_name = "DUR")]
+    pub compile_timeout: Option<String>,
+    /// Memory limit of the compile.
+    #[arg(long, value_name = "SIZE")]
+    pub compile_memory: Option<String>,
+    /// Processes of the compile.
+    #[arg(long, value_name = "N")]
+    pub compile_pids: Option<u64>,
+}
+
+impl RunLimitArgs {
+    pub fn run_overrides(&self) -> crate::profile::LimitOverrides {
+        crate::profile::LimitOverrides {
+            timeout: self.timeout.clone(),
+            cpu_time: self.cpu_time.clone(),
+            memory: self.memory.clone(),
+            cpus: self.cpus,
+            pids: self.pids,
+            output_limit: self.output_limit.clone(),
+            file_size: self.file_size.clone(),
+            open_files: self.open_files,
+            workspace_size: self.workspace_size.clone(),
+            tmp_size: self.tmp_size.clone(),
+        }
+    }
+    pub fn compile_overrides(&self) -> crate::profile::LimitOverrides {
+        crate::profile::LimitOverrides {
+            timeout: self.compile_timeout.clone(),
+            memory: self.compile_memory.clone(),
+            pids: self.compile_pids,
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The language (see `cordon profiles`).
+    #[arg(long, short = 'l', value_name = "LANG", required_unless_present_any = ["request", "requests"])]
+    pub lang: Option<String>,
+    /// The code, as a string.
+    #[arg(short = 'c', value_name = "CODE", conflicts_with = "file")]
+    pub code: Option<String>,
+    /// The source file to run, or `-` to read the code from stdin.
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// One JSON request (a file, or `-` for stdin); prints one JSON result.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["lang", "code", "file", "requests"])]
+    pub request: Option<PathBuf>,
+    /// JSON requests, one per line; prints one JSON result per line, in order.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["lang", "code", "file"])]
+    pub requests: Option<PathBuf>,
+    /// Batch mode: how many requests run at once.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "requests")]
+    pub jobs: usize,
+    /// Print the result object as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub limits: RunLimitArgs,
+    /// Add KEY=VALUE to the program's environment (repeatable).
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = spec::parse_env_pair)]
+    pub env: Vec<(String, String)>,
+    /// Copy a host file into /workspace as NAME (repeatable).
+    #[arg(long = "file", value_name = "NAME=PATH")]
+    pub files: Vec<String>,
+    /// Copy what the program wrote in /workspace here after the run.
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+    /// Feed this file to the program's stdin.
+    #[arg(long, value_name = "FILE")]
+    pub stdin: Option<PathBuf>,
+    /// `host`, a root filesystem directory, or the profile's choice (default).
+    #[arg(long, value_name = "host|DIR")]
+    pub rootfs: Option<String>,
+    /// An extra profile file (repeatable).
+    #[arg(long = "profile", value_name = "FILE")]
+    pub profiles: Vec<PathBuf>,
+    /// Accept running without a layer the host lacks (reported in the result).
+    #[arg(long, value_name = "LAYER", value_delimiter = ',')]
+    pub allow_degraded: Vec<DegradeArg>,
+    /// Which limits backend to use; forcing one the host lacks is an error.
+    #[arg(long, value_name = "BACKEND", default_value = "auto")]
+    pub limits_backend: BackendArg,
+    /// Always compile, never use the compile cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Do not record the run in the history.
+    #[arg(long)]
+    pub no_history: bool,
+    /// Arguments for the program.
+    #[arg(last = true, value_name = "ARGS")]
+    pub args: Vec<String>,
+}
+
+impl BackendArg {
+    pub fn choice(self) -> BackendChoice {
+        match self {
+            BackendArg::Auto => BackendChoice::Auto,
+            BackendArg::CgroupV2 => BackendChoice::CgroupV2,
+            BackendArg::CgroupV1 => BackendChoice::CgroupV1,
+            BackendArg::Rlimit => BackendChoice::Rlimit,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -118,12 +296,7 @@ impl ExecArgs {
         s.degrade = Degrade {
             landlock: self.allow_degraded.contains(&DegradeArg::Landlock),
         };
-        s.backend = match self.limits_backend {
-            BackendArg::Auto => BackendChoice::Auto,
-            BackendArg::CgroupV2 => BackendChoice::CgroupV2,
-            BackendArg::CgroupV1 => BackendChoice::CgroupV1,
-            BackendArg::Rlimit => BackendChoice::Rlimit,
-        };
+        s.backend = self.limits_backend.choice();
         let l = &mut s.limits;
         l.wall = self.timeout;
         l.cpu_time = self.cpu_time;

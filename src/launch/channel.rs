@@ -26,6 +26,14 @@ pub enum Msg {
     Exited { code: i32 },
     /// The payload's main process was killed by this signal.
     Signaled { signal: i32 },
+    /// A file collected from /workspace after the run (contents in base64).
+    File {
+        path: String,
+        mode: u32,
+        data: String,
+    },
+    /// A file left behind, and why.
+    FileOmitted { path: String, reason: String },
 }
 
 /// The sending side of the report pipe.
@@ -54,6 +62,22 @@ impl Reporter {
         line.push(b'\n');
         // A parent that is gone cannot be told anything; the send is best-effort by nature.
         let _ = write(&self.fd, &line);
+    }
+
+    /// Sends one message of any size. Only for init, once the payload and every other
+    /// process of the sandbox are dead: nothing else writes the pipe then.
+    pub fn send_large(&self, msg: &Msg) -> Result<(), Errno> {
+        let mut line = serde_json::to_vec(msg).unwrap_or_default();
+        line.push(b'\n');
+        let mut rest = &line[..];
+        while !rest.is_empty() {
+            match write(&self.fd, rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     pub fn fail(&self, step: &str, message: impl std::fmt::Display, exit_code: i32) {

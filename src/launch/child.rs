@@ -45,6 +45,10 @@ pub struct ChildCtx<'a> {
     pub stdin: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// Files to write into /workspace before the payload starts.
+    pub files: &'a [crate::spec::InputFile],
+    /// Files to bring back after the payload exits.
+    pub collect: Option<&'a crate::spec::Collect>,
 }
 
 /// init's entry point, right after `clone`. Never returns.
@@ -105,10 +109,17 @@ pub fn init_main(ctx: ChildCtx) -> ! {
         stdout,
         stderr,
         report,
+        files,
+        collect,
         ..
     } = ctx;
     drop((stdin, stdout, stderr));
-    reap(payload, &report)
+    reap(payload, &report, |report| {
+        if let Some(spec) = collect {
+            super::collect::kill_and_reap_all();
+            super::collect::collect(report, spec, files);
+        }
+    })
 }
 
 fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
@@ -143,19 +154,23 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     crate::fs::apply(ctx.plan).map_err(|err| ("build the root filesystem", err.to_string()))?;
     nix::unistd::sethostname(ctx.hostname).map_err(e("set the hostname"))?;
     sys::loopback_up().map_err(e("bring up the loopback interface"))?;
+    super::collect::write_inputs(ctx.files)
+        .map_err(|m| ("write the input files into /workspace", m))?;
     Ok(())
 }
 
 /// Reaps every child until the payload exits, then reports how it ended and exits.
-fn reap(payload: Pid, report: &Reporter) -> ! {
+fn reap(payload: Pid, report: &Reporter, after: impl FnOnce(&Reporter)) -> ! {
     loop {
         match waitpid(None, Some(WaitPidFlag::__WALL)) {
             Ok(WaitStatus::Exited(pid, code)) if pid == payload => {
                 report.send(&Msg::Exited { code });
+                after(report);
                 sys::exit_now(0);
             }
             Ok(WaitStatus::Signaled(pid, sig, _)) if pid == payload => {
                 report.send(&Msg::Signaled { signal: sig as i32 });
+                after(report);
                 sys::exit_now(0);
             }
             Ok(_) | Err(Errno::EINTR) => continue,

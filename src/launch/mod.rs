@@ -4,6 +4,7 @@
 mod channel;
 mod child;
 mod classify;
+mod collect;
 mod supervise;
 
 use crate::fs::plan::{self, HostView};
@@ -170,6 +171,8 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 stdin: in_r,
                 stdout: out_w,
                 stderr: err_w,
+                files: &spec.files,
+                collect: spec.collect.as_ref(),
             })
         }
         Ok(CloneResult::Parent(pid)) => pid,

@@ -118,6 +118,75 @@ pub enum StdinSource {
     Bytes(Vec<u8>),
 }
 
+/// A file cordon writes into /workspace before the program starts (by the sandbox's init,
+/// never through a host path the sandbox could have planted a symlink at).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    /// Relative path under /workspace, checked by [`check_relative_path`].
+    pub path: String,
+    pub contents: Vec<u8>,
+    /// Permission bits (only 0o777 is kept: never setuid, setgid or sticky).
+    pub mode: u32,
+}
+
+/// Which files to bring back from /workspace once every process of the sandbox is dead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collect {
+    /// At most this many files...
+    pub max_files: usize,
+    /// ...and this many bytes in all; the rest is listed as omitted.
+    pub max_bytes: u64,
+    /// Only these paths (for a compile phase: the artifact); `None` = everything.
+    pub only: Option<Vec<String>>,
+}
+
+impl Default for Collect {
+    fn default() -> Self {
+        Collect {
+            max_files: 1000,
+            max_bytes: 64 * MIB,
+            only: None,
+        }
+    }
+}
+
+/// Longest relative path accepted for input and output files, and longest component.
+pub const MAX_PATH_LEN: usize = 1024;
+pub const MAX_NAME_LEN: usize = 255;
+
+/// Checks a file name given for /workspace: relative, no `.`/`..`/empty components, no NUL,
+/// bounded length. Rejects rather than normalises.
+pub fn check_relative_path(path: &str) -> Result<(), ParseError> {
+    let bad = |hint: &str| {
+        Err(ParseError::new(
+            "file name",
+            &path.escape_debug().to_string(),
+            hint,
+        ))
+    };
+    if path.is_empty() {
+        return bad("a file name cannot be empty");
+    }
+    if path.len() > MAX_PATH_LEN {
+        return bad("longer than 1024 bytes");
+    }
+    if path.contains('\0') {
+        return bad("contains a NUL byte");
+    }
+    if path.starts_with('/') {
+        return bad("must be relative to /workspace, not absolute");
+    }
+    for comp in path.split('/') {
+        match comp {
+            "" => return bad("has an empty component (`//` or a trailing `/`)"),
+            "." | ".." => return bad("`.` and `..` are not allowed"),
+            c if c.len() > MAX_NAME_LEN => return bad("has a component longer than 255 bytes"),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Everything the launcher needs to run one sandbox.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
@@ -136,6 +205,10 @@ pub struct SandboxSpec {
     /// Also copy the program's stdout/stderr to cordon's own, live, as they arrive (still
     /// capped at the output limit). The CLI does this unless `--json` was given.
     pub passthrough: bool,
+    /// Files written into /workspace before the program starts.
+    pub files: Vec<InputFile>,
+    /// Bring files back from /workspace after the run (see [`Collect`]).
+    pub collect: Option<Collect>,
 }
 
 impl SandboxSpec {
@@ -152,6 +225,8 @@ impl SandboxSpec {
             backend: BackendChoice::default(),
             seccomp_policy: "default".to_string(),
             passthrough: false,
+            files: Vec::new(),
+            collect: None,
         }
     }
 
@@ -226,6 +301,14 @@ impl SandboxSpec {
                 "at least one process is needed",
             ));
         }
+        for f in &self.files {
+            check_relative_path(&f.path)?;
+        }
+        if let Some(only) = self.collect.as_ref().and_then(|c| c.only.as_ref()) {
+            for p in only {
+                check_relative_path(p)?;
+            }
+        }
         if self.hostname.is_empty() || self.hostname.len() > 64 || self.hostname.contains('\0') {
             return Err(ParseError::new(
                 "hostname",
@@ -251,6 +334,29 @@ mod tests {
         assert!(env.contains(&("FOO".into(), "1".into())));
         assert!(env.contains(&("TERM".into(), "xterm".into())));
         assert_eq!(env.len(), 6);
+    }
+
+    #[test]
+    fn relative_paths() {
+        for ok in ["a", "a/b.txt", "dir/sub/x.py", "ü.txt", "-rf", "$(x)"] {
+            assert!(check_relative_path(ok).is_ok(), "{ok}");
+        }
+        let long_name = "x".repeat(256);
+        let long_path = "a/".repeat(600);
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../b",
+            "./a",
+            "a//b",
+            "a/",
+            "a\0b",
+            long_name.as_str(),
+            long_path.as_str(),
+        ] {
+            assert!(check_relative_path(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

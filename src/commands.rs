@@ -1,0 +1,409 @@
+//! The CLI's commands, on top of the library: turn parsed arguments into requests, print
+//! results, pick exit codes. `main.rs` only dispatches here.
+
+use crate::cli::{ExecArgs, RunArgs};
+use crate::outcome::{Outcome, exit_codes};
+use crate::run::{RunError, RunOptions, RunRequest};
+use crate::spec::{Degrade, InputFile, Rootfs, StdinSource};
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+
+fn print_json(v: &impl serde::Serialize, pretty: bool) -> i32 {
+    let s = if pretty {
+        serde_json::to_string_pretty(v)
+    } else {
+        serde_json::to_string(v)
+    };
+    match s {
+        Ok(s) => {
+            println!("{s}");
+            0
+        }
+        Err(e) => {
+            eprintln!("cordon: cannot encode the result: {e}");
+            exit_codes::SANDBOX_ERROR
+        }
+    }
+}
+
+/// The JSON object printed when cordon failed before anything ran.
+fn error_json(message: &str) -> serde_json::Value {
+    serde_json::json!({
+        "success": false,
+        "status": "sandbox_error",
+        "message": message,
+        "cliExitCode": exit_codes::SANDBOX_ERROR,
+    })
+}
+
+/// Prints an outcome the way the CLI does and returns the exit code.
+fn report(outcome: &Outcome, json: bool) -> i32 {
+    if json {
+        if print_json(outcome, true) != 0 {
+            return exit_codes::SANDBOX_ERROR;
+        }
+    } else {
+        if let Some(c) = &outcome.compile
+            && !c.cached
+            && c.status != crate::Status::Ok
+        {
+            let _ = std::io::stderr().write_all(c.error.as_bytes());
+            let _ = std::io::stderr().write_all(c.output.as_bytes());
+        }
+        if let Some(m) = &outcome.message {
+            eprintln!("cordon: {}: {m}", outcome.status.as_str());
+        }
+    }
+    outcome.cli_exit_code
+}
+
+fn fail(e: impl std::fmt::Display, json: bool) -> i32 {
+    if json {
+        print_json(&error_json(&e.to_string()), false);
+    }
+    eprintln!("cordon: {e}");
+    exit_codes::SANDBOX_ERROR
+}
+
+/// `cordon exec`.
+pub fn exec(args: &ExecArgs) -> i32 {
+    let spec = args.to_spec();
+    match crate::run_spec(&spec) {
+        Ok(outcome) => report(&outcome, args.json),
+        Err(e) => fail(e, args.json),
+    }
+}
+
+fn run_options(args: &RunArgs) -> RunOptions {
+    RunOptions {
+        profiles: args.profiles.clone(),
+        rootfs: args.rootfs.as_ref().map(|r| {
+            if r == "host" {
+                Rootfs::Host
+            } else {
+                Rootfs::Dir(PathBuf::from(r))
+            }
+        }),
+        degrade: Degrade {
+            landlock: args
+                .allow_degraded
+                .contains(&crate::cli::DegradeArg::Landlock),
+        },
+        backend: args.limits_backend.choice(),
+        passthrough: !args.json,
+        cache: !args.no_cache,
+        history: !args.no_history,
+        collect: true,
+    }
+}
+
+fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
+    let lang = args.lang.clone().unwrap_or_default();
+    let mut stdin = match &args.stdin {
+        Some(p) => StdinSource::File(p.clone()),
+        None => StdinSource::Forward,
+    };
+    let code: Vec<u8> = match (&args.code, &args.file) {
+        (Some(c), _) => c.clone().into_bytes(),
+        (None, Some(p)) if p.as_os_str() == "-" => {
+            let mut buf = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut buf)
+                .map_err(|e| RunError::Request(format!("cannot read the code from stdin: {e}")))?;
+            if args.stdin.is_none() {
+                stdin = StdinSource::Null;
+            }
+            buf
+        }
+        (None, Some(p)) => std::fs::read(p)
+            .map_err(|e| RunError::Request(format!("cannot read {}: {e}", p.display())))?,
+        (None, None) => {
+            return Err(RunError::Request(
+                "give the code: a FILE, `-c CODE`, or `-` to read it from stdin (or use --request)"
+                    .into(),
+            ));
+        }
+    };
+    let mut files = vec![InputFile {
+        path: String::new(),
+        contents: code,
+        mode: 0o644,
+    }];
+    for f in &args.files {
+        files.push(crate::run::read_input_file(f)?);
+    }
+    Ok(RunRequest {
+        language: lang,
+        files,
+        entry: None,
+        args: args.args.clone(),
+        stdin,
+        env: args.env.clone(),
+        limits: args.limits.run_overrides(),
+        compile_limits: args.limits.compile_overrides(),
+        output_dir: args.output_dir.clone(),
+    })
+}
+
+/// Runs one JSON request text and returns the result as JSON plus the exit code.
+fn run_json_text(text: &str, opts: &RunOptions) -> (serde_json::Value, i32) {
+    let outcome = crate::request::parse(text)
+        .and_then(|r| r.into_run())
+        .and_then(|r| crate::run::execute(&r, opts));
+    match outcome {
+        Ok(o) => {
+            let code = o.cli_exit_code;
+            (
+                serde_json::to_value(&o).unwrap_or_else(|e| error_json(&e.to_string())),
+                code,
+            )
+        }
+        Err(e) => (error_json(&e.to_string()), exit_codes::SANDBOX_ERROR),
+    }
+}
+
+/// `cordon run`.
+pub fn run(args: &RunArgs) -> i32 {
+    let mut opts = run_options(args);
+    if let Some(path) = &args.request {
+        opts.passthrough = false;
+        let text = if path.as_os_str() == "-" {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s).map(|_| s)
+        } else {
+            std::fs::read_to_string(path)
+        };
+        let text = match text {
+            Ok(t) => t,
+            Err(e) => {
+                return fail(
+                    format!("cannot read the request {}: {e}", path.display()),
+                    true,
+                );
+            }
+        };
+        let (v, code) = run_json_text(&text, &opts);
+        print_json(&v, true);
+        return code;
+    }
+    if let Some(path) = &args.requests {
+        return batch(path, args.jobs.max(1), args);
+    }
+    match request_from_args(args).and_then(|r| crate::run::execute(&r, &opts)) {
+        Ok(o) => report(&o, args.json),
+        Err(e) => fail(e, args.json),
+    }
+}
+
+/// `--requests FILE.jsonl --jobs N`: each line runs in its own `cordon run --request -`
+/// process (a sandbox must be started from a single-threaded process, so concurrency is
+/// processes, not threads); results are printed one per line, in input order.
+fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
+    let input: Box<dyn BufRead> = if path.as_os_str() == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        match std::fs::File::open(path) {
+            Ok(f) => Box::new(std::io::BufReader::new(f)),
+            Err(e) => {
+                return fail(
+                    format!("cannot read the requests {}: {e}", path.display()),
+                    true,
+                );
+            }
+        }
+    };
+    let lines: Vec<String> = match input.lines().collect() {
+        Ok(l) => l,
+        Err(e) => {
+            return fail(
+                format!("cannot read the requests {}: {e}", path.display()),
+                true,
+            );
+        }
+    };
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    let mut common: Vec<String> = vec!["run".into(), "--request".into(), "-".into()];
+    for p in &args.profiles {
+        common.push("--profile".into());
+        common.push(p.display().to_string());
+    }
+    if let Some(r) = &args.rootfs {
+        common.extend(["--rootfs".into(), r.clone()]);
+    }
+    if args.no_cache {
+        common.push("--no-cache".into());
+    }
+    if args.no_history {
+        common.push("--no-history".into());
+    }
+    for d in &args.allow_degraded {
+        if *d == crate::cli::DegradeArg::Landlock {
+            common.extend(["--allow-degraded".into(), "landlock".into()]);
+        }
+    }
+    let backend = match args.limits_backend {
+        crate::cli::BackendArg::Auto => "auto",
+        crate::cli::BackendArg::CgroupV2 => "cgroup-v2",
+        crate::cli::BackendArg::CgroupV1 => "cgroup-v1",
+        crate::cli::BackendArg::Rlimit => "rlimit",
+    };
+    common.extend(["--limits-backend".into(), backend.into()]);
+
+    let todo: Vec<(usize, String)> = lines
+        .into_iter()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .collect();
+    let mut results: Vec<Option<String>> = vec![None; todo.len()];
+    let mut running: Vec<(usize, std::process::Child)> = Vec::new();
+    let mut next = 0;
+    let mut worst = 0;
+    let mut printed = 0;
+    let out = std::io::stdout();
+    while printed < todo.len() {
+        while running.len() < jobs && next < todo.len() {
+            let spawned = std::process::Command::new(&exe)
+                .args(&common)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::inherit())
+                .spawn();
+            match spawned {
+                Ok(mut child) => {
+                    let line = todo[next].1.clone();
+                    if let Some(mut i) = child.stdin.take() {
+                        let _ = i.write_all(line.as_bytes());
+                    }
+                    running.push((next, child));
+                }
+                Err(e) => {
+                    results[next] =
+                        Some(error_json(&format!("cannot start a worker: {e}")).to_string());
+                }
+            }
+            next += 1;
+        }
+        // Wait for the oldest running job (results are printed in order anyway).
+        if let Some(pos) = running
+            .iter()
+            .position(|(i, _)| *i == printed)
+            .or(if running.is_empty() { None } else { Some(0) })
+        {
+            let (i, child) = running.remove(pos);
+            let result = match child.wait_with_output() {
+                Ok(o) => {
+                    worst = worst.max(o.status.code().unwrap_or(exit_codes::SANDBOX_ERROR));
+                    let text = String::from_utf8_lossy(&o.stdout);
+                    match serde_json::from_str::<serde_json::Value>(&text) {
+                        Ok(v) => v.to_string(),
+                        Err(_) => error_json(&format!(
+                            "worker for line {} printed no result",
+                            todo[i].0 + 1
+                        ))
+                        .to_string(),
+                    }
+                }
+                Err(e) => error_json(&format!("worker for line {} failed: {e}", todo[i].0 + 1))
+                    .to_string(),
+            };
+            results[i] = Some(result);
+        }
+        while printed < todo.len() {
+            match results[printed].take() {
+                Some(r) => {
+                    let mut o = out.lock();
+                    let _ = writeln!(o, "{r}");
+                    let _ = o.flush();
+                    printed += 1;
+                }
+                None => break,
+            }
+        }
+    }
+    if worst == 0 { 0 } else { 1 }
+}
+
+/// `cordon profiles`.
+pub fn profiles(json: bool, extra: &[PathBuf]) -> i32 {
+    let all = match crate::profile::all(extra) {
+        Ok(a) => a,
+        Err(e) => return fail(e, json),
+    };
+    let mut rows = Vec::new();
+    for p in all.values() {
+        let rootfs = crate::run::resolve_rootfs(p, None);
+        let version = p.version.as_ref().map(|argv| {
+            let mut s = crate::SandboxSpec::new(argv.clone());
+            s.rootfs = rootfs.clone();
+            s.stdin = StdinSource::Null;
+            s.limits.wall = std::time::Duration::from_secs(20);
+            s.limits.memory = Some(1 << 30);
+            s.limits.pids = Some(256);
+            match crate::run_spec(&s) {
+                Ok(o) if o.success => {
+                    let text = if o.output.trim().is_empty() {
+                        o.error
+                    } else {
+                        o.output
+                    };
+                    text.lines().next().unwrap_or("").trim().to_string()
+                }
+                Ok(o) => format!(
+                    "unavailable ({}: {})",
+                    o.status.as_str(),
+                    o.message.unwrap_or(o.error).trim()
+                ),
+                Err(e) => format!("unavailable ({e})"),
+            }
+        });
+        rows.push(serde_json::json!({
+            "language": p.name,
+            "description": p.description,
+            "compiled": p.is_compiled(),
+            "version": version,
+            "rootfs": match &rootfs { Rootfs::Host => "host".to_string(), Rootfs::Dir(d) => d.display().to_string() },
+        }));
+    }
+    if json {
+        return print_json(&rows, true);
+    }
+    println!(
+        "{:<8} {:<9} {:<40} ROOTFS",
+        "LANGUAGE", "COMPILED", "VERSION"
+    );
+    for r in &rows {
+        println!(
+            "{:<8} {:<9} {:<40} {}",
+            r["language"].as_str().unwrap_or(""),
+            if r["compiled"].as_bool().unwrap_or(false) {
+                "yes"
+            } else {
+                "no"
+            },
+            r["version"].as_str().unwrap_or("-"),
+            r["rootfs"].as_str().unwrap_or("")
+        );
+    }
+    0
+}
+
+/// `cordon history`.
+pub fn history(last: usize, json: bool) -> i32 {
+    let _ = (last, json);
+    eprintln!("cordon: history is not available in this build");
+    exit_codes::SANDBOX_ERROR
+}
+
+/// `cordon rootfs build LANG`.
+pub fn rootfs_build(lang: &str) -> i32 {
+    let _ = lang;
+    eprintln!("cordon: rootfs build is not available in this build");
+    exit_codes::SANDBOX_ERROR
+}
+
+/// `cordon rootfs list`.
+pub fn rootfs_list(json: bool) -> i32 {
+    let _ = json;
+    eprintln!("cordon: rootfs list is not available in this build");
+    exit_codes::SANDBOX_ERROR
+}

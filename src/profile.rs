@@ -1,0 +1,345 @@
+//! Language profiles: how to run (and first compile) code in one language. One TOML file per
+//! language under `profiles/`, embedded at build time; users add or override languages with
+//! `--profile PATH` or files in `$XDG_CONFIG_HOME/cordon/profiles/` (see profiles/README.md,
+//! which documents every key). Unknown keys are errors.
+
+use crate::spec::{self, Limits, ParseError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The built-in profiles, embedded so that an installed cordon needs no data files.
+const BUILTIN: &[(&str, &str)] = &[
+    ("python", include_str!("../profiles/python.toml")),
+    ("node", include_str!("../profiles/node.toml")),
+    ("go", include_str!("../profiles/go.toml")),
+    ("rust", include_str!("../profiles/rust.toml")),
+    ("bash", include_str!("../profiles/bash.toml")),
+];
+
+/// Language names that mean the same profile.
+const ALIASES: &[(&str, &str)] = &[
+    ("py", "python"),
+    ("python3", "python"),
+    ("js", "node"),
+    ("javascript", "node"),
+    ("golang", "go"),
+    ("sh", "bash"),
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error(
+        "unknown language `{0}`; known: {1}. Add one with --profile FILE.toml (see profiles/README.md)"
+    )]
+    Unknown(String, String),
+    #[error("profile {origin}: {message}; see profiles/README.md for the keys")]
+    Invalid { origin: String, message: String },
+    #[error("cannot read profile {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Limit overrides a profile may set; every one is optional and keeps cordon's default.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitOverrides {
+    pub timeout: Option<String>,
+    pub cpu_time: Option<String>,
+    pub memory: Option<String>,
+    pub cpus: Option<f64>,
+    pub pids: Option<u64>,
+    pub output_limit: Option<String>,
+    pub file_size: Option<String>,
+    pub open_files: Option<u64>,
+    pub workspace_size: Option<String>,
+    pub tmp_size: Option<String>,
+}
+
+impl LimitOverrides {
+    /// Applies these overrides on top of `base`.
+    pub fn apply(&self, base: &mut Limits) -> Result<(), ParseError> {
+        let size = |v: &Option<String>| v.as_deref().map(spec::parse_size).transpose();
+        let dur = |v: &Option<String>| v.as_deref().map(spec::parse_duration).transpose();
+        if let Some(t) = dur(&self.timeout)? {
+            base.wall = t;
+        }
+        if let Some(t) = dur(&self.cpu_time)? {
+            base.cpu_time = Some(t);
+        }
+        if let Some(m) = size(&self.memory)? {
+            base.memory = (m > 0).then_some(m);
+        }
+        if let Some(c) = self.cpus {
+            base.cpus = (c > 0.0).then_some(c);
+        }
+        if let Some(p) = self.pids {
+            base.pids = (p > 0).then_some(p);
+        }
+        if let Some(o) = size(&self.output_limit)? {
+            base.output = o;
+        }
+        if let Some(f) = size(&self.file_size)? {
+            base.file_size = (f > 0).then_some(f);
+        }
+        if let Some(n) = self.open_files {
+            base.open_files = n;
+        }
+        if let Some(w) = size(&self.workspace_size)? {
+            base.workspace_size = w;
+        }
+        if let Some(t) = size(&self.tmp_size)? {
+            base.tmp_size = t;
+        }
+        Ok(())
+    }
+}
+
+fn default_rootfs() -> String {
+    "auto".into()
+}
+fn default_seccomp() -> String {
+    "default".into()
+}
+
+/// One language.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// The language name (`cordon run --lang NAME`).
+    pub name: String,
+    pub description: String,
+    /// The file name the code is written to in /workspace.
+    pub source: String,
+    /// The compiler's argv, for compiled languages. `{source}` and `{artifact}` are replaced.
+    #[serde(default)]
+    pub compile: Option<Vec<String>>,
+    /// The file the compiler writes (relative to /workspace); required with `compile`.
+    #[serde(default)]
+    pub artifact: Option<String>,
+    /// The argv that runs the program; the caller's arguments are appended.
+    pub run: Vec<String>,
+    /// argv that prints the toolchain version (`cordon profiles`).
+    #[serde(default)]
+    pub version: Option<Vec<String>>,
+    /// Extra environment for the run.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Extra environment for the compile.
+    #[serde(default)]
+    pub compile_env: BTreeMap<String, String>,
+    /// `auto` (the built rootfs for this language if there is one, else the host), `host`, or
+    /// a directory.
+    #[serde(default = "default_rootfs")]
+    pub rootfs: String,
+    /// Built-in seccomp policy name.
+    #[serde(default = "default_seccomp")]
+    pub seccomp: String,
+    /// Run-phase limit defaults.
+    #[serde(default)]
+    pub limits: LimitOverrides,
+    /// Compile-phase limit defaults (on top of cordon's, not of `limits`).
+    #[serde(default)]
+    pub compile_limits: LimitOverrides,
+}
+
+impl Profile {
+    /// Parses and checks one profile.
+    pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileError> {
+        let inv = |message: String| ProfileError::Invalid {
+            origin: origin.into(),
+            message,
+        };
+        let p: Profile = toml::from_str(text).map_err(|e| inv(e.to_string()))?;
+        if p.name.is_empty()
+            || !p
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(inv(format!(
+                "`name` {:?} must be letters, digits, - or _",
+                p.name
+            )));
+        }
+        spec::check_relative_path(&p.source).map_err(|e| inv(format!("`source`: {e}")))?;
+        if p.run.is_empty() {
+            return Err(inv("`run` must name a program".into()));
+        }
+        match (&p.compile, &p.artifact) {
+            (Some(c), Some(a)) => {
+                if c.is_empty() {
+                    return Err(inv("`compile` must name a program".into()));
+                }
+                spec::check_relative_path(a).map_err(|e| inv(format!("`artifact`: {e}")))?;
+            }
+            (Some(_), None) => {
+                return Err(inv(
+                    "`compile` needs `artifact`: the file the compiler writes".into(),
+                ));
+            }
+            (None, Some(_)) => return Err(inv("`artifact` without `compile`".into())),
+            (None, None) => {}
+        }
+        for (k, _) in p.env.iter().chain(&p.compile_env) {
+            spec::parse_env_pair(&format!("{k}=")).map_err(|e| inv(e.to_string()))?;
+        }
+        let mut l = Limits::default();
+        p.limits
+            .apply(&mut l)
+            .map_err(|e| inv(format!("[limits]: {e}")))?;
+        p.compile_limits
+            .apply(&mut l)
+            .map_err(|e| inv(format!("[compile_limits]: {e}")))?;
+        if !crate::security::seccomp::builtin_names().contains(&p.seccomp.as_str()) {
+            return Err(inv(format!(
+                "`seccomp` {:?} is not a built-in policy",
+                p.seccomp
+            )));
+        }
+        Ok(p)
+    }
+
+    /// Replaces `{source}` and `{artifact}` in an argv.
+    pub fn expand(&self, argv: &[String], source: &str) -> Vec<String> {
+        let artifact = self.artifact.as_deref().unwrap_or("");
+        argv.iter()
+            .map(|a| {
+                a.replace("{source}", source)
+                    .replace("{artifact}", artifact)
+            })
+            .collect()
+    }
+
+    pub fn is_compiled(&self) -> bool {
+        self.compile.is_some()
+    }
+}
+
+/// The user's profile directory: `$XDG_CONFIG_HOME/cordon/profiles` (default
+/// `~/.config/cordon/profiles`).
+pub fn user_dir() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        Some(x) => PathBuf::from(x),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".config"),
+    };
+    Some(base.join("cordon").join("profiles"))
+}
+
+/// Every profile: built-ins, then the user's directory (a user file overrides a built-in of
+/// the same name), then `extra` files (`--profile`).
+pub fn all(extra: &[PathBuf]) -> Result<BTreeMap<String, Profile>, ProfileError> {
+    let mut out = BTreeMap::new();
+    for (name, text) in BUILTIN {
+        let p = Profile::parse(text, &format!("built-in `{name}`"))?;
+        out.insert(p.name.clone(), p);
+    }
+    let mut files: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = user_dir()
+        && let Ok(rd) = std::fs::read_dir(&dir)
+    {
+        let mut v: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        v.sort();
+        files.extend(v);
+    }
+    files.extend(extra.iter().cloned());
+    for path in files {
+        let text = std::fs::read_to_string(&path).map_err(|source| ProfileError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let p = Profile::parse(&text, &path.display().to_string())?;
+        out.insert(p.name.clone(), p);
+    }
+    Ok(out)
+}
+
+/// Finds the profile for `lang` (a name or an alias).
+pub fn find(lang: &str, extra: &[PathBuf]) -> Result<Profile, ProfileError> {
+    let profiles = all(extra)?;
+    let name = ALIASES
+        .iter()
+        .find(|(a, _)| *a == lang)
+        .map(|(_, n)| *n)
+        .unwrap_or(lang);
+    profiles.get(name).cloned().ok_or_else(|| {
+        ProfileError::Unknown(
+            lang.into(),
+            profiles.keys().cloned().collect::<Vec<_>>().join(", "),
+        )
+    })
+}
+
+/// The host path a profile's program resolves to on `--rootfs host` (for the toolchain's
+/// identity in the compile cache key, and for `cordon profiles`).
+pub fn resolve_on_host(program: &str, root: &Path) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(root.join(program.trim_start_matches('/')));
+    }
+    spec::DEFAULT_PATH
+        .split(':')
+        .map(|d| root.join(d.trim_start_matches('/')).join(program))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse_and_compiled_ones_have_artifacts() {
+        let all = all(&[]).unwrap();
+        for name in ["python", "node", "go", "rust", "bash"] {
+            assert!(all.contains_key(name), "{name}");
+        }
+        assert!(
+            all["go"].is_compiled() && all["rust"].is_compiled() && !all["python"].is_compiled()
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        let base = "name = \"x\"\ndescription = \"d\"\nsource = \"a.x\"\nrun = [\"x\"]\n";
+        assert!(Profile::parse(base, "t").is_ok());
+        let e = Profile::parse(&format!("{base}colour = \"red\"\n"), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("colour"), "{e}");
+        assert!(Profile::parse(&format!("{base}compile = [\"cc\"]\n"), "t").is_err());
+        assert!(Profile::parse(&base.replace("a.x", "../a.x"), "t").is_err());
+        assert!(Profile::parse(&format!("{base}[limits]\nmemory = \"lots\"\n"), "t").is_err());
+        assert!(Profile::parse(&format!("{base}seccomp = \"none\"\n"), "t").is_err());
+        assert!(Profile::parse(&format!("{base}[limits]\nmemroy = \"1G\"\n"), "t").is_err());
+    }
+
+    #[test]
+    fn aliases_and_expansion() {
+        let p = find("py", &[]).unwrap();
+        assert_eq!(p.name, "python");
+        let r = find("rust", &[]).unwrap();
+        let argv = r.expand(r.compile.as_ref().unwrap(), "main.rs");
+        assert!(argv.contains(&"main.rs".to_string()) && argv.contains(&"main".to_string()));
+        assert!(matches!(find("cobol", &[]), Err(ProfileError::Unknown(..))));
+    }
+
+    #[test]
+    fn overrides_apply() {
+        let o = LimitOverrides {
+            timeout: Some("5s".into()),
+            memory: Some("0".into()),
+            pids: Some(7),
+            ..Default::default()
+        };
+        let mut l = Limits::default();
+        o.apply(&mut l).unwrap();
+        assert_eq!(l.wall, std::time::Duration::from_secs(5));
+        assert_eq!(l.memory, None);
+        assert_eq!(l.pids, Some(7));
+    }
+}

@@ -1,0 +1,271 @@
+//! The JSON request: one object in, one result object out (`cordon run --request`), or one
+//! per line (`--requests FILE.jsonl`). Field names are camelCase; an unknown field is an error
+//! that names it.
+
+use crate::profile::LimitOverrides;
+use crate::run::{RunError, RunRequest};
+use crate::spec::{InputFile, StdinSource, check_relative_path};
+use base64::Engine;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A file in a request: plain UTF-8 text, or `{content, encoding}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum JsonFile {
+    Text(String),
+    Encoded(EncodedFile),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EncodedFile {
+    pub content: String,
+    #[serde(default)]
+    pub encoding: Encoding,
+    /// Make the file executable.
+    #[serde(default)]
+    pub executable: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Encoding {
+    #[default]
+    Utf8,
+    Base64,
+}
+
+/// `config`: limits in the units agent tools use (milliseconds, megabytes).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JsonConfig {
+    /// Wall-clock limit, ms.
+    pub timeout: Option<u64>,
+    /// Memory limit, MB (MiB).
+    pub memory_limit: Option<u64>,
+    /// CPUs.
+    pub cpu_limit: Option<f64>,
+    pub pids: Option<u64>,
+    /// `false` or `"none"` only, for now.
+    pub network: Option<serde_json::Value>,
+    /// Output limit per stream, bytes.
+    pub output_limit: Option<u64>,
+    /// Compile wall-clock limit, ms.
+    pub compile_timeout: Option<u64>,
+    /// CPU-time limit, ms.
+    pub cpu_time: Option<u64>,
+}
+
+/// One request.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct JsonRequest {
+    pub language: String,
+    pub code: Option<String>,
+    #[serde(default)]
+    pub files: BTreeMap<String, JsonFile>,
+    /// With `files` and no `code`: which file to run.
+    pub entry_point: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    pub stdin: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub config: JsonConfig,
+    pub output_dir: Option<PathBuf>,
+}
+
+fn bad(msg: impl Into<String>) -> RunError {
+    RunError::Request(msg.into())
+}
+
+/// Parses one request, naming the field at fault in errors.
+pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
+    serde_json::from_str(text).map_err(|e| {
+        let hint = if e.to_string().contains("unknown field") {
+            "; the fields are: language, code, files, entryPoint, args, stdin, env, config, outputDir"
+        } else if e.to_string().contains("missing field") {
+            "; `language` is required"
+        } else {
+            ""
+        };
+        bad(format!("invalid request: {e}{hint}"))
+    })
+}
+
+impl JsonRequest {
+    /// Turns the request into a [`RunRequest`], checking every name and value.
+    pub fn into_run(self) -> Result<RunRequest, RunError> {
+        if self.language.trim().is_empty() {
+            return Err(bad("invalid request: `language` is empty"));
+        }
+        let mut files = Vec::new();
+        if let Some(code) = self.code {
+            files.push(InputFile {
+                path: String::new(),
+                contents: code.into_bytes(),
+                mode: 0o644,
+            });
+        }
+        for (name, f) in self.files {
+            check_relative_path(&name).map_err(|e| bad(format!("invalid request: files: {e}")))?;
+            let (contents, exec) = match f {
+                JsonFile::Text(t) => (t.into_bytes(), false),
+                JsonFile::Encoded(EncodedFile {
+                    content,
+                    encoding: Encoding::Utf8,
+                    executable,
+                }) => (content.into_bytes(), executable),
+                JsonFile::Encoded(EncodedFile {
+                    content,
+                    encoding: Encoding::Base64,
+                    executable,
+                }) => {
+                    let b = base64::engine::general_purpose::STANDARD
+                        .decode(content.trim())
+                        .map_err(|e| {
+                            bad(format!(
+                                "invalid request: files.{name}: not valid base64: {e}"
+                            ))
+                        })?;
+                    (b, executable)
+                }
+            };
+            files.push(InputFile {
+                path: name,
+                contents,
+                mode: if exec { 0o755 } else { 0o644 },
+            });
+        }
+        if files.is_empty() {
+            return Err(bad(
+                "invalid request: give `code`, or `files` with an `entryPoint`",
+            ));
+        }
+        let has_code = files.iter().any(|f| f.path.is_empty());
+        if !has_code && self.entry_point.is_none() {
+            return Err(bad(
+                "invalid request: without `code`, name the file to run in `entryPoint`",
+            ));
+        }
+        if let Some(e) = &self.entry_point {
+            check_relative_path(e)
+                .map_err(|err| bad(format!("invalid request: entryPoint: {err}")))?;
+        }
+        match &self.config.network {
+            None | Some(serde_json::Value::Bool(false)) | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::String(s)) if s == "none" => {}
+            Some(other) => {
+                return Err(bad(format!(
+                    "invalid request: config.network {other} is not supported: sandboxes have no network (only \"none\" or false)"
+                )));
+            }
+        }
+        let c = &self.config;
+        let ms = |v: Option<u64>| v.map(|v| format!("{v}ms"));
+        let limits = LimitOverrides {
+            timeout: ms(c.timeout),
+            cpu_time: ms(c.cpu_time),
+            memory: c.memory_limit.map(|m| format!("{m}M")),
+            cpus: c.cpu_limit,
+            pids: c.pids,
+            output_limit: c.output_limit.map(|b| b.to_string()),
+            ..LimitOverrides::default()
+        };
+        let compile_limits = LimitOverrides {
+            timeout: ms(c.compile_timeout),
+            ..LimitOverrides::default()
+        };
+        for k in self.env.keys() {
+            crate::spec::parse_env_pair(&format!("{k}="))
+                .map_err(|e| bad(format!("invalid request: env: {e}")))?;
+        }
+        Ok(RunRequest {
+            language: self.language,
+            files,
+            entry: if has_code { None } else { self.entry_point },
+            args: self.args,
+            stdin: match self.stdin {
+                Some(s) => StdinSource::Bytes(s.into_bytes()),
+                None => StdinSource::Null,
+            },
+            env: self.env.into_iter().collect(),
+            limits,
+            compile_limits,
+            output_dir: self.output_dir,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_and_full_requests() {
+        let r = parse(r#"{"language":"python","code":"print(1)"}"#)
+            .unwrap()
+            .into_run()
+            .unwrap();
+        assert_eq!(r.files.len(), 1);
+        assert_eq!(r.files[0].path, "");
+        let r = parse(
+            r#"{"language":"python","files":{"a.py":"x","d/b.bin":{"content":"AAE=","encoding":"base64"}},
+                "entryPoint":"a.py","args":["-v"],"stdin":"in","env":{"K":"V"},
+                "config":{"timeout":1500,"memoryLimit":64,"cpuLimit":0.5,"pids":8,"network":false,"outputLimit":100,"compileTimeout":9000}}"#,
+        )
+        .unwrap()
+        .into_run()
+        .unwrap();
+        assert_eq!(r.entry.as_deref(), Some("a.py"));
+        assert_eq!(
+            r.files
+                .iter()
+                .find(|f| f.path == "d/b.bin")
+                .unwrap()
+                .contents,
+            vec![0, 1]
+        );
+        assert_eq!(r.limits.timeout.as_deref(), Some("1500ms"));
+        assert_eq!(r.limits.memory.as_deref(), Some("64M"));
+        assert_eq!(r.compile_limits.timeout.as_deref(), Some("9000ms"));
+        assert_eq!(r.stdin, StdinSource::Bytes(b"in".to_vec()));
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let e = parse(r#"{"language":"python","code":"x","colour":1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("colour"), "{e}");
+        let e = parse(r#"{"code":"x"}"#).unwrap_err().to_string();
+        assert!(e.contains("language"), "{e}");
+        assert!(parse("{not json").is_err());
+        for name in ["../x", "/abs", "a\u{0}b", &"n".repeat(300)] {
+            let req =
+                serde_json::json!({"language": "python", "files": {name: "x"}, "entryPoint": "x"})
+                    .to_string();
+            let e = parse(&req).unwrap().into_run().unwrap_err().to_string();
+            assert!(e.contains("file name"), "{name:?}: {e}");
+        }
+        let e = parse(r#"{"language":"python","files":{"a.py":"x"}}"#)
+            .unwrap()
+            .into_run()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("entryPoint"), "{e}");
+        let e = parse(r#"{"language":"python","code":"x","config":{"network":true}}"#)
+            .unwrap()
+            .into_run()
+            .unwrap_err();
+        assert!(e.to_string().contains("network"));
+        let e = parse(r#"{"language":"python","files":{"a":{"content":"%%%","encoding":"base64"}},"entryPoint":"a"}"#)
+            .unwrap()
+            .into_run()
+            .unwrap_err();
+        assert!(e.to_string().contains("base64"));
+    }
+}

@@ -1,0 +1,414 @@
+//! `cordon run`: code in a language in, what it printed and wrote out.
+//!
+//! One [`RunRequest`] (from the CLI, a JSON request, or the library) becomes one or two
+//! sandboxes: for a compiled language a compile sandbox (the compiler reads untrusted source,
+//! so it is sandboxed too: `include_str!("/etc/shadow")` sees the sandbox's root, not the
+//! host's), whose artifact is cached by content, then a run sandbox; for an interpreted
+//! language just the run sandbox. Both go through the one launcher ([`crate::launch::run`]).
+
+use crate::cache::{Artifact, Cache, Key};
+use crate::history::{History, Record};
+use crate::outcome::{CompileReport, Outcome, Status};
+use crate::profile::{LimitOverrides, Profile, ProfileError};
+use crate::spec::{
+    BackendChoice, Collect, Degrade, InputFile, Limits, ParseError, Rootfs, SandboxSpec,
+    StdinSource,
+};
+use std::path::{Path, PathBuf};
+
+/// Bytes of compile artifacts the cache keeps (least recently used evicted first).
+pub const CACHE_MAX_BYTES: u64 = 512 << 20;
+/// The largest input (code plus files) a request may carry.
+pub const MAX_INPUT_BYTES: u64 = 64 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error(transparent)]
+    Invalid(#[from] ParseError),
+    #[error(transparent)]
+    Launch(#[from] crate::launch::LaunchError),
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
+    #[error("{0}")]
+    Request(String),
+}
+
+/// What to run.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    pub language: String,
+    /// Source and data files for /workspace.
+    pub files: Vec<InputFile>,
+    /// The file to run (or compile); default: the profile's `source`.
+    pub entry: Option<String>,
+    pub args: Vec<String>,
+    pub stdin: StdinSource,
+    pub env: Vec<(String, String)>,
+    /// Run-phase limits, on top of the profile's.
+    pub limits: LimitOverrides,
+    /// Compile-phase limits, on top of the profile's.
+    pub compile_limits: LimitOverrides,
+    /// Where to copy what the program wrote.
+    pub output_dir: Option<PathBuf>,
+}
+
+impl RunRequest {
+    /// A request running `code` as the profile's source file.
+    pub fn code(language: &str, code: &str) -> RunRequest {
+        RunRequest {
+            language: language.into(),
+            files: vec![InputFile {
+                path: String::new(),
+                contents: code.as_bytes().to_vec(),
+                mode: 0o644,
+            }],
+            ..RunRequest::default()
+        }
+    }
+}
+
+/// How to run it (the caller's environment rather than the request's content).
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Extra profile files (`--profile`).
+    pub profiles: Vec<PathBuf>,
+    /// `--rootfs`: overrides the profile's choice.
+    pub rootfs: Option<Rootfs>,
+    pub degrade: Degrade,
+    pub backend: BackendChoice,
+    /// Copy output live to cordon's own stdout/stderr.
+    pub passthrough: bool,
+    /// Use and fill the compile cache.
+    pub cache: bool,
+    /// Append a record to the history file.
+    pub history: bool,
+    /// Collect files the program wrote (always, when `output_dir` is set).
+    pub collect: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            profiles: Vec::new(),
+            rootfs: None,
+            degrade: Degrade::default(),
+            backend: BackendChoice::Auto,
+            passthrough: false,
+            cache: true,
+            history: true,
+            collect: true,
+        }
+    }
+}
+
+/// Which root filesystem a profile runs on: `--rootfs` first, then the profile's `rootfs`
+/// (`auto`: the built rootfs of this language when there is one, else the host).
+pub fn resolve_rootfs(profile: &Profile, over: Option<&Rootfs>) -> Rootfs {
+    if let Some(r) = over {
+        return r.clone();
+    }
+    match profile.rootfs.as_str() {
+        "host" => Rootfs::Host,
+        "auto" => crate::rootfs::find(&profile.name)
+            .map(|b| Rootfs::Dir(b.path))
+            .unwrap_or(Rootfs::Host),
+        dir => Rootfs::Dir(PathBuf::from(dir)),
+    }
+}
+
+/// A stable identity of the toolchain: path, size and modification time of the compiler
+/// binary as the sandbox will see it (a package upgrade changes them).
+fn toolchain_identity(program: &str, rootfs: &Rootfs) -> String {
+    let root = match rootfs {
+        Rootfs::Host => PathBuf::from("/"),
+        Rootfs::Dir(d) => d.clone(),
+    };
+    match crate::profile::resolve_on_host(program, &root)
+        .and_then(|p| std::fs::canonicalize(&p).ok())
+    {
+        Some(p) => {
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::metadata(&p) {
+                Ok(m) => format!(
+                    "{}:{}:{}:{}",
+                    p.display(),
+                    m.size(),
+                    m.mtime(),
+                    m.mtime_nsec()
+                ),
+                Err(_) => format!("{program}:unreadable"),
+            }
+        }
+        None => format!("{program}:not-found"),
+    }
+}
+
+fn base_spec(
+    argv: Vec<String>,
+    rootfs: &Rootfs,
+    opts: &RunOptions,
+    profile: &Profile,
+) -> SandboxSpec {
+    let mut s = SandboxSpec::new(argv);
+    s.rootfs = rootfs.clone();
+    s.degrade = opts.degrade;
+    s.backend = opts.backend;
+    s.seccomp_policy = profile.seccomp.clone();
+    s
+}
+
+fn limits_with(over: &[&LimitOverrides]) -> Result<Limits, ParseError> {
+    let mut l = Limits::default();
+    for o in over {
+        o.apply(&mut l)?;
+    }
+    Ok(l)
+}
+
+/// Runs one request to completion.
+pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError> {
+    let profile = crate::profile::find(&req.language, &opts.profiles)?;
+    let entry = req.entry.clone().unwrap_or_else(|| profile.source.clone());
+    crate::spec::check_relative_path(&entry)?;
+    let mut files = req.files.clone();
+    for f in &mut files {
+        if f.path.is_empty() {
+            f.path = entry.clone();
+        }
+    }
+    let total: u64 = files.iter().map(|f| f.contents.len() as u64).sum();
+    if total > MAX_INPUT_BYTES {
+        return Err(RunError::Request(format!(
+            "the code and files add up to {total} bytes, over the {MAX_INPUT_BYTES}-byte input cap; pass large data with --file from a smaller set, or split the job"
+        )));
+    }
+    if !files.iter().any(|f| f.path == entry) {
+        return Err(RunError::Request(format!(
+            "no file named `{entry}` to run: give code (-c, a FILE, or `code`), or name an existing file as the entry point"
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for f in &files {
+        if !seen.insert(f.path.as_str()) {
+            return Err(RunError::Request(format!(
+                "file `{}` is given twice",
+                f.path
+            )));
+        }
+    }
+    let code_length = files
+        .iter()
+        .find(|f| f.path == entry)
+        .map(|f| f.contents.len() as u64)
+        .unwrap_or(0);
+    let rootfs = resolve_rootfs(&profile, opts.rootfs.as_ref());
+
+    // Compile phase (cached), for compiled languages.
+    let mut compile_report = None;
+    let mut run_files = files.clone();
+    if let (Some(compile), Some(artifact)) = (&profile.compile, &profile.artifact) {
+        let argv = profile.expand(compile, &entry);
+        let mut env: Vec<(String, String)> = profile
+            .compile_env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        env.sort();
+        let mut parts: Vec<Vec<u8>> = vec![
+            b"cordon-compile-v1".to_vec(),
+            profile.name.as_bytes().to_vec(),
+            argv.join("\0").into_bytes(),
+            env.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("\0")
+                .into_bytes(),
+            toolchain_identity(&argv[0], &rootfs).into_bytes(),
+            format!("{rootfs:?}").into_bytes(),
+        ];
+        let mut sorted: Vec<&InputFile> = files.iter().collect();
+        sorted.sort_by(|a, b| a.path.cmp(&b.path));
+        for f in sorted {
+            parts.push(f.path.as_bytes().to_vec());
+            parts.push(f.contents.clone());
+        }
+        let key = Key::new(&parts.iter().map(|p| p.as_slice()).collect::<Vec<_>>());
+        let cache = if opts.cache {
+            Cache::open(Cache::default_dir(), CACHE_MAX_BYTES).ok()
+        } else {
+            None
+        };
+        let hit = cache.as_ref().and_then(|c| c.get(&key));
+        let art = match hit {
+            Some(a) => {
+                compile_report = Some(CompileReport {
+                    status: Status::Ok,
+                    cached: true,
+                    exit_code: Some(0),
+                    output: String::new(),
+                    error: String::new(),
+                    execution_time: 0.0,
+                    cpu_time: None,
+                    memory_used: None,
+                });
+                a
+            }
+            None => {
+                let mut s = base_spec(argv, &rootfs, opts, &profile);
+                s.env = env.clone();
+                s.limits = limits_with(&[&profile.compile_limits, &req.compile_limits])?;
+                s.stdin = StdinSource::Null;
+                s.files = files.clone();
+                s.collect = Some(Collect {
+                    only: Some(vec![artifact.clone()]),
+                    ..Collect::default()
+                });
+                let out = crate::launch::run(&s)?;
+                let report = CompileReport {
+                    status: match out.status {
+                        Status::Ok | Status::RuntimeError | Status::Signaled => {
+                            Status::CompileError
+                        }
+                        other => other,
+                    },
+                    cached: false,
+                    exit_code: out.exit_code,
+                    output: out.output.clone(),
+                    error: out.error.clone(),
+                    execution_time: out.execution_time,
+                    cpu_time: out.cpu_time,
+                    memory_used: out.memory_used,
+                };
+                let produced = out.files.iter().find(|f| &f.path == artifact);
+                match (out.status, produced) {
+                    (Status::Ok, Some(f)) => {
+                        let a = Artifact {
+                            bytes: f.data.clone(),
+                            mode: f.mode | 0o500,
+                        };
+                        if let Some(c) = &cache {
+                            // A cache that cannot be written only costs the next run a compile.
+                            let _ = c.put(&key, &a);
+                        }
+                        compile_report = Some(CompileReport {
+                            status: Status::Ok,
+                            ..report
+                        });
+                        a
+                    }
+                    (status, _) => {
+                        let mut failed = out;
+                        let missing = status == Status::Ok;
+                        failed.status = report.status;
+                        if missing {
+                            failed.status = Status::CompileError;
+                            failed.message = Some(format!(
+                                "the compiler exited 0 but wrote no `{artifact}`; check the profile's `compile` and `artifact`"
+                            ));
+                        } else if failed.status == Status::CompileError {
+                            failed.message = Some("compilation failed; the compiler's messages are on stderr (`compile.error` in --json)".into());
+                        }
+                        failed.success = false;
+                        failed.cli_exit_code = if failed.status == Status::CompileError {
+                            1
+                        } else {
+                            failed.cli_exit_code
+                        };
+                        failed.files.clear();
+                        failed.compile = Some(report);
+                        failed.language = Some(profile.name.clone());
+                        return Ok(finish(failed, &profile, code_length, opts));
+                    }
+                }
+            }
+        };
+        run_files.push(InputFile {
+            path: artifact.clone(),
+            contents: art.bytes,
+            mode: art.mode & 0o777,
+        });
+    }
+
+    // Run phase.
+    let mut argv = profile.expand(&profile.run, &entry);
+    argv.extend(req.args.iter().cloned());
+    let mut s = base_spec(argv, &rootfs, opts, &profile);
+    s.env = profile
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    s.env.extend(req.env.iter().cloned());
+    s.limits = limits_with(&[&profile.limits, &req.limits])?;
+    s.stdin = req.stdin.clone();
+    s.passthrough = opts.passthrough;
+    s.files = run_files;
+    if opts.collect || req.output_dir.is_some() {
+        s.collect = Some(Collect::default());
+    }
+    let mut out = crate::launch::run(&s)?;
+    out.compile = compile_report;
+    out.language = Some(profile.name.clone());
+    if let Some(dir) = &req.output_dir {
+        crate::output::write_all(dir, &out.files)?;
+    }
+    Ok(finish(out, &profile, code_length, opts))
+}
+
+/// Gives the run its id and records it in the history.
+fn finish(mut out: Outcome, profile: &Profile, code_length: u64, opts: &RunOptions) -> Outcome {
+    let id = Record::new_id();
+    out.execution_id = Some(id.clone());
+    if opts.history {
+        let rec = Record {
+            execution_id: id,
+            timestamp: crate::history::now_rfc3339(),
+            language: profile.name.clone(),
+            code_length,
+            success: out.success,
+            status: out.status.as_str().into(),
+            execution_time: out.execution_time
+                + out
+                    .compile
+                    .as_ref()
+                    .map(|c| c.execution_time)
+                    .unwrap_or(0.0),
+            cpu_time: out.cpu_time,
+            memory_used: out.memory_used,
+        };
+        if let Err(e) = History::open_default().and_then(|h| h.append(&rec)) {
+            eprintln!("cordon: warning: the run was not recorded in the history: {e}");
+        }
+    }
+    out
+}
+
+/// Reads `--file NAME=PATH` arguments into input files (mode kept: executable bits only).
+pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
+    let (name, path) = arg.split_once('=').ok_or_else(|| {
+        RunError::Request(format!(
+            "--file `{arg}`: write it as NAME=PATH (NAME is the file's path in /workspace)"
+        ))
+    })?;
+    crate::spec::check_relative_path(name)?;
+    let p = Path::new(path);
+    let contents = std::fs::read(p)
+        .map_err(|e| RunError::Request(format!("--file {name}: cannot read {path}: {e}")))?;
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(p)
+        .map(|m| {
+            if m.permissions().mode() & 0o111 != 0 {
+                0o755
+            } else {
+                0o644
+            }
+        })
+        .unwrap_or(0o644);
+    Ok(InputFile {
+        path: name.into(),
+        contents,
+        mode,
+    })
+}
