@@ -3,6 +3,7 @@
 //! Every front door (the CLI, JSON requests, OCI bundles) builds one [`spec::SandboxSpec`];
 //! one launcher ([`launch`]) runs it and returns one [`outcome::Outcome`].
 
+pub mod cache;
 pub mod cli;
 pub mod doctor;
 pub mod fs;
