@@ -7,6 +7,7 @@ pub mod cache;
 pub mod cli;
 pub mod doctor;
 pub mod fs;
+pub mod history;
 pub mod launch;
 pub mod limits;
 pub mod outcome;
