@@ -139,11 +139,11 @@ impl Record {
             random_u64()
         )
     }
+}
 
-    /// The current time as an RFC 3339 UTC timestamp, for [`Record::timestamp`].
-    pub fn timestamp_now() -> String {
-        rfc3339_utc(SystemTime::now())
-    }
+/// The current time as an RFC 3339 UTC timestamp, for [`Record::timestamp`].
+pub fn now_rfc3339() -> String {
+    rfc3339_utc(SystemTime::now())
 }
 
 /// 8 random bytes from `/dev/urandom`; if that cannot be read (a minimal chroot), std's
@@ -233,9 +233,12 @@ impl History {
         }
     }
 
-    /// The history at [`History::default_path`] with [`DEFAULT_MAX_BYTES`].
-    pub fn open_default() -> History {
-        History::new(History::default_path(), DEFAULT_MAX_BYTES)
+    /// The history at [`History::default_path`] with [`DEFAULT_MAX_BYTES`], its directory
+    /// created (0700) so that an unusable location is reported before the first append.
+    pub fn open_default() -> Result<History, HistoryError> {
+        let history = History::new(History::default_path(), DEFAULT_MAX_BYTES);
+        history.create_parent()?;
+        Ok(history)
     }
 
     /// `$XDG_STATE_HOME/cordon/history.jsonl` (`~/.local/state/cordon/history.jsonl` when
@@ -260,16 +263,7 @@ impl History {
     pub fn append(&self, record: &Record) -> Result<(), HistoryError> {
         let mut line = serde_json::to_vec(record)?;
         line.push(b'\n');
-        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(parent)
-                .map_err(|source| HistoryError::CreateDir {
-                    path: parent.to_path_buf(),
-                    source,
-                })?;
-        }
+        self.create_parent()?;
         for _ in 0..MAX_REOPENS {
             let file = OpenOptions::new()
                 .read(true)
@@ -408,6 +402,21 @@ impl History {
         Ok(tail)
     }
 
+    /// Creates the history file's missing parent directories, mode 0700.
+    fn create_parent(&self) -> Result<(), HistoryError> {
+        let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) else {
+            return Ok(());
+        };
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .map_err(|source| HistoryError::CreateDir {
+                path: parent.to_path_buf(),
+                source,
+            })
+    }
+
     /// `flock(2)`, retried when a signal interrupts the wait.
     fn lock(&self, mut file: File, how: FlockArg) -> Result<Flock<File>, HistoryError> {
         loop {
@@ -498,7 +507,7 @@ mod tests {
     fn record(id: &str, language: &str) -> Record {
         Record {
             execution_id: id.to_string(),
-            timestamp: Record::timestamp_now(),
+            timestamp: now_rfc3339(),
             language: language.to_string(),
             code_length: 42,
             success: true,
