@@ -85,14 +85,31 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     if let Some(n) = sys::thread_count().filter(|&n| n > 1) {
         return Err(LaunchError::Threads(n));
     }
-    let host = HostView::read(&spec.rootfs).map_err(|source| LaunchError::Rootfs {
-        path: match &spec.rootfs {
+    // The rootfs directory is resolved once, here; init opens its entries beneath it without
+    // following symlinks, so swapping an entry for a symlink later cannot redirect a bind.
+    let rootfs = match &spec.rootfs {
+        Rootfs::Host => Rootfs::Host,
+        Rootfs::Dir(d) => {
+            Rootfs::Dir(
+                std::fs::canonicalize(d).map_err(|source| LaunchError::Rootfs {
+                    path: d.display().to_string(),
+                    source,
+                })?,
+            )
+        }
+    };
+    let host = HostView::read(&rootfs).map_err(|source| LaunchError::Rootfs {
+        path: match &rootfs {
             Rootfs::Host => "/".into(),
             Rootfs::Dir(d) => d.display().to_string(),
         },
         source,
     })?;
-    let ops = plan::build(&spec.rootfs, &host, &spec.limits, &spec.hostname);
+    let ops = plan::build(&rootfs, &host, &spec.limits, &spec.hostname);
+    let rootfs_dir = match &rootfs {
+        Rootfs::Dir(d) => Some(d.as_path()),
+        Rootfs::Host => None,
+    };
     let filter = seccomp::compile_builtin(&spec.seccomp_policy)?;
     let term = std::env::var("TERM").ok();
     let env = spec.environment(term.as_deref());
@@ -172,6 +189,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 stdout: out_w,
                 stderr: err_w,
                 files: &spec.files,
+                rootfs_dir,
                 collect: spec.collect.as_ref(),
             })
         }
