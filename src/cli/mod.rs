@@ -242,7 +242,7 @@ pub struct ExecArgs {
     /// Bytes kept of stdout and of stderr, each; exceeding it kills the sandbox.
     #[arg(long, value_name = "SIZE", default_value = "10M", value_parser = spec::parse_size)]
     pub output_limit: u64,
-    /// Largest file the program may write.
+    /// Largest file the program may write (0 = none).
     #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = spec::parse_size)]
     pub file_size: u64,
     /// Open file descriptors per process.

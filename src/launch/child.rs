@@ -239,7 +239,17 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
         } else {
             r.value
         };
-        nix::sys::resource::setrlimit(res, r.value, hard).map_err(e("set a resource limit"))?;
+        nix::sys::resource::setrlimit(res, r.value, hard).map_err(|err| {
+            let hint = if r.resource == libc::RLIMIT_NOFILE {
+                " (the kernel caps open files at fs.nr_open; lower --open-files)"
+            } else {
+                " (a value above the caller's own hard limit needs root; lower it)"
+            };
+            (
+                "set a resource limit",
+                format!("{res:?} = {}: {err}{hint}", r.value),
+            )
+        })?;
     }
     crate::security::caps::drop_all().map_err(|err| ("drop capabilities", err.to_string()))?;
     nix::sys::prctl::set_no_new_privs().map_err(e("set no_new_privs"))?;

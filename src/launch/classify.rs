@@ -165,6 +165,10 @@ pub fn outcome(
                 status = Status::Signaled;
                 if oom_reported == Some(true) {
                     status = Status::MemoryLimit;
+                } else if s == libc::SIGSYS {
+                    message = Some(
+                        "killed by SIGSYS: the seccomp policy kills system calls made through another ABI (i386 `int 0x80`, x32); build the program for x86_64".into(),
+                    );
                 } else if s == libc::SIGXCPU
                     || ended.cpu_timed_out
                     || (s == libc::SIGKILL && cpu_exhausted)

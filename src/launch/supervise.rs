@@ -74,17 +74,6 @@ pub struct Ended {
     pub internal_error: Option<String>,
 }
 
-impl Ended {
-    pub fn go_failed(errno: Errno) -> Ended {
-        Ended {
-            internal_error: Some(format!(
-                "cannot tell the sandbox to start (go pipe): {errno}"
-            )),
-            ..Ended::default()
-        }
-    }
-}
-
 enum StdinState {
     Closed,
     /// Read from this fd (cordon's stdin or the --stdin file) into `buf`, write to the pipe.
