@@ -65,11 +65,49 @@ fn fail(e: impl std::fmt::Display, json: bool) -> i32 {
     exit_codes::SANDBOX_ERROR
 }
 
+/// In text mode, says on stderr when a limit the caller asked for explicitly was not
+/// enforced, or only per process (the JSON result always says how each limit was enforced).
+fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
+    use crate::outcome::Enforcement;
+    let l = &outcome.limits;
+    if cpus
+        && let Some(r) = l
+            .cpus
+            .as_ref()
+            .filter(|r| r.enforcement == Enforcement::NotEnforced)
+    {
+        eprintln!(
+            "cordon: warning: --cpus is not enforced on this host: {}",
+            r.note.as_deref().unwrap_or("")
+        );
+    }
+    if memory
+        && let Some(r) = l
+            .memory_bytes
+            .as_ref()
+            .filter(|r| r.enforcement == Enforcement::Rlimit)
+    {
+        eprintln!(
+            "cordon: warning: --memory is enforced per process, not for the sandbox as a whole: {} (no cgroup available; see `cordon doctor`)",
+            r.note.as_deref().unwrap_or("")
+        );
+    }
+}
+
 /// `cordon exec`.
 pub fn exec(args: &ExecArgs) -> i32 {
     let spec = args.to_spec();
     match crate::run_spec(&spec) {
-        Ok(outcome) => report(&outcome, args.json),
+        Ok(outcome) => {
+            if !args.json {
+                warn_weak_limits(
+                    &outcome,
+                    args.cpus.is_some_and(|c| c > 0.0),
+                    args.memory.is_some_and(|m| m > 0),
+                );
+            }
+            report(&outcome, args.json)
+        }
         Err(e) => fail(e, args.json),
     }
 }
@@ -190,7 +228,17 @@ pub fn run(args: &RunArgs) -> i32 {
         return batch(path, args.jobs.max(1), args);
     }
     match request_from_args(args).and_then(|r| crate::run::execute(&r, &opts)) {
-        Ok(o) => report(&o, args.json),
+        Ok(o) => {
+            if !args.json {
+                let l = &args.limits;
+                warn_weak_limits(
+                    &o,
+                    l.cpus.is_some_and(|c| c > 0.0),
+                    l.memory.as_deref().is_some_and(|m| m != "0"),
+                );
+            }
+            report(&o, args.json)
+        }
         Err(e) => fail(e, args.json),
     }
 }
