@@ -437,9 +437,39 @@ pub fn profiles(json: bool, extra: &[PathBuf]) -> i32 {
 
 /// `cordon history`.
 pub fn history(last: usize, json: bool) -> i32 {
-    let _ = (last, json);
-    eprintln!("cordon: history is not available in this build");
-    exit_codes::SANDBOX_ERROR
+    let records = match crate::history::History::open_default().and_then(|h| h.last(last)) {
+        Ok(r) => r,
+        Err(e) => return fail(e, json),
+    };
+    if json {
+        for r in &records {
+            if print_json(r, false) != 0 {
+                return exit_codes::SANDBOX_ERROR;
+            }
+        }
+        return 0;
+    }
+    println!(
+        "{:<24} {:<8} {:<14} {:>10} {:>10} {:>8}  ID",
+        "WHEN", "LANGUAGE", "STATUS", "WALL ms", "CPU ms", "MEM MiB"
+    );
+    for r in &records {
+        println!(
+            "{:<24} {:<8} {:<14} {:>10.1} {:>10} {:>8}  {}",
+            r.timestamp,
+            r.language,
+            r.status,
+            r.execution_time,
+            r.cpu_time
+                .map(|c| format!("{c:.1}"))
+                .unwrap_or_else(|| "-".into()),
+            r.memory_used
+                .map(|m| format!("{:.1}", m as f64 / 1048576.0))
+                .unwrap_or_else(|| "-".into()),
+            r.execution_id
+        );
+    }
+    0
 }
 
 /// `cordon rootfs build LANG`.
