@@ -9,6 +9,7 @@ pub mod fs;
 pub mod launch;
 pub mod limits;
 pub mod outcome;
+pub mod rootfs;
 pub mod security;
 pub mod spec;
 pub mod sys;
