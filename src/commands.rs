@@ -474,14 +474,53 @@ pub fn history(last: usize, json: bool) -> i32 {
 
 /// `cordon rootfs build LANG`.
 pub fn rootfs_build(lang: &str) -> i32 {
-    let _ = lang;
-    eprintln!("cordon: rootfs build is not available in this build");
-    exit_codes::SANDBOX_ERROR
+    let lang = crate::profile::find(lang, &[])
+        .map(|p| p.name)
+        .unwrap_or_else(|_| lang.to_string());
+    match crate::rootfs::build(&lang, true) {
+        Ok(b) => {
+            println!(
+                "built {} rootfs at {} ({})",
+                b.language,
+                b.path.display(),
+                b.toolchain
+                    .as_deref()
+                    .unwrap_or("toolchain version unknown")
+            );
+            0
+        }
+        Err(e) => fail(e, false),
+    }
 }
 
 /// `cordon rootfs list`.
 pub fn rootfs_list(json: bool) -> i32 {
-    let _ = json;
-    eprintln!("cordon: rootfs list is not available in this build");
-    exit_codes::SANDBOX_ERROR
+    let built = crate::rootfs::list();
+    if json {
+        return print_json(&built, true);
+    }
+    if built.is_empty() {
+        println!(
+            "no root filesystem built yet in {}; build one with `cordon rootfs build LANG`",
+            crate::rootfs::data_dir().display()
+        );
+        return 0;
+    }
+    println!(
+        "{:<8} {:<40} {:<26} {:>9}  PATH",
+        "LANGUAGE", "TOOLCHAIN", "BUILT", "SIZE MiB"
+    );
+    for b in &built {
+        println!(
+            "{:<8} {:<40} {:<26} {:>9}  {}",
+            b.language,
+            b.toolchain.as_deref().unwrap_or("-"),
+            b.built.as_deref().unwrap_or("-"),
+            b.size_bytes
+                .map(|s| format!("{:.0}", s as f64 / 1048576.0))
+                .unwrap_or_else(|| "-".into()),
+            b.path.display()
+        );
+    }
+    0
 }
