@@ -1,33 +1,779 @@
-//! PLACEHOLDER for the compile cache (replaced by the real module at merge).
-use std::path::PathBuf;
-#[derive(Debug, thiserror::Error)]
-#[error("cache: {0}")]
-pub struct CacheError(String);
-pub struct Artifact {
-    pub bytes: Vec<u8>,
-    pub mode: u32,
+//! The compile-artifact cache: a size-bounded directory of compiled binaries, keyed by a hash
+//! of everything that determines the compiler's output (source files, toolchain identity,
+//! flags), so that a second run of the same Go or Rust code skips the compile.
+//!
+//! # Safety under concurrent runs
+//!
+//! Several `cordon` processes may use one cache directory at once, with no lock and no daemon:
+//!
+//! - [`Cache::put`] writes the entry to a fresh temp name in the cache directory (`O_EXCL`,
+//!   mode 0600), `fsync`s it, and `rename(2)`s it over the entry's name. A reader therefore sees
+//!   either no entry, an older complete entry, or the new complete entry; never a partial one.
+//!   Two writers of the same key both succeed; the last rename wins.
+//! - [`Cache::get`] verifies every entry (magic, version, key, length, SHA-256). An entry that
+//!   fails (torn by a crash on a filesystem that reorders writes, truncated, tampered with) is a
+//!   miss, and is removed if the name still points at the file that failed.
+//! - After a put, least-recently-used entries (by mtime; `get` touches it) are removed until the
+//!   total is within the bound. Entries that another process removed first are skipped.
+//!
+//! The directory must be owned by the current euid and not writable by group or others
+//! ([`Cache::open`] checks): an entry planted there would be run as the user's compiled program.
+//! The checksum catches accidents, not an attacker who can write the directory.
+//!
+//! # Entry format (version 1)
+//!
+//! One file per key, named by the key (64 lowercase hex digits). All integers little-endian.
+//!
+//! | offset | size | field                                                            |
+//! |--------|------|------------------------------------------------------------------|
+//! | 0      | 8    | magic `b"CRDNART\0"`                                             |
+//! | 8      | 4    | format version, `1`                                              |
+//! | 12     | 4    | file mode of the artifact (permission bits only, `& 0o7777`)     |
+//! | 16     | 8    | payload length in bytes                                          |
+//! | 24     | 64   | the key, as ASCII hex (guards against an entry under a wrong name) |
+//! | 88     | 32   | SHA-256 over bytes `0..88` followed by the payload               |
+//! | 120    | len  | the payload (the artifact's bytes)                               |
+//!
+//! The checksum covers the header fields as well as the bytes, so a flipped mode or length is
+//! caught too. Temp files are named `.tmp-<pid>-<counter>-<nanos>`; ones older than an hour
+//! (left by a crashed writer) are removed during eviction.
+
+use sha2::{Digest, Sha256};
+use std::ffi::OsStr;
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+use thiserror::Error;
+
+/// Entry magic, the first 8 bytes of every entry file.
+const MAGIC: &[u8; 8] = b"CRDNART\0";
+/// Entry format version; bump when the layout changes (old entries then read as misses).
+const VERSION: u32 = 1;
+/// Length of a key in hex digits (SHA-256 = 32 bytes).
+const KEY_HEX_LEN: usize = 64;
+/// Header layout offsets, see the module doc.
+const OFF_VERSION: usize = 8;
+const OFF_MODE: usize = 12;
+const OFF_LEN: usize = 16;
+const OFF_KEY: usize = 24;
+const OFF_SUM: usize = OFF_KEY + KEY_HEX_LEN;
+/// Header length: everything before the payload.
+pub const HEADER_LEN: usize = OFF_SUM + 32;
+/// Prefix of in-progress entry files; never a valid key (keys are hex only).
+const TEMP_PREFIX: &str = ".tmp-";
+/// A temp file older than this was left by a writer that died; eviction removes it.
+const STALE_TEMP_AGE: Duration = Duration::from_secs(3600);
+
+/// Errors of the compile cache. A failed cache is never fatal to a run: callers compile anyway.
+#[derive(Debug, Error)]
+pub enum CacheError {
+    #[error(
+        "cannot create the compile cache directory {path}: {source}; make its parent \
+         writable, or point XDG_CACHE_HOME at a writable directory"
+    )]
+    CreateDir { path: PathBuf, source: io::Error },
+
+    #[error("cannot inspect the compile cache directory {path}: {source}")]
+    StatDir { path: PathBuf, source: io::Error },
+
+    #[error(
+        "the compile cache path {path} is not a directory; remove it or point \
+         XDG_CACHE_HOME elsewhere"
+    )]
+    NotADirectory { path: PathBuf },
+
+    #[error(
+        "refusing the compile cache directory {path}: it is owned by uid {owner} with mode \
+         {mode:o}, but must be owned by uid {euid} and not writable by group or others, or \
+         anyone who can write it could plant a binary that cordon would run as yours; fix it \
+         with `chown {euid} {path}` and `chmod 700 {path}`, or remove it"
+    )]
+    InsecureDir {
+        path: PathBuf,
+        owner: u32,
+        mode: u32,
+        euid: u32,
+    },
+
+    #[error(
+        "artifact of {size} bytes (with its {HEADER_LEN}-byte header) exceeds the compile \
+         cache bound of {max} bytes; it was not cached. Raise the cache size to cache it"
+    )]
+    TooLarge { size: u64, max: u64 },
+
+    #[error("invalid artifact mode {mode:o}: only permission bits (0o7777) may be set")]
+    InvalidMode { mode: u32 },
+
+    #[error(
+        "cannot create a temp file {path} in the compile cache: {source}; check free space \
+         and that the cache directory is writable"
+    )]
+    CreateTemp { path: PathBuf, source: io::Error },
+
+    #[error("cannot write the compile cache entry {path}: {source}; check free space")]
+    Write { path: PathBuf, source: io::Error },
+
+    #[error("cannot move the compile cache entry {from} into place as {to}: {source}")]
+    Rename {
+        from: PathBuf,
+        to: PathBuf,
+        source: io::Error,
+    },
+
+    #[error(
+        "the entry was stored, but listing {path} to evict old entries failed: {source}; the \
+         cache may exceed its size bound until the next successful put"
+    )]
+    Evict { path: PathBuf, source: io::Error },
 }
+
+/// A cache key: hex SHA-256 over length-prefixed parts. Build it from everything that
+/// determines the artifact (each source file's name and bytes, the toolchain's identity, flags).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Key(String);
+
 impl Key {
+    /// Hashes `parts`, each prefixed by its length as a little-endian u64, so part boundaries
+    /// matter: `["ab", "c"]` and `["a", "bc"]` give different keys.
     pub fn new(parts: &[&[u8]]) -> Key {
-        Key(format!("{}", parts.len()))
+        let mut hasher = Sha256::new();
+        for part in parts {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part);
+        }
+        Key(hex(&hasher.finalize()))
     }
+
+    /// The key as 64 lowercase hex digits (also the entry's file name).
     pub fn as_str(&self) -> &str {
         &self.0
     }
 }
-pub struct Cache;
+
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A cached artifact: the compiled program's bytes and its file mode (permission bits).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Artifact {
+    pub bytes: Vec<u8>,
+    pub mode: u32,
+}
+
+/// A compile-artifact cache directory with a size bound. See the module doc.
+#[derive(Debug)]
+pub struct Cache {
+    dir: PathBuf,
+    max_bytes: u64,
+}
+
 impl Cache {
+    /// Opens (creating with mode 0700 if missing) the cache directory `dir`, whose entries
+    /// together are kept within `max_bytes` (entry files, headers included).
+    pub fn open(dir: impl Into<PathBuf>, max_bytes: u64) -> Result<Cache, CacheError> {
+        let dir = dir.into();
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| CacheError::CreateDir {
+                path: dir.clone(),
+                source,
+            })?;
+        let meta = fs::metadata(&dir).map_err(|source| CacheError::StatDir {
+            path: dir.clone(),
+            source,
+        })?;
+        if !meta.is_dir() {
+            return Err(CacheError::NotADirectory { path: dir });
+        }
+        let euid = nix::unistd::geteuid().as_raw();
+        if meta.uid() != euid || meta.mode() & 0o022 != 0 {
+            return Err(CacheError::InsecureDir {
+                path: dir,
+                owner: meta.uid(),
+                mode: meta.mode() & 0o7777,
+                euid,
+            });
+        }
+        Ok(Cache { dir, max_bytes })
+    }
+
+    /// The default cache directory for this process: `$XDG_CACHE_HOME/cordon/compile`
+    /// (`~/.cache/cordon/compile` when unset), or `/var/cache/cordon/compile` for euid 0.
     pub fn default_dir() -> PathBuf {
-        PathBuf::from("/nonexistent")
+        let euid = nix::unistd::geteuid().as_raw();
+        let xdg = std::env::var_os("XDG_CACHE_HOME");
+        default_dir_for(euid, xdg.as_deref(), home_dir(euid).as_deref())
     }
-    pub fn open(_dir: PathBuf, _max: u64) -> Result<Cache, CacheError> {
-        Err(CacheError("not built".into()))
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
-    pub fn get(&self, _k: &Key) -> Option<Artifact> {
-        None
+
+    /// The size bound in bytes.
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
     }
-    pub fn put(&self, _k: &Key, _a: &Artifact) -> Result<(), CacheError> {
+
+    fn entry_path(&self, key: &Key) -> PathBuf {
+        self.dir.join(key.as_str())
+    }
+
+    /// Looks `key` up. A missing, unreadable or invalid entry is a miss (`None`); an invalid
+    /// one is also removed. A hit touches the entry's mtime, which eviction uses as its LRU
+    /// clock.
+    pub fn get(&self, key: &Key) -> Option<Artifact> {
+        let path = self.entry_path(key);
+        let mut file = File::open(&path).ok()?;
+        match read_entry(&mut file, key) {
+            Ok(artifact) => {
+                // Best effort: a failed touch only makes this entry look older to eviction.
+                let _ = file.set_modified(SystemTime::now());
+                Some(artifact)
+            }
+            Err(Invalid) => {
+                remove_if_same_file(&path, &file);
+                None
+            }
+        }
+    }
+
+    /// Stores `artifact` under `key` atomically (temp file, fsync, rename), then evicts
+    /// least-recently-used entries until the cache is within its bound.
+    pub fn put(&self, key: &Key, artifact: &Artifact) -> Result<(), CacheError> {
+        if artifact.mode & !0o7777 != 0 {
+            return Err(CacheError::InvalidMode {
+                mode: artifact.mode,
+            });
+        }
+        let size = (HEADER_LEN + artifact.bytes.len()) as u64;
+        if size > self.max_bytes {
+            return Err(CacheError::TooLarge {
+                size,
+                max: self.max_bytes,
+            });
+        }
+        let header = encode_header(key, artifact);
+
+        let (temp_path, mut temp) = self.create_temp()?;
+        let written = temp
+            .write_all(&header)
+            .and_then(|()| temp.write_all(&artifact.bytes))
+            .and_then(|()| temp.sync_all());
+        drop(temp);
+        if let Err(source) = written {
+            let _ = fs::remove_file(&temp_path);
+            return Err(CacheError::Write {
+                path: temp_path,
+                source,
+            });
+        }
+        let path = self.entry_path(key);
+        if let Err(source) = fs::rename(&temp_path, &path) {
+            let _ = fs::remove_file(&temp_path);
+            return Err(CacheError::Rename {
+                from: temp_path,
+                to: path,
+                source,
+            });
+        }
+        // Make the rename itself durable; if this fails the entry is merely lost on a crash.
+        if let Ok(dir) = File::open(&self.dir) {
+            let _ = dir.sync_all();
+        }
+        self.evict()
+    }
+
+    /// Creates a fresh temp file (O_EXCL, 0600) in the cache directory.
+    fn create_temp(&self) -> Result<(PathBuf, File), CacheError> {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let mut attempt = 0;
+        loop {
+            let nanos = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            let name = format!(
+                "{TEMP_PREFIX}{}-{}-{nanos}",
+                std::process::id(),
+                COUNTER.fetch_add(1, Ordering::Relaxed)
+            );
+            let path = self.dir.join(name);
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+            {
+                Ok(file) => return Ok((path, file)),
+                // A stale temp file of a dead process with our pid: take the next name.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 16 => {
+                    attempt += 1;
+                }
+                Err(source) => return Err(CacheError::CreateTemp { path, source }),
+            }
+        }
+    }
+
+    /// Removes least-recently-used entries until the total size is within `max_bytes`, and
+    /// temp files abandoned by dead writers. Tolerates entries vanishing concurrently.
+    fn evict(&self) -> Result<(), CacheError> {
+        let listing = fs::read_dir(&self.dir).map_err(|source| CacheError::Evict {
+            path: self.dir.clone(),
+            source,
+        })?;
+        let now = SystemTime::now();
+        let mut entries = Vec::new();
+        let mut total: u64 = 0;
+        for dirent in listing {
+            let Ok(dirent) = dirent else { continue };
+            let name = dirent.file_name();
+            // Vanished since the listing, or unreadable: not ours to count.
+            let Ok(meta) = dirent.metadata() else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            if is_key_name(&name) {
+                total += meta.len();
+                entries.push((mtime, name, meta.len()));
+            } else if name.to_string_lossy().starts_with(TEMP_PREFIX)
+                && now.duration_since(mtime).unwrap_or_default() > STALE_TEMP_AGE
+            {
+                let _ = fs::remove_file(dirent.path());
+            }
+        }
+        if total <= self.max_bytes {
+            return Ok(());
+        }
+        entries.sort();
+        for (_, name, len) in entries {
+            if total <= self.max_bytes {
+                break;
+            }
+            match fs::remove_file(self.dir.join(&name)) {
+                Ok(()) => total -= len,
+                // Another process evicted it first: it no longer counts either way.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => total -= len,
+                Err(_) => {}
+            }
+        }
         Ok(())
+    }
+}
+
+/// The default cache directory, from explicit inputs (see [`Cache::default_dir`]).
+/// A relative or empty `XDG_CACHE_HOME` is ignored, as the XDG spec requires.
+pub fn default_dir_for(euid: u32, xdg_cache_home: Option<&OsStr>, home: Option<&Path>) -> PathBuf {
+    if euid == 0 {
+        return PathBuf::from("/var/cache/cordon/compile");
+    }
+    let base = match xdg_cache_home.map(Path::new) {
+        Some(xdg) if xdg.is_absolute() => xdg.to_path_buf(),
+        _ => match home {
+            Some(home) => home.join(".cache"),
+            // No home at all: a per-user directory under the temp dir; Cache::open refuses it
+            // unless it is ours and private.
+            None => std::env::temp_dir().join(format!("cordon-{euid}")),
+        },
+    };
+    base.join("cordon").join("compile")
+}
+
+/// `$HOME`, else the home directory of `uid` in the user database.
+pub(crate) fn home_dir(uid: u32) -> Option<PathBuf> {
+    match std::env::var_os("HOME") {
+        Some(home) if !home.is_empty() => Some(PathBuf::from(home)),
+        _ => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map(|user| user.dir),
+    }
+}
+
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+fn is_key_name(name: &OsStr) -> bool {
+    let name = name.as_encoded_bytes();
+    name.len() == KEY_HEX_LEN && name.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+fn encode_header(key: &Key, artifact: &Artifact) -> Vec<u8> {
+    let mut header = Vec::with_capacity(HEADER_LEN);
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&VERSION.to_le_bytes());
+    header.extend_from_slice(&artifact.mode.to_le_bytes());
+    header.extend_from_slice(&(artifact.bytes.len() as u64).to_le_bytes());
+    header.extend_from_slice(key.as_str().as_bytes());
+    let sum = checksum(&header, &artifact.bytes);
+    header.extend_from_slice(&sum);
+    debug_assert_eq!(header.len(), HEADER_LEN);
+    header
+}
+
+fn checksum(header_fields: &[u8], payload: &[u8]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(header_fields);
+    hasher.update(payload);
+    hasher.finalize().into()
+}
+
+/// An entry that failed verification (or could not be read): a miss.
+struct Invalid;
+
+impl From<io::Error> for Invalid {
+    fn from(_: io::Error) -> Invalid {
+        Invalid
+    }
+}
+
+/// Reads and verifies one entry. The length is checked against the file size before the
+/// payload is allocated, so a corrupt header cannot ask for a huge buffer.
+fn read_entry(file: &mut File, key: &Key) -> Result<Artifact, Invalid> {
+    let file_len = file.metadata()?.len();
+    let mut header = [0u8; HEADER_LEN];
+    file.read_exact(&mut header)?;
+    let u32_at = |off: usize| u32::from_le_bytes(header[off..off + 4].try_into().unwrap());
+    let len = u64::from_le_bytes(header[OFF_LEN..OFF_LEN + 8].try_into().unwrap());
+    let mode = u32_at(OFF_MODE);
+    if &header[..OFF_VERSION] != MAGIC
+        || u32_at(OFF_VERSION) != VERSION
+        || mode & !0o7777 != 0
+        || &header[OFF_KEY..OFF_SUM] != key.as_str().as_bytes()
+        || file_len.checked_sub(HEADER_LEN as u64) != Some(len)
+    {
+        return Err(Invalid);
+    }
+    let mut bytes = vec![0u8; len as usize];
+    file.read_exact(&mut bytes)?;
+    if checksum(&header[..OFF_SUM], &bytes) != header[OFF_SUM..] {
+        return Err(Invalid);
+    }
+    Ok(Artifact { bytes, mode })
+}
+
+/// Removes `path` only if it still names the file we opened: a writer may have renamed a good
+/// entry over it since. (A rename between the check and the unlink can still lose that good
+/// entry; that costs one recompile, never a wrong artifact.)
+fn remove_if_same_file(path: &Path, file: &File) {
+    let (Ok(opened), Ok(named)) = (file.metadata(), fs::symlink_metadata(path)) else {
+        return;
+    };
+    if opened.dev() == named.dev() && opened.ino() == named.ino() {
+        let _ = fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn artifact(seed: u8, len: usize) -> Artifact {
+        Artifact {
+            bytes: (0..len)
+                .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+                .collect(),
+            mode: 0o755,
+        }
+    }
+
+    fn entry_files(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn set_age(cache: &Cache, key: &Key, secs_ago: u64) {
+        let file = File::options()
+            .write(true)
+            .open(cache.entry_path(key))
+            .unwrap();
+        file.set_modified(SystemTime::now() - Duration::from_secs(secs_ago))
+            .unwrap();
+    }
+
+    #[test]
+    fn round_trip() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::open(tmp.path().join("c"), 1 << 20).unwrap();
+        let key = Key::new(&[b"fn main() {}", b"rustc 1.95.0", b"-O"]);
+        let art = artifact(7, 5000);
+        cache.put(&key, &art).unwrap();
+        assert_eq!(cache.get(&key), Some(art));
+        // Created 0700; the entry is 0600 and named by the key; no temp file left.
+        let mode = fs::metadata(cache.dir()).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        assert_eq!(entry_files(cache.dir()), vec![key.to_string()]);
+        let entry_mode = fs::metadata(cache.entry_path(&key)).unwrap().mode() & 0o777;
+        assert_eq!(entry_mode, 0o600);
+    }
+
+    #[test]
+    fn overwrite_and_empty_artifact() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::open(tmp.path(), 1 << 20).unwrap();
+        let key = Key::new(&[b"x"]);
+        cache.put(&key, &artifact(1, 10)).unwrap();
+        let empty = Artifact {
+            bytes: vec![],
+            mode: 0o500,
+        };
+        cache.put(&key, &empty).unwrap();
+        assert_eq!(cache.get(&key), Some(empty));
+    }
+
+    #[test]
+    fn miss() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::open(tmp.path(), 1 << 20).unwrap();
+        assert_eq!(cache.get(&Key::new(&[b"never stored"])), None);
+    }
+
+    #[test]
+    fn truncated_entry_is_a_miss_and_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::open(tmp.path(), 1 << 20).unwrap();
+        let key = Key::new(&[b"truncated"]);
+        cache.put(&key, &artifact(3, 4096)).unwrap();
+        let path = cache.entry_path(&key);
+        for cut in [HEADER_LEN as u64 + 4095, HEADER_LEN as u64, 10, 0] {
+            cache.put(&key, &artifact(3, 4096)).unwrap();
+            File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(cut)
+                .unwrap();
+            assert_eq!(cache.get(&key), None, "cut at {cut}");
+            assert!(!path.exists(), "cut at {cut}: entry not removed");
+        }
+    }
+
+    #[test]
+    fn flipped_byte_is_a_miss() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::open(tmp.path(), 1 << 20).unwrap();
+        let key = Key::new(&[b"flip"]);
+        let path = cache.entry_path(&key);
+        // A payload byte, a mode byte, a key byte, a checksum byte, the magic.
+        for offset in [HEADER_LEN + 100, OFF_MODE, OFF_KEY + 5, OFF_SUM + 1, 0] {
+            cache.put(&key, &artifact(9, 1000)).unwrap();
+            let mut data = fs::read(&path).unwrap();
+            data[offset] ^= 0x01;
+            fs::write(&path, &data).unwrap();
+            assert_eq!(cache.get(&key), None, "flip at {offset}");
+            assert!(!path.exists(), "flip at {offset}: entry not removed");
+        }
+    }
+
+    #[test]
+    fn entry_under_the_wrong_name_is_a_miss() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::open(tmp.path(), 1 << 20).unwrap();
+        let (a, b) = (Key::new(&[b"a"]), Key::new(&[b"b"]));
+        cache.put(&a, &artifact(1, 100)).unwrap();
+        fs::copy(cache.entry_path(&a), cache.entry_path(&b)).unwrap();
+        assert_eq!(cache.get(&b), None);
+        assert!(cache.get(&a).is_some());
+    }
+
+    #[test]
+    fn lru_eviction_keeps_the_bound_and_evicts_the_oldest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let entry = (HEADER_LEN + 1000) as u64;
+        let cache = Cache::open(tmp.path(), 3 * entry + 10).unwrap();
+        let keys: Vec<Key> = (0..5u8).map(|i| Key::new(&[&[i]])).collect();
+        for (i, key) in keys.iter().take(3).enumerate() {
+            cache.put(key, &artifact(i as u8, 1000)).unwrap();
+            // mtime granularity is coarse: give each entry a distinct, known age.
+            set_age(&cache, key, 1000 - i as u64 * 100);
+        }
+        // keys[0] is the oldest by insertion, but a hit makes it the newest.
+        assert!(cache.get(&keys[0]).is_some());
+        cache.put(&keys[3], &artifact(3, 1000)).unwrap();
+        let mut expected: Vec<String> = [&keys[0], &keys[2], &keys[3]]
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
+        expected.sort();
+        assert_eq!(entry_files(cache.dir()), expected);
+        assert!(cache.get(&keys[1]).is_none());
+
+        // A bigger entry evicts as many old ones as it needs.
+        set_age(&cache, &keys[2], 500);
+        set_age(&cache, &keys[3], 400);
+        cache.put(&keys[4], &artifact(4, 2000)).unwrap();
+        let total: u64 = entry_files(cache.dir())
+            .iter()
+            .map(|n| fs::metadata(cache.dir().join(n)).unwrap().len())
+            .sum();
+        assert!(total <= cache.max_bytes(), "total {total}");
+        assert!(cache.get(&keys[4]).is_some());
+        assert!(
+            cache.get(&keys[0]).is_some(),
+            "the most recent hit was evicted"
+        );
+        assert!(cache.get(&keys[2]).is_none());
+    }
+
+    #[test]
+    fn too_large_and_bad_mode_are_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::open(tmp.path(), 500).unwrap();
+        let key = Key::new(&[b"big"]);
+        let err = cache.put(&key, &artifact(0, 1000)).unwrap_err();
+        assert!(matches!(err, CacheError::TooLarge { .. }), "{err}");
+        let bad = Artifact {
+            bytes: vec![1],
+            mode: 0o100755,
+        };
+        assert!(matches!(
+            cache.put(&key, &bad),
+            Err(CacheError::InvalidMode { .. })
+        ));
+        assert!(entry_files(cache.dir()).is_empty());
+    }
+
+    #[test]
+    fn stale_temp_files_are_removed_fresh_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::open(tmp.path(), 1 << 20).unwrap();
+        let stale = tmp.path().join(".tmp-1-2-3");
+        let fresh = tmp.path().join(".tmp-4-5-6");
+        let other = tmp.path().join("README");
+        for p in [&stale, &fresh, &other] {
+            fs::write(p, b"x").unwrap();
+        }
+        File::options()
+            .write(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(SystemTime::now() - 2 * STALE_TEMP_AGE)
+            .unwrap();
+        cache.put(&Key::new(&[b"k"]), &artifact(0, 10)).unwrap();
+        assert!(!stale.exists());
+        assert!(fresh.exists());
+        assert!(other.exists());
+    }
+
+    #[test]
+    fn insecure_directory_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let err = Cache::open(tmp.path(), 1 << 20).unwrap_err();
+        assert!(matches!(err, CacheError::InsecureDir { .. }), "{err}");
+        assert!(err.to_string().contains("chmod 700"), "{err}");
+    }
+
+    #[test]
+    fn concurrent_puts_and_gets_never_see_a_wrong_or_partial_artifact() {
+        let tmp = tempfile::tempdir().unwrap();
+        const LEN: usize = 64 * 1024;
+        // Room for about 6 entries: evictions run while others read and write.
+        let cache = Arc::new(Cache::open(tmp.path(), 6 * (HEADER_LEN + LEN) as u64).unwrap());
+        // Content is a function of the key, so any wrong or partial read is detectable.
+        let expected = |k: u8| Artifact {
+            bytes: (0..LEN)
+                .map(|i| (i as u8) ^ k.wrapping_mul(37) ^ (i >> 8) as u8)
+                .collect(),
+            mode: 0o700 | u32::from(k % 8),
+        };
+        let threads: Vec<_> = (0..8u8)
+            .map(|t| {
+                let cache = Arc::clone(&cache);
+                std::thread::spawn(move || {
+                    let mut hits = 0;
+                    for round in 0..25u8 {
+                        // Key 0 is shared by every thread; the others are per thread.
+                        let k = if round % 2 == 0 { 0 } else { 1 + t };
+                        let key = Key::new(&[b"concurrent", &[k]]);
+                        let want = expected(k);
+                        cache.put(&key, &want).unwrap();
+                        for other in [0, 1 + (t + round) % 8] {
+                            let key = Key::new(&[b"concurrent", &[other]]);
+                            if let Some(got) = cache.get(&key) {
+                                assert!(got == expected(other), "wrong artifact for key {other}");
+                                hits += 1;
+                            }
+                        }
+                    }
+                    hits
+                })
+            })
+            .collect();
+        let hits: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert!(hits > 0);
+        let names = entry_files(cache.dir());
+        assert!(
+            names.iter().all(|n| !n.starts_with(TEMP_PREFIX)),
+            "{names:?}"
+        );
+        let total: u64 = names
+            .iter()
+            .map(|n| fs::metadata(cache.dir().join(n)).unwrap().len())
+            .sum();
+        assert!(total <= cache.max_bytes());
+    }
+
+    #[test]
+    fn key_separates_parts() {
+        assert_ne!(Key::new(&[b"ab", b"c"]), Key::new(&[b"a", b"bc"]));
+        assert_ne!(Key::new(&[b"ab"]), Key::new(&[b"ab", b""]));
+        assert_ne!(Key::new(&[]), Key::new(&[b""]));
+        assert_eq!(Key::new(&[b"a", b"b"]), Key::new(&[b"a", b"b"]));
+        let key = Key::new(&[b"a"]);
+        assert!(is_key_name(OsStr::new(key.as_str())));
+        // Pinned: entries written by one build must be found by the next.
+        assert_eq!(
+            Key::new(&[]).as_str(),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    #[test]
+    fn default_dir_follows_xdg_and_root() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            default_dir_for(0, Some(OsStr::new("/x")), Some(home)),
+            PathBuf::from("/var/cache/cordon/compile")
+        );
+        assert_eq!(
+            default_dir_for(1000, Some(OsStr::new("/xdg/cache")), Some(home)),
+            PathBuf::from("/xdg/cache/cordon/compile")
+        );
+        assert_eq!(
+            default_dir_for(1000, None, Some(home)),
+            PathBuf::from("/home/u/.cache/cordon/compile")
+        );
+        // Relative and empty XDG values are ignored (XDG base directory spec).
+        for bad in ["relative/dir", ""] {
+            assert_eq!(
+                default_dir_for(1000, Some(OsStr::new(bad)), Some(home)),
+                PathBuf::from("/home/u/.cache/cordon/compile")
+            );
+        }
     }
 }

@@ -65,11 +65,49 @@ fn fail(e: impl std::fmt::Display, json: bool) -> i32 {
     exit_codes::SANDBOX_ERROR
 }
 
+/// In text mode, says on stderr when a limit the caller asked for explicitly was not
+/// enforced, or only per process (the JSON result always says how each limit was enforced).
+fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
+    use crate::outcome::Enforcement;
+    let l = &outcome.limits;
+    if cpus
+        && let Some(r) = l
+            .cpus
+            .as_ref()
+            .filter(|r| r.enforcement == Enforcement::NotEnforced)
+    {
+        eprintln!(
+            "cordon: warning: --cpus is not enforced on this host: {}",
+            r.note.as_deref().unwrap_or("")
+        );
+    }
+    if memory
+        && let Some(r) = l
+            .memory_bytes
+            .as_ref()
+            .filter(|r| r.enforcement == Enforcement::Rlimit)
+    {
+        eprintln!(
+            "cordon: warning: --memory is enforced per process, not for the sandbox as a whole: {} (no cgroup available; see `cordon doctor`)",
+            r.note.as_deref().unwrap_or("")
+        );
+    }
+}
+
 /// `cordon exec`.
 pub fn exec(args: &ExecArgs) -> i32 {
     let spec = args.to_spec();
     match crate::run_spec(&spec) {
-        Ok(outcome) => report(&outcome, args.json),
+        Ok(outcome) => {
+            if !args.json {
+                warn_weak_limits(
+                    &outcome,
+                    args.cpus.is_some_and(|c| c > 0.0),
+                    args.memory.is_some_and(|m| m > 0),
+                );
+            }
+            report(&outcome, args.json)
+        }
         Err(e) => fail(e, args.json),
     }
 }
@@ -190,7 +228,17 @@ pub fn run(args: &RunArgs) -> i32 {
         return batch(path, args.jobs.max(1), args);
     }
     match request_from_args(args).and_then(|r| crate::run::execute(&r, &opts)) {
-        Ok(o) => report(&o, args.json),
+        Ok(o) => {
+            if !args.json {
+                let l = &args.limits;
+                warn_weak_limits(
+                    &o,
+                    l.cpus.is_some_and(|c| c > 0.0),
+                    l.memory.as_deref().is_some_and(|m| m != "0"),
+                );
+            }
+            report(&o, args.json)
+        }
         Err(e) => fail(e, args.json),
     }
 }
@@ -389,21 +437,90 @@ pub fn profiles(json: bool, extra: &[PathBuf]) -> i32 {
 
 /// `cordon history`.
 pub fn history(last: usize, json: bool) -> i32 {
-    let _ = (last, json);
-    eprintln!("cordon: history is not available in this build");
-    exit_codes::SANDBOX_ERROR
+    let records = match crate::history::History::open_default().and_then(|h| h.last(last)) {
+        Ok(r) => r,
+        Err(e) => return fail(e, json),
+    };
+    if json {
+        for r in &records {
+            if print_json(r, false) != 0 {
+                return exit_codes::SANDBOX_ERROR;
+            }
+        }
+        return 0;
+    }
+    println!(
+        "{:<24} {:<8} {:<14} {:>10} {:>10} {:>8}  ID",
+        "WHEN", "LANGUAGE", "STATUS", "WALL ms", "CPU ms", "MEM MiB"
+    );
+    for r in &records {
+        println!(
+            "{:<24} {:<8} {:<14} {:>10.1} {:>10} {:>8}  {}",
+            r.timestamp,
+            r.language,
+            r.status,
+            r.execution_time,
+            r.cpu_time
+                .map(|c| format!("{c:.1}"))
+                .unwrap_or_else(|| "-".into()),
+            r.memory_used
+                .map(|m| format!("{:.1}", m as f64 / 1048576.0))
+                .unwrap_or_else(|| "-".into()),
+            r.execution_id
+        );
+    }
+    0
 }
 
 /// `cordon rootfs build LANG`.
 pub fn rootfs_build(lang: &str) -> i32 {
-    let _ = lang;
-    eprintln!("cordon: rootfs build is not available in this build");
-    exit_codes::SANDBOX_ERROR
+    let lang = crate::profile::find(lang, &[])
+        .map(|p| p.name)
+        .unwrap_or_else(|_| lang.to_string());
+    match crate::rootfs::build(&lang, true) {
+        Ok(b) => {
+            println!(
+                "built {} rootfs at {} ({})",
+                b.language,
+                b.path.display(),
+                b.toolchain
+                    .as_deref()
+                    .unwrap_or("toolchain version unknown")
+            );
+            0
+        }
+        Err(e) => fail(e, false),
+    }
 }
 
 /// `cordon rootfs list`.
 pub fn rootfs_list(json: bool) -> i32 {
-    let _ = json;
-    eprintln!("cordon: rootfs list is not available in this build");
-    exit_codes::SANDBOX_ERROR
+    let built = crate::rootfs::list();
+    if json {
+        return print_json(&built, true);
+    }
+    if built.is_empty() {
+        println!(
+            "no root filesystem built yet in {}; build one with `cordon rootfs build LANG`",
+            crate::rootfs::data_dir().display()
+        );
+        return 0;
+    }
+    println!(
+        "{:<8} {:<40} {:<26} {:>9}  PATH",
+        "LANGUAGE", "TOOLCHAIN", "BUILT", "SIZE MiB"
+    );
+    for b in &built {
+        println!(
+            "{:<8} {:<40} {:<26} {:>9}  {}",
+            b.language,
+            b.toolchain.as_deref().unwrap_or("-"),
+            b.built.as_deref().unwrap_or("-"),
+            b.size_bytes
+                .map(|s| format!("{:.0}", s as f64 / 1048576.0))
+                .unwrap_or_else(|| "-".into()),
+            b.path.display()
+        );
+    }
+    0
 }

@@ -5,7 +5,19 @@ use cordon::cli::{Cli, Command, RootfsCommand};
 use cordon::commands;
 
 fn main() {
-    let cli = Cli::parse();
+    // Usage errors exit 125 (cordon failed before the program ran), not clap's 2, which a
+    // program's own exit code 2 could not be told apart from.
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() {
+                cordon::outcome::exit_codes::SANDBOX_ERROR
+            } else {
+                0
+            });
+        }
+    };
     let code = match cli.command {
         Command::Exec(args) => commands::exec(&args),
         Command::Run(args) => commands::run(&args),

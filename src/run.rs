@@ -145,6 +145,54 @@ fn toolchain_identity(program: &str, rootfs: &Rootfs) -> String {
     }
 }
 
+/// Debian's package for each built-in toolchain, for the fix in [`check_toolchain`].
+const PACKAGES: &[(&str, &str)] = &[
+    ("python3", "python3"),
+    ("node", "nodejs"),
+    ("go", "golang-go"),
+    ("rustc", "rustc"),
+    ("bash", "bash"),
+];
+
+/// Fails early, with the fix, when the program a profile needs is not where the sandbox will
+/// look: on `--rootfs host` only /usr (and the /bin, /sbin, /lib* links) is visible, so a
+/// toolchain under /root, /home or /opt (rustup, pyenv, nvm) is not there.
+fn check_toolchain(program: &str, rootfs: &Rootfs, lang: &str) -> Result<(), RunError> {
+    if program.starts_with("./") {
+        return Ok(());
+    }
+    let root = match rootfs {
+        Rootfs::Host => PathBuf::from("/"),
+        Rootfs::Dir(d) => d.clone(),
+    };
+    if crate::profile::resolve_on_host(program, &root).is_some() {
+        return Ok(());
+    }
+    let package = PACKAGES
+        .iter()
+        .find(|(p, _)| *p == program)
+        .map(|(_, pkg)| *pkg)
+        .unwrap_or(program);
+    let elsewhere = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(program))
+                .find(|c| c.is_file())
+        })
+        .unwrap_or_default();
+    let place = match (rootfs, elsewhere) {
+        (Rootfs::Host, Some(p)) => format!(
+            "`{program}` is at {}, outside what a --rootfs host sandbox sees (/usr, /bin, /sbin, /lib*)",
+            p.display()
+        ),
+        (Rootfs::Host, None) => format!("`{program}` is not installed under /usr"),
+        (Rootfs::Dir(d), _) => format!("`{program}` is not in the root filesystem {}", d.display()),
+    };
+    Err(RunError::Request(format!(
+        "the {lang} toolchain is missing: {place}; install Debian's package (`apt-get install {package}`) or build the language's root filesystem (`cordon rootfs build {lang}`)"
+    )))
+}
+
 fn base_spec(
     argv: Vec<String>,
     rootfs: &Rootfs,
@@ -204,6 +252,12 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         .map(|f| f.contents.len() as u64)
         .unwrap_or(0);
     let rootfs = resolve_rootfs(&profile, opts.rootfs.as_ref());
+    for argv in [profile.compile.as_ref(), Some(&profile.run)]
+        .into_iter()
+        .flatten()
+    {
+        check_toolchain(&profile.expand(argv, &entry)[0], &rootfs, &profile.name)?;
+    }
 
     // Compile phase (cached), for compiled languages.
     let mut compile_report = None;
@@ -411,4 +465,36 @@ pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
         contents,
         mode,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_toolchains_name_the_fix() {
+        assert!(check_toolchain("sh", &Rootfs::Host, "bash").is_ok());
+        assert!(check_toolchain("./main", &Rootfs::Host, "go").is_ok());
+        let e = check_toolchain("no-such-compiler-xyz", &Rootfs::Host, "xyz")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("apt-get install") && e.contains("cordon rootfs build xyz"),
+            "{e}"
+        );
+        let d = tempfile::tempdir().unwrap();
+        let e = check_toolchain("sh", &Rootfs::Dir(d.path().into()), "bash")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not in the root filesystem"), "{e}");
+    }
+
+    #[test]
+    fn rootfs_override_wins() {
+        let p = crate::profile::find("python", &[]).unwrap();
+        assert_eq!(resolve_rootfs(&p, Some(&Rootfs::Host)), Rootfs::Host);
+        let mut q = p.clone();
+        q.rootfs = "/some/dir".into();
+        assert_eq!(resolve_rootfs(&q, None), Rootfs::Dir("/some/dir".into()));
+    }
 }

@@ -230,19 +230,19 @@ pub struct ExecArgs {
     /// CPU-time limit of the whole sandbox (default: none).
     #[arg(long, value_name = "DUR", value_parser = spec::parse_duration)]
     pub cpu_time: Option<std::time::Duration>,
-    /// Memory limit, no swap (512M, 1G; 0 = none).
-    #[arg(long, value_name = "SIZE", default_value = "512M", value_parser = spec::parse_size)]
-    pub memory: u64,
-    /// CPU bandwidth in CPUs (0 = none).
-    #[arg(long, value_name = "N", default_value_t = 1.0)]
-    pub cpus: f64,
+    /// Memory limit, no swap (default 512M; 0 = none).
+    #[arg(long, value_name = "SIZE", value_parser = spec::parse_size)]
+    pub memory: Option<u64>,
+    /// CPU bandwidth in CPUs (default 1; 0 = none).
+    #[arg(long, value_name = "N")]
+    pub cpus: Option<f64>,
     /// Processes and threads alive at once (0 = none).
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub pids: u64,
     /// Bytes kept of stdout and of stderr, each; exceeding it kills the sandbox.
     #[arg(long, value_name = "SIZE", default_value = "10M", value_parser = spec::parse_size)]
     pub output_limit: u64,
-    /// Largest file the program may write.
+    /// Largest file the program may write (0 = none).
     #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = spec::parse_size)]
     pub file_size: u64,
     /// Open file descriptors per process.
@@ -300,12 +300,12 @@ impl ExecArgs {
         let l = &mut s.limits;
         l.wall = self.timeout;
         l.cpu_time = self.cpu_time;
-        l.memory = nonzero(self.memory);
-        l.cpus = if self.cpus == 0.0 {
-            None
-        } else {
-            Some(self.cpus)
-        };
+        if let Some(m) = self.memory {
+            l.memory = nonzero(m);
+        }
+        if let Some(c) = self.cpus {
+            l.cpus = if c == 0.0 { None } else { Some(c) };
+        }
         l.pids = nonzero(self.pids);
         l.output = self.output_limit;
         l.file_size = nonzero(self.file_size);

@@ -85,31 +85,68 @@ fn fd_path(fd: &OwnedFd) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
-/// Builds the new root at [`STAGE`] following `ops`, then pivots into it and remounts it
-/// read-only. Runs in the sandbox's init, inside the new user and mount namespaces.
-pub fn apply(ops: &[Op]) -> Result<(), ApplyError> {
-    // 1. Open every host source before anything is mounted over it.
-    let mut sources: HashMap<PathBuf, OwnedFd> = HashMap::new();
+/// The host files and directories the plan binds from, opened (`O_PATH`) before anything is
+/// mounted and before init drops host root (a root caller's rootfs may sit under /root).
+pub struct Sources {
+    fds: HashMap<PathBuf, OwnedFd>,
+}
+
+/// Opens every source of `ops`. Sources under `confined` (an extracted rootfs directory,
+/// which someone other than cordon may be able to write) are opened relative to it with
+/// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`: an entry swapped for a symlink after the plan was
+/// made fails the run instead of binding whatever the symlink points at.
+pub fn open_sources(ops: &[Op], confined: Option<&Path>) -> Result<Sources, ApplyError> {
+    use nix::fcntl::{OpenHow, ResolveFlag, openat2};
+    let root_fd = match confined {
+        Some(root) => Some(
+            open(
+                root,
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| {
+                fail(
+                    &Op::Dir { dst: root.into() },
+                    "open the root filesystem",
+                    root,
+                    e,
+                )
+            })?,
+        ),
+        None => None,
+    };
+    let mut fds: HashMap<PathBuf, OwnedFd> = HashMap::new();
     for src in plan::sources(ops)
         .into_iter()
         .chain([PathBuf::from("/dev/null")])
     {
-        if sources.contains_key(&src) {
+        if fds.contains_key(&src) {
             continue;
         }
-        let fd = open(&src, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty()).map_err(|e| {
-            fail(
-                &Op::BindRo {
-                    src: src.clone(),
-                    dst: src.clone(),
-                },
-                "open",
-                &src,
-                e,
-            )
-        })?;
-        sources.insert(src, fd);
+        let op = Op::BindRo {
+            src: src.clone(),
+            dst: src.clone(),
+        };
+        let fd = match (confined, &root_fd) {
+            (Some(root), Some(rfd)) if src.starts_with(root) => {
+                let rel = src.strip_prefix(root).unwrap_or(&src);
+                let how = OpenHow::new()
+                    .flags(OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+                    .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+                openat2(rfd, rel, how).map_err(|e| fail(&op, "open (no symlinks)", &src, e))?
+            }
+            _ => open(&src, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+                .map_err(|e| fail(&op, "open", &src, e))?,
+        };
+        fds.insert(src, fd);
     }
+    Ok(Sources { fds })
+}
+
+/// Builds the new root at [`STAGE`] following `ops`, then pivots into it and remounts it
+/// read-only. Runs in the sandbox's init, inside the new user and mount namespaces.
+pub fn apply(ops: &[Op], sources: Sources) -> Result<(), ApplyError> {
+    let sources = sources.fds;
     let null = fd_path(&sources[Path::new("/dev/null")]);
 
     // 2. No mount event may propagate back to the host.
@@ -160,7 +197,7 @@ fn apply_one(op: &Op, sources: &HashMap<PathBuf, OwnedFd>, null: &Path) -> Resul
                 Some(&fd_path(&sources[src])),
                 &p,
                 None::<&str>,
-                MsFlags::MS_BIND | MsFlags::MS_REC,
+                MsFlags::MS_BIND,
                 None::<&str>,
             )
             .map_err(|e| fail(op, "bind", &p, e))?;
@@ -215,48 +252,42 @@ fn apply_one(op: &Op, sources: &HashMap<PathBuf, OwnedFd>, null: &Path) -> Resul
                 &p,
                 Some("devpts"),
                 MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-                Some("newinstance,ptmxmode=0666,mode=0620"),
+                Some("newinstance,ptmxmode=0666,mode=0620,max=64"),
             )
             .map_err(|e| fail(op, "mount devpts", &p, e))
         }
+        // The masks and read-only binds skip a path this kernel's /proc lacks. The mount
+        // itself says so (ENOENT; ENOTDIR for a directory mask over a file), which saves a
+        // stat per path.
         Op::MaskFile { dst } => {
             let p = inside(dst);
-            if !p.exists() {
-                return Ok(());
+            match mount(Some(null), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
+                Ok(()) | Err(Errno::ENOENT) => Ok(()),
+                Err(e) => Err(fail(op, "mask", &p, e)),
             }
-            mount(Some(null), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>)
-                .map_err(|e| fail(op, "mask", &p, e))
         }
         Op::MaskDir { dst } => {
             let p = inside(dst);
-            if !p.is_dir() {
-                return Ok(());
-            }
             let flags =
                 MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-            mount(
+            match mount(
                 Some("tmpfs"),
                 &p,
                 Some("tmpfs"),
                 flags,
                 Some("size=4k,nr_inodes=1,mode=0555"),
-            )
-            .map_err(|e| fail(op, "mask", &p, e))
+            ) {
+                Ok(()) | Err(Errno::ENOENT | Errno::ENOTDIR) => Ok(()),
+                Err(e) => Err(fail(op, "mask", &p, e)),
+            }
         }
         Op::ReadOnly { dst } => {
             let p = inside(dst);
-            if !p.exists() {
-                return Ok(());
+            match mount(Some(&p), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
+                Ok(()) => remount_ro(op, &p, true),
+                Err(Errno::ENOENT) => Ok(()),
+                Err(e) => Err(fail(op, "bind", &p, e)),
             }
-            mount(
-                Some(&p),
-                &p,
-                None::<&str>,
-                MsFlags::MS_BIND | MsFlags::MS_REC,
-                None::<&str>,
-            )
-            .map_err(|e| fail(op, "bind", &p, e))?;
-            remount_ro(op, &p, true)
         }
         Op::RemountRo { dst } => {
             let p = inside(dst);

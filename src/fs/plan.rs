@@ -6,9 +6,7 @@
 //! host paths; the child opens each one (O_PATH) before it mounts anything, so a later
 //! mount cannot hide a source.
 
-use crate::spec::{
-    DEFAULT_HOSTNAME, Limits, Rootfs, SANDBOX_GID, SANDBOX_UID, SANDBOX_USER, WORKSPACE,
-};
+use crate::spec::{Limits, Rootfs, SANDBOX_GID, SANDBOX_UID, SANDBOX_USER, WORKSPACE};
 use std::path::{Path, PathBuf};
 
 /// One step of building the new root.
@@ -16,9 +14,12 @@ use std::path::{Path, PathBuf};
 pub enum Op {
     /// `mkdir -p` (mode 0755).
     Dir { dst: PathBuf },
-    /// A read-only, nosuid, nodev bind of a host directory or file.
+    /// A read-only, nosuid, nodev bind of a host directory or file. Not recursive: mounts
+    /// below the source on the host are not carried in (they would keep their own, writable,
+    /// flags).
     BindRo { src: PathBuf, dst: PathBuf },
-    /// A read-write, nosuid bind of a host device node (/dev/null and friends).
+    /// A read-write bind of a host device node (/dev/null and friends); it keeps the host
+    /// /dev mount's flags, since `nodev` would make the node useless.
     BindDev { src: PathBuf, dst: PathBuf },
     /// A symlink `dst -> target`.
     Symlink { target: PathBuf, dst: PathBuf },
@@ -100,7 +101,15 @@ impl HostView {
         let mut top = Vec::new();
         for entry in std::fs::read_dir(root)? {
             let entry = entry?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(name) = entry.file_name().to_str().map(String::from) else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "its top-level entry {:?} is not a UTF-8 name; rename it",
+                        entry.file_name()
+                    ),
+                ));
+            };
             let ft = entry.file_type()?;
             let target = if ft.is_symlink() {
                 Some(std::fs::read_link(entry.path())?)
@@ -247,7 +256,6 @@ fn etc_ops(ops: &mut Vec<Op>, host: &HostView, hostname: &str) {
             contents,
         });
     }
-    let _ = DEFAULT_HOSTNAME;
     for e in &host.etc_present {
         let dst = Path::new("/etc").join(e);
         if e == "ld.so.cache" {

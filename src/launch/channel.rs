@@ -89,6 +89,10 @@ impl Reporter {
     }
 }
 
+/// The longest report line accepted: a collected file is capped at 64 MiB by default, which
+/// is about 86 MiB as base64.
+const MAX_LINE: usize = 96 << 20;
+
 /// Reassembles JSON lines from the report pipe.
 #[derive(Default)]
 pub struct MsgReader {
@@ -99,6 +103,14 @@ impl MsgReader {
     /// Feeds bytes read from the pipe and returns the complete messages among them.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Msg> {
         self.buf.extend_from_slice(bytes);
+        if self.buf.len() > MAX_LINE && !self.buf.contains(&b'\n') {
+            self.buf.clear();
+            return vec![Msg::SetupFailed {
+                step: "report".into(),
+                message: format!("a message from the sandbox exceeded {MAX_LINE} bytes"),
+                exit_code: 125,
+            }];
+        }
         let mut out = Vec::new();
         while let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = self.buf.drain(..=nl).collect();

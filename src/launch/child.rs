@@ -45,6 +45,9 @@ pub struct ChildCtx<'a> {
     pub stdin: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
+    /// The canonical rootfs directory for `--rootfs DIR` (its entries are opened without
+    /// following symlinks).
+    pub rootfs_dir: Option<&'a std::path::Path>,
     /// Files to write into /workspace before the payload starts.
     pub files: &'a [crate::spec::InputFile],
     /// Files to bring back after the payload exits.
@@ -127,6 +130,23 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     // Non-dumpable: the payload cannot read init's memory or /proc/1 details that it does not
     // own (it also lacks the capabilities ptrace would need, and seccomp denies ptrace).
     nix::sys::prctl::set_dumpable(false).map_err(e("make init non-dumpable"))?;
+    // init needs none of the caller's stdio (it reports through its pipe): /dev/null on 0-2,
+    // and a session of its own, so no terminal of the caller stays reachable through it.
+    let null = nix::fcntl::open(
+        "/dev/null",
+        nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(e("open /dev/null"))?;
+    nix::unistd::dup2_stdin(&null).map_err(e("detach init from the caller's stdin"))?;
+    nix::unistd::dup2_stdout(&null).map_err(e("detach init from the caller's stdout"))?;
+    nix::unistd::dup2_stderr(&null).map_err(e("detach init from the caller's stderr"))?;
+    drop(null);
+    nix::unistd::setsid().map_err(e("start init's own session"))?;
+    // Host sources are opened while init still has the caller's host identity: a root
+    // caller's rootfs may be under /root, which host uid 65534 cannot traverse.
+    let sources = crate::fs::open_sources(ctx.plan, ctx.rootfs_dir)
+        .map_err(|err| ("open the root filesystem's sources", err.to_string()))?;
     if ctx.root_caller {
         sys::clear_groups().map_err(e("drop supplementary groups"))?;
     }
@@ -139,6 +159,8 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     // A credential change clears the parent-death signal: set it again. A parent that died in
     // between is noticed at the second go (end-of-file).
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(e("set parent-death signal"))?;
+    // ...and resets "dumpable" to fs.suid_dumpable: clear it again.
+    nix::sys::prctl::set_dumpable(false).map_err(e("make init non-dumpable"))?;
     if !caps::has_cap(
         None,
         caps::CapSet::Effective,
@@ -151,7 +173,8 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
             "init lost CAP_SYS_ADMIN in its own user namespace after switching ids".into(),
         ));
     }
-    crate::fs::apply(ctx.plan).map_err(|err| ("build the root filesystem", err.to_string()))?;
+    crate::fs::apply(ctx.plan, sources)
+        .map_err(|err| ("build the root filesystem", err.to_string()))?;
     nix::unistd::sethostname(ctx.hostname).map_err(e("set the hostname"))?;
     sys::loopback_up().map_err(e("bring up the loopback interface"))?;
     super::collect::write_inputs(ctx.files)
@@ -216,7 +239,17 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
         } else {
             r.value
         };
-        nix::sys::resource::setrlimit(res, r.value, hard).map_err(e("set a resource limit"))?;
+        nix::sys::resource::setrlimit(res, r.value, hard).map_err(|err| {
+            let hint = if r.resource == libc::RLIMIT_NOFILE {
+                " (the kernel caps open files at fs.nr_open; lower --open-files)"
+            } else {
+                " (a value above the caller's own hard limit needs root; lower it)"
+            };
+            (
+                "set a resource limit",
+                format!("{res:?} = {}: {err}{hint}", r.value),
+            )
+        })?;
     }
     crate::security::caps::drop_all().map_err(|err| ("drop capabilities", err.to_string()))?;
     nix::sys::prctl::set_no_new_privs().map_err(e("set no_new_privs"))?;

@@ -14,16 +14,20 @@ use base64::Engine;
 /// What programs print when an allocation fails at an address-space (rlimit) limit. Used
 /// only when memory is limited by RLIMIT_DATA, and the status then says `inferred`.
 const OOM_MARKERS: &[&str] = &[
-    "MemoryError",
-    "Cannot allocate memory",
-    "out of memory",
-    "std::bad_alloc",
-    "memory allocation of",
-    "JavaScript heap out of memory",
-    "runtime: out of memory",
-    "failed to allocate",
-    "allocation failed",
+    "memoryerror",          // Python
+    "cannot allocate",      // glibc strerror(ENOMEM), bash's xmalloc
+    "out of memory",        // Go runtime, V8, many C programs
+    "std::bad_alloc",       // C++
+    "memory allocation of", // Rust's alloc error handler
+    "failed to allocate",   // various
+    "allocation failed",    // Node.js Buffer/ArrayBuffer
 ];
+
+/// Whether stderr reads like an allocation failure (case-insensitive).
+fn looks_like_oom(stderr: &str) -> bool {
+    let lower = stderr.to_ascii_lowercase();
+    OOM_MARKERS.iter().any(|m| lower.contains(m))
+}
 
 fn human_size(b: u64) -> String {
     if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
@@ -150,10 +154,7 @@ pub fn outcome(
                 if c != 0 && oom_reported == Some(true) {
                     status = Status::MemoryLimit;
                     code = exit_codes::KILLED;
-                } else if c != 0
-                    && memory_by_rlimit
-                    && OOM_MARKERS.iter().any(|m| stderr_text.contains(m))
-                {
+                } else if c != 0 && memory_by_rlimit && looks_like_oom(&stderr_text) {
                     status = Status::MemoryLimit;
                     oom_inferred = true;
                     code = exit_codes::KILLED;
@@ -165,6 +166,10 @@ pub fn outcome(
                 status = Status::Signaled;
                 if oom_reported == Some(true) {
                     status = Status::MemoryLimit;
+                } else if s == libc::SIGSYS {
+                    message = Some(
+                        "killed by SIGSYS: the seccomp policy kills system calls made through another ABI (i386 `int 0x80`, x32); build the program for x86_64".into(),
+                    );
                 } else if s == libc::SIGXCPU
                     || ended.cpu_timed_out
                     || (s == libc::SIGKILL && cpu_exhausted)
@@ -173,7 +178,7 @@ pub fn outcome(
                     code = exit_codes::TIMEOUT;
                 } else if memory_by_rlimit
                     && (s == libc::SIGSEGV || s == libc::SIGABRT || s == libc::SIGBUS)
-                    && OOM_MARKERS.iter().any(|m| stderr_text.contains(m))
+                    && looks_like_oom(&stderr_text)
                 {
                     status = Status::MemoryLimit;
                     oom_inferred = true;

@@ -85,14 +85,31 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     if let Some(n) = sys::thread_count().filter(|&n| n > 1) {
         return Err(LaunchError::Threads(n));
     }
-    let host = HostView::read(&spec.rootfs).map_err(|source| LaunchError::Rootfs {
-        path: match &spec.rootfs {
+    // The rootfs directory is resolved once, here; init opens its entries beneath it without
+    // following symlinks, so swapping an entry for a symlink later cannot redirect a bind.
+    let rootfs = match &spec.rootfs {
+        Rootfs::Host => Rootfs::Host,
+        Rootfs::Dir(d) => {
+            Rootfs::Dir(
+                std::fs::canonicalize(d).map_err(|source| LaunchError::Rootfs {
+                    path: d.display().to_string(),
+                    source,
+                })?,
+            )
+        }
+    };
+    let host = HostView::read(&rootfs).map_err(|source| LaunchError::Rootfs {
+        path: match &rootfs {
             Rootfs::Host => "/".into(),
             Rootfs::Dir(d) => d.display().to_string(),
         },
         source,
     })?;
-    let ops = plan::build(&spec.rootfs, &host, &spec.limits, &spec.hostname);
+    let ops = plan::build(&rootfs, &host, &spec.limits, &spec.hostname);
+    let rootfs_dir = match &rootfs {
+        Rootfs::Dir(d) => Some(d.as_path()),
+        Rootfs::Host => None,
+    };
     let filter = seccomp::compile_builtin(&spec.seccomp_policy)?;
     let term = std::env::var("TERM").ok();
     let env = spec.environment(term.as_deref());
@@ -172,6 +189,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 stdout: out_w,
                 stderr: err_w,
                 files: &spec.files,
+                rootfs_dir,
                 collect: spec.collect.as_ref(),
             })
         }
@@ -193,24 +211,31 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // 6. uid/gid maps (each written once), first go (init builds the root), then the cgroup,
     //    second go (init may start the payload). Attaching to a cgroup v1 hierarchy waits for
     //    an RCU grace period (milliseconds); init builds the root meanwhile.
-    let setup = write_maps(child, root_caller, host_uid, host_gid)
-        .and_then(|()| {
-            channel::send_go(&go_w).map_err(sys_err("tell the sandbox to build its root"))
-        })
-        .and_then(|()| match &prepared.cgroup {
-            Some(cg) => cg.attach(child.as_raw()).map_err(LaunchError::from),
-            None => Ok(()),
-        });
-    if let Err(e) = setup {
-        let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
-        let _ = nix::sys::wait::waitpid(child, None);
-        if let Some(cg) = prepared.cgroup {
-            let _ = cg.remove();
+    // A failed go write (EPIPE) means init already exited; it reported why on the report
+    // pipe, which supervision reads, so it is not an error of its own here.
+    let setup = write_maps(child, root_caller, host_uid, host_gid).and_then(|()| {
+        let first = channel::send_go(&go_w);
+        match (&first, &prepared.cgroup) {
+            (Ok(()), Some(cg)) => cg
+                .attach(child.as_raw())
+                .map_err(LaunchError::from)
+                .map(|()| first),
+            _ => Ok(first),
         }
-        let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
-        return Err(e);
-    }
-    let go_sent = channel::send_go(&go_w);
+    });
+    let first_go = match setup {
+        Ok(first) => first,
+        Err(e) => {
+            let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(child, None);
+            if let Some(cg) = prepared.cgroup {
+                let _ = cg.remove();
+            }
+            let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
+            return Err(e);
+        }
+    };
+    let go_sent = first_go.and_then(|()| channel::send_go(&go_w));
     drop(go_w);
 
     // 7. Supervise until init exits, then measure, classify and clean up.
@@ -237,10 +262,18 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         stderr: err_r,
         report: rep_r,
     };
-    let ended = match go_sent {
-        Ok(()) => supervise::supervise(spec, child, io, prepared.cgroup.as_ref(), mask, started),
-        Err(errno) => supervise::Ended::go_failed(errno),
-    };
+    let mut ended = supervise::supervise(spec, child, io, prepared.cgroup.as_ref(), mask, started);
+    if let Err(errno) = go_sent {
+        let reported = ended
+            .msgs
+            .iter()
+            .any(|m| matches!(m, channel::Msg::SetupFailed { .. }));
+        if !reported {
+            ended.internal_error = Some(format!(
+                "the sandbox's init exited before it was told to start ({errno}) and reported no reason; run `cordon doctor`"
+            ));
+        }
+    }
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
     let metrics = prepared
         .cgroup

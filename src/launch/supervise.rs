@@ -11,7 +11,6 @@ use nix::sys::signal::{SigSet, Signal, kill};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::WaitStatus;
 use nix::unistd::{Pid, read, write};
-use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -37,23 +36,55 @@ pub struct Capture {
     pub data: Vec<u8>,
     pub total: u64,
     pub truncated: bool,
+    /// Bytes waiting to be copied to cordon's own stdout/stderr (pass-through mode). Written
+    /// only when that fd polls writable, so a slow reader of cordon never blocks supervision;
+    /// past PENDING_MAX the sandbox's pipe is not read (the program blocks, as with any pipe).
+    pending: Vec<u8>,
+    /// cordon's own stdout/stderr stopped accepting (EPIPE...): drop pass-through bytes.
+    sink_closed: bool,
 }
+
+/// Pass-through bytes held for a slow reader of cordon, per stream.
+const PENDING_MAX: usize = 1 << 20;
+/// Largest single write to cordon's own stdout/stderr: a pipe that polls writable takes
+/// PIPE_BUF bytes without blocking.
+const SINK_WRITE: usize = libc::PIPE_BUF;
 
 impl Capture {
     /// Keeps what fits under `limit`; returns false once the limit is exceeded.
-    fn push(&mut self, bytes: &[u8], limit: u64, passthrough: Option<&mut dyn Write>) -> bool {
+    fn push(&mut self, bytes: &[u8], limit: u64, passthrough: bool) -> bool {
         self.total += bytes.len() as u64;
         let room = limit.saturating_sub(self.data.len() as u64) as usize;
         let kept = &bytes[..bytes.len().min(room)];
         self.data.extend_from_slice(kept);
-        if let Some(w) = passthrough {
-            // The caller's own stdout closing is no reason to stop supervising the sandbox.
-            let _ = w.write_all(kept).and_then(|()| w.flush());
+        if passthrough && !self.sink_closed {
+            self.pending.extend_from_slice(kept);
         }
         if kept.len() < bytes.len() {
             self.truncated = true;
         }
         !self.truncated
+    }
+
+    /// Whether the sandbox's pipe may be read now (pass-through backlog under its cap).
+    fn accepting(&self) -> bool {
+        self.pending.len() < PENDING_MAX
+    }
+
+    /// Copies some pending bytes to `sink` (which polled writable).
+    fn flush_some(&mut self, sink: BorrowedFd) {
+        let n = self.pending.len().min(SINK_WRITE);
+        match write(sink, &self.pending[..n]) {
+            Ok(w) => {
+                self.pending.drain(..w);
+            }
+            Err(Errno::EINTR | Errno::EAGAIN) => {}
+            // The caller's own stdout closing is no reason to stop supervising the sandbox.
+            Err(_) => {
+                self.sink_closed = true;
+                self.pending.clear();
+            }
+        }
     }
 }
 
@@ -72,17 +103,6 @@ pub struct Ended {
     pub stderr: Capture,
     pub wall: Duration,
     pub internal_error: Option<String>,
-}
-
-impl Ended {
-    pub fn go_failed(errno: Errno) -> Ended {
-        Ended {
-            internal_error: Some(format!(
-                "cannot tell the sandbox to start (go pipe): {errno}"
-            )),
-            ..Ended::default()
-        }
-    }
 }
 
 enum StdinState {
@@ -166,8 +186,8 @@ pub fn supervise(
     let mut drain_deadline: Option<Instant> = None;
     let mut killed = false;
     let mut buf = vec![0u8; CHUNK];
-    let mut host_out = std::io::stdout();
-    let mut host_err = std::io::stderr();
+    let host_out = std::io::stdout();
+    let host_err = std::io::stderr();
 
     loop {
         if matches!(stdin_state, StdinState::Closed) && stdin_buf.is_empty() {
@@ -176,7 +196,8 @@ pub fn supervise(
         let now = Instant::now();
         if init_exited {
             let dl = *drain_deadline.get_or_insert(now + DRAIN_TIMEOUT);
-            if (out.is_none() && err.is_none() && rep.is_none()) || now >= dl {
+            let flushed = ended.stdout.pending.is_empty() && ended.stderr.pending.is_empty();
+            if (out.is_none() && err.is_none() && rep.is_none() && flushed) || now >= dl {
                 break;
             }
         } else if now >= deadline && !killed {
@@ -189,13 +210,25 @@ pub fn supervise(
         let mut fds: Vec<PollFd> = Vec::with_capacity(7);
         let mut slots: Vec<u8> = Vec::with_capacity(7);
         let pin = PollFlags::POLLIN;
-        if let Some(f) = &out {
+        if let Some(f) = &out
+            && ended.stdout.accepting()
+        {
             fds.push(PollFd::new(f.as_fd(), pin));
             slots.push(b'o');
         }
-        if let Some(f) = &err {
+        if let Some(f) = &err
+            && ended.stderr.accepting()
+        {
             fds.push(PollFd::new(f.as_fd(), pin));
             slots.push(b'e');
+        }
+        if !ended.stdout.pending.is_empty() {
+            fds.push(PollFd::new(host_out.as_fd(), PollFlags::POLLOUT));
+            slots.push(b'O');
+        }
+        if !ended.stderr.pending.is_empty() {
+            fds.push(PollFd::new(host_err.as_fd(), PollFlags::POLLOUT));
+            slots.push(b'E');
         }
         if let Some(f) = &rep {
             fds.push(PollFd::new(f.as_fd(), pin));
@@ -255,18 +288,16 @@ pub fn supervise(
             }
             match slot {
                 b'o' | b'e' => {
-                    let (pipe, cap, sink): (&mut Option<OwnedFd>, &mut Capture, &mut dyn Write) =
-                        if slot == b'o' {
-                            (&mut out, &mut ended.stdout, &mut host_out)
-                        } else {
-                            (&mut err, &mut ended.stderr, &mut host_err)
-                        };
+                    let (pipe, cap): (&mut Option<OwnedFd>, &mut Capture) = if slot == b'o' {
+                        (&mut out, &mut ended.stdout)
+                    } else {
+                        (&mut err, &mut ended.stderr)
+                    };
                     let Some(fd) = pipe.as_ref() else { continue };
                     match read(fd, &mut buf) {
                         Ok(0) => *pipe = None,
                         Ok(n) => {
-                            let passthrough = if spec.passthrough { Some(sink) } else { None };
-                            if !cap.push(&buf[..n], limits.output, passthrough) && !killed {
+                            if !cap.push(&buf[..n], limits.output, spec.passthrough) && !killed {
                                 ended.output_limited = true;
                                 killed = true;
                                 kill_all(child, cgroup);
@@ -276,6 +307,8 @@ pub fn supervise(
                         Err(_) => *pipe = None,
                     }
                 }
+                b'O' => ended.stdout.flush_some(host_out.as_fd()),
+                b'E' => ended.stderr.flush_some(host_err.as_fd()),
                 b'r' => {
                     let Some(fd) = rep.as_ref() else { continue };
                     match read(fd, &mut buf) {
@@ -359,6 +392,22 @@ pub fn supervise(
     }
     if ended.wall.is_zero() {
         ended.wall = started.elapsed();
+    }
+    // The sandbox is gone: what is left for a slow reader of cordon is written out now, with
+    // blocking writes (as any filter in a pipeline would); nothing is left to supervise.
+    for (cap, sink) in [
+        (&mut ended.stdout, host_out.as_fd()),
+        (&mut ended.stderr, host_err.as_fd()),
+    ] {
+        while !cap.pending.is_empty() && !cap.sink_closed {
+            match write(sink, &cap.pending) {
+                Ok(n) => {
+                    cap.pending.drain(..n);
+                }
+                Err(Errno::EINTR | Errno::EAGAIN) => continue,
+                Err(_) => cap.sink_closed = true,
+            }
+        }
     }
     ended
 }

@@ -5,7 +5,7 @@
 //! them on `execve`. So: the bounding set first (that needs CAP_SETPCAP, still held), then
 //! ambient, inheritable, permitted and effective. `no_new_privs` is set separately.
 
-use caps::{CapSet, Capability};
+use caps::CapSet;
 
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -53,6 +53,5 @@ pub fn drop_all() -> Result<(), CapsError> {
             return Err(err(cap, name, "still present after dropping"));
         }
     }
-    let _: Option<Capability> = None;
     Ok(())
 }

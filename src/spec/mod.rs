@@ -211,6 +211,21 @@ pub struct SandboxSpec {
     pub collect: Option<Collect>,
 }
 
+/// The caller's `$TERM` when it is a plain terminal name, else `dumb`.
+fn sanitized_term(term: Option<&str>) -> &str {
+    match term {
+        Some(t)
+            if !t.is_empty()
+                && t.len() <= 64
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.+".contains(c)) =>
+        {
+            t
+        }
+        _ => "dumb",
+    }
+}
+
 impl SandboxSpec {
     /// A spec with every default for running `argv`.
     pub fn new(argv: Vec<String>) -> Self {
@@ -239,7 +254,7 @@ impl SandboxSpec {
             ("HOME".into(), WORKSPACE.into()),
             ("LANG".into(), "C.UTF-8".into()),
             ("USER".into(), SANDBOX_USER.into()),
-            ("TERM".into(), term.unwrap_or("dumb").into()),
+            ("TERM".into(), sanitized_term(term).into()),
         ];
         for (k, v) in &self.env {
             match env.iter_mut().find(|(ek, _)| ek == k) {
@@ -309,11 +324,16 @@ impl SandboxSpec {
                 check_relative_path(p)?;
             }
         }
-        if self.hostname.is_empty() || self.hostname.len() > 64 || self.hostname.contains('\0') {
+        // It goes into the generated /etc/hosts: RFC 1123 characters only, no newline.
+        let ok_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
+        if self.hostname.is_empty()
+            || self.hostname.len() > 64
+            || !self.hostname.chars().all(ok_char)
+        {
             return Err(ParseError::new(
                 "hostname",
-                &self.hostname,
-                "1 to 64 bytes, no NUL",
+                &self.hostname.escape_debug().to_string(),
+                "1 to 64 letters, digits, `-` and `.`",
             ));
         }
         Ok(())

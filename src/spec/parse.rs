@@ -96,11 +96,12 @@ pub fn parse_env_pair(s: &str) -> Result<(String, String), ParseError> {
 }
 
 pub(crate) fn check_env_key(k: &str) -> Result<(), ParseError> {
-    if k.is_empty() || k.contains('=') || k.contains('\0') {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-';
+    if k.is_empty() || !k.chars().all(ok_char) || k.starts_with(|c: char| c.is_ascii_digit()) {
         return Err(ParseError::new(
             "--env",
             k,
-            "a name must be non-empty, without `=` or NUL",
+            "a name is letters, digits, `_`, `.` and `-`, not starting with a digit",
         ));
     }
     Ok(())
@@ -142,5 +143,9 @@ mod tests {
         assert_eq!(parse_env_pair("A=").unwrap(), ("A".into(), "".into()));
         assert!(parse_env_pair("A").is_err());
         assert!(parse_env_pair("=x").is_err());
+        assert!(parse_env_pair("A B=1").is_err());
+        assert!(parse_env_pair("A\nB=1").is_err());
+        assert!(parse_env_pair("1A=1").is_err());
+        assert!(parse_env_pair("my.var-x=1").is_ok());
     }
 }

@@ -44,9 +44,20 @@ impl Data {
 
 /// Runs one program on `data`, returns the 32-bit result.
 pub fn run(prog: &[sock_filter], data: &Data) -> u32 {
+    exec(prog, data).0
+}
+
+/// How many instructions one run of `prog` on `data` executes.
+pub fn steps(prog: &[sock_filter], data: &Data) -> usize {
+    exec(prog, data).1
+}
+
+fn exec(prog: &[sock_filter], data: &Data) -> (u32, usize) {
     let mut acc: u32 = 0;
     let mut pc = 0usize;
+    let mut steps = 0;
     loop {
+        steps += 1;
         let i = prog
             .get(pc)
             .unwrap_or_else(|| panic!("fell off the program at {pc}"));
@@ -59,7 +70,7 @@ pub fn run(prog: &[sock_filter], data: &Data) -> u32 {
             0x25 => pc += cond(acc > i.k, i),      // jgt #k
             0x35 => pc += cond(acc >= i.k, i),     // jge #k
             0x45 => pc += cond(acc & i.k != 0, i), // jset #k
-            0x06 => return i.k,                    // ret #k
+            0x06 => return (i.k, steps),           // ret #k
             other => panic!("unsupported BPF opcode {other:#x} at {}", pc - 1),
         }
     }

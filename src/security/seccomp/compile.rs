@@ -1,28 +1,51 @@
-//! Policy → BPF. Pure: no syscalls, allocation allowed (this runs in the parent, before clone).
+//! Policy → ONE BPF program. Pure: no syscalls, allocation allowed (this runs in the parent
+//! before clone for a user policy, and in the build script for the built-in ones).
 //!
-//! # Why several filters
+//! # The program
 //!
-//! seccompiler 0.5 gives a filter ONE match action and ONE mismatch action. A policy that
-//! answers EPERM to some calls, ENOSYS to others and kills on a third set therefore becomes one
-//! filter per action (mismatch action: ALLOW), plus the hand-written architecture guard below.
+//! ```text
+//! guard:     ld arch; jeq AUDIT_ARCH_X86_64 or ret KILL_PROCESS        (i386 int 0x80, ...)
+//!            ld nr;   0x40000000 <= nr < 0x80000000 → ret KILL_PROCESS (x32)
+//! dispatch:  a binary search over the syscall numbers the policy names (jge/jeq on nr,
+//!            `ja` for every jump longer than one instruction); a number it does not name
+//!            → ret ALLOW
+//! chains:    one per named syscall: `ret ACTION` when the entry has no `args`, otherwise
+//!            seccompiler's rule chain for that one syscall (the arguments, then ret ACTION,
+//!            or ret ALLOW when no rule matched)
+//! ```
 //!
-//! # How the kernel combines them (kernel/seccomp.c, `seccomp_run_filters`)
+//! # Why one program, and why it decides like the stacked filters it replaces
 //!
-//! Every installed filter runs on every syscall, newest first. The result kept is the one whose
-//! action ranks highest: KILL_PROCESS > KILL_THREAD > TRAP > ERRNO > USER_NOTIF > TRACE > LOG >
-//! ALLOW (the comparison is on `ret & SECCOMP_RET_ACTION_FULL` as a signed 32-bit value, smaller
-//! wins). On a tie of action the NEWEST filter's result (with its data, e.g. its errno) wins.
-//! So "allow" from one filter never overrides "deny" from another, whatever the order, and the
-//! only order-sensitive case, two ERRNO filters both matching one call with different errno
-//! values, cannot happen: validation refuses a syscall named under two different actions.
-//! The filters are still installed in a fixed, documented order, most severe first (guard,
-//! kill, trap, errno…, log), so that if installing fails half-way the strongest parts are in.
+//! seccompiler 0.5 gives a filter ONE match action, so a policy with EPERM, ENOSYS and kill
+//! rules used to become one filter per action plus the guard, all installed. The kernel runs
+//! every installed filter on every syscall and keeps the result whose action ranks highest
+//! (kernel/seccomp.c `seccomp_run_filters`: KILL_PROCESS > KILL_THREAD > TRAP > ERRNO >
+//! USER_NOTIF > TRACE > LOG > ALLOW; on a tie the newest filter's data wins). Each installed
+//! filter also costs a JIT compilation and, under the signal lock, an emulation of the filter
+//! for every syscall number (the kernel's constant-ALLOW cache); a linear chain of ~70
+//! syscalls made that emulation the most expensive step of the payload's start.
+//!
+//! One program gives the same answer for every call:
+//! * The guard comes first and returns KILL_PROCESS for a foreign architecture or an x32
+//!   number before anything else runs; in the stacked form its KILL outranked every other
+//!   filter's answer, so the verdict is the same.
+//! * Validation ([`super::policy`]) refuses a syscall named under two different actions, so a
+//!   native call reaches at most one chain: exactly the one filter of the stacked form that
+//!   could answer anything but ALLOW. Its answer (ACTION, or ALLOW when its argument rules do
+//!   not match) is the verdict, as it was. No precedence between actions is left to decide.
+//! * Negative numbers (`syscall(-1)`) pass the guard, match no chain, and get ALLOW; the
+//!   kernel answers them with ENOSYS (its x32 dispatch computes `nr - 0x40000000` as unsigned
+//!   and finds it out of range), so they reach no table.
+//!
+//! A unit test compares this program with the stacked filters on every syscall number and on
+//! argument values around every rule (`single_program_decides_like_the_stacked_filters`).
 //!
 //! # What seccompiler emits (read from seccompiler-0.5.0/src/backend)
 //!
-//! * Every program starts with `ld arch; jeq AUDIT_ARCH_X86_64; ret KILL_PROCESS`: a call made
-//!   through another ABI (i386 `int 0x80` arrives as AUDIT_ARCH_I386) is killed. The guard
-//!   below does the same so the policy does not depend on that detail.
+//! * Every program starts with `ld arch; jeq AUDIT_ARCH_X86_64; ret KILL_PROCESS; ld nr`.
+//!   [`chain`] checks those four instructions and drops them (the guard does the same), and
+//!   keeps the rest: `jeq nr` (always true where the dispatch lands), the rules, `ret ALLOW`.
+//!   Its jumps are relative and stay inside the chain, so the chain can sit anywhere.
 //! * It does NOT look at the x32 bit: an x32 call arrives as AUDIT_ARCH_X86_64 with
 //!   `nr | 0x4000_0000`, so a rule on `ioctl` (16) would miss the x32 `ioctl` (0x4000_0202).
 //!   The guard kills every such number.
@@ -70,8 +93,18 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
-/// The architecture guard, always the first filter installed (jump targets shown as absolute
-/// instruction indices):
+/// `BPF_JMP (0x05) | BPF_JA (0x00)`: unconditional jump by a 32-bit offset.
+pub(super) const BPF_JMP_JA: u16 = 0x05;
+
+/// include/uapi/linux/bpf_common.h `BPF_MAXINSNS`: the kernel refuses longer programs.
+const BPF_MAXINSNS: usize = 4096;
+
+/// Up to this many syscalls, the dispatch compares them one by one (two instructions each)
+/// instead of splitting the range again.
+const LINEAR_LEAF: usize = 3;
+
+/// The architecture guard (jump targets shown as absolute instruction indices); the
+/// dispatch starts at 7 with the syscall number in the accumulator:
 ///
 /// ```text
 /// 0: ld  [4]                         ; seccomp_data.arch
@@ -79,13 +112,9 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
 /// 2: ret #KILL_PROCESS
 /// 3: ld  [0]                         ; seccomp_data.nr
 /// 4: jge #0x40000000, 5, 7           ; x32 bit set?
-/// 5: jge #0x80000000, 7, 6           ; negative nr (e.g. syscall(-1)): not x32, allowed
+/// 5: jge #0x80000000, 7, 6           ; negative nr (e.g. syscall(-1)): not x32, go on
 /// 6: ret #KILL_PROCESS               ; x32 call: 0x40000000..=0x7fffffff
-/// 7: ret #ALLOW                      ; the other filters decide
 /// ```
-///
-/// Negative numbers are left alone: the kernel answers them with ENOSYS (its x32 dispatch
-/// computes `nr - 0x40000000` as unsigned and finds it out of range), so they reach no table.
 pub(super) fn arch_guard() -> BpfProgram {
     vec![
         stmt(BPF_LD_W_ABS, DATA_ARCH),
@@ -95,13 +124,185 @@ pub(super) fn arch_guard() -> BpfProgram {
         jump(BPF_JMP_JGE_K, X32_SYSCALL_BIT, 0, 2),
         jump(BPF_JMP_JGE_K, 0x8000_0000, 1, 0),
         stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS),
-        stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
     ]
 }
 
-/// Compiles a checked policy into the programs to install, in installation order.
-pub(super) fn compile(policy: &Policy) -> Result<Vec<BpfProgram>, SeccompError> {
-    let mut programs = vec![arch_guard()];
+/// Compiles a checked policy into the one program to install (see the module doc).
+pub(super) fn compile(policy: &Policy) -> Result<BpfProgram, SeccompError> {
+    // One chain per syscall number, sorted by number for the binary search.
+    let mut chains: Vec<(u32, BpfProgram)> = Vec::new();
+    for (action, syscalls) in &policy.groups {
+        for (nr, alternatives) in syscalls {
+            chains.push((*nr, chain(policy, *action, *nr, alternatives)?));
+        }
+    }
+    chains.sort_by_key(|(nr, _)| *nr);
+
+    let mut asm = Asm::default();
+    for i in arch_guard() {
+        asm.insn(i);
+    }
+    let labels: Vec<Label> = chains.iter().map(|_| asm.label()).collect();
+    dispatch(&mut asm, &chains, &labels);
+    for ((_, body), label) in chains.iter().zip(&labels) {
+        if body.len() > 1 {
+            asm.bind(*label);
+            for i in body {
+                asm.insn(i.clone());
+            }
+        }
+    }
+    let program = asm.finish();
+    if program.len() > BPF_MAXINSNS {
+        return Err(SeccompError::Compile {
+            policy: policy.name.clone(),
+            action: "all".into(),
+            source: seccompiler::BackendError::FilterTooLarge(program.len()),
+        });
+    }
+    Ok(program)
+}
+
+/// The binary search over `chains[..]` (sorted by number; `labels[i]` is where chain `i`
+/// starts), entered with the syscall number in the accumulator. Conditional jumps skip at most
+/// one instruction; every longer jump is a `ja`, whose offset has 32 bits.
+fn dispatch(asm: &mut Asm, chains: &[(u32, BpfProgram)], labels: &[Label]) {
+    if chains.len() <= LINEAR_LEAF {
+        for (i, (nr, body)) in chains.iter().enumerate() {
+            asm.insn(jump(BPF_JMP_JEQ_K, *nr, 0, 1));
+            match body.as_slice() {
+                // `ret ACTION` (an entry without args): in place.
+                [only] => asm.insn(only.clone()),
+                _ => asm.ja(labels[i]),
+            }
+        }
+        asm.insn(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
+        return;
+    }
+    let mid = chains.len() / 2;
+    let right = asm.label();
+    asm.insn(jump(BPF_JMP_JGE_K, chains[mid].0, 0, 1));
+    asm.ja(right);
+    dispatch(asm, &chains[..mid], &labels[..mid]);
+    asm.bind(right);
+    dispatch(asm, &chains[mid..], &labels[mid..]);
+}
+
+/// What one syscall gets, entered with its number in the accumulator: `ret ACTION` when its
+/// entry has no `args`; otherwise seccompiler's chain for it, without seccompiler's own
+/// architecture check (see the module doc).
+fn chain(
+    policy: &Policy,
+    action: Action,
+    nr: u32,
+    alternatives: &[Vec<Condition>],
+) -> Result<BpfProgram, SeccompError> {
+    let ret = u32::from(seccomp_action(action));
+    if alternatives.is_empty() {
+        return Ok(vec![stmt(BPF_RET_K, ret)]);
+    }
+    let compile_err = |source| SeccompError::Compile {
+        policy: policy.name.clone(),
+        action: action.label(),
+        source,
+    };
+    let rules = alternatives
+        .iter()
+        .map(|conds| {
+            let conds = conds.iter().map(condition).collect::<Result<_, _>>()?;
+            SeccompRule::new(conds)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(compile_err)?;
+    let program = SeccompFilter::new(
+        BTreeMap::from([(i64::from(nr), rules)]),
+        SeccompAction::Allow,
+        seccomp_action(action),
+        TargetArch::x86_64,
+    )
+    .and_then(BpfProgram::try_from)
+    .map_err(compile_err)?;
+    let layout = |problem| SeccompError::Layout {
+        policy: policy.name.clone(),
+        problem,
+    };
+    let prologue = [
+        stmt(BPF_LD_W_ABS, DATA_ARCH),
+        jump(BPF_JMP_JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
+        stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS),
+        stmt(BPF_LD_W_ABS, DATA_NR),
+    ];
+    let body = program
+        .strip_prefix(&prologue[..])
+        .ok_or_else(|| layout("it does not start with the architecture check and `ld nr`"))?;
+    match (body.first(), body.last()) {
+        (Some(first), Some(last))
+            if first.code == BPF_JMP_JEQ_K
+                && first.k == nr
+                && last.code == BPF_RET_K
+                && last.k == libc::SECCOMP_RET_ALLOW =>
+        {
+            Ok(body.to_vec())
+        }
+        _ => Err(layout(
+            "the chain does not start with `jeq nr` or does not end with `ret ALLOW`",
+        )),
+    }
+}
+
+/// A label: an instruction index, known once bound.
+#[derive(Debug, Clone, Copy)]
+struct Label(usize);
+
+/// A tiny assembler: instructions, plus forward `ja` jumps to labels resolved at the end.
+#[derive(Default)]
+struct Asm {
+    code: Vec<sock_filter>,
+    /// Where each label was bound.
+    bound: Vec<Option<usize>>,
+    /// (index of a `ja`, its label).
+    fixups: Vec<(usize, Label)>,
+}
+
+impl Asm {
+    fn insn(&mut self, i: sock_filter) {
+        self.code.push(i);
+    }
+
+    fn label(&mut self) -> Label {
+        self.bound.push(None);
+        Label(self.bound.len() - 1)
+    }
+
+    fn bind(&mut self, l: Label) {
+        self.bound[l.0] = Some(self.code.len());
+    }
+
+    fn ja(&mut self, l: Label) {
+        self.fixups.push((self.code.len(), l));
+        self.code.push(stmt(BPF_JMP_JA, 0));
+    }
+
+    /// Resolves the jumps. Every label is bound after its jumps (the dispatch comes before
+    /// what it jumps to), which the asserts check: a bug here must not produce a program.
+    fn finish(mut self) -> BpfProgram {
+        for (at, l) in self.fixups {
+            let target = self.bound[l.0].expect("every jump's label is bound");
+            assert!(target > at, "backward jump in a seccomp program");
+            self.code[at].k = u32::try_from(target - at - 1).expect("jump fits in 32 bits");
+        }
+        self.code
+    }
+}
+
+/// The form this compiler replaced, kept as the reference for the equivalence test: the guard
+/// (ending in `ret ALLOW`) and one seccompiler filter per action, installed in that order and
+/// combined by the kernel's precedence rule.
+#[cfg(test)]
+pub(super) fn compile_stacked(policy: &Policy) -> Vec<BpfProgram> {
+    let mut guard = arch_guard();
+    guard.push(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
+    let mut programs = vec![guard];
     for (action, syscalls) in &policy.groups {
         let rules = syscalls
             .iter()
@@ -109,30 +310,23 @@ pub(super) fn compile(policy: &Policy) -> Result<Vec<BpfProgram>, SeccompError> 
                 let rules = alternatives
                     .iter()
                     .map(|conds| {
-                        let conds = conds.iter().map(condition).collect::<Result<_, _>>()?;
-                        SeccompRule::new(conds)
+                        SeccompRule::new(conds.iter().map(|c| condition(c).unwrap()).collect())
+                            .unwrap()
                     })
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok((i64::from(*nr), rules))
+                    .collect::<Vec<_>>();
+                (i64::from(*nr), rules)
             })
-            .collect::<Result<BTreeMap<_, _>, seccompiler::BackendError>>()
-            .and_then(|rules| {
-                SeccompFilter::new(
-                    rules,
-                    SeccompAction::Allow,
-                    seccomp_action(*action),
-                    TargetArch::x86_64,
-                )
-            })
-            .and_then(BpfProgram::try_from)
-            .map_err(|source| SeccompError::Compile {
-                policy: policy.name.clone(),
-                action: action.label(),
-                source,
-            })?;
-        programs.push(rules);
+            .collect::<BTreeMap<_, _>>();
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            seccomp_action(*action),
+            TargetArch::x86_64,
+        )
+        .unwrap();
+        programs.push(BpfProgram::try_from(filter).unwrap());
     }
-    Ok(programs)
+    programs
 }
 
 fn seccomp_action(a: Action) -> SeccompAction {

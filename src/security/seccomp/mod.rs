@@ -1,15 +1,23 @@
 //! seccomp: a policy kept as a data file (`profiles/seccomp/*.toml`, a reason on every entry),
-//! compiled to BPF in the parent (pure, [`compile_builtin`] / [`compile_policy_str`]), installed
-//! by the payload as its very last step before `execve` ([`install`]).
+//! compiled to ONE BPF program ([`compile_builtin`] / [`compile_policy_str`]), installed by the
+//! payload as its very last step before `execve` ([`install`]).
 //!
 //! * [`policy`]: the file format, parsed and validated (errors name the entry).
-//! * [`compile`](mod@compile): policy → one BPF program per action, plus an architecture guard
-//!   that kills i386 and x32 calls; the module doc explains how the kernel combines filters.
+//! * [`compile`](mod@compile): policy → one BPF program: an architecture guard that kills i386
+//!   and x32 calls, then a binary search over the named syscalls; the module doc explains why
+//!   it decides exactly as the kernel would combine one filter per action.
 //! * [`syscalls`]: the x86_64 syscall table (name → number).
+//!
+//! The built-in policies are compiled by the build script (`build.rs`, which includes
+//! `policy`, `compile`, `syscalls` and `error` with `#[path]`), so `cordon` does not parse
+//! TOML or run the compiler on each start: it embeds the program's bytes and decodes them. A
+//! unit test checks that the embedded program equals a runtime compile of the same file. User
+//! policies (text) are still compiled at run time.
 //!
 //! Only x86_64 is supported: the syscall table and the architecture guard are x86_64's.
 
 mod compile;
+mod error;
 mod policy;
 mod syscalls;
 
@@ -20,190 +28,84 @@ mod tests;
 #[cfg(test)]
 mod tests_live;
 
-/// Why a policy did not load, compile or install. Every message says what failed, why, and
-/// what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum SeccompError {
-    #[error(
-        "seccomp policy `{name}` is not built in (the built-in policies are: {}); \
-         pick one of those in the profile's `seccomp_policy`",
-        builtin_names().join(", ")
-    )]
-    UnknownPolicy { name: String },
+pub use error::{EntryProblem, SeccompError};
+use seccompiler::{BpfProgram, sock_filter};
 
-    #[error(
-        "seccomp policy from {origin} is not valid TOML for the policy format: {source}\
-         fix the file; the format is described in profiles/seccomp/README.md"
-    )]
-    Parse {
-        origin: String,
-        source: Box<toml::de::Error>,
-    },
-
-    #[error(
-        "seccomp policy name `{name}` is not valid: it must be non-empty and use only ASCII \
-         letters, digits, `-` and `_`; rename the policy"
-    )]
-    InvalidName { name: String },
-
-    #[error(
-        "seccomp policy `{policy}`, [[deny]] entry #{entry} (syscall {syscalls}): {problem}; \
-         fix that entry (the format is described in profiles/seccomp/README.md)"
-    )]
-    InvalidEntry {
-        policy: String,
-        entry: usize,
-        syscalls: String,
-        problem: EntryProblem,
-    },
-
-    #[error(
-        "seccomp policy `{policy}`: building the BPF program for the `{action}` rules failed: \
-         {source}; simplify the policy (fewer or simpler argument rules)"
-    )]
-    Compile {
-        policy: String,
-        action: String,
-        source: seccompiler::BackendError,
-    },
-
-    #[error(
-        "seccomp is not supported on {arch}: cordon's syscall table and architecture guard \
-         cover x86_64 only; run cordon on x86_64"
-    )]
-    UnsupportedArch { arch: &'static str },
-
-    #[error(
-        "the compiled seccomp policy has no filter to install; refusing to run the payload \
-         without one (this is a bug in the caller: build `Compiled` with compile_builtin)"
-    )]
-    NothingToInstall,
-
-    #[error(
-        "cannot install seccomp filter {} of {total}: {source}; EACCES means no_new_privs was \
-         not set first, EINVAL that the kernel lacks CONFIG_SECCOMP_FILTER, ENOMEM that the \
-         filters are too long: set no_new_privs, use a kernel with seccomp filters, or shorten \
-         the policy", index + 1
-    )]
-    Install {
-        index: usize,
-        total: usize,
-        source: seccompiler::Error,
-    },
-}
-
-/// What is wrong with one `[[deny]]` entry.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EntryProblem {
-    #[error("`why` is empty: every entry must say why the call is denied")]
-    EmptyWhy,
-    #[error("`syscall` is an empty list: name at least one system call")]
-    NoSyscall,
-    #[error(
-        "`{0}` is not an x86_64 system call name (names are the kernel's, e.g. `umount2`, \
-         `_sysctl`; see `ausyscall --dump` or arch/x86/entry/syscalls/syscall_64.tbl)"
-    )]
-    UnknownSyscall(String),
-    #[error("`{0}` is listed twice in the same entry")]
-    DuplicateSyscall(String),
-    #[error(
-        "`{syscall}` is also denied by entry #{other_entry} with a different action; one \
-         syscall, one action (two errno values could not be ordered), so merge the entries"
-    )]
-    ConflictingAction { syscall: String, other_entry: usize },
-    #[error(
-        "`{syscall}` is also denied by entry #{other_entry} and one of the two has no `args`, \
-         so the other can never matter; remove one"
-    )]
-    Redundant { syscall: String, other_entry: usize },
-    #[error(
-        "errno `{0}` is not known; use one of EPERM, EACCES, ENOSYS, EINVAL, ENOTTY, EAFNOSUPPORT, EOPNOTSUPP"
-    )]
-    UnknownErrno(String),
-    #[error("`errno` is only meaningful with `action = \"errno\"`; remove it or change the action")]
-    ErrnoWithoutErrnoAction,
-    #[error("argument index {0} is out of range: system calls have arguments 0 to 5")]
-    ArgIndex(u8),
-    #[error("argument width {0} is not valid: use 32 (int, unsigned int) or 64 (long, pointer)")]
-    ArgWidth(u8),
-    #[error("`op = \"masked_eq\"` needs a `mask`")]
-    MaskRequired,
-    #[error("`mask` is only meaningful with `op = \"masked_eq\"`; remove it")]
-    MaskNotAllowed,
-    #[error(
-        "{what} {value:#x} does not fit a 32-bit comparison; use `width = 64` if the kernel \
-         reads the whole argument"
-    )]
-    TooWide { what: &'static str, value: u64 },
-    #[error("value {value:#x} has bits outside mask {mask:#x}, so it can never match")]
-    ValueOutsideMask { value: u64, mask: u64 },
-}
-
-/// A compiled policy, ready to install: the programs in installation order.
+/// A compiled policy, ready to install.
 #[derive(Debug, Clone)]
 pub struct Compiled {
     pub name: String,
-    pub filters: Vec<seccompiler::BpfProgram>,
+    pub program: BpfProgram,
 }
 
-/// The built-in policies, embedded at build time.
-const BUILTINS: &[(&str, &str)] = &[(
+/// The built-in policies, compiled to BPF by the build script: (name, program bytes). The
+/// names are [`policy::BUILTINS`] (a test checks they agree); each file is
+/// `profiles/seccomp/<name>.toml`, and its `name` key is the builtin's name (the build checks).
+const EMBEDDED: &[(&str, &[u8])] = &[(
     "default",
-    include_str!("../../../profiles/seccomp/default.toml"),
+    include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-default.bpf")),
 )];
-
-const BUILTIN_NAMES: &[&str] = &["default"];
 
 /// The names [`compile_builtin`] accepts.
 pub fn builtin_names() -> &'static [&'static str] {
-    BUILTIN_NAMES
+    policy::BUILTINS
 }
 
-/// Loads and compiles a built-in policy by name (`"default"`).
+/// The built-in policy `name` (`"default"`), as compiled at build time.
 pub fn compile_builtin(name: &str) -> Result<Compiled, SeccompError> {
-    let (_, text) = BUILTINS
+    check_arch()?;
+    let (name, bytes) = EMBEDDED
         .iter()
         .find(|(n, _)| *n == name)
         .ok_or_else(|| SeccompError::UnknownPolicy { name: name.into() })?;
-    compile_text(&format!("built-in policy `{name}`"), text)
+    Ok(Compiled {
+        name: name.to_string(),
+        program: decode(bytes),
+    })
 }
 
 /// Compiles a policy given as TOML text (a user policy).
 pub fn compile_policy_str(text: &str) -> Result<Compiled, SeccompError> {
-    compile_text("the given policy text", text)
-}
-
-fn compile_text(origin: &str, text: &str) -> Result<Compiled, SeccompError> {
-    if !cfg!(target_arch = "x86_64") {
-        return Err(SeccompError::UnsupportedArch {
-            arch: std::env::consts::ARCH,
-        });
-    }
-    let policy = policy::parse(origin, text)?;
-    let filters = compile::compile(&policy)?;
+    check_arch()?;
+    let policy = policy::parse("the given policy text", text)?;
+    let program = compile::compile(&policy)?;
     Ok(Compiled {
         name: policy.name,
-        filters,
+        program,
     })
 }
 
-/// Installs the filters on the calling thread, in order. Meant for the payload, last step
-/// before `execve`, after `no_new_privs` (seccompiler sets it again, harmlessly). Allocates
-/// nothing: the programs were built by the parent and the kernel copies them in.
-///
-/// If it fails half-way the filters already installed stay (they cannot be removed); the
-/// caller must not `execve` then.
+fn check_arch() -> Result<(), SeccompError> {
+    if cfg!(target_arch = "x86_64") {
+        Ok(())
+    } else {
+        Err(SeccompError::UnsupportedArch {
+            arch: std::env::consts::ARCH,
+        })
+    }
+}
+
+/// The embedded form of a program: each `struct sock_filter` as 8 little-endian bytes,
+/// `code: u16, jt: u8, jf: u8, k: u32` (written by `build.rs`).
+fn decode(bytes: &[u8]) -> BpfProgram {
+    bytes
+        .chunks_exact(8)
+        .map(|b| sock_filter {
+            code: u16::from_le_bytes([b[0], b[1]]),
+            jt: b[2],
+            jf: b[3],
+            k: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        })
+        .collect()
+}
+
+/// Installs the program on the calling thread. Meant for the payload, last step before
+/// `execve`, after `no_new_privs` (seccompiler sets it again, harmlessly). Allocates nothing:
+/// the program was built by the parent and the kernel copies it in. If it fails, the caller
+/// must not `execve`.
 pub fn install(c: &Compiled) -> Result<(), SeccompError> {
-    let total = c.filters.len();
-    if total == 0 {
+    if c.program.is_empty() {
         return Err(SeccompError::NothingToInstall);
     }
-    for (index, program) in c.filters.iter().enumerate() {
-        seccompiler::apply_filter(program).map_err(|source| SeccompError::Install {
-            index,
-            total,
-            source,
-        })?;
-    }
-    Ok(())
+    seccompiler::apply_filter(&c.program).map_err(|source| SeccompError::Install { source })
 }

@@ -10,6 +10,9 @@ use serde::Deserialize;
 use super::syscalls;
 use super::{EntryProblem, SeccompError};
 
+/// The built-in policies: each is `profiles/seccomp/<name>.toml`, compiled by the build script.
+pub const BUILTINS: &[&str] = &["default"];
+
 /// The file as written. Unknown keys are rejected at every level.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

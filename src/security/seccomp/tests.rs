@@ -1,8 +1,9 @@
 //! Pure tests: parsing, validation, and the decisions of the compiled default policy, checked
-//! with a BPF interpreter (`bpf_eval`) that combines filters the way the kernel does.
+//! with a BPF interpreter (`bpf_eval`); and the equivalence of the one compiled program with
+//! the stacked per-action filters it replaced, combined the way the kernel combines filters.
 
-use super::bpf_eval::{Data, errno, run_all};
-use super::compile::{AUDIT_ARCH_X86_64, BPF_JMP_JEQ_K, BPF_LD_W_ABS};
+use super::bpf_eval::{Data, errno, run, run_all};
+use super::compile::{AUDIT_ARCH_X86_64, BPF_JMP_JEQ_K, BPF_LD_W_ABS, compile_stacked};
 use super::policy::{self, Action, OpName};
 use super::{EntryProblem, SeccompError, builtin_names, compile_builtin, compile_policy_str};
 
@@ -19,7 +20,7 @@ fn nr(name: &str) -> u32 {
 
 fn decide(name: &str, args: &[u64]) -> u32 {
     let c = compile_builtin("default").expect("default compiles");
-    run_all(&c.filters, &Data::x86_64(nr(name), args))
+    run(&c.program, &Data::x86_64(nr(name), args))
 }
 
 fn entry_problem(text: &str) -> (usize, EntryProblem, String) {
@@ -67,9 +68,7 @@ fn builtin_default_is_listed_compiles_and_is_named_default() {
     assert_eq!(builtin_names(), &["default"]);
     let c = compile_builtin("default").unwrap();
     assert_eq!(c.name, "default");
-    // guard + EPERM + ENOSYS
-    assert_eq!(c.filters.len(), 3, "{:?}", c.filters.len());
-    assert!(c.filters.iter().all(|f| !f.is_empty() && f.len() < 4096));
+    assert!(!c.program.is_empty() && c.program.len() < 4096);
 }
 
 #[test]
@@ -232,7 +231,7 @@ fn ioctl_compares_only_the_low_32_bits_of_cmd() {
            args = [{ index = 1, width = 32, op = "eq", value = 0x5412 }]"#,
     )
     .unwrap();
-    let prog = &c.filters[1];
+    let prog = &c.program;
     assert!(
         !prog.iter().any(|i| i.code == BPF_LD_W_ABS && i.k == 28),
         "high half loaded"
@@ -294,11 +293,11 @@ fn foreign_architectures_and_x32_numbers_are_killed() {
         arch: AUDIT_ARCH_I386,
         args: [0; 6],
     };
-    assert_eq!(run_all(&c.filters, &i386), KILL);
+    assert_eq!(run(&c.program, &i386), KILL);
     // x32 getpid, and the x32 ioctl (0x40000000 | 514) that a native-number rule would miss.
     for x in [0x4000_0000 | 39, 0x4000_0000 | 514, 0x7fff_ffff] {
         let d = Data::x86_64(x, &[0, libc::TIOCSTI]);
-        assert_eq!(run_all(&c.filters, &d), KILL, "{x:#x}");
+        assert_eq!(run(&c.program, &d), KILL, "{x:#x}");
     }
     // syscall(-1) is not an x32 call: the kernel answers ENOSYS; the guard lets it through.
     let minus_one = Data {
@@ -306,18 +305,132 @@ fn foreign_architectures_and_x32_numbers_are_killed() {
         arch: AUDIT_ARCH_X86_64,
         args: [0; 6],
     };
-    assert_eq!(run_all(&c.filters, &minus_one), ALLOW);
+    assert_eq!(run(&c.program, &minus_one), ALLOW);
 }
 
 #[test]
 fn kernel_precedence_kill_beats_errno_beats_allow_regardless_of_order() {
-    // The interpreter's combination rule, on the real filters reversed: same answers.
-    let mut c = compile_builtin("default").unwrap();
-    c.filters.reverse();
+    // The interpreter's combination rule, on the stacked reference filters reversed: same
+    // answers (the reasoning that lets one program replace them, see compile.rs).
+    let p = policy::parse("test", DEFAULT).unwrap();
+    let mut filters = compile_stacked(&p);
+    filters.reverse();
     let d = Data::x86_64(nr("ioctl"), &[0, libc::TIOCSTI]);
-    assert_eq!(run_all(&c.filters, &d), EPERM);
+    assert_eq!(run_all(&filters, &d), EPERM);
     let x32 = Data::x86_64(0x4000_0000 | 16, &[0, libc::TIOCSTI]);
-    assert_eq!(run_all(&c.filters, &x32), KILL);
+    assert_eq!(run_all(&filters, &x32), KILL);
+}
+
+/// Argument vectors around every rule of `p` for syscall `nr`: zeros, all ones, and for each
+/// condition its value, its value with the high half set, and its value off by one.
+fn probe_args(p: &policy::Policy, nr: u32) -> Vec<[u64; 6]> {
+    let mut out = vec![[0; 6], [u64::MAX; 6]];
+    for group in p.groups.values() {
+        for conds in group.get(&nr).into_iter().flatten() {
+            let mut all = [0u64; 6];
+            for c in conds {
+                all[usize::from(c.index)] = c.value;
+                for v in [
+                    c.value,
+                    c.value | 1 << 32,
+                    c.value.wrapping_add(1),
+                    c.value.wrapping_sub(1),
+                    c.value | !c.mask,
+                ] {
+                    let mut a = [0u64; 6];
+                    a[usize::from(c.index)] = v;
+                    out.push(a);
+                }
+            }
+            out.push(all);
+        }
+    }
+    out
+}
+
+fn assert_same_decisions(text: &str) {
+    let p = policy::parse("test", text).unwrap();
+    let one = super::compile::compile(&p).unwrap();
+    let stacked = compile_stacked(&p);
+    let mut checked = 0;
+    for arch in [AUDIT_ARCH_X86_64, AUDIT_ARCH_I386] {
+        let nrs = (0..=520u32).chain([
+            0x4000_0000 | 16,
+            0x4000_0000 | 514,
+            0x7fff_ffff,
+            0x8000_0000,
+            u32::MAX,
+        ]);
+        for n in nrs {
+            for args in probe_args(&p, n) {
+                let d = Data {
+                    nr: n as i32,
+                    arch,
+                    args,
+                };
+                assert_eq!(
+                    run(&one, &d),
+                    run_all(&stacked, &d),
+                    "nr {n:#x} arch {arch:#x} args {args:x?}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 2000);
+}
+
+#[test]
+fn single_program_decides_like_the_stacked_filters() {
+    assert_same_decisions(DEFAULT);
+    assert_same_decisions(
+        "name = \"t\"\n\
+         [[deny]]\nsyscall = \"mount\"\nwhy = \"x\"\naction = \"kill_process\"\n\
+         [[deny]]\nsyscall = \"ptrace\"\nwhy = \"x\"\naction = \"trap\"\n\
+         [[deny]]\nsyscall = \"acct\"\nwhy = \"x\"\naction = \"log\"\n\
+         [[deny]]\nsyscall = \"clone3\"\nwhy = \"x\"\nerrno = \"ENOSYS\"\n\
+         [[deny]]\nsyscall = \"socket\"\nwhy = \"x\"\naction = \"trap\"\n\
+         args = [{ index = 0, width = 64, op = \"gt\", value = 0x1_0000_0000 }]\n\
+         [[deny]]\nsyscall = \"bpf\"\nwhy = \"x\"\n",
+    );
+    assert_same_decisions("name = \"empty\"\n");
+}
+
+#[test]
+fn builtin_program_is_the_runtime_compile_of_its_file() {
+    // The build script and the library compile the same file with the same code; the
+    // embedded bytes must decode to exactly what a compile at run time gives.
+    assert_eq!(super::EMBEDDED.len(), builtin_names().len());
+    for (name, _) in super::EMBEDDED {
+        assert!(builtin_names().contains(name), "{name}");
+    }
+    let embedded = compile_builtin("default").unwrap();
+    let runtime = compile_policy_str(DEFAULT).unwrap();
+    assert_eq!(embedded.name, runtime.name);
+    assert_eq!(embedded.program.len(), runtime.program.len());
+    for (i, (a, b)) in embedded.program.iter().zip(&runtime.program).enumerate() {
+        assert_eq!(
+            (a.code, a.jt, a.jf, a.k),
+            (b.code, b.jt, b.jf, b.k),
+            "instruction {i}"
+        );
+    }
+}
+
+#[test]
+fn dispatch_path_is_short_for_every_syscall() {
+    // The kernel emulates the program for every syscall number when it is installed (its
+    // constant-ALLOW cache), under a lock; a binary search keeps each path short.
+    // The path of a syscall the policy does not name: guard, search, `ret ALLOW`.
+    let c = compile_builtin("default").unwrap();
+    let p = policy::parse("test", DEFAULT).unwrap();
+    let named = |n: u32| p.groups.values().any(|g| g.contains_key(&n));
+    let longest = (0..470)
+        .filter(|n| !named(*n))
+        .map(|n| super::bpf_eval::steps(&c.program, &Data::x86_64(n, &[])))
+        .max()
+        .unwrap();
+    assert!(longest <= 24, "longest path: {longest} instructions");
 }
 
 // ---- validation errors name the entry ----------------------------------------------------
@@ -470,7 +583,7 @@ fn bad_policy_names_and_broken_toml_are_rejected() {
 }
 
 #[test]
-fn other_actions_compile_into_their_own_filters() {
+fn every_action_compiles_into_the_one_program() {
     let c = compile_policy_str(
         "name = \"t\"\n\
          [[deny]]\nsyscall = \"mount\"\nwhy = \"x\"\naction = \"kill_process\"\n\
@@ -479,29 +592,23 @@ fn other_actions_compile_into_their_own_filters() {
          [[deny]]\nsyscall = \"bpf\"\nwhy = \"x\"\n",
     )
     .unwrap();
-    // guard, kill, trap, errno, log: most severe first.
-    assert_eq!(c.filters.len(), 5);
-    let at = |name: &str| run_all(&c.filters, &Data::x86_64(nr(name), &[]));
+    let at = |name: &str| run(&c.program, &Data::x86_64(nr(name), &[]));
     assert_eq!(at("mount"), KILL);
     assert_eq!(at("ptrace"), libc::SECCOMP_RET_TRAP);
     assert_eq!(at("acct"), libc::SECCOMP_RET_LOG);
     assert_eq!(at("bpf"), EPERM);
     assert_eq!(at("read"), ALLOW);
     // An empty policy still installs the architecture guard.
-    assert_eq!(
-        compile_policy_str("name = \"empty\"\n")
-            .unwrap()
-            .filters
-            .len(),
-        1
-    );
+    let empty = compile_policy_str("name = \"empty\"\n").unwrap().program;
+    assert_eq!(run(&empty, &Data::x86_64(0x4000_0000 | 39, &[])), KILL);
+    assert_eq!(run(&empty, &Data::x86_64(nr("mount"), &[])), ALLOW);
 }
 
 #[test]
 fn install_refuses_an_empty_compiled_policy() {
     let c = super::Compiled {
         name: "none".into(),
-        filters: vec![],
+        program: vec![],
     };
     assert!(matches!(
         super::install(&c),

@@ -1,0 +1,208 @@
+//! Builds the python rootfs with the embedded builder (`cordon::rootfs::build`) and runs code on
+//! it with `cordon exec --rootfs`, as root and as the unprivileged test user.
+//!
+//! Building takes minutes and needs Debian's mirror, so it runs only when asked:
+//! - `CORDON_TEST_BUILD_ROOTFS=1`: build (or rebuild) it, then test it (CI sets this);
+//! - `CORDON_TEST_BUILD_ROOTFS=reuse`: test the rootfs already built, building it only if absent;
+//! - otherwise every test here prints `SKIP:` and passes.
+//!
+//! The rootfs goes where `cordon rootfs build python` puts it: /var/lib/cordon/rootfs/python
+//! when the tests run as root (it must then be readable by the unprivileged test user too).
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const LANG: &str = "python";
+
+/// The built python rootfs, or None (after a SKIP line) when building was not asked for.
+/// Built once per test binary; a failed build fails every test that needs it.
+fn python_rootfs(test: &str) -> Option<PathBuf> {
+    let mode = std::env::var("CORDON_TEST_BUILD_ROOTFS").unwrap_or_default();
+    if mode != "1" && mode != "reuse" {
+        println!(
+            "SKIP: {test}: set CORDON_TEST_BUILD_ROOTFS=1 to build the python rootfs (minutes) \
+             and test it, or =reuse to test an already built one"
+        );
+        return None;
+    }
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        if mode == "reuse"
+            && let Some(r) = cordon::rootfs::find(LANG)
+        {
+            println!("reusing {}", r.path.display());
+            return Ok(r.path);
+        }
+        let start = Instant::now();
+        let r = cordon::rootfs::build(LANG, true).map_err(|e| e.to_string())?;
+        println!(
+            "built {} in {:?}: {:?}, {:?} bytes",
+            r.path.display(),
+            start.elapsed(),
+            r.toolchain,
+            r.size_bytes
+        );
+        Ok(r.path)
+    });
+    match built {
+        Ok(p) => Some(p.clone()),
+        Err(e) => panic!("{test}: building the python rootfs failed: {e}"),
+    }
+}
+
+const NUMPY_PANDAS: &str = "\
+import numpy, pandas, matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt
+df = pandas.DataFrame({'x': numpy.arange(10), 'y': numpy.arange(10) ** 2})
+plt.plot(df.x, df.y)
+plt.savefig('/workspace/chart.png')
+import os
+print(int(df.y.sum()), numpy.__version__.split('.')[0], os.path.getsize('/workspace/chart.png') > 1000)
+";
+
+both!(fn numpy_pandas_matplotlib_run_on_the_built_rootfs(who) {
+    let Some(root) = python_rootfs("numpy_pandas_matplotlib_run_on_the_built_rootfs") else { return };
+    let root = root.to_str().expect("utf-8 path");
+    let r = Cordon::exec(
+        who,
+        &["--json", "--rootfs", root, "--timeout", "120s"],
+        &["python3", "-c", NUMPY_PANDAS],
+    )
+    .deadline(Duration::from_secs(180))
+    .run_json();
+    let out = r.expect_ok();
+    assert_eq!(out, "285 1 True\n", "{}", r.describe());
+
+    let r = exec_json_run(who, &["--rootfs", root], &["id", "-un"]);
+    assert_eq!(r.expect_ok(), "sandbox\n", "{}", r.describe());
+
+    // The rootfs's own files, not the host's: Debian bookworm's python, read-only.
+    let r = exec_json_run(
+        who,
+        &["--rootfs", root],
+        &["/bin/sh", "-c", "python3 --version; grep ^sandbox: /etc/passwd; touch /usr/x 2>/dev/null || echo ro"],
+    );
+    let out = r.expect_ok();
+    assert!(out.starts_with("Python 3."), "{}", r.describe());
+    assert!(out.contains("sandbox:x:1000:1000:cordon sandbox:/workspace:"), "{}", r.describe());
+    assert!(out.ends_with("ro\n"), "the rootfs must be read-only:\n{}", r.describe());
+});
+
+fn read(root: &Path, rel: &str) -> String {
+    std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
+}
+
+/// The build's promises about the tree itself: metadata, users, hosts, CA bundle, no setuid
+/// bit, locked passwords, world-readable, nothing half-built left next to it.
+#[test]
+fn built_rootfs_is_clean() {
+    let Some(root) = python_rootfs("built_rootfs_is_clean") else {
+        return;
+    };
+    let meta = cordon::rootfs::find(LANG).expect("find() sees the built rootfs");
+    assert_eq!(meta.path, root);
+    let toolchain = meta.toolchain.clone().unwrap_or_default();
+    assert!(toolchain.starts_with("Python 3."), "{meta:?}");
+    assert!(
+        meta.built.is_some() && meta.size_bytes.unwrap_or(0) > 10_000_000,
+        "{meta:?}"
+    );
+    assert!(cordon::rootfs::list().iter().any(|r| r.language == LANG));
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&root, ".cordon-rootfs.json")).expect("metadata is JSON");
+    assert_eq!(json["suite"], "bookworm");
+    assert!(
+        json["packages"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|x| x == "python3-pandas")),
+        "{json}"
+    );
+
+    let passwd = read(&root, "etc/passwd");
+    for want in [
+        "root:x:0:0:",
+        "nobody:x:65534:",
+        "sandbox:x:1000:1000:cordon sandbox:/workspace:",
+    ] {
+        assert!(
+            passwd.lines().any(|l| l.starts_with(want)),
+            "passwd lacks {want}:\n{passwd}"
+        );
+    }
+    assert_eq!(
+        passwd
+            .lines()
+            .filter(|l| l.split(':').nth(2) == Some("1000"))
+            .count(),
+        1
+    );
+    let group = read(&root, "etc/group");
+    for want in ["root:x:0:", "nogroup:x:65534:", "sandbox:x:1000:"] {
+        assert!(
+            group.lines().any(|l| l.starts_with(want)),
+            "group lacks {want}:\n{group}"
+        );
+    }
+    assert!(read(&root, "etc/hosts").contains("localhost"));
+    assert!(
+        root.join("etc/ssl/certs/ca-certificates.crt").is_file(),
+        "no CA bundle"
+    );
+    if let Ok(shadow) = std::fs::read_to_string(root.join("etc/shadow")) {
+        for l in shadow.lines() {
+            let pw = l.split(':').nth(1).unwrap_or("");
+            assert!(
+                pw == "*" || pw == "!" || pw.starts_with('!') || pw.starts_with('*'),
+                "unlocked: {l}"
+            );
+        }
+    }
+
+    // Walk the whole tree: no setuid/setgid file; the top and /usr world-readable.
+    let mut stack = vec![root.clone()];
+    let mut files = 0u64;
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .flatten()
+        {
+            let m = e.path().symlink_metadata().unwrap();
+            assert_eq!(
+                m.mode() & 0o6000,
+                0,
+                "setuid/setgid bit on {}",
+                e.path().display()
+            );
+            if m.is_dir() && m.mode() & 0o005 == 0o005 {
+                stack.push(e.path());
+            }
+            files += 1;
+        }
+    }
+    assert!(files > 1000, "only {files} entries");
+    for d in ["", "usr", "usr/bin", "usr/lib/python3/dist-packages", "etc"] {
+        let mode = std::fs::metadata(root.join(d))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o005, 0o005, "/{d} is not world-readable: {mode:o}");
+    }
+    let parent = root.parent().unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(parent)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".building.") || n.contains(".old."))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "left next to the rootfs: {leftovers:?}"
+    );
+}
