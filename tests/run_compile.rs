@@ -1,0 +1,357 @@
+//! The compile phase of `cordon run` (go, rust), as root and as the unprivileged user: compile
+//! errors, the compile cache, compile-phase limits, and compile-time reads of host files
+//! (`include_str!`, `//go:embed`) that must not see anything the sandbox does not expose.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers (kept in this file: tests/common is shared and not ours to change).
+
+/// Compiles are slow on a shared 2-core VM.
+const COMPILE_DEADLINE: Duration = Duration::from_secs(400);
+
+/// The unprivileged user's home directory, from /etc/passwd.
+fn user_home() -> PathBuf {
+    let name = test_user_name();
+    let passwd = std::fs::read_to_string("/etc/passwd").expect("read /etc/passwd");
+    passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() >= 6 && f[0] == name)
+        .map(|f| PathBuf::from(f[5]))
+        .unwrap_or_else(|| PathBuf::from(format!("/home/{name}")))
+}
+
+/// `cordon run …` as `who`. `setpriv` keeps root's environment (HOME=/root), so the
+/// unprivileged user gets its own HOME and XDG directories: its compile cache lives there.
+fn cordon_run(who: Who) -> Cordon {
+    let mut c = Cordon::new(who).arg("run").deadline(COMPILE_DEADLINE);
+    if who == Who::User && running_as_root() {
+        let home = user_home();
+        c = c
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("XDG_STATE_HOME", home.join(".local/state"))
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_DATA_HOME", home.join(".local/share"));
+    }
+    c
+}
+
+/// Writes `contents` into a fresh world-readable directory; returns (dir guard, file path).
+fn host_file(name: &str, contents: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = shared_tempdir();
+    let path = dir.path().join(name);
+    write_world_readable(&path, contents.as_bytes());
+    (dir, path)
+}
+
+/// A string no other run has used: makes a source unique, so its compile is never cached.
+fn nonce(who: Who) -> String {
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{t}-{}-{who:?}", std::process::id())
+}
+
+/// `cordon run --lang LANG --json [opts] SOURCE`.
+fn run_source(who: Who, lang: &str, file: &str, code: &str, opts: &[&str]) -> JsonRun {
+    let (_dir, src) = host_file(file, code);
+    let mut c = cordon_run(who).arg("--lang").arg(lang).arg("--json");
+    for o in opts {
+        c = c.arg(o);
+    }
+    c.arg(&src).run_json()
+}
+
+/// The distinctive lines of a host file the test process can read (None when it cannot: the
+/// check is then only that the compile failed).
+fn secret_lines(path: &str) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    Some(
+        text.lines()
+            .map(str::trim)
+            .filter(|l| l.len() >= 12)
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+/// Asserts that no line of the host file `path` appears anywhere in what cordon printed.
+fn assert_not_leaked(r: &JsonRun, path: &str, extra: &[&str]) {
+    let all = format!("{}\n{}", r.finished.stdout_str(), r.finished.stderr_str());
+    let mut needles: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    match secret_lines(path) {
+        Some(lines) => needles.extend(lines),
+        None => println!(
+            "note: {path} is not readable by the test process; only the compile failure is checked"
+        ),
+    }
+    for n in &needles {
+        assert!(
+            !all.contains(n.as_str()),
+            "content of host file {path} appeared in cordon's output ({n:?}):\n{}",
+            r.describe()
+        );
+    }
+}
+
+/// The program never ran and the compile failed: status compile_error, exit 1, the compiler's
+/// message in compile.error.
+fn assert_compile_error(r: &JsonRun, compiler_says: &[&str]) {
+    assert_eq!(r.status(), "compile_error", "{}", r.describe());
+    assert_eq!(r.code(), 1, "a compile error exits 1:\n{}", r.describe());
+    assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+    assert_eq!(
+        r.get("/compile/status"),
+        &json!("compile_error"),
+        "{}",
+        r.describe()
+    );
+    assert_eq!(r.get("/compile/cached"), &json!(false), "{}", r.describe());
+    let msg = r.get("/compile/error").as_str().unwrap_or("");
+    for s in compiler_says {
+        assert!(
+            msg.contains(s),
+            "compile.error must carry the compiler's message ({s:?}):\n{}",
+            r.describe()
+        );
+    }
+    assert!(
+        !r.output().contains("RAN-MARKER"),
+        "the program must not run after a failed compile:\n{}",
+        r.describe()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compile errors.
+
+const GO_BROKEN: &str = "package main\n\nimport \"fmt\"\n\nfunc main() {\n\tfmt.Println(\"RAN-MARKER\")\n\tfmt.Println(nope)\n}\n";
+const RUST_BROKEN: &str =
+    "fn main() {\n    println!(\"RAN-MARKER\");\n    println!(\"{}\", nope);\n}\n";
+
+fn compile_error(who: Who, lang: &str, file: &str, code: &str, says: &[&str]) {
+    let r = run_source(who, lang, file, code, &[]);
+    assert_compile_error(&r, says);
+    assert_eq!(r.get("/language"), &json!(lang), "{}", r.describe());
+
+    // Without --json: exit 1, the compiler's message on stderr, nothing on stdout.
+    let (_dir, src) = host_file(file, code);
+    let plain = cordon_run(who).arg("--lang").arg(lang).arg(&src).run();
+    assert_eq!(plain.code, 1, "{}", plain.describe());
+    for s in says {
+        assert!(
+            plain.stderr_str().contains(s),
+            "the compiler's message must be on stderr ({s:?}):\n{}",
+            plain.describe()
+        );
+    }
+    assert!(
+        !plain.stdout_str().contains("RAN-MARKER"),
+        "{}",
+        plain.describe()
+    );
+}
+
+both!(fn go_compile_error(who) {
+    compile_error(who, "go", "broken.go", GO_BROKEN, &["undefined: nope"]);
+});
+
+both!(fn rust_compile_error(who) {
+    compile_error(who, "rust", "broken.rs", RUST_BROKEN, &["cannot find value `nope`"]);
+});
+
+// ---------------------------------------------------------------------------------------------
+// The compile cache.
+
+/// A first run of new code compiles (cached false); the second identical run is a cache hit
+/// (cached true), prints the same, and is much faster; --no-cache compiles again.
+fn compile_cache(who: Who, lang: &str, file: &str, code: &str) {
+    let first = run_source(who, lang, file, code, &[]);
+    first.expect_ok();
+    assert_eq!(
+        first.get("/compile/cached"),
+        &json!(false),
+        "new code cannot be in the cache:\n{}",
+        first.describe()
+    );
+
+    let second = run_source(who, lang, file, code, &[]);
+    assert_eq!(second.expect_ok(), first.output(), "{}", second.describe());
+    assert_eq!(
+        second.get("/compile/cached"),
+        &json!(true),
+        "the second run of the same code must hit the compile cache:\n{}",
+        second.describe()
+    );
+    assert!(
+        second.elapsed() * 2 < first.elapsed(),
+        "a cached run ({:?}) must be much faster than the first ({:?}):\n{}",
+        second.elapsed(),
+        first.elapsed(),
+        second.describe()
+    );
+
+    let third = run_source(who, lang, file, code, &["--no-cache"]);
+    assert_eq!(third.expect_ok(), first.output(), "{}", third.describe());
+    assert_eq!(
+        third.get("/compile/cached"),
+        &json!(false),
+        "--no-cache must compile:\n{}",
+        third.describe()
+    );
+}
+
+both!(fn go_compile_cache_hit(who) {
+    let n = nonce(who);
+    let code = format!("package main\n\nimport \"fmt\"\n\nfunc main() {{ fmt.Println(\"cache {n}\") }}\n");
+    compile_cache(who, "go", "cache.go", &code);
+});
+
+both!(fn rust_compile_cache_hit(who) {
+    let n = nonce(who);
+    let code = format!("fn main() {{\n    println!(\"cache {n}\");\n}}\n");
+    compile_cache(who, "rust", "cache.rs", &code);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Compile-phase limits.
+
+/// A Rust program that takes rustc -O several seconds to compile (3,000 non-inlined functions:
+/// about 8 s on this VM, while a hello world compiles in a fraction of a second).
+fn slow_to_compile(marker: &str) -> String {
+    let n = 3000;
+    let mut src = String::new();
+    for i in 0..n {
+        src.push_str(&format!(
+            "#[inline(never)]\nfn f{i}(x: u64) -> u64 {{\n    let mut s = x;\n    for k in 0..{} {{\n        s = s.wrapping_mul(6364136223846793005).wrapping_add(k + {i});\n    }}\n    s\n}}\n",
+            i % 7 + 3
+        ));
+    }
+    src.push_str(&format!(
+        "fn main() {{\n    println!(\"{marker}\");\n    let mut t = 0u64;\n"
+    ));
+    for i in 0..n {
+        src.push_str(&format!("    t = t.wrapping_add(f{i}(t));\n"));
+    }
+    src.push_str("    println!(\"{}\", t);\n}\n");
+    src
+}
+
+both!(
+/// --compile-timeout kills a compile that takes too long: status timeout, exit 124, nothing
+/// ran, and a later run with the default compile limit is not poisoned by it (not cached).
+fn rust_compile_timeout(who) {
+    let marker = format!("RAN-MARKER {}", nonce(who));
+    let code = slow_to_compile(&marker);
+    let r = run_source(who, "rust", "slow.rs", &code, &["--compile-timeout", "1s"]);
+    assert_eq!(r.status(), "timeout", "{}", r.describe());
+    assert_eq!(r.code(), 124, "{}", r.describe());
+    assert_eq!(r.get("/compile/status"), &json!("timeout"), "{}", r.describe());
+    assert!(!r.output().contains("RAN-MARKER"), "{}", r.describe());
+
+    let ok = run_source(who, "rust", "slow.rs", &code, &[]);
+    assert!(
+        ok.expect_ok().starts_with(&format!("{marker}\n")),
+        "{}",
+        ok.describe()
+    );
+    assert_eq!(ok.get("/compile/cached"), &json!(false), "a killed compile must not be cached:\n{}", ok.describe());
+});
+
+// ---------------------------------------------------------------------------------------------
+// Compile-time reads of host files.
+
+both!(
+/// `include_str!` reads any path at compile time. Control: a file the sandbox exposes
+/// (/usr/lib/os-release under the host rootfs) is read, so the primitive works inside the
+/// compile sandbox; then host files it must not expose fail to compile and never leak.
+fn rust_include_str_cannot_read_host_files(who) {
+    let control = "/usr/lib/os-release";
+    let want = std::fs::read_to_string(control).expect("read /usr/lib/os-release");
+    let r = run_source(
+        who,
+        "rust",
+        "inc.rs",
+        &format!("fn main() {{\n    print!(\"{{}}\", include_str!({control:?}));\n}}\n"),
+        &[],
+    );
+    assert_eq!(
+        r.expect_ok(),
+        want,
+        "control: include_str! of a file the sandbox exposes must work, or the checks below prove nothing:\n{}",
+        r.describe()
+    );
+
+    // A host file the caller itself can read, in the host's /tmp (the sandbox has its own).
+    let marker = format!("cordon-host-secret-{}", nonce(who));
+    let (_dir, secret) = host_file("secret.txt", &marker);
+    let secret = secret.to_str().unwrap().to_string();
+
+    for path in ["/etc/shadow", "/root/.bashrc", secret.as_str()] {
+        let code = format!(
+            "fn main() {{\n    println!(\"RAN-MARKER\");\n    print!(\"{{}}\", include_str!({path:?}));\n}}\n"
+        );
+        let r = run_source(who, "rust", "inc.rs", &code, &[]);
+        assert_compile_error(&r, &["couldn't read"]);
+        assert_not_leaked(&r, path, &[&marker]);
+    }
+});
+
+const GO_EMBED: &str = "package main\n\nimport (\n\t_ \"embed\"\n\t\"fmt\"\n)\n\n//go:embed PATTERN\nvar s string\n\nfunc main() {\n\tfmt.Println(\"RAN-MARKER\")\n\tfmt.Print(s)\n}\n";
+
+both!(
+/// `//go:embed`: control, a file in the package dir (given with --file) is embedded; patterns
+/// that name host files outside the package fail to compile and leak nothing; and the go env
+/// file trick (HOME is /workspace in the compile sandbox, so a request can ship
+/// .config/go/env with GOFLAGS=-overlay=… mapping an embedded name onto a host path) does not
+/// reach a host file either.
+fn go_embed_cannot_read_host_files(who) {
+    let (_d, data) = host_file("data.txt", "embedded data\n");
+    let file_arg = format!("data.txt={}", data.display());
+    let r = run_source(who, "go", "embed.go", &GO_EMBED.replace("PATTERN", "data.txt"), &["--file", &file_arg]);
+    assert_eq!(
+        r.expect_ok(),
+        "RAN-MARKER\nembedded data\n",
+        "control: //go:embed of a file in the package must work:\n{}",
+        r.describe()
+    );
+
+    for (pattern, path) in [
+        ("/etc/shadow", "/etc/shadow"),
+        ("../../../../etc/shadow", "/etc/shadow"),
+        ("/root/.bashrc", "/root/.bashrc"),
+    ] {
+        let r = run_source(who, "go", "embed.go", &GO_EMBED.replace("PATTERN", pattern), &[]);
+        assert_compile_error(&r, &[pattern]);
+        assert_not_leaked(&r, path, &[]);
+    }
+
+    // The overlay trick, through the go env file in $HOME of the compile.
+    for path in ["/etc/shadow", "/root/.bashrc"] {
+        let (_o, overlay) = host_file("o.json", &format!("{{\"Replace\":{{\"/workspace/secret.txt\":{path:?}}}}}"));
+        let (_e, goenv) = host_file("env", "GOFLAGS=-overlay=/workspace/o.json\n");
+        let r = run_source(
+            who,
+            "go",
+            "embed.go",
+            &GO_EMBED.replace("PATTERN", "secret.txt"),
+            &[
+                "--file",
+                &format!("o.json={}", overlay.display()),
+                "--file",
+                &format!(".config/go/env={}", goenv.display()),
+            ],
+        );
+        assert_compile_error(&r, &[]);
+        assert_not_leaked(&r, path, &[]);
+    }
+});

@@ -1,0 +1,453 @@
+//! `cordon run --request`, `cordon run --requests --jobs N` and `cordon profiles`, as root and
+//! as the unprivileged user: a JSON round trip, each bad request (exit 125, a sandbox_error
+//! object naming the problem, nothing run), batch order, and the language list.
+
+#[macro_use]
+mod common;
+
+use base64::Engine;
+use common::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers (kept in this file: tests/common is shared and not ours to change).
+
+/// The unprivileged user's home directory, from /etc/passwd.
+fn user_home() -> PathBuf {
+    let name = test_user_name();
+    let passwd = std::fs::read_to_string("/etc/passwd").expect("read /etc/passwd");
+    passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() >= 6 && f[0] == name)
+        .map(|f| PathBuf::from(f[5]))
+        .unwrap_or_else(|| PathBuf::from(format!("/home/{name}")))
+}
+
+/// `cordon SUBCOMMAND …` as `who`. `setpriv` keeps root's environment (HOME=/root), so the
+/// unprivileged user gets its own HOME and XDG directories.
+fn cordon(who: Who, subcommand: &str) -> Cordon {
+    let mut c = Cordon::new(who).arg(subcommand);
+    if who == Who::User && running_as_root() {
+        let home = user_home();
+        c = c
+            .env("HOME", &home)
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("XDG_STATE_HOME", home.join(".local/state"))
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_DATA_HOME", home.join(".local/share"));
+    }
+    c
+}
+
+/// A directory `who` can write (an `outputDir` parent).
+fn writable_dir(who: Who) -> tempfile::TempDir {
+    let dir = shared_tempdir();
+    std::os::unix::fs::chown(dir.path(), Some(who.caller_uid()), Some(who.caller_gid()))
+        .expect("chown the output dir to the caller");
+    dir
+}
+
+/// `cordon run --request -` with `request` on stdin.
+fn request(who: Who, request: &[u8]) -> JsonRun {
+    cordon(who, "run")
+        .arg("--request")
+        .arg("-")
+        .stdin(Input::Bytes(request.to_vec()))
+        .run_json()
+}
+
+fn paths_and_sizes(r: &JsonRun, pointer: &str) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = r
+        .get(pointer)
+        .as_array()
+        .unwrap_or_else(|| panic!("{pointer} must be an array:\n{}", r.describe()))
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap_or("?").to_string(),
+                f["size"].as_u64().unwrap_or(u64::MAX),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round trip.
+
+const ROUND_TRIP_MAIN: &str = r#"import os, subprocess, sys
+from helper import shout
+print(shout("helper"))
+print(sys.argv[1:])
+print(repr(sys.stdin.read()))
+print(os.environ["GREETING"])
+print(list(open("data.bin", "rb").read()))
+print(subprocess.run(["./tool.sh", "x"], capture_output=True, text=True).stdout, end="")
+os.makedirs("results", exist_ok=True)
+open("results/answer.txt", "w").write("42\n")
+"#;
+
+both!(
+    /// A request with several files (text, base64, an executable), an entry point, args,
+    /// stdin, env, config limits and an outputDir: the program sees all of it, the result
+    /// reports the limits in force, lists the file it wrote (not the inputs), and the file
+    /// arrives in outputDir.
+    fn python_request_round_trip(who) {
+        let out_parent = writable_dir(who);
+        let out = out_parent.path().join("out");
+        let req = json!({
+            "language": "python",
+            "files": {
+                "main.py": ROUND_TRIP_MAIN,
+                "helper.py": "def shout(s):\n    return s.upper()\n",
+                "data.bin": {
+                    "content": base64::engine::general_purpose::STANDARD.encode([0u8, 255, 1, 254]),
+                    "encoding": "base64"
+                },
+                "tool.sh": {
+                    "content": "#!/bin/sh\necho tool-ran \"$1\"\n",
+                    "encoding": "utf8",
+                    "executable": true
+                }
+            },
+            "entryPoint": "main.py",
+            "args": ["a b", "c"],
+            "stdin": "in-line\n",
+            "env": {"GREETING": "hej"},
+            "config": {
+                "timeout": 20000,
+                "memoryLimit": 256,
+                "cpuLimit": 1,
+                "pids": 32,
+                "network": "none",
+                "outputLimit": 100000
+            },
+            "outputDir": out,
+        });
+        let r = request(who, req.to_string().as_bytes());
+        assert_eq!(
+            r.expect_ok(),
+            "HELPER\n['a b', 'c']\n'in-line\\n'\nhej\n[0, 255, 1, 254]\ntool-ran x\n",
+            "{}",
+            r.describe()
+        );
+        assert_eq!(r.get("/language"), &json!("python"), "{}", r.describe());
+        assert_eq!(r.get("/success"), &json!(true), "{}", r.describe());
+        assert!(r.get("/executionTime").is_number(), "{}", r.describe());
+        for (pointer, want) in [
+            ("/limits/wallTimeMs/value", 20000.0),
+            ("/limits/memoryBytes/value", 256.0 * 1024.0 * 1024.0),
+            ("/limits/pids/value", 32.0),
+            ("/limits/outputBytes/value", 100000.0),
+            ("/limits/cpus/value", 1.0),
+        ] {
+            assert_eq!(
+                r.get(pointer).as_f64(),
+                Some(want),
+                "config must set {pointer}:\n{}",
+                r.describe()
+            );
+        }
+        assert_eq!(
+            paths_and_sizes(&r, "/files"),
+            vec![("results/answer.txt".to_string(), 3)],
+            "files lists what the program wrote, not its inputs:\n{}",
+            r.describe()
+        );
+        assert_eq!(
+            std::fs::read(out.join("results/answer.txt")).ok(),
+            Some(b"42\n".to_vec()),
+            "outputDir must receive the file:\n{}",
+            r.describe()
+        );
+
+        // The shortest request, from a file.
+        let dir = shared_tempdir();
+        let file = dir.path().join("req.json");
+        write_world_readable(&file, br#"{"language": "python", "code": "print(6 * 7)"}"#);
+        let r = cordon(who, "run").arg("--request").arg(&file).run_json();
+        assert_eq!(r.expect_ok(), "42\n", "{}", r.describe());
+        assert_eq!(r.get("/files"), &json!([]), "{}", r.describe());
+    }
+);
+
+// ---------------------------------------------------------------------------------------------
+// Bad requests.
+
+/// Asserts a bad request was refused before anything ran.
+fn assert_refused(r: &JsonRun, what: &str, message_has: &[&str], out: &Path) {
+    assert_eq!(r.code(), 125, "{what}: exit 125:\n{}", r.describe());
+    assert_eq!(r.status(), "sandbox_error", "{what}:\n{}", r.describe());
+    assert_eq!(
+        r.get("/success"),
+        &json!(false),
+        "{what}:\n{}",
+        r.describe()
+    );
+    let msg = r.get("/message").as_str().unwrap_or("");
+    for s in message_has {
+        assert!(
+            msg.contains(s),
+            "{what}: the message must name the problem ({s:?}):\n{}",
+            r.describe()
+        );
+    }
+    assert!(
+        !out.exists(),
+        "{what}: nothing may run (the code would have written {}):\n{}",
+        out.display(),
+        r.describe()
+    );
+}
+
+both!(
+    /// Invalid JSON, a missing or empty language, unsafe file names (`../x`, absolute, NUL,
+    /// a component over 255 bytes), unknown fields, network access: each is exit 125 with a
+    /// sandbox_error object whose message names the problem, and the code never runs.
+    fn bad_requests_are_refused(who) {
+        let out_parent = writable_dir(who);
+        let out = out_parent.path().join("out");
+        let code = "open('ran.txt', 'w').write('ran')\nprint('RAN-MARKER')\n";
+        let long = "a".repeat(256);
+        let with = |mut v: Value| {
+            v["outputDir"] = json!(out);
+            v.to_string().into_bytes()
+        };
+        let cases: Vec<(&str, Vec<u8>, Vec<&str>)> = vec![
+            (
+                "invalid JSON",
+                format!("{{\"language\": \"python\", \"code\": {code:?}, \"outputDir\": {out:?},").into_bytes(),
+                vec!["line 1"],
+            ),
+            ("not an object", b"[1, 2]".to_vec(), vec![]),
+            ("missing language", with(json!({"code": code})), vec!["language"]),
+            ("empty language", with(json!({"language": "", "code": code})), vec!["language"]),
+            (
+                "unknown language",
+                with(json!({"language": "cobol-nope", "code": code})),
+                vec!["cobol-nope"],
+            ),
+            (
+                "../x file name",
+                with(json!({"language": "python", "code": code, "files": {"../x": "x"}})),
+                vec!["../x"],
+            ),
+            (
+                "../x entry point",
+                with(json!({"language": "python", "files": {"../x.py": code}, "entryPoint": "../x.py"})),
+                vec!["../x.py"],
+            ),
+            (
+                "absolute file name",
+                with(json!({"language": "python", "code": code, "files": {"/tmp/x": "x"}})),
+                vec!["/tmp/x", "absolute"],
+            ),
+            (
+                "NUL in a file name",
+                with(json!({"language": "python", "code": code, "files": {"a\u{0}b": "x"}})),
+                vec!["NUL"],
+            ),
+            (
+                "over-long file name",
+                with(json!({"language": "python", "code": code, "files": {long.clone(): "x"}})),
+                vec!["255"],
+            ),
+            (
+                "unknown field",
+                with(json!({"language": "python", "code": code, "bogusField": 1})),
+                vec!["bogusField"],
+            ),
+            (
+                "unknown config field",
+                with(json!({"language": "python", "code": code, "config": {"memoryMB": 1}})),
+                vec!["memoryMB"],
+            ),
+            (
+                "unknown file field",
+                with(json!({"language": "python", "code": code, "files": {"d.txt": {"content": "x", "mode": 7}}})),
+                vec![],
+            ),
+            (
+                "network on",
+                with(json!({"language": "python", "code": code, "config": {"network": true}})),
+                vec!["network"],
+            ),
+            (
+                "bad base64",
+                with(json!({"language": "python", "code": code, "files": {"d.bin": {"content": "!!!", "encoding": "base64"}}})),
+                vec!["d.bin", "base64"],
+            ),
+        ];
+        for (what, body, message_has) in &cases {
+            let r = request(who, body);
+            assert_refused(&r, what, message_has, &out);
+            assert!(
+                !r.finished.stdout_str().contains("RAN-MARKER"),
+                "{what}: the code ran:\n{}",
+                r.describe()
+            );
+        }
+    }
+);
+
+both!(
+    /// The same file-name checks on the command line: `--file ../x=PATH` and `--file
+    /// /abs=PATH` are cordon errors (125) and nothing runs.
+    fn bad_cli_file_names_are_refused(who) {
+        let out_parent = writable_dir(who);
+        let out = out_parent.path().join("out");
+        for (name, has) in [("../x", "../x"), ("/abs", "/abs")] {
+            let r = cordon(who, "run")
+                .arg("--lang")
+                .arg("python")
+                .arg("--json")
+                .arg("--output-dir")
+                .arg(&out)
+                .arg("--file")
+                .arg(format!("{name}=/etc/hostname"))
+                .arg("-c")
+                .arg("open('ran.txt', 'w').write('ran')")
+                .run_json();
+            assert_refused(&r, &format!("--file {name}=…"), &[has], &out);
+        }
+    }
+);
+
+// ---------------------------------------------------------------------------------------------
+// Batch mode.
+
+both!(
+    /// Six requests whose run times decrease (the first sleeps longest) with --jobs 3: one
+    /// compact JSON result per line, in input order, and the jobs really ran in parallel.
+    fn batch_keeps_input_order(who) {
+        let sleeps = [2.5, 2.0, 1.5, 1.0, 0.5, 0.0];
+        let mut lines = String::new();
+        for (i, s) in sleeps.iter().enumerate() {
+            let req = json!({
+                "language": "python",
+                "code": format!("import time\ntime.sleep({s})\nprint('job {i}')\n"),
+            });
+            lines.push_str(&req.to_string());
+            lines.push('\n');
+        }
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        write_world_readable(&file, lines.as_bytes());
+
+        let f = cordon(who, "run")
+            .arg("--requests")
+            .arg(&file)
+            .arg("--jobs")
+            .arg("3")
+            .deadline(Duration::from_secs(120))
+            .run();
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let out = f.stdout_str();
+        let got: Vec<&str> = out.lines().collect();
+        assert_eq!(got.len(), 6, "one line per request:\n{}", f.describe());
+        for (i, line) in got.iter().enumerate() {
+            let v: Value = serde_json::from_str(line).unwrap_or_else(|e| {
+                panic!("line {i} is not one compact JSON object ({e}):\n{}", f.describe())
+            });
+            assert_eq!(v["status"], json!("ok"), "line {i}:\n{}", f.describe());
+            assert_eq!(
+                v["output"],
+                json!(format!("job {i}\n")),
+                "results must come in input order (line {i}):\n{}",
+                f.describe()
+            );
+        }
+        let sequential: f64 = sleeps.iter().sum();
+        assert!(
+            f.elapsed < Duration::from_secs_f64(sequential),
+            "--jobs 3 must run requests in parallel: {:?} is not less than the {sequential} s \
+             the sleeps take one after another:\n{}",
+            f.elapsed,
+            f.describe()
+        );
+    }
+);
+
+// ---------------------------------------------------------------------------------------------
+// Profiles.
+
+/// The first line a host tool prints for its version.
+fn host_version(argv: &[&str]) -> Option<String> {
+    let out = Command::new(argv[0]).args(&argv[1..]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().next().map(|l| l.trim().to_string())
+}
+
+both!(
+    /// `cordon profiles --json` lists the five languages, which of them compile, and each
+    /// version (equal to the host tool's own on the host rootfs).
+    fn profiles_list_the_languages(who) {
+        let f = cordon(who, "profiles").arg("--json").run();
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let list: Value = serde_json::from_slice(&f.stdout)
+            .unwrap_or_else(|e| panic!("profiles --json is not JSON ({e}):\n{}", f.describe()));
+        let list = list
+            .as_array()
+            .unwrap_or_else(|| panic!("profiles --json must be an array:\n{}", f.describe()));
+        let langs: [(&str, bool, &str, &[&str]); 5] = [
+            ("python", false, "Python 3.", &["/usr/bin/python3", "--version"]),
+            ("node", false, "v", &["/usr/bin/node", "--version"]),
+            ("go", true, "go version go1.", &["/usr/bin/go", "version"]),
+            ("rust", true, "rustc 1.", &["/usr/bin/rustc", "--version"]),
+            ("bash", false, "GNU bash", &["/usr/bin/bash", "--version"]),
+        ];
+        for (name, compiled, prefix, version_cmd) in langs {
+            let p = list
+                .iter()
+                .find(|p| p["language"] == json!(name))
+                .unwrap_or_else(|| panic!("{name} missing from profiles:\n{}", f.describe()));
+            assert_eq!(p["compiled"], json!(compiled), "{name}:\n{}", f.describe());
+            let version = p["version"].as_str().unwrap_or("");
+            assert!(
+                version.starts_with(prefix),
+                "{name}: version {version:?} must start with {prefix:?}:\n{}",
+                f.describe()
+            );
+            assert!(
+                p["description"].as_str().is_some_and(|d| !d.is_empty()),
+                "{name}: a description:\n{}",
+                f.describe()
+            );
+            let rootfs = p["rootfs"].as_str().unwrap_or("");
+            assert!(!rootfs.is_empty(), "{name}: which rootfs:\n{}", f.describe());
+            // The host rootfs exposes /usr: the version is that of the host's /usr/bin tool
+            // (not whatever a pyenv or rustup shim on the test's PATH would run).
+            if rootfs == "host"
+                && let Some(host) = host_version(version_cmd)
+            {
+                assert_eq!(version, host, "{name}: the host tool's version:\n{}", f.describe());
+            }
+        }
+    }
+);
+
+both!(
+    /// `cordon profiles` (a table) names every language, one line each, newline-terminated.
+    fn profiles_table(who) {
+        let f = cordon(who, "profiles").run();
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let out = f.stdout_str();
+        for name in ["python", "node", "go", "rust", "bash"] {
+            assert!(
+                out.lines().any(|l| l.split_whitespace().next() == Some(name)),
+                "{name} must have a line:\n{}",
+                f.describe()
+            );
+        }
+        assert!(
+            out.ends_with('\n'),
+            "the table must end with a newline (else the shell prompt or the next output is glued to it):\n{}",
+            f.describe()
+        );
+    }
+);
