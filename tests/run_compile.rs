@@ -169,6 +169,46 @@ both!(fn rust_compile_error(who) {
     compile_error(who, "rust", "broken.rs", RUST_BROKEN, &["cannot find value `nope`"]);
 });
 
+/// A Rust program of `n` non-inlined functions: rustc -O takes seconds for n in the
+/// thousands (3,000: about 8 s on this VM), while a hello world compiles in a fraction of a
+/// second. It prints `marker`, then a number.
+fn slow_rust(marker: &str, n: usize) -> String {
+    let mut src = String::new();
+    for i in 0..n {
+        src.push_str(&format!(
+            "#[inline(never)]\nfn f{i}(x: u64) -> u64 {{\n    let mut s = x;\n    for k in 0..{} {{\n        s = s.wrapping_mul(6364136223846793005).wrapping_add(k + {i});\n    }}\n    s\n}}\n",
+            i % 7 + 3
+        ));
+    }
+    src.push_str(&format!(
+        "fn main() {{\n    println!(\"{marker}\");\n    let mut t = 0u64;\n"
+    ));
+    for i in 0..n {
+        src.push_str(&format!("    t = t.wrapping_add(f{i}(t));\n"));
+    }
+    src.push_str("    println!(\"{}\", t);\n}\n");
+    src
+}
+
+/// The same for Go (go build is faster: 3,000 functions take about 2 s here).
+fn slow_go(marker: &str, n: usize) -> String {
+    let mut src = String::from("package main\n\nimport \"fmt\"\n\n");
+    for i in 0..n {
+        src.push_str(&format!(
+            "//go:noinline\nfunc f{i}(x uint64) uint64 {{\n\ts := x\n\tfor k := uint64(0); k < {}; k++ {{\n\t\ts = s*6364136223846793005 + k + {i}\n\t}}\n\treturn s\n}}\n\n",
+            i % 7 + 3
+        ));
+    }
+    src.push_str(&format!(
+        "func main() {{\n\tfmt.Println(\"{marker}\")\n\tt := uint64(0)\n"
+    ));
+    for i in 0..n {
+        src.push_str(&format!("\tt += f{i}(t)\n"));
+    }
+    src.push_str("\tfmt.Println(t)\n}\n");
+    src
+}
+
 // ---------------------------------------------------------------------------------------------
 // The compile cache.
 
@@ -211,47 +251,26 @@ fn compile_cache(who: Who, lang: &str, file: &str, code: &str) {
 }
 
 both!(fn go_compile_cache_hit(who) {
-    let n = nonce(who);
-    let code = format!("package main\n\nimport \"fmt\"\n\nfunc main() {{ fmt.Println(\"cache {n}\") }}\n");
+    // Big enough that the compile (seconds) dominates the run (a fraction of a second).
+    let code = slow_go(&format!("cache {}", nonce(who)), 8000);
     compile_cache(who, "go", "cache.go", &code);
 });
 
 both!(fn rust_compile_cache_hit(who) {
-    let n = nonce(who);
-    let code = format!("fn main() {{\n    println!(\"cache {n}\");\n}}\n");
+    // Big enough that the compile (seconds) dominates the run (a fraction of a second).
+    let code = slow_rust(&format!("cache {}", nonce(who)), 1000);
     compile_cache(who, "rust", "cache.rs", &code);
 });
 
 // ---------------------------------------------------------------------------------------------
 // Compile-phase limits.
 
-/// A Rust program that takes rustc -O several seconds to compile (3,000 non-inlined functions:
-/// about 8 s on this VM, while a hello world compiles in a fraction of a second).
-fn slow_to_compile(marker: &str) -> String {
-    let n = 3000;
-    let mut src = String::new();
-    for i in 0..n {
-        src.push_str(&format!(
-            "#[inline(never)]\nfn f{i}(x: u64) -> u64 {{\n    let mut s = x;\n    for k in 0..{} {{\n        s = s.wrapping_mul(6364136223846793005).wrapping_add(k + {i});\n    }}\n    s\n}}\n",
-            i % 7 + 3
-        ));
-    }
-    src.push_str(&format!(
-        "fn main() {{\n    println!(\"{marker}\");\n    let mut t = 0u64;\n"
-    ));
-    for i in 0..n {
-        src.push_str(&format!("    t = t.wrapping_add(f{i}(t));\n"));
-    }
-    src.push_str("    println!(\"{}\", t);\n}\n");
-    src
-}
-
 both!(
 /// --compile-timeout kills a compile that takes too long: status timeout, exit 124, nothing
 /// ran, and a later run with the default compile limit is not poisoned by it (not cached).
 fn rust_compile_timeout(who) {
     let marker = format!("RAN-MARKER {}", nonce(who));
-    let code = slow_to_compile(&marker);
+    let code = slow_rust(&marker, 3000);
     let r = run_source(who, "rust", "slow.rs", &code, &["--compile-timeout", "1s"]);
     assert_eq!(r.status(), "timeout", "{}", r.describe());
     assert_eq!(r.code(), 124, "{}", r.describe());
