@@ -48,6 +48,9 @@ pub struct ChildCtx<'a> {
     /// The canonical rootfs directory for `--rootfs DIR` (its entries are opened without
     /// following symlinks).
     pub rootfs_dir: Option<&'a std::path::Path>,
+    /// cgroup v1: the `tasks` files init writes `0` to, moving itself into the sandbox's
+    /// cgroups before anything else (the parent does not attach it then).
+    pub cgroup_tasks: &'a [std::path::PathBuf],
     /// Files to write into /workspace before the payload starts.
     pub files: &'a [crate::spec::InputFile],
     /// Files to bring back after the payload exits.
@@ -127,6 +130,16 @@ pub fn init_main(ctx: ChildCtx) -> ! {
 
 fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     let e = |step: &'static str| move |err: Errno| (step, err.to_string());
+    // Into the sandbox's cgroups first, while init still has the caller's host identity
+    // (the parent, root, created them), and before it forks anything.
+    for tasks in ctx.cgroup_tasks {
+        std::fs::write(tasks, "0").map_err(|err| {
+            (
+                "move init into the sandbox cgroup",
+                format!("write 0 to {}: {err}", tasks.display()),
+            )
+        })?;
+    }
     // Non-dumpable: the payload cannot read init's memory or /proc/1 details that it does not
     // own (it also lacks the capabilities ptrace would need, and seccomp denies ptrace).
     nix::sys::prctl::set_dumpable(false).map_err(e("make init non-dumpable"))?;

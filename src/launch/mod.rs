@@ -168,6 +168,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         )
     };
     let started = Instant::now();
+    let cgroup_tasks = prepared.cgroup.as_ref().and_then(|c| c.self_attach_files());
 
     // 5. One clone creates every namespace.
     let child = match sys::clone_namespaces(CLONE_FLAGS) {
@@ -190,6 +191,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 stderr: err_w,
                 files: &spec.files,
                 rootfs_dir,
+                cgroup_tasks: cgroup_tasks.as_deref().unwrap_or(&[]),
                 collect: spec.collect.as_ref(),
             })
         }
@@ -216,7 +218,8 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let setup = write_maps(child, root_caller, host_uid, host_gid).and_then(|()| {
         let first = channel::send_go(&go_w);
         match (&first, &prepared.cgroup) {
-            (Ok(()), Some(cg)) => cg
+            // On cgroup v1 init moves itself (see ChildCtx::cgroup_tasks).
+            (Ok(()), Some(cg)) if cg.self_attach_files().is_none() => cg
                 .attach(child.as_raw())
                 .map_err(LaunchError::from)
                 .map(|()| first),

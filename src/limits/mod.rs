@@ -133,6 +133,17 @@ impl Cgroup {
         }
     }
 
+    /// cgroup v1 only: the per-thread `tasks` files through which the sandbox's init moves
+    /// itself (it writes `0`). Moving the calling thread needs no global cgroup lock, whereas
+    /// moving another process through `cgroup.procs` takes the threadgroup rwsem for writing
+    /// and waits for an RCU grace period (5-10 ms here) when it has been idle. `None` on v2.
+    pub fn self_attach_files(&self) -> Option<Vec<PathBuf>> {
+        match &self.kind {
+            Kind::V1(d) => Some(d.unique().iter().map(|d| d.join("tasks")).collect()),
+            Kind::V2(_) => None,
+        }
+    }
+
     fn procs_files(&self) -> Vec<PathBuf> {
         self.dirs().iter().map(|d| d.join("cgroup.procs")).collect()
     }
