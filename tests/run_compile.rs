@@ -162,10 +162,16 @@ fn compile_error(who: Who, lang: &str, file: &str, code: &str, says: &[&str]) {
 }
 
 both!(fn go_compile_error(who) {
+    if !toolchain_ready("go", "go_compile_error") {
+        return;
+    }
     compile_error(who, "go", "broken.go", GO_BROKEN, &["undefined: nope"]);
 });
 
 both!(fn rust_compile_error(who) {
+    if !toolchain_ready("rust", "rust_compile_error") {
+        return;
+    }
     compile_error(who, "rust", "broken.rs", RUST_BROKEN, &["cannot find value `nope`"]);
 });
 
@@ -251,12 +257,18 @@ fn compile_cache(who: Who, lang: &str, file: &str, code: &str) {
 }
 
 both!(fn go_compile_cache_hit(who) {
+    if !toolchain_ready("go", "go_compile_cache_hit") {
+        return;
+    }
     // Big enough that the compile (seconds) dominates the run (a fraction of a second).
     let code = slow_go(&format!("cache {}", nonce(who)), 8000);
     compile_cache(who, "go", "cache.go", &code);
 });
 
 both!(fn rust_compile_cache_hit(who) {
+    if !toolchain_ready("rust", "rust_compile_cache_hit") {
+        return;
+    }
     // Big enough that the compile (seconds) dominates the run (a fraction of a second).
     let code = slow_rust(&format!("cache {}", nonce(who)), 1000);
     compile_cache(who, "rust", "cache.rs", &code);
@@ -269,6 +281,9 @@ both!(
 /// --compile-timeout kills a compile that takes too long: status timeout, exit 124, nothing
 /// ran, and a later run with the default compile limit is not poisoned by it (not cached).
 fn rust_compile_timeout(who) {
+    if !toolchain_ready("rust", "rust_compile_timeout") {
+        return;
+    }
     let marker = format!("RAN-MARKER {}", nonce(who));
     let code = slow_rust(&marker, 3000);
     let r = run_source(who, "rust", "slow.rs", &code, &["--compile-timeout", "1s"]);
@@ -294,6 +309,9 @@ both!(
 /// (/usr/lib/os-release under the host rootfs) is read, so the primitive works inside the
 /// compile sandbox; then host files it must not expose fail to compile and never leak.
 fn rust_include_str_cannot_read_host_files(who) {
+    if !toolchain_ready("rust", "rust_include_str_cannot_read_host_files") {
+        return;
+    }
     let control = "/usr/lib/os-release";
     let want = std::fs::read_to_string(control).expect("read /usr/lib/os-release");
     let r = run_source(
@@ -334,6 +352,9 @@ both!(
 /// .config/go/env with GOFLAGS=-overlay=… mapping an embedded name onto a host path) does not
 /// reach a host file either.
 fn go_embed_cannot_read_host_files(who) {
+    if !toolchain_ready("go", "go_embed_cannot_read_host_files") {
+        return;
+    }
     let (_d, data) = host_file("data.txt", "embedded data\n");
     let file_arg = format!("data.txt={}", data.display());
     let r = run_source(who, "go", "embed.go", &GO_EMBED.replace("PATTERN", "data.txt"), &["--file", &file_arg]);

@@ -762,3 +762,27 @@ pub fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
             .map(str::trim)
     })
 }
+
+/// Whether the host toolchain a `cordon run --lang` test needs (on `--rootfs host`) is
+/// installed in /usr. Missing: SKIP with the package to install, or a panic in CI
+/// (`CORDON_TEST_REQUIRE_USER=1`), whose .ci/run installs every toolchain.
+#[allow(dead_code)]
+pub fn toolchain_ready(lang: &str, test: &str) -> bool {
+    let (tool, package) = match lang {
+        "python" => ("python3", "python3"),
+        "node" => ("node", "nodejs"),
+        "go" => ("go", "golang-go"),
+        "rust" => ("rustc", "rustc"),
+        _ => ("bash", "bash"),
+    };
+    if Path::new("/usr/bin").join(tool).exists() {
+        return true;
+    }
+    if std::env::var("CORDON_TEST_REQUIRE_USER").as_deref() == Ok("1") {
+        panic!(
+            "{test}: /usr/bin/{tool} is missing; .ci/run installs it (apt-get install {package})"
+        );
+    }
+    println!("SKIP: {test}: /usr/bin/{tool} is missing (apt-get install {package})");
+    false
+}
