@@ -1,0 +1,23 @@
+//! The JSON request parser: any input is an error or a request whose every file name is safe.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(req) = cordon::request::parse(text).and_then(|r| r.into_run()) {
+        for f in &req.files {
+            if !f.path.is_empty() {
+                assert!(
+                    cordon::spec::check_relative_path(&f.path).is_ok(),
+                    "unsafe name accepted: {:?}",
+                    f.path
+                );
+            }
+        }
+        if let Some(e) = &req.entry {
+            assert!(cordon::spec::check_relative_path(e).is_ok());
+        }
+    }
+});
