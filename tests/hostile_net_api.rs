@@ -1,0 +1,295 @@
+//! Hostile-input battery (issue 4), terminal, network, API and hostile hosts: cases 23, 35,
+//! 36, 38, 39 and 42. Each test is a real attack run through `cordon exec` or `cordon run`, as
+//! root and as the unprivileged user. See tests/hostile/README.md for the case → test map.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn results(out: &str) -> BTreeMap<String, String> {
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A host command run as `who` (through setpriv for the user when the tests run as root).
+fn host_command(who: Who, argv: &[&str]) -> Command {
+    let mut c;
+    if who == Who::User && running_as_root() {
+        let u = test_user().expect("test user");
+        c = Command::new("setpriv");
+        c.args([
+            format!("--reuid={}", u.uid),
+            format!("--regid={}", u.gid),
+            "--clear-groups".into(),
+            "--".into(),
+        ]);
+        c.args(argv);
+    } else {
+        c = Command::new(argv[0]);
+        c.args(&argv[1..]);
+    }
+    c.current_dir("/");
+    c
+}
+
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cases 23 and 35: under a real pty (script -qc), TIOCSTI/TIOCLINUX cannot inject into the
+// caller's terminal and writes to /dev/tty never reach it.
+
+const TTY_ATTACK: &str = r#"
+import fcntl, errno, os, termios
+TIOCLINUX = 0x541C
+for fd in (0, 1, 2):
+    for name, req in (("sti", termios.TIOCSTI), ("linux", TIOCLINUX)):
+        try:
+            for ch in b"INJ\n":
+                fcntl.ioctl(fd, req, bytes([ch]))
+            print(fd, name, "INJECTED")
+        except OSError as e:
+            print(fd, name, errno.errorcode.get(e.errno, e.errno))
+for path in ("/dev/tty", "/dev/console", "/dev/tty0", "/dev/pts/0"):
+    try:
+        open(path, "w").write("TTY" + "LEAK\n"); print(path, "WROTE")
+    except OSError as e:
+        print(path, errno.errorcode.get(e.errno, e.errno))
+"#;
+
+both!(fn case23_35_no_terminal_injection_or_leak(who) {
+    let inner = format!(
+        "{} exec --json -- {PY} -c {}; read -t 2 x; echo \"GOT[$x]\"",
+        cordon_bin().display(),
+        sh_quote(TTY_ATTACK)
+    );
+    let start = Instant::now();
+    let child = host_command(who, &["script", "-qec", &inner, "/dev/null"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn script");
+    let f = wait_with_deadline(child, start, Duration::from_secs(60), vec!["script".into()]);
+    let tty = f.stdout_str();
+    assert!(tty.contains("GOT[]"), "the caller's shell read injected input:\n{}", f.describe());
+    assert!(!tty.contains("TTYLEAK"), "a /dev/tty write reached the caller's terminal:\n{}", f.describe());
+    assert!(!tty.contains("INJECTED") && !tty.contains("WROTE"), "{}", f.describe());
+    for fd in 0..3 {
+        for name in ["sti", "linux"] {
+            assert!(
+                tty.contains(&format!("{fd} {name} EPERM")) || tty.contains(&format!("{fd} {name} ENOTTY")),
+                "ioctl {name} on fd {fd} must be refused:\n{}",
+                f.describe()
+            );
+        }
+    }
+    assert!(tty.contains("/dev/tty ENXIO"), "no controlling terminal inside:\n{}", f.describe());
+});
+
+// ---------------------------------------------------------------------------------------------
+// Case 36: DNS, UDP, raw/ICMP sockets, bash /dev/tcp — all fail; the host sees nothing.
+
+const NET_ATTACK: &str = r#"
+import errno, socket, sys
+def t(label, f):
+    try:
+        f(); print(label, "OK")
+    except socket.gaierror as e:
+        print(label, "GAIERROR")
+    except OSError as e:
+        print(label, errno.errorcode.get(e.errno, e.errno))
+port = int(sys.argv[1])
+t("dns", lambda: socket.getaddrinfo("example.com", 443))
+t("udp-internet", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("1.1.1.1", 53)))
+t("udp-host-lo", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"cordon-udp", ("127.0.0.1", port)))
+t("udp6", lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).sendto(b"x", ("2606:4700:4700::1111", 53)))
+t("raw-icmp", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))
+t("ping-dgram", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP).sendto(b"\x08\0\0\0\0\0\0\0", ("1.1.1.1", 0)))
+t("raw-ip", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW))
+"#;
+
+both!(fn case36_no_network_out(who) {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let port = udp.local_addr().unwrap().port().to_string();
+    let r = exec_json_run(who, &["--timeout", "20s"], &[PY, "-c", NET_ATTACK, &port]);
+    let got = results(r.expect_ok());
+    assert_eq!(got.len(), 7, "{}", r.describe());
+    for (label, v) in &got {
+        // The loopback of the sandbox's own netns accepts a UDP send to nobody; it is the
+        // host-side witness below that says nothing arrived.
+        if label == "udp-host-lo" {
+            continue;
+        }
+        assert_ne!(v, "OK", "{label} succeeded:\n{}", r.describe());
+    }
+    let mut buf = [0u8; 64];
+    assert!(udp.recv_from(&mut buf).is_err(), "the host UDP socket received a datagram from the sandbox");
+
+    let bash = exec_json_run(
+        who,
+        &["--timeout", "20s"],
+        &["bash", "-c", &format!("exec 3<>/dev/tcp/1.1.1.1/53 && echo TCP-OPEN; exec 4<>/dev/tcp/127.0.0.1/{port} && echo LO-OPEN; echo end")],
+    );
+    assert_eq!(bash.output(), "end\n", "bash /dev/tcp reached somewhere:\n{}", bash.describe());
+});
+
+// ---------------------------------------------------------------------------------------------
+// Case 38: a unix socket (path) and an abstract socket listening on the host are unreachable.
+
+both!(fn case38_host_unix_sockets_unreachable(who) {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let dir = shared_tempdir();
+    let path = dir.path().join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let name = format!("cordon-h38-{}-{who:?}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let abs = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    abs.set_nonblocking(true).unwrap();
+    let code = r#"
+import errno, socket, sys
+for label, addr in (("path", sys.argv[1]), ("abstract", "\0" + sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(addr); print(label, "CONNECTED")
+    except OSError as e:
+        print(label, errno.errorcode.get(e.errno, e.errno))
+"#;
+    let r = exec_json_run(who, &[] as &[&str], &[PY, "-c", code, path.to_str().unwrap(), &name]);
+    let got = results(r.expect_ok());
+    assert_eq!(got.get("path").map(String::as_str), Some("ENOENT"), "{}", r.describe());
+    let a = got.get("abstract").map(String::as_str).unwrap_or("");
+    assert!(["ECONNREFUSED", "EPERM"].contains(&a), "abstract: {a}:\n{}", r.describe());
+    assert!(listener.accept().is_err() && abs.accept().is_err(), "a host socket accepted a connection");
+});
+
+// ---------------------------------------------------------------------------------------------
+// Case 39: newlines, $(), backticks, leading `-` in args, env values and file names are data.
+
+const NASTY: [&str; 6] = [
+    "-rf",
+    "--help",
+    "$(touch /workspace/pwned-dollar)",
+    "`touch /workspace/pwned-tick`",
+    "line1\nline2; touch /workspace/pwned-nl",
+    "; touch /workspace/pwned-semi #",
+];
+
+both!(fn case39_shell_syntax_is_data(who) {
+    let mut opts: Vec<String> = vec!["--json".into()];
+    for (i, v) in NASTY.iter().enumerate() {
+        opts.push("--env".into());
+        opts.push(format!("NASTY{i}={v}"));
+    }
+    let code = "import os, sys\n\
+                print(sys.argv[1:] == [os.environ['NASTY%d' % i] for i in range(6)])\n\
+                print(sorted(f for f in os.listdir('/workspace') if f.startswith('pwned')))\n";
+    let mut cmd: Vec<&str> = vec![PY, "-c", code];
+    cmd.extend(NASTY);
+    let r = Cordon::exec(who, &opts, &cmd).run_json();
+    assert_eq!(r.expect_ok(), "True\n[]\n", "{}", r.describe());
+
+    // The same through `cordon run`: args after `--`, and an input file named like an option
+    // with shell syntax in it.
+    let dir = shared_tempdir();
+    let src = dir.path().join("in.txt");
+    write_world_readable(&src, b"data\n");
+    let fname = "-n $(id) `id`.txt";
+    let code = "import os, sys\n\
+                print(sys.argv[1:])\n\
+                print(open(sys.argv[-1]).read().strip() if os.path.exists(sys.argv[-1]) else 'missing')\n\
+                print(sorted(f for f in os.listdir('.') if f.startswith('pwned')))\n";
+    let mut c = Cordon::new(who)
+        .arg("run")
+        .arg("--no-history")
+        .arg("--lang")
+        .arg("python")
+        .arg("--json")
+        .arg(format!("--file={fname}={}", src.display()))
+        .arg("-c")
+        .arg(code)
+        .arg("--");
+    for a in NASTY {
+        c = c.arg(a);
+    }
+    c = c.arg(fname);
+    if who == Who::User && running_as_root() {
+        c = c.env("HOME", "/nonexistent-cordon-home").env("XDG_CACHE_HOME", "/tmp");
+    }
+    let r = c.run_json();
+    let mut want: Vec<&str> = NASTY.to_vec();
+    want.push(fname);
+    let want_repr = format!(
+        "[{}]",
+        want.iter()
+            .map(|s| format!("'{}'", s.replace('\n', "\\n")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    assert_eq!(r.expect_ok(), format!("{want_repr}\ndata\n[]\n"), "{}", r.describe());
+});
+
+// ---------------------------------------------------------------------------------------------
+// Case 42: hostile host configurations.
+
+both!(fn case42_userns_disabled_is_refused_with_the_fix(who) {
+    // Simulated without touching the machine: a user namespace of our own where
+    // user.max_user_namespaces is 0, i.e. "user namespaces disabled by sysctl" for cordon.
+    let inner = format!(
+        "echo 0 > /proc/sys/user/max_user_namespaces || exit 99; exec {} exec --json -- true",
+        cordon_bin().display()
+    );
+    let start = Instant::now();
+    let child = host_command(who, &["unshare", "-Ur", "sh", "-c", &inner])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn unshare");
+    let f = wait_with_deadline(child, start, Duration::from_secs(30), vec!["unshare".into()]);
+    if f.code == 99 {
+        println!("SKIP: cannot set user.max_user_namespaces in a child user namespace here");
+        return;
+    }
+    assert_eq!(f.code, 125, "cordon must refuse:\n{}", f.describe());
+    let v: serde_json::Value = serde_json::from_slice(&f.stdout)
+        .unwrap_or_else(|e| panic!("no JSON result ({e}):\n{}", f.describe()));
+    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
+    let msg = v["message"].as_str().unwrap_or("");
+    assert!(msg.contains("max_user_namespaces"), "the message must name the mechanism:\n{}", f.describe());
+    assert!(msg.contains("sysctl"), "the message must give the fix:\n{}", f.describe());
+});
+
+both!(fn case42_forced_backends_refused_or_reported(who) {
+    // cgroup v2 forced on a host without a usable v2 hierarchy: refused, naming it.
+    if cgroup_layout() != CgroupLayout::PureV2 {
+        let r = exec_json_run(who, &["--limits-backend", "cgroup-v2"], &["true"]);
+        assert_eq!(r.code(), 125, "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or("").to_lowercase();
+        assert!(msg.contains("cgroup v2") || msg.contains("cgroup2") || msg.contains("cgroup-v2"), "{}", r.describe());
+    }
+    // rlimit forced ("no cgroup delegation"): runs, and says --cpus is not enforced, with a note.
+    let r = exec_json_run(who, &["--limits-backend", "rlimit", "--cpus", "1"], &["true"]);
+    r.expect_ok();
+    assert_eq!(r.get("/limits/cpus/enforcement").as_str(), Some("not-enforced"), "{}", r.describe());
+    assert!(
+        r.get("/limits/cpus/note").as_str().is_some_and(|n| !n.is_empty()),
+        "a not-enforced limit must carry the reason:\n{}",
+        r.describe()
+    );
+    // Without --json, an explicit --cpus that is not enforced is warned about on stderr.
+    let plain = exec_plain(who, &["--limits-backend", "rlimit", "--cpus", "1"], &["true"]);
+    assert_eq!(plain.code, 0, "{}", plain.describe());
+    assert!(plain.stderr_str().to_lowercase().contains("cpu"), "no warning about --cpus:\n{}", plain.describe());
+});
