@@ -8,33 +8,12 @@ mod common;
 
 use common::*;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-/// The unprivileged user's home directory, from /etc/passwd.
-fn user_home() -> PathBuf {
-    let name = test_user_name();
-    let passwd = std::fs::read_to_string("/etc/passwd").expect("read /etc/passwd");
-    passwd
-        .lines()
-        .map(|l| l.split(':').collect::<Vec<_>>())
-        .find(|f| f.len() >= 6 && f[0] == name)
-        .map(|f| PathBuf::from(f[5]))
-        .unwrap_or_else(|| PathBuf::from(format!("/home/{name}")))
-}
 
 /// `cordon run --no-history …` as `who` (the user gets its own HOME and XDG directories).
 fn cordon_run(who: Who) -> Cordon {
-    let mut c = Cordon::new(who).arg("run").arg("--no-history");
-    if who == Who::User && running_as_root() {
-        let home = user_home();
-        c = c
-            .env("HOME", &home)
-            .env("XDG_CACHE_HOME", home.join(".cache"))
-            .env("XDG_STATE_HOME", home.join(".local/state"))
-            .env("XDG_CONFIG_HOME", home.join(".config"));
-    }
-    c
+    Cordon::new(who).arg("run").arg("--no-history")
 }
 
 /// A directory `who` can write (an `--output-dir` parent).

@@ -11,37 +11,15 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 // ---------------------------------------------------------------------------------------------
-// Helpers (kept in this file: tests/common is shared and not ours to change).
+// Helpers (the user variant's HOME and XDG directories are set by tests/common).
 
 /// Compiles are slow on a shared 2-core VM.
 const COMPILE_DEADLINE: Duration = Duration::from_secs(400);
 
-/// The unprivileged user's home directory, from /etc/passwd.
-fn user_home() -> PathBuf {
-    let name = test_user_name();
-    let passwd = std::fs::read_to_string("/etc/passwd").expect("read /etc/passwd");
-    passwd
-        .lines()
-        .map(|l| l.split(':').collect::<Vec<_>>())
-        .find(|f| f.len() >= 6 && f[0] == name)
-        .map(|f| PathBuf::from(f[5]))
-        .unwrap_or_else(|| PathBuf::from(format!("/home/{name}")))
-}
-
 /// `cordon run …` as `who`. `setpriv` keeps root's environment (HOME=/root), so the
 /// unprivileged user gets its own HOME and XDG directories: its compile cache lives there.
 fn cordon_run(who: Who) -> Cordon {
-    let mut c = Cordon::new(who).arg("run").deadline(COMPILE_DEADLINE);
-    if who == Who::User && running_as_root() {
-        let home = user_home();
-        c = c
-            .env("HOME", &home)
-            .env("XDG_CACHE_HOME", home.join(".cache"))
-            .env("XDG_STATE_HOME", home.join(".local/state"))
-            .env("XDG_CONFIG_HOME", home.join(".config"))
-            .env("XDG_DATA_HOME", home.join(".local/share"));
-    }
-    c
+    Cordon::new(who).arg("run").deadline(COMPILE_DEADLINE)
 }
 
 /// Writes `contents` into a fresh world-readable directory; returns (dir guard, file path).

@@ -8,35 +8,12 @@ mod common;
 
 use common::*;
 use serde_json::{Value, json};
-use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
-
-/// The unprivileged user's home directory, from /etc/passwd.
-fn user_home() -> PathBuf {
-    let name = test_user_name();
-    let passwd = std::fs::read_to_string("/etc/passwd").expect("read /etc/passwd");
-    passwd
-        .lines()
-        .map(|l| l.split(':').collect::<Vec<_>>())
-        .find(|f| f.len() >= 6 && f[0] == name)
-        .map(|f| PathBuf::from(f[5]))
-        .unwrap_or_else(|| PathBuf::from(format!("/home/{name}")))
-}
 
 /// `cordon SUBCOMMAND …` as `who`. `setpriv` keeps root's environment (HOME=/root), so the
 /// unprivileged user gets its own HOME and XDG directories: its history lives there.
 fn cordon(who: Who, subcommand: &str) -> Cordon {
-    let mut c = Cordon::new(who).arg(subcommand);
-    if who == Who::User && running_as_root() {
-        let home = user_home();
-        c = c
-            .env("HOME", &home)
-            .env("XDG_CACHE_HOME", home.join(".cache"))
-            .env("XDG_STATE_HOME", home.join(".local/state"))
-            .env("XDG_CONFIG_HOME", home.join(".config"))
-            .env("XDG_DATA_HOME", home.join(".local/share"));
-    }
-    c
+    Cordon::new(who).arg(subcommand)
 }
 
 /// `cordon history --last N --json` → the records, oldest first (JSON lines, or one array).

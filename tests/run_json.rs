@@ -8,39 +8,17 @@ mod common;
 use base64::Engine;
 use common::*;
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 // ---------------------------------------------------------------------------------------------
-// Helpers (kept in this file: tests/common is shared and not ours to change).
-
-/// The unprivileged user's home directory, from /etc/passwd.
-fn user_home() -> PathBuf {
-    let name = test_user_name();
-    let passwd = std::fs::read_to_string("/etc/passwd").expect("read /etc/passwd");
-    passwd
-        .lines()
-        .map(|l| l.split(':').collect::<Vec<_>>())
-        .find(|f| f.len() >= 6 && f[0] == name)
-        .map(|f| PathBuf::from(f[5]))
-        .unwrap_or_else(|| PathBuf::from(format!("/home/{name}")))
-}
+// Helpers (the user variant's HOME and XDG directories are set by tests/common).
 
 /// `cordon SUBCOMMAND …` as `who`. `setpriv` keeps root's environment (HOME=/root), so the
 /// unprivileged user gets its own HOME and XDG directories.
 fn cordon(who: Who, subcommand: &str) -> Cordon {
-    let mut c = Cordon::new(who).arg(subcommand);
-    if who == Who::User && running_as_root() {
-        let home = user_home();
-        c = c
-            .env("HOME", &home)
-            .env("XDG_CACHE_HOME", home.join(".cache"))
-            .env("XDG_STATE_HOME", home.join(".local/state"))
-            .env("XDG_CONFIG_HOME", home.join(".config"))
-            .env("XDG_DATA_HOME", home.join(".local/share"));
-    }
-    c
+    Cordon::new(who).arg(subcommand)
 }
 
 /// A directory `who` can write (an `outputDir` parent).

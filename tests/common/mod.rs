@@ -81,6 +81,7 @@ pub struct TestUser {
     pub name: String,
     pub uid: u32,
     pub gid: u32,
+    pub home: std::path::PathBuf,
 }
 
 pub fn euid() -> u32 {
@@ -100,11 +101,12 @@ pub fn lookup_user(name: &str) -> Option<TestUser> {
     let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
     passwd.lines().find_map(|line| {
         let f: Vec<&str> = line.split(':').collect();
-        if f.len() >= 4 && f[0] == name {
+        if f.len() >= 6 && f[0] == name {
             Some(TestUser {
                 name: name.to_string(),
                 uid: f[2].parse().ok()?,
                 gid: f[3].parse().ok()?,
+                home: std::path::PathBuf::from(f[5]),
             })
         } else {
             None
@@ -442,6 +444,16 @@ impl Cordon {
         let argv = self.argv();
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]).current_dir("/");
+        // setpriv keeps root's environment (HOME=/root): give the user its own HOME and XDG
+        // directories, where its compile cache, history and rootfs live.
+        if self.who == Who::User && running_as_root() {
+            let home = user_home();
+            cmd.env("HOME", &home)
+                .env("XDG_CACHE_HOME", home.join(".cache"))
+                .env("XDG_STATE_HOME", home.join(".local/state"))
+                .env("XDG_CONFIG_HOME", home.join(".config"))
+                .env("XDG_DATA_HOME", home.join(".local/share"));
+        }
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -785,4 +797,12 @@ pub fn toolchain_ready(lang: &str, test: &str) -> bool {
     }
     println!("SKIP: {test}: /usr/bin/{tool} is missing (apt-get install {package})");
     false
+}
+
+/// The unprivileged test user's home directory.
+#[allow(dead_code)]
+pub fn user_home() -> std::path::PathBuf {
+    test_user()
+        .map(|u| u.home)
+        .unwrap_or_else(|| format!("/home/{}", test_user_name()).into())
 }
