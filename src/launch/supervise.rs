@@ -140,7 +140,19 @@ pub fn supervise(
     let mut ended = Ended::default();
     let limits = &spec.limits;
     let deadline = started + limits.wall;
-    let sfd = SignalFd::with_flags(&signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK).ok();
+    // Without a signalfd the blocked signals would be ignored: unblock them instead, so that
+    // SIGTERM/SIGINT kill cordon outright and the parent-death signal takes the sandbox along.
+    let sfd = match SignalFd::with_flags(&signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK) {
+        Ok(fd) => Some(fd),
+        Err(_) => {
+            let _ = nix::sys::signal::sigprocmask(
+                nix::sys::signal::SigmaskHow::SIG_UNBLOCK,
+                Some(&signals),
+                None,
+            );
+            None
+        }
+    };
     let pidfd = match sys::pidfd_open(child) {
         Ok(fd) => Some(fd),
         Err(e) => {
