@@ -157,7 +157,7 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     drop(null);
     nix::unistd::setsid().map_err(e("start init's own session"))?;
     // Host sources are opened while init still has the caller's host identity: a root
-    // caller's rootfs may be under /root, which host uid 65534 cannot traverse.
+    // caller's rootfs may be under /root, which the sandbox's host uid cannot traverse.
     let sources = crate::fs::open_sources(ctx.plan, ctx.rootfs_dir)
         .map_err(|err| ("open the root filesystem's sources", err.to_string()))?;
     if ctx.root_caller {

@@ -21,9 +21,18 @@ use nix::unistd::{Pid, pipe2};
 use std::ffi::CString;
 use std::time::Instant;
 
-/// The host uid and gid a root caller's sandbox runs as (Debian's nobody/nogroup): a root
-/// caller never gets host uid 0 inside.
-pub const ROOT_CALLER_HOST_ID: u32 = 65534;
+/// A root caller's sandbox runs as host uid and gid `ROOT_CALLER_ID_BASE + cordon's pid`:
+/// never host uid 0, never a real user's (the range sits far above the ids that distributions
+/// and /etc/subuid hand out), and different for every concurrently running sandbox, so two
+/// root-run sandboxes, or a sandbox and a host daemon running as `nobody`, share no uid.
+pub const ROOT_CALLER_ID_BASE: u32 = 2_000_000_000;
+/// Width of that range: the kernel's largest possible pid (PID_MAX_LIMIT, 2^22).
+pub const ROOT_CALLER_ID_RANGE: u32 = 1 << 22;
+
+/// The host id a root caller's sandbox maps to.
+pub fn root_caller_host_id() -> u32 {
+    ROOT_CALLER_ID_BASE + (std::process::id() % ROOT_CALLER_ID_RANGE)
+}
 
 /// Namespaces every sandbox gets. The cgroup namespace is created by init right after the
 /// parent moved it into its cgroup, so that the namespace is rooted at the sandbox's cgroup.
@@ -160,7 +169,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
 
     let root_caller = nix::unistd::geteuid().is_root();
     let (host_uid, host_gid) = if root_caller {
-        (ROOT_CALLER_HOST_ID, ROOT_CALLER_HOST_ID)
+        (root_caller_host_id(), root_caller_host_id())
     } else {
         (
             nix::unistd::geteuid().as_raw(),

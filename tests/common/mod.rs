@@ -175,12 +175,13 @@ impl Who {
         }
     }
 
-    /// The host uid the sandbox user (1000 inside) maps to: the caller's own uid for an
-    /// unprivileged caller, 65534 for root (never 0).
-    pub fn expected_host_uid(self) -> u32 {
+    /// Whether `uid` is what the sandbox user (1000 inside) may map to on the host: the
+    /// caller's own uid for an unprivileged caller; for root, an id from cordon's per-run
+    /// range (2,000,000,000 + pid), never 0.
+    pub fn is_expected_host_uid(self, uid: u32) -> bool {
         match self {
-            Who::Root => 65534,
-            Who::User => self.caller_uid(),
+            Who::Root => (2_000_000_000..2_000_000_000 + (1 << 22)).contains(&uid),
+            Who::User => uid == self.caller_uid(),
         }
     }
 }
