@@ -290,7 +290,13 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         }
         let key = Key::new(&parts.iter().map(|p| p.as_slice()).collect::<Vec<_>>());
         let cache = if opts.cache {
-            Cache::open(Cache::default_dir(), CACHE_MAX_BYTES).ok()
+            match Cache::open(Cache::default_dir(), CACHE_MAX_BYTES) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    eprintln!("cordon: warning: compiling without the cache: {e}");
+                    None
+                }
+            }
         } else {
             None
         };

@@ -42,24 +42,6 @@ fn run_py_collect(who: Who, out: &Path, code: &str, args: &[&str], extra: &[&str
     c.run_json()
 }
 
-/// `files` as (path, size), sorted.
-fn files(r: &JsonRun) -> Vec<(String, u64)> {
-    let mut v: Vec<(String, u64)> = r
-        .get("/files")
-        .as_array()
-        .unwrap_or_else(|| panic!("`files` must be an array:\n{}", r.describe()))
-        .iter()
-        .map(|f| {
-            (
-                f["path"].as_str().unwrap_or("?").to_string(),
-                f["size"].as_u64().unwrap_or(u64::MAX),
-            )
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 /// `filesOmitted` as (path, reason).
 fn omitted(r: &JsonRun) -> Vec<(String, String)> {
     let v = r.get("/filesOmitted");
@@ -162,7 +144,7 @@ both!(fn case03_flipper_cannot_race_collection(who) {
         assert!(r.elapsed() < Duration::from_secs(15), "{}", r.describe());
         // The flipper was dead before collection: no process with the marker is left.
         assert_none_left(&m, Duration::from_secs(1), &r.describe());
-        let listed = files(&r);
+        let listed = r.files();
         assert!(listed.contains(&("steady.txt".to_string(), 7)), "round {round}:\n{}", r.describe());
         // flip.txt is either collected as the regular file it was, or omitted as a symlink.
         match listed.iter().find(|(p, _)| p == "flip.txt") {
@@ -225,7 +207,7 @@ os.symlink("/etc/passwd", "data.txt")
         "data.txt (a symlink) must be listed in filesOmitted:\n{}",
         r.describe()
     );
-    assert_eq!(files(&r), vec![("result.txt".to_string(), 17)], "{}", r.describe());
+    assert_eq!(r.files(), vec![("result.txt".to_string(), 17)], "{}", r.describe());
     assert_nothing_followed(&out, &r);
     assert_eq!(tree(&out), vec![("result.txt".to_string(), false)], "{}", r.describe());
 
@@ -315,7 +297,7 @@ both!(fn case06_special_files_skipped_by_collection(who) {
         r.describe()
     );
     assert!(r.elapsed() < Duration::from_secs(15), "a FIFO held cordon up:\n{}", r.describe());
-    assert_eq!(files(&r), vec![("normal.txt".to_string(), 7)], "{}", r.describe());
+    assert_eq!(r.files(), vec![("normal.txt".to_string(), 7)], "{}", r.describe());
     for (name, why) in [("fifo", "FIFO"), ("sock", "socket"), ("suid", "setuid"), ("sgid", "setgid")] {
         let got = omitted_reason(&r, name);
         assert!(
@@ -384,7 +366,7 @@ print("made")
         "the 40-level directory must be cut at the depth cap:\n{}",
         r.describe()
     );
-    let listed: Vec<String> = files(&r).into_iter().map(|(p, _)| p).collect();
+    let listed: Vec<String> = r.files().into_iter().map(|(p, _)| p).collect();
     assert!(listed.contains(&"n".repeat(255)), "{}", r.describe());
     assert!(listed.contains(&"-rf $(touch pwned) `id`\n.txt".to_string()), "{}", r.describe());
     assert!(!out.join("pwned").exists() && !Path::new("/pwned").exists(), "a name was run by a shell");
@@ -462,7 +444,7 @@ except OSError as e:
     assert!((1000..=100_000).contains(&n), "{n} files under the inode cap:\n{}", r.describe());
     assert!(r.elapsed() < Duration::from_secs(30), "{}", r.describe());
     // Collection is capped: at most 1000 files come back, the omitted list is bounded.
-    let listed = files(&r).len();
+    let listed = r.files().len();
     assert!(listed <= 1000, "{listed} files collected:\n{}", r.describe());
     let om = omitted(&r);
     assert!(om.len() <= 201, "{} omitted entries listed", om.len());

@@ -38,23 +38,6 @@ fn request(who: Who, request: &[u8]) -> JsonRun {
         .run_json()
 }
 
-fn paths_and_sizes(r: &JsonRun, pointer: &str) -> Vec<(String, u64)> {
-    let mut v: Vec<(String, u64)> = r
-        .get(pointer)
-        .as_array()
-        .unwrap_or_else(|| panic!("{pointer} must be an array:\n{}", r.describe()))
-        .iter()
-        .map(|f| {
-            (
-                f["path"].as_str().unwrap_or("?").to_string(),
-                f["size"].as_u64().unwrap_or(u64::MAX),
-            )
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 // ---------------------------------------------------------------------------------------------
 // Round trip.
 
@@ -132,7 +115,7 @@ both!(
             );
         }
         assert_eq!(
-            paths_and_sizes(&r, "/files"),
+            r.files(),
             vec![("results/answer.txt".to_string(), 3)],
             "files lists what the program wrote, not its inputs:\n{}",
             r.describe()

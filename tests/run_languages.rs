@@ -543,19 +543,7 @@ fn output_files(who: Who, lang: &Lang) {
     assert_eq!(r.expect_ok(), "wrote\n", "{}", r.describe());
 
     // The result lists exactly the two regular files (not the source, not the artifact).
-    let mut listed: Vec<(String, u64)> = r
-        .get("/files")
-        .as_array()
-        .unwrap_or_else(|| panic!("`files` must be an array:\n{}", r.describe()))
-        .iter()
-        .map(|f| {
-            (
-                f["path"].as_str().unwrap_or("?").to_string(),
-                f["size"].as_u64().unwrap_or(u64::MAX),
-            )
-        })
-        .collect();
-    listed.sort();
+    let listed = r.files();
     assert_eq!(
         listed,
         vec![

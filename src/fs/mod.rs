@@ -185,6 +185,19 @@ pub fn apply(ops: &[Op], sources: Sources) -> Result<(), ApplyError> {
     remount_ro(&pivot_op, Path::new("/"), true)
 }
 
+/// A non-recursive bind of an opened source onto `dst` (mounts below the source are not
+/// carried in: they would keep their own, possibly writable, flags).
+fn bind(op: &Op, src: &OwnedFd, dst: &Path) -> Result<(), ApplyError> {
+    mount(
+        Some(&fd_path(src)),
+        dst,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| fail(op, "bind", dst, e))
+}
+
 fn apply_one(op: &Op, sources: &HashMap<PathBuf, OwnedFd>, null: &Path) -> Result<(), ApplyError> {
     match op {
         Op::Dir { dst } => {
@@ -193,26 +206,12 @@ fn apply_one(op: &Op, sources: &HashMap<PathBuf, OwnedFd>, null: &Path) -> Resul
         }
         Op::BindRo { src, dst } => {
             let p = inside(dst);
-            mount(
-                Some(&fd_path(&sources[src])),
-                &p,
-                None::<&str>,
-                MsFlags::MS_BIND,
-                None::<&str>,
-            )
-            .map_err(|e| fail(op, "bind", &p, e))?;
+            bind(op, &sources[src], &p)?;
             remount_ro(op, &p, true)
         }
         Op::BindDev { src, dst } => {
             let p = inside(dst);
-            mount(
-                Some(&fd_path(&sources[src])),
-                &p,
-                None::<&str>,
-                MsFlags::MS_BIND,
-                None::<&str>,
-            )
-            .map_err(|e| fail(op, "bind device", &p, e))
+            bind(op, &sources[src], &p)
         }
         Op::Symlink { target, dst } => {
             let p = inside(dst);

@@ -179,15 +179,15 @@ impl Walk<'_> {
             Ok(fd) => fd,
             Err(e) => return self.omit(path, &format!("cannot open: {e}")),
         };
-        match fstat(fd.as_fd()) {
+        let mode = match fstat(fd.as_fd()) {
             Ok(st)
                 if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits())
-                    == SFlag::S_IFREG => {}
+                    == SFlag::S_IFREG =>
+            {
+                st.st_mode & 0o777
+            }
             _ => return self.omit(path, "changed type while being collected"),
-        }
-        let mode = fstat(fd.as_fd())
-            .map(|s| s.st_mode & 0o777)
-            .unwrap_or(0o644);
+        };
         let mut data = Vec::with_capacity(size as usize);
         let mut f = std::fs::File::from(fd);
         if let Err(e) = (&mut f)

@@ -148,6 +148,29 @@ pub struct Failure {
     pub fix: &'static str,
 }
 
+/// Checks that the caller may create child cgroups in `own` and move processes into them
+/// (the directory and its `cgroup.procs` writable), else a failure carrying `fix`.
+pub fn check_writable(
+    fs: &dyn CgroupFs,
+    own: &Path,
+    uid: u32,
+    fix: &'static str,
+) -> Result<(), Failure> {
+    for path in [own.to_path_buf(), own.join("cgroup.procs")] {
+        if !fs.writable(&path) {
+            let e = io::Error::from_raw_os_error(libc::EACCES);
+            return Err(Failure::io(
+                format!("not writable by uid {uid}"),
+                "write to",
+                &path,
+                &e,
+                fix,
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Failure {
     pub fn io(
         summary: impl Into<String>,

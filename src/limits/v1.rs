@@ -51,18 +51,7 @@ pub fn check(fs: &dyn CgroupFs, layout: &Layout, host: &HostPaths) -> Result<(),
                 fixes::V1_MOUNT,
             ));
         };
-        for path in [loc.own.clone(), loc.own.join("cgroup.procs")] {
-            if !fs.writable(&path) {
-                let e = std::io::Error::from_raw_os_error(libc::EACCES);
-                return Err(Failure::io(
-                    format!("not writable by uid {}", host.uid),
-                    "write to",
-                    &path,
-                    &e,
-                    fixes::V1_ROOT,
-                ));
-            }
-        }
+        super::host::check_writable(fs, &loc.own, host.uid, fixes::V1_ROOT)?;
     }
     Ok(())
 }

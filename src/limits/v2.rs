@@ -88,18 +88,7 @@ pub fn check<'a>(
             fix,
         ));
     }
-    for path in [loc.own.clone(), loc.own.join("cgroup.procs")] {
-        if !fs.writable(&path) {
-            let e = std::io::Error::from_raw_os_error(libc::EACCES);
-            return Err(Failure::io(
-                format!("not writable by uid {}", host.uid),
-                "write to",
-                &path,
-                &e,
-                fixes::V2_DELEGATE,
-            ));
-        }
-    }
+    super::host::check_writable(fs, &loc.own, host.uid, fixes::V2_DELEGATE)?;
     Ok(loc)
 }
 

@@ -647,6 +647,24 @@ impl JsonRun {
         )
     }
     /// Asserts the program exited 0 with status ok; returns its stdout.
+    /// The result's `files`, as (path, size) sorted by path.
+    pub fn files(&self) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = self
+            .get("/files")
+            .as_array()
+            .unwrap_or_else(|| panic!("`files` must be an array:\n{}", self.describe()))
+            .iter()
+            .map(|f| {
+                (
+                    f["path"].as_str().unwrap_or("?").to_string(),
+                    f["size"].as_u64().unwrap_or(u64::MAX),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
     pub fn expect_ok(&self) -> &str {
         assert_eq!(
             self.status(),
