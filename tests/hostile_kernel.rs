@@ -282,16 +282,18 @@ while time.time() < end:
 print("busy", busy)
 "#;
 
-/// A known hole (see tests/hostile/README.md): written out by hand instead of with `both!`,
-/// whose attributes land on the module, where `#[ignore]` has no effect.
-fn flock_channel(who: Who) {
+// A lock on a file every sandbox can read is a lock on the sandbox's own overlay inode
+// (`fs::overlay_ro`), not on the host's: neither another sandbox nor the host sees it.
+both!(fn case24_concurrent_sandboxes_cannot_talk_flock(who) {
     let a = Cordon::exec(who, &["--json"], &[PY, "-c", FLOCK_A]);
     let b = Cordon::exec(who, &["--json"], &[PY, "-c", FLOCK_B]);
     let ha = std::thread::spawn(move || a.run_json());
     std::thread::sleep(Duration::from_millis(500));
     // The host, too: a host process flocking the same file must not be blocked by a sandbox.
+    // A shared lock: it conflicts with the sandbox's exclusive one, not with another test's
+    // probe running at the same time.
     let host = Command::new("flock")
-        .args(["-n", "/usr/bin/python3", "true"])
+        .args(["-n", "-s", "/usr/bin/python3", "true"])
         .status()
         .unwrap();
     let rb = b.run_json();
@@ -307,27 +309,22 @@ fn flock_channel(who: Who) {
         host.success(),
         "a sandbox's flock blocked a host process (flock -n failed)"
     );
-}
+});
 
-mod case24_concurrent_sandboxes_cannot_talk_flock {
-    use super::*;
-
-    #[test]
-    #[ignore = "HOLE: flock() on a shared read-only host file is seen by other sandboxes and the host (covert channel, host DoS)"]
-    fn root() {
-        if Who::Root.ready(concat!(module_path!(), "::root")) {
-            flock_channel(Who::Root);
-        }
-    }
-
-    #[test]
-    #[ignore = "HOLE: flock() on a shared read-only host file is seen by other sandboxes and the host (covert channel, host DoS)"]
-    fn user() {
-        if Who::User.ready(concat!(module_path!(), "::user")) {
-            flock_channel(Who::User);
-        }
-    }
-}
+// Inside one sandbox, locks still work: two open files of the same path conflict.
+both!(fn case24_locks_still_work_inside_one_sandbox(who) {
+    let code = r#"
+import fcntl
+a = open("/usr/bin/python3", "rb"); b = open("/usr/bin/python3", "rb")
+fcntl.flock(a, fcntl.LOCK_EX)
+try:
+    fcntl.flock(b, fcntl.LOCK_EX | fcntl.LOCK_NB); print("not exclusive")
+except BlockingIOError:
+    print("exclusive")
+"#;
+    let r = Cordon::exec(who, &["--json"], &[PY, "-c", code]).run_json();
+    assert_eq!(r.expect_ok(), "exclusive\n", "{}", r.describe());
+});
 
 // ---------------------------------------------------------------------------------------------
 // Case 26: Landlock is really enforced where the mount and the file modes would allow a write.

@@ -18,6 +18,14 @@ use std::path::{Path, PathBuf};
 /// opened before that, so a rootfs under /tmp still works.
 pub const STAGE: &str = "/tmp";
 
+/// Where a tiny empty read-only tmpfs is mounted during the build: the second, empty layer of
+/// every read-only overlay (the kernel wants two lower layers when there is no upper one).
+/// Detached and removed before the pivot; each overlay keeps its own private copy of it.
+const EMPTY_LAYER: &str = ".cordon-empty-layer";
+
+/// Largest host file [`Op::BindRo`] copies in (a file is copied, not bound: see there).
+pub const MAX_COPIED_FILE: u64 = 4 << 20;
+
 /// A mount step that failed: which operation, which syscall, on which path, and the errno.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the sandbox root: {step} {path}: {errno} ({op}){hint}")]
@@ -169,9 +177,22 @@ pub fn apply(ops: &[Op], sources: Sources) -> Result<(), ApplyError> {
     )
     .map_err(|e| fail(&root_op, "mount tmpfs root", Path::new(STAGE), e))?;
 
+    let empty = Path::new(STAGE).join(EMPTY_LAYER);
+    std::fs::create_dir(&empty).map_err(|e| fail(&root_op, "mkdir", &empty, io_errno(&e)))?;
+    let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(
+        Some("tmpfs"),
+        &empty,
+        Some("tmpfs"),
+        ro,
+        Some("size=4k,nr_inodes=1,mode=0555"),
+    )
+    .map_err(|e| fail(&root_op, "mount tmpfs", &empty, e))?;
     for op in ops {
-        apply_one(op, &sources, &null)?;
+        apply_one(op, &sources, &null, &empty)?;
     }
+    umount2(&empty, MntFlags::MNT_DETACH).map_err(|e| fail(&root_op, "unmount", &empty, e))?;
+    std::fs::remove_dir(&empty).map_err(|e| fail(&root_op, "rmdir", &empty, io_errno(&e)))?;
 
     // 4. Enter it: pivot_root(".", ".") stacks the old root on the new one; detach it.
     let pivot_op = Op::Dir { dst: "/".into() };
@@ -198,7 +219,49 @@ fn bind(op: &Op, src: &OwnedFd, dst: &Path) -> Result<(), ApplyError> {
     .map_err(|e| fail(op, "bind", dst, e))
 }
 
-fn apply_one(op: &Op, sources: &HashMap<PathBuf, OwnedFd>, null: &Path) -> Result<(), ApplyError> {
+/// A read-only overlay whose only non-empty layer is the opened host directory `src`. It shows
+/// the same files as a bind would, but through inodes of its own superblock: a lock
+/// (`flock`, `fcntl`) taken on one of them is private to this sandbox, where a bind would share
+/// the host inode's locks with every other sandbox and with the host (a covert channel, and a
+/// way to block host processes that lock shared files). The overlay's private copy of the
+/// lower mount is read-only and noatime, so reads do not touch the host's atimes either.
+fn overlay_ro(op: &Op, src: &OwnedFd, dst: &Path, empty: &Path) -> Result<(), ApplyError> {
+    let data = format!("lowerdir={}:{}", fd_path(src).display(), empty.display());
+    let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    mount(Some("overlay"), dst, Some("overlay"), flags, Some(data.as_str())).map_err(|e| {
+        let mut err = fail(op, "mount a read-only overlay of", dst, e);
+        if matches!(e, Errno::EPERM | Errno::EINVAL | Errno::ENODEV) {
+            err.hint = "; this kernel does not allow overlayfs in a user namespace (Linux 5.11 or later does); cordon needs it so that file locks on shared read-only files stay private to each sandbox";
+        }
+        err
+    })
+}
+
+/// Copies the opened host file `src` (at most [`MAX_COPIED_FILE`] bytes) to `dst`, mode 0444.
+fn copy_ro(op: &Op, src: &OwnedFd, dst: &Path) -> Result<(), ApplyError> {
+    use std::io::Read;
+    let from = fd_path(src);
+    let file = std::fs::File::open(&from).map_err(|e| fail(op, "open", &from, io_errno(&e)))?;
+    let mut contents = Vec::new();
+    file.take(MAX_COPIED_FILE + 1)
+        .read_to_end(&mut contents)
+        .map_err(|e| fail(op, "read", &from, io_errno(&e)))?;
+    if contents.len() as u64 > MAX_COPIED_FILE {
+        let mut err = fail(op, "copy", dst, Errno::EFBIG);
+        err.hint = "; a single file given as part of the root is copied in and must be at most 4 MiB: put it in a directory";
+        return Err(err);
+    }
+    std::fs::write(dst, &contents).map_err(|e| fail(op, "write", dst, io_errno(&e)))?;
+    std::fs::set_permissions(dst, std::os::unix::fs::PermissionsExt::from_mode(0o444))
+        .map_err(|e| fail(op, "chmod", dst, io_errno(&e)))
+}
+
+fn apply_one(
+    op: &Op,
+    sources: &HashMap<PathBuf, OwnedFd>,
+    null: &Path,
+    empty: &Path,
+) -> Result<(), ApplyError> {
     match op {
         Op::Dir { dst } => {
             let p = inside(dst);
@@ -206,8 +269,16 @@ fn apply_one(op: &Op, sources: &HashMap<PathBuf, OwnedFd>, null: &Path) -> Resul
         }
         Op::BindRo { src, dst } => {
             let p = inside(dst);
-            bind(op, &sources[src], &p)?;
-            remount_ro(op, &p, true)
+            let fd = &sources[src];
+            let st = nix::sys::stat::fstat(fd).map_err(|e| fail(op, "fstat", src, e))?;
+            match st.st_mode & libc::S_IFMT {
+                libc::S_IFDIR => overlay_ro(op, fd, &p, empty),
+                libc::S_IFREG => copy_ro(op, fd, &p),
+                _ => {
+                    bind(op, fd, &p)?;
+                    remount_ro(op, &p, true)
+                }
+            }
         }
         Op::BindDev { src, dst } => {
             let p = inside(dst);

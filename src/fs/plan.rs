@@ -14,9 +14,11 @@ use std::path::{Path, PathBuf};
 pub enum Op {
     /// `mkdir -p` (mode 0755).
     Dir { dst: PathBuf },
-    /// A read-only, nosuid, nodev bind of a host directory or file. Not recursive: mounts
-    /// below the source on the host are not carried in (they would keep their own, writable,
-    /// flags).
+    /// A read-only, nosuid, nodev view of a host directory or file that shares no inode with
+    /// the host or another sandbox: a directory becomes a read-only overlay of it (see
+    /// `fs::overlay_ro`: file locks stay private), a regular file is copied in (at most
+    /// `fs::MAX_COPIED_FILE` bytes), anything else is bound. Not recursive: mounts below the
+    /// source on the host are not carried in (they would keep their own, writable, flags).
     BindRo { src: PathBuf, dst: PathBuf },
     /// A read-write bind of a host device node (/dev/null and friends); it keeps the host
     /// /dev mount's flags, since `nodev` would make the node useless.
