@@ -67,9 +67,23 @@ both!(fn sigkill_of_cordon_kills_the_sandbox(who) {
     let mut child = c.spawn(Stdio::null(), Stdio::null());
     wait_for_marker(&m, &mut child);
     // With setpriv, setpriv execs cordon: the child's pid is cordon's pid.
+    let cordon_pid = child.id();
+    let cgroups = sandbox_cgroups_of(cordon_pid);
+    if expected_auto_backend(who).is_some_and(|b| b.starts_with("cgroup")) {
+        assert!(!cgroups.is_empty(), "no cgroup cordon-{cordon_pid}-* found while the sandbox runs");
+    }
     child.kill().expect("SIGKILL cordon");
     child.wait().expect("reap cordon");
     assert_none_left(&m, Duration::from_secs(1), "after SIGKILL of the cordon process");
+    // Its cgroup keeper removes the sandbox cgroups (no next run of cordon needed).
+    let gone = wait_until(Duration::from_secs(1), || cgroups.iter().all(|c| !c.exists()));
+    assert!(gone, "sandbox cgroups left 1 s after SIGKILL of cordon: {:?}",
+        cgroups.iter().filter(|c| c.exists()).collect::<Vec<_>>());
+    // Nothing else of the run is left: its mounts lived in its own mount namespace, which
+    // died with its last process; the host's mount table never saw them.
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(".cordon-empty-layer") && !mounts.contains("/proc/self/fd/"),
+        "a sandbox mount shows in the host's mount table:\n{mounts}");
 });
 
 both!(fn sigterm_of_cordon_kills_the_sandbox(who) {

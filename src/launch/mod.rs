@@ -5,6 +5,7 @@ mod channel;
 mod child;
 mod classify;
 mod collect;
+mod keeper;
 mod supervise;
 
 use crate::fs::plan::{self, HostView};
@@ -148,6 +149,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     //    the sandbox does.
     let run_id = run_id();
     let prepared = limits::prepare(&spec.limits, spec.backend, &run_id)?;
+    // Removes the cgroup if cordon dies without doing so. Forked before any pipe exists.
+    let keeper = match &prepared.cgroup {
+        Some(cg) => Some(keeper::spawn(cg).map_err(sys_err("fork the cgroup keeper"))?),
+        None => None,
+    };
 
     // 3. Pipes: go (parent → init), report (init/payload → parent), stdio.
     let cloexec = OFlag::O_CLOEXEC;
@@ -298,6 +304,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             eprintln!("cordon: warning: {e}");
         }
     }
+    drop(keeper);
     Ok(classify::outcome(
         spec,
         ended,

@@ -192,6 +192,14 @@ impl Cgroup {
         self.remove_dirs()
     }
 
+    /// For the keeper process (`launch::keeper`) once cordon is gone: kill what is left in the
+    /// cgroup and remove it, best-effort. The keeper's own copy of this value is never
+    /// dropped (it leaves with `_exit`), so cordon's removal is not repeated.
+    pub fn clean_up_after_owner(&self) {
+        self.kill();
+        let _ = self.remove_dirs();
+    }
+
     fn remove_dirs(&self) -> Result<(), LimitsError> {
         let mut first_err = None;
         for dir in self.dirs().iter().rev() {

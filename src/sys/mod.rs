@@ -42,10 +42,12 @@ pub fn clone_namespaces(flags: libc::c_int) -> Result<CloneResult, Errno> {
     }
 }
 
-/// `fork(2)`, for the sandbox's init to start the payload. Same single-thread requirement.
+/// `fork(2)`, for the sandbox's init to start the payload and for cordon to start its cgroup
+/// keeper. Same single-thread requirement.
 pub fn fork() -> Result<CloneResult, Errno> {
-    // SAFETY: the init process is single-threaded (it is a clone of the single-threaded
-    // parent and starts no threads), so the child may keep running Rust code after fork.
+    // SAFETY: both callers are single-threaded (the launcher refuses to start otherwise, and
+    // init is a clone of it that starts no threads), so the child may keep running Rust code
+    // after fork.
     match unsafe { nix::unistd::fork() }? {
         nix::unistd::ForkResult::Parent { child } => Ok(CloneResult::Parent(child)),
         nix::unistd::ForkResult::Child => Ok(CloneResult::Child),
@@ -141,6 +143,12 @@ pub fn reset_signals() -> Result<(), Errno> {
         unsafe { libc::signal(sig, libc::SIG_DFL) };
     }
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+}
+
+/// Sets `sig` to be ignored.
+pub fn ignore_signal(sig: nix::sys::signal::Signal) -> Result<(), Errno> {
+    // SAFETY: SIG_IGN installs no handler code, so nothing can run in signal context.
+    unsafe { nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigIgn) }.map(drop)
 }
 
 /// `_exit(2)`: leaves a forked child without running destructors or atexit handlers that

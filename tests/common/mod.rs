@@ -761,6 +761,42 @@ pub fn assert_none_left(marker: &str, grace: Duration, context: &str) {
     );
 }
 
+/// The sandbox cgroups (`cordon-<pid>-*`) that the cordon process `cordon_pid` created under
+/// this test process's own cgroup, in every mounted hierarchy.
+pub fn sandbox_cgroups_of(cordon_pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("cordon-{cordon_pid}-");
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut found = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, ctrls, path) = (
+            parts.next(),
+            parts.next().unwrap_or(""),
+            parts.next().unwrap_or(""),
+        );
+        let rel = path.trim_start_matches('/');
+        let mounts: Vec<PathBuf> = if ctrls.is_empty() {
+            vec!["/sys/fs/cgroup/unified".into(), "/sys/fs/cgroup".into()]
+        } else {
+            vec![Path::new("/sys/fs/cgroup").join(ctrls.trim_start_matches("name="))]
+        };
+        for m in mounts {
+            let dir = m.join(rel);
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&prefix)
+                    && !found.contains(&e.path())
+                {
+                    found.push(e.path());
+                }
+            }
+        }
+    }
+    found
+}
+
 /// Polls until `cond` holds or `timeout` passes; returns whether it held.
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + timeout;

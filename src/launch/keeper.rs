@@ -1,0 +1,84 @@
+//! The cgroup keeper: a small process, forked right after the sandbox cgroup is created, that
+//! removes the cgroup if cordon dies without doing so (SIGKILL, OOM kill of cordon itself).
+//!
+//! Without it, a SIGKILLed cordon leaves its (empty) sandbox cgroup behind until the next run
+//! of cordon collects it. The keeper lives outside the sandbox and its cgroup, holds nothing
+//! but the read end of a pipe whose write end only cordon has, and waits on it:
+//! - one byte: cordon finished the run and removed the cgroup itself; the keeper exits;
+//! - end-of-file without that byte: cordon is gone. The sandbox dies with it (PDEATHSIG of its
+//!   init, then the pid namespace); the keeper kills whatever is still in the cgroup, removes
+//!   it (retrying while the last tasks exit), and exits.
+//!
+//! Forked only when a cgroup exists, before any pipe of the sandbox is made, in a session of
+//! its own with the terminal's signals ignored (a Ctrl-C meant for cordon must not kill it).
+
+use crate::limits::Cgroup;
+use crate::sys::{self, CloneResult};
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+/// cordon's side: the write end of the pipe, and the keeper's pid to reap.
+pub struct Keeper {
+    done: OwnedFd,
+    pid: Pid,
+}
+
+/// Forks the keeper for `cgroup`. cordon must be single-threaded (the launcher checks).
+pub fn spawn(cgroup: &Cgroup) -> Result<Keeper, Errno> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    match sys::fork()? {
+        CloneResult::Child => {
+            drop(w);
+            keep(cgroup, r)
+        }
+        CloneResult::Parent(pid) => {
+            drop(r);
+            Ok(Keeper { done: w, pid })
+        }
+    }
+}
+
+impl Drop for Keeper {
+    /// cordon is still alive, so it removes (or has removed) the cgroup itself: tell the
+    /// keeper to exit, and reap it.
+    fn drop(&mut self) {
+        let _ = nix::unistd::write(&self.done, b"d");
+        let _ = nix::sys::wait::waitpid(self.pid, None);
+    }
+}
+
+fn keep(cgroup: &Cgroup, pipe: OwnedFd) -> ! {
+    // Nothing of cordon's: not its stdio (a reader waiting for cordon's end-of-file must not
+    // wait for the keeper), not the caller's leaked fds.
+    if sys::close_fds_except(&[pipe.as_raw_fd()]).is_err() {
+        sys::exit_now(1);
+    }
+    for fd in 0..=2 {
+        let _ = nix::unistd::close(fd);
+    }
+    let _ = nix::unistd::setsid();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGPIPE,
+    ] {
+        let _ = sys::ignore_signal(s);
+    }
+    let mut byte = [0u8; 1];
+    let released = loop {
+        match nix::unistd::read(&pipe, &mut byte) {
+            Ok(1) => break true,
+            Ok(_) => break false,
+            Err(Errno::EINTR) => continue,
+            Err(_) => break false,
+        }
+    };
+    if !released {
+        cgroup.clean_up_after_owner();
+    }
+    sys::exit_now(0)
+}
