@@ -69,7 +69,7 @@ fn memory_cgroup_children() -> Option<BTreeSet<String>> {
     )
 }
 
-const RUNS: usize = 50;
+const RUNS: usize = 200;
 
 both!(fn case41_concurrent_runs_not_cross_wired(who) {
     let before = memory_cgroup_children();
