@@ -293,3 +293,72 @@ both!(fn case42_forced_backends_refused_or_reported(who) {
     assert_eq!(plain.code, 0, "{}", plain.describe());
     assert!(plain.stderr_str().to_lowercase().contains("cpu"), "no warning about --cpus:\n{}", plain.describe());
 });
+
+/// Makes this kernel look as if it had no Landlock, for the program it then execs: a seccomp
+/// filter (inherited by everything below it) answers the three landlock_* syscalls with
+/// ENOSYS, which is what a kernel built without Landlock answers.
+const NO_LANDLOCK: &str = r#"
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+ENOSYS = 38
+prog = [
+    (0x20, 0, 0, 0),                    # A = syscall number
+    (0x35, 0, 2, 444),                  # A >= landlock_create_ruleset? else allow
+    (0x25, 1, 0, 446),                  # A > landlock_restrict_self? allow
+    (0x06, 0, 0, 0x00050000 | ENOSYS),  # return ENOSYS
+    (0x06, 0, 0, 0x7fff0000),           # allow
+]
+raw = b"".join(struct.pack("HBBI", *i) for i in prog)
+buf = ctypes.create_string_buffer(raw)
+fprog = struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(buf))
+fbuf = ctypes.create_string_buffer(fprog)
+L = ctypes.c_ulong
+if libc.prctl(38, L(1), L(0), L(0), L(0)) != 0 or libc.prctl(22, L(2), L(ctypes.addressof(fbuf)), L(0), L(0)) != 0:
+    sys.exit(98)
+os.execv(sys.argv[1], sys.argv[1:])
+"#;
+
+both!(fn case42_no_landlock_is_refused_or_reported(who) {
+    let cordon = cordon_bin().to_str().unwrap().to_string();
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["/usr/bin/python3", "-c", NO_LANDLOCK, &cordon, "exec", "--json"];
+        argv.extend_from_slice(extra);
+        argv.extend_from_slice(&["--", "sh", "-c", "echo ran > /workspace/x && cat /workspace/x"]);
+        let start = Instant::now();
+        let child = host_command(who, &argv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the no-Landlock wrapper");
+        let f = wait_with_deadline(child, start, Duration::from_secs(30), vec!["python3".into()]);
+        assert_ne!(f.code, 98, "could not install the test's seccomp filter:\n{}", f.describe());
+        let v: serde_json::Value = serde_json::from_slice(&f.stdout)
+            .unwrap_or_else(|e| panic!("no JSON result ({e}):\n{}", f.describe()));
+        (f, v)
+    };
+    // Refused by default, naming Landlock and both fixes.
+    let (f, v) = run(&[]);
+    assert_eq!(f.code, 125, "cordon must refuse to run without Landlock:\n{}", f.describe());
+    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
+    let msg = v["message"].as_str().unwrap_or("");
+    assert!(msg.contains("Landlock"), "the message must name the mechanism:\n{}", f.describe());
+    assert!(msg.contains("lsm=") && msg.contains("--allow-degraded landlock"), "the message must give the fixes:\n{}", f.describe());
+    assert_eq!(v["output"], "", "nothing of the program may run:\n{}", f.describe());
+    // With the caller's explicit consent it runs, and the result says Landlock is off.
+    let (f, v) = run(&["--allow-degraded", "landlock"]);
+    assert_eq!(f.code, 0, "{}", f.describe());
+    assert_eq!(v["output"], "ran\n", "{}", f.describe());
+    let ll = v["isolation"]["landlock"].as_str().unwrap_or("");
+    assert!(ll.starts_with("disabled") && ll.contains("--allow-degraded landlock"), "the result must report the downgrade:\n{}", f.describe());
+    // `cordon doctor` says the same, with the fix.
+    let out = host_command(who, &["/usr/bin/python3", "-c", NO_LANDLOCK, &cordon, "doctor", "--json"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run doctor under the no-Landlock wrapper");
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor --json");
+    let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "landlock").expect("a landlock check");
+    assert_eq!(check["ok"], false, "{check}");
+    assert_eq!(d["ready"], false, "a required mechanism is missing: {d}");
+    assert!(check["fix"].as_str().unwrap_or("").contains("lsm="), "{check}");
+});
