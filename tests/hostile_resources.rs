@@ -1,7 +1,7 @@
-//! Hostile-input battery (issue 4), resources and load: case 30 (a CPU burn on several
-//! processes is held to --cpus, CPU time from the kernel) and case 41 (many concurrent runs,
-//! no cross-wiring; 50 rather than 200 to keep CI time sane on a 2-core VM). Run as root and
-//! as the unprivileged user. See tests/hostile/README.md for the case → test map.
+//! Hostile-input battery (issue 4), resources and load: case 28 (thread and shared-mmap memory
+//! bombs), case 30 (a CPU burn on several processes is held to --cpus, CPU time from the
+//! kernel) and case 41 (200 concurrent runs, no cross-wiring). Run as root and as the
+//! unprivileged user. See tests/hostile/README.md for the case → test map.
 
 #[macro_use]
 mod common;
@@ -96,5 +96,58 @@ both!(fn case41_concurrent_runs_not_cross_wired(who) {
             memory_cgroup_children().is_some_and(|now| now.is_subset(&before))
         });
         assert!(clean, "cgroups left behind: {:?}", memory_cgroup_children().map(|n| &n - &before));
+    }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Case 28, the other memory bombs: many threads, and a shared anonymous mapping touched page by
+// page (exec_limits::memory_bomb_* is the single-threaded one).
+
+const THREAD_BOMB: &str = r#"
+import threading
+def hog():
+    a = []
+    for i in range(40):
+        a.append(bytearray(10 * 1024 * 1024))
+    print("NOT LIMITED", flush=True)
+ts = [threading.Thread(target=hog) for _ in range(8)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+"#;
+
+const SHARED_MMAP_BOMB: &str = r#"
+import mmap
+m = mmap.mmap(-1, 400 << 20)
+for off in range(0, 400 << 20, 4096):
+    m[off] = 1
+print("NOT LIMITED", flush=True)
+"#;
+
+both!(fn case28_thread_and_mmap_memory_bombs(who) {
+    for (name, code) in [("threads", THREAD_BOMB), ("shared mmap", SHARED_MMAP_BOMB)] {
+        let r = exec_json_run(who, &["--memory", "128M", "--timeout", "60s"], &[PY, "-c", code]);
+        let backend = r.backend();
+        if backend.starts_with("cgroup") {
+            // The cgroup counts every page of the sandbox: the kernel kills it, cordon says so.
+            assert_eq!(r.status(), "memory_limit", "{name}:\n{}", r.describe());
+            assert_eq!(r.code(), 137, "{name}:\n{}", r.describe());
+            assert!(!r.output().contains("NOT LIMITED"), "{name}:\n{}", r.describe());
+            assert_eq!(r.get("/oomKilledSource").as_str(), Some(backend.as_str()), "{name}:\n{}", r.describe());
+            let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
+            assert!((64 << 20..=160 << 20).contains(&used), "{name}: peak {used}:\n{}", r.describe());
+        } else if name == "threads" {
+            // RLIMIT_DATA stops each thread's heap; the kill is inferred and labelled so.
+            assert!(!r.output().contains("NOT LIMITED"), "{name}:\n{}", r.describe());
+            assert_eq!(r.status(), "memory_limit", "{name}:\n{}", r.describe());
+            assert_eq!(r.get("/oomKilledSource").as_str(), Some("inferred"), "{name}:\n{}", r.describe());
+        } else {
+            // Without a cgroup nothing bounds shared memory: the result must say so, not
+            // claim a memory limit it did not hold.
+            let note = r.get("/limits/memoryBytes/note").as_str().unwrap_or("");
+            assert!(note.contains("MAP_SHARED") && note.contains("not bounded"), "{name}: the memory limit's note must admit it:\n{}", r.describe());
+            if r.output().contains("NOT LIMITED") {
+                assert_ne!(r.status(), "memory_limit", "{name}:\n{}", r.describe());
+            }
+        }
     }
 });

@@ -5,7 +5,7 @@ use super::{Backend, Rlimit};
 use crate::outcome::{Enforcement, LimitReport};
 use crate::spec::Limits;
 
-pub const NOTE_DATA: &str = "RLIMIT_DATA: private writable memory each process maps (heap, anonymous mmap), not per sandbox; tmpfs pages not counted";
+pub const NOTE_DATA: &str = "RLIMIT_DATA: private writable memory of each process (heap, private mmap), not per sandbox; shared memory (MAP_SHARED mappings, memfd, SysV shm) and tmpfs pages are not bounded without a cgroup";
 pub const NOTE_NPROC: &str =
     "RLIMIT_NPROC: counted per uid inside the sandbox's new user namespace";
 
