@@ -412,3 +412,45 @@ both!(
         );
     }
 );
+
+// ---------------------------------------------------------------------------------------------
+// Files after cordon ended the run early.
+
+/// Writes a file, leaves a stopped child and a busy one behind, then either sleeps past the
+/// timeout or floods stdout past the output limit.
+const EARLY_END: &str = r#"import os, signal, sys, time
+open("partial.txt", "w").write("half done\n")
+if os.fork() == 0:
+    os.kill(os.getpid(), signal.SIGSTOP)
+if os.fork() == 0:
+    while True: pass
+print("working", flush=True)
+if sys.argv[1] == "flood":
+    while True: sys.stdout.write("x" * 65536)
+time.sleep(60)
+"#;
+
+both!(
+    /// A timeout, and an output-limit kill: every process dies at once (a stopped one too),
+    /// the status says why, and the file the program wrote before is still collected and
+    /// arrives in --output-dir.
+    fn files_are_collected_after_timeout_and_output_limit(who) {
+        for (mode, status, code) in [("sleep", "timeout", 124), ("flood", "output_limit", 137)] {
+            let out_parent = writable_dir(who);
+            let out = out_parent.path().join("out");
+            let r = cordon(who, "run")
+                .args(["--lang", "python", "--json", "--no-history", "--timeout", "3s", "--output-limit", "1M"])
+                .arg("--output-dir")
+                .arg(&out)
+                .args(["-c", EARLY_END, "--", mode])
+                .deadline(Duration::from_secs(30))
+                .run_json();
+            assert_eq!(r.status(), status, "{mode}:\n{}", r.describe());
+            assert_eq!(r.code(), code, "{mode}:\n{}", r.describe());
+            assert!(r.elapsed() < Duration::from_secs(20), "{mode}: took {:?}:\n{}", r.elapsed(), r.describe());
+            let files = r.files();
+            assert!(files.iter().any(|(p, size)| p == "partial.txt" && *size == 10), "{mode}: files {files:?}:\n{}", r.describe());
+            assert_eq!(std::fs::read_to_string(out.join("partial.txt")).ok().as_deref(), Some("half done\n"), "{mode}:\n{}", r.describe());
+        }
+    }
+);

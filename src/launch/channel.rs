@@ -1,7 +1,10 @@
 //! The typed messages between the roles, and the two pipes that carry them.
 //!
 //! - "go" (parent → init): one byte once the uid/gid maps are written and the child is in its
-//!   cgroup. End-of-file instead means the parent died: init exits.
+//!   cgroup. End-of-file instead means the parent died: init exits. When files are to be
+//!   collected, the parent keeps the pipe after the second go and sends "stop" on it to end
+//!   the run early (timeout, output limit, SIGTERM of cordon): init kills every other process,
+//!   collects the files and exits.
 //! - "report" (init and payload → parent): JSON lines. The payload's copy is close-on-exec, so
 //!   a successful `execve` sends nothing and closes it.
 
@@ -144,6 +147,14 @@ pub fn wait_for_go(fd: &OwnedFd) -> bool {
 pub fn send_go(fd: &OwnedFd) -> Result<(), Errno> {
     write(fd, b"g").map(|_| ())
 }
+
+/// Tells init to stop the run: kill every other process, collect the files, exit.
+pub fn send_stop(fd: &OwnedFd) -> Result<(), Errno> {
+    write(fd, STOP).map(|_| ())
+}
+
+/// The byte [`send_stop`] writes.
+pub const STOP: &[u8; 1] = b"s";
 
 #[cfg(test)]
 mod tests {

@@ -19,12 +19,14 @@ use crate::security::seccomp::Compiled;
 use crate::spec::{SANDBOX_GID, SANDBOX_UID, WORKSPACE};
 use crate::sys::{self, CloneResult};
 use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sched::{CloneFlags, unshare};
-use nix::sys::signal::Signal;
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Gid, Pid, Uid};
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// Everything the child needs, prepared by the parent before `clone` (the child gets a copy).
 pub struct ChildCtx<'a> {
@@ -99,8 +101,28 @@ pub fn init_main(ctx: ChildCtx) -> ! {
             .fail("create the cgroup namespace", e, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
+    // SIGCHLD is read from a signalfd (with the go pipe, which may bring "stop"); blocked
+    // before the fork, so none is lost. The payload unblocks every signal before exec.
+    let mut chld = SigSet::empty();
+    chld.add(Signal::SIGCHLD);
+    if let Err(e) = chld.thread_block() {
+        ctx.report
+            .fail("block SIGCHLD in init", e, exit_codes::SANDBOX_ERROR);
+        sys::exit_now(exit_codes::SANDBOX_ERROR);
+    }
+    let sfd = match SignalFd::with_flags(&chld, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK) {
+        Ok(fd) => fd,
+        Err(e) => {
+            ctx.report
+                .fail("create init's signalfd", e, exit_codes::SANDBOX_ERROR);
+            sys::exit_now(exit_codes::SANDBOX_ERROR);
+        }
+    };
     let payload = match sys::fork() {
-        Ok(CloneResult::Child) => payload_main(&ctx),
+        Ok(CloneResult::Child) => {
+            drop(sfd);
+            payload_main(&ctx)
+        }
         Ok(CloneResult::Parent(pid)) => pid,
         Err(e) => {
             ctx.report
@@ -117,10 +139,11 @@ pub fn init_main(ctx: ChildCtx) -> ! {
         report,
         files,
         collect,
+        go,
         ..
     } = ctx;
     drop((stdin, stdout, stderr));
-    reap(payload, &report, |report| {
+    reap(payload, &report, &go, &sfd, |report| {
         if let Some(spec) = collect {
             super::collect::kill_and_reap_all();
             super::collect::collect(report, spec, files);
@@ -195,24 +218,67 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
-/// Reaps every child until the payload exits, then reports how it ended and exits.
-fn reap(payload: Pid, report: &Reporter, after: impl FnOnce(&Reporter)) -> ! {
+/// Reaps every child until the payload exits, then reports how it ended, runs `after` (file
+/// collection) and exits. A "stop" from the parent on the go pipe ends the run early: every
+/// other process is killed, then `after` runs all the same. End-of-file there means the parent
+/// has nothing more to say (it closes the pipe when no files are to be collected) or is gone
+/// (then the parent-death signal kills init): init stops watching the pipe.
+fn reap(
+    payload: Pid,
+    report: &Reporter,
+    go: &OwnedFd,
+    sfd: &SignalFd,
+    after: impl FnOnce(&Reporter),
+) -> ! {
+    let flags = WaitPidFlag::__WALL | WaitPidFlag::WNOHANG;
+    let mut watch_go = true;
     loop {
-        match waitpid(None, Some(WaitPidFlag::__WALL)) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == payload => {
-                report.send(&Msg::Exited { code });
-                after(report);
-                sys::exit_now(0);
+        loop {
+            match waitpid(None, Some(flags)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == payload => {
+                    report.send(&Msg::Exited { code });
+                    after(report);
+                    sys::exit_now(0);
+                }
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == payload => {
+                    report.send(&Msg::Signaled { signal: sig as i32 });
+                    after(report);
+                    sys::exit_now(0);
+                }
+                Ok(WaitStatus::StillAlive) => break,
+                Ok(_) | Err(Errno::EINTR) => continue,
+                Err(e) => {
+                    report.fail("wait for the payload", e, exit_codes::SANDBOX_ERROR);
+                    sys::exit_now(exit_codes::SANDBOX_ERROR);
+                }
             }
-            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == payload => {
-                report.send(&Msg::Signaled { signal: sig as i32 });
-                after(report);
-                sys::exit_now(0);
-            }
-            Ok(_) | Err(Errno::EINTR) => continue,
+        }
+        let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+        if watch_go {
+            fds.push(PollFd::new(go.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => {
-                report.fail("wait for the payload", e, exit_codes::SANDBOX_ERROR);
+                report.fail("wait for the payload (poll)", e, exit_codes::SANDBOX_ERROR);
                 sys::exit_now(exit_codes::SANDBOX_ERROR);
+            }
+        }
+        let go_ready = fds
+            .get(1)
+            .and_then(PollFd::revents)
+            .is_some_and(|r| !r.is_empty());
+        while let Ok(Some(_)) = sfd.read_signal() {}
+        if go_ready {
+            let mut b = [0u8; 1];
+            match nix::unistd::read(go, &mut b) {
+                Ok(1) if &b == super::channel::STOP => {
+                    super::collect::kill_and_reap_all();
+                    after(report);
+                    sys::exit_now(0);
+                }
+                Err(Errno::EINTR | Errno::EAGAIN) => {}
+                _ => watch_go = false,
             }
         }
     }

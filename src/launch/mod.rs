@@ -254,7 +254,8 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         }
     };
     let go_sent = first_go.and_then(|()| channel::send_go(&go_w));
-    drop(go_w);
+    // With files to collect, the go pipe stays: an early end of the run goes through init.
+    let stop = spec.collect.is_some().then_some(go_w);
 
     // 7. Supervise until init exits, then measure, classify and clean up.
     let isolation = IsolationReport {
@@ -279,6 +280,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         stdout: out_r,
         stderr: err_r,
         report: rep_r,
+        stop,
     };
     let mut ended = supervise::supervise(spec, child, io, prepared.cgroup.as_ref(), mask, started);
     if let Err(errno) = go_sent {

@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 /// After init exits, how long to keep reading output that is still in the pipes. Every
 /// writer died with the pid namespace, so this only bounds a pathological case.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+/// After "stop" (see [`Stopper`]), how long init may take to kill the rest and collect the
+/// files before the whole sandbox is SIGKILLed, files or not.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How often the CPU-time limit is checked against the cgroup's counter.
 const CPU_CHECK_EVERY: Duration = Duration::from_millis(100);
 const CHUNK: usize = 64 * 1024;
@@ -28,6 +31,46 @@ pub struct Io {
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
     pub report: OwnedFd,
+    /// The go pipe, kept after the second go when files are to be collected: ending the run
+    /// early then goes through init (see [`Stopper`]).
+    pub stop: Option<OwnedFd>,
+}
+
+/// Ends the run early (timeout, output limit, CPU time, a signal to cordon). With a stop
+/// channel, init is asked to kill every other process and collect the files, and gets
+/// [`STOP_GRACE`] to do it; otherwise (or when init cannot be told) the sandbox is SIGKILLed.
+struct Stopper {
+    stop: Option<OwnedFd>,
+    grace_until: Option<Instant>,
+}
+
+impl Stopper {
+    fn stop(&mut self, child: Pid, cgroup: Option<&Cgroup>) {
+        if let Some(fd) = self.stop.take()
+            && super::channel::send_stop(&fd).is_ok()
+        {
+            self.grace_until = Some(Instant::now() + STOP_GRACE);
+            return;
+        }
+        kill_all(child, cgroup);
+    }
+
+    /// SIGKILLs the sandbox if init overran its grace; returns when to check again.
+    fn enforce_grace(
+        &mut self,
+        child: Pid,
+        cgroup: Option<&Cgroup>,
+        now: Instant,
+    ) -> Option<Instant> {
+        match self.grace_until {
+            Some(t) if now >= t => {
+                self.grace_until = None;
+                kill_all(child, cgroup);
+                None
+            }
+            other => other,
+        }
+    }
 }
 
 /// One captured stream, cut at the output limit.
@@ -169,7 +212,12 @@ pub fn supervise(
         stdout,
         stderr,
         report,
+        stop,
     } = io;
+    let mut stopper = Stopper {
+        stop,
+        grace_until: None,
+    };
     let mut stdin_pipe = Some(stdin_pipe);
     let mut stdin_buf: Vec<u8> = Vec::new();
     let mut stdin_state = match (&spec.stdin, stdin_file) {
@@ -215,8 +263,13 @@ pub fn supervise(
         } else if now >= deadline && !killed {
             ended.timed_out = true;
             killed = true;
-            kill_all(child, cgroup);
+            stopper.stop(child, cgroup);
         }
+        let grace = if init_exited {
+            None
+        } else {
+            stopper.enforce_grace(child, cgroup, now)
+        };
 
         // Build the poll set; remember which slot is which.
         let mut fds: Vec<PollFd> = Vec::with_capacity(7);
@@ -266,7 +319,7 @@ pub fn supervise(
         let until = if init_exited {
             drain_deadline.unwrap_or(now)
         } else {
-            deadline
+            grace.map_or(deadline, |g| g.min(deadline.max(now)))
         };
         let mut wait = until.saturating_duration_since(now);
         if limits.cpu_time.is_some() && cgroup.is_some() {
@@ -312,7 +365,7 @@ pub fn supervise(
                             if !cap.push(&buf[..n], limits.output, spec.passthrough) && !killed {
                                 ended.output_limited = true;
                                 killed = true;
-                                kill_all(child, cgroup);
+                                stopper.stop(child, cgroup);
                             }
                         }
                         Err(Errno::EINTR | Errno::EAGAIN) => {}
@@ -355,7 +408,7 @@ pub fn supervise(
                         ended.interrupted = Signal::try_from(info.ssi_signo as i32).ok();
                         if !killed {
                             killed = true;
-                            kill_all(child, cgroup);
+                            stopper.stop(child, cgroup);
                         }
                     }
                 }
@@ -399,7 +452,7 @@ pub fn supervise(
         {
             ended.cpu_timed_out = true;
             killed = true;
-            kill_all(child, cgroup);
+            stopper.stop(child, cgroup);
         }
     }
     if ended.wall.is_zero() {

@@ -387,6 +387,13 @@ impl Cordon {
         self
     }
 
+    pub fn args<A: AsRef<OsStr>>(mut self, args: impl IntoIterator<Item = A>) -> Self {
+        for a in args {
+            self = self.arg(a);
+        }
+        self
+    }
+
     pub fn env(mut self, k: impl AsRef<OsStr>, v: impl AsRef<OsStr>) -> Self {
         self.env
             .push((k.as_ref().to_owned(), v.as_ref().to_owned()));
