@@ -8,22 +8,36 @@ use crate::spec::{Degrade, InputFile, Rootfs, StdinSource};
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 
+/// Writes `v` and a newline to stdout, encoding as it goes (a result holding 10 MiB of output
+/// is never built as one more string in memory).
 fn print_json(v: &impl serde::Serialize, pretty: bool) -> i32 {
-    let s = if pretty {
-        serde_json::to_string_pretty(v)
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let written = if pretty {
+        serde_json::to_writer_pretty(&mut out, v)
     } else {
-        serde_json::to_string(v)
-    };
-    match s {
-        Ok(s) => {
-            println!("{s}");
-            0
-        }
+        serde_json::to_writer(&mut out, v)
+    }
+    .map_err(|e| e.to_string())
+    .and_then(|()| {
+        out.write_all(b"\n")
+            .and_then(|()| out.flush())
+            .map_err(|e| e.to_string())
+    });
+    match written {
+        Ok(()) => 0,
         Err(e) => {
-            eprintln!("cordon: cannot encode the result: {e}");
+            eprintln!("cordon: cannot write the result: {e}");
             exit_codes::SANDBOX_ERROR
         }
     }
+}
+
+/// What `cordon run --request` prints: the outcome itself, or the error object.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum JsonResult {
+    Outcome(Box<Outcome>),
+    Error(serde_json::Value),
 }
 
 /// The JSON object printed when cordon failed before anything ran.
@@ -183,20 +197,20 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
     })
 }
 
-/// Runs one JSON request text and returns the result as JSON plus the exit code.
-fn run_json_text(text: &str, opts: &RunOptions) -> (serde_json::Value, i32) {
+/// Runs one JSON request text and returns the result plus the exit code.
+fn run_json_text(text: &str, opts: &RunOptions) -> (JsonResult, i32) {
     let outcome = crate::request::parse(text)
         .and_then(|r| r.into_run())
         .and_then(|r| crate::run::execute(&r, opts));
     match outcome {
         Ok(o) => {
             let code = o.cli_exit_code;
-            (
-                serde_json::to_value(&o).unwrap_or_else(|e| error_json(&e.to_string())),
-                code,
-            )
+            (JsonResult::Outcome(Box::new(o)), code)
         }
-        Err(e) => (error_json(&e.to_string()), exit_codes::SANDBOX_ERROR),
+        Err(e) => (
+            JsonResult::Error(error_json(&e.to_string())),
+            exit_codes::SANDBOX_ERROR,
+        ),
     }
 }
 

@@ -151,3 +151,51 @@ both!(fn case28_thread_and_mmap_memory_bombs(who) {
         }
     }
 });
+
+// ---------------------------------------------------------------------------------------------
+// Case 34, the floods the output limit must hold without cordon's own memory growing with
+// them: a gigabyte on one line, of NUL bytes and of invalid UTF-8.
+
+/// Runs argv[1:] and prints, on stderr after it ends, the largest RSS of any process it
+/// waited for (cordon itself: the sandbox's own processes here are `head` and `tr`).
+const MAXRSS: &str = r#"
+import resource, subprocess, sys
+code = subprocess.call(sys.argv[1:])
+print("MAXRSS", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
+sys.exit(code)
+"#;
+
+both!(fn case34_one_line_floods_stay_bounded(who) {
+    for (name, script) in [
+        ("NUL bytes", "head -c 1000000000 /dev/zero"),
+        ("invalid UTF-8", "head -c 1000000000 /dev/zero | tr '\\0' '\\377'"),
+    ] {
+        let cordon = Cordon::exec(who, &["--json", "--timeout", "60s"], &["sh", "-c", script]);
+        let mut argv: Vec<std::ffi::OsString> = vec!["/usr/bin/python3".into(), "-c".into(), MAXRSS.into()];
+        argv.extend(cordon.argv());
+        let start = std::time::Instant::now();
+        let child = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn the RSS wrapper");
+        let f = wait_with_deadline(child, start, Duration::from_secs(60), argv.clone());
+        let v: serde_json::Value = serde_json::from_slice(&f.stdout)
+            .unwrap_or_else(|e| panic!("{name}: no JSON result ({e}):\n{}", f.describe()));
+        assert_eq!(v["status"], "output_limit", "{name}:\n{}", f.describe());
+        assert_eq!(f.code, 137, "{name}:\n{}", f.describe());
+        assert_eq!(v["outputTruncated"], true, "{name}:\n{}", f.describe());
+        assert_eq!(v["outputLossy"], name == "invalid UTF-8", "{name}:\n{}", f.describe());
+        let out = v["output"].as_str().unwrap_or("");
+        let expect = if name == "NUL bytes" { '\0' } else { '\u{fffd}' };
+        assert!(out.chars().take(1000).all(|c| c == expect), "{name}: output starts {:?}", &out[..out.len().min(40)]);
+        // The default limit keeps 10 MiB: cordon may hold that, its text and the encoder's
+        // buffer, not a gigabyte, nor the several copies a naive encoding would make.
+        let rss_kib: u64 = f.stderr_str().lines().find_map(|l| l.strip_prefix("MAXRSS ")?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no MAXRSS line:\n{}", f.describe()));
+        assert!(rss_kib < 64 * 1024, "{name}: cordon's peak RSS {rss_kib} KiB for a 10 MiB output limit:\n{}", f.describe());
+    }
+});

@@ -39,9 +39,19 @@ fn human_size(b: u64) -> String {
     }
 }
 
+/// Captured bytes as text, without a second copy when they are valid UTF-8 (an output of
+/// 10 MiB must not cost cordon several times that); invalid sequences become U+FFFD, and the
+/// flag says so.
+fn into_text(bytes: Vec<u8>) -> (String, bool) {
+    match String::from_utf8(bytes) {
+        Ok(s) => (s, false),
+        Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
+    }
+}
+
 pub fn outcome(
     spec: &SandboxSpec,
-    ended: Ended,
+    mut ended: Ended,
     metrics: CgroupMetrics,
     limits: LimitsReport,
     mut isolation: IsolationReport,
@@ -85,7 +95,7 @@ pub fn outcome(
         .is_some_and(|l| l.enforcement == Enforcement::Rlimit);
     let cgroup_source = metrics.source.unwrap_or(MetricSource::Unavailable);
     let oom_reported = metrics.oom_kills.map(|n| n > 0);
-    let stderr_text = String::from_utf8_lossy(&ended.stderr.data);
+    let (stderr_text, stderr_lossy) = into_text(std::mem::take(&mut ended.stderr.data));
     let lim = &spec.limits;
     // RLIMIT_CPU kills with SIGKILL a second after SIGXCPU: a SIGKILL with the CPU time used up
     // is the CPU-time limit.
@@ -239,13 +249,12 @@ pub fn outcome(
         None if oom_inferred => (true, MetricSource::Inferred),
         None => (false, MetricSource::Unavailable),
     };
-    let lossy = std::str::from_utf8(&ended.stdout.data).is_err()
-        || std::str::from_utf8(&ended.stderr.data).is_err();
+    let (stdout_text, stdout_lossy) = into_text(std::mem::take(&mut ended.stdout.data));
     Outcome {
         success: status == Status::Ok,
         status,
-        output: String::from_utf8_lossy(&ended.stdout.data).into_owned(),
-        error: stderr_text.into_owned(),
+        output: stdout_text,
+        error: stderr_text,
         exit_code,
         signal,
         signal_name: signal.map(signal_name),
@@ -259,7 +268,7 @@ pub fn outcome(
         output_truncated: ended.stdout.truncated || ended.stderr.truncated,
         stdout_bytes: ended.stdout.total,
         stderr_bytes: ended.stderr.total,
-        output_lossy: lossy,
+        output_lossy: stdout_lossy || stderr_lossy,
         message,
         cli_exit_code: code,
         limits,
