@@ -9,8 +9,14 @@
 //!   init, then the pid namespace); the keeper kills whatever is still in the cgroup, removes
 //!   it (retrying while the last tasks exit), and exits.
 //!
-//! Forked only when a cgroup exists, before any pipe of the sandbox is made, in a session of
-//! its own with the terminal's signals ignored (a Ctrl-C meant for cordon must not kill it).
+//! Forked only when a cgroup exists, once the sandbox's init has been told to go: cordon would
+//! otherwise sit idle in `poll` while init builds the root, so the fork costs no start-up
+//! time. It runs in a session of its own with the terminal's signals ignored (a Ctrl-C meant
+//! for cordon must not kill it), and closes every fd it inherited at once.
+//!
+//! cordon does not wait for it to exit: a keeper not yet gone when cordon is done is reaped,
+//! without blocking, when the next sandbox starts (or by the system once cordon exits), so a
+//! busy machine's scheduling delay is never added to a run.
 
 use crate::limits::Cgroup;
 use crate::sys::{self, CloneResult};
@@ -25,8 +31,23 @@ pub struct Keeper {
     pid: Pid,
 }
 
+/// Keepers told to exit but not reaped yet.
+static UNREAPED: std::sync::Mutex<Vec<Pid>> = std::sync::Mutex::new(Vec::new());
+
+/// Reaps the keepers of earlier runs that have exited since, without waiting.
+fn reap_finished() {
+    let mut list = UNREAPED.lock().unwrap_or_else(|e| e.into_inner());
+    list.retain(|&pid| {
+        matches!(
+            nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG)),
+            Ok(nix::sys::wait::WaitStatus::StillAlive)
+        )
+    });
+}
+
 /// Forks the keeper for `cgroup`. cordon must be single-threaded (the launcher checks).
 pub fn spawn(cgroup: &Cgroup) -> Result<Keeper, Errno> {
+    reap_finished();
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
     match sys::fork()? {
         CloneResult::Child => {
@@ -42,10 +63,14 @@ pub fn spawn(cgroup: &Cgroup) -> Result<Keeper, Errno> {
 
 impl Drop for Keeper {
     /// cordon is still alive, so it removes (or has removed) the cgroup itself: tell the
-    /// keeper to exit, and reap it.
+    /// keeper to exit; it is reaped later (see the module's documentation).
     fn drop(&mut self) {
         let _ = nix::unistd::write(&self.done, b"d");
-        let _ = nix::sys::wait::waitpid(self.pid, None);
+        UNREAPED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(self.pid);
+        reap_finished();
     }
 }
 

@@ -149,11 +149,6 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     //    the sandbox does.
     let run_id = run_id();
     let prepared = limits::prepare(&spec.limits, spec.backend, &run_id)?;
-    // Removes the cgroup if cordon dies without doing so. Forked before any pipe exists.
-    let keeper = match &prepared.cgroup {
-        Some(cg) => Some(keeper::spawn(cg).map_err(sys_err("fork the cgroup keeper"))?),
-        None => None,
-    };
 
     // 3. Pipes: go (parent → init), report (init/payload → parent), stdio.
     let cloexec = OFlag::O_CLOEXEC;
@@ -254,6 +249,21 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         }
     };
     let go_sent = first_go.and_then(|()| channel::send_go(&go_w));
+    // Removes the cgroup if cordon dies without doing so. Forked while init builds the root
+    // (cordon would only wait in poll meanwhile). Failing to fork it is not worth failing the
+    // run: the next run of cordon collects a cgroup left behind; the warning says so.
+    let keeper = prepared
+        .cgroup
+        .as_ref()
+        .and_then(|cg| match keeper::spawn(cg) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                eprintln!(
+                    "cordon: warning: cannot fork the cgroup keeper ({e}); if cordon is killed, its cgroup stays until the next run of cordon removes it"
+                );
+                None
+            }
+        });
     // With files to collect, the go pipe stays: an early end of the run goes through init.
     let stop = spec.collect.is_some().then_some(go_w);
 
