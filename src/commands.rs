@@ -50,8 +50,22 @@ fn report(outcome: &Outcome, json: bool) -> i32 {
             let _ = std::io::stderr().write_all(c.error.as_bytes());
             let _ = std::io::stderr().write_all(c.output.as_bytes());
         }
+        if let Some(d) = &outcome.dependencies
+            && !d.cached
+            && d.status != crate::Status::Ok
+        {
+            let _ = std::io::stderr().write_all(d.error.as_bytes());
+            let _ = std::io::stderr().write_all(d.output.as_bytes());
+        }
         if let Some(m) = &outcome.message {
             eprintln!("cordon: {}: {m}", outcome.status.as_str());
+        }
+        if let Some(n) = outcome.network.as_ref().filter(|n| !n.refused.is_empty()) {
+            let count: u64 = n.refused.iter().map(|r| r.count).sum();
+            eprintln!(
+                "cordon: the network proxy refused {count} request(s) (first: {}:{}: {}); see --net-log or --json",
+                n.refused[0].host, n.refused[0].port, n.refused[0].reason
+            );
         }
     }
     outcome.cli_exit_code
@@ -96,7 +110,10 @@ fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
 
 /// `cordon exec`.
 pub fn exec(args: &ExecArgs) -> i32 {
-    let spec = args.to_spec();
+    let spec = match args.to_spec() {
+        Ok(s) => s,
+        Err(e) => return fail(e, args.json),
+    };
     match crate::run_spec(&spec) {
         Ok(outcome) => {
             if !args.json {
@@ -170,7 +187,15 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
     for f in &args.files {
         files.push(crate::run::read_input_file(f)?);
     }
+    let network = args
+        .net
+        .network()
+        .map_err(|e| RunError::Request(e.to_string()))?
+        .unwrap_or_default();
     Ok(RunRequest {
+        network,
+        packages: args.packages.clone(),
+        package_index: args.package_index.clone(),
         language: lang,
         files,
         entry: None,

@@ -52,6 +52,12 @@ pub struct RunRequest {
     pub compile_limits: LimitOverrides,
     /// Where to copy what the program wrote.
     pub output_dir: Option<PathBuf>,
+    /// How the program reaches the network (default: it does not).
+    pub network: crate::net::Network,
+    /// Packages to install before the program runs (the profile's `[packages]` installer).
+    pub packages: Vec<String>,
+    /// The package index URL; default: the profile's.
+    pub package_index: Option<String>,
 }
 
 impl RunRequest {
@@ -405,6 +411,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     s.stdin = req.stdin.clone();
     s.passthrough = opts.passthrough;
     s.files = run_files;
+    s.network = req.network.clone();
     if opts.collect || req.output_dir.is_some() {
         s.collect = Some(Collect::default());
     }

@@ -209,6 +209,15 @@ fn apply_one(op: &Op, sources: &HashMap<PathBuf, OwnedFd>, null: &Path) -> Resul
             bind(op, &sources[src], &p)?;
             remount_ro(op, &p, true)
         }
+        Op::BindRw { src, dst } => {
+            let p = inside(dst);
+            bind(op, &sources[src], &p)?;
+            let flags = (ro_flags(&p).map_err(|e| fail(op, "statvfs", &p, e))?
+                - MsFlags::MS_RDONLY)
+                | MsFlags::MS_NODEV;
+            mount(None::<&str>, &p, None::<&str>, flags, None::<&str>)
+                .map_err(|e| fail(op, "remount nosuid,nodev", &p, e))
+        }
         Op::BindDev { src, dst } => {
             let p = inside(dst);
             bind(op, &sources[src], &p)

@@ -216,3 +216,11 @@ pub fn close_fds_except(keep: &[RawFd]) -> Result<(), Errno> {
     }
     close_fds_from(from)
 }
+
+/// Takes ownership of a descriptor the kernel just installed in this process's table for the
+/// caller (an SCM_RIGHTS message received with `recvmsg`).
+pub fn own_received_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: the kernel created this descriptor for the recvmsg call that returned it; no
+    // other object in this process knows it, so this OwnedFd is its only owner.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
