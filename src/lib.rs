@@ -25,6 +25,7 @@
 pub mod cache;
 pub mod cli;
 pub mod commands;
+pub mod deps;
 pub mod doctor;
 pub mod fs;
 pub mod history;

@@ -31,6 +31,8 @@ pub enum RunError {
     Launch(#[from] crate::launch::LaunchError),
     #[error(transparent)]
     Output(#[from] crate::output::OutputError),
+    #[error(transparent)]
+    Deps(#[from] crate::deps::DepsError),
     #[error("{0}")]
     Request(String),
 }
@@ -397,6 +399,32 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         });
     }
 
+    // Dependencies (`--packages`): from the cache, or installed in a sandbox of their own
+    // whose network reaches the registry only.
+    let mut deps = None;
+    if !req.packages.is_empty() {
+        let base = base_spec(Vec::new(), &rootfs, opts, &profile);
+        let identity = |p: &str| toolchain_identity(p, &rootfs);
+        match crate::deps::prepare(
+            &profile,
+            &req.packages,
+            req.package_index.as_deref(),
+            &rootfs,
+            &base,
+            &identity,
+        )? {
+            crate::deps::Prepared::Failed(o) => {
+                let mut o = *o;
+                o.language = Some(profile.name.clone());
+                o.compile = compile_report;
+                return Ok(finish(o, &profile, code_length, opts));
+            }
+            crate::deps::Prepared::Ready(r) => deps = Some(*r),
+        }
+    } else if req.package_index.is_some() {
+        return Err(RunError::Request("--package-index needs --packages".into()));
+    }
+
     // Run phase.
     let mut argv = profile.expand(&profile.run, &entry);
     argv.extend(req.args.iter().cloned());
@@ -406,6 +434,12 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    let mut deps_report = None;
+    if let Some(d) = deps {
+        s.env.push(d.env);
+        s.binds.push(d.bind);
+        deps_report = Some(d.report);
+    }
     s.env.extend(req.env.iter().cloned());
     s.limits = limits_with(&[&profile.limits, &req.limits])?;
     s.stdin = req.stdin.clone();
@@ -417,6 +451,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     }
     let mut out = crate::launch::run(&s)?;
     out.compile = compile_report;
+    out.dependencies = deps_report;
     out.language = Some(profile.name.clone());
     if let Some(dir) = &req.output_dir {
         // The program's result stands; a failure to write its files is reported with it (and
