@@ -380,6 +380,14 @@ pub fn prepare(
         failed.dependencies = Some(rep);
         return Ok(Prepared::Failed(Box::new(failed)));
     }
+    // A root caller's install wrote as the sandbox's own host uid: hand the set to root before
+    // it is published (later runs read it through the "other" permission bits).
+    if nix::unistd::geteuid().is_root()
+        && let Err(e) = chown_tree(&temp)
+    {
+        let _ = std::fs::remove_dir_all(&temp);
+        return Err(cache_err(&temp, format!("cannot give the installed set to root: {e}")).into());
+    }
     // Publish atomically; a concurrent install of the same key that got there first wins.
     if let Err(e) = std::fs::rename(&temp, &final_dir) {
         let _ = std::fs::remove_dir_all(&temp);
@@ -401,6 +409,20 @@ pub fn prepare(
         env,
         report: rep,
     })))
+}
+
+/// `lchown -R 0:0`, without following symlinks.
+fn chown_tree(dir: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(dir, Some(0), Some(0))?;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            chown_tree(&e.path())?;
+        } else {
+            std::os::unix::fs::lchown(e.path(), Some(0), Some(0))?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

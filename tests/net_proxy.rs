@@ -303,3 +303,23 @@ both!(
         }
     }
 );
+
+both!(
+    /// An open tunnel never holds the run up: at the timeout the sandbox is killed on time, the
+    /// proxy helper is stopped, and the counters of the tunnel are still reported.
+    fn open_tunnel_does_not_delay_the_timeout(who) {
+        let Some(srv) = net_support::start("open_tunnel_does_not_delay_the_timeout", None, false) else {
+            return;
+        };
+        let script = format!(
+            "import socket, time\ns = socket.create_connection(('127.0.0.1', 3128))\ns.sendall(b'CONNECT localhost:{p} HTTP/1.1\\r\\n\\r\\n')\nprint(s.recv(100).decode().split('\\r\\n')[0], flush=True)\ntime.sleep(60)\n",
+            p = srv.http
+        );
+        let opts = ["--net".to_string(), format!("allow=localhost:{}", srv.http), "--timeout".into(), "2s".into()];
+        let r = exec_json_run(who, &opts, &[PY, "-c", &script]);
+        assert_eq!(r.status(), "timeout", "{}", r.describe());
+        assert_eq!(r.output(), "HTTP/1.1 200 Connection established\n", "{}", r.describe());
+        assert!(r.elapsed() < std::time::Duration::from_secs(10), "{}", r.describe());
+        assert_eq!(allowed(&r, "localhost", srv.http)["connections"], 1, "{}", r.describe());
+    }
+);

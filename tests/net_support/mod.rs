@@ -151,3 +151,64 @@ pub fn start(test: &str, root: Option<&Path>, https: bool) -> Option<Servers> {
         _dir: dir,
     })
 }
+
+/// Writes a PEP 503 simple index with one pure-python wheel, `cordon-dep` 1.0 (module
+/// `cordon_dep`, `VALUE = "installed from the local index"`), under `root`.
+pub fn write_pypi_index(root: &Path) {
+    let script = r#"
+import zipfile, hashlib, base64, os, sys
+os.chdir(sys.argv[1])
+name, ver = "cordon_dep", "1.0"
+files = {f"{name}/__init__.py": "VALUE = 'installed from the local index'\n",
+         f"{name}-{ver}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: cordon-dep\nVersion: {ver}\n",
+         f"{name}-{ver}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: cordon-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+rec = []
+for p, c in files.items():
+    d = base64.urlsafe_b64encode(hashlib.sha256(c.encode()).digest()).rstrip(b"=").decode()
+    rec.append(f"{p},sha256={d},{len(c)}")
+rec.append(f"{name}-{ver}.dist-info/RECORD,,")
+files[f"{name}-{ver}.dist-info/RECORD"] = "\n".join(rec) + "\n"
+os.makedirs("files", exist_ok=True); os.makedirs("simple/cordon-dep", exist_ok=True)
+whl = f"files/{name}-{ver}-py3-none-any.whl"
+with zipfile.ZipFile(whl, "w") as z:
+    for p, c in files.items(): z.writestr(p, c)
+open("simple/cordon-dep/index.html", "w").write(f'<html><body><a href="../../{whl}">{os.path.basename(whl)}</a></body></html>')
+"#;
+    let ok = Command::new(HOST_PY)
+        .args(["-c", script])
+        .arg(root)
+        .status()
+        .expect("run python3")
+        .success();
+    assert!(ok, "building the test wheel failed");
+}
+
+/// Writes a one-package npm registry (`cordon-dep` 1.0.0, exporting the string
+/// "installed from the local registry") under `root`, for a server at `localhost:port`.
+pub fn write_npm_registry(root: &Path, port: u16) {
+    let script = r#"
+import tarfile, io, json, hashlib, base64, os, sys
+os.chdir(sys.argv[1]); port = int(sys.argv[2])
+name, ver = "cordon-dep", "1.0.0"
+pkg = {"name": name, "version": ver, "main": "index.js"}
+files = {"package/package.json": json.dumps(pkg), "package/index.js": "module.exports = 'installed from the local registry';\n"}
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w:gz") as t:
+    for p, c in files.items():
+        data = c.encode(); ti = tarfile.TarInfo(p); ti.size = len(data); ti.mode = 0o644
+        t.addfile(ti, io.BytesIO(data))
+tgz = buf.getvalue()
+open(f"{name}-{ver}.tgz", "wb").write(tgz)
+integrity = "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode()
+doc = {"name": name, "dist-tags": {"latest": ver}, "versions": {ver: dict(pkg, dist={"tarball": f"http://localhost:{port}/{name}-{ver}.tgz", "shasum": hashlib.sha1(tgz).hexdigest(), "integrity": integrity})}}
+open(name, "w").write(json.dumps(doc))
+"#;
+    let ok = Command::new(HOST_PY)
+        .args(["-c", script])
+        .arg(root)
+        .arg(port.to_string())
+        .status()
+        .expect("run python3")
+        .success();
+    assert!(ok, "building the test npm registry failed");
+}
