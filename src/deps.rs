@@ -60,6 +60,11 @@ pub fn index_host(url: &str) -> Result<crate::net::policy::Entry, String> {
         return Err(format!("{url:?} must name a host (without credentials)"));
     }
     let mut e = crate::net::policy::parse_entry(auth).map_err(|e| e.reason)?;
+    if let crate::net::policy::HostPattern::Below(_) = e.host {
+        return Err(format!(
+            "{url:?}: an index URL names one host, not a wildcard"
+        ));
+    }
     if e.port.is_none() {
         e.port = Some(default_port);
     }
@@ -256,7 +261,7 @@ pub fn prepare(
     let index = index_override.unwrap_or(&cfg.index).to_string();
     let index_entry =
         index_host(&index).map_err(|e| DepsError::Invalid(format!("--package-index: {e}")))?;
-    let mut entries = vec![index_entry];
+    let mut entries = Vec::new();
     if index_override.is_none() {
         for h in &cfg.hosts {
             entries.push(
@@ -264,6 +269,23 @@ pub fn prepare(
                     .map_err(|e| DepsError::Invalid(e.to_string()))?,
             );
         }
+    }
+    // The index's own host, unless the profile's hosts already admit it.
+    let covered = {
+        use crate::net::policy::{HostPattern, Target};
+        let list = crate::net::AllowList {
+            entries: entries.clone(),
+            ..Default::default()
+        };
+        let target = match &index_entry.host {
+            HostPattern::Exact(n) => Some(Target::Name(n.clone())),
+            HostPattern::Ip(ip) => Some(Target::Ip(*ip)),
+            HostPattern::Below(_) => None,
+        };
+        target.is_some_and(|t| list.admit(&t, index_entry.port.unwrap_or(443)).is_ok())
+    };
+    if !covered {
+        entries.insert(0, index_entry);
     }
 
     let mut h = Sha256::new();
@@ -327,7 +349,15 @@ pub fn prepare(
 
     let mut s = base.clone();
     s.argv = install_argv(cfg, &index, &pkgs);
-    s.env = vec![("PIP_BREAK_SYSTEM_PACKAGES".into(), "1".into())];
+    s.env = vec![
+        ("PIP_BREAK_SYSTEM_PACKAGES".into(), "1".into()),
+        // Node.js trusts its own bundled CAs only; the system's (bound at /etc/ssl/certs)
+        // include the ones the host's administrator added, as pip's do.
+        (
+            "NODE_EXTRA_CA_CERTS".into(),
+            "/etc/ssl/certs/ca-certificates.crt".into(),
+        ),
+    ];
     s.limits = install_limits();
     cfg.limits
         .apply(&mut s.limits)
