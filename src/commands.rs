@@ -228,6 +228,18 @@ fn run_json_text(text: &str, opts: &RunOptions) -> (serde_json::Value, i32) {
 /// `cordon run`.
 pub fn run(args: &RunArgs) -> i32 {
     let mut opts = run_options(args);
+    if (args.request.is_some() || args.requests.is_some())
+        && (args.net.net.is_some()
+            || !args.net.resolve.is_empty()
+            || args.net.net_log
+            || !args.packages.is_empty()
+            || args.package_index.is_some())
+    {
+        return fail(
+            "--net, --net-resolve, --net-log, --packages and --package-index apply to code given on the command line; in a JSON request use config.network, config.networkResolve, packages and packageIndex",
+            true,
+        );
+    }
     if let Some(path) = &args.request {
         opts.passthrough = false;
         let text = if path.as_os_str() == "-" {

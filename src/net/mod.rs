@@ -252,6 +252,7 @@ pub fn spawn_proxy(listener: OwnedFd, policy: &AllowList) -> Result<ProxyHandle,
     };
     let (stop_r, stop_w) = pipe("create the proxy's stop pipe")?;
     let (rep_r, rep_w) = pipe("create the proxy's report pipe")?;
+    let parent = nix::unistd::getpid();
     match crate::sys::fork() {
         Ok(crate::sys::CloneResult::Child) => {
             // The helper keeps the listener, its two pipe ends and stdio: not the sandbox's
@@ -259,6 +260,8 @@ pub fn spawn_proxy(listener: OwnedFd, policy: &AllowList) -> Result<ProxyHandle,
             let keep = [listener.as_raw_fd(), stop_r.as_raw_fd(), rep_w.as_raw_fd()];
             if crate::sys::close_fds_except(&keep).is_err()
                 || nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err()
+                // cordon died before the death signal was armed.
+                || nix::unistd::getppid() != parent
             {
                 crate::sys::exit_now(1);
             }

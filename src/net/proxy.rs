@@ -363,8 +363,9 @@ fn parse_request(head: &str) -> Result<Request, String> {
     } else {
         path.to_string()
     };
-    let mut out = format!("{method} {path} {version}\r\n");
-    let mut has_host = false;
+    // The Host header is the URI's authority, whatever the client wrote: the upstream is
+    // chosen by the URI, and its virtual host must be the same name.
+    let mut out = format!("{method} {path} {version}\r\nHost: {auth}\r\n");
     for h in lines {
         if h.is_empty() {
             continue;
@@ -375,17 +376,15 @@ fn parse_request(head: &str) -> Result<Request, String> {
             .unwrap_or("")
             .trim()
             .to_ascii_lowercase();
-        if name.starts_with("proxy-") || name == "connection" || name == "keep-alive" {
+        if name.starts_with("proxy-")
+            || name == "connection"
+            || name == "keep-alive"
+            || name == "host"
+        {
             continue;
-        }
-        if name == "host" {
-            has_host = true;
         }
         out.push_str(h);
         out.push_str("\r\n");
-    }
-    if !has_host {
-        out.push_str(&format!("Host: {auth}\r\n"));
     }
     // One request per upstream connection: the proxy does not parse responses.
     out.push_str("Connection: close\r\n\r\n");
@@ -624,17 +623,19 @@ mod tests {
         assert_eq!((r.host.as_str(), r.port), ("[::1]", 8443));
         assert!(parse_request("CONNECT pypi.org HTTP/1.1\r\n\r\n").is_err());
         let r = parse_request(
-            "GET http://example.org:8080/a?b HTTP/1.1\r\nHost: example.org:8080\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: x\r\nAccept: */*\r\n\r\n",
+            "GET http://example.org:8080/a?b HTTP/1.1\r\nHost: internal.corp\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: x\r\nAccept: */*\r\n\r\n",
         )
         .unwrap();
         assert!(!r.connect);
         assert_eq!((r.host.as_str(), r.port), ("example.org", 8080));
         assert!(
-            r.upstream_head.starts_with("GET /a?b HTTP/1.1\r\n"),
+            r.upstream_head
+                .starts_with("GET /a?b HTTP/1.1\r\nHost: example.org:8080\r\n"),
             "{}",
             r.upstream_head
         );
         assert!(!r.upstream_head.to_ascii_lowercase().contains("proxy-"));
+        assert!(!r.upstream_head.contains("internal.corp"));
         assert!(r.upstream_head.ends_with("Connection: close\r\n\r\n"));
         let r = parse_request("GET http://example.org HTTP/1.0\r\n\r\n").unwrap();
         assert_eq!(r.port, 80);
