@@ -318,16 +318,25 @@ fn split_authority(auth: &str, default: Option<u16>) -> Result<(String, u16), St
     Ok((host.to_string(), port))
 }
 
-/// The parsed request.
-struct Request {
-    connect: bool,
-    host: String,
-    port: u16,
-    /// For plain HTTP: the head to send upstream (origin-form, hop-by-hop headers removed).
-    upstream_head: String,
+/// A parsed proxy request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// `CONNECT host:port` (a tunnel) rather than an absolute-URI HTTP request.
+    pub connect: bool,
+    /// The host as the client wrote it (a name, a dotted quad, or `[IPv6]`).
+    pub host: String,
+    pub port: u16,
+    /// For plain HTTP: the head to send upstream (origin-form, `Host` from the URI, `Proxy-*`
+    /// and hop-by-hop headers removed, `Connection: close`).
+    pub upstream_head: String,
 }
 
-fn parse_request(head: &str) -> Result<Request, String> {
+/// Parses a request head (up to and including the blank line).
+pub fn parse_request(head: &str) -> Result<Request, String> {
+    // A bare CR or LF could make an upstream server see headers this parser did not.
+    if head.replace("\r\n", "").contains(['\r', '\n']) {
+        return Err("bare CR or LF in the request head".into());
+    }
     let mut lines = head.split("\r\n");
     let line = lines.next().unwrap_or("");
     let mut parts = line.split(' ');
@@ -646,6 +655,7 @@ mod tests {
             "GET http://u:p@example.org/ HTTP/1.1\r\n\r\n",
             "garbage\r\n\r\n",
             "GET http://example.org/ HTTP/2\r\n\r\n",
+            "GET http://example.org/ HTTP/1.1\r\nA: b\nHost: evil\r\n\r\n",
         ] {
             assert!(parse_request(bad).is_err(), "{bad}");
         }
