@@ -170,7 +170,7 @@ pub fn serve(listener: TcpListener, policy: AllowList, stop: OwnedFd) -> Network
                     let c = Arc::clone(&ctx);
                     let spawned =
                         std::thread::Builder::new()
-                            .stack_size(128 << 10)
+                            .stack_size(256 << 10)
                             .spawn(move || {
                                 handle(&c, client);
                                 c.shared.active.fetch_sub(1, Ordering::SeqCst);
