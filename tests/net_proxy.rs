@@ -201,6 +201,10 @@ both!(
             for l in lines(&out) {
                 assert!(l.contains(" blocked "), "--net {net}: {l}\n{}", r.describe());
             }
+            // Landlock's TCP rule, not only an empty loopback, stops the direct connection:
+            // EACCES (PermissionError), where a missing listener would be ECONNREFUSED.
+            let direct = line_for(&out, "tcp-host-server");
+            assert!(direct.contains("PermissionError"), "--net {net}: {direct}");
             assert!(srv.requests().is_empty(), "{:?}", srv.requests());
         }
         // And through the proxy, an exfiltrating name is refused before any lookup.
