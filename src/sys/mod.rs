@@ -42,10 +42,12 @@ pub fn clone_namespaces(flags: libc::c_int) -> Result<CloneResult, Errno> {
     }
 }
 
-/// `fork(2)`, for the sandbox's init to start the payload. Same single-thread requirement.
+/// `fork(2)`, for the sandbox's init to start the payload and for the launcher to start the
+/// network proxy helper. Same single-thread requirement.
 pub fn fork() -> Result<CloneResult, Errno> {
-    // SAFETY: the init process is single-threaded (it is a clone of the single-threaded
-    // parent and starts no threads), so the child may keep running Rust code after fork.
+    // SAFETY: both callers are single-threaded: init is a clone of the single-threaded
+    // launcher and starts no threads, and the launcher checked it had one thread before the
+    // clone and starts none. So the child may keep running Rust code after fork.
     match unsafe { nix::unistd::fork() }? {
         nix::unistd::ForkResult::Parent { child } => Ok(CloneResult::Parent(child)),
         nix::unistd::ForkResult::Child => Ok(CloneResult::Child),
