@@ -26,6 +26,10 @@ pub const MAX_PACKAGES: usize = 100;
 pub const MAX_PACKAGE_LEN: usize = 200;
 /// Temp directories of crashed installs older than this are removed.
 const STALE_TEMP_SECS: u64 = 24 * 3600;
+/// Installed sets kept; beyond it the least recently used are removed after an install...
+pub const MAX_SETS: usize = 32;
+/// ...but never one used within this time (a run may still have it bound).
+const EVICT_MIN_IDLE_SECS: u64 = 3600;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DepsError {
@@ -315,6 +319,10 @@ pub fn prepare(
         network: None,
     };
     if final_dir.is_dir() {
+        // The set's mtime is its last use, for eviction (best effort).
+        if let Ok(d) = std::fs::File::open(&final_dir) {
+            let _ = d.set_modified(std::time::SystemTime::now());
+        }
         return Ok(Prepared::Ready(Box::new(Ready {
             bind: Bind {
                 src: final_dir,
@@ -430,6 +438,7 @@ pub fn prepare(
     if let Ok(d) = std::fs::File::open(&dir) {
         let _ = d.sync_all();
     }
+    evict(&dir, &key);
     Ok(Prepared::Ready(Box::new(Ready {
         bind: Bind {
             src: final_dir,
@@ -439,6 +448,45 @@ pub fn prepare(
         env,
         report: rep,
     })))
+}
+
+/// Keeps at most [`MAX_SETS`] sets: removes the least recently used ones (not `keep`, and none
+/// used within the last hour). A set is first renamed away, so no new run picks it up while
+/// it is being removed.
+fn evict(dir: &Path, keep: &str) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut sets: Vec<(std::time::SystemTime, PathBuf)> = rd
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.len() == 64 && n != keep && n.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    if sets.len() < MAX_SETS {
+        return;
+    }
+    sets.sort();
+    let excess = sets.len() + 1 - MAX_SETS;
+    for (used, path) in sets.into_iter().take(excess) {
+        let idle = used.elapsed().map(|d| d.as_secs()).unwrap_or(0);
+        if idle < EVICT_MIN_IDLE_SECS {
+            continue;
+        }
+        let trash = dir.join(format!(
+            ".tmp-evict-{}-{}",
+            std::process::id(),
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ));
+        if std::fs::rename(&path, &trash).is_ok() {
+            let _ = std::fs::remove_dir_all(&trash);
+        }
+    }
 }
 
 /// `lchown -R 0:0`, without following symlinks.
@@ -458,6 +506,40 @@ fn chown_tree(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eviction_keeps_recent_sets_and_the_new_one() {
+        let d = tempfile::tempdir().unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3 * 3600);
+        let name = |i: usize| format!("{i:064x}");
+        for i in 0..MAX_SETS + 8 {
+            let p = d.path().join(name(i));
+            std::fs::create_dir(&p).unwrap();
+            std::fs::write(p.join("f"), "x").unwrap();
+            if i >= 4 {
+                // Sets 0..4 were used just now; the rest hours ago, oldest first.
+                std::fs::File::open(&p)
+                    .unwrap()
+                    .set_modified(old + std::time::Duration::from_secs(i as u64))
+                    .unwrap();
+            }
+        }
+        let keep = name(MAX_SETS + 7);
+        evict(d.path(), &keep);
+        let left: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left.len(), MAX_SETS, "{left:?}");
+        for i in 0..4 {
+            assert!(left.contains(&name(i)), "recently used set {i} removed");
+        }
+        assert!(left.contains(&keep));
+        assert!(
+            !left.contains(&name(4)),
+            "the least recently used set stays"
+        );
+    }
 
     #[test]
     fn index_hosts() {
