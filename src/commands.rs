@@ -64,8 +64,22 @@ fn report(outcome: &Outcome, json: bool) -> i32 {
             let _ = std::io::stderr().write_all(c.error.as_bytes());
             let _ = std::io::stderr().write_all(c.output.as_bytes());
         }
+        if let Some(d) = &outcome.dependencies
+            && !d.cached
+            && d.status != crate::Status::Ok
+        {
+            let _ = std::io::stderr().write_all(d.error.as_bytes());
+            let _ = std::io::stderr().write_all(d.output.as_bytes());
+        }
         if let Some(m) = &outcome.message {
             eprintln!("cordon: {}: {m}", outcome.status.as_str());
+        }
+        if let Some(n) = outcome.network.as_ref().filter(|n| !n.refused.is_empty()) {
+            let count: u64 = n.refused.iter().map(|r| r.count).sum();
+            eprintln!(
+                "cordon: the network proxy refused {count} request(s) (first: {}:{}: {}); see --net-log or --json",
+                n.refused[0].host, n.refused[0].port, n.refused[0].reason
+            );
         }
     }
     outcome.cli_exit_code
@@ -110,7 +124,10 @@ fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
 
 /// `cordon exec`.
 pub fn exec(args: &ExecArgs) -> i32 {
-    let spec = args.to_spec();
+    let spec = match args.to_spec() {
+        Ok(s) => s,
+        Err(e) => return fail(e, args.json),
+    };
     match crate::run_spec(&spec) {
         Ok(outcome) => {
             if !args.json {
@@ -184,7 +201,15 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
     for f in &args.files {
         files.push(crate::run::read_input_file(f)?);
     }
+    let network = args
+        .net
+        .network()
+        .map_err(|e| RunError::Request(e.to_string()))?
+        .unwrap_or_default();
     Ok(RunRequest {
+        network,
+        packages: args.packages.clone(),
+        package_index: args.package_index.clone(),
         language: lang,
         files,
         entry: None,
@@ -217,6 +242,18 @@ fn run_json_text(text: &str, opts: &RunOptions) -> (JsonResult, i32) {
 /// `cordon run`.
 pub fn run(args: &RunArgs) -> i32 {
     let mut opts = run_options(args);
+    if (args.request.is_some() || args.requests.is_some())
+        && (args.net.net.is_some()
+            || !args.net.resolve.is_empty()
+            || args.net.net_log
+            || !args.packages.is_empty()
+            || args.package_index.is_some())
+    {
+        return fail(
+            "--net, --net-resolve, --net-log, --packages and --package-index apply to code given on the command line; in a JSON request use config.network, config.networkResolve, packages and packageIndex",
+            true,
+        );
+    }
     if let Some(path) = &args.request {
         opts.passthrough = false;
         let text = if path.as_os_str() == "-" {

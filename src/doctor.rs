@@ -206,6 +206,24 @@ fn landlock_check() -> Check {
     }
 }
 
+/// `--net allow=` needs Landlock's TCP rules (ABI 4) to confine the program to the proxy.
+fn net_allow_check() -> Check {
+    let need = crate::security::landlock::NET_ABI;
+    let abi = sys::landlock_abi().unwrap_or(0);
+    let ok = abi >= need;
+    Check {
+        name: "net-allow",
+        ok,
+        required: false,
+        detail: if ok {
+            format!("--net allow= available: Landlock ABI {abi} confines TCP connections to cordon's proxy port")
+        } else {
+            format!("--net allow= is refused: Landlock ABI {abi} cannot restrict TCP connections (ABI {need}, Linux 6.7, is needed); --net none and --net host work")
+        },
+        fix: (!ok).then(|| "use Linux 6.7 or newer with Landlock enabled, or pass `--allow-degraded landlock` with --net allow= to rely on the network namespace alone".into()),
+    }
+}
+
 /// Runs every check.
 pub fn report() -> Report {
     let mut checks = Vec::new();
@@ -250,6 +268,7 @@ pub fn report() -> Report {
     namespace_checks(&mut checks);
     checks.push(seccomp_check());
     checks.push(landlock_check());
+    checks.push(net_allow_check());
     let limits = crate::limits::probe();
     checks.push(Check {
         name: "rlimit-fallback",

@@ -25,11 +25,13 @@
 pub mod cache;
 pub mod cli;
 pub mod commands;
+pub mod deps;
 pub mod doctor;
 pub mod fs;
 pub mod history;
 pub mod launch;
 pub mod limits;
+pub mod net;
 pub mod outcome;
 pub mod output;
 pub mod profile;

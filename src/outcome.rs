@@ -22,6 +22,8 @@ pub enum Status {
     OutputLimit,
     /// A compile phase failed (used by `cordon run` for compiled languages).
     CompileError,
+    /// Installing the requested packages failed (`cordon run --packages`).
+    DependencyError,
     /// cordon was interrupted (SIGINT/SIGTERM) and killed the sandbox.
     Killed,
     /// cordon itself could not set up or run the sandbox; nothing of the program ran, or the
@@ -39,6 +41,7 @@ impl Status {
             Status::MemoryLimit => "memory_limit",
             Status::OutputLimit => "output_limit",
             Status::CompileError => "compile_error",
+            Status::DependencyError => "dependency_error",
             Status::Killed => "killed",
             Status::SandboxError => "sandbox_error",
         }
@@ -162,6 +165,25 @@ pub struct CompileReport {
     pub memory_used: Option<u64>,
 }
 
+/// The dependency installation of `cordon run --packages`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DependencyReport {
+    /// `pip` or `npm`.
+    pub installer: String,
+    pub packages: Vec<String>,
+    /// True when the installed set came from cordon's cache (no install ran, no network).
+    pub cached: bool,
+    /// `ok`, `dependency_error`, `timeout`, ... of the install sandbox (`ok` when cached).
+    pub status: Status,
+    pub output: String,
+    pub error: String,
+    pub execution_time: f64,
+    /// The install sandbox's network counters (absent when cached).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::net::NetworkReport>,
+}
+
 /// The result of one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -211,6 +233,12 @@ pub struct Outcome {
     pub language: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compile: Option<CompileReport>,
+    /// The network mode and, for `allow`, every admitted and refused connection.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::net::NetworkReport>,
+    /// `cordon run --packages`: the dependency installation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dependencies: Option<DependencyReport>,
     /// `cordon run`: the id of this run in the history file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution_id: Option<String>,

@@ -143,7 +143,31 @@ pub struct Profile {
     /// Compile-phase limit defaults (on top of cordon's, not of `limits`).
     #[serde(default)]
     pub compile_limits: LimitOverrides,
+    /// How `--packages` installs dependencies for this language (absent: not supported).
+    #[serde(default)]
+    pub packages: Option<PackagesConfig>,
 }
+
+/// `[packages]`: the installer, its index, the registry hosts the install may reach, and the
+/// install phase's limits. See profiles/README.md.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackagesConfig {
+    /// `pip` or `npm`.
+    pub installer: String,
+    /// The package index: pip's `--index-url`, npm's `--registry`.
+    pub index: String,
+    /// Allow-list entries (`HOST[:PORT]`, `*.suffix`) the install may reach when `index` is
+    /// the profile's own; an index given with `--package-index` admits its own host only.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// Install-phase limits, on top of cordon's defaults for installs.
+    #[serde(default)]
+    pub limits: LimitOverrides,
+}
+
+/// The installers cordon knows how to drive.
+pub const INSTALLERS: &[&str] = &["pip", "npm"];
 
 impl Profile {
     /// Parses and checks one profile.
@@ -198,6 +222,24 @@ impl Profile {
                 "`seccomp` {:?} is not a built-in policy",
                 p.seccomp
             )));
+        }
+        if let Some(pk) = &p.packages {
+            if !INSTALLERS.contains(&pk.installer.as_str()) {
+                return Err(inv(format!(
+                    "[packages] installer {:?}: one of {}",
+                    pk.installer,
+                    INSTALLERS.join(", ")
+                )));
+            }
+            crate::deps::index_host(&pk.index)
+                .map_err(|e| inv(format!("[packages] index: {e}")))?;
+            for h in &pk.hosts {
+                crate::net::policy::parse_entry(h)
+                    .map_err(|e| inv(format!("[packages] hosts: {e}")))?;
+            }
+            pk.limits
+                .apply(&mut l)
+                .map_err(|e| inv(format!("[packages.limits]: {e}")))?;
         }
         Ok(p)
     }

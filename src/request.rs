@@ -48,8 +48,11 @@ pub struct JsonConfig {
     /// CPUs.
     pub cpu_limit: Option<f64>,
     pub pids: Option<u64>,
-    /// `false` or `"none"` only, for now.
+    /// `false`/`"none"` (default), `"allow=HOST[:PORT],..."` or `"host"`.
     pub network: Option<serde_json::Value>,
+    /// With `network: "allow=..."`: `{"NAME": "IP"}` answers of the proxy's resolver.
+    #[serde(default)]
+    pub network_resolve: BTreeMap<String, String>,
     /// Output limit per stream, bytes.
     pub output_limit: Option<u64>,
     /// Compile wall-clock limit, ms.
@@ -76,6 +79,11 @@ pub struct JsonRequest {
     #[serde(default)]
     pub config: JsonConfig,
     pub output_dir: Option<PathBuf>,
+    /// Packages to install before the code runs (pip for python, npm for node).
+    #[serde(default)]
+    pub packages: Vec<String>,
+    /// The package index URL (pip's --index-url, npm's --registry).
+    pub package_index: Option<String>,
 }
 
 fn bad(msg: impl Into<String>) -> RunError {
@@ -86,7 +94,7 @@ fn bad(msg: impl Into<String>) -> RunError {
 pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
     serde_json::from_str(text).map_err(|e| {
         let hint = if e.to_string().contains("unknown field") {
-            "; the fields are: language, code, files, entryPoint, args, stdin, env, config, outputDir"
+            "; the fields are: language, code, files, entryPoint, args, stdin, env, config, outputDir, packages, packageIndex"
         } else if e.to_string().contains("missing field") {
             "; `language` is required"
         } else {
@@ -155,14 +163,33 @@ impl JsonRequest {
             check_relative_path(e)
                 .map_err(|err| bad(format!("invalid request: entryPoint: {err}")))?;
         }
-        match &self.config.network {
-            None | Some(serde_json::Value::Bool(false)) | Some(serde_json::Value::Null) => {}
-            Some(serde_json::Value::String(s)) if s == "none" => {}
+        let mut network = match &self.config.network {
+            None | Some(serde_json::Value::Bool(false)) | Some(serde_json::Value::Null) => {
+                crate::net::Network::None
+            }
+            Some(serde_json::Value::String(s)) => crate::net::parse_network(s)
+                .map_err(|e| bad(format!("invalid request: config.network: {e}")))?,
             Some(other) => {
                 return Err(bad(format!(
-                    "invalid request: config.network {other} is not supported: sandboxes have no network (only \"none\" or false)"
+                    "invalid request: config.network {other}: give false, \"none\", \"allow=HOST[:PORT],...\" or \"host\""
                 )));
             }
+        };
+        match &mut network {
+            crate::net::Network::Allow(a) => {
+                for (name, ip) in &self.config.network_resolve {
+                    a.overrides
+                        .push(crate::net::parse_override(&format!("{name}={ip}")).map_err(
+                            |e| bad(format!("invalid request: config.networkResolve: {e}")),
+                        )?);
+                }
+            }
+            _ if !self.config.network_resolve.is_empty() => {
+                return Err(bad(
+                    "invalid request: config.networkResolve needs config.network \"allow=...\"",
+                ));
+            }
+            _ => {}
         }
         let c = &self.config;
         let ms = |v: Option<u64>| v.map(|v| format!("{v}ms"));
@@ -196,6 +223,9 @@ impl JsonRequest {
             limits,
             compile_limits,
             output_dir: self.output_dir,
+            network,
+            packages: self.packages,
+            package_index: self.package_index,
         })
     }
 }
@@ -257,6 +287,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("entryPoint"), "{e}");
+        let r = parse(r#"{"language":"python","code":"x","config":{"network":"allow=pypi.org,*.example.org:8443","networkResolve":{"a.test":"127.0.0.1"}}}"#)
+            .unwrap()
+            .into_run()
+            .unwrap();
+        let crate::net::Network::Allow(a) = r.network else {
+            panic!("allow expected")
+        };
+        assert_eq!(a.entries.len(), 2);
+        assert_eq!(a.overrides.len(), 1);
+        let e = parse(r#"{"language":"python","code":"x","config":{"network":"none","networkResolve":{"a":"1.2.3.4"}}}"#)
+            .unwrap()
+            .into_run()
+            .unwrap_err();
+        assert!(e.to_string().contains("networkResolve"), "{e}");
         let e = parse(r#"{"language":"python","code":"x","config":{"network":true}}"#)
             .unwrap()
             .into_run()

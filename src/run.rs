@@ -31,6 +31,8 @@ pub enum RunError {
     Launch(#[from] crate::launch::LaunchError),
     #[error(transparent)]
     Output(#[from] crate::output::OutputError),
+    #[error(transparent)]
+    Deps(#[from] crate::deps::DepsError),
     #[error("{0}")]
     Request(String),
 }
@@ -52,6 +54,12 @@ pub struct RunRequest {
     pub compile_limits: LimitOverrides,
     /// Where to copy what the program wrote.
     pub output_dir: Option<PathBuf>,
+    /// How the program reaches the network (default: it does not).
+    pub network: crate::net::Network,
+    /// Packages to install before the program runs (the profile's `[packages]` installer).
+    pub packages: Vec<String>,
+    /// The package index URL; default: the profile's.
+    pub package_index: Option<String>,
 }
 
 impl RunRequest {
@@ -391,6 +399,32 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         });
     }
 
+    // Dependencies (`--packages`): from the cache, or installed in a sandbox of their own
+    // whose network reaches the registry only.
+    let mut deps = None;
+    if !req.packages.is_empty() {
+        let base = base_spec(Vec::new(), &rootfs, opts, &profile);
+        let identity = |p: &str| toolchain_identity(p, &rootfs);
+        match crate::deps::prepare(
+            &profile,
+            &req.packages,
+            req.package_index.as_deref(),
+            &rootfs,
+            &base,
+            &identity,
+        )? {
+            crate::deps::Prepared::Failed(o) => {
+                let mut o = *o;
+                o.language = Some(profile.name.clone());
+                o.compile = compile_report;
+                return Ok(finish(o, &profile, code_length, opts));
+            }
+            crate::deps::Prepared::Ready(r) => deps = Some(*r),
+        }
+    } else if req.package_index.is_some() {
+        return Err(RunError::Request("--package-index needs --packages".into()));
+    }
+
     // Run phase.
     let mut argv = profile.expand(&profile.run, &entry);
     argv.extend(req.args.iter().cloned());
@@ -400,16 +434,24 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         .iter()
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
+    let mut deps_report = None;
+    if let Some(d) = deps {
+        s.env.push(d.env);
+        s.binds.push(d.bind);
+        deps_report = Some(d.report);
+    }
     s.env.extend(req.env.iter().cloned());
     s.limits = limits_with(&[&profile.limits, &req.limits])?;
     s.stdin = req.stdin.clone();
     s.passthrough = opts.passthrough;
     s.files = run_files;
+    s.network = req.network.clone();
     if opts.collect || req.output_dir.is_some() {
         s.collect = Some(Collect::default());
     }
     let mut out = crate::launch::run(&s)?;
     out.compile = compile_report;
+    out.dependencies = deps_report;
     out.language = Some(profile.name.clone());
     if let Some(dir) = &req.output_dir {
         // The program's result stands; a failure to write its files is reported with it (and

@@ -66,6 +66,47 @@ pub enum RootfsCommand {
 }
 
 /// Limits for `cordon run`: unset ones keep the profile's value (then cordon's default).
+/// `--net`, `--net-resolve`, `--net-log` (exec and run).
+#[derive(Debug, Args, Default, Clone)]
+pub struct NetArgs {
+    /// Network: `none` (default: loopback only), `allow=HOST[:PORT][,...]` (only these hosts,
+    /// through cordon's filtering HTTP/HTTPS proxy; `*.example.org` wildcards; ports default
+    /// to 80 and 443), or `host` (the host's network, unfiltered).
+    #[arg(long = "net", value_name = "none|allow=HOSTS|host", value_parser = crate::net::parse_network)]
+    pub net: Option<crate::net::Network>,
+    /// With --net allow=: the proxy answers NAME with IP instead of looking it up (like curl
+    /// --resolve; it grants nothing by itself). Repeatable.
+    #[arg(long = "net-resolve", value_name = "NAME=IP", value_parser = crate::net::parse_override)]
+    pub resolve: Vec<(String, std::net::IpAddr)>,
+    /// With --net allow=: log every admitted and refused connection on stderr.
+    #[arg(long)]
+    pub net_log: bool,
+}
+
+impl NetArgs {
+    /// The network these flags ask for (`None`: no --net given).
+    pub fn network(&self) -> Result<Option<crate::net::Network>, crate::net::PolicyError> {
+        use crate::net::Network;
+        match &self.net {
+            Some(Network::Allow(a)) => {
+                let mut a = a.clone();
+                a.overrides = self.resolve.clone();
+                a.log = self.net_log;
+                Ok(Some(Network::Allow(a)))
+            }
+            other => {
+                if !self.resolve.is_empty() || self.net_log {
+                    return Err(crate::net::PolicyError {
+                        value: "--net-resolve/--net-log".into(),
+                        reason: "only mean something with --net allow=...".into(),
+                    });
+                }
+                Ok(other.clone())
+            }
+        }
+    }
+}
+
 #[derive(Debug, Args, Default, Clone)]
 pub struct RunLimitArgs {
     /// Wall-clock limit of the run (default: the profile's, else 30s).
@@ -159,6 +200,16 @@ pub struct RunArgs {
     pub json: bool,
     #[command(flatten)]
     pub limits: RunLimitArgs,
+    #[command(flatten)]
+    pub net: NetArgs,
+    /// Packages to install before the code runs (python: pip, node: npm), comma-separated;
+    /// installed sets are cached, and the code itself runs without the registry's network.
+    #[arg(long, value_name = "PKG[,PKG...]", value_delimiter = ',')]
+    pub packages: Vec<String>,
+    /// The package index for --packages (pip's --index-url, npm's --registry); default: the
+    /// profile's `[packages] index`.
+    #[arg(long, value_name = "URL")]
+    pub package_index: Option<String>,
     /// Add KEY=VALUE to the program's environment (repeatable).
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = spec::parse_env_pair)]
     pub env: Vec<(String, String)>,
@@ -272,6 +323,8 @@ pub struct ExecArgs {
     /// Hostname inside the sandbox.
     #[arg(long, default_value = spec::DEFAULT_HOSTNAME)]
     pub hostname: String,
+    #[command(flatten)]
+    pub net: NetArgs,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -279,9 +332,10 @@ pub struct ExecArgs {
 
 impl ExecArgs {
     /// The sandbox these arguments describe.
-    pub fn to_spec(&self) -> SandboxSpec {
+    pub fn to_spec(&self) -> Result<SandboxSpec, crate::net::PolicyError> {
         let nonzero = |v: u64| if v == 0 { None } else { Some(v) };
         let mut s = SandboxSpec::new(self.command.clone());
+        s.network = self.net.network()?.unwrap_or_default();
         s.env = self.env.clone();
         s.hostname = self.hostname.clone();
         s.rootfs = if self.rootfs == "host" {
@@ -313,7 +367,7 @@ impl ExecArgs {
         l.workspace_size = self.workspace_size;
         l.tmp_size = self.tmp_size;
         s.passthrough = !self.json;
-        s
+        Ok(s)
     }
 }
 
@@ -343,7 +397,7 @@ mod tests {
         let Command::Exec(a) = cli.command else {
             panic!("exec expected")
         };
-        let s = a.to_spec();
+        let s = a.to_spec().unwrap();
         assert_eq!(s.argv, vec!["echo", "--not-a-flag"]);
         assert_eq!(s.limits.memory, Some(64 << 20));
         assert_eq!(s.limits.pids, None);
@@ -358,7 +412,7 @@ mod tests {
         let Command::Exec(a) = cli.command else {
             panic!("exec expected")
         };
-        let s = a.to_spec();
+        let s = a.to_spec().unwrap();
         assert_eq!(s.limits, crate::spec::Limits { ..s.limits.clone() });
         assert_eq!(s.limits.memory, Some(512 << 20));
         assert_eq!(s.limits.pids, Some(64));

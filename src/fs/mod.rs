@@ -280,6 +280,15 @@ fn apply_one(
                 }
             }
         }
+        Op::BindRw { src, dst } => {
+            let p = inside(dst);
+            bind(op, &sources[src], &p)?;
+            let flags = (ro_flags(&p).map_err(|e| fail(op, "statvfs", &p, e))?
+                - MsFlags::MS_RDONLY)
+                | MsFlags::MS_NODEV;
+            mount(None::<&str>, &p, None::<&str>, flags, None::<&str>)
+                .map_err(|e| fail(op, "remount nosuid,nodev", &p, e))
+        }
         Op::BindDev { src, dst } => {
             let p = inside(dst);
             bind(op, &sources[src], &p)

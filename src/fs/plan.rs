@@ -20,6 +20,8 @@ pub enum Op {
     /// `fs::MAX_COPIED_FILE` bytes), anything else is bound. Not recursive: mounts below the
     /// source on the host are not carried in (they would keep their own, writable, flags).
     BindRo { src: PathBuf, dst: PathBuf },
+    /// A read-write, nosuid, nodev bind of a host directory (a dependency install target).
+    BindRw { src: PathBuf, dst: PathBuf },
     /// A read-write bind of a host device node (/dev/null and friends); it keeps the host
     /// /dev mount's flags, since `nodev` would make the node useless.
     BindDev { src: PathBuf, dst: PathBuf },
@@ -139,6 +141,28 @@ impl HostView {
 }
 
 /// Builds the whole mount plan for `rootfs`.
+/// The ops that bind the spec's extra host directories (after everything else: each gets a
+/// new top-level directory on the staging root).
+pub fn binds(binds: &[crate::spec::Bind]) -> Vec<Op> {
+    let mut ops = Vec::new();
+    for b in binds {
+        let dst = PathBuf::from(&b.dst);
+        ops.push(Op::Dir { dst: dst.clone() });
+        ops.push(if b.writable {
+            Op::BindRw {
+                src: b.src.clone(),
+                dst,
+            }
+        } else {
+            Op::BindRo {
+                src: b.src.clone(),
+                dst,
+            }
+        });
+    }
+    ops
+}
+
 pub fn build(rootfs: &Rootfs, host: &HostView, limits: &Limits, hostname: &str) -> Vec<Op> {
     let mut ops = Vec::new();
     match rootfs {
@@ -341,7 +365,9 @@ fn dev_ops(ops: &mut Vec<Op>, limits: &Limits) {
 pub fn sources(ops: &[Op]) -> Vec<PathBuf> {
     ops.iter()
         .filter_map(|op| match op {
-            Op::BindRo { src, .. } | Op::BindDev { src, .. } => Some(src.clone()),
+            Op::BindRo { src, .. } | Op::BindRw { src, .. } | Op::BindDev { src, .. } => {
+                Some(src.clone())
+            }
             _ => None,
         })
         .collect()

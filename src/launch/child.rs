@@ -57,6 +57,14 @@ pub struct ChildCtx<'a> {
     pub files: &'a [crate::spec::InputFile],
     /// Files to bring back after the payload exits.
     pub collect: Option<&'a crate::spec::Collect>,
+    /// `--net allow=`: init's end of the socketpair the proxy's listening socket goes through.
+    pub net_handover: Option<OwnedFd>,
+    /// What TCP Landlock lets the payload use.
+    pub net_access: crate::security::landlock::NetAccess,
+    /// The sandbox has its own network namespace (`lo` must be brought up).
+    pub own_netns: bool,
+    /// Directories (bind targets) the payload may write besides /workspace and /tmp.
+    pub extra_writable: Vec<&'a str>,
 }
 
 /// init's entry point, right after `clone`. Never returns.
@@ -71,14 +79,16 @@ pub fn init_main(ctx: ChildCtx) -> ! {
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
     // Whatever the caller leaked to cordon (fds without close-on-exec) stops here.
-    let keep = [
+    let mut keep: Vec<i32> = [
         &ctx.go,
         ctx.report.owned(),
         &ctx.stdin,
         &ctx.stdout,
         &ctx.stderr,
     ]
-    .map(|f| f.as_raw_fd());
+    .map(|f| f.as_raw_fd())
+    .to_vec();
+    keep.extend(ctx.net_handover.as_ref().map(|f| f.as_raw_fd()));
     if let Err(e) = sys::close_fds_except(&keep) {
         ctx.report.fail(
             "close inherited file descriptors",
@@ -212,7 +222,15 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     crate::fs::apply(ctx.plan, sources)
         .map_err(|err| ("build the root filesystem", err.to_string()))?;
     nix::unistd::sethostname(ctx.hostname).map_err(e("set the hostname"))?;
-    sys::loopback_up().map_err(e("bring up the loopback interface"))?;
+    if ctx.own_netns {
+        sys::loopback_up().map_err(e("bring up the loopback interface"))?;
+    }
+    // `--net allow=`: the proxy's socket is created here, inside the sandbox's network
+    // namespace, and handed to cordon, which serves it from the host's network.
+    if let Some(h) = &ctx.net_handover {
+        crate::net::listen_and_hand_over(h)
+            .map_err(|m| ("set up the network proxy's socket", m))?;
+    }
     super::collect::write_inputs(ctx.files)
         .map_err(|m| ("write the input files into /workspace", m))?;
     Ok(())
@@ -332,8 +350,12 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     }
     crate::security::caps::drop_all().map_err(|err| ("drop capabilities", err.to_string()))?;
     nix::sys::prctl::set_no_new_privs().map_err(e("set no_new_privs"))?;
-    let ll = crate::security::landlock::restrict(ctx.allow_degraded_landlock)
-        .map_err(|err| ("apply Landlock", err.to_string()))?;
+    let ll = crate::security::landlock::restrict(
+        ctx.allow_degraded_landlock,
+        ctx.net_access,
+        &ctx.extra_writable,
+    )
+    .map_err(|err| ("apply Landlock", err.to_string()))?;
     ctx.report.send(&Msg::Landlock {
         status: ll.status,
         abi: ll.abi,

@@ -277,6 +277,8 @@ pub fn outcome(
         files_omitted: omitted,
         language: None,
         compile: None,
+        network: None,
+        dependencies: None,
         execution_id: None,
     }
 }

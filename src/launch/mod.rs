@@ -10,7 +10,9 @@ mod supervise;
 
 use crate::fs::plan::{self, HostView};
 use crate::limits::{self, LimitsError};
+use crate::net::Network;
 use crate::outcome::{IsolationReport, Outcome};
+use crate::security::landlock::NetAccess;
 use crate::security::seccomp::{self, SeccompError};
 use crate::spec::{ParseError, Rootfs, SANDBOX_GID, SANDBOX_UID, SandboxSpec, StdinSource};
 use crate::sys::{self, CloneResult};
@@ -37,6 +39,7 @@ pub fn root_caller_host_id() -> u32 {
 
 /// Namespaces every sandbox gets. The cgroup namespace is created by init right after the
 /// parent moved it into its cgroup, so that the namespace is rooted at the sandbox's cgroup.
+/// (`--net host` leaves out CLONE_NEWNET.)
 const CLONE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNS
@@ -71,6 +74,8 @@ pub enum LaunchError {
         errno: Errno,
         hint: String,
     },
+    #[error("cannot set up `--net allow=`: {0}")]
+    Net(#[from] crate::net::NetError),
     #[error(
         "cordon must start the sandbox from a single-threaded process (the kernel refuses a new user namespace otherwise); this process has {0} threads"
     )]
@@ -115,7 +120,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         },
         source,
     })?;
-    let ops = plan::build(&rootfs, &host, &spec.limits, &spec.hostname);
+    let mut ops = plan::build(&rootfs, &host, &spec.limits, &spec.hostname);
+    if spec.network == Network::Host {
+        host_network_etc(&mut ops);
+    }
+    ops.extend(plan::binds(&spec.binds));
     let rootfs_dir = match &rootfs {
         Rootfs::Dir(d) => Some(d.as_path()),
         Rootfs::Host => None,
@@ -144,6 +153,21 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         }
         _ => None,
     };
+
+    let handover = match &spec.network {
+        Network::Allow(_) => Some(crate::net::handover_pair()?),
+        _ => None,
+    };
+    let (clone_flags, net_access) = match &spec.network {
+        Network::None => (CLONE_FLAGS, NetAccess::Deny),
+        Network::Allow(_) => (CLONE_FLAGS, NetAccess::ProxyOnly(crate::net::PROXY_PORT)),
+        Network::Host => (CLONE_FLAGS & !libc::CLONE_NEWNET, NetAccess::Unrestricted),
+    };
+    if spec.network == Network::Host {
+        eprintln!(
+            "cordon: WARNING: --net host: the sandbox shares this host's network namespace, unfiltered (every address and port this host reaches, its loopback services included)"
+        );
+    }
 
     // 2. Limits: the sandbox cgroup exists, with its limits written, before any process of
     //    the sandbox does.
@@ -181,9 +205,13 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let cgroup_tasks = prepared.cgroup.as_ref().and_then(|c| c.self_attach_files());
 
     // 5. One clone creates every namespace.
-    let child = match sys::clone_namespaces(CLONE_FLAGS) {
+    let (net_parent, net_child) = match handover {
+        Some(h) => (Some(h.parent), Some(h.child)),
+        None => (None, None),
+    };
+    let child = match sys::clone_namespaces(clone_flags) {
         Ok(CloneResult::Child) => {
-            drop((go_w, rep_r, in_w, out_r, err_r));
+            drop((go_w, rep_r, in_w, out_r, err_r, net_parent));
             child::init_main(child::ChildCtx {
                 plan: &ops,
                 hostname: &spec.hostname,
@@ -203,6 +231,15 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 rootfs_dir,
                 cgroup_tasks: cgroup_tasks.as_deref().unwrap_or(&[]),
                 collect: spec.collect.as_ref(),
+                net_handover: net_child,
+                net_access,
+                own_netns: clone_flags & libc::CLONE_NEWNET != 0,
+                extra_writable: spec
+                    .binds
+                    .iter()
+                    .filter(|b| b.writable)
+                    .map(|b| b.dst.as_str())
+                    .collect(),
             })
         }
         Ok(CloneResult::Parent(pid)) => pid,
@@ -218,7 +255,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             });
         }
     };
-    drop((go_r, rep_w, in_r, out_w, err_w));
+    drop((go_r, rep_w, in_r, out_w, err_w, net_child));
 
     // 6. uid/gid maps (each written once), first go (init builds the root), then the cgroup,
     //    second go (init may start the payload). Attaching to a cgroup v1 hierarchy waits for
@@ -236,7 +273,23 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             _ => Ok(first),
         }
     });
-    let first_go = match setup {
+    // `--net allow=`: init hands over the proxy's listening socket while it builds the root;
+    // the proxy helper starts before the payload may. No socket because init failed: it said
+    // why on the report pipe. Any other failure stops the run (fail closed).
+    let setup = setup.and_then(|first| {
+        let (Some(sock), Network::Allow(policy)) = (&net_parent, &spec.network) else {
+            return Ok((first, None));
+        };
+        if first.is_err() {
+            return Ok((first, None));
+        }
+        match crate::net::receive_listener(sock)? {
+            Some(listener) => Ok((first, Some(crate::net::spawn_proxy(listener, policy)?))),
+            None => Ok((first, None)),
+        }
+    });
+    drop(net_parent);
+    let (first_go, proxy) = match setup {
         Ok(first) => first,
         Err(e) => {
             let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
@@ -269,14 +322,30 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
 
     // 7. Supervise until init exits, then measure, classify and clean up.
     let isolation = IsolationReport {
-        namespaces: NAMESPACES.iter().map(|s| s.to_string()).collect(),
+        namespaces: NAMESPACES
+            .iter()
+            .filter(|n| **n != "network" || spec.network != Network::Host)
+            .map(|s| s.to_string())
+            .collect(),
         host_uid,
         uid: SANDBOX_UID,
         gid: SANDBOX_GID,
         landlock: "not applied (the payload did not start)".into(),
         landlock_abi: None,
         seccomp: filter.name.clone(),
-        network: "none (loopback only)".into(),
+        network: match &spec.network {
+            Network::None => "none (loopback only)".into(),
+            Network::Allow(a) => format!(
+                "allow (loopback only, plus cordon's proxy at {} for: {})",
+                crate::net::proxy_url(),
+                a.entries
+                    .iter()
+                    .map(|e| e.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            Network::Host => "HOST NETWORK (shared with the host, unfiltered: --net host)".into(),
+        },
         rootfs: match &spec.rootfs {
             Rootfs::Host => "host (read-only /usr)".into(),
             Rootfs::Dir(d) => d.display().to_string(),
@@ -304,6 +373,16 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             ));
         }
     }
+    let network = match proxy {
+        Some(p) => p.finish(),
+        None => {
+            let mut r = crate::net::NetworkReport::plain(spec.network.mode());
+            if let Network::Allow(a) = &spec.network {
+                r.allow_list = a.entries.iter().map(|e| e.to_string()).collect();
+            }
+            r
+        }
+    };
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
     let metrics = prepared
         .cgroup
@@ -317,13 +396,23 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         }
     }
     drop(keeper);
-    Ok(classify::outcome(
-        spec,
-        ended,
-        metrics,
-        prepared.report,
-        isolation,
-    ))
+    let mut outcome = classify::outcome(spec, ended, metrics, prepared.report, isolation);
+    outcome.network = Some(network);
+    Ok(outcome)
+}
+
+/// `--net host`: name lookups use the host's resolver configuration.
+fn host_network_etc(ops: &mut [plan::Op]) {
+    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    for op in ops.iter_mut() {
+        if let plan::Op::File { dst, contents } = op {
+            if dst.as_path() == std::path::Path::new("/etc/resolv.conf") {
+                *contents = resolv.clone();
+            } else if dst.as_path() == std::path::Path::new("/etc/nsswitch.conf") {
+                *contents = contents.replace("hosts: files\n", "hosts: files dns\n");
+            }
+        }
+    }
 }
 
 fn write_maps(

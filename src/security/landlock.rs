@@ -6,9 +6,23 @@
 //! before seccomp. "Not enforced" is an error unless the caller accepted the downgrade.
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, NetPort,
+    PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
 };
+
+/// The first Landlock ABI that restricts TCP (bind and connect by port).
+pub const NET_ABI: i32 = 4;
+
+/// What TCP the payload may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetAccess {
+    /// No TCP bind or connect at all (`--net none`).
+    Deny,
+    /// TCP connect to this port only (the proxy's, `--net allow=`); no bind.
+    ProxyOnly(u16),
+    /// TCP is not restricted by Landlock (`--net host`).
+    Unrestricted,
+}
 
 /// The ABI cordon's ruleset is written for. Newer kernels enforce all of it; older ones
 /// enforce the part they know (reported as "partial"; the namespaces cover the rest: the
@@ -36,6 +50,10 @@ pub enum LandlockError {
     NotEnforced(String),
     #[error("cannot set up Landlock: {0}")]
     Setup(String),
+    #[error(
+        "Landlock on this kernel (ABI {0}) cannot restrict TCP connections (ABI 4, Linux 6.7, is needed), so `--net allow=` cannot confine the program to cordon's proxy; cordon refuses to run. Use a newer kernel, `--net none`, or pass `--allow-degraded landlock` to rely on the network namespace alone (the result will say so)"
+    )]
+    NoNetRule(i32),
 }
 
 /// What was enforced, for the result.
@@ -48,24 +66,46 @@ pub struct LandlockReport {
 
 /// Restricts the calling thread. `allow_degraded`: a kernel without Landlock is reported
 /// instead of refused.
-pub fn restrict(allow_degraded: bool) -> Result<LandlockReport, LandlockError> {
+/// `extra_writable`: further directories the payload may write (a dependency install target).
+pub fn restrict(
+    allow_degraded: bool,
+    net: NetAccess,
+    extra_writable: &[&str],
+) -> Result<LandlockReport, LandlockError> {
     let setup = |e: &dyn std::fmt::Display| LandlockError::Setup(e.to_string());
     let abi = TARGET_ABI;
-    let ruleset = Ruleset::default()
+    if let NetAccess::ProxyOnly(_) = net {
+        // Fail closed: best-effort compatibility would silently drop the TCP rule.
+        let kernel = crate::sys::landlock_abi().unwrap_or(0);
+        if kernel < NET_ABI && !allow_degraded {
+            return Err(LandlockError::NoNetRule(kernel));
+        }
+    }
+    let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
-        .map_err(|e| setup(&e))?
-        .handle_access(AccessNet::from_all(abi))
-        .map_err(|e| setup(&e))?
+        .map_err(|e| setup(&e))?;
+    if net != NetAccess::Unrestricted {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(|e| setup(&e))?;
+    }
+    let mut ruleset = ruleset
         .scope(Scope::from_all(abi))
         .map_err(|e| setup(&e))?
         .create()
         .map_err(|e| setup(&e))?;
+    if let NetAccess::ProxyOnly(port) = net {
+        ruleset = ruleset
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(|e| setup(&e))?;
+    }
     let dev_access =
         AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev;
     let mut rules: Vec<(&str, landlock::BitFlags<AccessFs>)> =
         vec![("/", AccessFs::from_read(abi))];
     rules.extend(WRITABLE_DIRS.iter().map(|d| (*d, AccessFs::from_all(abi))));
+    rules.extend(extra_writable.iter().map(|d| (*d, AccessFs::from_all(abi))));
     rules.extend(WRITABLE_DEVICES.iter().map(|d| (*d, dev_access)));
     let mut created = ruleset;
     for (path, access) in rules {

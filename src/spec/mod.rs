@@ -150,6 +150,38 @@ impl Default for Collect {
     }
 }
 
+/// A host directory bound into the sandbox (dependency sets of `cordon run --packages`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    /// Absolute host path of an existing directory.
+    pub src: PathBuf,
+    /// Absolute path inside the sandbox: one new top-level directory (e.g. `/deps`).
+    pub dst: String,
+    /// Read-write (and writable under Landlock); otherwise read-only.
+    pub writable: bool,
+}
+
+/// Top-level names a [`Bind`] may not take: the root's own directories.
+const RESERVED_TOP: &[&str] = &[
+    "usr",
+    "bin",
+    "sbin",
+    "lib",
+    "lib32",
+    "lib64",
+    "libx32",
+    "etc",
+    "dev",
+    "proc",
+    "sys",
+    "tmp",
+    "workspace",
+    "run",
+    "var",
+    "root",
+    "home",
+];
+
 /// Longest relative path accepted for input and output files, and longest component.
 pub const MAX_PATH_LEN: usize = 1024;
 pub const MAX_NAME_LEN: usize = 255;
@@ -209,6 +241,10 @@ pub struct SandboxSpec {
     pub files: Vec<InputFile>,
     /// Bring files back from /workspace after the run (see [`Collect`]).
     pub collect: Option<Collect>,
+    /// How the sandbox reaches the network (default: it does not).
+    pub network: crate::net::Network,
+    /// Host directories bound into the sandbox.
+    pub binds: Vec<Bind>,
 }
 
 /// The caller's `$TERM` when it is a plain terminal name, else `dumb`.
@@ -242,6 +278,8 @@ impl SandboxSpec {
             passthrough: false,
             files: Vec::new(),
             collect: None,
+            network: crate::net::Network::None,
+            binds: Vec::new(),
         }
     }
 
@@ -256,6 +294,9 @@ impl SandboxSpec {
             ("USER".into(), SANDBOX_USER.into()),
             ("TERM".into(), sanitized_term(term).into()),
         ];
+        if let crate::net::Network::Allow(_) = self.network {
+            env.extend(crate::net::proxy_env());
+        }
         for (k, v) in &self.env {
             match env.iter_mut().find(|(ek, _)| ek == k) {
                 Some(slot) => slot.1 = v.clone(),
@@ -322,6 +363,21 @@ impl SandboxSpec {
         if let Some(only) = self.collect.as_ref().and_then(|c| c.only.as_ref()) {
             for p in only {
                 check_relative_path(p)?;
+            }
+        }
+        for b in &self.binds {
+            let top = b.dst.strip_prefix('/').unwrap_or("");
+            if top.is_empty()
+                || top.contains('/')
+                || check_relative_path(top).is_err()
+                || RESERVED_TOP.contains(&top)
+                || !b.src.is_absolute()
+            {
+                return Err(ParseError::new(
+                    "bind",
+                    &b.dst,
+                    "one new top-level directory inside (e.g. /deps), from an absolute host path",
+                ));
             }
         }
         // It goes into the generated /etc/hosts: RFC 1123 characters only, no newline.

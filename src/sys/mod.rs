@@ -42,12 +42,12 @@ pub fn clone_namespaces(flags: libc::c_int) -> Result<CloneResult, Errno> {
     }
 }
 
-/// `fork(2)`, for the sandbox's init to start the payload and for cordon to start its cgroup
-/// keeper. Same single-thread requirement.
+/// `fork(2)`, for the sandbox's init to start the payload and for the launcher to start its
+/// cgroup keeper and the network proxy helper. Same single-thread requirement.
 pub fn fork() -> Result<CloneResult, Errno> {
-    // SAFETY: both callers are single-threaded (the launcher refuses to start otherwise, and
-    // init is a clone of it that starts no threads), so the child may keep running Rust code
-    // after fork.
+    // SAFETY: every caller is single-threaded: init is a clone of the single-threaded
+    // launcher and starts no threads, and the launcher checked it had one thread before the
+    // clone and starts none. So the child may keep running Rust code after fork.
     match unsafe { nix::unistd::fork() }? {
         nix::unistd::ForkResult::Parent { child } => Ok(CloneResult::Parent(child)),
         nix::unistd::ForkResult::Child => Ok(CloneResult::Child),
@@ -223,4 +223,12 @@ pub fn close_fds_except(keep: &[RawFd]) -> Result<(), Errno> {
         from = from.max(fd + 1);
     }
     close_fds_from(from)
+}
+
+/// Takes ownership of a descriptor the kernel just installed in this process's table for the
+/// caller (an SCM_RIGHTS message received with `recvmsg`).
+pub fn own_received_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: the kernel created this descriptor for the recvmsg call that returned it; no
+    // other object in this process knows it, so this OwnedFd is its only owner.
+    unsafe { OwnedFd::from_raw_fd(fd) }
 }

@@ -1,0 +1,590 @@
+//! `cordon run --packages`: dependencies installed in a sandbox of their own, cached by content.
+//!
+//! 1. The key: installer, the sorted package list (pins included: the list is the lock), the
+//!    index URL, the interpreter's identity as the sandbox sees it (path, size, mtime) and the
+//!    root filesystem. A set already in the cache is used as it is: no install, no network.
+//! 2. Otherwise the installer (pip `--target`, npm `--prefix`) runs in a sandbox whose network
+//!    is `allow=` the profile's registry hosts (or the `--package-index` host alone), with a
+//!    fresh host directory bound writable at `/deps`, under the profile's `[packages.limits]`.
+//! 3. That directory is renamed into the cache atomically (`rename(2)` of a directory: a
+//!    reader sees the whole set or none; of two concurrent installs of one key the first
+//!    rename wins and the other's copy is removed).
+//! 4. The program's own sandbox gets the set bound read-only at `/deps`, `PYTHONPATH` or
+//!    `NODE_PATH` pointing into it, and the network the request asked for (none by default).
+
+use crate::outcome::{DependencyReport, Outcome, Status};
+use crate::profile::{PackagesConfig, Profile};
+use crate::spec::{Bind, Limits, ParseError, Rootfs, SandboxSpec, StdinSource};
+use sha2::{Digest, Sha256};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Where the set is bound inside both sandboxes.
+pub const DEPS_DIR: &str = "/deps";
+/// At most this many packages per request, each at most this long.
+pub const MAX_PACKAGES: usize = 100;
+pub const MAX_PACKAGE_LEN: usize = 200;
+/// Temp directories of crashed installs older than this are removed.
+const STALE_TEMP_SECS: u64 = 24 * 3600;
+/// Installed sets kept; beyond it the least recently used are removed after an install...
+pub const MAX_SETS: usize = 32;
+/// ...but never one used within this time (a run may still have it bound).
+const EVICT_MIN_IDLE_SECS: u64 = 3600;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DepsError {
+    #[error(
+        "--packages: the {0} profile has no [packages] section: cordon does not know how to install packages for it (see profiles/README.md)"
+    )]
+    Unsupported(String),
+    #[error("--packages: {0}")]
+    Invalid(String),
+    #[error("cannot use the dependency cache {path}: {reason}")]
+    Cache { path: PathBuf, reason: String },
+}
+
+fn cache_err(path: &Path, reason: impl std::fmt::Display) -> DepsError {
+    DepsError::Cache {
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
+    }
+}
+
+/// The allow-list entry for an index URL: `http(s)://HOST[:PORT]/...` → `HOST:PORT`.
+pub fn index_host(url: &str) -> Result<crate::net::policy::Entry, String> {
+    let (rest, default_port) = if let Some(r) = url.strip_prefix("https://") {
+        (r, 443)
+    } else if let Some(r) = url.strip_prefix("http://") {
+        (r, 80)
+    } else {
+        return Err(format!("{url:?} must start with http:// or https://"));
+    };
+    let auth = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if auth.is_empty() || auth.contains('@') {
+        return Err(format!("{url:?} must name a host (without credentials)"));
+    }
+    let mut e = crate::net::policy::parse_entry(auth).map_err(|e| e.reason)?;
+    if let crate::net::policy::HostPattern::Below(_) = e.host {
+        return Err(format!(
+            "{url:?}: an index URL names one host, not a wildcard"
+        ));
+    }
+    if e.port.is_none() {
+        e.port = Some(default_port);
+    }
+    Ok(e)
+}
+
+/// Checks the package names: no option-like, empty, blank-holding or over-long entries.
+pub fn check_packages(pkgs: &[String]) -> Result<Vec<String>, DepsError> {
+    if pkgs.len() > MAX_PACKAGES {
+        return Err(DepsError::Invalid(format!(
+            "at most {MAX_PACKAGES} packages"
+        )));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for p in pkgs {
+        let p = p.trim();
+        if p.is_empty() {
+            continue;
+        }
+        if p.starts_with('-')
+            || p.len() > MAX_PACKAGE_LEN
+            || p.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(DepsError::Invalid(format!(
+                "{p:?} is not a package name or requirement (no leading `-`, no blanks, at most {MAX_PACKAGE_LEN} bytes)"
+            )));
+        }
+        out.push(p.to_string());
+    }
+    if out.is_empty() {
+        return Err(DepsError::Invalid("the package list is empty".into()));
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// How one installer is driven.
+struct Installer {
+    /// The program whose identity goes into the key (the interpreter the set is built for).
+    interpreter: &'static str,
+    /// The run's environment variable pointing into the set, and where.
+    path_var: (&'static str, &'static str),
+}
+
+fn installer(name: &str) -> Installer {
+    match name {
+        "npm" => Installer {
+            interpreter: "node",
+            path_var: ("NODE_PATH", "/deps/node/node_modules"),
+        },
+        _ => Installer {
+            interpreter: "python3",
+            path_var: ("PYTHONPATH", "/deps/python"),
+        },
+    }
+}
+
+fn install_argv(cfg: &PackagesConfig, index: &str, pkgs: &[String]) -> Vec<String> {
+    let mut argv: Vec<String> = match cfg.installer.as_str() {
+        "npm" => [
+            "npm",
+            "install",
+            "--prefix",
+            "/deps/node",
+            "--no-audit",
+            "--no-fund",
+            "--no-update-notifier",
+            "--no-package-lock",
+            "--loglevel",
+            "error",
+            "--registry",
+            index,
+        ]
+        .map(String::from)
+        .to_vec(),
+        _ => [
+            "python3",
+            "-m",
+            "pip",
+            "install",
+            "--target",
+            "/deps/python",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--progress-bar",
+            "off",
+            "--no-warn-script-location",
+            "--index-url",
+            index,
+            "--",
+        ]
+        .map(String::from)
+        .to_vec(),
+    };
+    argv.extend(pkgs.iter().cloned());
+    argv
+}
+
+/// cordon's defaults for an install sandbox (before `[packages.limits]`).
+fn install_limits() -> Limits {
+    Limits {
+        wall: std::time::Duration::from_secs(300),
+        memory: Some(1 << 30),
+        pids: Some(256),
+        file_size: Some(1 << 30),
+        workspace_size: 1 << 30,
+        workspace_inodes: 256 * 1024,
+        tmp_size: 256 << 20,
+        tmp_inodes: 64 * 1024,
+        ..Limits::default()
+    }
+}
+
+/// The dependency cache directory: next to the compile cache (`.../cordon/deps`), private.
+fn cache_dir() -> Result<PathBuf, DepsError> {
+    let compile = crate::cache::Cache::default_dir();
+    let dir = compile
+        .parent()
+        .map(|p| p.join("deps"))
+        .unwrap_or_else(|| compile.join("deps"));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| cache_err(&dir, e))?;
+    let meta = std::fs::metadata(&dir).map_err(|e| cache_err(&dir, e))?;
+    let euid = nix::unistd::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o022 != 0 {
+        return Err(cache_err(
+            &dir,
+            format!(
+                "it must be a directory owned by uid {euid} and not writable by others (a planted set would run as your code); fix its owner and mode"
+            ),
+        ));
+    }
+    Ok(dir)
+}
+
+/// Removes temp directories that crashed installs left behind.
+fn sweep(dir: &Path) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().starts_with(".tmp-") {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age.as_secs() > STALE_TEMP_SECS);
+        if old {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// What the program's run needs from the installed set.
+pub struct Ready {
+    pub bind: Bind,
+    pub env: (String, String),
+    pub report: DependencyReport,
+}
+
+/// The outcome of [`prepare`].
+pub enum Prepared {
+    Ready(Box<Ready>),
+    /// The install failed: this is the run's outcome (status `dependency_error`).
+    Failed(Box<Outcome>),
+}
+
+/// Finds the set in the cache or installs it. `base` is a spec with the run's rootfs,
+/// seccomp policy and degrade/backend choices; `identity` names the interpreter as the sandbox
+/// sees it.
+pub fn prepare(
+    profile: &Profile,
+    packages: &[String],
+    index_override: Option<&str>,
+    rootfs: &Rootfs,
+    base: &SandboxSpec,
+    identity: &dyn Fn(&str) -> String,
+) -> Result<Prepared, crate::run::RunError> {
+    let cfg = profile
+        .packages
+        .as_ref()
+        .ok_or_else(|| DepsError::Unsupported(profile.name.clone()))?;
+    let pkgs = check_packages(packages)?;
+    let inst = installer(&cfg.installer);
+    let index = index_override.unwrap_or(&cfg.index).to_string();
+    let index_entry =
+        index_host(&index).map_err(|e| DepsError::Invalid(format!("--package-index: {e}")))?;
+    let mut entries = Vec::new();
+    if index_override.is_none() {
+        for h in &cfg.hosts {
+            entries.push(
+                crate::net::policy::parse_entry(h)
+                    .map_err(|e| DepsError::Invalid(e.to_string()))?,
+            );
+        }
+    }
+    // The index's own host, unless the profile's hosts already admit it.
+    let covered = {
+        use crate::net::policy::{HostPattern, Target};
+        let list = crate::net::AllowList {
+            entries: entries.clone(),
+            ..Default::default()
+        };
+        let target = match &index_entry.host {
+            HostPattern::Exact(n) => Some(Target::Name(n.clone())),
+            HostPattern::Ip(ip) => Some(Target::Ip(*ip)),
+            HostPattern::Below(_) => None,
+        };
+        target.is_some_and(|t| list.admit(&t, index_entry.port.unwrap_or(443)).is_ok())
+    };
+    if !covered {
+        entries.insert(0, index_entry);
+    }
+
+    let mut h = Sha256::new();
+    for part in [
+        "cordon-deps-v1".to_string(),
+        cfg.installer.clone(),
+        pkgs.join("\n"),
+        index.clone(),
+        identity(inst.interpreter),
+        format!("{rootfs:?}"),
+    ] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let dir = cache_dir()?;
+    let final_dir = dir.join(&key);
+    let env = (inst.path_var.0.to_string(), inst.path_var.1.to_string());
+    let report = |cached: bool| DependencyReport {
+        installer: cfg.installer.clone(),
+        packages: pkgs.clone(),
+        cached,
+        status: Status::Ok,
+        output: String::new(),
+        error: String::new(),
+        execution_time: 0.0,
+        network: None,
+    };
+    if final_dir.is_dir() {
+        // The set's mtime is its last use, for eviction (best effort).
+        if let Ok(d) = std::fs::File::open(&final_dir) {
+            let _ = d.set_modified(std::time::SystemTime::now());
+        }
+        return Ok(Prepared::Ready(Box::new(Ready {
+            bind: Bind {
+                src: final_dir,
+                dst: DEPS_DIR.into(),
+                writable: false,
+            },
+            env,
+            report: report(true),
+        })));
+    }
+    sweep(&dir);
+
+    // A fresh directory the install sandbox's user can write.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let temp = dir.join(format!(".tmp-{}-{nanos}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(&temp)
+        .map_err(|e| cache_err(&temp, e))?;
+    let _ = std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o755));
+    if nix::unistd::geteuid().is_root() {
+        let id = crate::launch::root_caller_host_id();
+        std::os::unix::fs::chown(&temp, Some(id), Some(id)).map_err(|e| cache_err(&temp, e))?;
+    }
+    let cleanup = |e: crate::run::RunError| {
+        let _ = std::fs::remove_dir_all(&temp);
+        e
+    };
+
+    let mut s = base.clone();
+    s.argv = install_argv(cfg, &index, &pkgs);
+    s.env = vec![
+        ("PIP_BREAK_SYSTEM_PACKAGES".into(), "1".into()),
+        // Node.js trusts its own bundled CAs only; the system's (bound at /etc/ssl/certs)
+        // include the ones the host's administrator added, as pip's do.
+        (
+            "NODE_EXTRA_CA_CERTS".into(),
+            "/etc/ssl/certs/ca-certificates.crt".into(),
+        ),
+    ];
+    s.limits = install_limits();
+    cfg.limits
+        .apply(&mut s.limits)
+        .map_err(|e: ParseError| cleanup(e.into()))?;
+    s.stdin = StdinSource::Null;
+    s.passthrough = false;
+    s.files = Vec::new();
+    s.collect = None;
+    s.network = crate::net::Network::Allow(crate::net::AllowList {
+        entries,
+        overrides: Vec::new(),
+        log: false,
+    });
+    s.binds = vec![Bind {
+        src: temp.clone(),
+        dst: DEPS_DIR.into(),
+        writable: true,
+    }];
+    let out = crate::launch::run(&s).map_err(|e| cleanup(e.into()))?;
+    let rep = DependencyReport {
+        installer: cfg.installer.clone(),
+        packages: pkgs.clone(),
+        cached: false,
+        status: out.status,
+        output: out.output.clone(),
+        error: out.error.clone(),
+        execution_time: out.execution_time,
+        network: out.network.clone(),
+    };
+    if out.status != Status::Ok {
+        let _ = std::fs::remove_dir_all(&temp);
+        let mut failed = out;
+        let hint = if rep.error.contains("No module named pip") {
+            "; this python has no pip: on --rootfs host `apt-get install python3-pip`, or rebuild the python rootfs (`cordon rootfs build python`)"
+        } else {
+            ""
+        };
+        failed.message = Some(format!(
+            "installing the packages failed ({} in the install sandbox); {}'s messages are in `dependencies.error` (on stderr without --json){hint}",
+            rep.status.as_str(),
+            cfg.installer
+        ));
+        failed.status = Status::DependencyError;
+        failed.success = false;
+        failed.cli_exit_code = 1;
+        failed.files.clear();
+        failed.files_omitted.clear();
+        failed.output = String::new();
+        failed.error = String::new();
+        failed.dependencies = Some(rep);
+        return Ok(Prepared::Failed(Box::new(failed)));
+    }
+    // A root caller's install wrote as the sandbox's own host uid: hand the set to root before
+    // it is published (later runs read it through the "other" permission bits).
+    if nix::unistd::geteuid().is_root()
+        && let Err(e) = chown_tree(&temp)
+    {
+        let _ = std::fs::remove_dir_all(&temp);
+        return Err(cache_err(&temp, format!("cannot give the installed set to root: {e}")).into());
+    }
+    // Publish atomically; a concurrent install of the same key that got there first wins.
+    if let Err(e) = std::fs::rename(&temp, &final_dir) {
+        let _ = std::fs::remove_dir_all(&temp);
+        if !final_dir.is_dir() {
+            return Err(
+                cache_err(&final_dir, format!("cannot publish the installed set: {e}")).into(),
+            );
+        }
+    }
+    if let Ok(d) = std::fs::File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    evict(&dir, &key);
+    Ok(Prepared::Ready(Box::new(Ready {
+        bind: Bind {
+            src: final_dir,
+            dst: DEPS_DIR.into(),
+            writable: false,
+        },
+        env,
+        report: rep,
+    })))
+}
+
+/// Keeps at most [`MAX_SETS`] sets: removes the least recently used ones (not `keep`, and none
+/// used within the last hour). A set is first renamed away, so no new run picks it up while
+/// it is being removed.
+fn evict(dir: &Path, keep: &str) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut sets: Vec<(std::time::SystemTime, PathBuf)> = rd
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.len() == 64 && n != keep && n.bytes().all(|b| b.is_ascii_hexdigit())
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    if sets.len() < MAX_SETS {
+        return;
+    }
+    sets.sort();
+    let excess = sets.len() + 1 - MAX_SETS;
+    for (used, path) in sets.into_iter().take(excess) {
+        let idle = used.elapsed().map(|d| d.as_secs()).unwrap_or(0);
+        if idle < EVICT_MIN_IDLE_SECS {
+            continue;
+        }
+        let trash = dir.join(format!(
+            ".tmp-evict-{}-{}",
+            std::process::id(),
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        ));
+        if std::fs::rename(&path, &trash).is_ok() {
+            let _ = std::fs::remove_dir_all(&trash);
+        }
+    }
+}
+
+/// `lchown -R 0:0`, without following symlinks.
+fn chown_tree(dir: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(dir, Some(0), Some(0))?;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            chown_tree(&e.path())?;
+        } else {
+            std::os::unix::fs::lchown(e.path(), Some(0), Some(0))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eviction_keeps_recent_sets_and_the_new_one() {
+        let d = tempfile::tempdir().unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3 * 3600);
+        let name = |i: usize| format!("{i:064x}");
+        for i in 0..MAX_SETS + 8 {
+            let p = d.path().join(name(i));
+            std::fs::create_dir(&p).unwrap();
+            std::fs::write(p.join("f"), "x").unwrap();
+            if i >= 4 {
+                // Sets 0..4 were used just now; the rest hours ago, oldest first.
+                std::fs::File::open(&p)
+                    .unwrap()
+                    .set_modified(old + std::time::Duration::from_secs(i as u64))
+                    .unwrap();
+            }
+        }
+        let keep = name(MAX_SETS + 7);
+        evict(d.path(), &keep);
+        let left: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left.len(), MAX_SETS, "{left:?}");
+        for i in 0..4 {
+            assert!(left.contains(&name(i)), "recently used set {i} removed");
+        }
+        assert!(left.contains(&keep));
+        assert!(
+            !left.contains(&name(4)),
+            "the least recently used set stays"
+        );
+    }
+
+    #[test]
+    fn index_hosts() {
+        assert_eq!(
+            index_host("https://pypi.org/simple").unwrap().to_string(),
+            "pypi.org:443"
+        );
+        assert_eq!(
+            index_host("http://localhost:8080/simple/")
+                .unwrap()
+                .to_string(),
+            "localhost:8080"
+        );
+        assert_eq!(
+            index_host("http://[::1]:81").unwrap().to_string(),
+            "[::1]:81"
+        );
+        for bad in ["ftp://x", "https://", "https://u:p@host/", "pypi.org"] {
+            assert!(index_host(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn package_lists() {
+        assert_eq!(
+            check_packages(&["requests".into(), " pandas==2.1 ".into(), "requests".into()])
+                .unwrap(),
+            vec!["pandas==2.1", "requests"]
+        );
+        assert!(check_packages(&["--index-url=http://evil".into()]).is_err());
+        assert!(check_packages(&["a b".into()]).is_err());
+        assert!(check_packages(&[]).is_err());
+        assert!(check_packages(&vec!["x".to_string(); 101]).is_err());
+    }
+
+    #[test]
+    fn argv_puts_packages_after_the_options() {
+        let cfg = PackagesConfig {
+            installer: "pip".into(),
+            index: "https://pypi.org/simple".into(),
+            hosts: vec![],
+            limits: Default::default(),
+        };
+        let a = install_argv(&cfg, "https://pypi.org/simple", &["x".into()]);
+        assert_eq!(&a[a.len() - 2..], &["--".to_string(), "x".to_string()]);
+        assert!(a.contains(&"--target".to_string()));
+    }
+}

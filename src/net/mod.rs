@@ -1,0 +1,336 @@
+//! Network on request.
+//!
+//! - `none` (default): the sandbox's own network namespace with only `lo`.
+//! - `allow=HOST[:PORT],...`: the same namespace, plus cordon's filtering proxy. Before the
+//!   payload starts, the sandbox's init creates a TCP listening socket on
+//!   `127.0.0.1:`[`PROXY_PORT`] inside the sandbox's namespace and hands it to cordon over a
+//!   unix socketpair (SCM_RIGHTS). cordon forks a helper process that accepts on it — on the
+//!   host's network — and serves the allow-listed hosts only ([`proxy`]). Landlock then lets
+//!   the payload connect to that port only. No root, no veth, no process inside the sandbox.
+//! - `host`: the host's network namespace, unfiltered; reported loudly.
+//!
+//! Every step fails closed: no socket, no proxy or no Landlock TCP rule is an error of the
+//! run, never an open network.
+
+pub mod policy;
+pub mod proxy;
+
+pub use policy::{AllowList, Network, PolicyError, parse_network, parse_override};
+
+use nix::errno::Errno;
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
+    sendmsg, socketpair,
+};
+use serde::{Deserialize, Serialize};
+use std::io::IoSliceMut;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// The proxy's port on the sandbox's loopback interface (the namespace is the sandbox's own,
+/// so no other program on the host competes for it).
+pub const PROXY_PORT: u16 = 3128;
+/// How long cordon waits for init to hand over the listening socket.
+const HANDOVER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long cordon waits for the proxy helper to report its counters at the end of a run.
+const REPORT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The proxy URL the payload's environment names.
+pub fn proxy_url() -> String {
+    format!("http://127.0.0.1:{PROXY_PORT}")
+}
+
+/// The environment `allow=` adds: the proxy under every name programs read, `NO_PROXY` empty.
+pub fn proxy_env() -> Vec<(String, String)> {
+    let url = proxy_url();
+    let mut env = Vec::new();
+    for k in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+        env.push((k.to_string(), url.clone()));
+        env.push((k.to_ascii_lowercase(), url.clone()));
+    }
+    env.push(("NO_PROXY".into(), String::new()));
+    env.push(("no_proxy".into(), String::new()));
+    env
+}
+
+/// The network part of the result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkReport {
+    /// `none`, `allow` or `host`.
+    pub mode: String,
+    /// The allow-list in force (`allow` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_list: Vec<String>,
+    /// Admitted connections, by host and port.
+    pub allowed: Vec<AllowedReport>,
+    /// Refused requests, by host, port and reason.
+    pub refused: Vec<RefusedReport>,
+    /// Connections past the proxy's record cap (counted, not itemised).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub records_dropped: u64,
+    /// Set when the counters could not be collected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedReport {
+    pub host: String,
+    pub port: u16,
+    pub connections: u64,
+    /// Bytes from the sandbox to the host (request heads included).
+    pub bytes_up: u64,
+    /// Bytes from the host to the sandbox.
+    pub bytes_down: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedReport {
+    /// `-` when the request could not be parsed far enough to name a host.
+    pub host: String,
+    pub port: u16,
+    pub reason: String,
+    pub count: u64,
+}
+
+impl NetworkReport {
+    /// The report of a mode without a proxy.
+    pub fn plain(mode: &str) -> NetworkReport {
+        NetworkReport {
+            mode: mode.into(),
+            ..NetworkReport::default()
+        }
+    }
+
+    /// Total admitted connections.
+    pub fn connections(&self) -> u64 {
+        self.allowed.iter().map(|a| a.connections).sum()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("cannot {step}: {errno}; {fix}")]
+    Sys {
+        step: &'static str,
+        errno: Errno,
+        fix: &'static str,
+    },
+    #[error(
+        "the sandbox did not hand over the proxy's listening socket within {0:?}; the run is stopped rather than started without its proxy"
+    )]
+    NoHandover(Duration),
+}
+
+/// The two ends of the socketpair that carries the listening socket from init to cordon.
+pub struct Handover {
+    pub parent: OwnedFd,
+    pub child: OwnedFd,
+}
+
+/// Creates the handover socketpair (close-on-exec), before the clone.
+pub fn handover_pair() -> Result<Handover, NetError> {
+    let (parent, child) = socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|errno| NetError::Sys {
+        step: "create the socketpair that hands the proxy socket over",
+        errno,
+        fix: "check the open-file limit (ulimit -n)",
+    })?;
+    Ok(Handover { parent, child })
+}
+
+/// In init, inside the sandbox's network namespace with `lo` up: listens on
+/// 127.0.0.1:[`PROXY_PORT`] and sends the listening socket to cordon. init keeps no copy.
+pub fn listen_and_hand_over(to_parent: &OwnedFd) -> Result<(), String> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", PROXY_PORT))
+        .map_err(|e| format!("listen on 127.0.0.1:{PROXY_PORT} inside the sandbox: {e}"))?;
+    let fds = [listener.as_raw_fd()];
+    let cmsg = [ControlMessage::ScmRights(&fds)];
+    let iov = [std::io::IoSlice::new(b"L")];
+    sendmsg::<()>(to_parent.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None)
+        .map_err(|e| format!("send the proxy socket to cordon (SCM_RIGHTS): {e}"))?;
+    Ok(())
+}
+
+/// In cordon: waits for init's listening socket. `Ok(None)`: init closed its end without
+/// sending (it failed, and said why on the report pipe).
+pub fn receive_listener(from_child: &OwnedFd) -> Result<Option<OwnedFd>, NetError> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let deadline = Instant::now() + HANDOVER_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(NetError::NoHandover(HANDOVER_TIMEOUT));
+        }
+        let mut fds = [PollFd::new(from_child.as_fd(), PollFlags::POLLIN)];
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(left.as_millis().min(60_000) as i32).unwrap_or(PollTimeout::MAX),
+        ) {
+            Ok(0) => continue,
+            Ok(_) => break,
+            Err(Errno::EINTR) => continue,
+            Err(errno) => {
+                return Err(NetError::Sys {
+                    step: "wait for the proxy socket",
+                    errno,
+                    fix: "this is a bug in cordon or the kernel; report it",
+                });
+            }
+        }
+    }
+    let mut byte = [0u8; 1];
+    let mut iov = [IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let msg = loop {
+        match recvmsg::<()>(
+            from_child.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(m) => break m,
+            Err(Errno::EINTR) => continue,
+            Err(errno) => {
+                return Err(NetError::Sys {
+                    step: "receive the proxy socket (SCM_RIGHTS)",
+                    errno,
+                    fix: "this is a bug in cordon or the kernel; report it",
+                });
+            }
+        }
+    };
+    let mut got = None;
+    for c in msg.cmsgs().map_err(|errno| NetError::Sys {
+        step: "read the proxy socket's control message",
+        errno,
+        fix: "this is a bug in cordon; report it",
+    })? {
+        if let ControlMessageOwned::ScmRights(fds) = c {
+            for fd in fds {
+                // Every descriptor received is owned (and so closed) here; only the first
+                // is used.
+                let owned = crate::sys::own_received_fd(fd);
+                if got.is_none() {
+                    got = Some(owned);
+                }
+            }
+        }
+    }
+    Ok(got)
+}
+
+/// The running proxy helper process.
+pub struct ProxyHandle {
+    pid: nix::unistd::Pid,
+    stop: Option<OwnedFd>,
+    report: OwnedFd,
+}
+
+/// Forks the proxy helper, which serves `listener` with `policy` until [`ProxyHandle::finish`].
+/// The caller must be single-threaded (the launcher is).
+pub fn spawn_proxy(listener: OwnedFd, policy: &AllowList) -> Result<ProxyHandle, NetError> {
+    use nix::fcntl::OFlag;
+    let pipe = |step| {
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(|errno| NetError::Sys {
+            step,
+            errno,
+            fix: "check the open-file limit (ulimit -n)",
+        })
+    };
+    let (stop_r, stop_w) = pipe("create the proxy's stop pipe")?;
+    let (rep_r, rep_w) = pipe("create the proxy's report pipe")?;
+    let parent = nix::unistd::getpid();
+    match crate::sys::fork() {
+        Ok(crate::sys::CloneResult::Child) => {
+            // The helper keeps the listener, its two pipe ends and stdio: not the sandbox's
+            // pipes (holding the stdin pipe would keep the program's stdin open).
+            let keep = [listener.as_raw_fd(), stop_r.as_raw_fd(), rep_w.as_raw_fd()];
+            if crate::sys::close_fds_except(&keep).is_err()
+                || nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err()
+                // cordon died before the death signal was armed.
+                || nix::unistd::getppid() != parent
+            {
+                crate::sys::exit_now(1);
+            }
+            let l = std::net::TcpListener::from(listener);
+            let report = proxy::serve(l, policy.clone(), stop_r);
+            let mut line = serde_json::to_vec(&report).unwrap_or_default();
+            line.push(b'\n');
+            let mut rest = &line[..];
+            while !rest.is_empty() {
+                match nix::unistd::write(&rep_w, rest) {
+                    Ok(n) => rest = &rest[n..],
+                    Err(Errno::EINTR) => continue,
+                    Err(_) => break,
+                }
+            }
+            crate::sys::exit_now(0)
+        }
+        Ok(crate::sys::CloneResult::Parent(pid)) => Ok(ProxyHandle {
+            pid,
+            stop: Some(stop_w),
+            report: rep_r,
+        }),
+        Err(errno) => Err(NetError::Sys {
+            step: "start the proxy process (fork)",
+            errno,
+            fix: "check the process limit (ulimit -u) and memory",
+        }),
+    }
+}
+
+impl ProxyHandle {
+    /// Stops the helper (every tunnel is shut down), collects its counters and reaps it.
+    pub fn finish(mut self) -> NetworkReport {
+        drop(self.stop.take());
+        let mut buf = Vec::new();
+        let deadline = Instant::now() + REPORT_TIMEOUT;
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let mut fds = [PollFd::new(self.report.as_fd(), PollFlags::POLLIN)];
+            match poll(
+                &mut fds,
+                PollTimeout::try_from(left.as_millis() as i32).unwrap_or(PollTimeout::MAX),
+            ) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(Errno::EINTR) => continue,
+                Err(_) => break,
+            }
+            match nix::unistd::read(&self.report, &mut chunk) {
+                Ok(0) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(Errno::EINTR | Errno::EAGAIN) => continue,
+                Err(_) => break,
+            }
+        }
+        let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(self.pid, None);
+        match serde_json::from_slice::<NetworkReport>(buf.trim_ascii_end()) {
+            Ok(r) => r,
+            Err(_) => NetworkReport {
+                mode: "allow".into(),
+                error: Some("the proxy did not report its counters".into()),
+                ..NetworkReport::default()
+            },
+        }
+    }
+}

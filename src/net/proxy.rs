@@ -1,0 +1,680 @@
+//! The filtering HTTP proxy: `CONNECT host:port` tunnels (HTTPS and anything else over TCP)
+//! and absolute-URI `http://` requests, admitted by the [`AllowList`] only.
+//!
+//! It runs in a helper process cordon forks after the sandbox exists (the launcher itself must
+//! stay single-threaded; this process may start threads), on the host's network, accepting on
+//! a listening socket that the sandbox's init created inside the sandbox's network namespace
+//! and handed over. One thread per connection (two while tunnelling), bounded by
+//! [`MAX_CONNECTIONS`]; every read has a timeout. The helper never blocks cordon's supervisor:
+//! it is a separate process that cordon stops (and, if need be, kills) when the run ends.
+//!
+//! Order of checks for each request, fail-closed at every step:
+//! 1. the request head must arrive within [`HEAD_TIMEOUT`] and fit in [`MAX_HEAD`] bytes;
+//! 2. the target must parse (a name, a dotted-quad IPv4 or a bracketed IPv6 literal);
+//! 3. the allow-list must admit it — before any lookup, so a refused name is never resolved;
+//! 4. the name is resolved by the proxy (overrides, `localhost`, then the host's resolver) and
+//!    EVERY address must pass [`AllowList::check_address`] (a mixed answer is refused whole);
+//! 5. the connection goes to those checked addresses, never to a fresh lookup.
+
+use super::policy::{AllowList, Target, parse_target};
+use super::{AllowedReport, NetworkReport, RefusedReport};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Largest request head (request line plus headers).
+pub const MAX_HEAD: usize = 16 * 1024;
+/// How long a client has to send its request head.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting to an allowed host may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A tunnel with no byte in either direction for this long is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Connections handled at once; more are refused with 503.
+pub const MAX_CONNECTIONS: usize = 32;
+/// Connection records kept for the result (beyond it, only counted).
+pub const MAX_RECORDS: usize = 4096;
+/// How often blocked reads wake up to check the idle clock and the stop flag.
+const TICK: Duration = Duration::from_millis(500);
+
+/// One admitted connection, updated while it runs.
+struct Record {
+    host: String,
+    port: u16,
+    up: AtomicU64,
+    down: AtomicU64,
+}
+
+#[derive(Default)]
+struct Shared {
+    allowed: Mutex<Vec<Arc<Record>>>,
+    refused: Mutex<Vec<RefusedReport>>,
+    /// Sockets of live connections, shut down when the run ends.
+    live: Mutex<Vec<(u64, TcpStream)>>,
+    next_id: AtomicU64,
+    active: AtomicUsize,
+    stopping: AtomicBool,
+    dropped_records: AtomicU64,
+}
+
+struct Ctx {
+    policy: AllowList,
+    shared: Shared,
+}
+
+impl Ctx {
+    fn log(&self, line: impl FnOnce() -> String) {
+        if self.policy.log {
+            eprintln!("cordon: net: {}", line());
+        }
+    }
+
+    fn refuse(&self, client: &mut TcpStream, host: &str, port: u16, code: u16, reason: String) {
+        self.log(|| format!("refused {host}:{port}: {reason}"));
+        {
+            let mut r = self
+                .shared
+                .refused
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if r.len() < MAX_RECORDS {
+                r.push(RefusedReport {
+                    host: host.to_string(),
+                    port,
+                    reason: reason.clone(),
+                    count: 1,
+                });
+            } else {
+                self.shared.dropped_records.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let text = match code {
+            403 => "Forbidden",
+            400 => "Bad Request",
+            502 => "Bad Gateway",
+            503 => "Service Unavailable",
+            _ => "Error",
+        };
+        let body = format!("cordon: {reason}\n");
+        let _ = client.write_all(
+            format!(
+                "HTTP/1.1 {code} {text}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+    }
+
+    fn register(&self, s: &TcpStream) -> Option<u64> {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let clone = s.try_clone().ok()?;
+        self.shared
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((id, clone));
+        Some(id)
+    }
+
+    fn unregister(&self, id: Option<u64>) {
+        if let Some(id) = id {
+            self.shared
+                .live
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .retain(|(i, _)| *i != id);
+        }
+    }
+}
+
+/// Serves on `listener` until `stop` becomes readable (cordon closed its end), then shuts every
+/// live connection down and returns the counters.
+pub fn serve(listener: TcpListener, policy: AllowList, stop: OwnedFd) -> NetworkReport {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let ctx = Arc::new(Ctx {
+        policy,
+        shared: Shared::default(),
+    });
+    let _ = listener.set_nonblocking(true);
+    loop {
+        let mut fds = [
+            PollFd::new(listener.as_fd(), PollFlags::POLLIN),
+            PollFd::new(stop.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::from(1000u16)) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+        if fds[1].revents().is_some_and(|r| !r.is_empty()) {
+            break;
+        }
+        loop {
+            match listener.accept() {
+                Ok((mut client, _)) => {
+                    let _ = client.set_nonblocking(false);
+                    if ctx.shared.active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+                        ctx.refuse(
+                            &mut client,
+                            "-",
+                            0,
+                            503,
+                            format!("more than {MAX_CONNECTIONS} connections at once"),
+                        );
+                        continue;
+                    }
+                    ctx.shared.active.fetch_add(1, Ordering::SeqCst);
+                    let c = Arc::clone(&ctx);
+                    let spawned =
+                        std::thread::Builder::new()
+                            .stack_size(256 << 10)
+                            .spawn(move || {
+                                handle(&c, client);
+                                c.shared.active.fetch_sub(1, Ordering::SeqCst);
+                            });
+                    if spawned.is_err() {
+                        ctx.shared.active.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+    }
+    // The run is over: nothing inside can use a tunnel any more.
+    ctx.shared.stopping.store(true, Ordering::SeqCst);
+    for (_, s) in ctx
+        .shared
+        .live
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        let _ = s.shutdown(Shutdown::Both);
+    }
+    let until = Instant::now() + Duration::from_secs(1);
+    while ctx.shared.active.load(Ordering::SeqCst) > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    report(&ctx)
+}
+
+/// Aggregates the records by (host, port[, reason]).
+fn report(ctx: &Ctx) -> NetworkReport {
+    let mut allowed: Vec<AllowedReport> = Vec::new();
+    for r in ctx
+        .shared
+        .allowed
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        let (up, down) = (r.up.load(Ordering::SeqCst), r.down.load(Ordering::SeqCst));
+        match allowed
+            .iter_mut()
+            .find(|a| a.host == r.host && a.port == r.port)
+        {
+            Some(a) => {
+                a.connections += 1;
+                a.bytes_up += up;
+                a.bytes_down += down;
+            }
+            None => allowed.push(AllowedReport {
+                host: r.host.clone(),
+                port: r.port,
+                connections: 1,
+                bytes_up: up,
+                bytes_down: down,
+            }),
+        }
+    }
+    let mut refused: Vec<RefusedReport> = Vec::new();
+    for r in ctx
+        .shared
+        .refused
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+    {
+        match refused
+            .iter_mut()
+            .find(|a| a.host == r.host && a.port == r.port && a.reason == r.reason)
+        {
+            Some(a) => a.count += 1,
+            None => refused.push(r.clone()),
+        }
+    }
+    NetworkReport {
+        mode: "allow".into(),
+        allow_list: ctx.policy.entries.iter().map(|e| e.to_string()).collect(),
+        allowed,
+        refused,
+        records_dropped: ctx.shared.dropped_records.load(Ordering::Relaxed),
+        error: None,
+    }
+}
+
+/// Reads until the end of the request head; returns (head, bytes read past it).
+fn read_head(client: &mut TcpStream) -> Result<(String, Vec<u8>), String> {
+    let _ = client.set_read_timeout(Some(TICK));
+    let started = Instant::now();
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = buf.split_off(end + 4);
+            let head =
+                String::from_utf8(buf).map_err(|_| "request head is not UTF-8".to_string())?;
+            return Ok((head, rest));
+        }
+        if buf.len() > MAX_HEAD {
+            return Err(format!("request head larger than {MAX_HEAD} bytes"));
+        }
+        if started.elapsed() > HEAD_TIMEOUT {
+            return Err("request head not received in time".into());
+        }
+        match client.read(&mut chunk) {
+            Ok(0) => return Err("connection closed before a request".into()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(format!("reading the request: {e}")),
+        }
+    }
+}
+
+/// Splits `host:port` (IPv6 in brackets); `default` when the port is absent.
+fn split_authority(auth: &str, default: Option<u16>) -> Result<(String, u16), String> {
+    let (host, port) = if auth.starts_with('[') {
+        match auth.find(']') {
+            Some(i) => (&auth[..=i], auth[i + 1..].strip_prefix(':')),
+            None => return Err("unterminated IPv6 literal".into()),
+        }
+    } else {
+        match auth.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (auth, None),
+        }
+    };
+    let port = match (port, default) {
+        (Some(p), _) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|&p| p != 0)
+            .ok_or_else(|| format!("bad port in {auth:?}"))?,
+        (None, Some(d)) => d,
+        (None, None) => return Err(format!("CONNECT needs host:port, got {auth:?}")),
+    };
+    if host.is_empty() {
+        return Err("empty host".into());
+    }
+    Ok((host.to_string(), port))
+}
+
+/// A parsed proxy request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// `CONNECT host:port` (a tunnel) rather than an absolute-URI HTTP request.
+    pub connect: bool,
+    /// The host as the client wrote it (a name, a dotted quad, or `[IPv6]`).
+    pub host: String,
+    pub port: u16,
+    /// For plain HTTP: the head to send upstream (origin-form, `Host` from the URI, `Proxy-*`
+    /// and hop-by-hop headers removed, `Connection: close`).
+    pub upstream_head: String,
+}
+
+/// Parses a request head (up to and including the blank line).
+pub fn parse_request(head: &str) -> Result<Request, String> {
+    // A bare CR or LF could make an upstream server see headers this parser did not.
+    if head.replace("\r\n", "").contains(['\r', '\n']) {
+        return Err("bare CR or LF in the request head".into());
+    }
+    let mut lines = head.split("\r\n");
+    let line = lines.next().unwrap_or("");
+    let mut parts = line.split(' ');
+    let (method, target, version) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(m), Some(t), Some(v), None) if v.starts_with("HTTP/1.") => (m, t, v),
+        _ => return Err("not an HTTP/1.x proxy request".into()),
+    };
+    if method == "CONNECT" {
+        let (host, port) = split_authority(target, None)?;
+        return Ok(Request {
+            connect: true,
+            host,
+            port,
+            upstream_head: String::new(),
+        });
+    }
+    if !method.bytes().all(|b| b.is_ascii_uppercase()) || method.is_empty() {
+        return Err("bad method".into());
+    }
+    let rest = target.strip_prefix("http://").ok_or_else(|| {
+        "only CONNECT and absolute http:// requests go through this proxy (for https, the client must use CONNECT)".to_string()
+    })?;
+    let (auth, path) = match rest.find(['/', '?']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if auth.contains('@') {
+        return Err("credentials in the URL are not passed on".into());
+    }
+    let (host, port) = split_authority(auth, Some(80))?;
+    let path = if path.starts_with('?') {
+        format!("/{path}")
+    } else {
+        path.to_string()
+    };
+    // The Host header is the URI's authority, whatever the client wrote: the upstream is
+    // chosen by the URI, and its virtual host must be the same name.
+    let mut out = format!("{method} {path} {version}\r\nHost: {auth}\r\n");
+    for h in lines {
+        if h.is_empty() {
+            continue;
+        }
+        let name = h
+            .split(':')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        if name.starts_with("proxy-")
+            || name == "connection"
+            || name == "keep-alive"
+            || name == "host"
+        {
+            continue;
+        }
+        out.push_str(h);
+        out.push_str("\r\n");
+    }
+    // One request per upstream connection: the proxy does not parse responses.
+    out.push_str("Connection: close\r\n\r\n");
+    Ok(Request {
+        connect: false,
+        host,
+        port,
+        upstream_head: out,
+    })
+}
+
+/// The proxy's own resolver: overrides, then `localhost`, then the host's (getaddrinfo).
+fn resolve(policy: &AllowList, name: &str, port: u16) -> Result<Vec<IpAddr>, String> {
+    if let Some(ip) = policy.override_for(name) {
+        return Ok(vec![ip]);
+    }
+    if name == "localhost" || name.ends_with(".localhost") {
+        return Ok(vec![
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ]);
+    }
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<IpAddr> = (name, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {name}: {e}"))?
+        .map(|a| a.ip())
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("{name} has no address"));
+    }
+    Ok(addrs)
+}
+
+fn handle(ctx: &Ctx, mut client: TcpStream) {
+    let client_id = ctx.register(&client);
+    handle_inner(ctx, &mut client);
+    ctx.unregister(client_id);
+}
+
+fn handle_inner(ctx: &Ctx, client: &mut TcpStream) {
+    let (head, rest) = match read_head(client) {
+        Ok(h) => h,
+        Err(reason) => {
+            ctx.refuse(client, "-", 0, 400, reason);
+            return;
+        }
+    };
+    let req = match parse_request(&head) {
+        Ok(r) => r,
+        Err(reason) => {
+            ctx.refuse(client, "-", 0, 400, reason);
+            return;
+        }
+    };
+    let shown = req.host.to_ascii_lowercase();
+    let target = match parse_target(&shown) {
+        Ok(t) => t,
+        Err(reason) => {
+            ctx.refuse(
+                client,
+                &shown,
+                req.port,
+                403,
+                format!("invalid host: {reason}"),
+            );
+            return;
+        }
+    };
+    let admission = match ctx.policy.admit(&target, req.port) {
+        Ok(a) => a,
+        Err(reason) => {
+            ctx.refuse(client, &shown, req.port, 403, reason);
+            return;
+        }
+    };
+    let addrs = match &target {
+        Target::Ip(ip) => vec![*ip],
+        Target::Name(n) => match resolve(&ctx.policy, n, req.port) {
+            Ok(a) => a,
+            Err(reason) => {
+                ctx.refuse(client, &shown, req.port, 502, reason);
+                return;
+            }
+        },
+    };
+    for ip in &addrs {
+        if let Err(reason) = ctx.policy.check_address(*ip, req.port, &admission) {
+            ctx.refuse(client, &shown, req.port, 403, reason);
+            return;
+        }
+    }
+    // Connect to the addresses just checked, in order; never look the name up again.
+    let mut upstream = None;
+    let mut last_err = String::new();
+    for ip in &addrs {
+        match TcpStream::connect_timeout(&SocketAddr::new(*ip, req.port), CONNECT_TIMEOUT) {
+            Ok(s) => {
+                upstream = Some(s);
+                break;
+            }
+            Err(e) => last_err = format!("{ip}: {e}"),
+        }
+    }
+    let Some(mut upstream) = upstream else {
+        ctx.refuse(
+            client,
+            &shown,
+            req.port,
+            502,
+            format!("cannot connect: {last_err}"),
+        );
+        return;
+    };
+    let record = Arc::new(Record {
+        host: shown.clone(),
+        port: req.port,
+        up: AtomicU64::new(0),
+        down: AtomicU64::new(0),
+    });
+    {
+        let mut a = ctx.shared.allowed.lock().unwrap_or_else(|e| e.into_inner());
+        if a.len() < MAX_RECORDS {
+            a.push(Arc::clone(&record));
+        } else {
+            ctx.shared.dropped_records.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    ctx.log(|| {
+        format!(
+            "allowed {} {shown}:{} -> {}",
+            if req.connect { "CONNECT" } else { "HTTP" },
+            req.port,
+            upstream
+                .peer_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default()
+        )
+    });
+    let up_id = ctx.register(&upstream);
+    let started = if req.connect {
+        client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .and_then(|()| upstream.write_all(&rest))
+    } else {
+        upstream
+            .write_all(req.upstream_head.as_bytes())
+            .and_then(|()| upstream.write_all(&rest))
+    };
+    if started.is_ok() {
+        let sent = if req.connect {
+            rest.len()
+        } else {
+            req.upstream_head.len() + rest.len()
+        };
+        record.up.fetch_add(sent as u64, Ordering::SeqCst);
+        tunnel(ctx, client, &upstream, &record);
+    }
+    ctx.unregister(up_id);
+}
+
+/// Copies both ways until both sides are done, the tunnel is idle for [`IDLE_TIMEOUT`], or the
+/// run ends.
+fn tunnel(ctx: &Ctx, client: &TcpStream, upstream: &TcpStream, record: &Arc<Record>) {
+    let last = Arc::new(AtomicU64::new(0));
+    let epoch = Instant::now();
+    let (Ok(c2), Ok(u2)) = (client.try_clone(), upstream.try_clone()) else {
+        return;
+    };
+    let rec = Arc::clone(record);
+    let last2 = Arc::clone(&last);
+    let stopping = || ctx.shared.stopping.load(Ordering::SeqCst);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            pump(c2, u2, &rec.up, &last2, epoch, &stopping);
+        });
+        let (c3, u3) = (client.try_clone(), upstream.try_clone());
+        if let (Ok(c3), Ok(u3)) = (c3, u3) {
+            pump(u3, c3, &record.down, &last, epoch, &stopping);
+        }
+    });
+}
+
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    counter: &AtomicU64,
+    last: &AtomicU64,
+    epoch: Instant,
+    stopping: &dyn Fn() -> bool,
+) {
+    let _ = from.set_read_timeout(Some(TICK));
+    let mut buf = vec![0u8; 32 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+                counter.fetch_add(n as u64, Ordering::SeqCst);
+                last.store(epoch.elapsed().as_millis() as u64, Ordering::SeqCst);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                let idle = epoch.elapsed().as_millis() as u64 - last.load(Ordering::SeqCst);
+                if stopping() || idle > IDLE_TIMEOUT.as_millis() as u64 {
+                    let _ = from.shutdown(Shutdown::Both);
+                    let _ = to.shutdown(Shutdown::Both);
+                    return;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    // Half-close: the other direction may still be sending.
+    let _ = to.shutdown(Shutdown::Write);
+    let _ = from.shutdown(Shutdown::Read);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_parse() {
+        let r =
+            parse_request("CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n\r\n").unwrap();
+        assert!(r.connect);
+        assert_eq!((r.host.as_str(), r.port), ("pypi.org", 443));
+        let r = parse_request("CONNECT [::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
+        assert_eq!((r.host.as_str(), r.port), ("[::1]", 8443));
+        assert!(parse_request("CONNECT pypi.org HTTP/1.1\r\n\r\n").is_err());
+        let r = parse_request(
+            "GET http://example.org:8080/a?b HTTP/1.1\r\nHost: internal.corp\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: x\r\nAccept: */*\r\n\r\n",
+        )
+        .unwrap();
+        assert!(!r.connect);
+        assert_eq!((r.host.as_str(), r.port), ("example.org", 8080));
+        assert!(
+            r.upstream_head
+                .starts_with("GET /a?b HTTP/1.1\r\nHost: example.org:8080\r\n"),
+            "{}",
+            r.upstream_head
+        );
+        assert!(!r.upstream_head.to_ascii_lowercase().contains("proxy-"));
+        assert!(!r.upstream_head.contains("internal.corp"));
+        assert!(r.upstream_head.ends_with("Connection: close\r\n\r\n"));
+        let r = parse_request("GET http://example.org HTTP/1.0\r\n\r\n").unwrap();
+        assert_eq!(r.port, 80);
+        assert!(r.upstream_head.contains("Host: example.org\r\n"));
+        for bad in [
+            "GET / HTTP/1.1\r\n\r\n",
+            "GET https://example.org/ HTTP/1.1\r\n\r\n",
+            "GET http://u:p@example.org/ HTTP/1.1\r\n\r\n",
+            "garbage\r\n\r\n",
+            "GET http://example.org/ HTTP/2\r\n\r\n",
+            "GET http://example.org/ HTTP/1.1\r\nA: b\nHost: evil\r\n\r\n",
+        ] {
+            assert!(parse_request(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn localhost_and_overrides_resolve_without_lookup() {
+        let mut p = AllowList::default();
+        p.overrides
+            .push(("test.internal".into(), "192.0.2.9".parse().unwrap()));
+        assert_eq!(
+            resolve(&p, "test.internal", 80).unwrap(),
+            vec!["192.0.2.9".parse::<IpAddr>().unwrap()]
+        );
+        assert!(
+            resolve(&p, "localhost", 80)
+                .unwrap()
+                .iter()
+                .all(|a| a.is_loopback())
+        );
+    }
+}

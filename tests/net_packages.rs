@@ -1,0 +1,199 @@
+//! `cordon run --packages`, as root and as the unprivileged user, against a package index on
+//! the host's loopback (a PEP 503 simple index with a wheel built by the test, and a
+//! one-package npm registry): installed before the code runs, with the network opened to the
+//! index only, then cached — the second run touches no network — and read-only to the
+//! program, whose own sandbox has no network. A failed install is `dependency_error`.
+//!
+//! Every test uses a fresh index port, which is part of the cache key, so each starts with a
+//! cache miss.
+
+#[macro_use]
+mod common;
+mod net_support;
+
+use common::*;
+use std::path::Path;
+
+fn pip_available() -> bool {
+    std::process::Command::new("/usr/bin/python3")
+        .args(["-m", "pip", "--version"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn run_with_packages(who: Who, lang: &str, index: &str, pkgs: &str, code: &str) -> JsonRun {
+    Cordon::new(who)
+        .arg("run")
+        .args_from(&[
+            "--lang",
+            lang,
+            "--rootfs",
+            "host",
+            "--no-history",
+            "--json",
+            "--packages",
+            pkgs,
+            "--package-index",
+            index,
+            "-c",
+            code,
+        ])
+        .deadline(std::time::Duration::from_secs(240))
+        .run_json()
+}
+
+trait ArgsFrom {
+    fn args_from(self, a: &[&str]) -> Self;
+}
+impl ArgsFrom for Cordon {
+    fn args_from(mut self, a: &[&str]) -> Self {
+        for x in a {
+            self = self.arg(x);
+        }
+        self
+    }
+}
+
+const PY_CODE: &str = r#"
+import cordon_dep, os, urllib.request
+print(cordon_dep.VALUE)
+print(cordon_dep.__file__)
+try:
+    open("/deps/python/planted.py", "w"); print("deps writable")
+except OSError as e:
+    print("deps read-only", e.errno)
+print("proxy vars:", sorted(k for k in os.environ if "proxy" in k.lower()))
+"#;
+
+both!(
+    /// pip from a local simple index: installed (the index reached through the proxy and
+    /// counted), importable, read-only; the second run is a cache hit that touches no network.
+    fn pip_install_and_cache_hit(who) {
+        if !pip_available() {
+            println!("SKIP: pip_install_and_cache_hit: /usr/bin/python3 has no pip (apt-get install python3-pip)");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        net_support::write_pypi_index(root.path());
+        let Some(srv) = net_support::start("pip_install_and_cache_hit", Some(root.path()), false) else {
+            return;
+        };
+        let index = format!("http://localhost:{}/simple", srv.http);
+        let r = run_with_packages(who, "python", &index, "cordon-dep", PY_CODE);
+        let out = r.expect_ok().to_string();
+        assert!(out.starts_with("installed from the local index\n/deps/python/cordon_dep/"), "{}", r.describe());
+        assert!(out.contains("deps read-only 30"), "the set must be read-only (EROFS):\n{}", r.describe());
+        assert!(out.contains("proxy vars: []"), "the program itself has no network:\n{}", r.describe());
+        assert_eq!(r.get("/dependencies/cached"), false, "{}", r.describe());
+        assert_eq!(r.get("/dependencies/status"), "ok");
+        assert_eq!(r.get("/network/mode"), "none", "{}", r.describe());
+        let allowed = r.get("/dependencies/network/allowed").as_array().cloned().unwrap_or_default();
+        assert_eq!(allowed.len(), 1, "{}", r.describe());
+        assert_eq!(allowed[0]["host"], "localhost");
+        assert!(allowed[0]["connections"].as_u64().unwrap() >= 1);
+        assert!(allowed[0]["bytesDown"].as_u64().unwrap() > 500, "{}", r.describe());
+        let seen = srv.requests();
+        assert!(seen.iter().any(|l| l.contains("/simple/cordon-dep/")), "{seen:?}");
+        assert!(seen.iter().any(|l| l.ends_with(".whl")), "{seen:?}");
+
+        // Second run: the cache, no install, no network.
+        let before = srv.requests().len();
+        let r = run_with_packages(who, "python", &index, "cordon-dep", PY_CODE);
+        assert!(r.expect_ok().starts_with("installed from the local index\n"), "{}", r.describe());
+        assert_eq!(r.get("/dependencies/cached"), true, "{}", r.describe());
+        assert!(r.get("/dependencies/network").is_null(), "{}", r.describe());
+        assert_eq!(srv.requests().len(), before, "the cache hit must not touch the index");
+    }
+);
+
+both!(
+    /// Two concurrent first installs of the same set both succeed (one publishes, the other's
+    /// copy is dropped) and a third run hits the cache.
+    fn concurrent_installs_of_one_set(who) {
+        if !pip_available() {
+            println!("SKIP: concurrent_installs_of_one_set: no pip");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        net_support::write_pypi_index(root.path());
+        let Some(srv) = net_support::start("concurrent_installs_of_one_set", Some(root.path()), false) else {
+            return;
+        };
+        let index = format!("http://localhost:{}/simple", srv.http);
+        let code = "import cordon_dep; print(cordon_dep.VALUE)";
+        let runs: Vec<JsonRun> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..2)
+                .map(|_| s.spawn(|| run_with_packages(who, "python", &index, "cordon-dep", code)))
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in &runs {
+            assert_eq!(r.expect_ok(), "installed from the local index\n", "{}", r.describe());
+        }
+        let r = run_with_packages(who, "python", &index, "cordon-dep", code);
+        r.expect_ok();
+        assert_eq!(r.get("/dependencies/cached"), true, "{}", r.describe());
+    }
+);
+
+both!(
+    /// A package the index does not have: status dependency_error, exit 1, pip's message in
+    /// dependencies.error; the program did not run.
+    fn pip_failure_is_a_dependency_error(who) {
+        if !pip_available() {
+            println!("SKIP: pip_failure_is_a_dependency_error: no pip");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        net_support::write_pypi_index(root.path());
+        let Some(srv) = net_support::start("pip_failure_is_a_dependency_error", Some(root.path()), false) else {
+            return;
+        };
+        let index = format!("http://localhost:{}/simple", srv.http);
+        let r = run_with_packages(who, "python", &index, "no-such-package-xyz", "print('ran')");
+        assert_eq!(r.status(), "dependency_error", "{}", r.describe());
+        assert_eq!(r.code(), 1, "{}", r.describe());
+        assert_eq!(r.output(), "", "the program must not run:\n{}", r.describe());
+        let err = r.get("/dependencies/error").as_str().unwrap_or("");
+        assert!(
+            err.contains("No matching distribution") || err.contains("Could not find a version"),
+            "{}",
+            r.describe()
+        );
+        // Option-like package names never reach pip.
+        let f = Cordon::new(who)
+            .arg("run")
+            .args_from(&["--lang", "python", "--rootfs", "host", "--no-history", "--packages", "--index-url=http://x", "-c", "1"])
+            .run();
+        assert_eq!(f.code, 125, "{}", f.describe());
+        assert!(Path::new("/usr/bin/python3").exists());
+    }
+);
+
+both!(
+    /// npm from a one-package registry on loopback: installed, require()-able, cached.
+    fn npm_install_and_cache_hit(who) {
+        if !Path::new("/usr/bin/npm").exists() || !Path::new("/usr/bin/node").exists() {
+            println!("SKIP: npm_install_and_cache_hit: /usr/bin/npm or /usr/bin/node is missing (apt-get install nodejs npm)");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let Some(srv) = net_support::start("npm_install_and_cache_hit", Some(root.path()), false) else {
+            return;
+        };
+        net_support::write_npm_registry(root.path(), srv.http);
+        let index = format!("http://localhost:{}/", srv.http);
+        let code = "console.log(require('cordon-dep'))";
+        let r = run_with_packages(who, "node", &index, "cordon-dep", code);
+        assert_eq!(r.expect_ok(), "installed from the local registry\n", "{}", r.describe());
+        assert_eq!(r.get("/dependencies/cached"), false);
+        assert_eq!(r.get("/dependencies/installer"), "npm");
+        assert!(srv.requests().iter().any(|l| l.ends_with(".tgz")), "{:?}", srv.requests());
+        let before = srv.requests().len();
+        let r = run_with_packages(who, "node", &index, "cordon-dep", code);
+        assert_eq!(r.expect_ok(), "installed from the local registry\n", "{}", r.describe());
+        assert_eq!(r.get("/dependencies/cached"), true, "{}", r.describe());
+        assert_eq!(srv.requests().len(), before, "the cache hit must not touch the registry");
+    }
+);
