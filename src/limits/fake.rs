@@ -88,6 +88,26 @@ impl FakeFs {
             .iter()
             .any(|d| path.starts_with(d))
     }
+    /// Removes `pid` from every `cgroup.procs` under `dir`.
+    fn remove_pid(&self, dir: &Path, pid: i32) -> io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                self.remove_pid(&entry.path(), pid)?;
+            } else if entry.file_name() == "cgroup.procs" {
+                let text = std::fs::read_to_string(entry.path())?;
+                let kept: String = text
+                    .lines()
+                    .filter(|l| l.trim().parse::<i32>().ok() != Some(pid))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                if kept != text {
+                    std::fs::write(entry.path(), kept)?;
+                }
+            }
+        }
+        Ok(())
+    }
     fn live_pids(&self, procs: &Path) -> Vec<i32> {
         let text = std::fs::read_to_string(procs).unwrap_or_default();
         let st = self.state.lock().unwrap();
@@ -124,6 +144,16 @@ impl CgroupFs for FakeFs {
                 if !self.state.lock().unwrap().alive.contains(&pid) {
                     return Err(err(libc::ESRCH));
                 }
+                // A migration: the pid leaves whichever cgroup of this hierarchy it was in (a
+                // pure v2 tree is one hierarchy; else each top-level directory is one).
+                let root = self.root();
+                let hierarchy = if root.join("cgroup.controllers").exists() {
+                    root
+                } else {
+                    let first = path.strip_prefix(&root).ok().and_then(|r| r.iter().next());
+                    first.map_or(root.clone(), |c| root.join(c))
+                };
+                self.remove_pid(&hierarchy, pid)?;
                 let mut text = std::fs::read_to_string(path)?;
                 text.push_str(&format!("{pid}\n"));
                 std::fs::write(path, text)

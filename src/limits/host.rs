@@ -401,9 +401,11 @@ pub mod fixes {
     pub const V2_NO_MOUNT: &str = "mount cgroup2 (`mount -t cgroup2 none /sys/fs/cgroup`) or boot with \
          `systemd.unified_cgroup_hierarchy=1`";
     pub const V2_INTERNAL_PROCESSES: &str = "cgroup v2 forbids enabling controllers for the children of a cgroup that \
-         holds processes (cordon itself is one), except in the root cgroup: as root, start cordon from the root \
-         cgroup (`echo $$ > /sys/fs/cgroup/cgroup.procs` in the shell first), or use `--backend cgroup-v1` as root on \
-         a v1/hybrid host; this version of cordon does not move itself into a leaf cgroup";
+         holds processes (except the root cgroup); cordon moves itself into a leaf when it is alone in its cgroup, \
+         but never moves the caller's other processes: start cordon in a cgroup of its own, \
+         `systemd-run --user --scope -p Delegate=yes cordon ...` (as root: `systemd-run --scope -p Delegate=yes \
+         cordon ...`), or move the other processes into a leaf cgroup first; as root on a v1/hybrid host, \
+         `--limits-backend cgroup-v1`";
     pub const V1_ROOT: &str = "cgroup v1 cannot be delegated safely to an unprivileged user: run as root \
          (`sudo cordon ...`), or use a cgroup v2 host with delegation \
          (`systemd-run --user --scope -p Delegate=yes cordon ...`)";

@@ -413,7 +413,16 @@ pub fn prepare_with(
     if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV2) {
         match v2::create(fs.as_ref(), &layout, host, &name, limits) {
             Ok((dir, applied)) => {
-                let text = with_skipped(format!("cgroup v2 ({})", dir.display()), &skipped);
+                let text = match &applied.moved_to {
+                    Some(leaf) => format!(
+                        "cgroup v2 ({}; cordon moved itself into the leaf {} first: cgroup v2 \
+                         enables controllers only in a cgroup without processes)",
+                        dir.display(),
+                        leaf.display()
+                    ),
+                    None => format!("cgroup v2 ({})", dir.display()),
+                };
+                let text = with_skipped(text, &skipped);
                 let report = report(limits, Backend::CgroupV2, text, applied.swap_limited);
                 return Ok(with_cgroup(
                     fs,

@@ -134,22 +134,27 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
         }
     };
     let read = |p: PathBuf| fs.read(&p).unwrap_or_default();
-    let (v2_available, v2_enabled, v2_procs) = match &layout.v2 {
+    let (v2_available, v2_enabled) = match &layout.v2 {
         Some(loc) => (
             read(loc.own.join("cgroup.controllers")),
             read(loc.own.join("cgroup.subtree_control")),
-            read(loc.own.join("cgroup.procs")).lines().count(),
         ),
         None => Default::default(),
     };
     let has = |list: &str, c: &str| list.split_whitespace().any(|x| x == c);
     // Enabling controllers for children fails with EBUSY when cordon's own (non-root) cgroup
-    // holds processes: predict it instead of trying.
-    let v2_busy = layout
+    // holds processes. cordon moves itself into a leaf when it is alone there; other processes
+    // make it fail: predict that instead of trying. (`cordon doctor` itself counts as cordon.)
+    let internal = layout
         .v2
         .as_ref()
-        .is_some_and(|l| l.own != l.mount && v2_procs > 0)
-        && V2_CONTROLLERS.iter().any(|c| !has(&v2_enabled, c));
+        .and_then(|l| v2::internal_processes(fs, l, host.pid));
+    let v2_others = internal
+        .as_ref()
+        .map(|(others, _)| others.len())
+        .unwrap_or(0);
+    let v2_busy = v2_others > 0;
+    let v2_moves_self = internal.as_ref().is_some_and(|(o, me)| o.is_empty() && *me);
 
     let mut controllers = Vec::new();
     for name in CONTROLLERS {
@@ -175,9 +180,15 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
             } else if !enabled && v2_busy {
                 p.note = Some(format!(
                     "not enabled in cgroup.subtree_control, and enabling it will fail with EBUSY: \
-                     cordon's own cgroup holds {v2_procs} process(es)"
+                     cordon's own cgroup holds {v2_others} other process(es)"
                 ));
                 p.fix = Some(fixes::V2_INTERNAL_PROCESSES.to_string());
+            } else if !enabled && v2_moves_self {
+                p.note = Some(
+                    "not yet enabled in cgroup.subtree_control; cordon moves itself into a leaf \
+                     cgroup (cordon-<pid>-supervisor), then enables it"
+                        .to_string(),
+                );
             } else if !enabled {
                 p.note = Some(
                     "not yet enabled in cgroup.subtree_control; cordon enables it".to_string(),
@@ -210,7 +221,7 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
                 "enable memory, pids and cpu in",
                 &loc.own.join("cgroup.subtree_control"),
                 format!(
-                    "EBUSY expected: {v2_procs} process(es) in {}",
+                    "EBUSY expected: {v2_others} process(es) besides cordon in {}",
                     loc.own.join("cgroup.procs").display()
                 ),
                 fixes::V2_INTERNAL_PROCESSES,

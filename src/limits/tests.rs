@@ -115,13 +115,54 @@ fn auto_on_v2_writes_the_v2_files() {
 }
 
 #[test]
-fn v2_enable_ebusy_falls_back_with_reason_or_fails_when_forced() {
+fn v2_alone_in_own_cgroup_moves_itself_into_a_leaf() {
     let fs = fake();
     let own = v2_tree(&fs);
     fs.internal_rule(&own);
     fs.spawn(PID as i32);
     fs.set(&own.join("cgroup.procs"), &format!("{PID}\n"));
-    // No v1 either: auto ends at rlimit, naming EBUSY and the path.
+    let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
+    let cg = p
+        .cgroup
+        .as_ref()
+        .expect("cgroup v2 after moving into a leaf");
+    assert_eq!(cg.backend(), Backend::CgroupV2);
+    let leaf = own.join(format!("cordon-{PID}-supervisor"));
+    assert_eq!(fs.get(&leaf.join("cgroup.procs")), format!("{PID}\n"));
+    assert_eq!(fs.get(&own.join("cgroup.procs")), "", "own must be empty");
+    assert_eq!(
+        fs.get(&own.join("cgroup.subtree_control")),
+        "memory pids cpu"
+    );
+    let b = p.report.backend_note.clone().unwrap_or_default();
+    assert!(b.contains("moved itself into the leaf"), "{b}");
+    assert!(b.contains(&leaf.display().to_string()), "{b}");
+    // The sandbox cgroup is a sibling of the leaf, and removable; the leaf stays (cordon is in
+    // it) and is not stale while cordon lives.
+    let dir = own.join(format!("cordon-{PID}-r1"));
+    assert_eq!(cg.dirs(), vec![dir.clone()]);
+    drop(p);
+    assert!(!dir.exists());
+    let layout = Layout::discover(fs.as_ref(), &fs.host(V2_PROC, PID)).unwrap();
+    assert!(gc_stale(fs.as_ref(), &layout, PID).is_empty());
+    assert!(leaf.exists());
+
+    // A second run in the same process: own is empty, the controllers are on: no move.
+    let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
+    assert!(p.cgroup.is_some());
+    let b = p.report.backend_note.clone().unwrap_or_default();
+    assert!(!b.contains("moved itself"), "{b}");
+}
+
+#[test]
+fn v2_other_processes_in_own_cgroup_fall_back_with_reason_or_fail_when_forced() {
+    let fs = fake();
+    let own = v2_tree(&fs);
+    fs.internal_rule(&own);
+    fs.spawn(PID as i32);
+    fs.spawn(77);
+    fs.set(&own.join("cgroup.procs"), &format!("77\n{PID}\n"));
+    // No v1 either: auto ends at rlimit, naming the other pid and the fix.
     let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
     assert!(p.cgroup.is_none());
     let b = &p.report.backend_note.clone().unwrap_or_default();
@@ -130,11 +171,13 @@ fn v2_enable_ebusy_falls_back_with_reason_or_fails_when_forced() {
         "{b}"
     );
     assert!(
-        b.contains("EBUSY") && b.contains("cgroup.subtree_control"),
+        b.contains("1 other process") && b.contains("pids 77 besides cordon"),
         "{b}"
     );
     assert!(b.contains("cgroup v1 has no memory controller"), "{b}");
     assert!(!own.join(format!("cordon-{PID}-r1")).exists());
+    assert!(!own.join(format!("cordon-{PID}-supervisor")).exists());
+    assert_eq!(fs.get(&own.join("cgroup.procs")), format!("77\n{PID}\n"));
 
     let err = prep(&fs, V2_PROC, BackendChoice::CgroupV2).unwrap_err();
     let msg = err.to_string();
@@ -149,7 +192,26 @@ fn v2_enable_ebusy_falls_back_with_reason_or_fails_when_forced() {
         "{msg}"
     );
     assert!(
-        msg.contains("EBUSY") && msg.contains("fix: cgroup v2 forbids"),
+        msg.contains("pids 77") && msg.contains("fix: cgroup v2 forbids"),
+        "{msg}"
+    );
+    assert!(msg.contains("Delegate=yes"), "{msg}");
+}
+
+#[test]
+fn v2_enable_ebusy_names_errno_and_fix() {
+    // The kernel refuses even though cordon saw no other process (one arrived meanwhile).
+    let fs = fake();
+    let own = v2_tree(&fs);
+    fs.internal_rule(&own);
+    fs.spawn(PID as i32);
+    fs.set(&own.join("cgroup.procs"), &format!("{PID}\n"));
+    let leaf = own.join(format!("cordon-{PID}-supervisor"));
+    fs.deny(&leaf);
+    let err = prep(&fs, V2_PROC, BackendChoice::CgroupV2).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("EACCES") && msg.contains("cordon-4242-supervisor"),
         "{msg}"
     );
 }
@@ -688,6 +750,20 @@ fn probe_v2_predicts_ebusy_and_cpuacct_is_not_needed() {
 
     fs.spawn(PID as i32);
     fs.set(&own.join("cgroup.procs"), &format!("{PID}\n"));
+    let pr = probe_with(fs.as_ref(), &fs.host(V2_PROC, PID));
+    assert_eq!(pr.auto_backend, "cgroup-v2", "alone: cordon moves itself");
+    assert!(
+        pr.controllers[0]
+            .note
+            .as_ref()
+            .unwrap()
+            .contains("moves itself"),
+        "{:?}",
+        pr.controllers[0]
+    );
+
+    fs.spawn(78);
+    fs.set(&own.join("cgroup.procs"), &format!("78\n{PID}\n"));
     let pr = probe_with(fs.as_ref(), &fs.host(V2_PROC, PID));
     assert_eq!(pr.auto_backend, "rlimit");
     assert!(
