@@ -434,7 +434,7 @@ pub fn prepare_with(
                 ));
             }
             Err(f) if choice == BackendChoice::CgroupV2 => return Err(forced(choice, f)),
-            Err(f) => skipped.push(format!("cgroup v2 {f}")),
+            Err(f) => skipped.push(format!("cgroup v2 {f} (fix: {})", f.fix)),
         }
     }
     if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) {
@@ -455,7 +455,7 @@ pub fn prepare_with(
                 ));
             }
             Err(f) if choice == BackendChoice::CgroupV1 => return Err(forced(choice, f)),
-            Err(f) => skipped.push(format!("cgroup v1 {f}")),
+            Err(f) => skipped.push(format!("cgroup v1 {f} (fix: {})", f.fix)),
         }
     }
     Ok(rlimit_only(
