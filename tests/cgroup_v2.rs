@@ -420,4 +420,11 @@ fn unprivileged_without_delegation_falls_back_and_says_how_to_fix() {
         "doctor must give the fix:\n{}",
         f.describe()
     );
+    // And say whether a systemd user manager could hand out a delegated scope.
+    let delegation = v["limits"]["delegation"].as_str().unwrap_or("");
+    assert!(
+        delegation.contains("systemd"),
+        "doctor must say how to get delegation:\n{}",
+        f.describe()
+    );
 }
