@@ -232,6 +232,31 @@ fn v2_controllers_not_delegated_names_the_fix() {
 }
 
 #[test]
+fn v2_subtree_control_not_delegated_is_detected_before_any_write() {
+    let fs = fake();
+    let own = v2_tree(&fs);
+    let subtree = own.join("cgroup.subtree_control");
+    fs.deny(&subtree);
+    let pr = probe_with(fs.as_ref(), &fs.host(V2_PROC, PID));
+    assert_eq!(pr.auto_backend, "rlimit");
+    let reason = pr.cgroup_v2.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("not writable by uid 1000") && reason.contains("cgroup.subtree_control"),
+        "{reason}"
+    );
+    let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
+    assert!(p.cgroup.is_none());
+    assert!(fs.subdirs(&own).unwrap().is_empty(), "nothing created");
+    let b = p.report.backend_note.clone().unwrap_or_default();
+    assert!(b.contains("fix: run cordon in a delegated cgroup"), "{b}");
+
+    // Already enabled by whoever delegated it: the file need not be writable.
+    fs.set(&subtree, "memory pids cpu");
+    let pr = probe_with(fs.as_ref(), &fs.host(V2_PROC, PID));
+    assert_eq!(pr.auto_backend, "cgroup-v2", "{:?}", pr.cgroup_v2);
+}
+
+#[test]
 fn hybrid_auto_picks_v1_and_writes_the_v1_files() {
     let fs = fake();
     hybrid_tree(&fs);

@@ -115,6 +115,23 @@ pub fn check<'a>(
         ));
     }
     super::host::check_writable(fs, &loc.own, host.uid, fixes::V2_DELEGATE)?;
+    // A delegated cgroup also lets its owner enable controllers for the children; needed only
+    // while they are not enabled yet.
+    let subtree = loc.own.join("cgroup.subtree_control");
+    let enabled = fs.read(&subtree).unwrap_or_default();
+    let all_enabled = V2_CONTROLLERS
+        .iter()
+        .all(|c| enabled.split_whitespace().any(|e| e == *c));
+    if !all_enabled && !fs.writable(&subtree) {
+        let e = std::io::Error::from_raw_os_error(libc::EACCES);
+        return Err(Failure::io(
+            format!("not writable by uid {}", host.uid),
+            "write to",
+            &subtree,
+            &e,
+            fixes::V2_DELEGATE,
+        ));
+    }
     Ok(loc)
 }
 
