@@ -17,7 +17,9 @@ use std::time::Duration;
 
 const MIB: usize = 1024 * 1024;
 
+/// `bound` is scaled by `$CORDON_TEST_TIME_SCALE` (see [`time_scale`]).
 fn assert_within(r: &JsonRun, bound: Duration) {
+    let bound = bound.mul_f64(time_scale());
     assert!(
         r.elapsed() < bound,
         "cordon took {:?}, bound {bound:?}:\n{}",
@@ -35,7 +37,7 @@ both!(fn timeout_kills_and_exits_124(who) {
 
     let plain = exec_plain(who, &["--timeout", "1s"], &["sleep", "100"]);
     assert_eq!(plain.code, 124, "{}", plain.describe());
-    assert!(plain.elapsed < Duration::from_secs(6), "{}", plain.describe());
+    assert!(plain.elapsed < Duration::from_secs(6).mul_f64(time_scale()), "{}", plain.describe());
 });
 
 both!(fn timeout_kills_sigterm_ignoring_process(who) {

@@ -834,6 +834,17 @@ pub fn assert_none_left(marker: &str, grace: Duration, context: &str) {
     );
 }
 
+/// `$CORDON_TEST_TIME_SCALE` (default 1): the factor by which the upper bounds on how long
+/// cordon may take are widened where the machine is much slower than this one (scripts/vm-test
+/// sets it for its emulated guest). Never below 1.
+pub fn time_scale() -> f64 {
+    std::env::var("CORDON_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|f| f.is_finite())
+        .map_or(1.0, |f| f.max(1.0))
+}
+
 /// Polls until `cond` holds or `timeout` passes; returns whether it held.
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + timeout;
