@@ -428,3 +428,33 @@ fn unprivileged_without_delegation_falls_back_and_says_how_to_fix() {
         f.describe()
     );
 }
+
+#[test]
+fn root_in_the_root_cgroup_needs_no_leaf() {
+    let test = "root_in_the_root_cgroup_needs_no_leaf";
+    if !Who::Root.ready(test) || !v2_ready(Who::Root, test) {
+        return;
+    }
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    if !own.lines().any(|l| l == "0::/") {
+        println!("SKIP: {test}: the tests do not run in the root cgroup here ({own:?})");
+        return;
+    }
+    // The root cgroup is exempt from the no-internal-processes rule: cordon creates its
+    // sandbox cgroup right there, without moving itself.
+    let r = Cordon::exec(Who::Root, &["--json", "--pids", "8"], &["true"])
+        .scope(Scope::None)
+        .run_json();
+    r.expect_ok();
+    assert_v2(&r);
+    let note = r.get("/limits/backendNote").as_str().unwrap_or("");
+    assert!(!note.contains("moved itself"), "{}", r.describe());
+    let dir = sandbox_cgroup(&r);
+    assert_eq!(
+        dir.parent(),
+        Some(Path::new("/sys/fs/cgroup")),
+        "{}",
+        r.describe()
+    );
+    assert!(!dir.exists(), "{} outlived the run", dir.display());
+}
