@@ -19,6 +19,8 @@ struct State {
     denied: Vec<PathBuf>,
     /// Cgroups where the no-internal-processes rule applies (everything but the v2 root).
     internal_rule: Vec<PathBuf>,
+    /// Writes to these files fail with this errno (a kernel refusal `writable` cannot predict).
+    failing: Vec<(PathBuf, i32)>,
 }
 
 #[derive(Debug)]
@@ -58,6 +60,13 @@ impl FakeFs {
     }
     pub fn deny(&self, prefix: &Path) {
         self.state.lock().unwrap().denied.push(prefix.to_path_buf());
+    }
+    pub fn fail_writes(&self, path: &Path, errno: i32) {
+        self.state
+            .lock()
+            .unwrap()
+            .failing
+            .push((path.to_path_buf(), errno));
     }
     pub fn internal_rule(&self, dir: &Path) {
         self.state
@@ -133,6 +142,10 @@ impl CgroupFs for FakeFs {
     fn write(&self, path: &Path, data: &str) -> io::Result<()> {
         if self.denied(path) {
             return Err(err(libc::EACCES));
+        }
+        let failing = self.state.lock().unwrap().failing.clone();
+        if let Some((_, errno)) = failing.iter().find(|(p, _)| p == path) {
+            return Err(err(*errno));
         }
         if !path.is_file() {
             return Err(err(libc::ENOENT));

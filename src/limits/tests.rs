@@ -155,6 +155,28 @@ fn v2_alone_in_own_cgroup_moves_itself_into_a_leaf() {
 }
 
 #[test]
+fn v2_enable_failure_after_the_move_moves_cordon_back() {
+    let fs = fake();
+    let own = v2_tree(&fs);
+    fs.internal_rule(&own);
+    fs.spawn(PID as i32);
+    fs.set(&own.join("cgroup.procs"), &format!("{PID}\n"));
+    fs.fail_writes(&own.join("cgroup.subtree_control"), libc::EOPNOTSUPP);
+    let err = prep(&fs, V2_PROC, BackendChoice::CgroupV2)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("EOPNOTSUPP") && err.contains("cgroup.subtree_control"),
+        "{err}"
+    );
+    assert_eq!(fs.get(&own.join("cgroup.procs")), format!("{PID}\n"));
+    assert!(
+        fs.subdirs(&own).unwrap().is_empty(),
+        "the leaf must be gone"
+    );
+}
+
+#[test]
 fn v2_other_processes_in_own_cgroup_fall_back_with_reason_or_fail_when_forced() {
     let fs = fake();
     let own = v2_tree(&fs);

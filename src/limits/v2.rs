@@ -136,7 +136,8 @@ pub fn check<'a>(
 }
 
 /// Enables the controllers for cordon's children (when not yet), creates `own/name` and
-/// writes the limits. On any failure nothing is left behind.
+/// writes the limits. On any failure nothing is left behind, except cordon's own leaf (see the
+/// module doc) when the controllers were enabled already.
 pub fn create(
     fs: &dyn CgroupFs,
     layout: &Layout,
@@ -146,7 +147,16 @@ pub fn create(
 ) -> Result<(PathBuf, V2Applied), Failure> {
     let loc = check(fs, layout, host)?;
     let moved_to = make_room(fs, loc, host)?;
-    enable_controllers(fs, &loc.own, host)?;
+    if let Err(f) = enable_controllers(fs, &loc.own, host) {
+        // Nothing was enabled, so cordon may move back, and the leaf goes.
+        if let Some(leaf) = &moved_to {
+            let back = fs.write(&loc.own.join("cgroup.procs"), &host.pid.to_string());
+            if back.is_ok() {
+                let _ = fs.rmdir(leaf);
+            }
+        }
+        return Err(f);
+    }
     let dir = loc.own.join(name);
     fs.mkdir(&dir).map_err(|e| {
         let summary = match e.raw_os_error() {
