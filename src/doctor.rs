@@ -349,6 +349,9 @@ pub fn main(json: bool) -> i32 {
         {
             println!("       fix: {fix}");
         }
+        if let Some(d) = &l.delegation {
+            println!("       delegation: {d}");
+        }
         println!(
             "[ok  ] limits: cordon exec will use {} (cgroup version seen: {:?})",
             l.auto_backend, l.version

@@ -19,6 +19,8 @@ struct State {
     denied: Vec<PathBuf>,
     /// Cgroups where the no-internal-processes rule applies (everything but the v2 root).
     internal_rule: Vec<PathBuf>,
+    /// Writes to these files fail with this errno (a kernel refusal `writable` cannot predict).
+    failing: Vec<(PathBuf, i32)>,
 }
 
 #[derive(Debug)]
@@ -59,6 +61,13 @@ impl FakeFs {
     pub fn deny(&self, prefix: &Path) {
         self.state.lock().unwrap().denied.push(prefix.to_path_buf());
     }
+    pub fn fail_writes(&self, path: &Path, errno: i32) {
+        self.state
+            .lock()
+            .unwrap()
+            .failing
+            .push((path.to_path_buf(), errno));
+    }
     pub fn internal_rule(&self, dir: &Path) {
         self.state
             .lock()
@@ -88,6 +97,26 @@ impl FakeFs {
             .iter()
             .any(|d| path.starts_with(d))
     }
+    /// Removes `pid` from every `cgroup.procs` under `dir`.
+    fn remove_pid(&self, dir: &Path, pid: i32) -> io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                self.remove_pid(&entry.path(), pid)?;
+            } else if entry.file_name() == "cgroup.procs" {
+                let text = std::fs::read_to_string(entry.path())?;
+                let kept: String = text
+                    .lines()
+                    .filter(|l| l.trim().parse::<i32>().ok() != Some(pid))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                if kept != text {
+                    std::fs::write(entry.path(), kept)?;
+                }
+            }
+        }
+        Ok(())
+    }
     fn live_pids(&self, procs: &Path) -> Vec<i32> {
         let text = std::fs::read_to_string(procs).unwrap_or_default();
         let st = self.state.lock().unwrap();
@@ -114,6 +143,10 @@ impl CgroupFs for FakeFs {
         if self.denied(path) {
             return Err(err(libc::EACCES));
         }
+        let failing = self.state.lock().unwrap().failing.clone();
+        if let Some((_, errno)) = failing.iter().find(|(p, _)| p == path) {
+            return Err(err(*errno));
+        }
         if !path.is_file() {
             return Err(err(libc::ENOENT));
         }
@@ -124,6 +157,16 @@ impl CgroupFs for FakeFs {
                 if !self.state.lock().unwrap().alive.contains(&pid) {
                     return Err(err(libc::ESRCH));
                 }
+                // A migration: the pid leaves whichever cgroup of this hierarchy it was in (a
+                // pure v2 tree is one hierarchy; else each top-level directory is one).
+                let root = self.root();
+                let hierarchy = if root.join("cgroup.controllers").exists() {
+                    root
+                } else {
+                    let first = path.strip_prefix(&root).ok().and_then(|r| r.iter().next());
+                    first.map_or(root.clone(), |c| root.join(c))
+                };
+                self.remove_pid(&hierarchy, pid)?;
                 let mut text = std::fs::read_to_string(path)?;
                 text.push_str(&format!("{pid}\n"));
                 std::fs::write(path, text)

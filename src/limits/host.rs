@@ -389,6 +389,37 @@ impl Layout {
     }
 }
 
+/// Where `systemd-run` is looked for (Debian, Fedora, Arch and NixOS-style profiles).
+pub const SYSTEMD_RUN_PATHS: [&str; 3] = [
+    "/usr/bin/systemd-run",
+    "/bin/systemd-run",
+    "/run/current-system/sw/bin/systemd-run",
+];
+
+/// Whether the caller can obtain a delegated cgroup v2 from a systemd user manager, the way
+/// rootless podman does: a session bus (`$DBUS_SESSION_BUS_ADDRESS`, or the socket
+/// `$XDG_RUNTIME_DIR/bus`) and `systemd-run`. Returns the bus address when both are there.
+/// cordon does not ask for the scope itself (that would re-exec it under `systemd-run`, or
+/// take a D-Bus client and a wait for the job per run); it names the command instead.
+pub fn user_manager_bus(
+    session_bus_env: Option<&str>,
+    xdg_runtime_dir: Option<&str>,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Option<String> {
+    let bus = session_bus_env
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .or_else(|| {
+            let dir = xdg_runtime_dir.filter(|d| !d.is_empty())?;
+            let sock = Path::new(dir).join("bus");
+            exists(&sock).then(|| format!("unix:path={}", sock.display()))
+        })?;
+    SYSTEMD_RUN_PATHS
+        .iter()
+        .any(|p| exists(Path::new(p)))
+        .then_some(bus)
+}
+
 /// Fixes, said once.
 pub mod fixes {
     pub const V2_DELEGATE: &str = "run cordon in a delegated cgroup: `systemd-run --user --scope -p Delegate=yes cordon ...`; \
@@ -401,9 +432,11 @@ pub mod fixes {
     pub const V2_NO_MOUNT: &str = "mount cgroup2 (`mount -t cgroup2 none /sys/fs/cgroup`) or boot with \
          `systemd.unified_cgroup_hierarchy=1`";
     pub const V2_INTERNAL_PROCESSES: &str = "cgroup v2 forbids enabling controllers for the children of a cgroup that \
-         holds processes (cordon itself is one), except in the root cgroup: as root, start cordon from the root \
-         cgroup (`echo $$ > /sys/fs/cgroup/cgroup.procs` in the shell first), or use `--backend cgroup-v1` as root on \
-         a v1/hybrid host; this version of cordon does not move itself into a leaf cgroup";
+         holds processes (except the root cgroup); cordon moves itself into a leaf when it is alone in its cgroup, \
+         but never moves the caller's other processes: start cordon in a cgroup of its own, \
+         `systemd-run --user --scope -p Delegate=yes cordon ...` (as root: `systemd-run --scope -p Delegate=yes \
+         cordon ...`), or move the other processes into a leaf cgroup first; as root on a v1/hybrid host, \
+         `--limits-backend cgroup-v1`";
     pub const V1_ROOT: &str = "cgroup v1 cannot be delegated safely to an unprivileged user: run as root \
          (`sudo cordon ...`), or use a cgroup v2 host with delegation \
          (`systemd-run --user --scope -p Delegate=yes cordon ...`)";
@@ -462,6 +495,27 @@ mod tests {
         assert!(ProcCgroup::parse("garbage\n").is_err());
         assert!(ProcCgroup::parse("x:memory:/\n").is_err());
         assert!(ProcCgroup::parse("4:memory:relative\n").is_err());
+    }
+
+    #[test]
+    fn user_manager_needs_a_bus_and_systemd_run() {
+        let all = |_: &Path| true;
+        let none = |_: &Path| false;
+        let no_systemd_run = |p: &Path| p.ends_with("bus");
+        assert_eq!(
+            user_manager_bus(Some("unix:path=/run/user/1000/bus"), None, &all).as_deref(),
+            Some("unix:path=/run/user/1000/bus")
+        );
+        assert_eq!(
+            user_manager_bus(None, Some("/run/user/7"), &all).as_deref(),
+            Some("unix:path=/run/user/7/bus")
+        );
+        assert_eq!(user_manager_bus(None, Some("/run/user/7"), &none), None);
+        assert_eq!(
+            user_manager_bus(None, Some("/run/user/7"), &no_systemd_run),
+            None
+        );
+        assert_eq!(user_manager_bus(Some(""), None, &all), None);
     }
 
     #[test]

@@ -421,7 +421,16 @@ pub fn prepare_with(
     if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV2) {
         match v2::create(fs.as_ref(), &layout, host, &name, limits) {
             Ok((dir, applied)) => {
-                let text = with_skipped(format!("cgroup v2 ({})", dir.display()), &skipped);
+                let text = match &applied.moved_to {
+                    Some(leaf) => format!(
+                        "cgroup v2 ({}; cordon moved itself into the leaf {} first: cgroup v2 \
+                         enables controllers only in a cgroup without processes)",
+                        dir.display(),
+                        leaf.display()
+                    ),
+                    None => format!("cgroup v2 ({})", dir.display()),
+                };
+                let text = with_skipped(text, &skipped);
                 let report = report(limits, Backend::CgroupV2, text, applied.swap_limited);
                 return Ok(with_cgroup(
                     fs,
@@ -433,7 +442,7 @@ pub fn prepare_with(
                 ));
             }
             Err(f) if choice == BackendChoice::CgroupV2 => return Err(forced(choice, f)),
-            Err(f) => skipped.push(format!("cgroup v2 {f}")),
+            Err(f) => skipped.push(format!("cgroup v2 {f} (fix: {})", f.fix)),
         }
     }
     if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) {
@@ -454,7 +463,7 @@ pub fn prepare_with(
                 ));
             }
             Err(f) if choice == BackendChoice::CgroupV1 => return Err(forced(choice, f)),
-            Err(f) => skipped.push(format!("cgroup v1 {f}")),
+            Err(f) => skipped.push(format!("cgroup v1 {f} (fix: {})", f.fix)),
         }
     }
     Ok(rlimit_only(

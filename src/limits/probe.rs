@@ -2,9 +2,7 @@
 //! controller's hierarchy and whether cordon's own cgroup there is writable, what `--backend
 //! auto` would pick, and the fix for each missing piece. It writes nothing.
 
-use super::host::{
-    CONTROLLERS, CgroupFs, CgroupVersion, HostPaths, Layout, RealFs, V2_CONTROLLERS, fixes,
-};
+use super::host::{CONTROLLERS, CgroupFs, CgroupVersion, HostPaths, Layout, RealFs, fixes};
 use super::{v1, v2};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -73,6 +71,10 @@ pub struct Probe {
     pub cgroup_v1: BackendProbe,
     /// What `--backend auto` would use: `cgroup-v2`, `cgroup-v1` or `rlimit`.
     pub auto_backend: &'static str,
+    /// For an unprivileged caller without cgroup v2: how to get a delegated cgroup from systemd
+    /// (a user manager reachable over the session bus), or why that is not possible here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<String>,
     /// Set when the host could not be read at all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -100,6 +102,7 @@ pub fn probe() -> Probe {
                 fix: None,
             },
             auto_backend: "rlimit",
+            delegation: None,
             error: Some(format!(
                 "cannot read {}: {}; mount /proc",
                 super::host::PROC_SELF_CGROUP,
@@ -129,27 +132,33 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
                 cgroup_v2: down.clone(),
                 cgroup_v1: down,
                 auto_backend: "rlimit",
+                delegation: None,
                 error: Some(e),
             };
         }
     };
     let read = |p: PathBuf| fs.read(&p).unwrap_or_default();
-    let (v2_available, v2_enabled, v2_procs) = match &layout.v2 {
+    let (v2_available, v2_enabled) = match &layout.v2 {
         Some(loc) => (
             read(loc.own.join("cgroup.controllers")),
             read(loc.own.join("cgroup.subtree_control")),
-            read(loc.own.join("cgroup.procs")).lines().count(),
         ),
         None => Default::default(),
     };
     let has = |list: &str, c: &str| list.split_whitespace().any(|x| x == c);
     // Enabling controllers for children fails with EBUSY when cordon's own (non-root) cgroup
-    // holds processes: predict it instead of trying.
-    let v2_busy = layout
+    // holds processes. cordon moves itself into a leaf when it is alone there; other processes
+    // make it fail: predict that instead of trying. (`cordon doctor` itself counts as cordon.)
+    let internal = layout
         .v2
         .as_ref()
-        .is_some_and(|l| l.own != l.mount && v2_procs > 0)
-        && V2_CONTROLLERS.iter().any(|c| !has(&v2_enabled, c));
+        .and_then(|l| v2::internal_processes(fs, l, host.pid));
+    let v2_others = internal
+        .as_ref()
+        .map(|(others, _)| others.len())
+        .unwrap_or(0);
+    let v2_busy = v2_others > 0;
+    let v2_moves_self = internal.as_ref().is_some_and(|(o, me)| o.is_empty() && *me);
 
     let mut controllers = Vec::new();
     for name in CONTROLLERS {
@@ -175,9 +184,15 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
             } else if !enabled && v2_busy {
                 p.note = Some(format!(
                     "not enabled in cgroup.subtree_control, and enabling it will fail with EBUSY: \
-                     cordon's own cgroup holds {v2_procs} process(es)"
+                     cordon's own cgroup holds {v2_others} other process(es)"
                 ));
                 p.fix = Some(fixes::V2_INTERNAL_PROCESSES.to_string());
+            } else if !enabled && v2_moves_self {
+                p.note = Some(
+                    "not yet enabled in cgroup.subtree_control; cordon moves itself into a leaf \
+                     cgroup (cordon-<pid>-supervisor), then enables it"
+                        .to_string(),
+                );
             } else if !enabled {
                 p.note = Some(
                     "not yet enabled in cgroup.subtree_control; cordon enables it".to_string(),
@@ -210,7 +225,7 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
                 "enable memory, pids and cpu in",
                 &loc.own.join("cgroup.subtree_control"),
                 format!(
-                    "EBUSY expected: {v2_procs} process(es) in {}",
+                    "EBUSY expected: {v2_others} process(es) besides cordon in {}",
                     loc.own.join("cgroup.procs").display()
                 ),
                 fixes::V2_INTERNAL_PROCESSES,
@@ -227,6 +242,8 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
     } else {
         "rlimit"
     };
+    let delegation = (host.uid != 0 && !cgroup_v2.available && layout.v2.is_some())
+        .then(|| delegation_hint(layout.version));
     Probe {
         version: layout.version,
         uid: host.uid,
@@ -237,6 +254,29 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
         cgroup_v2,
         cgroup_v1,
         auto_backend,
+        delegation,
         error: None,
+    }
+}
+
+/// What an unprivileged caller can do to get a delegated cgroup v2 (see
+/// [`super::host::user_manager_bus`]).
+fn delegation_hint(version: CgroupVersion) -> String {
+    if version != CgroupVersion::V2 {
+        return format!(
+            "none on a {version} host: the controllers are on cgroup v1, which cannot be delegated"
+        );
+    }
+    let bus = std::env::var("DBUS_SESSION_BUS_ADDRESS").ok();
+    let runtime = std::env::var("XDG_RUNTIME_DIR").ok();
+    match super::host::user_manager_bus(bus.as_deref(), runtime.as_deref(), &|p| p.exists()) {
+        Some(bus) => format!(
+            "a systemd user manager is reachable ({bus}): `systemd-run --user --scope -p Delegate=yes \
+             cordon ...` runs cordon in a delegated scope with cgroup v2 limits"
+        ),
+        None => "no systemd user manager reachable (no session bus, or no systemd-run): ask the \
+                 administrator to delegate the user@.service cgroup (the Delegate= drop-in), log in \
+                 through a systemd session, or run as root"
+            .to_string(),
     }
 }

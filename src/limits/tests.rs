@@ -115,13 +115,76 @@ fn auto_on_v2_writes_the_v2_files() {
 }
 
 #[test]
-fn v2_enable_ebusy_falls_back_with_reason_or_fails_when_forced() {
+fn v2_alone_in_own_cgroup_moves_itself_into_a_leaf() {
     let fs = fake();
     let own = v2_tree(&fs);
     fs.internal_rule(&own);
     fs.spawn(PID as i32);
     fs.set(&own.join("cgroup.procs"), &format!("{PID}\n"));
-    // No v1 either: auto ends at rlimit, naming EBUSY and the path.
+    let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
+    let cg = p
+        .cgroup
+        .as_ref()
+        .expect("cgroup v2 after moving into a leaf");
+    assert_eq!(cg.backend(), Backend::CgroupV2);
+    let leaf = own.join(format!("cordon-{PID}-supervisor"));
+    assert_eq!(fs.get(&leaf.join("cgroup.procs")), format!("{PID}\n"));
+    assert_eq!(fs.get(&own.join("cgroup.procs")), "", "own must be empty");
+    assert_eq!(
+        fs.get(&own.join("cgroup.subtree_control")),
+        "memory pids cpu"
+    );
+    let b = p.report.backend_note.clone().unwrap_or_default();
+    assert!(b.contains("moved itself into the leaf"), "{b}");
+    assert!(b.contains(&leaf.display().to_string()), "{b}");
+    // The sandbox cgroup is a sibling of the leaf, and removable; the leaf stays (cordon is in
+    // it) and is not stale while cordon lives.
+    let dir = own.join(format!("cordon-{PID}-r1"));
+    assert_eq!(cg.dirs(), vec![dir.clone()]);
+    drop(p);
+    assert!(!dir.exists());
+    let layout = Layout::discover(fs.as_ref(), &fs.host(V2_PROC, PID)).unwrap();
+    assert!(gc_stale(fs.as_ref(), &layout, PID).is_empty());
+    assert!(leaf.exists());
+
+    // A second run in the same process: own is empty, the controllers are on: no move.
+    let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
+    assert!(p.cgroup.is_some());
+    let b = p.report.backend_note.clone().unwrap_or_default();
+    assert!(!b.contains("moved itself"), "{b}");
+}
+
+#[test]
+fn v2_enable_failure_after_the_move_moves_cordon_back() {
+    let fs = fake();
+    let own = v2_tree(&fs);
+    fs.internal_rule(&own);
+    fs.spawn(PID as i32);
+    fs.set(&own.join("cgroup.procs"), &format!("{PID}\n"));
+    fs.fail_writes(&own.join("cgroup.subtree_control"), libc::EOPNOTSUPP);
+    let err = prep(&fs, V2_PROC, BackendChoice::CgroupV2)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("EOPNOTSUPP") && err.contains("cgroup.subtree_control"),
+        "{err}"
+    );
+    assert_eq!(fs.get(&own.join("cgroup.procs")), format!("{PID}\n"));
+    assert!(
+        fs.subdirs(&own).unwrap().is_empty(),
+        "the leaf must be gone"
+    );
+}
+
+#[test]
+fn v2_other_processes_in_own_cgroup_fall_back_with_reason_or_fail_when_forced() {
+    let fs = fake();
+    let own = v2_tree(&fs);
+    fs.internal_rule(&own);
+    fs.spawn(PID as i32);
+    fs.spawn(77);
+    fs.set(&own.join("cgroup.procs"), &format!("77\n{PID}\n"));
+    // No v1 either: auto ends at rlimit, naming the other pid and the fix.
     let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
     assert!(p.cgroup.is_none());
     let b = &p.report.backend_note.clone().unwrap_or_default();
@@ -130,11 +193,13 @@ fn v2_enable_ebusy_falls_back_with_reason_or_fails_when_forced() {
         "{b}"
     );
     assert!(
-        b.contains("EBUSY") && b.contains("cgroup.subtree_control"),
+        b.contains("1 other process") && b.contains("pids 77 besides cordon"),
         "{b}"
     );
     assert!(b.contains("cgroup v1 has no memory controller"), "{b}");
     assert!(!own.join(format!("cordon-{PID}-r1")).exists());
+    assert!(!own.join(format!("cordon-{PID}-supervisor")).exists());
+    assert_eq!(fs.get(&own.join("cgroup.procs")), format!("77\n{PID}\n"));
 
     let err = prep(&fs, V2_PROC, BackendChoice::CgroupV2).unwrap_err();
     let msg = err.to_string();
@@ -149,7 +214,26 @@ fn v2_enable_ebusy_falls_back_with_reason_or_fails_when_forced() {
         "{msg}"
     );
     assert!(
-        msg.contains("EBUSY") && msg.contains("fix: cgroup v2 forbids"),
+        msg.contains("pids 77") && msg.contains("fix: cgroup v2 forbids"),
+        "{msg}"
+    );
+    assert!(msg.contains("Delegate=yes"), "{msg}");
+}
+
+#[test]
+fn v2_enable_ebusy_names_errno_and_fix() {
+    // The kernel refuses even though cordon saw no other process (one arrived meanwhile).
+    let fs = fake();
+    let own = v2_tree(&fs);
+    fs.internal_rule(&own);
+    fs.spawn(PID as i32);
+    fs.set(&own.join("cgroup.procs"), &format!("{PID}\n"));
+    let leaf = own.join(format!("cordon-{PID}-supervisor"));
+    fs.deny(&leaf);
+    let err = prep(&fs, V2_PROC, BackendChoice::CgroupV2).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("EACCES") && msg.contains("cordon-4242-supervisor"),
         "{msg}"
     );
 }
@@ -167,6 +251,31 @@ fn v2_controllers_not_delegated_names_the_fix() {
         "{err}"
     );
     assert!(err.contains("Delegate=yes"), "{err}");
+}
+
+#[test]
+fn v2_subtree_control_not_delegated_is_detected_before_any_write() {
+    let fs = fake();
+    let own = v2_tree(&fs);
+    let subtree = own.join("cgroup.subtree_control");
+    fs.deny(&subtree);
+    let pr = probe_with(fs.as_ref(), &fs.host(V2_PROC, PID));
+    assert_eq!(pr.auto_backend, "rlimit");
+    let reason = pr.cgroup_v2.reason.clone().unwrap_or_default();
+    assert!(
+        reason.contains("not writable by uid 1000") && reason.contains("cgroup.subtree_control"),
+        "{reason}"
+    );
+    let p = prep(&fs, V2_PROC, BackendChoice::Auto).unwrap();
+    assert!(p.cgroup.is_none());
+    assert!(fs.subdirs(&own).unwrap().is_empty(), "nothing created");
+    let b = p.report.backend_note.clone().unwrap_or_default();
+    assert!(b.contains("fix: run cordon in a delegated cgroup"), "{b}");
+
+    // Already enabled by whoever delegated it: the file need not be writable.
+    fs.set(&subtree, "memory pids cpu");
+    let pr = probe_with(fs.as_ref(), &fs.host(V2_PROC, PID));
+    assert_eq!(pr.auto_backend, "cgroup-v2", "{:?}", pr.cgroup_v2);
 }
 
 #[test]
@@ -688,6 +797,20 @@ fn probe_v2_predicts_ebusy_and_cpuacct_is_not_needed() {
 
     fs.spawn(PID as i32);
     fs.set(&own.join("cgroup.procs"), &format!("{PID}\n"));
+    let pr = probe_with(fs.as_ref(), &fs.host(V2_PROC, PID));
+    assert_eq!(pr.auto_backend, "cgroup-v2", "alone: cordon moves itself");
+    assert!(
+        pr.controllers[0]
+            .note
+            .as_ref()
+            .unwrap()
+            .contains("moves itself"),
+        "{:?}",
+        pr.controllers[0]
+    );
+
+    fs.spawn(78);
+    fs.set(&own.join("cgroup.procs"), &format!("78\n{PID}\n"));
     let pr = probe_with(fs.as_ref(), &fs.host(V2_PROC, PID));
     assert_eq!(pr.auto_backend, "rlimit");
     assert!(

@@ -1,5 +1,23 @@
 //! cgroup v2: one leaf directory under cordon's own cgroup, with `memory.max`,
 //! `memory.swap.max`, `pids.max` and `cpu.max`; `cgroup.kill` to end it.
+//!
+//! The "no internal processes" rule (`Documentation/admin-guide/cgroup-v2.rst`): a non-root
+//! cgroup may enable controllers for its children only while it holds no process. cordon runs
+//! in its own cgroup, so when the controllers are not yet enabled there it does what crun and
+//! systemd do: if it is the only process in that cgroup (a `systemd-run --scope -p
+//! Delegate=yes cordon ...` scope, say) it first moves itself into the leaf
+//! `cordon-<pid>-supervisor`, then enables memory, pids and cpu, then creates the sandbox
+//! cgroup next to that leaf. Other processes in cordon's cgroup belong to the caller: cordon
+//! does not move them, and says so (the backend is skipped with the pids and the fix). The
+//! supervisor leaf holds cordon until it exits, so cordon cannot remove it; the next cordon in
+//! the same cgroup removes it as stale (see `gc_stale`), and systemd removes a scope's whole
+//! subtree with the scope.
+//!
+//! `CLONE_INTO_CGROUP` (clone3, Linux 5.7) is not used: the launcher clones init into cordon's
+//! cgroup and moves it into the sandbox cgroup before sending "go", and init runs nothing of
+//! the sandbox before "go", so the payload never runs outside the sandbox cgroup either way.
+//! One clone path serves v2, v1 (where CLONE_INTO_CGROUP does not exist) and rlimits, and
+//! `sys::clone_namespaces` stays a plain clone(2) wrapper.
 
 use super::host::{CgroupFs, Failure, HostPaths, Layout, Location, V2_CONTROLLERS, fixes};
 use super::{CgroupMetrics, keyed_value};
@@ -19,10 +37,18 @@ pub fn cpu_quota_us(cpus: f64) -> u64 {
 }
 
 /// What the v2 backend managed to set, for the report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct V2Applied {
     /// `memory.swap.max` existed and was set to 0.
     pub swap_limited: bool,
+    /// The leaf cgroup cordon moved itself into to obey the no-internal-processes rule.
+    pub moved_to: Option<PathBuf>,
+}
+
+/// The leaf cordon moves itself into (see the module doc). Named like a sandbox cgroup so that
+/// stale-cgroup GC removes it once cordon is gone.
+pub fn supervisor_leaf(own: &Path, pid: u32) -> PathBuf {
+    own.join(format!("cordon-{pid}-supervisor"))
 }
 
 /// The checks that need no write: a cgroup2 mount, cordon's own cgroup in it, the controllers
@@ -89,11 +115,29 @@ pub fn check<'a>(
         ));
     }
     super::host::check_writable(fs, &loc.own, host.uid, fixes::V2_DELEGATE)?;
+    // A delegated cgroup also lets its owner enable controllers for the children; needed only
+    // while they are not enabled yet.
+    let subtree = loc.own.join("cgroup.subtree_control");
+    let enabled = fs.read(&subtree).unwrap_or_default();
+    let all_enabled = V2_CONTROLLERS
+        .iter()
+        .all(|c| enabled.split_whitespace().any(|e| e == *c));
+    if !all_enabled && !fs.writable(&subtree) {
+        let e = std::io::Error::from_raw_os_error(libc::EACCES);
+        return Err(Failure::io(
+            format!("not writable by uid {}", host.uid),
+            "write to",
+            &subtree,
+            &e,
+            fixes::V2_DELEGATE,
+        ));
+    }
     Ok(loc)
 }
 
 /// Enables the controllers for cordon's children (when not yet), creates `own/name` and
-/// writes the limits. On any failure nothing is left behind.
+/// writes the limits. On any failure nothing is left behind, except cordon's own leaf (see the
+/// module doc) when the controllers were enabled already.
 pub fn create(
     fs: &dyn CgroupFs,
     layout: &Layout,
@@ -102,7 +146,17 @@ pub fn create(
     limits: &Limits,
 ) -> Result<(PathBuf, V2Applied), Failure> {
     let loc = check(fs, layout, host)?;
-    enable_controllers(fs, &loc.own, host)?;
+    let moved_to = make_room(fs, loc, host)?;
+    if let Err(f) = enable_controllers(fs, &loc.own, host) {
+        // Nothing was enabled, so cordon may move back, and the leaf goes.
+        if let Some(leaf) = &moved_to {
+            let back = fs.write(&loc.own.join("cgroup.procs"), &host.pid.to_string());
+            if back.is_ok() {
+                let _ = fs.rmdir(leaf);
+            }
+        }
+        return Err(f);
+    }
     let dir = loc.own.join(name);
     fs.mkdir(&dir).map_err(|e| {
         let summary = match e.raw_os_error() {
@@ -118,12 +172,103 @@ pub fn create(
         )
     })?;
     match write_limits(fs, &dir, limits) {
-        Ok(applied) => Ok((dir, applied)),
+        Ok(applied) => Ok((
+            dir,
+            V2Applied {
+                moved_to,
+                ..applied
+            },
+        )),
         Err(f) => {
             let _ = fs.rmdir(&dir);
             Err(f)
         }
     }
+}
+
+/// The pids in `own/cgroup.procs` other than cordon's own, when enabling the controllers there
+/// is still to be done and the no-internal-processes rule applies (not the root cgroup).
+/// `None`: nothing to enable, or the rule does not apply.
+pub fn internal_processes(
+    fs: &dyn CgroupFs,
+    loc: &Location,
+    own_pid: u32,
+) -> Option<(Vec<u32>, bool)> {
+    if loc.own == loc.mount {
+        return None;
+    }
+    let enabled = fs
+        .read(&loc.own.join("cgroup.subtree_control"))
+        .unwrap_or_default();
+    if V2_CONTROLLERS
+        .iter()
+        .all(|c| enabled.split_whitespace().any(|e| e == *c))
+    {
+        return None;
+    }
+    let procs = fs.read(&loc.own.join("cgroup.procs")).unwrap_or_default();
+    let pids: Vec<u32> = procs
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    let has_self = pids.contains(&own_pid);
+    let others: Vec<u32> = pids.into_iter().filter(|&p| p != own_pid).collect();
+    Some((others, has_self))
+}
+
+/// Obeys the no-internal-processes rule before the controllers are enabled in `own`: when
+/// cordon is the only process there, it moves itself into [`supervisor_leaf`]; when other
+/// processes are there, it fails and names them. Returns the leaf it moved into.
+fn make_room(
+    fs: &dyn CgroupFs,
+    loc: &Location,
+    host: &HostPaths,
+) -> Result<Option<PathBuf>, Failure> {
+    let Some((others, has_self)) = internal_processes(fs, loc, host.pid) else {
+        return Ok(None);
+    };
+    let procs = loc.own.join("cgroup.procs");
+    if !others.is_empty() {
+        let list: Vec<String> = others.iter().take(8).map(u32::to_string).collect();
+        return Err(Failure::other(
+            format!(
+                "cannot enable controllers for children: cordon's own cgroup holds {} other \
+                 process(es), which cordon does not move",
+                others.len()
+            ),
+            "find cordon alone in",
+            &procs,
+            format!(
+                "pids {}{} besides cordon (pid {})",
+                list.join(", "),
+                if others.len() > 8 { ", ..." } else { "" },
+                host.pid
+            ),
+            fixes::V2_INTERNAL_PROCESSES,
+        ));
+    }
+    if !has_self {
+        return Ok(None);
+    }
+    let leaf = supervisor_leaf(&loc.own, host.pid);
+    let fail = |step: &str, path: &Path, e: &std::io::Error| {
+        let summary = match e.raw_os_error() {
+            Some(libc::EACCES) | Some(libc::EPERM) => format!("not writable by uid {}", host.uid),
+            _ => "cannot move cordon into a leaf cgroup".to_string(),
+        };
+        Failure::io(summary, step, path, e, fixes::V2_DELEGATE)
+    };
+    match fs.mkdir(&leaf) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+        Err(e) => return Err(fail("create cordon's leaf cgroup", &leaf, &e)),
+    }
+    let leaf_procs = leaf.join("cgroup.procs");
+    if let Err(e) = fs.write(&leaf_procs, &host.pid.to_string()) {
+        let _ = fs.rmdir(&leaf);
+        return Err(fail("move cordon itself into", &leaf_procs, &e));
+    }
+    Ok(Some(leaf))
 }
 
 /// Writes `+memory +pids +cpu` (the missing ones) to `own/cgroup.subtree_control`.
@@ -200,7 +345,10 @@ pub fn write_limits(fs: &dyn CgroupFs, dir: &Path, limits: &Limits) -> Result<V2
             &format!("{} {CPU_PERIOD_US}", cpu_quota_us(cpus)),
         )?;
     }
-    Ok(V2Applied { swap_limited })
+    Ok(V2Applied {
+        swap_limited,
+        moved_to: None,
+    })
 }
 
 /// `memory.peak` (bytes), `cpu.stat` `usage_usec`, `memory.events` `oom_kill`.

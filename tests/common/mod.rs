@@ -214,6 +214,8 @@ pub fn expected_auto_backend(who: Who) -> Option<&'static str> {
         // has no controllers: rlimits are all that is left.
         (CgroupLayout::HybridOrV1, Who::User) => Some("rlimit"),
         (CgroupLayout::PureV2, Who::Root) => Some("cgroup-v2"),
+        // Each run starts in a delegated cgroup of its own (scripts/vm-test).
+        (CgroupLayout::PureV2, Who::User) if cgroup_scopes().is_some() => Some("cgroup-v2"),
         _ => None,
     }
 }
@@ -306,6 +308,53 @@ pub enum Input {
     Bytes(Vec<u8>),
 }
 
+/// `$CORDON_TEST_CGROUP_SCOPES`: a cgroup v2 directory under which, when the tests run as root,
+/// every cordon invocation starts in a fresh cgroup of its own, delegated to the caller (owned
+/// by it: the directory and its `cgroup.procs`, `cgroup.subtree_control`, `cgroup.threads`).
+/// That is what `systemd-run [--user] --scope -p Delegate=yes cordon ...` gives on a systemd
+/// host; scripts/vm-test sets it in its cgroup v2 guest, which has no systemd.
+pub fn cgroup_scopes() -> Option<PathBuf> {
+    std::env::var_os("CORDON_TEST_CGROUP_SCOPES")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Where a cordon invocation starts when [`cgroup_scopes`] is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// A fresh delegated cgroup `<scopes>/<root|user>/run-<pid>` (the default).
+    Fresh,
+    /// This existing cgroup (moved there as root; not created, not chowned).
+    Existing(PathBuf),
+    /// Wherever the test process is.
+    None,
+}
+
+/// `sh -c SCOPE_SCRIPT sh DIR new|existing UID:GID cmd...`: moves the shell into DIR (first
+/// creating it as `DIR/run-$$`, delegated to UID:GID, for `new`), then execs cmd (same pid).
+const SCOPE_SCRIPT: &str = r#"d=$1; owner=$3
+if [ "$2" = new ]; then
+  d="$d/run-$$"
+  # A directory left by an earlier run with the same pid holds at most empty leaves.
+  mkdir "$d" 2>/dev/null || { rmdir "$d"/cordon-* "$d" 2>/dev/null; mkdir "$d"; } || exit 125
+  if [ "$owner" != 0:0 ]; then
+    chown "$owner" "$d" "$d/cgroup.procs" "$d/cgroup.subtree_control" "$d/cgroup.threads" || exit 125
+  fi
+fi
+echo $$ > "$d/cgroup.procs" || exit 125
+shift 3
+exec "$@""#;
+
+impl Who {
+    /// The sub-directory of [`cgroup_scopes`] for this variant (the user's is delegated to it).
+    pub fn scope_dir(self) -> &'static str {
+        match self {
+            Who::Root => "root",
+            Who::User => "user",
+        }
+    }
+}
+
 /// One cordon invocation, built up and then run with a deadline.
 #[derive(Debug, Clone)]
 pub struct Cordon {
@@ -317,6 +366,7 @@ pub struct Cordon {
     /// exec'd, e.g. `7</etc/hostname` to hand cordon an extra inherited fd.
     extra_fds: Option<String>,
     deadline: Duration,
+    scope: Scope,
 }
 
 /// A finished cordon process.
@@ -366,7 +416,14 @@ impl Cordon {
             stdin: Input::Null,
             extra_fds: None,
             deadline: Duration::from_secs(90),
+            scope: Scope::Fresh,
         }
+    }
+
+    /// Where this invocation starts, when the cgroup scopes are on (see [`cgroup_scopes`]).
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
     }
 
     /// `cordon exec <opts…> -- <cmd…>`
@@ -419,6 +476,22 @@ impl Cordon {
     /// The full argv that will be spawned (setpriv and sh wrappers included).
     pub fn argv(&self) -> Vec<OsString> {
         let mut argv: Vec<OsString> = Vec::new();
+        if let (Some(parent), true) = (cgroup_scopes(), running_as_root()) {
+            let owner = format!("{}:{}", self.who.caller_uid(), self.who.caller_gid());
+            let (dir, make) = match &self.scope {
+                Scope::Fresh => (parent.join(self.who.scope_dir()), "new"),
+                Scope::Existing(d) => (d.clone(), "existing"),
+                Scope::None => (PathBuf::new(), "none"),
+            };
+            if make != "none" {
+                argv.extend(
+                    ["sh", "-c", SCOPE_SCRIPT, "sh"]
+                        .map(OsString::from)
+                        .into_iter()
+                        .chain([dir.into_os_string(), make.into(), owner.into()]),
+                );
+            }
+        }
         if self.who == Who::User && running_as_root() {
             let u = test_user().expect("test user exists (checked by Who::ready)");
             argv.extend(
@@ -802,6 +875,17 @@ pub fn sandbox_cgroups_of(cordon_pid: u32) -> Vec<PathBuf> {
         }
     }
     found
+}
+
+/// `$CORDON_TEST_TIME_SCALE` (default 1): the factor by which the upper bounds on how long
+/// cordon may take are widened where the machine is much slower than this one (scripts/vm-test
+/// sets it for its emulated guest). Never below 1.
+pub fn time_scale() -> f64 {
+    std::env::var("CORDON_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|f| f.is_finite())
+        .map_or(1.0, |f| f.max(1.0))
 }
 
 /// Polls until `cond` holds or `timeout` passes; returns whether it held.
