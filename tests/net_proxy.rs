@@ -327,3 +327,59 @@ both!(
         assert_eq!(allowed(&r, "localhost", srv.http)["connections"], 1, "{}", r.describe());
     }
 );
+
+/// Direct children of `pid` (host pids), from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut kids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // The ppid is the second field after the `(comm)`.
+        let after = stat.rsplit_once(") ").map(|x| x.1).unwrap_or("");
+        if after.split(' ').nth(1).and_then(|s| s.parse::<u32>().ok()) == Some(pid) {
+            kids.push(p);
+        }
+    }
+    kids
+}
+
+both!(
+    /// The proxy helper parses whatever the sandbox sends it: for a root caller it must not
+    /// be root. It is the child of cordon holding sockets; its uid is the sandbox's host uid,
+    /// with no capabilities and no_new_privs.
+    fn the_proxy_helper_is_not_root(who) {
+        let c = Cordon::exec(who, &["--json", "--net", "allow=example.invalid", "--timeout", "20s"], &["sleep", "3"]);
+        let mut child = c.spawn(std::process::Stdio::piped(), std::process::Stdio::piped());
+        let cordon = child.id();
+        let mut proxy = None;
+        let found = wait_until(std::time::Duration::from_secs(10), || {
+            let own_ns = std::fs::read_link("/proc/self/ns/pid").ok();
+            // Not the sandbox's init (pid 1 of another pid namespace): the helper stays in ours.
+            proxy = children_of(cordon).into_iter().find(|&k| {
+                std::fs::read_link(format!("/proc/{k}/ns/pid")).ok() == own_ns
+                    && std::fs::read_dir(format!("/proc/{k}/fd")).is_ok_and(|fds| {
+                    fds.flatten().any(|f| std::fs::read_link(f.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
+                })
+            });
+            proxy.is_some()
+        });
+        let status = proxy.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok()).unwrap_or_default();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found, "no proxy helper (a child of cordon in its pid namespace holding a socket) found");
+        let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).unwrap_or("").split_whitespace().map(String::from).collect::<Vec<_>>();
+        let uids = field("Uid:");
+        assert!(!uids.is_empty() && uids.iter().all(|u| u != "0"), "the proxy helper runs with uids {uids:?}:\n{status}");
+        if who == Who::User {
+            assert!(uids.iter().all(|u| *u == who.caller_uid().to_string()), "{uids:?}");
+        }
+        assert_eq!(field("CapEff:"), vec!["0000000000000000"], "{status}");
+        if running_as_root() && who == Who::Root {
+            assert_eq!(field("NoNewPrivs:"), vec!["1"], "{status}");
+        }
+    }
+);

@@ -241,6 +241,23 @@ pub struct ProxyHandle {
 
 /// Forks the proxy helper, which serves `listener` with `policy` until [`ProxyHandle::finish`].
 /// The caller must be single-threaded (the launcher is).
+/// A root caller's proxy helper parses what the sandbox sends: it gives up root first, for the
+/// sandbox's own unprivileged host uid and gid (no supplementary groups, no capabilities, no
+/// way back: no_new_privs). An unprivileged caller's helper already runs as the caller.
+fn drop_root() -> Result<(), Errno> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let id = crate::launch::root_caller_host_id();
+    crate::sys::clear_groups()?;
+    let gid = nix::unistd::Gid::from_raw(id);
+    let uid = nix::unistd::Uid::from_raw(id);
+    nix::unistd::setresgid(gid, gid, gid)?;
+    nix::unistd::setresuid(uid, uid, uid)?;
+    nix::sys::prctl::set_no_new_privs()?;
+    nix::sys::prctl::set_dumpable(false)
+}
+
 pub fn spawn_proxy(listener: OwnedFd, policy: &AllowList) -> Result<ProxyHandle, NetError> {
     use nix::fcntl::OFlag;
     let pipe = |step| {
@@ -259,6 +276,8 @@ pub fn spawn_proxy(listener: OwnedFd, policy: &AllowList) -> Result<ProxyHandle,
             // pipes (holding the stdin pipe would keep the program's stdin open).
             let keep = [listener.as_raw_fd(), stop_r.as_raw_fd(), rep_w.as_raw_fd()];
             if crate::sys::close_fds_except(&keep).is_err()
+                || drop_root().is_err()
+                // After the id switch, which clears the parent-death signal.
                 || nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err()
                 // cordon died before the death signal was armed.
                 || nix::unistd::getppid() != parent
