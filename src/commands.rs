@@ -4,7 +4,7 @@
 use crate::cli::{ExecArgs, RunArgs};
 use crate::outcome::{Outcome, exit_codes};
 use crate::run::{RunError, RunOptions, RunRequest};
-use crate::spec::{Degrade, InputFile, Rootfs, StdinSource};
+use crate::spec::{InputFile, Rootfs, StdinSource};
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 
@@ -153,11 +153,7 @@ fn run_options(args: &RunArgs) -> RunOptions {
                 Rootfs::Dir(PathBuf::from(r))
             }
         }),
-        degrade: Degrade {
-            landlock: args
-                .allow_degraded
-                .contains(&crate::cli::DegradeArg::Landlock),
-        },
+        degrade: crate::cli::DegradeArg::degrade(&args.allow_degraded),
         backend: args.limits_backend.choice(),
         passthrough: !args.json,
         cache: !args.no_cache,
@@ -336,9 +332,7 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
         common.push("--no-history".into());
     }
     for d in &args.allow_degraded {
-        if *d == crate::cli::DegradeArg::Landlock {
-            common.extend(["--allow-degraded".into(), "landlock".into()]);
-        }
+        common.extend(["--allow-degraded".into(), d.name().into()]);
     }
     let backend = match args.limits_backend {
         crate::cli::BackendArg::Auto => "auto",

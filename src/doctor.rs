@@ -121,6 +121,63 @@ fn mount_probe() -> i32 {
     0
 }
 
+const PROBE_OVERLAY_NODEV: i32 = 21;
+const PROBE_OVERLAY_REFUSED: i32 = 22;
+const PROBE_OVERLAY_OTHER: i32 = 23;
+
+/// What the launcher does for every host directory: a read-only overlay of /usr with an empty
+/// second layer, mounted inside a new user namespace.
+fn overlay_probe() -> i32 {
+    let private = MsFlags::MS_REC | MsFlags::MS_PRIVATE;
+    if mount(None::<&str>, "/", None::<&str>, private, None::<&str>).is_err() {
+        return PROBE_PRIVATE;
+    }
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if mount(
+        Some("tmpfs"),
+        "/tmp",
+        Some("tmpfs"),
+        flags,
+        Some("size=16k"),
+    )
+    .is_err()
+    {
+        return PROBE_TMPFS;
+    }
+    // No uid is mapped in this probe, so nothing can be created: the fresh, empty /tmp is
+    // the empty layer, and the overlay goes over it.
+    match mount(
+        Some("overlay"),
+        "/tmp",
+        Some("overlay"),
+        MsFlags::MS_RDONLY | flags,
+        Some("lowerdir=/usr:/tmp"),
+    ) {
+        Ok(()) => 0,
+        Err(Errno::ENODEV) => PROBE_OVERLAY_NODEV,
+        Err(Errno::EPERM | Errno::EINVAL) => PROBE_OVERLAY_REFUSED,
+        Err(_) => PROBE_OVERLAY_OTHER,
+    }
+}
+
+fn overlay_check() -> Check {
+    let degrade = "or run with `--allow-degraded overlay` to bind host directories instead (file locks on them are then shared with other sandboxes and the host; the result says so)";
+    let (ok, detail, fix) = match probe_clone(libc::CLONE_NEWUSER | libc::CLONE_NEWNS, overlay_probe) {
+        Ok(0) => (true, "read-only overlays of host directories mount in a user namespace (file locks stay private to each sandbox)".to_string(), None),
+        Ok(PROBE_OVERLAY_NODEV) => (false, "this kernel has no overlay filesystem".to_string(), Some(format!("load it: `modprobe overlay` as root (add `overlay` to /etc/modules to keep it), {degrade}"))),
+        Ok(PROBE_OVERLAY_REFUSED) => (false, "this kernel refuses overlayfs mounts in a user namespace (Linux 5.11 or later allows them)".to_string(), Some(format!("upgrade to Linux 5.11 or later, {degrade}"))),
+        Ok(code) => (false, format!("the overlay probe failed (code {code})"), Some(format!("see the namespaces check above, {degrade}"))),
+        Err(e) => (false, format!("cannot create a user and mount namespace to probe overlays ({e})"), Some("see the namespaces check above".to_string())),
+    };
+    Check {
+        name: "overlay",
+        ok,
+        required: true,
+        detail,
+        fix,
+    }
+}
+
 fn namespace_checks(checks: &mut Vec<Check>) {
     let all = NS_FLAGS.iter().fold(0, |a, (_, f)| a | f);
     match probe_clone(all, mount_probe) {
@@ -266,6 +323,7 @@ pub fn report() -> Report {
         }),
     });
     namespace_checks(&mut checks);
+    checks.push(overlay_check());
     checks.push(seccomp_check());
     checks.push(landlock_check());
     checks.push(net_allow_check());

@@ -113,6 +113,9 @@ pub struct IsolationReport {
     /// `"none"`: loopback only.
     pub network: String,
     pub rootfs: String,
+    /// How read-only host directories are shown: `"private read-only overlays"` (file locks
+    /// stay inside the sandbox), or read-only binds when the caller allowed that downgrade.
+    pub host_views: String,
     pub capabilities: String,
     pub no_new_privs: bool,
 }

@@ -6,7 +6,7 @@
 //! ```text
 //! { ready: bool, uid: int, kernel: str,
 //!   checks: [ { name, ok: bool, required: bool, detail: str, fix?: str } ],   // user-namespace-sysctls,
-//!                                                            // namespaces, seccomp, landlock, rlimit-fallback
+//!                                                            // namespaces, overlay, seccomp, landlock, rlimit-fallback
 //!   limits: { version, uid, cgroupRoot, v2Mount, v2Cgroup,
 //!             controllers: [ { name, exists, hierarchy, cgroup, writable, fix? } ],
 //!             cgroupV2: { available, reason?, fix? }, cgroupV1: { available, reason?, fix? },
@@ -44,9 +44,13 @@ both!(fn doctor_json_checks_every_mechanism(who) {
     let (v, f) = doctor_json(who);
     let checks = v["checks"].as_array().unwrap_or_else(|| panic!("no checks array:\n{}", f.describe()));
     let names: Vec<&str> = checks.iter().filter_map(|c| c["name"].as_str()).collect();
-    for want in ["namespaces", "seccomp", "landlock"] {
+    for want in ["namespaces", "overlay", "seccomp", "landlock"] {
         assert!(names.contains(&want), "doctor has no {want:?} check: {names:?}");
     }
+    // This kernel (and CI's, and the cgroup v2 guest's) overlays in user namespaces; the
+    // probe must say so, as cordon exec relies on it.
+    let overlay = checks.iter().find(|c| c["name"] == "overlay").unwrap();
+    assert_eq!(overlay["ok"], true, "{overlay}");
     assert!(
         names.iter().any(|n| n.contains("user-namespace") || n.contains("userns")),
         "doctor has no user-namespace check (sysctls / AppArmor): {names:?}"

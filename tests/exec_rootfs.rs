@@ -73,3 +73,60 @@ both!(fn missing_rootfs_dir_is_a_cordon_error(who) {
     let msg = r.get("/message").as_str().unwrap_or("");
     assert!(msg.contains("/nonexistent/cordon-rootfs") && msg.contains("--rootfs"), "{}", r.describe());
 });
+
+/// Host overlay mounts made for a test, unmounted (innermost first) when dropped.
+struct HostMounts(Vec<PathBuf>);
+
+impl Drop for HostMounts {
+    fn drop(&mut self) {
+        for m in self.0.iter().rev() {
+            let _ = std::process::Command::new("umount").arg(m).status();
+        }
+    }
+}
+
+both!(fn overlay_refused_is_an_error_or_an_allowed_downgrade(who) {
+    const TEST: &str = "overlay_refused_is_an_error_or_an_allowed_downgrade";
+    if !running_as_root() {
+        println!("SKIP: {TEST}: needs root to stack overlays on the host");
+        return;
+    }
+    let Some((keep, root)) = tiny_rootfs(TEST) else { return };
+    // The kernel stacks at most two overlays: a rootfs that is already an overlay of an
+    // overlay makes cordon's own overlay of it fail (EINVAL), as a kernel without overlayfs in
+    // user namespaces would.
+    let base = keep.path();
+    let mut mounts = HostMounts(Vec::new());
+    let mut lower = root.clone();
+    for level in ["a", "b"] {
+        let empty = base.join(format!("empty-{level}"));
+        let top = base.join(format!("stack-{level}"));
+        std::fs::create_dir_all(&empty).unwrap();
+        std::fs::create_dir_all(&top).unwrap();
+        let opts = format!("ro,lowerdir={}:{}", lower.display(), empty.display());
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &opts])
+            .arg(&top)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mount the test's overlay {}", top.display());
+        mounts.0.push(top.clone());
+        lower = top;
+    }
+    let stacked = lower.to_str().unwrap().to_string();
+    let script = ["sh", "-c", "cat /etc/marker"];
+    // Refused by default, naming the mechanism and the way out.
+    let r = exec_json_run(who, &["--rootfs", &stacked], &script);
+    assert_eq!(r.code(), 125, "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("overlay") && msg.contains("--allow-degraded overlay"), "{}", r.describe());
+    // Accepted downgrade: read-only binds, said in the result.
+    let r = exec_json_run(who, &["--rootfs", &stacked, "--allow-degraded", "overlay"], &script);
+    assert_eq!(r.expect_ok(), "from-the-rootfs\n", "{}", r.describe());
+    let views = r.get("/isolation/hostViews").as_str().unwrap_or("");
+    assert!(views.starts_with("read-only binds") && views.contains("--allow-degraded overlay"), "{}", r.describe());
+    // The usual case says what it is.
+    let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &script);
+    assert_eq!(r.get("/isolation/hostViews").as_str(), Some("private read-only overlays"), "{}", r.describe());
+    drop(mounts);
+});

@@ -268,6 +268,27 @@ pub enum BackendArg {
 pub enum DegradeArg {
     /// Run even when Landlock is not available (reported in the result).
     Landlock,
+    /// Bind host directories when the kernel cannot overlay them (file locks on them are then
+    /// shared with other sandboxes and the host; reported in the result).
+    Overlay,
+}
+
+impl DegradeArg {
+    /// The layers a list of `--allow-degraded` values accepts to lose.
+    pub fn degrade(args: &[DegradeArg]) -> Degrade {
+        Degrade {
+            landlock: args.contains(&DegradeArg::Landlock),
+            overlay: args.contains(&DegradeArg::Overlay),
+        }
+    }
+
+    /// The value as given on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            DegradeArg::Landlock => "landlock",
+            DegradeArg::Overlay => "overlay",
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -347,9 +368,7 @@ impl ExecArgs {
             Some(p) => StdinSource::File(p.clone()),
             None => StdinSource::Forward,
         };
-        s.degrade = Degrade {
-            landlock: self.allow_degraded.contains(&DegradeArg::Landlock),
-        };
+        s.degrade = DegradeArg::degrade(&self.allow_degraded);
         s.backend = self.limits_backend.choice();
         let l = &mut s.limits;
         l.wall = self.timeout;

@@ -151,9 +151,23 @@ pub fn open_sources(ops: &[Op], confined: Option<&Path>) -> Result<Sources, Appl
     Ok(Sources { fds })
 }
 
+/// How read-only host directories ([`Op::BindRo`]) are shown.
+struct Views<'a> {
+    /// The empty second layer of every overlay.
+    empty: &'a Path,
+    /// The caller accepted binds where the kernel refuses the overlay (`--allow-degraded
+    /// overlay`).
+    allow_bind: bool,
+    /// Why binds were used instead, once that happened.
+    degraded: Option<String>,
+}
+
 /// Builds the new root at [`STAGE`] following `ops`, then pivots into it and remounts it
 /// read-only. Runs in the sandbox's init, inside the new user and mount namespaces.
-pub fn apply(ops: &[Op], sources: Sources) -> Result<(), ApplyError> {
+///
+/// Returns why host directories were bound instead of overlaid, when the kernel refused the
+/// overlay and `allow_bind` accepted that; without `allow_bind` that refusal is an error.
+pub fn apply(ops: &[Op], sources: Sources, allow_bind: bool) -> Result<Option<String>, ApplyError> {
     let sources = sources.fds;
     let null = fd_path(&sources[Path::new("/dev/null")]);
 
@@ -188,9 +202,15 @@ pub fn apply(ops: &[Op], sources: Sources) -> Result<(), ApplyError> {
         Some("size=4k,nr_inodes=1,mode=0555"),
     )
     .map_err(|e| fail(&root_op, "mount tmpfs", &empty, e))?;
+    let mut views = Views {
+        empty: &empty,
+        allow_bind,
+        degraded: None,
+    };
     for op in ops {
-        apply_one(op, &sources, &null, &empty)?;
+        apply_one(op, &sources, &null, &mut views)?;
     }
+    let degraded = views.degraded;
     umount2(&empty, MntFlags::MNT_DETACH).map_err(|e| fail(&root_op, "unmount", &empty, e))?;
     std::fs::remove_dir(&empty).map_err(|e| fail(&root_op, "rmdir", &empty, io_errno(&e)))?;
 
@@ -203,7 +223,8 @@ pub fn apply(ops: &[Op], sources: Sources) -> Result<(), ApplyError> {
         .map_err(|e| fail(&pivot_op, "detach old root", Path::new("/"), e))?;
     nix::unistd::chdir("/").map_err(|e| fail(&pivot_op, "chdir", Path::new("/"), e))?;
     drop(sources);
-    remount_ro(&pivot_op, Path::new("/"), true)
+    remount_ro(&pivot_op, Path::new("/"), true)?;
+    Ok(degraded)
 }
 
 /// A non-recursive bind of an opened source onto `dst` (mounts below the source are not
@@ -230,9 +251,11 @@ fn overlay_ro(op: &Op, src: &OwnedFd, dst: &Path, empty: &Path) -> Result<(), Ap
     let flags = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     mount(Some("overlay"), dst, Some("overlay"), flags, Some(data.as_str())).map_err(|e| {
         let mut err = fail(op, "mount a read-only overlay of", dst, e);
-        if matches!(e, Errno::EPERM | Errno::EINVAL | Errno::ENODEV) {
-            err.hint = "; this kernel does not allow overlayfs in a user namespace (Linux 5.11 or later does); cordon needs it so that file locks on shared read-only files stay private to each sandbox";
-        }
+        err.hint = match e {
+            Errno::ENODEV => "; this kernel has no overlay filesystem (`modprobe overlay` as root loads it; `cordon doctor` checks); cordon needs it so that file locks on shared read-only files stay private to each sandbox, or pass `--allow-degraded overlay` to bind them instead (the result says so)",
+            Errno::EPERM | Errno::EINVAL => "; this kernel does not allow overlayfs in a user namespace (Linux 5.11 or later does); cordon needs it so that file locks on shared read-only files stay private to each sandbox, or pass `--allow-degraded overlay` to bind them instead (the result says so)",
+            _ => err.hint,
+        };
         err
     })
 }
@@ -260,7 +283,7 @@ fn apply_one(
     op: &Op,
     sources: &HashMap<PathBuf, OwnedFd>,
     null: &Path,
-    empty: &Path,
+    views: &mut Views,
 ) -> Result<(), ApplyError> {
     match op {
         Op::Dir { dst } => {
@@ -272,7 +295,23 @@ fn apply_one(
             let fd = &sources[src];
             let st = nix::sys::stat::fstat(fd).map_err(|e| fail(op, "fstat", src, e))?;
             match st.st_mode & libc::S_IFMT {
-                libc::S_IFDIR => overlay_ro(op, fd, &p, empty),
+                libc::S_IFDIR => match overlay_ro(op, fd, &p, views.empty) {
+                    Err(e)
+                        if views.allow_bind
+                            && matches!(e.errno, Errno::ENODEV | Errno::EPERM | Errno::EINVAL) =>
+                    {
+                        views.degraded.get_or_insert_with(|| {
+                            format!(
+                                "the kernel refused an overlay of {} ({})",
+                                src.display(),
+                                e.errno
+                            )
+                        });
+                        bind(op, fd, &p)?;
+                        remount_ro(op, &p, true)
+                    }
+                    other => other,
+                },
                 libc::S_IFREG => copy_ro(op, fd, &p),
                 _ => {
                     bind(op, fd, &p)?;

@@ -25,6 +25,9 @@ pub enum Msg {
     },
     /// Landlock's outcome, sent by the payload just before seccomp and execve.
     Landlock { status: String, abi: Option<u32> },
+    /// init had to show host directories as plain read-only binds (`--allow-degraded
+    /// overlay`); the status says why.
+    HostViews { status: String },
     /// The payload's main process exited with this code.
     Exited { code: i32 },
     /// The payload's main process was killed by this signal.

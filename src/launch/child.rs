@@ -39,6 +39,8 @@ pub struct ChildCtx<'a> {
     pub rlimits: &'a [Rlimit],
     pub seccomp: &'a Compiled,
     pub allow_degraded_landlock: bool,
+    /// Bind host directories where the kernel refuses to overlay them.
+    pub allow_degraded_overlay: bool,
     /// The caller is host root: supplementary groups must be cleared, and the ids switched to
     /// the mapped sandbox ids before any file is created.
     pub root_caller: bool,
@@ -219,8 +221,15 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
             "init lost CAP_SYS_ADMIN in its own user namespace after switching ids".into(),
         ));
     }
-    crate::fs::apply(ctx.plan, sources)
+    let degraded = crate::fs::apply(ctx.plan, sources, ctx.allow_degraded_overlay)
         .map_err(|err| ("build the root filesystem", err.to_string()))?;
+    if let Some(why) = degraded {
+        ctx.report.send(&Msg::HostViews {
+            status: format!(
+                "read-only binds ({why}; allowed by --allow-degraded overlay): file locks on them are shared with other sandboxes and the host"
+            ),
+        });
+    }
     nix::unistd::sethostname(ctx.hostname).map_err(e("set the hostname"))?;
     if ctx.own_netns {
         sys::loopback_up().map_err(e("bring up the loopback interface"))?;

@@ -66,6 +66,7 @@ pub fn outcome(
                 isolation.landlock = status.clone();
                 isolation.landlock_abi = *abi;
             }
+            Msg::HostViews { status } => isolation.host_views = status.clone(),
             Msg::SetupFailed { .. } if setup_failure.is_none() => setup_failure = Some(m.clone()),
             Msg::Exited { .. } | Msg::Signaled { .. } => payload = Some(m.clone()),
             Msg::File { path, mode, data } => {

@@ -48,6 +48,9 @@ const CLONE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWUTS;
 const NAMESPACES: &[&str] = &["user", "pid", "mount", "network", "ipc", "uts", "cgroup"];
 
+/// How read-only host directories are shown, unless init reports a downgrade.
+const HOST_VIEWS: &str = "private read-only overlays";
+
 /// Why a sandbox could not be launched. Each variant names the step; the message says what
 /// to do.
 #[derive(Debug, thiserror::Error)]
@@ -221,6 +224,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 rlimits: &prepared.rlimits,
                 seccomp: &filter,
                 allow_degraded_landlock: spec.degrade.landlock,
+                allow_degraded_overlay: spec.degrade.overlay,
                 root_caller,
                 go: go_r,
                 report: Reporter::new(rep_w),
@@ -351,6 +355,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             Rootfs::Dir(d) => d.display().to_string(),
         },
         capabilities: "none".into(),
+        host_views: HOST_VIEWS.into(),
         no_new_privs: true,
     };
     let io = supervise::Io {

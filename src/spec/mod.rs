@@ -102,6 +102,10 @@ pub enum BackendChoice {
 pub struct Degrade {
     /// Run even when Landlock is unavailable or not enforced (reported in the result).
     pub landlock: bool,
+    /// Bind host directories read-only when the kernel cannot mount an overlay in a user
+    /// namespace (before Linux 5.11): file locks on them are then shared with other sandboxes
+    /// and the host (reported in the result).
+    pub overlay: bool,
 }
 
 /// Where the payload's standard input comes from.
