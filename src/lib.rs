@@ -30,6 +30,7 @@ pub mod fs;
 pub mod history;
 pub mod launch;
 pub mod limits;
+pub mod oci;
 pub mod outcome;
 pub mod output;
 pub mod profile;
