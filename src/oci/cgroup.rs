@@ -65,7 +65,13 @@ pub fn parse_mountinfo(text: &str) -> Vec<(PathBuf, Option<Vec<String>>)> {
 
 /// `linux.cgroupsPath` → a path below each hierarchy's root. `--systemd-cgroup` paths
 /// (`slice:prefix:name`) become `slice/prefix-name.scope` (there is no systemd to ask here).
+/// Without one: `cordon/<id>` for root, `cordon-<uid>/<id>` for another user (two users'
+/// containers may share an id).
 pub fn relative_path(cgroups_path: Option<&str>, id: &str, systemd: bool) -> PathBuf {
+    relative_path_for(cgroups_path, id, systemd, nix::unistd::geteuid().as_raw())
+}
+
+fn relative_path_for(cgroups_path: Option<&str>, id: &str, systemd: bool, uid: u32) -> PathBuf {
     match cgroups_path {
         Some(p) if systemd && p.split(':').count() == 3 => {
             let v: Vec<&str> = p.split(':').collect();
@@ -77,7 +83,8 @@ pub fn relative_path(cgroups_path: Option<&str>, id: &str, systemd: bool) -> Pat
             PathBuf::from(format!("{slice}/{}-{}.scope", v[1], v[2]))
         }
         Some(p) if !p.is_empty() => PathBuf::from(p.trim_start_matches('/')),
-        _ => PathBuf::from(format!("cordon/{id}")),
+        _ if uid == 0 => PathBuf::from(format!("cordon/{id}")),
+        _ => PathBuf::from(format!("cordon-{uid}/{id}")),
     }
 }
 
@@ -102,10 +109,22 @@ pub fn dirs_for(rel: &Path, want_cpuset: bool) -> Result<Vec<PathBuf>, CgroupErr
     Ok(dirs)
 }
 
-/// Creates the directories (cpuset ones inherit their parent's cpus and mems).
+/// Creates the directories (cpuset ones inherit their parent's cpus and mems). An existing
+/// directory is reused only while no process is in it: a live one belongs to another
+/// container, whose limits this one must not take over.
 pub fn create(dirs: &[PathBuf]) -> Result<(), CgroupError> {
     for d in dirs {
         if d.exists() {
+            if !pids(std::slice::from_ref(d)).is_empty() {
+                return Err(CgroupError::Io {
+                    step: "use the cgroup",
+                    path: d.display().to_string(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        "it already holds processes (of another container?); give linux.cgroupsPath",
+                    ),
+                });
+            }
             continue;
         }
         // Walk down so that every new cpuset level is seeded from its parent.
@@ -544,7 +563,14 @@ mod tests {
 
     #[test]
     fn cgroups_path_forms() {
-        assert_eq!(relative_path(None, "c1", false), Path::new("cordon/c1"));
+        assert_eq!(
+            relative_path_for(None, "c1", false, 0),
+            Path::new("cordon/c1")
+        );
+        assert_eq!(
+            relative_path_for(None, "c1", false, 1001),
+            Path::new("cordon-1001/c1")
+        );
         assert_eq!(relative_path(Some("/a/b"), "c1", false), Path::new("a/b"));
         assert_eq!(
             relative_path(Some("machine.slice:libpod:abc"), "c1", true),

@@ -62,6 +62,8 @@ pub struct MountOp {
     /// Options mount(2) does not know as flags: passed as its data string.
     pub data: String,
     pub recursive: bool,
+    /// `tmpcopyup`: copy what the destination held into the new tmpfs.
+    pub copy_up: bool,
 }
 
 /// An id mapping line of uid_map / gid_map.
@@ -593,6 +595,7 @@ fn mount_op(i: usize, m: &Mount, bundle: &Path) -> Result<MountOp, OciConfigErro
     let mut data = Vec::new();
     let mut bind = false;
     let mut recursive = false;
+    let mut copy_up = false;
     for opt in m.options().iter().flatten() {
         let o = opt.as_str();
         if o == "bind" {
@@ -608,9 +611,11 @@ fn mount_op(i: usize, m: &Mount, bundle: &Path) -> Result<MountOp, OciConfigErro
             } else {
                 flags &= !flag;
             }
+        } else if o == "tmpcopyup" {
+            copy_up = true;
         } else if matches!(
             o,
-            "tmpcopyup" | "idmap" | "ridmap" | "rro" | "rrw" | "rnosuid" | "rnodev" | "rnoexec"
+            "idmap" | "ridmap" | "rro" | "rrw" | "rnosuid" | "rnodev" | "rnoexec"
         ) || o.starts_with("idmap=")
             || o.starts_with("ridmap=")
         {
@@ -666,6 +671,7 @@ fn mount_op(i: usize, m: &Mount, bundle: &Path) -> Result<MountOp, OciConfigErro
         propagation,
         data: data.join(","),
         recursive,
+        copy_up,
     })
 }
 
@@ -729,7 +735,7 @@ mod tests {
         assert!(e.contains("`linux.intelRdt`"), "{e}");
         let e = error_of(|v| v["process"]["apparmorProfile"] = "p".into());
         assert!(e.contains("`process.apparmorProfile`"), "{e}");
-        let e = error_of(|v| v["mounts"][0]["options"] = serde_json::json!(["tmpcopyup"]));
+        let e = error_of(|v| v["mounts"][0]["options"] = serde_json::json!(["idmap"]));
         assert!(e.contains("`mounts[0].options`"), "{e}");
         let e = error_of(|v| v["mounts"][0]["type"] = "nfs".into());
         assert!(e.contains("`mounts[0].type`"), "{e}");

@@ -317,6 +317,17 @@ fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Resul
         }
         kind => {
             prepare_dst(&dst, false)?;
+            // tmpcopyup: keep a handle on what the tmpfs will cover, copy it in afterwards.
+            let under = if m.copy_up {
+                Some(std::fs::File::open(&dst).map_err(|err| {
+                    (
+                        "open a tmpcopyup directory",
+                        format!("{}: {err}", dst.display()),
+                    )
+                })?)
+            } else {
+                None
+            };
             let kind = if kind == "cgroup" { "cgroup2" } else { kind };
             let r = mount(Some(&m.src), &dst, Some(kind), to_ms(m.flags), data);
             match (r, kind) {
@@ -329,12 +340,49 @@ fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Resul
                 }
                 (r, _) => r.map_err(ep("mount", &m.dst))?,
             }
+            if let Some(f) = under {
+                let src = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+                copy_tree(&src, &dst).map_err(|err| {
+                    (
+                        "copy up into a tmpfs (tmpcopyup)",
+                        format!("{}: {err}", m.dst.display()),
+                    )
+                })?;
+            }
         }
     }
     for p in &m.propagation {
         mount(none, &dst, none, to_ms(*p), none).map_err(ep("set the propagation of", &m.dst))?;
     }
     Ok(())
+}
+
+/// Copies a directory tree (files, directories, symlinks; modes and owners) into `dst`.
+fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let md = std::fs::symlink_metadata(entry.path())?;
+        let to = dst.join(entry.file_name());
+        let ft = md.file_type();
+        if ft.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &to)?;
+        } else if ft.is_dir() {
+            std::fs::create_dir(&to)?;
+            copy_tree(&entry.path(), &to)?;
+        } else if ft.is_file() {
+            std::fs::copy(entry.path(), &to)?;
+        } else {
+            continue;
+        }
+        if !ft.is_symlink() {
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(md.mode() & 0o7777))?;
+        }
+        std::os::unix::fs::lchown(&to, Some(md.uid()), Some(md.gid()))?;
+    }
+    let md = std::fs::metadata(src)?;
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(md.mode() & 0o7777))?;
+    std::os::unix::fs::chown(dst, Some(md.uid()), Some(md.gid()))
 }
 
 fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
