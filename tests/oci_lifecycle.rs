@@ -318,7 +318,7 @@ both!(fn hooks_get_the_state(who) {
     }
     let out = b.run("h1");
     assert!(out.status.success(), "{}", describe(&out));
-    for (name, status) in [("createRuntime", "creating"), ("poststart", "running"), ("poststop", "stopped")] {
+    for (name, status) in [("createRuntime", "created"), ("poststart", "running"), ("poststop", "stopped")] {
         let text = std::fs::read_to_string(out_dir.join(name)).unwrap_or_else(|e| panic!("{name} hook did not run: {e}"));
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["id"], "h1", "{name}: {v}");

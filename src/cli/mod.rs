@@ -46,7 +46,7 @@ pub enum Command {
     #[command(subcommand)]
     Rootfs(RootfsCommand),
     /// cordon as an OCI runtime (the same as the `cordon-oci` binary; runc's commands).
-    Oci(oci::OciCli),
+    Oci(Box<oci::OciCli>),
     /// Check which isolation mechanisms this host offers, and how to fix missing ones.
     Doctor {
         /// Print the report as JSON.

@@ -29,13 +29,16 @@ fn io(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CgroupE
 /// directory starts with no CPUs and refuses tasks).
 const V1_CONTROLLERS: &[&str] = &["memory", "cpu", "cpuacct", "pids", "freezer", "devices"];
 
-/// Mount points of the cgroup hierarchies: (mount point, Some(controllers) for v1, None for v2).
-pub fn hierarchies() -> Result<Vec<(PathBuf, Option<Vec<String>>)>, CgroupError> {
+/// One cgroup hierarchy: its mount point, and its controllers (v1) or `None` (v2).
+pub type Hierarchy = (PathBuf, Option<Vec<String>>);
+
+/// Mount points of the cgroup hierarchies.
+pub fn hierarchies() -> Result<Vec<Hierarchy>, CgroupError> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(CgroupError::Mounts)?;
     Ok(parse_mountinfo(&text))
 }
 
-pub fn parse_mountinfo(text: &str) -> Vec<(PathBuf, Option<Vec<String>>)> {
+pub fn parse_mountinfo(text: &str) -> Vec<Hierarchy> {
     let mut out = Vec::new();
     for line in text.lines() {
         let Some((left, right)) = line.split_once(" - ") else {
@@ -92,7 +95,7 @@ fn relative_path_for(cgroups_path: Option<&str>, id: &str, systemd: bool, uid: u
 /// v1 hierarchy with a controller cordon uses (cpuset when `want_cpuset`).
 pub fn dirs_for(rel: &Path, want_cpuset: bool) -> Result<Vec<PathBuf>, CgroupError> {
     let h = hierarchies()?;
-    let v1: Vec<&(PathBuf, Option<Vec<String>>)> = h.iter().filter(|(_, c)| c.is_some()).collect();
+    let v1: Vec<&Hierarchy> = h.iter().filter(|(_, c)| c.is_some()).collect();
     if v1.is_empty() {
         if let Some((mp, _)) = h.iter().find(|(_, c)| c.is_none()) {
             return Ok(vec![mp.join(rel)]);
@@ -201,17 +204,38 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
         }
     }
     if let Some(m) = r.memory() {
-        if m.kernel().is_some() {
-            return unsupported(
-                "linux.resources.memory.kernel",
-                "kernel memory limits do not exist in current kernels; remove the field",
-            );
+        // Kernel memory is charged to the memory cgroup's own counter (v2 always; v1 since
+        // Linux 4.x with kmem accounting), and current kernels ignore a separate kmem limit.
+        // So a `kernel` limit at or above `limit` is enforced by `limit`; a lower one cannot be.
+        if let Some(k) = m.kernel() {
+            let covered = matches!(m.limit(), Some(l) if l >= 0 && (k < 0 || k >= l));
+            if !covered {
+                return unsupported(
+                    "linux.resources.memory.kernel",
+                    "a kernel memory cap below linux.resources.memory.limit cannot be enforced (kernels since 5.16 ignore memory.kmem.limit_in_bytes); drop it or make it at least the memory limit",
+                );
+            }
         }
-        if m.kernel_tcp().is_some() {
-            return unsupported(
+        if let Some(t) = m.kernel_tcp() {
+            if v2 {
+                return unsupported(
+                    "linux.resources.memory.kernelTCP",
+                    "cgroup v2 has no separate TCP buffer limit",
+                );
+            }
+            write(
+                dirs,
                 "linux.resources.memory.kernelTCP",
-                "not implemented; remove the field",
-            );
+                "memory.kmem.tcp.limit_in_bytes",
+                &t.to_string(),
+            )?;
+            let back = read_u64(dirs, "memory.kmem.tcp.limit_in_bytes", None);
+            if t >= 0 && back.is_some_and(|b| b > t as u64) {
+                return unsupported(
+                    "linux.resources.memory.kernelTCP",
+                    "the kernel did not keep the value written to memory.kmem.tcp.limit_in_bytes",
+                );
+            }
         }
         let f = "linux.resources.memory";
         let limit_str = |v: i64| {

@@ -11,11 +11,8 @@ use std::path::{Path, PathBuf};
 /// Why a config.json cannot be run.
 #[derive(Debug, thiserror::Error)]
 pub enum OciConfigError {
-    #[error("cannot read {path}: {source}")]
-    Load {
-        path: String,
-        source: oci_spec::OciSpecError,
-    },
+    #[error("cannot read {path}: {why}")]
+    Load { path: String, why: String },
     #[error("config.json: `{field}` is not supported by cordon-oci: {why}")]
     Unsupported { field: String, why: String },
     #[error("config.json: `{field}` is invalid: {why}")]
@@ -134,6 +131,8 @@ pub struct Container {
     /// Propagation flags for `/` (default `MS_SLAVE | MS_REC`, as runc).
     pub root_propagation: libc::c_ulong,
     pub cgroups_path: Option<String>,
+    /// config.json has a `process` (without one, `start` is an error).
+    pub has_process: bool,
 }
 
 /// Capability sets by name (`CAP_SYS_ADMIN`), as the config lists them.
@@ -150,9 +149,15 @@ impl Container {
     /// Loads `bundle/config.json` and checks it.
     pub fn load(bundle: &Path) -> Result<Container, OciConfigError> {
         let path = bundle.join("config.json");
-        let spec = Spec::load(&path).map_err(|source| OciConfigError::Load {
+        // serde_json directly: its errors say what is wrong and where (oci-spec's say "serde
+        // failed").
+        let text = std::fs::read(&path).map_err(|e| OciConfigError::Load {
             path: path.display().to_string(),
-            source,
+            why: e.to_string(),
+        })?;
+        let spec: Spec = serde_json::from_slice(&text).map_err(|e| OciConfigError::Load {
+            path: path.display().to_string(),
+            why: e.to_string(),
         })?;
         Container::from_spec(spec, bundle)
     }
@@ -186,12 +191,34 @@ impl Container {
         } else {
             bundle.join(root.path())
         };
-        let process = spec
-            .process()
-            .as_ref()
-            .ok_or_else(|| invalid("process", "`create` needs a process to run"))?;
-        let args = process.args().clone().unwrap_or_default();
-        if args.is_empty() {
+        let version_ok = {
+            let v = spec.version();
+            let parts: Vec<&str> = v.split(['.', '-', '+']).collect();
+            parts.len() >= 3
+                && parts[0] == "1"
+                && parts[1..3]
+                    .iter()
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        };
+        if !version_ok {
+            return Err(invalid(
+                "ociVersion",
+                format!(
+                    "{:?} is not a 1.x.y version of the runtime spec",
+                    spec.version()
+                ),
+            ));
+        }
+        // A config without `process` can be created; `start` then fails (runtime spec).
+        let has_process = spec.process().is_some();
+        let default_process = oci_spec::runtime::Process::default();
+        let process = spec.process().as_ref().unwrap_or(&default_process);
+        let args = if has_process {
+            process.args().clone().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        if has_process && args.is_empty() {
             return Err(invalid("process.args", "give at least the program to run"));
         }
         if process.command_line().is_some() {
@@ -315,10 +342,11 @@ impl Container {
                 .iter()
                 .any(|n| n.flag == flag && n.path.is_none())
         };
-        if !has_new(libc::CLONE_NEWNS) {
+        let has = |flag| namespaces.iter().any(|n: &Namespace| n.flag == flag);
+        if !has(libc::CLONE_NEWNS) {
             return Err(unsupported(
                 "linux.namespaces",
-                "cordon-oci needs a new mount namespace (`{\"type\": \"mount\"}`) to build the root",
+                "cordon-oci needs a mount namespace (`{\"type\": \"mount\"}`, new or by path) to build the root; it never changes the host's mounts",
             ));
         }
         let maps = |m: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| -> Vec<IdMap> {
@@ -339,24 +367,25 @@ impl Container {
                 "a new user namespace needs linux.uidMappings and linux.gidMappings",
             ));
         }
-        if !has_new(libc::CLONE_NEWUSER) && !(uid_mappings.is_empty() && gid_mappings.is_empty()) {
+        let any_maps = !uid_mappings.is_empty() || !gid_mappings.is_empty();
+        if !has_new(libc::CLONE_NEWUSER) && any_maps {
             return Err(invalid(
                 "linux.uidMappings",
                 "id mappings need a new user namespace in linux.namespaces",
             ));
         }
         let hostname = spec.hostname().clone().filter(|h| !h.is_empty());
-        if hostname.is_some() && !has_new(libc::CLONE_NEWUTS) {
+        if hostname.is_some() && !has(libc::CLONE_NEWUTS) {
             return Err(invalid(
                 "hostname",
-                "setting the hostname needs a new uts namespace",
+                "setting the hostname needs a uts namespace (new or by path)",
             ));
         }
         let domainname = spec.domainname().clone().filter(|h| !h.is_empty());
-        if domainname.is_some() && !has_new(libc::CLONE_NEWUTS) {
+        if domainname.is_some() && !has(libc::CLONE_NEWUTS) {
             return Err(invalid(
                 "domainname",
-                "setting the domainname needs a new uts namespace",
+                "setting the domainname needs a uts namespace (new or by path)",
             ));
         }
 
@@ -483,6 +512,7 @@ impl Container {
                 .cgroups_path()
                 .as_ref()
                 .map(|p| p.display().to_string()),
+            has_process,
             spec,
         })
     }

@@ -199,17 +199,15 @@ fn to_ms(bits: libc::c_ulong) -> MsFlags {
 
 fn build_root(c: &Container, in_userns: bool, cgroup2: bool) -> Result<(), Step> {
     let none: Option<&str> = None;
-    // Nothing mounted below propagates back to the host.
-    mount(
-        none,
-        "/",
-        none,
-        to_ms(c.root_propagation & !(libc::MS_SHARED))
-            | MsFlags::MS_REC.intersection(to_ms(c.root_propagation)),
-        none,
-    )
-    .or_else(|_| mount(none, "/", none, MsFlags::MS_SLAVE | MsFlags::MS_REC, none))
-    .map_err(e("make / non-shared"))?;
+    // Nothing mounted below propagates back to the host: `/` becomes a slave (or private,
+    // when the config asks for that); a shared or unbindable rootfsPropagation is applied
+    // after pivot_root (shared would leak the mounts below, unbindable would refuse them).
+    let initial = if c.root_propagation & libc::MS_PRIVATE != 0 {
+        c.root_propagation
+    } else {
+        libc::MS_SLAVE | libc::MS_REC
+    };
+    mount(none, "/", none, to_ms(initial), none).map_err(e("make / non-shared"))?;
     // pivot_root needs the new root to be a mount point.
     mount(
         Some(&c.rootfs),

@@ -264,7 +264,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         cgroups: Vec::new(),
         child: None,
     };
-    let c = Container::load(&bundle)?;
+    let mut c = Container::load(&bundle)?;
+    c.rootfs = std::fs::canonicalize(&c.rootfs).map_err(io_err("open root.path", &c.rootfs))?;
     ctx.log("debug", &format!("create {}: config checked", a.id));
     let filter = match c.spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
         Some(s) => {
@@ -435,9 +436,11 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         rootless: rootless(),
         owner: nix::unistd::geteuid().as_raw(),
         own_pid_ns: c.new_namespaces() & libc::CLONE_NEWPID != 0,
+        has_process: c.has_process,
     };
     state::save(&dir, &stored)?;
-    let creating = serde_json::to_vec(&stored.oci(Status::Creating)).unwrap_or_default();
+    // The hooks before start see the state `created` (what `state` answers from now on).
+    let creating = serde_json::to_vec(&stored.oci(Status::Created)).unwrap_or_default();
     if let Some(h) = c.spec.hooks() {
         for (kind, list) in [
             ("prestart", h.prestart()),
@@ -548,7 +551,20 @@ fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {
             what: "only a created container can be started",
         });
     }
+    if !s.has_process {
+        // Nothing can ever run: the init goes, so the container reads as stopped.
+        let _ = nix::sys::signal::kill(Pid::from_raw(s.pid), Signal::SIGKILL);
+        return Err(OciError::Usage(format!(
+            "container {id} has no `process` in its config.json: there is nothing to start"
+        )));
+    }
     let fifo = state::fifo_path(&dir);
+    // The init's executable (cordon-oci) before the go, to see it change at execve.
+    let exe = format!("/proc/{}/exe", s.pid);
+    let before = std::fs::metadata(&exe).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        (m.dev(), m.ino())
+    });
     let fd = nix::fcntl::open(
         &fifo,
         nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC,
@@ -557,6 +573,22 @@ fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {
     .map_err(sys_err("open exec.fifo (did the container's init die?)"))?;
     nix::unistd::write(&fd, b"0").map_err(sys_err("write exec.fifo"))?;
     let _ = std::fs::remove_file(&fifo);
+    // Return once the container's process runs the config's program (poststart hooks run
+    // after it started, and a signal sent right after `start` reaches the program, not
+    // cordon's setup code). Bounded: a program that is cordon-oci itself, or a slow setup.
+    if let Some(before) = before {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline && state::init_alive(&s) {
+            let now = std::fs::metadata(&exe).ok().map(|m| {
+                use std::os::unix::fs::MetadataExt;
+                (m.dev(), m.ino())
+            });
+            if now != Some(before) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
     if let Some(list) = s.hooks.as_ref().and_then(|h| h.poststart().clone()) {
         let json = serde_json::to_vec(&s.oci(Status::Running)).unwrap_or_default();
         if let Err(e) = hooks::run("poststart", &list, &json) {
@@ -604,17 +636,16 @@ fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
 fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
     let (dir, s) = state::load(&ctx.root, id)?;
     let st = state::status(&dir, &s);
-    if st == Status::Running || st == Status::Paused {
-        if !force {
-            return Err(OciError::WrongStatus {
-                id: id.into(),
-                status: st,
-                what: "stop it first, or use delete --force",
-            });
-        }
+    // The runtime spec: deleting a container that is not stopped is an error and changes
+    // nothing. --force kills it first.
+    if st != Status::Stopped && !force {
+        return Err(OciError::WrongStatus {
+            id: id.into(),
+            status: st,
+            what: "stop it first, or use delete --force",
+        });
     }
     if st != Status::Stopped {
-        // A created container is deleted as runc does it: its init is killed.
         if st == Status::Paused {
             let _ = cgroup::freeze(&s.cgroup_dirs, false);
         }
@@ -832,7 +863,7 @@ fn pause(ctx: &Ctx, id: &str, frozen: bool) -> Result<(), OciError> {
 }
 
 fn update(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
-    use oci_spec::runtime::{LinuxCpu, LinuxMemory, LinuxPids, LinuxResources};
+    use oci_spec::runtime::{LinuxPids, LinuxResources};
     let (dir, s) = state::load(&ctx.root, &a.id)?;
     if state::status(&dir, &s) == Status::Stopped {
         return Err(OciError::WrongStatus {
@@ -857,7 +888,7 @@ fn update(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
         None => LinuxResources::default(),
     };
     if a.memory.is_some() || a.memory_swap.is_some() || a.memory_reservation.is_some() {
-        let mut m = r.memory().clone().unwrap_or_else(LinuxMemory::default);
+        let mut m = r.memory().unwrap_or_default();
         if a.memory.is_some() {
             m.set_limit(a.memory);
         }
@@ -875,7 +906,7 @@ fn update(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
         || a.cpuset_cpus.is_some()
         || a.cpuset_mems.is_some()
     {
-        let mut c = r.cpu().clone().unwrap_or_else(LinuxCpu::default);
+        let mut c = r.cpu().clone().unwrap_or_default();
         if a.cpu_quota.is_some() {
             c.set_quota(a.cpu_quota);
         }

@@ -65,6 +65,13 @@ pub struct Stored {
     pub owner: u32,
     /// The container has a pid namespace of its own (killing its init kills the rest).
     pub own_pid_ns: bool,
+    /// config.json had a `process`.
+    #[serde(default = "yes")]
+    pub has_process: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The OCI state (runtime spec, "State").
@@ -262,6 +269,7 @@ mod tests {
             rootless: false,
             owner: 0,
             own_pid_ns: true,
+            has_process: true,
         };
         let v = serde_json::to_value(s.oci(Status::Created)).unwrap();
         assert_eq!(v["ociVersion"], "1.0.2");
