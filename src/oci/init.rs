@@ -35,6 +35,8 @@ pub struct InitArgs<'a> {
     pub no_pivot: bool,
     /// Whether the host is pure cgroup v2 (`cgroup` mounts become cgroup2 mounts).
     pub cgroup2: bool,
+    /// Whether cordon-oci itself runs in a user namespace (rootless podman): no mknod there.
+    pub caller_in_userns: bool,
 }
 
 type Step = (&'static str, String);
@@ -118,7 +120,7 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
     if let Some(d) = &c.domainname {
         sys::set_domainname(d).map_err(e("set the domainname"))?;
     }
-    let in_userns = c.has_namespace(libc::CLONE_NEWUSER);
+    let in_userns = c.has_namespace(libc::CLONE_NEWUSER) || a.caller_in_userns;
     build_root(c, in_userns, a.cgroup2)?;
     if let Some(hooks) = c
         .spec

@@ -91,7 +91,7 @@ struct Ctx {
 impl Ctx {
     fn new(g: &OciGlobal) -> Ctx {
         let root = g.root.clone().unwrap_or_else(|| {
-            if nix::unistd::geteuid().is_root() {
+            if !rootless() {
                 PathBuf::from("/run/cordon")
             } else {
                 let base = std::env::var_os("XDG_RUNTIME_DIR")
@@ -247,8 +247,20 @@ impl Drop for Cleanup {
     }
 }
 
+/// Not root of the host: another uid, or uid 0 of a user namespace (rootless podman runs
+/// its runtime inside one). Such a caller usually may not create cgroups or use /run.
 fn rootless() -> bool {
-    !nix::unistd::geteuid().is_root()
+    !nix::unistd::geteuid().is_root() || !in_initial_userns()
+}
+
+/// Whether this process is in the host's user namespace (its uid_map is the identity map).
+fn in_initial_userns() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map")
+        .map(|m| {
+            let f: Vec<&str> = m.split_whitespace().collect();
+            f == ["0", "0", "4294967295"]
+        })
+        .unwrap_or(true)
 }
 
 fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError> {
@@ -395,6 +407,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 join,
                 no_pivot: a.no_pivot,
                 cgroup2,
+                caller_in_userns: !in_initial_userns(),
             })
         }
         Ok(CloneResult::Parent(pid)) => pid,
@@ -507,7 +520,8 @@ fn write_maps(child: Pid, uids: &[IdMap], gids: &[IdMap]) -> Result<(), OciError
         nix::unistd::getegid().as_raw(),
     );
     let own_only = |m: &[IdMap], id: u32| m.len() == 1 && m[0].host == id && m[0].size == 1;
-    if rootless() && !(own_only(uids, euid) && own_only(gids, egid)) {
+    let unprivileged = !nix::unistd::geteuid().is_root();
+    if unprivileged && !(own_only(uids, euid) && own_only(gids, egid)) {
         for (tool, m) in [("newuidmap", uids), ("newgidmap", gids)] {
             let mut cmd = std::process::Command::new(tool);
             cmd.arg(child.as_raw().to_string());
@@ -530,7 +544,7 @@ fn write_maps(child: Pid, uids: &[IdMap], gids: &[IdMap]) -> Result<(), OciError
         }
         return Ok(());
     }
-    if rootless() {
+    if unprivileged {
         std::fs::write(proc.join("setgroups"), "deny")
             .map_err(io_err("deny setgroups in", &proc))?;
     }
