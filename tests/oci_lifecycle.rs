@@ -425,3 +425,84 @@ fn podman_runs_a_container() {
         describe(&out)
     );
 }
+
+both!(fn exec_joins_the_container(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        c["hostname"] = json!("exec-test");
+    }) else { return };
+    let id = format!("e1-{who:?}");
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["start", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["exec", &id, "sh", "-c", "hostname; echo $$; exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("exec-test"), "exec is not in the uts namespace: {}", describe(&out));
+    // In the container's pid namespace the exec'd shell is not pid 1 (that is `sleep`).
+    let pid: u32 = lines.next().unwrap().parse().unwrap();
+    assert!(pid > 1, "{}", describe(&out));
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
+both!(fn pause_and_resume(who) {
+    if who == Who::User {
+        println!("SKIP: pause needs a freezer cgroup, which rootless containers lack on this host");
+        return;
+    }
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    let id = "p1";
+    let a = b.bundle_args("run", id);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--detach");
+    let out = b.oci(&a);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["pause", id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(b.state(id)["status"], "paused");
+    let pid = b.state(id)["pid"].as_i64().unwrap();
+    let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let letter = st[st.rfind(')').unwrap() + 2..].chars().next().unwrap();
+    assert!(letter == 'D' || letter == 'S' || letter == 'T', "{st}");
+    let out = b.oci(&["resume", id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(b.state(id)["status"], "running");
+    let out = b.oci(&["ps", "--format", "json", id]);
+    let pids: Vec<i64> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(pids, [pid], "{}", describe(&out));
+    let out = b.oci(&["delete", "--force", id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
+#[test]
+fn containerd_runs_a_container() {
+    if !running_as_root() {
+        println!("SKIP: the containerd test runs as root");
+        return;
+    }
+    match Command::new("ctr").arg("version").output() {
+        Ok(o) if o.status.success() => {}
+        _ => {
+            println!("SKIP: containerd is not installed or not running (`ctr version` failed)");
+            return;
+        }
+    }
+    let Some(b) = Bundle::new(Who::Root, &["true"], |_| {}) else {
+        return;
+    };
+    let id = format!("cordon-oci-test-{}", std::process::id());
+    let out = Command::new("ctr")
+        .args(["run", "--rm", "--runc-binary"])
+        .arg(oci_bin())
+        .arg("--rootfs")
+        .arg(b.path().join("rootfs"))
+        .args([&id, "sh", "-c", "echo hi from containerd; exit 6"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi from containerd\n");
+}
