@@ -25,8 +25,10 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-/// The OCI runtime-spec version cordon-oci implements.
+/// The newest OCI runtime-spec version cordon-oci implements.
 pub const OCI_VERSION: &str = "1.2.0";
+/// The `ociVersion` that `spec` writes.
+pub const SPEC_VERSION: &str = "1.0.2-dev";
 
 #[derive(Debug, thiserror::Error)]
 pub enum OciError {
@@ -820,7 +822,9 @@ fn spec(bundle: &Path, rootless_spec: bool) -> Result<(), OciError> {
     } else {
         Spec::default()
     };
-    s.set_version(OCI_VERSION.into());
+    // The version runc 1.1 writes: older runtimes (crun 1.8) refuse a newer one, and
+    // nothing cordon-oci reads needs 1.2.
+    s.set_version(SPEC_VERSION.into());
     s.set_hostname(Some("cordon".into()));
     s.save(&path)
         .map_err(|e| OciError::Usage(format!("cannot write {}: {e}", path.display())))
