@@ -628,8 +628,20 @@ pub fn exec_process(
     filter: Option<&OciFilter>,
     preserve_fds: i32,
     _report: std::os::fd::RawFd,
+    console_sock: Option<&OwnedFd>,
 ) -> ! {
-    if let Err((step, msg)) = prepare(c, filter, None, preserve_fds) {
+    let fail = |step: &str, msg: String| -> ! {
+        eprintln!("cordon-oci: cannot {step}: {msg}");
+        sys::exit_now(1)
+    };
+    let slave = match console_sock {
+        Some(sock) => match console(sock, c.console_size) {
+            Ok(s) => Some(s),
+            Err((step, msg)) => fail(step, msg),
+        },
+        None => None,
+    };
+    if let Err((step, msg)) = prepare(c, filter, slave, preserve_fds) {
         eprintln!("cordon-oci: cannot {step}: {msg}");
         sys::exit_now(1);
     }

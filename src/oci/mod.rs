@@ -1044,11 +1044,16 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         }
         c.terminal = a.tty;
     }
-    if c.terminal {
-        return Err(OciError::Usage(
-            "exec with a terminal is not implemented in cordon-oci yet; run without --tty".into(),
-        ));
-    }
+    let console = if c.terminal || a.tty {
+        let p = a.console_socket.as_ref().ok_or_else(|| {
+            OciError::Usage("a terminal (--tty or process.terminal) needs --console-socket".into())
+        })?;
+        let s = std::os::unix::net::UnixStream::connect(p)
+            .map_err(io_err("connect to --console-socket", p))?;
+        Some(OwnedFd::from(s))
+    } else {
+        None
+    };
     let filter = match c.spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
         Some(sc) => Some(seccomp::compile(&sc)?),
         None => None,
@@ -1091,12 +1096,21 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
     let mid = match sys::fork().map_err(sys_err("fork"))? {
         CloneResult::Child => {
             drop(pid_r);
-            let code = exec_mid(&c, &cg, &ns, filter.as_ref(), preserve, &pid_w, a.detach);
+            let code = exec_mid(
+                &c,
+                &cg,
+                &ns,
+                filter.as_ref(),
+                preserve,
+                &pid_w,
+                a.detach,
+                console.as_ref(),
+            );
             sys::exit_now(code)
         }
         CloneResult::Parent(p) => p,
     };
-    drop(pid_w);
+    drop((pid_w, console));
     let mut buf = [0u8; 64];
     let n = loop {
         match nix::unistd::read(&pid_r, &mut buf) {
@@ -1128,6 +1142,7 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn exec_mid(
     c: &Container,
     cg: &[PathBuf],
@@ -1136,6 +1151,7 @@ fn exec_mid(
     preserve: i32,
     report: &OwnedFd,
     detach: bool,
+    console: Option<&OwnedFd>,
 ) -> i32 {
     let fail = |step: &str, e: String| {
         let _ = nix::unistd::write(report, format!("ERR {step}: {e}").as_bytes());
@@ -1153,7 +1169,7 @@ fn exec_mid(
     let child = match sys::fork() {
         Ok(CloneResult::Child) => {
             let _ = nix::unistd::chdir("/");
-            init::exec_process(c, filter, preserve, report.as_raw_fd())
+            init::exec_process(c, filter, preserve, report.as_raw_fd(), console)
         }
         Ok(CloneResult::Parent(p)) => p,
         Err(e) => return fail("fork the exec process", e.to_string()),
