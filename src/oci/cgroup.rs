@@ -137,6 +137,20 @@ pub fn create(dirs: &[PathBuf]) -> Result<(), CgroupError> {
             if cur.exists() {
                 continue;
             }
+            // cgroup v2: a child has the controllers its parent delegates; delegate every
+            // controller the parent has (memory, cpu, pids...) before creating the child.
+            if let Some(parent) = cur.parent()
+                && parent.join("cgroup.subtree_control").exists()
+            {
+                let have =
+                    std::fs::read_to_string(parent.join("cgroup.controllers")).unwrap_or_default();
+                let want: Vec<String> = have.split_whitespace().map(|c| format!("+{c}")).collect();
+                if !want.is_empty() {
+                    let p = parent.join("cgroup.subtree_control");
+                    std::fs::write(&p, want.join(" "))
+                        .map_err(io("enable the controllers in", &p))?;
+                }
+            }
             std::fs::create_dir(&cur).map_err(io("create the cgroup", &cur))?;
             for f in ["cpuset.cpus", "cpuset.mems"] {
                 if let (Some(parent), true) = (cur.parent(), cur.join(f).exists()) {
