@@ -179,7 +179,8 @@ fn write(dirs: &[PathBuf], field: &str, file: &str, value: &str) -> Result<(), C
     })
 }
 
-fn is_v2(dirs: &[PathBuf]) -> bool {
+/// Whether these are cgroup v2 directories.
+pub fn is_v2(dirs: &[PathBuf]) -> bool {
     with_file(dirs, "cgroup.controllers").is_some() && with_file(dirs, "tasks").is_none()
 }
 
@@ -435,10 +436,10 @@ fn apply_devices(
 ) -> Result<(), CgroupError> {
     let field = "linux.resources.devices";
     if v2 {
-        // A device controller on v2 is an eBPF program; cordon does not load one yet. A policy
-        // that only denies everything is still honoured by the mount namespace (no device
-        // nodes but the default ones exist in /dev, and the container's mknod needs
-        // CAP_MKNOD), so refuse only rules that allow more.
+        // A device controller on v2 is an eBPF program; cordon does not load one yet. A
+        // deny-only policy is still honoured when the container cannot make device nodes
+        // (create() refuses CAP_MKNOD outside a user namespace in that case): its /dev holds
+        // only the default nodes. Rules that allow more cannot be expressed without eBPF.
         if rules.iter().any(|r| r.allow()) {
             return Err(CgroupError::Resource {
                 field: field.into(),

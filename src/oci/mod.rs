@@ -334,6 +334,20 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             || r.network().is_some()
             || r.rdma().is_some()
     });
+    // cgroup v2 has no device controller but an eBPF program, which cordon does not load:
+    // the device deny rules then hold only while the container cannot create device nodes,
+    // which takes CAP_MKNOD in the host's user namespace. Refuse rather than pretend.
+    let denies_devices = resources
+        .as_ref()
+        .and_then(|r| r.devices().as_ref())
+        .is_some_and(|d| d.iter().any(|r| !r.allow()));
+    let own_userns = c.has_namespace(libc::CLONE_NEWUSER) || !in_initial_userns();
+    let cgroup2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if cgroup2 && denies_devices && !own_userns && c.caps.bounding.contains("CAP_MKNOD") {
+        return Err(OciError::Usage(
+            "config.json: `linux.resources.devices` cannot be enforced on cgroup v2 by cordon-oci (no eBPF device filter yet) while process.capabilities.bounding has CAP_MKNOD: drop CAP_MKNOD (podman: --cap-drop mknod) or add a user namespace".into(),
+        ));
+    }
     match cgroup::create(&dirs) {
         Ok(()) => {
             cleanup.cgroups = dirs.clone();
@@ -391,7 +405,6 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     let (go_r, go_w) = nix::unistd::pipe2(cloexec).map_err(sys_err("create the go pipe"))?;
     let (ready_r, ready_w) =
         nix::unistd::pipe2(cloexec).map_err(sys_err("create the ready pipe"))?;
-    let cgroup2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     let flags = c.new_namespaces() & !libc::CLONE_NEWCGROUP;
     let child = match sys::clone_namespaces(flags) {
         Ok(CloneResult::Child) => {
