@@ -32,6 +32,7 @@ pub mod history;
 pub mod launch;
 pub mod limits;
 pub mod net;
+pub mod oci;
 pub mod outcome;
 pub mod output;
 pub mod profile;

@@ -25,6 +25,7 @@ fn main() {
         Command::History { last, json } => commands::history(last, json),
         Command::Rootfs(RootfsCommand::Build { lang }) => commands::rootfs_build(&lang),
         Command::Rootfs(RootfsCommand::List { json }) => commands::rootfs_list(json),
+        Command::Oci(cli) => cordon::oci::main(*cli),
         Command::Doctor { json } => cordon::doctor::main(json),
     };
     std::process::exit(code);

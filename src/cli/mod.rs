@@ -4,6 +4,8 @@ use crate::spec::{self, BackendChoice, Degrade, Rootfs, SandboxSpec, StdinSource
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+pub mod oci;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "cordon",
@@ -43,6 +45,8 @@ pub enum Command {
     /// Build and list per-language root filesystems.
     #[command(subcommand)]
     Rootfs(RootfsCommand),
+    /// cordon as an OCI runtime (the same as the `cordon-oci` binary; runc's commands).
+    Oci(Box<oci::OciCli>),
     /// Check which isolation mechanisms this host offers, and how to fix missing ones.
     Doctor {
         /// Print the report as JSON.

@@ -232,3 +232,105 @@ pub fn own_received_fd(fd: RawFd) -> OwnedFd {
     // other object in this process knows it, so this OwnedFd is its only owner.
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
+
+/// `setdomainname(2)` in the calling process's UTS namespace (OCI `domainname`).
+pub fn set_domainname(name: &str) -> Result<(), Errno> {
+    // SAFETY: the pointer and length describe `name`'s bytes, which live for the call; the
+    // kernel copies them and needs no NUL terminator.
+    let ret = unsafe { libc::setdomainname(name.as_ptr().cast(), name.len()) };
+    if ret == -1 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
+/// Makes `fd` (a terminal) the controlling terminal of the calling session (`TIOCSCTTY`).
+pub fn set_controlling_tty(fd: RawFd) -> Result<(), Errno> {
+    // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal); no memory is passed.
+    let ret = unsafe { libc::ioctl(fd, libc::TIOCSCTTY, 0 as libc::c_int) };
+    if ret == -1 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
+/// Sets a terminal's window size (`TIOCSWINSZ`).
+pub fn set_winsize(fd: RawFd, rows: u16, cols: u16) -> Result<(), Errno> {
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads a `struct winsize`, which `ws` is and which lives for the call.
+    let ret = unsafe { libc::ioctl(fd, libc::TIOCSWINSZ, &ws) };
+    if ret == -1 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
+/// Unlocks a pseudo-terminal master (`TIOCSPTLCK` 0) and opens its peer (`TIOCGPTPEER`,
+/// Linux 4.13+), so the slave is found through the master's own devpts, never by name.
+pub fn pty_open_peer(master: RawFd) -> Result<OwnedFd, Errno> {
+    let unlock: libc::c_int = 0;
+    // SAFETY: TIOCSPTLCK reads one int from the pointer, which points to a live local.
+    if unsafe { libc::ioctl(master, libc::TIOCSPTLCK, &unlock) } == -1 {
+        return Err(Errno::last());
+    }
+    // SAFETY: TIOCGPTPEER takes open flags as an integer and returns a new fd.
+    let fd = unsafe {
+        libc::ioctl(
+            master,
+            libc::TIOCGPTPEER,
+            (libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) as libc::c_int,
+        )
+    };
+    if fd == -1 {
+        return Err(Errno::last());
+    }
+    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Installs a seccomp BPF program with `seccomp(SECCOMP_SET_MODE_FILTER)` WITHOUT setting
+/// `no_new_privs` (OCI keeps it off unless the config asks; the kernel then requires
+/// CAP_SYS_ADMIN, which the container's init still holds at this point).
+pub fn seccomp_set_filter(
+    prog: &[seccompiler::sock_filter],
+    flags: libc::c_ulong,
+) -> Result<(), Errno> {
+    let fprog = libc::sock_fprog {
+        len: prog.len() as libc::c_ushort,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `fprog` points to `prog`, a slice of `struct sock_filter` (same layout as
+    // libc's) that outlives the call; the kernel copies the program and does not write to it.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER as libc::c_ulong,
+            flags,
+            &fprog as *const libc::sock_fprog,
+        )
+    };
+    if ret == -1 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
+}
+
+/// Clears close-on-exec on `fd` (for the `--preserve-fds` descriptors an OCI container keeps).
+pub fn clear_cloexec(fd: RawFd) -> Result<(), Errno> {
+    // SAFETY: F_SETFD with an integer flag argument on a descriptor number; no memory passed.
+    let ret = unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+    if ret == -1 {
+        Err(Errno::last())
+    } else {
+        Ok(())
+    }
+}

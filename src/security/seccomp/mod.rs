@@ -22,7 +22,7 @@ mod policy;
 mod syscalls;
 
 #[cfg(test)]
-mod bpf_eval;
+pub(crate) mod bpf_eval;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -45,6 +45,11 @@ const EMBEDDED: &[(&str, &[u8])] = &[(
     "default",
     include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-default.bpf")),
 )];
+
+/// The x86_64 number of a system call, by name (`None` for a name the table lacks).
+pub fn syscall_number(name: &str) -> Option<u32> {
+    syscalls::number(name)
+}
 
 /// The names [`compile_builtin`] accepts.
 pub fn builtin_names() -> &'static [&'static str] {

@@ -1,0 +1,16 @@
+//! `cordon-oci`: cordon as an OCI runtime, with runc's command line (the same code as
+//! `cordon oci ...`), for podman, containerd and Kubernetes.
+
+use clap::Parser;
+use cordon::cli::oci::OciCli;
+
+fn main() {
+    let cli = match OciCli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { 1 } else { 0 });
+        }
+    };
+    std::process::exit(cordon::oci::main(cli));
+}

@@ -1,0 +1,197 @@
+//! clap definitions of `cordon-oci` (and `cordon oci`): runc's command line.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cordon-oci",
+    version,
+    about = "cordon as an OCI runtime (runc's command line), for podman, containerd and Kubernetes."
+)]
+pub struct OciCli {
+    #[command(flatten)]
+    pub global: OciGlobal,
+    #[command(subcommand)]
+    pub command: OciCommand,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct OciGlobal {
+    /// State directory (default /run/cordon as root, $XDG_RUNTIME_DIR/cordon otherwise).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Write errors (and --debug messages) to this file as well.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Format of --log lines.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log each step.
+    #[arg(long, global = true)]
+    pub debug: bool,
+    /// Accepted; `slice:prefix:name` cgroup paths become `slice/prefix-name.scope`.
+    #[arg(long, global = true)]
+    pub systemd_cgroup: bool,
+    /// Accepted (true|false|auto); cordon-oci detects rootless mode from its euid. With
+    /// `spec`: write a config for an unprivileged user (own user namespace, no cgroup).
+    #[arg(long, global = true, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub rootless: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct CreateArgs {
+    /// The bundle directory (config.json and usually rootfs/).
+    #[arg(long, short = 'b', default_value = ".")]
+    pub bundle: PathBuf,
+    /// Write the container's pid here.
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
+    /// Unix socket that receives the pty master when process.terminal is true.
+    #[arg(long, value_name = "PATH")]
+    pub console_socket: Option<PathBuf>,
+    /// Pass this many extra fds (from 3 up) to the container.
+    #[arg(long, default_value_t = 0)]
+    pub preserve_fds: i32,
+    /// Use MS_MOVE + chroot instead of pivot_root.
+    #[arg(long)]
+    pub no_pivot: bool,
+    /// Accepted for runc compatibility (cordon-oci makes no new session keyring).
+    #[arg(long)]
+    pub no_new_keyring: bool,
+    pub id: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OciCommand {
+    /// Create a container; its process waits for `start`.
+    Create(CreateArgs),
+    /// Start a created container's process.
+    Start { id: String },
+    /// Print a container's state as JSON.
+    State { id: String },
+    /// Send a signal (default SIGTERM) to the container's process (--all: every process).
+    Kill {
+        id: String,
+        #[arg(default_value = "SIGTERM")]
+        signal: String,
+        #[arg(long, short = 'a')]
+        all: bool,
+    },
+    /// Delete a stopped container (--force: kill it first).
+    Delete {
+        id: String,
+        #[arg(long, short = 'f')]
+        force: bool,
+    },
+    /// Create, start and wait for a container; exit with its status.
+    Run {
+        #[command(flatten)]
+        create: CreateArgs,
+        /// Return once the container started.
+        #[arg(long, short = 'd')]
+        detach: bool,
+        /// Keep the container after it exits.
+        #[arg(long)]
+        keep: bool,
+    },
+    /// Run a process in a running container.
+    Exec(ExecArgs),
+    /// List containers.
+    List {
+        #[arg(long, short = 'f', default_value = "table")]
+        format: String,
+        #[arg(long, short = 'q')]
+        quiet: bool,
+    },
+    /// List a container's processes.
+    Ps {
+        id: String,
+        #[arg(long, short = 'f', default_value = "table")]
+        format: String,
+        /// Options for ps(1) in table format.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        ps_args: Vec<String>,
+    },
+    /// Write a starting config.json (`spec --rootless`: for an unprivileged user).
+    Spec {
+        #[arg(long, short = 'b', default_value = ".")]
+        bundle: PathBuf,
+    },
+    /// Print what this runtime supports, as JSON (runtime-spec features.md).
+    Features,
+    /// Freeze every process of a container.
+    Pause { id: String },
+    /// Thaw a paused container.
+    Resume { id: String },
+    /// Change a container's resource limits.
+    Update(UpdateArgs),
+    /// Print resource usage (--stats once, else every --interval).
+    Events {
+        id: String,
+        #[arg(long)]
+        stats: bool,
+        #[arg(long, default_value = "5s")]
+        interval: String,
+    },
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ExecArgs {
+    /// A process.json (the `process` object of config.json).
+    #[arg(long, short = 'p', value_name = "FILE")]
+    pub process: Option<PathBuf>,
+    #[arg(long, short = 'd')]
+    pub detach: bool,
+    #[arg(long, value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
+    #[arg(long, short = 't')]
+    pub tty: bool,
+    #[arg(long, value_name = "PATH")]
+    pub console_socket: Option<PathBuf>,
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    #[arg(long, short = 'e')]
+    pub env: Vec<String>,
+    /// uid[:gid]
+    #[arg(long, short = 'u')]
+    pub user: Option<String>,
+    #[arg(long, default_value_t = 0)]
+    pub preserve_fds: i32,
+    pub id: String,
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct UpdateArgs {
+    /// A JSON file with linux.resources ("-" for stdin).
+    #[arg(long, short = 'r', value_name = "FILE")]
+    pub resources: Option<PathBuf>,
+    #[arg(long)]
+    pub memory: Option<i64>,
+    #[arg(long)]
+    pub memory_swap: Option<i64>,
+    #[arg(long)]
+    pub memory_reservation: Option<i64>,
+    #[arg(long)]
+    pub cpu_quota: Option<i64>,
+    #[arg(long)]
+    pub cpu_period: Option<u64>,
+    #[arg(long)]
+    pub cpu_share: Option<u64>,
+    #[arg(long)]
+    pub cpuset_cpus: Option<String>,
+    #[arg(long)]
+    pub cpuset_mems: Option<String>,
+    #[arg(long)]
+    pub pids_limit: Option<i64>,
+    pub id: String,
+}

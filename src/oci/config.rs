@@ -1,0 +1,804 @@
+//! config.json → what cordon's OCI launcher does. Pure: no syscalls, unit-tested.
+//!
+//! Every field of the runtime spec that cordon cannot honour is an error naming the field
+//! ([`OciConfigError::Unsupported`]); nothing is silently dropped. Properties the spec does
+//! not define are ignored, as the spec requires of every runtime ("Extensibility").
+
+use oci_spec::runtime::{LinuxNamespaceType, LinuxSeccompAction, Mount, PosixRlimitType, Spec};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Why a config.json cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum OciConfigError {
+    #[error("cannot read {path}: {why}")]
+    Load { path: String, why: String },
+    #[error("config.json: `{field}` is not supported by cordon-oci: {why}")]
+    Unsupported { field: String, why: String },
+    #[error("config.json: `{field}` is invalid: {why}")]
+    Invalid { field: String, why: String },
+}
+
+fn unsupported(field: impl Into<String>, why: impl Into<String>) -> OciConfigError {
+    OciConfigError::Unsupported {
+        field: field.into(),
+        why: why.into(),
+    }
+}
+
+fn invalid(field: impl Into<String>, why: impl Into<String>) -> OciConfigError {
+    OciConfigError::Invalid {
+        field: field.into(),
+        why: why.into(),
+    }
+}
+
+/// One namespace of the container: a new one, or an existing one joined by path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    /// The `CLONE_NEW*` flag.
+    pub flag: libc::c_int,
+    /// The config's name for it (`network`, `mount`...), for messages.
+    pub name: &'static str,
+    pub path: Option<PathBuf>,
+}
+
+/// How one mount of `mounts[]` is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountOp {
+    /// Destination, absolute, inside the container's root.
+    pub dst: PathBuf,
+    /// `bind` for bind mounts, else the filesystem type.
+    pub kind: String,
+    /// Source: a host path for binds (made absolute against the bundle), else the device
+    /// string given to mount(2).
+    pub src: PathBuf,
+    pub flags: libc::c_ulong,
+    /// Flags cleared by options such as `rw`, `suid` (matter only for a remount).
+    pub propagation: Vec<libc::c_ulong>,
+    /// Options mount(2) does not know as flags: passed as its data string.
+    pub data: String,
+    pub recursive: bool,
+    /// `tmpcopyup`: copy what the destination held into the new tmpfs.
+    pub copy_up: bool,
+}
+
+/// An id mapping line of uid_map / gid_map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdMap {
+    pub container: u32,
+    pub host: u32,
+    pub size: u32,
+}
+
+/// A device node to create in /dev.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub path: PathBuf,
+    /// `c`, `b` or `p`.
+    pub kind: char,
+    pub major: u64,
+    pub minor: u64,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// The devices every container gets, as runc and crun create them.
+pub const DEFAULT_DEVICES: &[(&str, u64, u64)] = &[
+    ("/dev/null", 1, 3),
+    ("/dev/zero", 1, 5),
+    ("/dev/full", 1, 7),
+    ("/dev/random", 1, 8),
+    ("/dev/urandom", 1, 9),
+    ("/dev/tty", 5, 0),
+];
+
+/// What the launcher needs, checked and resolved from a config.json.
+#[derive(Debug, Clone)]
+pub struct Container {
+    pub spec: Spec,
+    pub bundle: PathBuf,
+    /// Absolute host path of the root filesystem.
+    pub rootfs: PathBuf,
+    pub readonly_root: bool,
+    pub args: Vec<String>,
+    pub env: Vec<String>,
+    pub cwd: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+    pub additional_gids: Vec<u32>,
+    pub umask: Option<u32>,
+    pub terminal: bool,
+    pub console_size: Option<(u16, u16)>,
+    pub no_new_privileges: bool,
+    pub oom_score_adj: Option<i32>,
+    /// (resource, soft, hard)
+    pub rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
+    pub caps: CapSets,
+    pub namespaces: Vec<Namespace>,
+    pub uid_mappings: Vec<IdMap>,
+    pub gid_mappings: Vec<IdMap>,
+    pub mounts: Vec<MountOp>,
+    pub hostname: Option<String>,
+    pub domainname: Option<String>,
+    pub devices: Vec<Device>,
+    /// Create the default device nodes (unless /dev is bound from elsewhere).
+    pub default_devices: bool,
+    pub masked: Vec<PathBuf>,
+    pub readonly: Vec<PathBuf>,
+    pub sysctl: Vec<(String, String)>,
+    /// Propagation flags for `/` (default `MS_SLAVE | MS_REC`, as runc).
+    pub root_propagation: libc::c_ulong,
+    pub cgroups_path: Option<String>,
+    /// config.json has a `process` (without one, `start` is an error).
+    pub has_process: bool,
+}
+
+/// Capability sets by name (`CAP_SYS_ADMIN`), as the config lists them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CapSets {
+    pub bounding: BTreeSet<String>,
+    pub effective: BTreeSet<String>,
+    pub inheritable: BTreeSet<String>,
+    pub permitted: BTreeSet<String>,
+    pub ambient: BTreeSet<String>,
+}
+
+impl Container {
+    /// Loads `bundle/config.json` and checks it.
+    pub fn load(bundle: &Path) -> Result<Container, OciConfigError> {
+        let path = bundle.join("config.json");
+        // serde_json directly: its errors say what is wrong and where (oci-spec's say "serde
+        // failed").
+        let text = std::fs::read(&path).map_err(|e| OciConfigError::Load {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        })?;
+        let spec: Spec = serde_json::from_slice(&text).map_err(|e| OciConfigError::Load {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        })?;
+        Container::from_spec(spec, bundle)
+    }
+
+    /// Checks a parsed config and resolves it against its bundle directory.
+    pub fn from_spec(spec: Spec, bundle: &Path) -> Result<Container, OciConfigError> {
+        if spec.solaris().is_some() {
+            return Err(unsupported("solaris", "cordon runs Linux containers only"));
+        }
+        if spec.windows().is_some() {
+            return Err(unsupported("windows", "cordon runs Linux containers only"));
+        }
+        if spec.vm().is_some() {
+            return Err(unsupported("vm", "cordon does not run virtual machines"));
+        }
+        if spec.zos().is_some() {
+            return Err(unsupported("zos", "cordon runs Linux containers only"));
+        }
+        if spec.uid_mappings().is_some() || spec.gid_mappings().is_some() {
+            return Err(unsupported(
+                "uidMappings",
+                "top-level (per-mount) id mappings are not supported; use linux.uidMappings",
+            ));
+        }
+        let root = spec
+            .root()
+            .as_ref()
+            .ok_or_else(|| invalid("root", "a container needs a root filesystem"))?;
+        let rootfs = if root.path().is_absolute() {
+            root.path().clone()
+        } else {
+            bundle.join(root.path())
+        };
+        let version_ok = {
+            let v = spec.version();
+            let parts: Vec<&str> = v.split(['.', '-', '+']).collect();
+            parts.len() >= 3
+                && parts[0] == "1"
+                && parts[1..3]
+                    .iter()
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        };
+        if !version_ok {
+            return Err(invalid(
+                "ociVersion",
+                format!(
+                    "{:?} is not a 1.x.y version of the runtime spec",
+                    spec.version()
+                ),
+            ));
+        }
+        // A config without `process` can be created; `start` then fails (runtime spec).
+        let has_process = spec.process().is_some();
+        let default_process = oci_spec::runtime::Process::default();
+        let process = spec.process().as_ref().unwrap_or(&default_process);
+        let args = if has_process {
+            process.args().clone().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        if has_process && args.is_empty() {
+            return Err(invalid("process.args", "give at least the program to run"));
+        }
+        if process.command_line().is_some() {
+            return Err(unsupported("process.commandLine", "a Windows-only field"));
+        }
+        for (field, set) in [
+            ("process.apparmorProfile", process.apparmor_profile()),
+            ("process.selinuxLabel", process.selinux_label()),
+        ] {
+            if set.as_ref().is_some_and(|s| !s.is_empty()) {
+                return Err(unsupported(
+                    field,
+                    "cordon applies no LSM profile; remove the field (cordon confines with namespaces, capabilities and seccomp)",
+                ));
+            }
+        }
+        if process.io_priority().is_some() {
+            return Err(unsupported("process.ioPriority", "not implemented"));
+        }
+        if process.scheduler().is_some() {
+            return Err(unsupported("process.scheduler", "not implemented"));
+        }
+        if process.exec_cpu_affinity().is_some() {
+            return Err(unsupported("process.execCPUAffinity", "not implemented"));
+        }
+        if !process.cwd().is_absolute() {
+            return Err(invalid("process.cwd", "must be an absolute path"));
+        }
+        let user = process.user();
+        if user.username().as_ref().is_some_and(|s| !s.is_empty()) {
+            return Err(unsupported("process.user.username", "a Windows-only field"));
+        }
+        let mut rlimits = Vec::new();
+        for r in process.rlimits().as_ref().into_iter().flatten() {
+            rlimits.push((rlimit_resource(r.typ()), r.soft(), r.hard()));
+        }
+        let caps = process
+            .capabilities()
+            .as_ref()
+            .map(|c| {
+                let names = |s: &Option<oci_spec::runtime::Capabilities>| -> BTreeSet<String> {
+                    s.iter()
+                        .flatten()
+                        .map(|c| {
+                            serde_json::to_value(c)
+                                .ok()
+                                .and_then(|v| v.as_str().map(String::from))
+                                .unwrap_or_default()
+                        })
+                        .collect()
+                };
+                CapSets {
+                    bounding: names(c.bounding()),
+                    effective: names(c.effective()),
+                    inheritable: names(c.inheritable()),
+                    permitted: names(c.permitted()),
+                    ambient: names(c.ambient()),
+                }
+            })
+            .unwrap_or_default();
+
+        let linux = spec
+            .linux()
+            .clone()
+            .ok_or_else(|| invalid("linux", "a Linux container needs the `linux` object"))?;
+        if linux.intel_rdt().is_some() {
+            return Err(unsupported("linux.intelRdt", "not implemented"));
+        }
+        if linux.personality().is_some() {
+            return Err(unsupported("linux.personality", "not implemented"));
+        }
+        if linux.memory_policy().is_some() {
+            return Err(unsupported("linux.memoryPolicy", "not implemented"));
+        }
+        if linux.time_offsets().is_some() {
+            return Err(unsupported(
+                "linux.timeOffsets",
+                "time namespaces are not implemented",
+            ));
+        }
+        if linux.net_devices().is_some() {
+            return Err(unsupported("linux.netDevices", "not implemented"));
+        }
+        if linux.mount_label().as_ref().is_some_and(|s| !s.is_empty()) {
+            return Err(unsupported(
+                "linux.mountLabel",
+                "cordon applies no SELinux labels",
+            ));
+        }
+        let mut namespaces = Vec::new();
+        for ns in linux.namespaces().iter().flatten() {
+            let (flag, name) = match ns.typ() {
+                LinuxNamespaceType::Mount => (libc::CLONE_NEWNS, "mount"),
+                LinuxNamespaceType::Cgroup => (libc::CLONE_NEWCGROUP, "cgroup"),
+                LinuxNamespaceType::Uts => (libc::CLONE_NEWUTS, "uts"),
+                LinuxNamespaceType::Ipc => (libc::CLONE_NEWIPC, "ipc"),
+                LinuxNamespaceType::User => (libc::CLONE_NEWUSER, "user"),
+                LinuxNamespaceType::Pid => (libc::CLONE_NEWPID, "pid"),
+                LinuxNamespaceType::Network => (libc::CLONE_NEWNET, "network"),
+                LinuxNamespaceType::Time => {
+                    return Err(unsupported(
+                        "linux.namespaces[time]",
+                        "time namespaces are not implemented",
+                    ));
+                }
+            };
+            if namespaces.iter().any(|n: &Namespace| n.flag == flag) {
+                return Err(invalid(
+                    "linux.namespaces",
+                    format!("the {name} namespace is listed twice"),
+                ));
+            }
+            namespaces.push(Namespace {
+                flag,
+                name,
+                path: ns.path().clone(),
+            });
+        }
+        let has_new = |flag| {
+            namespaces
+                .iter()
+                .any(|n| n.flag == flag && n.path.is_none())
+        };
+        let has = |flag| namespaces.iter().any(|n: &Namespace| n.flag == flag);
+        if !has(libc::CLONE_NEWNS) {
+            return Err(unsupported(
+                "linux.namespaces",
+                "cordon-oci needs a mount namespace (`{\"type\": \"mount\"}`, new or by path) to build the root; it never changes the host's mounts",
+            ));
+        }
+        let maps = |m: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| -> Vec<IdMap> {
+            m.iter()
+                .flatten()
+                .map(|m| IdMap {
+                    container: m.container_id(),
+                    host: m.host_id(),
+                    size: m.size(),
+                })
+                .collect()
+        };
+        let uid_mappings = maps(linux.uid_mappings());
+        let gid_mappings = maps(linux.gid_mappings());
+        if has_new(libc::CLONE_NEWUSER) && (uid_mappings.is_empty() || gid_mappings.is_empty()) {
+            return Err(invalid(
+                "linux.uidMappings",
+                "a new user namespace needs linux.uidMappings and linux.gidMappings",
+            ));
+        }
+        let any_maps = !uid_mappings.is_empty() || !gid_mappings.is_empty();
+        if !has_new(libc::CLONE_NEWUSER) && any_maps {
+            return Err(invalid(
+                "linux.uidMappings",
+                "id mappings need a new user namespace in linux.namespaces",
+            ));
+        }
+        let hostname = spec.hostname().clone().filter(|h| !h.is_empty());
+        if hostname.is_some() && !has(libc::CLONE_NEWUTS) {
+            return Err(invalid(
+                "hostname",
+                "setting the hostname needs a uts namespace (new or by path)",
+            ));
+        }
+        let domainname = spec.domainname().clone().filter(|h| !h.is_empty());
+        if domainname.is_some() && !has(libc::CLONE_NEWUTS) {
+            return Err(invalid(
+                "domainname",
+                "setting the domainname needs a uts namespace (new or by path)",
+            ));
+        }
+
+        let mut mounts = Vec::new();
+        for (i, m) in spec.mounts().iter().flatten().enumerate() {
+            mounts.push(mount_op(i, m, bundle)?);
+        }
+        let default_devices = !mounts
+            .iter()
+            .any(|m| m.dst == Path::new("/dev") && m.kind == "bind");
+        let mut devices = Vec::new();
+        for (i, d) in linux.devices().iter().flatten().enumerate() {
+            let kind = match serde_json::to_value(d.typ())
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .as_deref()
+            {
+                Some("c") | Some("u") => 'c',
+                Some("b") => 'b',
+                Some("p") => 'p',
+                other => {
+                    return Err(invalid(
+                        format!("linux.devices[{i}].type"),
+                        format!("{other:?} is not c, b, u or p"),
+                    ));
+                }
+            };
+            if !d.path().starts_with("/dev") {
+                return Err(invalid(
+                    format!("linux.devices[{i}].path"),
+                    "device nodes are created under /dev only",
+                ));
+            }
+            devices.push(Device {
+                path: d.path().clone(),
+                kind,
+                major: d.major() as u64,
+                minor: d.minor() as u64,
+                mode: d.file_mode().unwrap_or(0o666),
+                uid: d.uid().unwrap_or(0),
+                gid: d.gid().unwrap_or(0),
+            });
+        }
+        let root_propagation = match linux.rootfs_propagation().as_deref() {
+            None | Some("") => libc::MS_SLAVE | libc::MS_REC,
+            Some(p) => propagation_flag(p).ok_or_else(|| {
+                invalid(
+                    "linux.rootfsPropagation",
+                    format!("{p:?} is not one of private, rprivate, slave, rslave, shared, rshared, unbindable, runbindable"),
+                )
+            })?,
+        };
+        if let Some(seccomp) = linux.seccomp() {
+            // The full check happens when the filter is compiled; the cheap ones here.
+            if seccomp.listener_path().is_some()
+                || seccomp
+                    .syscalls()
+                    .iter()
+                    .flatten()
+                    .any(|s| s.action() == LinuxSeccompAction::ScmpActNotify)
+            {
+                return Err(unsupported(
+                    "linux.seccomp.listenerPath",
+                    "seccomp user notification (SCMP_ACT_NOTIFY) is not implemented",
+                ));
+            }
+        }
+        let mut sysctl: Vec<(String, String)> = linux
+            .sysctl()
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        sysctl.sort();
+        for (k, _) in &sysctl {
+            if k.is_empty() || k.contains('/') || k.contains("..") {
+                return Err(invalid(format!("linux.sysctl[{k}]"), "not a sysctl name"));
+            }
+        }
+
+        Ok(Container {
+            bundle: bundle.to_path_buf(),
+            rootfs,
+            readonly_root: root.readonly().unwrap_or(false),
+            args,
+            env: process.env().clone().unwrap_or_default(),
+            cwd: process.cwd().clone(),
+            uid: user.uid(),
+            gid: user.gid(),
+            additional_gids: user.additional_gids().clone().unwrap_or_default(),
+            umask: user.umask(),
+            terminal: process.terminal().unwrap_or(false),
+            console_size: process
+                .console_size()
+                .as_ref()
+                .map(|b| (b.height() as u16, b.width() as u16)),
+            no_new_privileges: process.no_new_privileges().unwrap_or(false),
+            oom_score_adj: process.oom_score_adj(),
+            rlimits,
+            caps,
+            namespaces,
+            uid_mappings,
+            gid_mappings,
+            mounts,
+            hostname,
+            domainname,
+            devices,
+            default_devices,
+            masked: linux
+                .masked_paths()
+                .iter()
+                .flatten()
+                .map(PathBuf::from)
+                .collect(),
+            readonly: linux
+                .readonly_paths()
+                .iter()
+                .flatten()
+                .map(PathBuf::from)
+                .collect(),
+            sysctl,
+            root_propagation,
+            cgroups_path: linux
+                .cgroups_path()
+                .as_ref()
+                .map(|p| p.display().to_string()),
+            has_process,
+            spec,
+        })
+    }
+
+    /// Namespaces to create (`CLONE_NEW*` flags of the entries without a path).
+    pub fn new_namespaces(&self) -> libc::c_int {
+        self.namespaces
+            .iter()
+            .filter(|n| n.path.is_none())
+            .fold(0, |acc, n| acc | n.flag)
+    }
+
+    /// Whether the container has a namespace (new or joined) of this kind.
+    pub fn has_namespace(&self, flag: libc::c_int) -> bool {
+        self.namespaces.iter().any(|n| n.flag == flag)
+    }
+
+    /// `PATH` from the process environment, else a default.
+    pub fn path_dirs(&self) -> Vec<String> {
+        self.env
+            .iter()
+            .find_map(|e| e.strip_prefix("PATH="))
+            .unwrap_or(crate::spec::DEFAULT_PATH)
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(String::from)
+            .collect()
+    }
+}
+
+fn rlimit_resource(t: PosixRlimitType) -> libc::__rlimit_resource_t {
+    match t {
+        PosixRlimitType::RlimitCpu => libc::RLIMIT_CPU,
+        PosixRlimitType::RlimitFsize => libc::RLIMIT_FSIZE,
+        PosixRlimitType::RlimitData => libc::RLIMIT_DATA,
+        PosixRlimitType::RlimitStack => libc::RLIMIT_STACK,
+        PosixRlimitType::RlimitCore => libc::RLIMIT_CORE,
+        PosixRlimitType::RlimitRss => libc::RLIMIT_RSS,
+        PosixRlimitType::RlimitNproc => libc::RLIMIT_NPROC,
+        PosixRlimitType::RlimitNofile => libc::RLIMIT_NOFILE,
+        PosixRlimitType::RlimitMemlock => libc::RLIMIT_MEMLOCK,
+        PosixRlimitType::RlimitAs => libc::RLIMIT_AS,
+        PosixRlimitType::RlimitLocks => libc::RLIMIT_LOCKS,
+        PosixRlimitType::RlimitSigpending => libc::RLIMIT_SIGPENDING,
+        PosixRlimitType::RlimitMsgqueue => libc::RLIMIT_MSGQUEUE,
+        PosixRlimitType::RlimitNice => libc::RLIMIT_NICE,
+        PosixRlimitType::RlimitRtprio => libc::RLIMIT_RTPRIO,
+        PosixRlimitType::RlimitRttime => libc::RLIMIT_RTTIME,
+    }
+}
+
+/// A propagation option name → its mount(2) flags.
+pub fn propagation_flag(name: &str) -> Option<libc::c_ulong> {
+    Some(match name {
+        "private" => libc::MS_PRIVATE,
+        "rprivate" => libc::MS_PRIVATE | libc::MS_REC,
+        "shared" => libc::MS_SHARED,
+        "rshared" => libc::MS_SHARED | libc::MS_REC,
+        "slave" => libc::MS_SLAVE,
+        "rslave" => libc::MS_SLAVE | libc::MS_REC,
+        "unbindable" => libc::MS_UNBINDABLE,
+        "runbindable" => libc::MS_UNBINDABLE | libc::MS_REC,
+        _ => return None,
+    })
+}
+
+/// mount(8) option names that are flags: (name, set?, flag).
+const FLAG_OPTIONS: &[(&str, bool, libc::c_ulong)] = &[
+    ("ro", true, libc::MS_RDONLY),
+    ("rw", false, libc::MS_RDONLY),
+    ("nosuid", true, libc::MS_NOSUID),
+    ("suid", false, libc::MS_NOSUID),
+    ("nodev", true, libc::MS_NODEV),
+    ("dev", false, libc::MS_NODEV),
+    ("noexec", true, libc::MS_NOEXEC),
+    ("exec", false, libc::MS_NOEXEC),
+    ("sync", true, libc::MS_SYNCHRONOUS),
+    ("async", false, libc::MS_SYNCHRONOUS),
+    ("dirsync", true, libc::MS_DIRSYNC),
+    ("remount", true, libc::MS_REMOUNT),
+    ("mand", true, libc::MS_MANDLOCK),
+    ("nomand", false, libc::MS_MANDLOCK),
+    ("atime", false, libc::MS_NOATIME),
+    ("noatime", true, libc::MS_NOATIME),
+    ("diratime", false, libc::MS_NODIRATIME),
+    ("nodiratime", true, libc::MS_NODIRATIME),
+    ("relatime", true, libc::MS_RELATIME),
+    ("norelatime", false, libc::MS_RELATIME),
+    ("strictatime", true, libc::MS_STRICTATIME),
+    ("nostrictatime", false, libc::MS_STRICTATIME),
+    ("silent", true, libc::MS_SILENT),
+    ("loud", false, libc::MS_SILENT),
+    ("defaults", false, 0),
+];
+
+fn mount_op(i: usize, m: &Mount, bundle: &Path) -> Result<MountOp, OciConfigError> {
+    let field = |f: &str| format!("mounts[{i}].{f}");
+    let dst = m.destination().clone();
+    if !dst.is_absolute() {
+        return Err(invalid(field("destination"), "must be an absolute path"));
+    }
+    if dst
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err(invalid(field("destination"), "`..` is not allowed"));
+    }
+    let mut flags: libc::c_ulong = 0;
+    let mut propagation = Vec::new();
+    let mut data = Vec::new();
+    let mut bind = false;
+    let mut recursive = false;
+    let mut copy_up = false;
+    for opt in m.options().iter().flatten() {
+        let o = opt.as_str();
+        if o == "bind" {
+            bind = true;
+        } else if o == "rbind" {
+            bind = true;
+            recursive = true;
+        } else if let Some(p) = propagation_flag(o) {
+            propagation.push(p);
+        } else if let Some((_, set, flag)) = FLAG_OPTIONS.iter().find(|(n, _, _)| *n == o) {
+            if *set {
+                flags |= flag;
+            } else {
+                flags &= !flag;
+            }
+        } else if o == "tmpcopyup" {
+            copy_up = true;
+        } else if matches!(
+            o,
+            "idmap" | "ridmap" | "rro" | "rrw" | "rnosuid" | "rnodev" | "rnoexec"
+        ) || o.starts_with("idmap=")
+            || o.starts_with("ridmap=")
+        {
+            return Err(unsupported(
+                field("options"),
+                format!("the option {o:?} is not implemented"),
+            ));
+        } else {
+            data.push(o.to_string());
+        }
+    }
+    let kind = m.typ().clone().unwrap_or_default();
+    if kind == "bind" {
+        bind = true;
+    }
+    let source = m.source().clone().unwrap_or_default();
+    let (kind, src) = if bind {
+        let src = if source.is_absolute() {
+            source
+        } else if source.as_os_str().is_empty() {
+            return Err(invalid(field("source"), "a bind mount needs a source"));
+        } else {
+            bundle.join(source)
+        };
+        ("bind".to_string(), src)
+    } else {
+        if kind.is_empty() {
+            return Err(invalid(field("type"), "give the filesystem type"));
+        }
+        let known = [
+            "proc", "sysfs", "tmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "overlay",
+        ];
+        if !known.contains(&kind.as_str()) {
+            return Err(unsupported(
+                field("type"),
+                format!(
+                    "{kind:?}: cordon-oci mounts bind, proc, sysfs, tmpfs, devpts, mqueue, cgroup, cgroup2 and overlay"
+                ),
+            ));
+        }
+        let src = if source.as_os_str().is_empty() {
+            PathBuf::from(&kind)
+        } else {
+            source
+        };
+        (kind, src)
+    };
+    Ok(MountOp {
+        dst,
+        kind,
+        src,
+        flags,
+        propagation,
+        data: data.join(","),
+        recursive,
+        copy_up,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: &str) -> Spec {
+        serde_json::from_str(json).unwrap()
+    }
+
+    const BASE: &str = r#"{
+        "ociVersion": "1.0.2",
+        "process": {"args": ["sh"], "cwd": "/", "user": {"uid": 0, "gid": 0}},
+        "root": {"path": "rootfs", "readonly": true},
+        "hostname": "h",
+        "mounts": [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+            {"destination": "/data", "type": "bind", "source": "data", "options": ["rbind", "ro", "rprivate"]}
+        ],
+        "linux": {"namespaces": [{"type": "mount"}, {"type": "pid"}, {"type": "uts"}, {"type": "network", "path": "/run/netns/x"}],
+                  "maskedPaths": ["/proc/kcore"], "readonlyPaths": ["/proc/sys"]}
+    }"#;
+
+    #[test]
+    fn maps_the_base_config() {
+        let c = Container::from_spec(spec(BASE), Path::new("/b")).unwrap();
+        assert_eq!(c.rootfs, Path::new("/b/rootfs"));
+        assert!(c.readonly_root);
+        assert_eq!(c.args, ["sh"]);
+        assert_eq!(
+            c.new_namespaces(),
+            libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWUTS
+        );
+        assert!(c.has_namespace(libc::CLONE_NEWNET));
+        assert_eq!(c.mounts[1].flags, libc::MS_NOSUID | libc::MS_STRICTATIME);
+        assert_eq!(c.mounts[1].data, "mode=755,size=65536k");
+        assert_eq!(c.mounts[2].kind, "bind");
+        assert_eq!(c.mounts[2].src, Path::new("/b/data"));
+        assert!(c.mounts[2].recursive);
+        assert_eq!(c.mounts[2].flags, libc::MS_RDONLY);
+        assert_eq!(c.mounts[2].propagation, [libc::MS_PRIVATE | libc::MS_REC]);
+        assert_eq!(c.root_propagation, libc::MS_SLAVE | libc::MS_REC);
+        assert!(c.default_devices);
+        assert_eq!(c.masked, [PathBuf::from("/proc/kcore")]);
+    }
+
+    fn error_of(edit: impl FnOnce(&mut serde_json::Value)) -> String {
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        edit(&mut v);
+        let s: Spec = serde_json::from_value(v).unwrap();
+        Container::from_spec(s, Path::new("/b"))
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn unsupported_fields_are_named() {
+        let e = error_of(|v| v["linux"]["intelRdt"] = serde_json::json!({"closID": "x"}));
+        assert!(e.contains("`linux.intelRdt`"), "{e}");
+        let e = error_of(|v| v["process"]["apparmorProfile"] = "p".into());
+        assert!(e.contains("`process.apparmorProfile`"), "{e}");
+        let e = error_of(|v| v["mounts"][0]["options"] = serde_json::json!(["idmap"]));
+        assert!(e.contains("`mounts[0].options`"), "{e}");
+        let e = error_of(|v| v["mounts"][0]["type"] = "nfs".into());
+        assert!(e.contains("`mounts[0].type`"), "{e}");
+        let e = error_of(|v| v["linux"]["namespaces"] = serde_json::json!([{"type": "pid"}]));
+        assert!(e.contains("`linux.namespaces`"), "{e}");
+        let e = error_of(|v| {
+            v["linux"]["uidMappings"] =
+                serde_json::json!([{"containerID": 0, "hostID": 1000, "size": 1}])
+        });
+        assert!(e.contains("`linux.uidMappings`"), "{e}");
+        let e = error_of(|v| v["linux"]["rootfsPropagation"] = "sideways".into());
+        assert!(e.contains("`linux.rootfsPropagation`"), "{e}");
+    }
+
+    #[test]
+    fn unknown_properties_are_ignored() {
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        v["org.example.extension"] = serde_json::json!({"a": 1});
+        let s: Spec = serde_json::from_value(v).unwrap();
+        assert!(Container::from_spec(s, Path::new("/b")).is_ok());
+    }
+
+    #[test]
+    fn capabilities_by_name() {
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        v["process"]["capabilities"] =
+            serde_json::json!({"bounding": ["CAP_KILL", "CAP_CHOWN"], "ambient": []});
+        let s: Spec = serde_json::from_value(v).unwrap();
+        let c = Container::from_spec(s, Path::new("/b")).unwrap();
+        assert_eq!(
+            c.caps.bounding.iter().collect::<Vec<_>>(),
+            ["CAP_CHOWN", "CAP_KILL"]
+        );
+        assert!(c.caps.effective.is_empty());
+    }
+}

@@ -1,0 +1,756 @@
+//! The container's init: the process `create` clones. It becomes the container's process
+//! (the pid in `--pid-file`), as with runc: there is no extra reaper inside.
+//!
+//! Order: wait for the parent's go (maps written, cgroup joined, createRuntime hooks run) →
+//! join namespaces given by path → cgroup namespace → hostname → mounts, devices →
+//! createContainer hooks → pivot_root → sysctl, masked and read-only paths → console →
+//! tell the parent "ready" → block on exec.fifo until `start` → startContainer hooks →
+//! session and terminal → rlimits → (seccomp here when no_new_privs is off: installing it
+//! needs CAP_SYS_ADMIN) → capabilities and ids → no_new_privs → seccomp → execve.
+
+use super::config::{Container, DEFAULT_DEVICES, MountOp};
+use super::seccomp::OciFilter;
+use crate::sys;
+use nix::errno::Errno;
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sys::stat::{Mode, SFlag};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+/// What init is handed by `create` (prepared before `clone`).
+pub struct InitArgs<'a> {
+    pub c: &'a Container,
+    /// Read end: the parent writes the state JSON once init may go on (EOF = parent died).
+    pub go: OwnedFd,
+    /// Write end: "OK" once init waits on the fifo, else "ERR ..." and init exits.
+    pub ready: OwnedFd,
+    /// exec.fifo, opened read-write by the parent (so opening it never blocks).
+    pub fifo: OwnedFd,
+    pub console: Option<OwnedFd>,
+    pub preserve_fds: i32,
+    pub filter: Option<&'a OciFilter>,
+    /// Namespaces to join (every kind but pid, which the parent joined before clone).
+    pub join: Vec<(libc::c_int, OwnedFd)>,
+    pub no_pivot: bool,
+    /// Whether the host is pure cgroup v2 (`cgroup` mounts become cgroup2 mounts).
+    pub cgroup2: bool,
+    /// Whether cordon-oci itself runs in a user namespace (rootless podman): no mknod there.
+    pub caller_in_userns: bool,
+}
+
+type Step = (&'static str, String);
+
+fn e(step: &'static str) -> impl Fn(Errno) -> Step {
+    move |err| (step, err.to_string())
+}
+
+fn ep(step: &'static str, path: &Path) -> impl Fn(Errno) -> Step {
+    let p = path.display().to_string();
+    move |err| (step, format!("{p}: {err}"))
+}
+
+/// init's entry point. Never returns.
+pub fn main(a: InitArgs) -> ! {
+    let state = match read_all(&a.go) {
+        Some(s) if !s.is_empty() => s,
+        _ => sys::exit_now(1),
+    };
+    match setup(&a, &state) {
+        Ok(slave) => {
+            let _ = nix::unistd::write(&a.ready, b"OK");
+            // The parent reads to end-of-file: init's copy is the last one.
+            drop(a.ready);
+            run_payload_after_start(a.c, a.fifo, a.filter, a.preserve_fds, slave, &state)
+        }
+        Err((step, msg)) => {
+            let _ = nix::unistd::write(&a.ready, format!("ERR {step}: {msg}").as_bytes());
+            sys::exit_now(1)
+        }
+    }
+}
+
+fn read_all(fd: &OwnedFd) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match nix::unistd::read(fd, &mut buf) {
+            Ok(0) => return Some(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(Errno::EINTR) => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
+fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
+    let c = a.c;
+    // Keep 0-2, the preserved fds, and our own (close-on-exec) fds; close what leaked.
+    let mut keep: Vec<i32> = (3..3 + a.preserve_fds).collect();
+    keep.extend([a.go.as_raw_fd(), a.ready.as_raw_fd(), a.fifo.as_raw_fd()]);
+    keep.extend(a.console.iter().map(|f| f.as_raw_fd()));
+    keep.extend(a.join.iter().map(|(_, f)| f.as_raw_fd()));
+    sys::close_fds_except(&keep).map_err(e("close inherited file descriptors"))?;
+    for (flag, fd) in &a.join {
+        nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_truncate(*flag)).map_err(
+            |err| {
+                (
+                    "join a namespace (setns)",
+                    format!("{}: {err}", ns_name(*flag)),
+                )
+            },
+        )?;
+    }
+    if c.new_namespaces() & libc::CLONE_NEWUSER != 0 {
+        // Become the namespace's root (uid 0 must be mapped for the mounts below).
+        nix::unistd::setresgid(0.into(), 0.into(), 0.into()).map_err(e(
+            "become gid 0 in the user namespace (is gid 0 in linux.gidMappings?)",
+        ))?;
+        nix::unistd::setresuid(0.into(), 0.into(), 0.into()).map_err(e(
+            "become uid 0 in the user namespace (is uid 0 in linux.uidMappings?)",
+        ))?;
+    }
+    if c.new_namespaces() & libc::CLONE_NEWCGROUP != 0 {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
+            .map_err(e("create the cgroup namespace"))?;
+    }
+    if let Some(h) = &c.hostname {
+        nix::unistd::sethostname(h).map_err(e("set the hostname"))?;
+    }
+    if let Some(d) = &c.domainname {
+        sys::set_domainname(d).map_err(e("set the domainname"))?;
+    }
+    let in_userns = c.has_namespace(libc::CLONE_NEWUSER) || a.caller_in_userns;
+    build_root(c, in_userns, a.cgroup2)?;
+    if let Some(hooks) = c
+        .spec
+        .hooks()
+        .as_ref()
+        .and_then(|h| h.create_container().clone())
+    {
+        super::hooks::run("createContainer", &hooks, state)
+            .map_err(|err| ("run the createContainer hooks", err.to_string()))?;
+    }
+    enter_root(&c.rootfs, a.no_pivot)?;
+    finish_root(c)?;
+    let slave = match &a.console {
+        Some(sock) if c.terminal => Some(console(sock, c.console_size)?),
+        _ => None,
+    };
+    Ok(slave)
+}
+
+fn ns_name(flag: libc::c_int) -> &'static str {
+    match flag {
+        libc::CLONE_NEWUSER => "user",
+        libc::CLONE_NEWNS => "mount",
+        libc::CLONE_NEWNET => "network",
+        libc::CLONE_NEWIPC => "ipc",
+        libc::CLONE_NEWUTS => "uts",
+        libc::CLONE_NEWCGROUP => "cgroup",
+        libc::CLONE_NEWPID => "pid",
+        _ => "?",
+    }
+}
+
+/// `root` joined with `path` (absolute inside the container), resolving symlinks inside
+/// `root`, so a symlink in the rootfs cannot send a mount outside it.
+pub fn secure_join(root: &Path, path: &Path) -> PathBuf {
+    let mut parts: Vec<std::ffi::OsString> = Vec::new();
+    let mut todo: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    let mut links = 0;
+    while let Some(comp) = todo.pop() {
+        if comp == ".." {
+            parts.pop();
+            continue;
+        }
+        parts.push(comp);
+        let cur: PathBuf = parts.iter().fold(root.to_path_buf(), |p, c| p.join(c));
+        if let Ok(target) = std::fs::read_link(&cur) {
+            links += 1;
+            if links > 40 {
+                break;
+            }
+            parts.pop();
+            if target.is_absolute() {
+                parts.clear();
+            }
+            for c in target.components().rev() {
+                match c {
+                    Component::Normal(n) => todo.push(n.to_os_string()),
+                    Component::ParentDir => todo.push("..".into()),
+                    _ => {}
+                }
+            }
+        }
+    }
+    parts.iter().fold(root.to_path_buf(), |p, c| p.join(c))
+}
+
+fn to_ms(bits: libc::c_ulong) -> MsFlags {
+    MsFlags::from_bits_retain(bits)
+}
+
+fn build_root(c: &Container, in_userns: bool, cgroup2: bool) -> Result<(), Step> {
+    let none: Option<&str> = None;
+    // Nothing mounted below propagates back to the host: `/` becomes a slave (or private,
+    // when the config asks for that); a shared or unbindable rootfsPropagation is applied
+    // after pivot_root (shared would leak the mounts below, unbindable would refuse them).
+    let initial = if c.root_propagation & libc::MS_PRIVATE != 0 {
+        c.root_propagation
+    } else {
+        libc::MS_SLAVE | libc::MS_REC
+    };
+    mount(none, "/", none, to_ms(initial), none).map_err(e("make / non-shared"))?;
+    // pivot_root needs the new root to be a mount point.
+    mount(
+        Some(&c.rootfs),
+        &c.rootfs,
+        none,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        none,
+    )
+    .map_err(ep("bind the root filesystem onto itself", &c.rootfs))?;
+    // The parent mount of the root must not be shared either.
+    mount(none, &c.rootfs, none, MsFlags::MS_PRIVATE, none)
+        .map_err(ep("make the root mount private", &c.rootfs))?;
+    for m in &c.mounts {
+        do_mount(c, m, in_userns, cgroup2)?;
+    }
+    if c.default_devices {
+        make_devices(c, in_userns)?;
+    }
+    Ok(())
+}
+
+fn locked_flags(path: &Path) -> libc::c_ulong {
+    use nix::sys::statvfs::{FsFlags, statvfs};
+    let Ok(s) = statvfs(path) else { return 0 };
+    let f = s.flags();
+    let mut out = 0;
+    for (fs, ms) in [
+        (FsFlags::ST_NOSUID, libc::MS_NOSUID),
+        (FsFlags::ST_NODEV, libc::MS_NODEV),
+        (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, libc::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, libc::MS_RELATIME),
+        (FsFlags::ST_RDONLY, libc::MS_RDONLY),
+    ] {
+        if f.contains(fs) {
+            out |= ms;
+        }
+    }
+    out
+}
+
+/// Remounts a bind mount with `flags`, repeating the flags the kernel locked (in a user
+/// namespace a remount that would clear them fails with EPERM).
+fn remount_bind(dst: &Path, flags: libc::c_ulong) -> Result<(), Step> {
+    let none: Option<&str> = None;
+    let base = MsFlags::MS_REMOUNT | MsFlags::MS_BIND;
+    match mount(none, dst, none, base | to_ms(flags), none) {
+        Ok(()) => Ok(()),
+        Err(Errno::EPERM) => {
+            let locked = locked_flags(dst) & !libc::MS_RDONLY;
+            mount(none, dst, none, base | to_ms(flags | locked), none)
+                .map_err(ep("remount a bind mount with its options", dst))
+        }
+        Err(err) => Err(ep("remount a bind mount with its options", dst)(err)),
+    }
+}
+
+fn prepare_dst(dst: &Path, file: bool) -> Result<(), Step> {
+    if dst.exists() {
+        return Ok(());
+    }
+    let r = if file {
+        if let Some(p) = dst.parent() {
+            std::fs::create_dir_all(p)
+                .map_err(|err| ("create a mount point", format!("{}: {err}", p.display())))?;
+        }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dst)
+            .map(|_| ())
+    } else {
+        std::fs::create_dir_all(dst)
+    };
+    r.map_err(|err| ("create a mount point", format!("{}: {err}", dst.display())))
+}
+
+fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Result<(), Step> {
+    let none: Option<&str> = None;
+    let dst = secure_join(&c.rootfs, &m.dst);
+    let data = (!m.data.is_empty()).then_some(m.data.as_str());
+    let bind = |src: &Path, recursive: bool| -> Result<(), Step> {
+        let is_file = std::fs::metadata(src)
+            .map(|md| !md.is_dir())
+            .unwrap_or(false);
+        prepare_dst(&dst, is_file)?;
+        let mut f = MsFlags::MS_BIND;
+        if recursive {
+            f |= MsFlags::MS_REC;
+        }
+        mount(Some(src), &dst, none, f, none).map_err(ep("bind-mount", src))?;
+        let extra = m.flags & !(libc::MS_REMOUNT | libc::MS_BIND | libc::MS_REC);
+        if extra != 0 {
+            remount_bind(&dst, extra)?;
+        }
+        Ok(())
+    };
+    match m.kind.as_str() {
+        "bind" => bind(&m.src, m.recursive)?,
+        "cgroup" | "cgroup2" if !cgroup2 || in_userns && m.kind == "cgroup" => {
+            // A v1 (or hybrid) host: the hierarchies, bound read-only unless asked otherwise.
+            bind(Path::new("/sys/fs/cgroup"), true)?;
+        }
+        kind => {
+            prepare_dst(&dst, false)?;
+            // tmpcopyup: keep a handle on what the tmpfs will cover, copy it in afterwards.
+            let under = if m.copy_up {
+                Some(std::fs::File::open(&dst).map_err(|err| {
+                    (
+                        "open a tmpcopyup directory",
+                        format!("{}: {err}", dst.display()),
+                    )
+                })?)
+            } else {
+                None
+            };
+            let kind = if kind == "cgroup" { "cgroup2" } else { kind };
+            let r = mount(Some(&m.src), &dst, Some(kind), to_ms(m.flags), data);
+            match (r, kind) {
+                // Without its own network (sysfs) or ipc (mqueue) namespace, a user namespace
+                // may not mount these: bind the host's, as runc does for rootless containers.
+                (Err(Errno::EPERM), "sysfs") if in_userns => bind(Path::new("/sys"), true)?,
+                (Err(Errno::EPERM), "mqueue") if in_userns => bind(Path::new("/dev/mqueue"), true)?,
+                (Err(Errno::EPERM), "cgroup2") if in_userns => {
+                    bind(Path::new("/sys/fs/cgroup"), true)?
+                }
+                (r, _) => r.map_err(ep("mount", &m.dst))?,
+            }
+            if let Some(f) = under {
+                let src = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+                copy_tree(&src, &dst).map_err(|err| {
+                    (
+                        "copy up into a tmpfs (tmpcopyup)",
+                        format!("{}: {err}", m.dst.display()),
+                    )
+                })?;
+            }
+        }
+    }
+    for p in &m.propagation {
+        mount(none, &dst, none, to_ms(*p), none).map_err(ep("set the propagation of", &m.dst))?;
+    }
+    Ok(())
+}
+
+/// Copies a directory tree (files, directories, symlinks; modes and owners) into `dst`.
+fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    for entry in std::fs::read_dir(src)? {
+        let entry = entry?;
+        let md = std::fs::symlink_metadata(entry.path())?;
+        let to = dst.join(entry.file_name());
+        let ft = md.file_type();
+        if ft.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &to)?;
+        } else if ft.is_dir() {
+            std::fs::create_dir(&to)?;
+            copy_tree(&entry.path(), &to)?;
+        } else if ft.is_file() {
+            std::fs::copy(entry.path(), &to)?;
+        } else {
+            continue;
+        }
+        if !ft.is_symlink() {
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(md.mode() & 0o7777))?;
+        }
+        std::os::unix::fs::lchown(&to, Some(md.uid()), Some(md.gid()))?;
+    }
+    let md = std::fs::metadata(src)?;
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(md.mode() & 0o7777))?;
+    std::os::unix::fs::chown(dst, Some(md.uid()), Some(md.gid()))
+}
+
+fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
+    let none: Option<&str> = None;
+    let mut devs: Vec<(PathBuf, char, u64, u64, u32, u32, u32)> = DEFAULT_DEVICES
+        .iter()
+        .map(|(p, ma, mi)| (PathBuf::from(p), 'c', *ma, *mi, 0o666, 0, 0))
+        .collect();
+    for d in &c.devices {
+        devs.retain(|x| x.0 != d.path);
+        devs.push((
+            d.path.clone(),
+            d.kind,
+            d.major,
+            d.minor,
+            d.mode,
+            d.uid,
+            d.gid,
+        ));
+    }
+    for (path, kind, major, minor, mode, uid, gid) in devs {
+        let dst = secure_join(&c.rootfs, &path);
+        if let Some(p) = dst.parent() {
+            std::fs::create_dir_all(p).map_err(|err| {
+                (
+                    "create a device directory",
+                    format!("{}: {err}", p.display()),
+                )
+            })?;
+        }
+        if in_userns {
+            // mknod is refused in a user namespace: bind the host's node.
+            prepare_dst(&dst, true)?;
+            mount(Some(&path), &dst, none, MsFlags::MS_BIND, none)
+                .map_err(ep("bind the device node", &path))?;
+            continue;
+        }
+        let _ = std::fs::remove_file(&dst);
+        let kind = match kind {
+            'b' => SFlag::S_IFBLK,
+            'p' => SFlag::S_IFIFO,
+            _ => SFlag::S_IFCHR,
+        };
+        let perm = Mode::from_bits_truncate(mode & 0o7777);
+        nix::sys::stat::mknod(&dst, kind, perm, nix::sys::stat::makedev(major, minor))
+            .map_err(ep("create the device node", &path))?;
+        // mknod applies the umask: set the mode the config asked for.
+        nix::sys::stat::fchmodat(
+            nix::fcntl::AT_FDCWD,
+            &dst,
+            perm,
+            nix::sys::stat::FchmodatFlags::FollowSymlink,
+        )
+        .map_err(ep("set the mode of", &path))?;
+        nix::unistd::chown(&dst, Some(uid.into()), Some(gid.into()))
+            .map_err(ep("set the owner of", &path))?;
+    }
+    for (link, target) in [
+        ("/dev/fd", "/proc/self/fd"),
+        ("/dev/stdin", "/proc/self/fd/0"),
+        ("/dev/stdout", "/proc/self/fd/1"),
+        ("/dev/stderr", "/proc/self/fd/2"),
+        ("/dev/ptmx", "pts/ptmx"),
+    ] {
+        let dst = secure_join(&c.rootfs, Path::new(link));
+        if std::fs::symlink_metadata(&dst).is_ok() {
+            continue;
+        }
+        if let Err(err) = std::os::unix::fs::symlink(target, &dst) {
+            return Err(("create a /dev symlink", format!("{link}: {err}")));
+        }
+    }
+    Ok(())
+}
+
+fn enter_root(rootfs: &Path, no_pivot: bool) -> Result<(), Step> {
+    nix::unistd::chdir(rootfs).map_err(ep("enter the root filesystem", rootfs))?;
+    if no_pivot {
+        let none: Option<&str> = None;
+        mount(Some("."), "/", none, MsFlags::MS_MOVE, none)
+            .map_err(e("move the root (--no-pivot)"))?;
+        nix::unistd::chroot(".").map_err(e("chroot (--no-pivot)"))?;
+    } else {
+        nix::unistd::pivot_root(".", ".").map_err(e("pivot_root"))?;
+        umount2(".", MntFlags::MNT_DETACH).map_err(e("detach the old root"))?;
+    }
+    nix::unistd::chdir("/").map_err(e("enter /"))?;
+    Ok(())
+}
+
+fn finish_root(c: &Container) -> Result<(), Step> {
+    let none: Option<&str> = None;
+    for (k, v) in &c.sysctl {
+        let p = format!("/proc/sys/{}", k.replace('.', "/"));
+        std::fs::write(&p, v).map_err(|err| ("set a sysctl", format!("{k}={v}: {err}")))?;
+    }
+    for p in &c.masked {
+        match std::fs::metadata(p) {
+            Err(_) => continue,
+            Ok(md) if md.is_dir() => mount(
+                Some("tmpfs"),
+                p,
+                Some("tmpfs"),
+                MsFlags::MS_RDONLY,
+                Some("size=0,nr_inodes=1"),
+            )
+            .map_err(ep("mask the directory", p))?,
+            Ok(_) => mount(Some("/dev/null"), p, none, MsFlags::MS_BIND, none)
+                .map_err(ep("mask the file", p))?,
+        }
+    }
+    for p in &c.readonly {
+        if std::fs::symlink_metadata(p).is_err() {
+            continue;
+        }
+        mount(Some(p), p, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
+            .map_err(ep("bind a read-only path", p))?;
+        remount_bind(
+            p,
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        )?;
+    }
+    if c.readonly_root {
+        remount_bind(Path::new("/"), libc::MS_RDONLY)?;
+    }
+    if c.root_propagation & (libc::MS_SHARED | libc::MS_PRIVATE | libc::MS_UNBINDABLE) != 0 {
+        mount(none, "/", none, to_ms(c.root_propagation), none)
+            .map_err(e("set linux.rootfsPropagation"))?;
+    }
+    Ok(())
+}
+
+/// Opens a pty in the container's devpts and sends the master over the console socket.
+fn console(sock: &OwnedFd, size: Option<(u16, u16)>) -> Result<OwnedFd, Step> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let master = nix::fcntl::open(
+        "/dev/pts/ptmx",
+        nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_NOCTTY | nix::fcntl::OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(e("open /dev/pts/ptmx (is devpts mounted at /dev/pts?)"))?;
+    let slave = sys::pty_open_peer(master.as_raw_fd()).map_err(e("open the pty's peer"))?;
+    if let Some((rows, cols)) = size {
+        sys::set_winsize(slave.as_raw_fd(), rows, cols).map_err(e("set the console size"))?;
+    }
+    let fds = [master.as_raw_fd()];
+    let name = b"/dev/ptmx";
+    let iov = [std::io::IoSlice::new(name)];
+    sendmsg::<()>(
+        sock.as_raw_fd(),
+        &iov,
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )
+    .map_err(e("send the pty master over --console-socket"))?;
+    Ok(slave)
+}
+
+fn run_payload_after_start(
+    c: &Container,
+    fifo: OwnedFd,
+    filter: Option<&OciFilter>,
+    preserve_fds: i32,
+    slave: Option<OwnedFd>,
+    state: &[u8],
+) -> ! {
+    // Blocks until `start` writes its byte.
+    let mut b = [0u8; 1];
+    loop {
+        match nix::unistd::read(&fifo, &mut b) {
+            Ok(1) => break,
+            Err(Errno::EINTR) => continue,
+            _ => sys::exit_now(1),
+        }
+    }
+    drop(fifo);
+    let fail = |step: &str, msg: String, code: i32| -> ! {
+        eprintln!("cordon-oci: cannot {step}: {msg}");
+        sys::exit_now(code)
+    };
+    if let Some(hooks) = c
+        .spec
+        .hooks()
+        .as_ref()
+        .and_then(|h| h.start_container().clone())
+        && let Err(err) = super::hooks::run("startContainer", &hooks, state)
+    {
+        fail("run the startContainer hooks", err.to_string(), 1);
+    }
+    if let Err((step, msg)) = prepare(c, filter, slave, preserve_fds) {
+        fail(step, msg, 1);
+    }
+    exec(c)
+}
+
+fn prepare(
+    c: &Container,
+    filter: Option<&OciFilter>,
+    slave: Option<OwnedFd>,
+    preserve_fds: i32,
+) -> Result<(), Step> {
+    sys::reset_signals().map_err(e("reset signal dispositions"))?;
+    nix::unistd::setsid().map_err(e("start a new session"))?;
+    if let Some(s) = slave {
+        sys::set_controlling_tty(s.as_raw_fd())
+            .map_err(e("make the pty the controlling terminal"))?;
+        nix::unistd::dup2_stdin(&s).map_err(e("attach the pty"))?;
+        nix::unistd::dup2_stdout(&s).map_err(e("attach the pty"))?;
+        nix::unistd::dup2_stderr(&s).map_err(e("attach the pty"))?;
+    }
+    for fd in 3..3 + preserve_fds {
+        sys::clear_cloexec(fd).map_err(e("keep a --preserve-fds descriptor"))?;
+    }
+    for (res, soft, hard) in &c.rlimits {
+        let r = super::rlimit(*res).ok_or(("set an rlimit", format!("unknown resource {res}")))?;
+        nix::sys::resource::setrlimit(r, *soft, *hard)
+            .map_err(|err| ("set process.rlimits", format!("{r:?} {soft}/{hard}: {err}")))?;
+    }
+    if !c.no_new_privileges
+        && let Some(f) = filter
+    {
+        sys::seccomp_set_filter(&f.program, f.flags).map_err(e("install linux.seccomp"))?;
+    }
+    set_identity(c)?;
+    if c.no_new_privileges {
+        nix::sys::prctl::set_no_new_privs().map_err(e("set process.noNewPrivileges"))?;
+        if let Some(f) = filter {
+            sys::seccomp_set_filter(&f.program, f.flags).map_err(e("install linux.seccomp"))?;
+        }
+    }
+    if let Some(u) = c.umask {
+        nix::sys::stat::umask(Mode::from_bits_truncate(u));
+    }
+    nix::unistd::chdir(&c.cwd).map_err(ep("enter process.cwd", &c.cwd))?;
+    Ok(())
+}
+
+/// The process of `exec`, in the container's namespaces: same preparation as init's
+/// (without a terminal), then execve.
+pub fn exec_process(
+    c: &Container,
+    filter: Option<&OciFilter>,
+    preserve_fds: i32,
+    _report: std::os::fd::RawFd,
+    console_sock: Option<&OwnedFd>,
+) -> ! {
+    let fail = |step: &str, msg: String| -> ! {
+        eprintln!("cordon-oci: cannot {step}: {msg}");
+        sys::exit_now(1)
+    };
+    let slave = match console_sock {
+        Some(sock) => match console(sock, c.console_size) {
+            Ok(s) => Some(s),
+            Err((step, msg)) => fail(step, msg),
+        },
+        None => None,
+    };
+    if let Err((step, msg)) = prepare(c, filter, slave, preserve_fds) {
+        eprintln!("cordon-oci: cannot {step}: {msg}");
+        sys::exit_now(1);
+    }
+    exec(c)
+}
+
+fn caps_of(names: &std::collections::BTreeSet<String>) -> caps::CapsHashSet {
+    let supported = caps::runtime::thread_all_supported();
+    names
+        .iter()
+        .filter_map(|n| n.parse::<caps::Capability>().ok())
+        .filter(|c| supported.contains(c))
+        .collect()
+}
+
+fn set_identity(c: &Container) -> Result<(), Step> {
+    use caps::CapSet;
+    let capf = |set: &'static str| {
+        move |err: caps::errors::CapsError| ("set capabilities", format!("{set}: {err}"))
+    };
+    let bounding = caps_of(&c.caps.bounding);
+    for cap in caps::runtime::thread_all_supported() {
+        if !bounding.contains(&cap) {
+            caps::drop(None, CapSet::Bounding, cap).map_err(capf("bounding"))?;
+        }
+    }
+    nix::sys::prctl::set_keepcaps(true).map_err(e("keep capabilities across the uid change"))?;
+    let gids: Vec<nix::unistd::Gid> = c.additional_gids.iter().map(|g| (*g).into()).collect();
+    let setgroups_denied =
+        std::fs::read_to_string("/proc/self/setgroups").is_ok_and(|s| s.trim() == "deny");
+    if !(setgroups_denied && gids.is_empty()) {
+        nix::unistd::setgroups(&gids).map_err(e("set process.user.additionalGids"))?;
+    }
+    nix::unistd::setresgid(c.gid.into(), c.gid.into(), c.gid.into())
+        .map_err(e("set process.user.gid"))?;
+    nix::unistd::setresuid(c.uid.into(), c.uid.into(), c.uid.into())
+        .map_err(e("set process.user.uid"))?;
+    let effective = caps_of(&c.caps.effective);
+    let permitted = caps_of(&c.caps.permitted);
+    caps::set(
+        None,
+        CapSet::Effective,
+        &effective
+            .intersection(&caps::read(None, CapSet::Permitted).unwrap_or_default())
+            .copied()
+            .collect(),
+    )
+    .map_err(capf("effective"))?;
+    caps::set(None, CapSet::Permitted, &permitted).map_err(capf("permitted"))?;
+    caps::set(None, CapSet::Effective, &effective).map_err(capf("effective"))?;
+    caps::set(None, CapSet::Inheritable, &caps_of(&c.caps.inheritable))
+        .map_err(capf("inheritable"))?;
+    caps::clear(None, CapSet::Ambient).map_err(capf("ambient"))?;
+    for cap in caps_of(&c.caps.ambient) {
+        caps::raise(None, CapSet::Ambient, cap).map_err(capf("ambient"))?;
+    }
+    nix::sys::prctl::set_keepcaps(false).map_err(e("reset keepcaps"))?;
+    Ok(())
+}
+
+fn exec(c: &Container) -> ! {
+    let args: Vec<CString> = c
+        .args
+        .iter()
+        .map(|a| CString::new(a.as_str()).unwrap_or_default())
+        .collect();
+    let env: Vec<CString> = c
+        .env
+        .iter()
+        .filter_map(|a| CString::new(a.as_str()).ok())
+        .collect();
+    let name = &c.args[0];
+    let candidates: Vec<String> = if name.contains('/') {
+        vec![name.clone()]
+    } else {
+        c.path_dirs()
+            .iter()
+            .map(|d| format!("{d}/{name}"))
+            .collect()
+    };
+    let mut last = Errno::ENOENT;
+    for cand in candidates {
+        let Ok(p) = CString::new(cand) else { continue };
+        let Err(err) = nix::unistd::execve(&p, &args, &env);
+        if err != Errno::ENOENT && err != Errno::ENOTDIR {
+            last = err;
+        }
+    }
+    eprintln!("cordon-oci: cannot execute {name:?} in the container: {last}");
+    sys::exit_now(if last == Errno::ENOENT { 127 } else { 126 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secure_join_stays_inside() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("a/abs")).unwrap();
+        std::os::unix::fs::symlink("../../..", root.join("a/b/up")).unwrap();
+        assert_eq!(secure_join(root, Path::new("/a/b/c")), root.join("a/b/c"));
+        assert_eq!(
+            secure_join(root, Path::new("/a/abs/passwd")),
+            root.join("etc/passwd")
+        );
+        assert_eq!(secure_join(root, Path::new("/a/b/up/x")), root.join("x"));
+        assert_eq!(secure_join(root, Path::new("/../../x")), root.join("x"));
+    }
+}

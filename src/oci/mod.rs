@@ -1,0 +1,1247 @@
+//! cordon as an OCI runtime: runc's commands over a state directory, no daemon.
+//!
+//! `create` clones the container's init (see [`init`]) into the config's namespaces, writes
+//! its id maps, puts it in its cgroup, runs the createRuntime hooks, lets it build its root,
+//! and returns once it waits on `exec.fifo`. The init is the container's process: `create`
+//! exits and the caller (podman's conmon, containerd's shim: subreapers) waits on that pid.
+//! `start` unblocks the fifo. Every later command reads `state.json` and checks the init's
+//! pid against its start time ([`state`]).
+
+pub mod cgroup;
+pub mod config;
+pub mod hooks;
+mod init;
+pub mod seccomp;
+pub mod state;
+
+use crate::cli::oci::{CreateArgs, ExecArgs, LogFormat, OciCli, OciCommand, OciGlobal, UpdateArgs};
+use crate::sys::{self, CloneResult};
+use config::{Container, IdMap, OciConfigError};
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use state::{StateError, Status, Stored};
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// The newest OCI runtime-spec version cordon-oci implements.
+pub const OCI_VERSION: &str = "1.2.0";
+/// The `ociVersion` that `spec` writes.
+pub const SPEC_VERSION: &str = "1.0.2-dev";
+
+#[derive(Debug, thiserror::Error)]
+pub enum OciError {
+    #[error(transparent)]
+    Config(#[from] OciConfigError),
+    #[error(transparent)]
+    Seccomp(#[from] seccomp::OciSeccompError),
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Cgroup(#[from] cgroup::CgroupError),
+    #[error(transparent)]
+    Hook(#[from] hooks::HookError),
+    #[error("cannot {step}: {errno}{hint}")]
+    Sys {
+        step: &'static str,
+        errno: Errno,
+        hint: String,
+    },
+    #[error("cannot {step} {path}: {source}")]
+    Io {
+        step: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the container's init failed to {0}")]
+    Init(String),
+    #[error("container {id} is {status}: {what}")]
+    WrongStatus {
+        id: String,
+        status: Status,
+        what: &'static str,
+    },
+    #[error("{0}")]
+    Usage(String),
+}
+
+fn sys_err(step: &'static str) -> impl Fn(Errno) -> OciError {
+    move |errno| OciError::Sys {
+        step,
+        errno,
+        hint: String::new(),
+    }
+}
+
+fn io_err(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> OciError {
+    let path = path.display().to_string();
+    move |source| OciError::Io { step, path, source }
+}
+
+/// Global options, resolved.
+struct Ctx {
+    root: PathBuf,
+    log: Option<PathBuf>,
+    log_json: bool,
+    debug: bool,
+    systemd: bool,
+    /// `--rootless` given as true.
+    rootless_flag: bool,
+}
+
+impl Ctx {
+    fn new(g: &OciGlobal) -> Ctx {
+        let root = g.root.clone().unwrap_or_else(|| {
+            if !rootless() {
+                PathBuf::from("/run/cordon")
+            } else {
+                let base = std::env::var_os("XDG_RUNTIME_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| {
+                        PathBuf::from(format!("/tmp/cordon-{}", nix::unistd::geteuid()))
+                    });
+                base.join("cordon")
+            }
+        });
+        Ctx {
+            root,
+            log: g.log.clone(),
+            log_json: g.log_format == LogFormat::Json,
+            debug: g.debug,
+            systemd: g.systemd_cgroup,
+            rootless_flag: g.rootless.as_deref() == Some("true"),
+        }
+    }
+
+    fn log(&self, level: &str, msg: &str) {
+        if level == "debug" && !self.debug {
+            return;
+        }
+        let Some(path) = &self.log else {
+            if level == "debug" {
+                eprintln!("cordon-oci: {msg}");
+            }
+            return;
+        };
+        let line = if self.log_json {
+            serde_json::json!({"level": level, "msg": msg, "time": now_rfc3339()}).to_string()
+        } else {
+            format!("{} {level}: {msg}", now_rfc3339())
+        };
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
+fn now_rfc3339() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = t.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        t.subsec_nanos()
+    )
+}
+
+/// `cordon-oci ARGS` / `cordon oci ARGS`: returns the exit code.
+pub fn main(cli: OciCli) -> i32 {
+    let ctx = Ctx::new(&cli.global);
+    match dispatch(&ctx, cli.command) {
+        Ok(code) => code,
+        Err(e) => {
+            ctx.log("error", &e.to_string());
+            eprintln!("cordon-oci: {e}");
+            1
+        }
+    }
+}
+
+fn dispatch(ctx: &Ctx, cmd: OciCommand) -> Result<i32, OciError> {
+    match cmd {
+        OciCommand::Create(a) => {
+            create(ctx, &a, false)?;
+            Ok(0)
+        }
+        OciCommand::Start { id } => start(ctx, &id).map(|()| 0),
+        OciCommand::State { id } => {
+            let (dir, s) = state::load(&ctx.root, &id)?;
+            let st = s.oci(state::status(&dir, &s));
+            println!("{}", serde_json::to_string_pretty(&st).unwrap_or_default());
+            Ok(0)
+        }
+        OciCommand::Kill { id, signal, all } => kill(ctx, &id, &signal, all).map(|()| 0),
+        OciCommand::Delete { id, force } => delete(ctx, &id, force).map(|()| 0),
+        OciCommand::Run {
+            create: a,
+            detach,
+            keep,
+        } => run(ctx, &a, detach, keep),
+        OciCommand::Exec(a) => exec(ctx, &a),
+        OciCommand::List { format, quiet } => list(ctx, &format, quiet).map(|()| 0),
+        OciCommand::Ps {
+            id,
+            format,
+            ps_args,
+        } => ps(ctx, &id, &format, &ps_args).map(|()| 0),
+        OciCommand::Spec { bundle } => spec(&bundle, ctx.rootless_flag).map(|()| 0),
+        OciCommand::Features => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&features()).unwrap_or_default()
+            );
+            Ok(0)
+        }
+        OciCommand::Pause { id } => pause(ctx, &id, true).map(|()| 0),
+        OciCommand::Resume { id } => pause(ctx, &id, false).map(|()| 0),
+        OciCommand::Update(a) => update(ctx, &a).map(|()| 0),
+        OciCommand::Events {
+            id,
+            stats,
+            interval,
+        } => events(ctx, &id, stats, &interval).map(|()| 0),
+    }
+}
+
+/// A created container (the init is our child until we exit).
+struct Created {
+    pid: Pid,
+    dir: PathBuf,
+}
+
+/// Removes the state directory (and cgroups) of a create that failed half-way.
+struct Cleanup {
+    dir: Option<PathBuf>,
+    cgroups: Vec<PathBuf>,
+    child: Option<Pid>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child {
+            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(pid, None);
+        }
+        let _ = cgroup::remove(&self.cgroups);
+        if let Some(d) = &self.dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+/// Not root of the host: another uid, or uid 0 of a user namespace (rootless podman runs
+/// its runtime inside one). Such a caller usually may not create cgroups or use /run.
+fn rootless() -> bool {
+    !nix::unistd::geteuid().is_root() || !in_initial_userns()
+}
+
+/// Whether this process is in the host's user namespace (its uid_map is the identity map).
+fn in_initial_userns() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map")
+        .map(|m| {
+            let f: Vec<&str> = m.split_whitespace().collect();
+            f == ["0", "0", "4294967295"]
+        })
+        .unwrap_or(true)
+}
+
+fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError> {
+    if let Some(n) = sys::thread_count().filter(|&n| n > 1) {
+        return Err(OciError::Usage(format!(
+            "cordon-oci must create containers from a single-threaded process; this one has {n} threads"
+        )));
+    }
+    let bundle = std::fs::canonicalize(&a.bundle).map_err(io_err("open the bundle", &a.bundle))?;
+    let dir = state::create_dir(&ctx.root, &a.id)?;
+    let mut cleanup = Cleanup {
+        dir: Some(dir.clone()),
+        cgroups: Vec::new(),
+        child: None,
+    };
+    let mut c = Container::load(&bundle)?;
+    c.rootfs = std::fs::canonicalize(&c.rootfs).map_err(io_err("open root.path", &c.rootfs))?;
+    ctx.log("debug", &format!("create {}: config checked", a.id));
+    let filter = match c.spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
+        Some(s) => {
+            let f = seccomp::compile(&s)?;
+            if !f.unknown.is_empty() {
+                ctx.log(
+                    "debug",
+                    &format!(
+                        "seccomp: syscalls unknown on x86_64, skipped: {}",
+                        f.unknown.join(" ")
+                    ),
+                );
+            }
+            Some(f)
+        }
+        None => None,
+    };
+    let console = match (&a.console_socket, c.terminal) {
+        (Some(p), true) => {
+            let s = std::os::unix::net::UnixStream::connect(p)
+                .map_err(io_err("connect to --console-socket", p))?;
+            Some(OwnedFd::from(s))
+        }
+        (None, true) if !for_run => {
+            return Err(OciError::Usage(
+                "process.terminal is true: give --console-socket (or set terminal to false)".into(),
+            ));
+        }
+        (None, true) => {
+            return Err(OciError::Usage(
+                "process.terminal is true: `run` without --console-socket cannot give the container a terminal; set terminal to false".into(),
+            ));
+        }
+        _ => None,
+    };
+
+    // The cgroup and its limits exist before any process of the container does.
+    let resources = c.spec.linux().as_ref().and_then(|l| l.resources().clone());
+    let rel = cgroup::relative_path(c.cgroups_path.as_deref(), &a.id, ctx.systemd);
+    let want_cpuset = resources
+        .as_ref()
+        .and_then(|r| r.cpu().as_ref())
+        .is_some_and(|cpu| cpu.cpus().is_some() || cpu.mems().is_some());
+    let dirs = cgroup::dirs_for(&rel, want_cpuset)?;
+    let has_limits = resources.as_ref().is_some_and(|r| {
+        r.memory().is_some()
+            || r.cpu().is_some()
+            || r.pids().is_some()
+            || r.unified().as_ref().is_some_and(|u| !u.is_empty())
+            || r.block_io().is_some()
+            || r.hugepage_limits().as_ref().is_some_and(|h| !h.is_empty())
+            || r.network().is_some()
+            || r.rdma().is_some()
+    });
+    // cgroup v2 has no device controller but an eBPF program, which cordon does not load:
+    // the device deny rules then hold only while the container cannot create device nodes,
+    // which takes CAP_MKNOD in the host's user namespace. Refuse rather than pretend.
+    let denies_devices = resources
+        .as_ref()
+        .and_then(|r| r.devices().as_ref())
+        .is_some_and(|d| d.iter().any(|r| !r.allow()));
+    let own_userns = c.has_namespace(libc::CLONE_NEWUSER) || !in_initial_userns();
+    let cgroup2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if cgroup2 && denies_devices && !own_userns && c.caps.bounding.contains("CAP_MKNOD") {
+        return Err(OciError::Usage(
+            "config.json: `linux.resources.devices` cannot be enforced on cgroup v2 by cordon-oci (no eBPF device filter yet) while process.capabilities.bounding has CAP_MKNOD: drop CAP_MKNOD (podman: --cap-drop mknod) or add a user namespace".into(),
+        ));
+    }
+    match cgroup::create(&dirs) {
+        Ok(()) => {
+            cleanup.cgroups = dirs.clone();
+            if let Some(r) = &resources {
+                cgroup::apply(&dirs, r)?;
+            }
+        }
+        // An unprivileged user usually may not create cgroups: fine when no limit was asked.
+        Err(e) if rootless() && !has_limits => {
+            ctx.log(
+                "debug",
+                &format!("rootless: running without a cgroup ({e})"),
+            );
+        }
+        Err(e) => return Err(e.into()),
+    }
+
+    let fifo_path = state::fifo_path(&dir);
+    nix::unistd::mkfifo(&fifo_path, nix::sys::stat::Mode::from_bits_truncate(0o600))
+        .map_err(sys_err("create exec.fifo"))?;
+    let fifo = nix::fcntl::open(
+        &fifo_path,
+        nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(sys_err("open exec.fifo"))?;
+
+    // Namespaces given by path: opened now; the pid one is joined here (it applies to
+    // children), the rest by init.
+    let mut join = Vec::new();
+    for ns in &c.namespaces {
+        let Some(p) = &ns.path else { continue };
+        let fd = nix::fcntl::open(
+            p,
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|errno| OciError::Sys {
+            step: "open a namespace to join",
+            errno,
+            hint: format!(" ({}: linux.namespaces[{}].path)", p.display(), ns.name),
+        })?;
+        if ns.flag == libc::CLONE_NEWPID {
+            nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWPID).map_err(sys_err(
+                "join the pid namespace (linux.namespaces[pid].path)",
+            ))?;
+        } else if ns.flag == libc::CLONE_NEWUSER {
+            join.insert(0, (ns.flag, fd));
+        } else {
+            join.push((ns.flag, fd));
+        }
+    }
+
+    let cloexec = nix::fcntl::OFlag::O_CLOEXEC;
+    let (go_r, go_w) = nix::unistd::pipe2(cloexec).map_err(sys_err("create the go pipe"))?;
+    let (ready_r, ready_w) =
+        nix::unistd::pipe2(cloexec).map_err(sys_err("create the ready pipe"))?;
+    let flags = c.new_namespaces() & !libc::CLONE_NEWCGROUP;
+    let child = match sys::clone_namespaces(flags) {
+        Ok(CloneResult::Child) => {
+            drop((go_w, ready_r));
+            // The Cleanup guard belongs to the parent.
+            std::mem::forget(cleanup);
+            init::main(init::InitArgs {
+                c: &c,
+                go: go_r,
+                ready: ready_w,
+                fifo,
+                console,
+                preserve_fds: a.preserve_fds,
+                filter: filter.as_ref(),
+                join,
+                no_pivot: a.no_pivot,
+                cgroup2,
+                caller_in_userns: !in_initial_userns(),
+            })
+        }
+        Ok(CloneResult::Parent(pid)) => pid,
+        Err(errno) => {
+            return Err(OciError::Sys {
+                step: "create the container's namespaces (clone)",
+                errno,
+                hint: crate::doctor::userns_hint(errno),
+            });
+        }
+    };
+    cleanup.child = Some(child);
+    drop((go_r, ready_w, fifo, console, join));
+
+    if c.new_namespaces() & libc::CLONE_NEWUSER != 0 {
+        write_maps(child, &c.uid_mappings, &c.gid_mappings)?;
+    }
+    if !cleanup.cgroups.is_empty() {
+        cgroup::attach(&cleanup.cgroups, child.as_raw())?;
+    }
+    if let Some(adj) = c.oom_score_adj {
+        let p = format!("/proc/{child}/oom_score_adj");
+        std::fs::write(&p, adj.to_string())
+            .map_err(io_err("set process.oomScoreAdj in", Path::new(&p)))?;
+    }
+    let start_time = state::proc_stat(child.as_raw())
+        .map(|(_, t)| t)
+        .unwrap_or(0);
+    let stored = Stored {
+        oci_version: c.spec.version().clone(),
+        id: a.id.clone(),
+        pid: child.as_raw(),
+        bundle: bundle.display().to_string(),
+        annotations: c.spec.annotations().clone().unwrap_or_default(),
+        start_time,
+        created: now_rfc3339(),
+        cgroup_dirs: cleanup.cgroups.clone(),
+        hooks: c.spec.hooks().clone(),
+        rootless: rootless(),
+        owner: nix::unistd::geteuid().as_raw(),
+        own_pid_ns: c.new_namespaces() & libc::CLONE_NEWPID != 0,
+        has_process: c.has_process,
+    };
+    state::save(&dir, &stored)?;
+    // The hooks before start see the state `created` (what `state` answers from now on).
+    let creating = serde_json::to_vec(&stored.oci(Status::Created)).unwrap_or_default();
+    if let Some(h) = c.spec.hooks() {
+        for (kind, list) in [
+            ("prestart", h.prestart()),
+            ("createRuntime", h.create_runtime()),
+        ] {
+            if let Some(list) = list {
+                hooks::run(kind, list, &creating)?;
+            }
+        }
+    }
+    // Go: init builds the root and reports.
+    let _ = nix::unistd::write(&go_w, &creating);
+    drop(go_w);
+    let mut msg = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match nix::unistd::read(&ready_r, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => msg.extend_from_slice(&buf[..n]),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(sys_err("read the container's init report")(e)),
+        }
+    }
+    let msg = String::from_utf8_lossy(&msg).into_owned();
+    if msg != "OK" {
+        let why = msg
+            .strip_prefix("ERR ")
+            .unwrap_or("exit before reporting")
+            .to_string();
+        return Err(OciError::Init(why));
+    }
+    if let Some(p) = &a.pid_file {
+        write_pid_file(p, child.as_raw())?;
+    }
+    ctx.log(
+        "debug",
+        &format!("create {}: init {child} waits for start", a.id),
+    );
+    cleanup.child = None;
+    cleanup.cgroups.clear();
+    cleanup.dir = None;
+    Ok(Created { pid: child, dir })
+}
+
+fn write_pid_file(p: &Path, pid: i32) -> Result<(), OciError> {
+    let tmp = p.with_extension("cordon-tmp");
+    std::fs::write(&tmp, pid.to_string()).map_err(io_err("write --pid-file", &tmp))?;
+    std::fs::rename(&tmp, p).map_err(io_err("write --pid-file", p))
+}
+
+fn maps_text(m: &[IdMap]) -> String {
+    m.iter()
+        .map(|m| format!("{} {} {}\n", m.container, m.host, m.size))
+        .collect()
+}
+
+/// uid_map/gid_map of the container's user namespace: written directly by root, or by an
+/// unprivileged user mapping only their own ids; other maps go through newuidmap/newgidmap
+/// (the shadow-utils setuid helpers that check /etc/subuid).
+fn write_maps(child: Pid, uids: &[IdMap], gids: &[IdMap]) -> Result<(), OciError> {
+    let proc = PathBuf::from(format!("/proc/{child}"));
+    let (euid, egid) = (
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    let own_only = |m: &[IdMap], id: u32| m.len() == 1 && m[0].host == id && m[0].size == 1;
+    let unprivileged = !nix::unistd::geteuid().is_root();
+    if unprivileged && !(own_only(uids, euid) && own_only(gids, egid)) {
+        for (tool, m) in [("newuidmap", uids), ("newgidmap", gids)] {
+            let mut cmd = std::process::Command::new(tool);
+            cmd.arg(child.as_raw().to_string());
+            for x in m {
+                cmd.args([
+                    x.container.to_string(),
+                    x.host.to_string(),
+                    x.size.to_string(),
+                ]);
+            }
+            let st = cmd.status().map_err(io_err(
+                "run (is the uidmap package installed?)",
+                Path::new(tool),
+            ))?;
+            if !st.success() {
+                return Err(OciError::Usage(format!(
+                    "{tool} failed ({st}): check /etc/subuid and /etc/subgid for this user, or map only your own uid and gid"
+                )));
+            }
+        }
+        return Ok(());
+    }
+    if unprivileged {
+        std::fs::write(proc.join("setgroups"), "deny")
+            .map_err(io_err("deny setgroups in", &proc))?;
+    }
+    std::fs::write(proc.join("uid_map"), maps_text(uids))
+        .map_err(io_err("write linux.uidMappings to", &proc.join("uid_map")))?;
+    std::fs::write(proc.join("gid_map"), maps_text(gids))
+        .map_err(io_err("write linux.gidMappings to", &proc.join("gid_map")))?;
+    Ok(())
+}
+
+fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {
+    let (dir, s) = state::load(&ctx.root, id)?;
+    let st = state::status(&dir, &s);
+    if st != Status::Created {
+        return Err(OciError::WrongStatus {
+            id: id.into(),
+            status: st,
+            what: "only a created container can be started",
+        });
+    }
+    if !s.has_process {
+        // Nothing can ever run: the init goes, so the container reads as stopped.
+        let _ = nix::sys::signal::kill(Pid::from_raw(s.pid), Signal::SIGKILL);
+        return Err(OciError::Usage(format!(
+            "container {id} has no `process` in its config.json: there is nothing to start"
+        )));
+    }
+    let fifo = state::fifo_path(&dir);
+    // The init's executable (cordon-oci) before the go, to see it change at execve.
+    let exe = format!("/proc/{}/exe", s.pid);
+    let before = std::fs::metadata(&exe).ok().map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        (m.dev(), m.ino())
+    });
+    let fd = nix::fcntl::open(
+        &fifo,
+        nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(sys_err("open exec.fifo (did the container's init die?)"))?;
+    nix::unistd::write(&fd, b"0").map_err(sys_err("write exec.fifo"))?;
+    let _ = std::fs::remove_file(&fifo);
+    // Return once the container's process runs the config's program (poststart hooks run
+    // after it started, and a signal sent right after `start` reaches the program, not
+    // cordon's setup code). Bounded: a program that is cordon-oci itself, or a slow setup.
+    if let Some(before) = before {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline && state::init_alive(&s) {
+            let now = std::fs::metadata(&exe).ok().map(|m| {
+                use std::os::unix::fs::MetadataExt;
+                (m.dev(), m.ino())
+            });
+            if now != Some(before) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+    if let Some(list) = s.hooks.as_ref().and_then(|h| h.poststart().clone()) {
+        let json = serde_json::to_vec(&s.oci(Status::Running)).unwrap_or_default();
+        if let Err(e) = hooks::run("poststart", &list, &json) {
+            ctx.log("warning", &e.to_string());
+            eprintln!("cordon-oci: warning: {e}");
+        }
+    }
+    Ok(())
+}
+
+/// "9", "KILL", "SIGKILL" → the signal.
+pub fn parse_signal(s: &str) -> Option<Signal> {
+    if let Ok(n) = s.parse::<i32>() {
+        return Signal::try_from(n).ok();
+    }
+    let up = s.to_ascii_uppercase();
+    let name = if up.starts_with("SIG") {
+        up
+    } else {
+        format!("SIG{up}")
+    };
+    name.parse().ok()
+}
+
+fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
+    let sig = parse_signal(signal)
+        .ok_or_else(|| OciError::Usage(format!("{signal:?} is not a signal name or number")))?;
+    let (dir, s) = state::load(&ctx.root, id)?;
+    let st = state::status(&dir, &s);
+    if st == Status::Stopped {
+        return Err(OciError::WrongStatus {
+            id: id.into(),
+            status: st,
+            what: "there is no process to signal",
+        });
+    }
+    if all {
+        for pid in cgroup::pids(&s.cgroup_dirs) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), sig);
+        }
+    }
+    nix::sys::signal::kill(Pid::from_raw(s.pid), sig).map_err(sys_err("signal the container"))
+}
+
+fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
+    let (dir, s) = state::load(&ctx.root, id)?;
+    let st = state::status(&dir, &s);
+    // The runtime spec: deleting a container that is not stopped is an error and changes
+    // nothing. --force kills it first.
+    if st != Status::Stopped && !force {
+        return Err(OciError::WrongStatus {
+            id: id.into(),
+            status: st,
+            what: "stop it first, or use delete --force",
+        });
+    }
+    if st != Status::Stopped {
+        if st == Status::Paused {
+            let _ = cgroup::freeze(&s.cgroup_dirs, false);
+        }
+        for pid in cgroup::pids(&s.cgroup_dirs) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        let _ = nix::sys::signal::kill(Pid::from_raw(s.pid), Signal::SIGKILL);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while state::init_alive(&s) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    if !s.own_pid_ns {
+        for pid in cgroup::pids(&s.cgroup_dirs) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+    if let Err(e) = cgroup::remove(&s.cgroup_dirs) {
+        ctx.log("warning", &e.to_string());
+        eprintln!("cordon-oci: warning: {e}");
+    }
+    std::fs::remove_dir_all(&dir).map_err(io_err("remove the state directory", &dir))?;
+    if let Some(list) = s.hooks.as_ref().and_then(|h| h.poststop().clone()) {
+        let json = serde_json::to_vec(&s.oci(Status::Stopped)).unwrap_or_default();
+        if let Err(e) = hooks::run("poststop", &list, &json) {
+            ctx.log("warning", &e.to_string());
+            eprintln!("cordon-oci: warning: {e}");
+        }
+    }
+    Ok(())
+}
+
+fn run(ctx: &Ctx, a: &CreateArgs, detach: bool, keep: bool) -> Result<i32, OciError> {
+    let created = create(ctx, a, true)?;
+    if let Err(e) = start(ctx, &a.id) {
+        let _ = delete(ctx, &a.id, true);
+        return Err(e);
+    }
+    if detach {
+        return Ok(0);
+    }
+    let code = loop {
+        match nix::sys::wait::waitpid(created.pid, None) {
+            Ok(nix::sys::wait::WaitStatus::Exited(_, c)) => break c,
+            Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => break 128 + sig as i32,
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(e) => return Err(sys_err("wait for the container")(e)),
+        }
+    };
+    let _ = created.dir;
+    if !keep {
+        delete(ctx, &a.id, true)?;
+    }
+    Ok(code)
+}
+
+fn list(ctx: &Ctx, format: &str, quiet: bool) -> Result<(), OciError> {
+    let mut rows = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(&ctx.root) {
+        for e in rd.flatten() {
+            let id = e.file_name().to_string_lossy().into_owned();
+            if let Ok((dir, s)) = state::load(&ctx.root, &id) {
+                let st = state::status(&dir, &s);
+                rows.push((s, st));
+            }
+        }
+    }
+    rows.sort_by(|a, b| a.0.id.cmp(&b.0.id));
+    if quiet {
+        for (s, _) in &rows {
+            println!("{}", s.id);
+        }
+    } else if format == "json" {
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(s, st)| {
+                serde_json::json!({"ociVersion": s.oci_version, "id": s.id,
+                    "pid": if *st == Status::Stopped { 0 } else { s.pid },
+                    "status": st.to_string(), "bundle": s.bundle, "rootfs": "",
+                    "created": s.created, "owner": s.owner.to_string()})
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(v));
+    } else {
+        println!("ID\tPID\tSTATUS\tBUNDLE\tCREATED\tOWNER");
+        for (s, st) in &rows {
+            let pid = if *st == Status::Stopped { 0 } else { s.pid };
+            println!(
+                "{}\t{pid}\t{st}\t{}\t{}\t{}",
+                s.id, s.bundle, s.created, s.owner
+            );
+        }
+    }
+    Ok(())
+}
+
+fn container_pids(s: &Stored, dir: &Path) -> Vec<i32> {
+    let mut pids = cgroup::pids(&s.cgroup_dirs);
+    if pids.is_empty() && state::status(dir, s) != Status::Stopped {
+        pids.push(s.pid);
+    }
+    pids
+}
+
+fn ps(ctx: &Ctx, id: &str, format: &str, ps_args: &[String]) -> Result<(), OciError> {
+    let (dir, s) = state::load(&ctx.root, id)?;
+    let pids = container_pids(&s, &dir);
+    if format == "json" {
+        println!("{}", serde_json::to_string(&pids).unwrap_or_default());
+        return Ok(());
+    }
+    let args: Vec<String> = if ps_args.is_empty() {
+        vec!["-ef".into()]
+    } else {
+        ps_args.to_vec()
+    };
+    let out = std::process::Command::new("ps")
+        .args(&args)
+        .output()
+        .map_err(io_err("run", Path::new("ps")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let Some(header) = lines.next() else {
+        return Ok(());
+    };
+    let col = header
+        .split_whitespace()
+        .position(|h| h == "PID")
+        .ok_or_else(|| OciError::Usage("ps printed no PID column".into()))?;
+    println!("{header}");
+    for l in lines {
+        if let Some(p) = l
+            .split_whitespace()
+            .nth(col)
+            .and_then(|p| p.parse::<i32>().ok())
+            && pids.contains(&p)
+        {
+            println!("{l}");
+        }
+    }
+    Ok(())
+}
+
+fn spec(bundle: &Path, rootless_spec: bool) -> Result<(), OciError> {
+    use oci_spec::runtime::Spec;
+    let path = bundle.join("config.json");
+    if path.exists() {
+        return Err(OciError::Usage(format!(
+            "{} exists already; remove it first",
+            path.display()
+        )));
+    }
+    let mut s = if rootless_spec {
+        Spec::rootless(
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        )
+    } else {
+        Spec::default()
+    };
+    // The version runc 1.1 writes: older runtimes (crun 1.8) refuse a newer one, and
+    // nothing cordon-oci reads needs 1.2.
+    s.set_version(SPEC_VERSION.into());
+    s.set_hostname(Some("cordon".into()));
+    s.save(&path)
+        .map_err(|e| OciError::Usage(format!("cannot write {}: {e}", path.display())))
+}
+
+fn features() -> serde_json::Value {
+    serde_json::json!({
+        "ociVersionMin": "1.0.0",
+        "ociVersionMax": OCI_VERSION,
+        "hooks": ["prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop"],
+        "mountOptions": ["ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec", "sync", "async",
+            "dirsync", "remount", "mand", "nomand", "atime", "noatime", "diratime", "nodiratime",
+            "relatime", "norelatime", "strictatime", "nostrictatime", "bind", "rbind",
+            "private", "rprivate", "shared", "rshared", "slave", "rslave", "unbindable", "runbindable"],
+        "linux": {
+            "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "user", "uts"],
+            "capabilities": caps::all().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+            "cgroup": {"v1": true, "v2": true, "systemd": false, "systemdUser": false},
+            "seccomp": {
+                "enabled": true,
+                "actions": ["SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",
+                    "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"],
+                "operators": ["SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT",
+                    "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"],
+                "archs": ["SCMP_ARCH_X86_64"]
+            },
+            "apparmor": {"enabled": false},
+            "selinux": {"enabled": false}
+        },
+        "annotations": {"org.cordon.runtime": "cordon-oci"}
+    })
+}
+
+fn pause(ctx: &Ctx, id: &str, frozen: bool) -> Result<(), OciError> {
+    let (dir, s) = state::load(&ctx.root, id)?;
+    let st = state::status(&dir, &s);
+    let ok = if frozen {
+        st == Status::Running
+    } else {
+        st == Status::Paused
+    };
+    if !ok {
+        return Err(OciError::WrongStatus {
+            id: id.into(),
+            status: st,
+            what: if frozen {
+                "only a running container can be paused"
+            } else {
+                "only a paused container can be resumed"
+            },
+        });
+    }
+    Ok(cgroup::freeze(&s.cgroup_dirs, frozen)?)
+}
+
+fn update(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
+    use oci_spec::runtime::{LinuxPids, LinuxResources};
+    let (dir, s) = state::load(&ctx.root, &a.id)?;
+    if state::status(&dir, &s) == Status::Stopped {
+        return Err(OciError::WrongStatus {
+            id: a.id.clone(),
+            status: Status::Stopped,
+            what: "cannot update a stopped container",
+        });
+    }
+    let mut r: LinuxResources = match &a.resources {
+        Some(p) => {
+            let text = if p == Path::new("-") {
+                let mut t = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)
+                    .map_err(io_err("read", Path::new("stdin")))?;
+                t
+            } else {
+                std::fs::read_to_string(p).map_err(io_err("read", p))?
+            };
+            serde_json::from_str(&text)
+                .map_err(|e| OciError::Usage(format!("{}: {e}", p.display())))?
+        }
+        None => LinuxResources::default(),
+    };
+    if a.memory.is_some() || a.memory_swap.is_some() || a.memory_reservation.is_some() {
+        let mut m = r.memory().unwrap_or_default();
+        if a.memory.is_some() {
+            m.set_limit(a.memory);
+        }
+        if a.memory_swap.is_some() {
+            m.set_swap(a.memory_swap);
+        }
+        if a.memory_reservation.is_some() {
+            m.set_reservation(a.memory_reservation);
+        }
+        r.set_memory(Some(m));
+    }
+    if a.cpu_quota.is_some()
+        || a.cpu_period.is_some()
+        || a.cpu_share.is_some()
+        || a.cpuset_cpus.is_some()
+        || a.cpuset_mems.is_some()
+    {
+        let mut c = r.cpu().clone().unwrap_or_default();
+        if a.cpu_quota.is_some() {
+            c.set_quota(a.cpu_quota);
+        }
+        if a.cpu_period.is_some() {
+            c.set_period(a.cpu_period);
+        }
+        if a.cpu_share.is_some() {
+            c.set_shares(a.cpu_share);
+        }
+        if a.cpuset_cpus.is_some() {
+            c.set_cpus(a.cpuset_cpus.clone());
+        }
+        if a.cpuset_mems.is_some() {
+            c.set_mems(a.cpuset_mems.clone());
+        }
+        r.set_cpu(Some(c));
+    }
+    if let Some(p) = a.pids_limit {
+        let mut pids = LinuxPids::default();
+        pids.set_limit(p);
+        r.set_pids(Some(pids));
+    }
+    if s.cgroup_dirs.is_empty() {
+        return Err(OciError::Usage(format!(
+            "container {} has no cgroup (created rootless without limits): its resources cannot be updated",
+            a.id
+        )));
+    }
+    Ok(cgroup::apply(&s.cgroup_dirs, &r)?)
+}
+
+fn stats(s: &Stored) -> serde_json::Value {
+    let d = &s.cgroup_dirs;
+    let mem_usage = cgroup::read_u64(d, "memory.usage_in_bytes", None)
+        .or_else(|| cgroup::read_u64(d, "memory.current", None));
+    let mem_max = cgroup::read_u64(d, "memory.max_usage_in_bytes", None)
+        .or_else(|| cgroup::read_u64(d, "memory.peak", None));
+    let mem_limit = cgroup::read_u64(d, "memory.limit_in_bytes", None)
+        .or_else(|| cgroup::read_u64(d, "memory.max", None));
+    let cpu_total = cgroup::read_u64(d, "cpuacct.usage", None)
+        .or_else(|| cgroup::read_u64(d, "cpu.stat", Some("usage_usec")).map(|u| u * 1000));
+    let pids = cgroup::read_u64(d, "pids.current", None);
+    serde_json::json!({
+        "type": "stats",
+        "id": s.id,
+        "data": {
+            "cpu": {"usage": {"total": cpu_total.unwrap_or(0)}},
+            "memory": {"usage": {"usage": mem_usage.unwrap_or(0), "max": mem_max.unwrap_or(0),
+                                  "limit": mem_limit.unwrap_or(0)}},
+            "pids": {"current": pids.unwrap_or(0)}
+        }
+    })
+}
+
+fn events(ctx: &Ctx, id: &str, once: bool, interval: &str) -> Result<(), OciError> {
+    let every =
+        crate::spec::parse_duration(interval).map_err(|e| OciError::Usage(e.to_string()))?;
+    loop {
+        let (dir, s) = state::load(&ctx.root, id)?;
+        if state::status(&dir, &s) == Status::Stopped {
+            if once {
+                return Err(OciError::WrongStatus {
+                    id: id.into(),
+                    status: Status::Stopped,
+                    what: "no statistics for a stopped container",
+                });
+            }
+            return Ok(());
+        }
+        println!("{}", stats(&s));
+        if once {
+            return Ok(());
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// `exec`: a new process in a running container's namespaces and cgroup, with the
+/// container's seccomp filter, capabilities and ids (or those of --process).
+fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
+    let (dir, s) = state::load(&ctx.root, &a.id)?;
+    let st = state::status(&dir, &s);
+    if st != Status::Running && st != Status::Created {
+        return Err(OciError::WrongStatus {
+            id: a.id.clone(),
+            status: st,
+            what: "exec needs a running container",
+        });
+    }
+    let mut c = Container::load(Path::new(&s.bundle))?;
+    if let Some(p) = &a.process {
+        let text = std::fs::read_to_string(p).map_err(io_err("read --process", p))?;
+        let proc: oci_spec::runtime::Process = serde_json::from_str(&text)
+            .map_err(|e| OciError::Usage(format!("{}: {e}", p.display())))?;
+        let mut spec = c.spec.clone();
+        spec.set_process(Some(proc));
+        c = Container::from_spec(spec, Path::new(&s.bundle))?;
+    } else {
+        if a.args.is_empty() {
+            return Err(OciError::Usage(
+                "give the command to run, or --process".into(),
+            ));
+        }
+        c.args = a.args.clone();
+        c.env.extend(a.env.iter().cloned());
+        if let Some(cwd) = &a.cwd {
+            c.cwd = cwd.clone();
+        }
+        if let Some(u) = &a.user {
+            let (uid, gid) = u.split_once(':').unwrap_or((u, "0"));
+            c.uid = uid
+                .parse()
+                .map_err(|_| OciError::Usage(format!("bad --user {u:?}")))?;
+            c.gid = gid
+                .parse()
+                .map_err(|_| OciError::Usage(format!("bad --user {u:?}")))?;
+        }
+        c.terminal = a.tty;
+    }
+    let console = if c.terminal || a.tty {
+        let p = a.console_socket.as_ref().ok_or_else(|| {
+            OciError::Usage("a terminal (--tty or process.terminal) needs --console-socket".into())
+        })?;
+        let s = std::os::unix::net::UnixStream::connect(p)
+            .map_err(io_err("connect to --console-socket", p))?;
+        Some(OwnedFd::from(s))
+    } else {
+        None
+    };
+    let filter = match c.spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
+        Some(sc) => Some(seccomp::compile(&sc)?),
+        None => None,
+    };
+    // The container's namespaces, user first (entering it grants the rights for the rest).
+    let mut ns = Vec::new();
+    for (name, flag) in [
+        ("user", libc::CLONE_NEWUSER),
+        ("ipc", libc::CLONE_NEWIPC),
+        ("uts", libc::CLONE_NEWUTS),
+        ("net", libc::CLONE_NEWNET),
+        ("pid", libc::CLONE_NEWPID),
+        ("cgroup", libc::CLONE_NEWCGROUP),
+        ("mnt", libc::CLONE_NEWNS),
+    ] {
+        let target = format!("/proc/{}/ns/{name}", s.pid);
+        let same = std::fs::metadata(&target)
+            .ok()
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+            == std::fs::metadata(format!("/proc/self/ns/{name}"))
+                .ok()
+                .map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+        if same {
+            continue;
+        }
+        let fd = nix::fcntl::open(
+            target.as_str(),
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(sys_err("open a namespace of the container"))?;
+        ns.push((flag, fd));
+    }
+    let (pid_r, pid_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("create a pipe"))?;
+    let preserve = a.preserve_fds;
+    let cg = s.cgroup_dirs.clone();
+    // Intermediate: joins the cgroup and the namespaces, forks the process (a fork is needed
+    // for the pid namespace to apply), reports its pid, and waits for it unless detached.
+    let mid = match sys::fork().map_err(sys_err("fork"))? {
+        CloneResult::Child => {
+            drop(pid_r);
+            let code = exec_mid(
+                &c,
+                &cg,
+                &ns,
+                filter.as_ref(),
+                preserve,
+                &pid_w,
+                a.detach,
+                console.as_ref(),
+            );
+            sys::exit_now(code)
+        }
+        CloneResult::Parent(p) => p,
+    };
+    drop((pid_w, console));
+    let mut buf = [0u8; 64];
+    let n = loop {
+        match nix::unistd::read(&pid_r, &mut buf) {
+            Err(Errno::EINTR) => continue,
+            other => break other.unwrap_or(0),
+        }
+    };
+    let text = String::from_utf8_lossy(&buf[..n]).into_owned();
+    let Some(pid) = text
+        .strip_prefix("PID ")
+        .and_then(|p| p.trim().parse::<i32>().ok())
+    else {
+        let _ = nix::sys::wait::waitpid(mid, None);
+        return Err(OciError::Init(format!(
+            "start the exec process: {}",
+            text.strip_prefix("ERR ").unwrap_or("no report")
+        )));
+    };
+    if let Some(p) = &a.pid_file {
+        write_pid_file(p, pid)?;
+    }
+    loop {
+        match nix::sys::wait::waitpid(mid, None) {
+            Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => return Ok(code),
+            Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => return Ok(128 + sig as i32),
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(e) => return Err(sys_err("wait for the exec process")(e)),
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn exec_mid(
+    c: &Container,
+    cg: &[PathBuf],
+    ns: &[(libc::c_int, OwnedFd)],
+    filter: Option<&seccomp::OciFilter>,
+    preserve: i32,
+    report: &OwnedFd,
+    detach: bool,
+    console: Option<&OwnedFd>,
+) -> i32 {
+    let fail = |step: &str, e: String| {
+        let _ = nix::unistd::write(report, format!("ERR {step}: {e}").as_bytes());
+        1
+    };
+    let me = nix::unistd::getpid().as_raw();
+    if let Err(e) = cgroup::attach(cg, me) {
+        return fail("join the container's cgroup", e.to_string());
+    }
+    for (flag, fd) in ns {
+        if let Err(e) = nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_truncate(*flag)) {
+            return fail("join the container's namespaces", e.to_string());
+        }
+    }
+    let child = match sys::fork() {
+        Ok(CloneResult::Child) => {
+            let _ = nix::unistd::chdir("/");
+            init::exec_process(c, filter, preserve, report.as_raw_fd(), console)
+        }
+        Ok(CloneResult::Parent(p)) => p,
+        Err(e) => return fail("fork the exec process", e.to_string()),
+    };
+    // The host pid of the process (we share the caller's pid namespace view).
+    let _ = nix::unistd::write(report, format!("PID {child}").as_bytes());
+    if detach {
+        return 0;
+    }
+    loop {
+        match nix::sys::wait::waitpid(child, None) {
+            Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => return code,
+            Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => return 128 + sig as i32,
+            Ok(_) | Err(Errno::EINTR) => continue,
+            Err(_) => return 1,
+        }
+    }
+}
+
+/// The rlimit resources nix knows, by number.
+pub(crate) fn rlimit(r: libc::__rlimit_resource_t) -> Option<nix::sys::resource::Resource> {
+    use nix::sys::resource::Resource;
+    Some(match r {
+        libc::RLIMIT_AS => Resource::RLIMIT_AS,
+        libc::RLIMIT_CORE => Resource::RLIMIT_CORE,
+        libc::RLIMIT_CPU => Resource::RLIMIT_CPU,
+        libc::RLIMIT_DATA => Resource::RLIMIT_DATA,
+        libc::RLIMIT_FSIZE => Resource::RLIMIT_FSIZE,
+        libc::RLIMIT_NOFILE => Resource::RLIMIT_NOFILE,
+        libc::RLIMIT_NPROC => Resource::RLIMIT_NPROC,
+        libc::RLIMIT_STACK => Resource::RLIMIT_STACK,
+        libc::RLIMIT_MEMLOCK => Resource::RLIMIT_MEMLOCK,
+        libc::RLIMIT_MSGQUEUE => Resource::RLIMIT_MSGQUEUE,
+        libc::RLIMIT_LOCKS => Resource::RLIMIT_LOCKS,
+        libc::RLIMIT_NICE => Resource::RLIMIT_NICE,
+        libc::RLIMIT_RSS => Resource::RLIMIT_RSS,
+        libc::RLIMIT_RTPRIO => Resource::RLIMIT_RTPRIO,
+        libc::RLIMIT_RTTIME => Resource::RLIMIT_RTTIME,
+        libc::RLIMIT_SIGPENDING => Resource::RLIMIT_SIGPENDING,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals() {
+        assert_eq!(parse_signal("9"), Some(Signal::SIGKILL));
+        assert_eq!(parse_signal("KILL"), Some(Signal::SIGKILL));
+        assert_eq!(parse_signal("sigterm"), Some(Signal::SIGTERM));
+        assert_eq!(parse_signal("NOPE"), None);
+    }
+
+    #[test]
+    fn rfc3339_shape() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 30, "{t}");
+        assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T', "{t}");
+    }
+}

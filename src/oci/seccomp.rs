@@ -1,0 +1,426 @@
+//! `linux.seccomp` → one classic-BPF program (seccompiler's `sock_filter`). Pure.
+//!
+//! ```text
+//! guard:  ld arch; jeq AUDIT_ARCH_X86_64 or ret KILL_PROCESS   (i386 `int 0x80`, ...)
+//!         ld nr;   nr >= 0x40000000 → ret KILL_PROCESS           (x32)
+//! rules:  per (syscall, entry), in config order: ld nr; jeq NR or skip; the argument
+//!         comparisons (64-bit, as libseccomp compares them) or skip; ret ACTION
+//! end:    ret defaultAction
+//! ```
+//!
+//! The first matching rule decides. seccompiler 0.5 gives a filter one match action, which
+//! cannot express an OCI policy (an allow-list with a default errno, and per-entry errnos),
+//! so the program is assembled here and installed as is.
+//!
+//! Calls through a foreign ABI (i386, x32) are killed even when `architectures` lists
+//! SCMP_ARCH_X86 or SCMP_ARCH_X32: the rules name x86_64 numbers only. Syscall names the
+//! x86_64 table does not know are skipped, as libseccomp-based runtimes do (policies list
+//! syscalls of every architecture and of newer kernels); `--debug` logs them.
+
+use oci_spec::runtime::{Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompOperator};
+use seccompiler::sock_filter;
+
+/// Why `linux.seccomp` cannot be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum OciSeccompError {
+    #[error("config.json: `{field}` is not supported by cordon-oci: {why}")]
+    Unsupported { field: String, why: String },
+    #[error("config.json: `{field}` is invalid: {why}")]
+    Invalid { field: String, why: String },
+}
+
+/// The compiled filter and what the compiler noticed.
+#[derive(Debug, Clone)]
+pub struct OciFilter {
+    pub program: Vec<sock_filter>,
+    /// `SECCOMP_FILTER_FLAG_*` for seccomp(2).
+    pub flags: libc::c_ulong,
+    /// Names that are not x86_64 syscalls (skipped).
+    pub unknown: Vec<String>,
+}
+
+const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+const X32_BIT: u32 = 0x4000_0000;
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const RET_KILL_THREAD: u32 = 0;
+const RET_TRAP: u32 = 0x0003_0000;
+const RET_ERRNO: u32 = 0x0005_0000;
+const RET_TRACE: u32 = 0x7ff0_0000;
+const RET_LOG: u32 = 0x7ffc_0000;
+const RET_ALLOW: u32 = 0x7fff_0000;
+
+const LD_W_ABS: u16 = 0x20;
+const JEQ: u16 = 0x15;
+const JGT: u16 = 0x25;
+const JGE: u16 = 0x35;
+const AND: u16 = 0x54;
+const RET: u16 = 0x06;
+
+/// Where a jump of a condition goes.
+#[derive(Clone, Copy)]
+enum Tgt {
+    /// The next instruction.
+    Next,
+    /// This rule does not match: the next rule.
+    Fail,
+    /// This condition holds: the next condition (end of this condition's block).
+    Pass,
+}
+
+struct Ins {
+    code: u16,
+    k: u32,
+    jt: Tgt,
+    jf: Tgt,
+}
+
+fn ins(code: u16, k: u32) -> Ins {
+    Ins {
+        code,
+        k,
+        jt: Tgt::Next,
+        jf: Tgt::Next,
+    }
+}
+
+fn jmp(code: u16, k: u32, jt: Tgt, jf: Tgt) -> Ins {
+    Ins { code, k, jt, jf }
+}
+
+fn action(a: LinuxSeccompAction, errno: Option<u32>, field: &str) -> Result<u32, OciSeccompError> {
+    let data = errno.unwrap_or(libc::EPERM as u32) & 0xffff;
+    Ok(match a {
+        LinuxSeccompAction::ScmpActKill | LinuxSeccompAction::ScmpActKillThread => RET_KILL_THREAD,
+        LinuxSeccompAction::ScmpActKillProcess => RET_KILL_PROCESS,
+        LinuxSeccompAction::ScmpActTrap => RET_TRAP,
+        LinuxSeccompAction::ScmpActErrno => RET_ERRNO | data,
+        LinuxSeccompAction::ScmpActTrace => RET_TRACE | data,
+        LinuxSeccompAction::ScmpActLog => RET_LOG,
+        LinuxSeccompAction::ScmpActAllow => RET_ALLOW,
+        LinuxSeccompAction::ScmpActNotify => {
+            return Err(OciSeccompError::Unsupported {
+                field: field.into(),
+                why: "SCMP_ACT_NOTIFY (user notification) is not implemented".into(),
+            });
+        }
+    })
+}
+
+/// The instructions of one argument comparison (64-bit, unsigned).
+fn condition(index: usize, op: LinuxSeccompOperator, value: u64, two: u64) -> Vec<Ins> {
+    let lo_off = 16 + 8 * index as u32;
+    let hi_off = lo_off + 4;
+    let (vhi, vlo) = ((value >> 32) as u32, value as u32);
+    let ld_hi = ins(LD_W_ABS, hi_off);
+    let ld_lo = ins(LD_W_ABS, lo_off);
+    use LinuxSeccompOperator::*;
+    match op {
+        ScmpCmpEq => vec![
+            ld_hi,
+            jmp(JEQ, vhi, Tgt::Next, Tgt::Fail),
+            ld_lo,
+            jmp(JEQ, vlo, Tgt::Pass, Tgt::Fail),
+        ],
+        ScmpCmpNe => vec![
+            ld_hi,
+            jmp(JEQ, vhi, Tgt::Next, Tgt::Pass),
+            ld_lo,
+            jmp(JEQ, vlo, Tgt::Fail, Tgt::Pass),
+        ],
+        ScmpCmpMaskedEq => {
+            // OCI: `value` is the mask, `valueTwo` the expected value (libseccomp's order).
+            let (mhi, mlo) = ((value >> 32) as u32, value as u32);
+            let (dhi, dlo) = ((two >> 32) as u32, two as u32);
+            vec![
+                ld_hi,
+                ins(AND, mhi),
+                jmp(JEQ, dhi, Tgt::Next, Tgt::Fail),
+                ld_lo,
+                ins(AND, mlo),
+                jmp(JEQ, dlo, Tgt::Pass, Tgt::Fail),
+            ]
+        }
+        ScmpCmpGt | ScmpCmpGe => {
+            let lo_op = if op == ScmpCmpGt { JGT } else { JGE };
+            vec![
+                ld_hi,
+                jmp(JGT, vhi, Tgt::Pass, Tgt::Next),
+                jmp(JEQ, vhi, Tgt::Next, Tgt::Fail),
+                ld_lo,
+                jmp(lo_op, vlo, Tgt::Pass, Tgt::Fail),
+            ]
+        }
+        ScmpCmpLt | ScmpCmpLe => {
+            // lo < v  ⇔ !(lo >= v);  lo <= v ⇔ !(lo > v)
+            let lo_op = if op == ScmpCmpLt { JGE } else { JGT };
+            vec![
+                ld_hi,
+                jmp(JGE, vhi, Tgt::Next, Tgt::Pass),
+                jmp(JEQ, vhi, Tgt::Next, Tgt::Fail),
+                ld_lo,
+                jmp(lo_op, vlo, Tgt::Fail, Tgt::Pass),
+            ]
+        }
+    }
+}
+
+fn offset(from: usize, to: usize, field: &str) -> Result<u8, OciSeccompError> {
+    u8::try_from(to - from - 1).map_err(|_| OciSeccompError::Invalid {
+        field: field.into(),
+        why: "an entry's argument rules are too long for one BPF jump".into(),
+    })
+}
+
+/// Compiles the config's seccomp object.
+pub fn compile(s: &LinuxSeccomp) -> Result<OciFilter, OciSeccompError> {
+    for a in s.architectures().iter().flatten() {
+        match a {
+            Arch::ScmpArchNative | Arch::ScmpArchX86_64 | Arch::ScmpArchX86 | Arch::ScmpArchX32 => {
+            }
+            other => {
+                return Err(OciSeccompError::Unsupported {
+                    field: "linux.seccomp.architectures".into(),
+                    why: format!("{other:?}: cordon-oci filters x86_64 only"),
+                });
+            }
+        }
+    }
+    let mut flags: libc::c_ulong = 0;
+    for f in s.flags().iter().flatten() {
+        use oci_spec::runtime::LinuxSeccompFilterFlag::*;
+        flags |= match f {
+            SeccompFilterFlagLog => libc::SECCOMP_FILTER_FLAG_LOG,
+            SeccompFilterFlagTsync => libc::SECCOMP_FILTER_FLAG_TSYNC,
+            SeccompFilterFlagSpecAllow => libc::SECCOMP_FILTER_FLAG_SPEC_ALLOW,
+        };
+    }
+    let default = action(
+        s.default_action(),
+        s.default_errno_ret(),
+        "linux.seccomp.defaultAction",
+    )?;
+    // The guard.
+    let mut prog = vec![
+        sock_filter {
+            code: LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 4,
+        },
+        sock_filter {
+            code: JEQ,
+            jt: 1,
+            jf: 0,
+            k: AUDIT_ARCH_X86_64,
+        },
+        sock_filter {
+            code: RET,
+            jt: 0,
+            jf: 0,
+            k: RET_KILL_PROCESS,
+        },
+        sock_filter {
+            code: LD_W_ABS,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        },
+        sock_filter {
+            code: JGE,
+            jt: 0,
+            jf: 1,
+            k: X32_BIT,
+        },
+        sock_filter {
+            code: RET,
+            jt: 0,
+            jf: 0,
+            k: RET_KILL_PROCESS,
+        },
+    ];
+    let mut unknown = Vec::new();
+    for (i, entry) in s.syscalls().iter().flatten().enumerate() {
+        let field = format!("linux.seccomp.syscalls[{i}]");
+        let ret = action(
+            entry.action(),
+            entry.errno_ret(),
+            &format!("{field}.action"),
+        )?;
+        // Condition blocks, shared by every name of the entry.
+        let mut conds: Vec<Vec<Ins>> = Vec::new();
+        for (j, a) in entry.args().iter().flatten().enumerate() {
+            if a.index() > 5 {
+                return Err(OciSeccompError::Invalid {
+                    field: format!("{field}.args[{j}].index"),
+                    why: format!("{} is not an argument index (0-5)", a.index()),
+                });
+            }
+            conds.push(condition(
+                a.index(),
+                a.op(),
+                a.value(),
+                a.value_two().unwrap_or(0),
+            ));
+        }
+        for name in entry.names() {
+            let Some(nr) = crate::security::seccomp::syscall_number(name) else {
+                unknown.push(name.clone());
+                continue;
+            };
+            // Lay the rule out: ld nr; jeq nr; conditions; ret.
+            let mut rule: Vec<(Ins, usize)> = Vec::new(); // (instruction, end of its block)
+            rule.push((ins(LD_W_ABS, 0), 0));
+            rule.push((jmp(JEQ, nr, Tgt::Next, Tgt::Fail), 0));
+            for c in &conds {
+                let end = rule.len() + c.len();
+                for x in c {
+                    rule.push((
+                        Ins {
+                            code: x.code,
+                            k: x.k,
+                            jt: x.jt,
+                            jf: x.jf,
+                        },
+                        end,
+                    ));
+                }
+            }
+            rule.push((ins(RET, ret), 0));
+            let fail = rule.len();
+            for (pos, (x, end)) in rule.iter().enumerate() {
+                let resolve = |t: Tgt| -> Result<u8, OciSeccompError> {
+                    match t {
+                        Tgt::Next => Ok(0),
+                        Tgt::Fail => offset(pos, fail, &field),
+                        Tgt::Pass => offset(pos, *end, &field),
+                    }
+                };
+                prog.push(sock_filter {
+                    code: x.code,
+                    jt: resolve(x.jt)?,
+                    jf: resolve(x.jf)?,
+                    k: x.k,
+                });
+            }
+        }
+    }
+    prog.push(sock_filter {
+        code: RET,
+        jt: 0,
+        jf: 0,
+        k: default,
+    });
+    if prog.len() > 4096 {
+        return Err(OciSeccompError::Invalid {
+            field: "linux.seccomp.syscalls".into(),
+            why: format!(
+                "the policy compiles to {} BPF instructions; the kernel takes at most 4096",
+                prog.len()
+            ),
+        });
+    }
+    Ok(OciFilter {
+        program: prog,
+        flags,
+        unknown,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::security::seccomp::bpf_eval::{Data, run};
+
+    fn filter(json: &str) -> OciFilter {
+        compile(&serde_json::from_str(json).unwrap()).unwrap()
+    }
+
+    fn nr(name: &str) -> u32 {
+        crate::security::seccomp::syscall_number(name).unwrap()
+    }
+
+    #[test]
+    fn allow_list_with_default_errno() {
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 38,
+                "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86"],
+                "syscalls": [{"names": ["read", "write", "no_such_call"], "action": "SCMP_ACT_ALLOW"},
+                             {"names": ["mkdir"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]}"#,
+        );
+        assert_eq!(f.unknown, ["no_such_call"]);
+        assert_eq!(run(&f.program, &Data::x86_64(nr("read"), &[])), RET_ALLOW);
+        assert_eq!(run(&f.program, &Data::x86_64(nr("write"), &[])), RET_ALLOW);
+        assert_eq!(
+            run(&f.program, &Data::x86_64(nr("mkdir"), &[])),
+            RET_ERRNO | 1
+        );
+        assert_eq!(
+            run(&f.program, &Data::x86_64(nr("open"), &[])),
+            RET_ERRNO | 38
+        );
+        assert_eq!(
+            run(&f.program, &Data::x86_64(nr("read") | X32_BIT, &[])),
+            RET_KILL_PROCESS
+        );
+        let mut foreign = Data::x86_64(3, &[]);
+        foreign.arch = 0x4000_0003;
+        assert_eq!(run(&f.program, &foreign), RET_KILL_PROCESS);
+    }
+
+    #[test]
+    fn argument_comparisons_are_64_bit() {
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [
+                  {"names": ["personality"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 8, "op": "SCMP_CMP_EQ"}]},
+                  {"names": ["clone"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 268435456, "valueTwo": 268435456, "op": "SCMP_CMP_MASKED_EQ"}]},
+                  {"names": ["dup"], "action": "SCMP_ACT_KILL_PROCESS",
+                   "args": [{"index": 0, "value": 4294967300, "op": "SCMP_CMP_GT"}]},
+                  {"names": ["dup2"], "action": "SCMP_ACT_TRAP",
+                   "args": [{"index": 1, "value": 10, "op": "SCMP_CMP_LE"},
+                            {"index": 0, "value": 3, "op": "SCMP_CMP_NE"}]}
+                ]}"#,
+        );
+        let r = |name: &str, args: &[u64]| run(&f.program, &Data::x86_64(nr(name), args));
+        assert_eq!(r("personality", &[8]), RET_ERRNO | 1);
+        assert_eq!(r("personality", &[8 | 1 << 32]), RET_ALLOW);
+        assert_eq!(r("personality", &[9]), RET_ALLOW);
+        assert_eq!(r("clone", &[0x1000_0011]), RET_ERRNO | 1);
+        assert_eq!(r("clone", &[0x11]), RET_ALLOW);
+        assert_eq!(r("dup", &[4294967301]), RET_KILL_PROCESS);
+        assert_eq!(r("dup", &[4294967300]), RET_ALLOW);
+        assert_eq!(r("dup", &[5]), RET_ALLOW);
+        assert_eq!(r("dup2", &[4, 10]), RET_TRAP);
+        assert_eq!(r("dup2", &[3, 10]), RET_ALLOW);
+        assert_eq!(r("dup2", &[4, 11]), RET_ALLOW);
+        assert_eq!(r("dup2", &[4, 1 << 32]), RET_ALLOW);
+    }
+
+    #[test]
+    fn unsupported_actions_and_arches_name_the_field() {
+        let e = compile(
+            &serde_json::from_str(
+                r#"{"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_AARCH64"]}"#,
+            )
+            .unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("`linux.seccomp.architectures`"),
+            "{e}"
+        );
+        let e = compile(
+            &serde_json::from_str(
+                r#"{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{"names": ["read"], "action": "SCMP_ACT_NOTIFY"}]}"#,
+            )
+            .unwrap(),
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("`linux.seccomp.syscalls[0].action`"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! The state directory of one container: `<root>/<id>/`.
+//!
+//! - `state.json`: the OCI state plus what cordon needs later (the init's start time, its
+//!   cgroup directories, the hooks, whether it was created rootless);
+//! - `exec.fifo`: exists from `create` until `start`. The container's init holds it open
+//!   and blocks reading it; `start` writes one byte and removes it.
+//!
+//! The status is never stored as truth: it is derived from the init's pid AND its start
+//! time (field 22 of /proc/PID/stat), so a pid reused by another process reads as stopped.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error(
+        "container id {0:?} is invalid: use letters, digits, `_`, `+`, `-` and `.` (not starting with `.`)"
+    )]
+    BadId(String),
+    #[error("container {0} does not exist")]
+    NotFound(String),
+    #[error("container {0} already exists")]
+    Exists(String),
+    #[error("cannot {step} {path}: {source}")]
+    Io {
+        step: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the state of container {id} is corrupt ({path}): {source}")]
+    Corrupt {
+        id: String,
+        path: String,
+        source: serde_json::Error,
+    },
+}
+
+fn io(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StateError {
+    let path = path.display().to_string();
+    move |source| StateError::Io { step, path, source }
+}
+
+/// What `state.json` holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stored {
+    pub oci_version: String,
+    pub id: String,
+    pub pid: i32,
+    pub bundle: String,
+    #[serde(default)]
+    pub annotations: HashMap<String, String>,
+    /// /proc/PID/stat field 22 of the init when it was created.
+    pub start_time: u64,
+    /// RFC 3339 creation time.
+    pub created: String,
+    /// The cgroup directories of the container (one per v1 hierarchy, or the v2 one).
+    #[serde(default)]
+    pub cgroup_dirs: Vec<PathBuf>,
+    /// The hooks of config.json (poststart and poststop run after the bundle may be gone).
+    #[serde(default)]
+    pub hooks: Option<oci_spec::runtime::Hooks>,
+    pub rootless: bool,
+    pub owner: u32,
+    /// The container has a pid namespace of its own (killing its init kills the rest).
+    pub own_pid_ns: bool,
+    /// config.json had a `process`.
+    #[serde(default = "yes")]
+    pub has_process: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The OCI state (runtime spec, "State").
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OciState {
+    pub oci_version: String,
+    pub id: String,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    pub bundle: String,
+    #[serde(skip_serializing_if = "HashMap::is_empty", default)]
+    pub annotations: HashMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Creating,
+    Created,
+    Running,
+    Paused,
+    Stopped,
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Status::Creating => "creating",
+            Status::Created => "created",
+            Status::Running => "running",
+            Status::Paused => "paused",
+            Status::Stopped => "stopped",
+        })
+    }
+}
+
+/// Checks a container id (it becomes a directory name).
+pub fn check_id(id: &str) -> Result<(), StateError> {
+    let ok = !id.is_empty()
+        && id.len() <= 1024
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_+-.".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(StateError::BadId(id.into()))
+    }
+}
+
+/// The state directory of `id` under `root`.
+pub fn dir(root: &Path, id: &str) -> Result<PathBuf, StateError> {
+    check_id(id)?;
+    Ok(root.join(id))
+}
+
+pub fn fifo_path(dir: &Path) -> PathBuf {
+    dir.join("exec.fifo")
+}
+
+/// Creates the state directory (and `root`, mode 0700).
+pub fn create_dir(root: &Path, id: &str) -> Result<PathBuf, StateError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let d = dir(root, id)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .map_err(io("create the state root", root))?;
+    match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+        Ok(()) => Ok(d),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(StateError::Exists(id.into()))
+        }
+        Err(e) => Err(io("create the state directory", &d)(e)),
+    }
+}
+
+/// Writes `state.json` atomically.
+pub fn save(dir: &Path, s: &Stored) -> Result<(), StateError> {
+    let path = dir.join("state.json");
+    let tmp = dir.join(".state.json.tmp");
+    let bytes = serde_json::to_vec(s).unwrap_or_default();
+    std::fs::write(&tmp, bytes).map_err(io("write", &tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io("rename into place", &path))
+}
+
+/// Reads `state.json` of `id`.
+pub fn load(root: &Path, id: &str) -> Result<(PathBuf, Stored), StateError> {
+    let d = dir(root, id)?;
+    let path = d.join("state.json");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(StateError::NotFound(id.into()));
+        }
+        Err(e) => return Err(io("read", &path)(e)),
+    };
+    let s = serde_json::from_slice(&bytes).map_err(|source| StateError::Corrupt {
+        id: id.into(),
+        path: path.display().to_string(),
+        source,
+    })?;
+    Ok((d, s))
+}
+
+/// (state letter, start time) of a live process, from /proc/PID/stat.
+pub fn proc_stat(pid: i32) -> Option<(char, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&s)
+}
+
+/// Parses /proc/PID/stat: the comm field may hold spaces and parentheses, so fields are
+/// counted from the LAST `)`.
+pub fn parse_stat(s: &str) -> Option<(char, u64)> {
+    let rest = &s[s.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 (state); start time is field 22.
+    let state = fields.first()?.chars().next()?;
+    let start = fields.get(19)?.parse().ok()?;
+    Some((state, start))
+}
+
+/// Whether the container's init is the process it was (alive, same start time, not a zombie).
+pub fn init_alive(s: &Stored) -> bool {
+    matches!(proc_stat(s.pid), Some((st, start)) if start == s.start_time && st != 'Z' && st != 'X')
+}
+
+/// The status derived from the host.
+pub fn status(dir: &Path, s: &Stored) -> Status {
+    if !init_alive(s) {
+        return Status::Stopped;
+    }
+    if crate::oci::cgroup::is_frozen(&s.cgroup_dirs) {
+        return Status::Paused;
+    }
+    if fifo_path(dir).exists() {
+        Status::Created
+    } else {
+        Status::Running
+    }
+}
+
+impl Stored {
+    /// The OCI state with the given status.
+    pub fn oci(&self, status: Status) -> OciState {
+        OciState {
+            oci_version: self.oci_version.clone(),
+            id: self.id.clone(),
+            status,
+            pid: (status != Status::Stopped).then_some(self.pid),
+            bundle: self.bundle.clone(),
+            annotations: self.annotations.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_parsing_survives_odd_names() {
+        let line =
+            "1234 (a) b (c)) S 1 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100";
+        assert_eq!(parse_stat(line), Some(('S', 987654)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn ids() {
+        for ok in ["a", "abc-1.2_x+y", "0"] {
+            assert!(check_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", ".hidden", "a b", "a\0"] {
+            assert!(check_id(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn state_json_has_the_spec_fields() {
+        let s = Stored {
+            oci_version: "1.0.2".into(),
+            id: "c1".into(),
+            pid: 42,
+            bundle: "/b".into(),
+            annotations: HashMap::new(),
+            start_time: 1,
+            created: "x".into(),
+            cgroup_dirs: vec![],
+            hooks: None,
+            rootless: false,
+            owner: 0,
+            own_pid_ns: true,
+            has_process: true,
+        };
+        let v = serde_json::to_value(s.oci(Status::Created)).unwrap();
+        assert_eq!(v["ociVersion"], "1.0.2");
+        assert_eq!(v["status"], "created");
+        assert_eq!(v["pid"], 42);
+        assert_eq!(v["bundle"], "/b");
+        let v = serde_json::to_value(s.oci(Status::Stopped)).unwrap();
+        assert!(v.get("pid").is_none());
+    }
+}

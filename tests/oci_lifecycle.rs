@@ -1,0 +1,532 @@
+//! `cordon-oci`: the OCI lifecycle, config mapping and hooks, on a busybox bundle, as root
+//! and (rootless OCI) as the unprivileged test user.
+
+#[macro_use]
+mod common;
+
+use common::{Who, running_as_root, shared_tempdir, test_user};
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The cordon-oci binary, copied where the test user can execute it.
+fn oci_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("cordon-test-bin.")
+            .tempdir_in("/tmp")
+            .unwrap()
+            .keep();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let dst = dir.join("cordon-oci");
+        std::fs::copy(env!("CARGO_BIN_EXE_cordon-oci"), &dst).unwrap();
+        std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dst
+    })
+}
+
+/// ETXTBSY on Linux.
+fn libc_etxtbsy() -> i32 {
+    26
+}
+
+fn busybox() -> Option<PathBuf> {
+    ["/bin/busybox", "/usr/bin/busybox"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// A bundle: rootfs with busybox and its applets, config.json from `cordon-oci spec`
+/// (`--rootless` for the user), edited by `edit`. Owned by whoever runs cordon-oci.
+struct Bundle {
+    dir: tempfile::TempDir,
+    who: Who,
+}
+
+impl Bundle {
+    fn new(who: Who, args: &[&str], edit: impl FnOnce(&mut Value)) -> Option<Bundle> {
+        let Some(bb) = busybox() else {
+            println!("SKIP: busybox not installed (apt-get install busybox-static)");
+            return None;
+        };
+        let dir = shared_tempdir();
+        let bin = dir.path().join("rootfs/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::copy(&bb, bin.join("busybox")).unwrap();
+        for applet in [
+            "sh", "cat", "echo", "sleep", "id", "ls", "mkdir", "touch", "wc", "true", "hostname",
+        ] {
+            std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
+        }
+        let b = Bundle { dir, who };
+        let mut spec_args = vec!["spec", "--bundle"];
+        let path = b.path().to_str().unwrap().to_string();
+        spec_args.push(&path);
+        if who == Who::User {
+            spec_args.push("--rootless");
+            b.chown();
+        }
+        let out = b.oci(&spec_args);
+        assert!(out.status.success(), "spec: {}", describe(&out));
+        let cfg_path = b.path().join("config.json");
+        let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+        cfg["process"]["terminal"] = json!(false);
+        cfg["process"]["args"] = json!(args);
+        // This host may lack CAP_SYS_RESOURCE: keep rlimits at or below the caller's.
+        cfg["process"]["rlimits"] = json!([{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}]);
+        edit(&mut cfg);
+        std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+        if who == Who::User {
+            b.chown();
+        }
+        Some(b)
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn state_root(&self) -> PathBuf {
+        self.path().join("state")
+    }
+
+    fn chown(&self) {
+        if running_as_root() {
+            let u = test_user().unwrap();
+            let st = Command::new("chown")
+                .args(["-R", &format!("{}:{}", u.uid, u.gid)])
+                .arg(self.path())
+                .status()
+                .unwrap();
+            assert!(st.success());
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = if self.who == Who::User && running_as_root() {
+            let u = test_user().unwrap();
+            let mut c = Command::new("setpriv");
+            c.args([
+                format!("--reuid={}", u.uid),
+                format!("--regid={}", u.gid),
+                "--clear-groups".into(),
+            ])
+            .arg(oci_bin());
+            c
+        } else {
+            Command::new(oci_bin())
+        };
+        cmd.arg("--root")
+            .arg(self.state_root())
+            .args(args)
+            .current_dir("/")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs cordon-oci with a deadline. Its output goes through files: after `create` the
+    /// container's process keeps cordon-oci's stdout and stderr open.
+    fn oci(&self, args: &[&str]) -> Output {
+        let out_dir = tempfile::tempdir().unwrap();
+        let (o, e) = (out_dir.path().join("out"), out_dir.path().join("err"));
+        // ETXTBSY: another test thread may be forking while the binary's copy is still open
+        // for writing in this one (the copy is made once, on first use); retry briefly.
+        let mut tries = 0;
+        let mut child = loop {
+            match self
+                .command(args)
+                .stdout(std::fs::File::create(&o).unwrap())
+                .stderr(std::fs::File::create(&e).unwrap())
+                .spawn()
+            {
+                Ok(c) => break c,
+                Err(err) if err.raw_os_error() == Some(libc_etxtbsy()) && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(err) => panic!("spawn cordon-oci {args:?}: {err}"),
+            }
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("cordon-oci {args:?} hung");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Output {
+            status: child.wait().unwrap(),
+            stdout: std::fs::read(&o).unwrap(),
+            stderr: std::fs::read(&e).unwrap(),
+        }
+    }
+
+    fn bundle_args<'a>(&'a self, cmd: &'a str, id: &'a str) -> Vec<String> {
+        vec![
+            cmd.into(),
+            "--bundle".into(),
+            self.path().display().to_string(),
+            id.into(),
+        ]
+    }
+
+    fn run(&self, id: &str) -> Output {
+        let a = self.bundle_args("run", id);
+        self.oci(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    fn state(&self, id: &str) -> Value {
+        let out = self.oci(&["state", id]);
+        assert!(out.status.success(), "state: {}", describe(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn wait_status(&self, id: &str, want: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = self.state(id);
+            if s["status"] == want || Instant::now() > deadline {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+fn describe(o: &Output) -> String {
+    format!(
+        "{}\nstdout: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+both!(fn create_start_kill_delete(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    // Ids differ per variant: both run at once, and a container's default cgroup is named
+    // after its id.
+    let c1 = format!("c1-{who:?}");
+    let c1 = c1.as_str();
+    let pid_file = b.path().join("pid");
+    let mut args = b.bundle_args("create", c1);
+    args.insert(1, "--pid-file".into());
+    args.insert(2, pid_file.display().to_string());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let s = b.state(c1);
+    assert_eq!(s["status"], "created", "{s}");
+    assert_eq!(s["id"], c1);
+    assert_eq!(s["bundle"], b.path().display().to_string());
+    let pid: i64 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    assert_eq!(s["pid"], pid);
+    // Before start the process is cordon's init, not yet `sleep`.
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    assert_ne!(comm.trim(), "sleep");
+    // A created container cannot be deleted without --force... but a second create fails.
+    let again = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!again.status.success(), "second create of c1 succeeded");
+
+    let out = b.oci(&["start", c1]);
+    assert!(out.status.success(), "start: {}", describe(&out));
+    let s = b.wait_status(c1, "running");
+    assert_eq!(s["status"], "running", "{s}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default().trim() != "sleep" {
+        assert!(Instant::now() < deadline, "the container never exec'd sleep");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = b.oci(&["delete", c1]);
+    assert!(!out.status.success(), "delete of a running container succeeded");
+    assert_eq!(b.state(c1)["status"], "running");
+
+    let out = b.oci(&["kill", c1, "KILL"]);
+    assert!(out.status.success(), "kill: {}", describe(&out));
+    // The test process is no subreaper: the container's init is reparented to pid 1, which
+    // reaps it; state must read stopped either way (zombie or gone).
+    let s = b.wait_status(c1, "stopped");
+    assert_eq!(s["status"], "stopped", "{s}");
+    assert!(s.get("pid").is_none(), "{s}");
+    let out = b.oci(&["delete", c1]);
+    assert!(out.status.success(), "delete: {}", describe(&out));
+    let out = b.oci(&["state", c1]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"), "{}", describe(&out));
+});
+
+both!(fn run_passes_exit_code_and_output(who) {
+    let Some(b) = Bundle::new(who, &["sh", "-c", "echo out-$(id -u); exit 7"], |_| {}) else { return };
+    let out = b.run("r1");
+    assert_eq!(out.status.code(), Some(7), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out-0\n");
+    // run deletes the container afterwards.
+    assert!(!b.oci(&["state", "r1"]).status.success());
+});
+
+both!(fn unsupported_field_is_named(who) {
+    let Some(b) = Bundle::new(who, &["true"], |c| {
+        c["linux"]["intelRdt"] = json!({"closID": "x"});
+    }) else { return };
+    let out = b.run("u1");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`linux.intelRdt`"), "{}", describe(&out));
+    // Nothing is left behind.
+    assert!(!b.oci(&["state", "u1"]).status.success());
+});
+
+both!(fn seccomp_errno(who) {
+    let Some(b) = Bundle::new(who, &["sh", "-c", "mkdir /tmp/x"], |c| {
+        c["mounts"].as_array_mut().unwrap().push(json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs"}));
+        c["linux"]["seccomp"] = json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38}]
+        });
+    }) else { return };
+    let out = b.run("s1");
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Function not implemented"),
+        "mkdir did not get ENOSYS: {}",
+        describe(&out)
+    );
+});
+
+both!(fn masked_and_readonly_paths(who) {
+    let Some(b) = Bundle::new(
+        who,
+        &["sh", "-c", "wc -c < /proc/version; echo x > /proc/sys/kernel/domainname && echo wrote; touch /newfile && echo wrote-root; hostname"],
+        |c| {
+            c["linux"]["maskedPaths"] = json!(["/proc/version"]);
+            c["linux"]["readonlyPaths"] = json!(["/proc/sys"]);
+            c["root"]["readonly"] = json!(true);
+            c["hostname"] = json!("oci-test");
+        },
+    ) else { return };
+    let out = b.run("m1");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("0\n"), "/proc/version is not masked: {}", describe(&out));
+    assert!(!stdout.contains("wrote"), "a read-only path was writable: {}", describe(&out));
+    assert!(stdout.ends_with("oci-test\n"), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"), "{}", describe(&out));
+});
+
+both!(fn hooks_get_the_state(who) {
+    let Some(b) = Bundle::new(who, &["true"], |_| {}) else { return };
+    let out_dir = b.path().join("hooks");
+    std::fs::create_dir(&out_dir).unwrap();
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let hook = |name: &str| json!({"path": "/bin/sh", "args": ["sh", "-c", format!("cat > {}/{name}", out_dir.display())]});
+    cfg["hooks"] = json!({
+        "createRuntime": [hook("createRuntime")],
+        "poststart": [hook("poststart")],
+        "poststop": [hook("poststop")]
+    });
+    std::fs::write(b.path().join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.run("h1");
+    assert!(out.status.success(), "{}", describe(&out));
+    for (name, status) in [("createRuntime", "created"), ("poststart", "running"), ("poststop", "stopped")] {
+        let text = std::fs::read_to_string(out_dir.join(name)).unwrap_or_else(|e| panic!("{name} hook did not run: {e}"));
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["id"], "h1", "{name}: {v}");
+        assert_eq!(v["status"], status, "{name}: {v}");
+        assert_eq!(v["bundle"], b.path().display().to_string(), "{name}: {v}");
+    }
+});
+
+both!(fn resources_are_applied(who) {
+    if who == Who::User {
+        println!("SKIP: rootless containers get no cgroup on this host (no delegation)");
+        return;
+    }
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        c["linux"]["resources"] = json!({"memory": {"limit": 67108864}, "pids": {"limit": 17}});
+    }) else { return };
+    let a = b.bundle_args("create", "res1");
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    let pid = b.state("res1")["pid"].as_i64().unwrap();
+    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let (mem, pids) = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        let p = cg.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
+        let d = format!("/sys/fs/cgroup{p}");
+        (format!("{d}/memory.max"), format!("{d}/pids.max"))
+    } else {
+        let path_of = |ctrl: &str| cg.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, c, p) = (f.next()?, f.next()?, f.next()?);
+            c.split(',').any(|x| x == ctrl).then(|| p.to_string())
+        }).unwrap();
+        (
+            format!("/sys/fs/cgroup/memory{}/memory.limit_in_bytes", path_of("memory")),
+            format!("/sys/fs/cgroup/pids{}/pids.max", path_of("pids")),
+        )
+    };
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p}: {e}"));
+    assert_eq!(read(&mem).trim(), "67108864");
+    assert_eq!(read(&pids).trim(), "17");
+    let out = b.oci(&["delete", "--force", "res1"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!Path::new(&mem).exists(), "the cgroup outlived delete");
+});
+
+#[test]
+fn podman_runs_a_container() {
+    if !running_as_root() {
+        println!("SKIP: the podman test runs as root");
+        return;
+    }
+    if Command::new("podman").arg("--version").output().is_err() {
+        println!("SKIP: podman not installed");
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["true"], |_| {}) else {
+        return;
+    };
+    let tar = b.path().join("rootfs.tar");
+    let st = Command::new("tar")
+        .arg("-C")
+        .arg(b.path().join("rootfs"))
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let image = "localhost/cordon-oci-test:latest";
+    let out = Command::new("podman")
+        .args(["import", "-q"])
+        .arg(&tar)
+        .arg(image)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "podman import: {}", describe(&out));
+    let run = |extra: &[&str], cmd: &[&str]| {
+        Command::new("podman")
+            .arg("--runtime")
+            .arg(oci_bin())
+            .args([
+                "run",
+                "--rm",
+                "--ulimit",
+                "nofile=1024:1024",
+                "--ulimit",
+                "nproc=1024:1024",
+            ])
+            .args(extra)
+            .arg(image)
+            .args(cmd)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&[], &["echo", "hi"]);
+    assert!(out.status.success(), "podman run: {}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+    let out = run(&[], &["sh", "-c", "exit 5"]);
+    assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
+    let out = run(&["--read-only"], &["touch", "/x"]);
+    assert!(
+        !out.status.success(),
+        "--read-only root was writable: {}",
+        describe(&out)
+    );
+}
+
+both!(fn exec_joins_the_container(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        c["hostname"] = json!("exec-test");
+    }) else { return };
+    let id = format!("e1-{who:?}");
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["start", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["exec", &id, "sh", "-c", "hostname; echo $$; exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut lines = stdout.lines();
+    assert_eq!(lines.next(), Some("exec-test"), "exec is not in the uts namespace: {}", describe(&out));
+    // In the container's pid namespace the exec'd shell is not pid 1 (that is `sleep`).
+    let pid: u32 = lines.next().unwrap().parse().unwrap();
+    assert!(pid > 1, "{}", describe(&out));
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
+both!(fn pause_and_resume(who) {
+    if who == Who::User {
+        println!("SKIP: pause needs a freezer cgroup, which rootless containers lack on this host");
+        return;
+    }
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    let id = "p1";
+    let a = b.bundle_args("run", id);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--detach");
+    let out = b.oci(&a);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["pause", id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(b.state(id)["status"], "paused");
+    let pid = b.state(id)["pid"].as_i64().unwrap();
+    let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let letter = st[st.rfind(')').unwrap() + 2..].chars().next().unwrap();
+    assert!(letter == 'D' || letter == 'S' || letter == 'T', "{st}");
+    let out = b.oci(&["resume", id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(b.state(id)["status"], "running");
+    let out = b.oci(&["ps", "--format", "json", id]);
+    let pids: Vec<i64> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(pids, [pid], "{}", describe(&out));
+    let out = b.oci(&["delete", "--force", id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
+#[test]
+fn containerd_runs_a_container() {
+    if !running_as_root() {
+        println!("SKIP: the containerd test runs as root");
+        return;
+    }
+    if !Path::new("/run/containerd/containerd.sock").exists() {
+        println!("SKIP: containerd is not running (no /run/containerd/containerd.sock)");
+        return;
+    }
+    match Command::new("ctr")
+        .args(["--timeout", "5s", "version"])
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        _ => {
+            println!("SKIP: containerd is not installed or not running (`ctr version` failed)");
+            return;
+        }
+    }
+    let Some(b) = Bundle::new(Who::Root, &["true"], |_| {}) else {
+        return;
+    };
+    let id = format!("cordon-oci-test-{}", std::process::id());
+    let out = Command::new("ctr")
+        .args(["run", "--rm", "--runc-binary"])
+        .arg(oci_bin())
+        .arg("--rootfs")
+        .arg(b.path().join("rootfs"))
+        .args([&id, "sh", "-c", "echo hi from containerd; exit 6"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi from containerd\n");
+}
