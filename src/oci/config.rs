@@ -155,8 +155,19 @@ impl Container {
             path: path.display().to_string(),
             why: e.to_string(),
         })?;
-        let spec: Spec = serde_json::from_slice(&text).map_err(|e| OciConfigError::Load {
-            path: path.display().to_string(),
+        Container::from_json(&text, bundle).map_err(|e| match e {
+            OciConfigError::Load { why, .. } => OciConfigError::Load {
+                path: path.display().to_string(),
+                why,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses config.json's text and checks it (the bundle path is only joined, never read).
+    pub fn from_json(text: &[u8], bundle: &Path) -> Result<Container, OciConfigError> {
+        let spec: Spec = serde_json::from_slice(text).map_err(|e| OciConfigError::Load {
+            path: "config.json".into(),
             why: e.to_string(),
         })?;
         Container::from_spec(spec, bundle)
