@@ -505,18 +505,8 @@ impl Container {
             domainname,
             devices,
             default_devices,
-            masked: linux
-                .masked_paths()
-                .iter()
-                .flatten()
-                .map(PathBuf::from)
-                .collect(),
-            readonly: linux
-                .readonly_paths()
-                .iter()
-                .flatten()
-                .map(PathBuf::from)
-                .collect(),
+            masked: container_paths("linux.maskedPaths", linux.masked_paths())?,
+            readonly: container_paths("linux.readonlyPaths", linux.readonly_paths())?,
             sysctl,
             root_propagation,
             cgroups_path: linux
@@ -618,6 +608,29 @@ const FLAG_OPTIONS: &[(&str, bool, libc::c_ulong)] = &[
     ("loud", false, libc::MS_SILENT),
     ("defaults", false, 0),
 ];
+
+/// maskedPaths / readonlyPaths: absolute paths inside the container, without `..` (a relative
+/// one would be resolved against whatever init's working directory is when it applies them).
+fn container_paths(
+    name: &str,
+    paths: &Option<Vec<String>>,
+) -> Result<Vec<PathBuf>, OciConfigError> {
+    let mut out = Vec::new();
+    for (i, p) in paths.iter().flatten().enumerate() {
+        let path = PathBuf::from(p);
+        if !path.is_absolute() {
+            return Err(invalid(format!("{name}[{i}]"), "must be an absolute path"));
+        }
+        if path
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(invalid(format!("{name}[{i}]"), "`..` is not allowed"));
+        }
+        out.push(path);
+    }
+    Ok(out)
+}
 
 fn mount_op(i: usize, m: &Mount, bundle: &Path) -> Result<MountOp, OciConfigError> {
     let field = |f: &str| format!("mounts[{i}].{f}");
@@ -768,6 +781,23 @@ mod tests {
         Container::from_spec(s, Path::new("/b"))
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn masked_and_readonly_paths_must_be_absolute_without_dotdot() {
+        // Found by the oci_config fuzz target: a relative masked path was accepted.
+        let e = error_of(|v| {
+            v["linux"]["maskedPaths"] = serde_json::json!(["/proc/kcore", "Croc/sysrq-trigger"])
+        });
+        assert!(
+            e.contains("linux.maskedPaths[1]") && e.contains("absolute"),
+            "{e}"
+        );
+        let e = error_of(|v| v["linux"]["readonlyPaths"] = serde_json::json!(["/proc/../etc"]));
+        assert!(
+            e.contains("linux.readonlyPaths[0]") && e.contains(".."),
+            "{e}"
+        );
     }
 
     #[test]
