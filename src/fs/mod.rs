@@ -18,10 +18,12 @@ use std::path::{Path, PathBuf};
 /// opened before that, so a rootfs under /tmp still works.
 pub const STAGE: &str = "/tmp";
 
-/// Where a tiny empty read-only tmpfs is mounted during the build: the second, empty layer of
-/// every read-only overlay (the kernel wants two lower layers when there is no upper one).
-/// Detached and removed before the pivot; each overlay keeps its own private copy of it.
-const EMPTY_LAYER: &str = ".cordon-empty-layer";
+/// The second, empty layer of every read-only overlay (the kernel wants two lower layers when
+/// there is no upper one): the new root's `/proc` directory, made first. It stays empty: procfs
+/// is mounted over it later (each overlay keeps its own private copy of the layer, which that
+/// mount does not reach), and the root is read-only. A directory of its own would show in `/`,
+/// and a tmpfs of its own would cost an unmount (an RCU grace period) before the pivot.
+const EMPTY_LAYER: &str = "proc";
 
 /// Largest host file [`Op::BindRo`] copies in (a file is copied, not bound: see there).
 pub const MAX_COPIED_FILE: u64 = 4 << 20;
@@ -193,15 +195,6 @@ pub fn apply(ops: &[Op], sources: Sources, allow_bind: bool) -> Result<Option<St
 
     let empty = Path::new(STAGE).join(EMPTY_LAYER);
     std::fs::create_dir(&empty).map_err(|e| fail(&root_op, "mkdir", &empty, io_errno(&e)))?;
-    let ro = MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount(
-        Some("tmpfs"),
-        &empty,
-        Some("tmpfs"),
-        ro,
-        Some("size=4k,nr_inodes=1,mode=0555"),
-    )
-    .map_err(|e| fail(&root_op, "mount tmpfs", &empty, e))?;
     let mut views = Views {
         empty: &empty,
         allow_bind,
@@ -211,8 +204,6 @@ pub fn apply(ops: &[Op], sources: Sources, allow_bind: bool) -> Result<Option<St
         apply_one(op, &sources, &null, &mut views)?;
     }
     let degraded = views.degraded;
-    umount2(&empty, MntFlags::MNT_DETACH).map_err(|e| fail(&root_op, "unmount", &empty, e))?;
-    std::fs::remove_dir(&empty).map_err(|e| fail(&root_op, "rmdir", &empty, io_errno(&e)))?;
 
     // 4. Enter it: pivot_root(".", ".") stacks the old root on the new one; detach it.
     let pivot_op = Op::Dir { dst: "/".into() };
