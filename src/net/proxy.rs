@@ -294,7 +294,15 @@ fn read_head(client: &mut TcpStream) -> Result<(String, Vec<u8>), String> {
 fn split_authority(auth: &str, default: Option<u16>) -> Result<(String, u16), String> {
     let (host, port) = if auth.starts_with('[') {
         match auth.find(']') {
-            Some(i) => (&auth[..=i], auth[i + 1..].strip_prefix(':')),
+            Some(i) => match &auth[i + 1..] {
+                "" => (&auth[..=i], None),
+                after => (
+                    &auth[..=i],
+                    Some(after.strip_prefix(':').ok_or_else(|| {
+                        format!("unexpected {after:?} after the IPv6 literal in {auth:?}")
+                    })?),
+                ),
+            },
             None => return Err("unterminated IPv6 literal".into()),
         }
     } else {
@@ -759,6 +767,8 @@ mod tests {
             ok("CONNECT example.org:443 HTTP/1.1\r\n\r\n").body_len,
             None
         );
+        assert_eq!(ok("GET http://[2001:db8::1]/ HTTP/1.1\r\n\r\n").port, 80);
+        assert_eq!(ok("GET http://[2001:db8::1]:81/ HTTP/1.1\r\n\r\n").port, 81);
         for bad in [
             // Framing an upstream could read differently from this proxy.
             "POST http://example.org/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -776,6 +786,10 @@ mod tests {
             // Control characters in the request line: a tab upstreams split on, escapes.
             "GET http://example.org/a\tb HTTP/1.1\r\n\r\n",
             "CONNECT \x1b[31mevil:443 HTTP/1.1\r\n\r\n",
+            // Anything between `]` and the port (the Host header would carry it upstream).
+            "GET http://[2001:db8::1]evil.example/ HTTP/1.1\r\n\r\n",
+            "GET http://[2001:db8::1]x:8080/ HTTP/1.1\r\n\r\n",
+            "CONNECT [2001:db8::1]x:443 HTTP/1.1\r\n\r\n",
             "GET http://example.org/\u{e9} HTTP/1.1\r\n\r\n",
         ] {
             assert!(parse_request(bad).is_err(), "{bad:?}");
