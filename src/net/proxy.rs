@@ -37,6 +37,22 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 pub const MAX_CONNECTIONS: usize = 32;
 /// Connection records kept for the result (beyond it, only counted).
 pub const MAX_RECORDS: usize = 4096;
+/// Longest host and refusal reason kept for the result and the log (longer ones are clipped).
+const MAX_SHOWN_HOST: usize = 260;
+const MAX_SHOWN_REASON: usize = 400;
+
+/// `s`, cut to at most `max` bytes at a character boundary, with `...` when cut.
+fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
 /// How often blocked reads wake up to check the idle clock and the stop flag.
 const TICK: Duration = Duration::from_millis(500);
 
@@ -73,6 +89,11 @@ impl Ctx {
     }
 
     fn refuse(&self, client: &mut TcpStream, host: &str, port: u16, code: u16, reason: String) {
+        // What the program wrote is clipped before it is kept, logged or reported: a 16 KiB
+        // "host" refused 4096 times would otherwise hold 64 MiB in this process (outside the
+        // sandbox's memory limit) and in the result.
+        let host = clip(host, MAX_SHOWN_HOST);
+        let reason = clip(&reason, MAX_SHOWN_REASON);
         self.log(|| format!("refused {host}:{port}: {reason}"));
         {
             let mut r = self
@@ -80,9 +101,15 @@ impl Ctx {
                 .refused
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            if r.len() < MAX_RECORDS {
+            // Counted where they are kept: repeats of one refusal cost nothing.
+            if let Some(a) = r
+                .iter_mut()
+                .find(|a| a.host == host && a.port == port && a.reason == reason)
+            {
+                a.count = a.count.saturating_add(1);
+            } else if r.len() < MAX_RECORDS {
                 r.push(RefusedReport {
-                    host: host.to_string(),
+                    host: host.clone(),
                     port,
                     reason: reason.clone(),
                     count: 1,
@@ -244,7 +271,7 @@ fn report(ctx: &Ctx) -> NetworkReport {
             .iter_mut()
             .find(|a| a.host == r.host && a.port == r.port && a.reason == r.reason)
         {
-            Some(a) => a.count += 1,
+            Some(a) => a.count = a.count.saturating_add(r.count),
             None => refused.push(r.clone()),
         }
     }
@@ -794,6 +821,56 @@ mod tests {
         ] {
             assert!(parse_request(bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// Starts a proxy on loopback with `allow`; returns its port, the stop pipe's write end
+    /// and the thread that returns its report.
+    fn proxy(allow: &str) -> (u16, OwnedFd, std::thread::JoinHandle<NetworkReport>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let policy = AllowList {
+            entries: super::super::policy::parse_allow_list(allow).unwrap(),
+            ..AllowList::default()
+        };
+        let (stop_r, stop_w) = nix::unistd::pipe().unwrap();
+        (
+            port,
+            stop_w,
+            std::thread::spawn(move || serve(listener, policy, stop_r)),
+        )
+    }
+
+    fn ask(port: u16, request: &str) -> String {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = c.read_to_string(&mut answer);
+        answer
+    }
+
+    #[test]
+    fn refusals_are_clipped_and_counted_where_kept() {
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("abcd", 3), "abc...");
+        assert_eq!(clip("é", 1), "...");
+        let (port, stop, server) = proxy("example.org");
+        let long = "a".repeat(12_000);
+        for _ in 0..3 {
+            let answer = ask(port, &format!("CONNECT {long}:443 HTTP/1.1\r\n\r\n"));
+            assert!(answer.starts_with("HTTP/1.1 403"), "{answer:?}");
+        }
+        let answer = ask(port, "CONNECT other.example:443 HTTP/1.1\r\n\r\n");
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer:?}");
+        drop(stop);
+        let report = server.join().unwrap();
+        assert_eq!(report.refused.len(), 2, "{report:?}");
+        let r = &report.refused[0];
+        assert!(r.host.len() <= MAX_SHOWN_HOST + 3, "{}", r.host.len());
+        assert!(r.host.starts_with("aaaa") && r.host.ends_with("..."));
+        assert_eq!(r.count, 3);
+        assert_eq!(report.refused[1].host, "other.example");
+        assert_eq!(report.records_dropped, 0);
     }
 
     #[test]
