@@ -368,6 +368,31 @@ impl AllowList {
         }
     }
 
+    /// Checks that a resolved address is not one of this host's own (`local`, its interfaces'
+    /// addresses): a public address of the host reaches every service listening on all
+    /// interfaces, which is the host's loopback by another name. Allowed only when listed
+    /// explicitly, when the request was for that very literal, or for loopback under a
+    /// `localhost` entry.
+    pub fn check_not_local(
+        &self,
+        ip: IpAddr,
+        port: u16,
+        admission: &Admission,
+        local: &[IpAddr],
+    ) -> Result<(), String> {
+        let c = ip.to_canonical();
+        if matches!(admission, Admission::Ip)
+            || self.ip_listed(ip, port)
+            || !local.iter().any(|l| l.to_canonical() == c)
+            || (c.is_loopback() && matches!(admission, Admission::Name { loopback_ok: true }))
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "resolves to {ip}, an address of this host; list that address explicitly to allow it"
+        ))
+    }
+
     /// The override for `name`, if any.
     pub fn override_for(&self, name: &str) -> Option<IpAddr> {
         self.overrides
@@ -645,6 +670,41 @@ mod tests {
         let adm = a.admit(&name("evil.test"), 9000).unwrap();
         assert!(a.check_address(ip("127.0.0.1"), 9000, &adm).is_ok());
         assert!(a.check_address(ip("127.0.0.2"), 9000, &adm).is_err());
+    }
+
+    #[test]
+    fn the_hosts_own_addresses_are_refused() {
+        let a = list("example.org,localhost:8080,198.51.100.7:8443");
+        let local = [ip("198.51.100.7"), ip("2001:db8::7"), ip("127.0.0.1")];
+        let adm = a.admit(&name("example.org"), 443).unwrap();
+        assert!(
+            a.check_not_local(ip("203.0.113.1"), 443, &adm, &local)
+                .is_ok()
+        );
+        for own in ["198.51.100.7", "::ffff:198.51.100.7", "2001:db8::7"] {
+            let e = a.check_not_local(ip(own), 443, &adm, &local).unwrap_err();
+            assert!(e.contains("an address of this host"), "{own}: {e}");
+        }
+        // Listed (address and port), or asked for as that literal: the caller wrote it down.
+        let adm8443 = Admission::Name { loopback_ok: false };
+        assert!(
+            a.check_not_local(ip("198.51.100.7"), 8443, &adm8443, &local)
+                .is_ok()
+        );
+        assert!(
+            a.check_not_local(ip("2001:db8::7"), 443, &Admission::Ip, &local)
+                .is_ok()
+        );
+        // `localhost` reaches loopback, not the host's other addresses.
+        let lh = a.admit(&name("localhost"), 8080).unwrap();
+        assert!(
+            a.check_not_local(ip("127.0.0.1"), 8080, &lh, &local)
+                .is_ok()
+        );
+        assert!(
+            a.check_not_local(ip("198.51.100.7"), 8080, &lh, &local)
+                .is_err()
+        );
     }
 
     #[test]

@@ -512,6 +512,27 @@ fn resolve(policy: &AllowList, name: &str, port: u16) -> Result<Vec<IpAddr>, Str
     Ok(addrs)
 }
 
+/// The addresses of this host's interfaces, read at each request (they may change during a
+/// run). If they cannot be read, the proxy's own loopback is all it knows, and the classifier
+/// still refuses every private, link-local and loopback address.
+fn local_addresses() -> Vec<IpAddr> {
+    let mut out = vec![
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(Ipv6Addr::LOCALHOST),
+    ];
+    if let Ok(ifs) = nix::ifaddrs::getifaddrs() {
+        for i in ifs {
+            let Some(a) = i.address else { continue };
+            if let Some(v4) = a.as_sockaddr_in() {
+                out.push(IpAddr::V4(v4.ip()));
+            } else if let Some(v6) = a.as_sockaddr_in6() {
+                out.push(IpAddr::V6(v6.ip()));
+            }
+        }
+    }
+    out
+}
+
 fn handle(ctx: &Ctx, mut client: TcpStream) {
     let client_id = ctx.register(&client);
     handle_inner(ctx, &mut client);
@@ -564,8 +585,16 @@ fn handle_inner(ctx: &Ctx, client: &mut TcpStream) {
             }
         },
     };
+    let local = local_addresses();
     for ip in &addrs {
-        if let Err(reason) = ctx.policy.check_address(*ip, req.port, &admission) {
+        let verdict = ctx
+            .policy
+            .check_address(*ip, req.port, &admission)
+            .and_then(|()| {
+                ctx.policy
+                    .check_not_local(*ip, req.port, &admission, &local)
+            });
+        if let Err(reason) = verdict {
             ctx.refuse(client, &shown, req.port, 403, reason);
             return;
         }
@@ -871,6 +900,25 @@ mod tests {
         assert_eq!(r.count, 3);
         assert_eq!(report.refused[1].host, "other.example");
         assert_eq!(report.records_dropped, 0);
+    }
+
+    #[test]
+    fn local_addresses_are_read() {
+        let local = local_addresses();
+        assert!(local.contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        // Every address getifaddrs lists is there (`ip -o addr` says the same).
+        let out = std::process::Command::new("ip")
+            .args(["-o", "addr"])
+            .output();
+        if let Ok(out) = out {
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let mut w = line.split_whitespace();
+                if let Some(addr) = w.find(|x| *x == "inet" || *x == "inet6").and(w.next()) {
+                    let ip: IpAddr = addr.split('/').next().unwrap().parse().unwrap();
+                    assert!(local.contains(&ip), "{ip} missing from {local:?}");
+                }
+            }
+        }
     }
 
     #[test]
