@@ -388,7 +388,7 @@ pub fn parse_request(head: &str) -> Result<Request, String> {
     let line = lines.next().unwrap_or("");
     // Control characters (a tab an upstream would split on, NUL, escape sequences for the
     // log) and raw non-ASCII have no place in a request line.
-    if line.bytes().any(|b| b < 0x20 || b >= 0x7f) {
+    if line.bytes().any(|b| !(0x20..0x7f).contains(&b)) {
         return Err("control or non-ASCII characters in the request line".into());
     }
     let mut parts = line.split(' ');
