@@ -232,11 +232,24 @@ pub fn receive_listener(from_child: &OwnedFd) -> Result<Option<OwnedFd>, NetErro
     Ok(got)
 }
 
-/// The running proxy helper process.
+/// The running proxy helper process. Dropped without [`ProxyHandle::finish`] (an error path,
+/// a panic), it still kills and reaps the helper: no tunnel outlives its run.
 pub struct ProxyHandle {
     pid: nix::unistd::Pid,
     stop: Option<OwnedFd>,
     report: OwnedFd,
+    /// The helper was killed and reaped (by `finish`): its pid may belong to another process.
+    reaped: bool,
+}
+
+impl Drop for ProxyHandle {
+    fn drop(&mut self) {
+        if !self.reaped {
+            self.reaped = true;
+            let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(self.pid, None);
+        }
+    }
 }
 
 /// Forks the proxy helper, which serves `listener` with `policy` until [`ProxyHandle::finish`].
@@ -302,6 +315,7 @@ pub fn spawn_proxy(listener: OwnedFd, policy: &AllowList) -> Result<ProxyHandle,
             pid,
             stop: Some(stop_w),
             report: rep_r,
+            reaped: false,
         }),
         Err(errno) => Err(NetError::Sys {
             step: "start the proxy process (fork)",
@@ -343,6 +357,7 @@ impl ProxyHandle {
         }
         let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
         let _ = nix::sys::wait::waitpid(self.pid, None);
+        self.reaped = true;
         match serde_json::from_slice::<NetworkReport>(buf.trim_ascii_end()) {
             Ok(r) => r,
             Err(_) => NetworkReport {
@@ -351,5 +366,60 @@ impl ProxyHandle {
                 ..NetworkReport::default()
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle_for(child: &std::process::Child) -> ProxyHandle {
+        let (stop_r, stop_w) = nix::unistd::pipe().unwrap();
+        drop(stop_r);
+        let (rep_r, rep_w) = nix::unistd::pipe().unwrap();
+        drop(rep_w);
+        ProxyHandle {
+            pid: nix::unistd::Pid::from_raw(child.id() as i32),
+            stop: Some(stop_w),
+            report: rep_r,
+            reaped: false,
+        }
+    }
+
+    /// A handle dropped on an error path kills and reaps its helper.
+    #[test]
+    fn a_dropped_handle_kills_its_helper() {
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        drop(handle_for(&child));
+        // Reaped: no zombie left, the pid is gone.
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "the helper {pid} outlived its handle"
+        );
+        std::mem::forget(child);
+    }
+
+    /// `finish` on a helper that never reports gives up within its timeout, says so, and
+    /// reaps the helper (its `Drop` then leaves the pid alone).
+    #[test]
+    fn finish_reaps_a_silent_helper() {
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let started = Instant::now();
+        let report = handle_for(&child).finish();
+        assert!(started.elapsed() < REPORT_TIMEOUT + Duration::from_secs(2));
+        assert_eq!(
+            report.error.as_deref(),
+            Some("the proxy did not report its counters")
+        );
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+        std::mem::forget(child);
     }
 }
