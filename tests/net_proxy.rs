@@ -254,6 +254,7 @@ both!(
             r.describe()
         );
         assert!(r.finished.stderr_str().contains("WARNING: --net host"), "{}", r.describe());
+        assert!(iso.contains("loopback services"), "{}", r.describe());
     }
 );
 

@@ -53,6 +53,25 @@ pub fn proxy_env() -> Vec<(String, String)> {
     env
 }
 
+/// The first Landlock ABI that scopes abstract unix sockets to the sandbox (Linux 6.12).
+pub const SCOPE_ABI: i32 = 6;
+
+/// What `--net host` exposes, for the warning on stderr and `isolation.network`, given the
+/// kernel's Landlock ABI. Abstract unix sockets belong to the network namespace: below
+/// [`SCOPE_ABI`] nothing keeps the program from the host's (D-Bus, container runtimes'
+/// shims, X11), and the warning must say so.
+pub fn host_network_exposure(landlock_abi: i32) -> String {
+    let mut s = String::from(
+        "the sandbox shares this host's network namespace, unfiltered (every address and port this host reaches, its loopback services included)",
+    );
+    if landlock_abi < SCOPE_ABI {
+        s.push_str(&format!(
+            ", and on this kernel (Landlock ABI {landlock_abi}, below {SCOPE_ABI}) also the host's abstract unix sockets (D-Bus, container runtimes' shims, X11)"
+        ));
+    }
+    s
+}
+
 /// The network part of the result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -384,6 +403,18 @@ mod tests {
             report: rep_r,
             reaped: false,
         }
+    }
+
+    #[test]
+    fn host_network_warning_names_abstract_sockets_where_unscoped() {
+        let old = host_network_exposure(5);
+        assert!(old.contains("abstract unix sockets"), "{old}");
+        assert!(old.contains("ABI 5"), "{old}");
+        let none = host_network_exposure(0);
+        assert!(none.contains("abstract unix sockets"), "{none}");
+        let new = host_network_exposure(SCOPE_ABI);
+        assert!(!new.contains("abstract"), "{new}");
+        assert!(new.contains("loopback services"), "{new}");
     }
 
     /// A handle dropped on an error path kills and reaps its helper.
