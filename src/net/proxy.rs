@@ -513,24 +513,26 @@ fn resolve(policy: &AllowList, name: &str, port: u16) -> Result<Vec<IpAddr>, Str
 }
 
 /// The addresses of this host's interfaces, read at each request (they may change during a
-/// run). If they cannot be read, the proxy's own loopback is all it knows, and the classifier
-/// still refuses every private, link-local and loopback address.
-fn local_addresses() -> Vec<IpAddr> {
+/// run). Unreadable, the request is refused (fail closed).
+fn local_addresses() -> Result<Vec<IpAddr>, String> {
     let mut out = vec![
         IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpAddr::V6(Ipv6Addr::LOCALHOST),
     ];
-    if let Ok(ifs) = nix::ifaddrs::getifaddrs() {
-        for i in ifs {
-            let Some(a) = i.address else { continue };
-            if let Some(v4) = a.as_sockaddr_in() {
-                out.push(IpAddr::V4(v4.ip()));
-            } else if let Some(v6) = a.as_sockaddr_in6() {
-                out.push(IpAddr::V6(v6.ip()));
-            }
+    let ifs = nix::ifaddrs::getifaddrs().map_err(|e| {
+        format!(
+            "cannot read this host's own addresses (getifaddrs: {e}), so the request is refused"
+        )
+    })?;
+    for i in ifs {
+        let Some(a) = i.address else { continue };
+        if let Some(v4) = a.as_sockaddr_in() {
+            out.push(IpAddr::V4(v4.ip()));
+        } else if let Some(v6) = a.as_sockaddr_in6() {
+            out.push(IpAddr::V6(v6.ip()));
         }
     }
-    out
+    Ok(out)
 }
 
 fn handle(ctx: &Ctx, mut client: TcpStream) {
@@ -585,7 +587,13 @@ fn handle_inner(ctx: &Ctx, client: &mut TcpStream) {
             }
         },
     };
-    let local = local_addresses();
+    let local = match local_addresses() {
+        Ok(l) => l,
+        Err(reason) => {
+            ctx.refuse(client, &shown, req.port, 502, reason);
+            return;
+        }
+    };
     for ip in &addrs {
         let verdict = ctx
             .policy
@@ -904,7 +912,7 @@ mod tests {
 
     #[test]
     fn local_addresses_are_read() {
-        let local = local_addresses();
+        let local = local_addresses().unwrap();
         assert!(local.contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)));
         // Every address getifaddrs lists is there (`ip -o addr` says the same).
         let out = std::process::Command::new("ip")
