@@ -196,6 +196,8 @@ fn cache_dir() -> Result<PathBuf, DepsError> {
         .mode(0o700)
         .create(&dir)
         .map_err(|e| cache_err(&dir, e))?;
+    // The path as it is (no symlink left), so that what is checked is what gets bound.
+    let dir = std::fs::canonicalize(&dir).map_err(|e| cache_err(&dir, e))?;
     let meta = std::fs::metadata(&dir).map_err(|e| cache_err(&dir, e))?;
     let euid = nix::unistd::geteuid().as_raw();
     if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o022 != 0 {
@@ -206,7 +208,34 @@ fn cache_dir() -> Result<PathBuf, DepsError> {
             ),
         ));
     }
+    check_ancestors(&dir, euid)?;
     Ok(dir)
+}
+
+/// Every directory above the cache must be owned by the caller or root and, when others may
+/// write it, be sticky: whoever can rename an entry of an ancestor can swap in a cache of
+/// their own (set names are predictable) between this check and the bind, and its sets would
+/// run as the caller's code. (A `/tmp/cordon-UID` made by someone else, for a caller without
+/// a home, is the case this catches.)
+fn check_ancestors(dir: &Path, euid: u32) -> Result<(), DepsError> {
+    let mut cur = dir.parent();
+    while let Some(a) = cur {
+        let meta = std::fs::symlink_metadata(a).map_err(|e| cache_err(a, e))?;
+        let others_may_rename = meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0;
+        if (meta.uid() != euid && meta.uid() != 0) || others_may_rename {
+            return Err(cache_err(
+                dir,
+                format!(
+                    "{} (owner uid {}, mode {:o}) lets another user replace the cache; it must be owned by uid {euid} or root and not writable by others unless sticky: fix it, or set XDG_CACHE_HOME to a private directory",
+                    a.display(),
+                    meta.uid(),
+                    meta.mode() & 0o7777
+                ),
+            ));
+        }
+        cur = a.parent();
+    }
+    Ok(())
 }
 
 /// Removes temp directories that crashed installs left behind.
@@ -539,6 +568,34 @@ mod tests {
             !left.contains(&name(4)),
             "the least recently used set stays"
         );
+    }
+
+    #[test]
+    fn a_cache_below_a_directory_others_control_is_refused() {
+        let euid = nix::unistd::geteuid().as_raw();
+        let t = tempfile::tempdir().unwrap();
+        let shared = t.path().join("shared");
+        let cache = shared.join("cordon").join("deps");
+        std::fs::create_dir_all(&cache).unwrap();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(&shared, 0o755);
+        check_ancestors(&cache, euid).unwrap();
+        // World-writable, not sticky: anyone could rename `cordon` and plant their own.
+        mode(&shared, 0o777);
+        let e = check_ancestors(&cache, euid).unwrap_err().to_string();
+        assert!(e.contains("shared") && e.contains("777"), "{e}");
+        // Sticky (like /tmp): others cannot rename what they do not own.
+        mode(&shared, 0o1777);
+        check_ancestors(&cache, euid).unwrap();
+        // Owned by another user (who could chmod it at will).
+        if euid == 0 {
+            mode(&shared, 0o755);
+            std::os::unix::fs::chown(&shared, Some(1001), None).unwrap();
+            let e = check_ancestors(&cache, euid).unwrap_err().to_string();
+            assert!(e.contains("owner uid 1001"), "{e}");
+        }
     }
 
     #[test]

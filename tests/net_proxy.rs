@@ -254,6 +254,7 @@ both!(
             r.describe()
         );
         assert!(r.finished.stderr_str().contains("WARNING: --net host"), "{}", r.describe());
+        assert!(iso.contains("loopback services"), "{}", r.describe());
     }
 );
 
@@ -368,6 +369,12 @@ both!(
             proxy.is_some()
         });
         let status = proxy.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok()).unwrap_or_default();
+        // What it holds: stdio, the listening socket, its stop and report pipes; nothing of
+        // the sandbox's (no stdin pipe, no handover socketpair, no namespace or cgroup fd).
+        let fds: Vec<String> = proxy
+            .and_then(|p| std::fs::read_dir(format!("/proc/{p}/fd")).ok())
+            .map(|d| d.flatten().filter_map(|f| std::fs::read_link(f.path()).ok()).map(|l| l.to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
         let _ = child.kill();
         let _ = child.wait();
         assert!(found, "no proxy helper (a child of cordon in its pid namespace holding a socket) found");
@@ -380,6 +387,11 @@ both!(
         assert_eq!(field("CapEff:"), vec!["0000000000000000"], "{status}");
         if running_as_root() && who == Who::Root {
             assert_eq!(field("NoNewPrivs:"), vec!["1"], "{status}");
+            assert!(field("Groups:").is_empty(), "supplementary groups kept:\n{status}");
+            assert!(field("Gid:").iter().all(|g| g != "0"), "{status}");
         }
+        assert!(fds.len() <= 6, "the proxy helper holds {fds:?}");
+        assert_eq!(fds.iter().filter(|l| l.starts_with("socket:")).count(), 1, "{fds:?}");
+        assert!(!fds.iter().any(|l| l.contains("ns:") || l.contains("cgroup")), "{fds:?}");
     }
 );

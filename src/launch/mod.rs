@@ -166,10 +166,10 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         Network::Allow(_) => (CLONE_FLAGS, NetAccess::ProxyOnly(crate::net::PROXY_PORT)),
         Network::Host => (CLONE_FLAGS & !libc::CLONE_NEWNET, NetAccess::Unrestricted),
     };
-    if spec.network == Network::Host {
-        eprintln!(
-            "cordon: WARNING: --net host: the sandbox shares this host's network namespace, unfiltered (every address and port this host reaches, its loopback services included)"
-        );
+    let host_exposure = (spec.network == Network::Host)
+        .then(|| crate::net::host_network_exposure(crate::sys::landlock_abi().unwrap_or(0)));
+    if let Some(x) = &host_exposure {
+        eprintln!("cordon: WARNING: --net host: {x}");
     }
 
     // 2. Limits: the sandbox cgroup exists, with its limits written, before any process of
@@ -348,7 +348,12 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                     .collect::<Vec<_>>()
                     .join(",")
             ),
-            Network::Host => "HOST NETWORK (shared with the host, unfiltered: --net host)".into(),
+            Network::Host => format!(
+                "HOST NETWORK (--net host: {})",
+                host_exposure
+                    .as_deref()
+                    .unwrap_or("shared with the host, unfiltered")
+            ),
         },
         rootfs: match &spec.rootfs {
             Rootfs::Host => "host (read-only /usr)".into(),

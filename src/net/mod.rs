@@ -53,6 +53,25 @@ pub fn proxy_env() -> Vec<(String, String)> {
     env
 }
 
+/// The first Landlock ABI that scopes abstract unix sockets to the sandbox (Linux 6.12).
+pub const SCOPE_ABI: i32 = 6;
+
+/// What `--net host` exposes, for the warning on stderr and `isolation.network`, given the
+/// kernel's Landlock ABI. Abstract unix sockets belong to the network namespace: below
+/// [`SCOPE_ABI`] nothing keeps the program from the host's (D-Bus, container runtimes'
+/// shims, X11), and the warning must say so.
+pub fn host_network_exposure(landlock_abi: i32) -> String {
+    let mut s = String::from(
+        "the sandbox shares this host's network namespace, unfiltered (every address and port this host reaches, its loopback services included)",
+    );
+    if landlock_abi < SCOPE_ABI {
+        s.push_str(&format!(
+            ", and on this kernel (Landlock ABI {landlock_abi}, below {SCOPE_ABI}) also the host's abstract unix sockets (D-Bus, container runtimes' shims, X11)"
+        ));
+    }
+    s
+}
+
 /// The network part of the result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -232,11 +251,24 @@ pub fn receive_listener(from_child: &OwnedFd) -> Result<Option<OwnedFd>, NetErro
     Ok(got)
 }
 
-/// The running proxy helper process.
+/// The running proxy helper process. Dropped without [`ProxyHandle::finish`] (an error path,
+/// a panic), it still kills and reaps the helper: no tunnel outlives its run.
 pub struct ProxyHandle {
     pid: nix::unistd::Pid,
     stop: Option<OwnedFd>,
     report: OwnedFd,
+    /// The helper was killed and reaped (by `finish`): its pid may belong to another process.
+    reaped: bool,
+}
+
+impl Drop for ProxyHandle {
+    fn drop(&mut self) {
+        if !self.reaped {
+            self.reaped = true;
+            let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(self.pid, None);
+        }
+    }
 }
 
 /// Forks the proxy helper, which serves `listener` with `policy` until [`ProxyHandle::finish`].
@@ -302,6 +334,7 @@ pub fn spawn_proxy(listener: OwnedFd, policy: &AllowList) -> Result<ProxyHandle,
             pid,
             stop: Some(stop_w),
             report: rep_r,
+            reaped: false,
         }),
         Err(errno) => Err(NetError::Sys {
             step: "start the proxy process (fork)",
@@ -343,6 +376,7 @@ impl ProxyHandle {
         }
         let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
         let _ = nix::sys::wait::waitpid(self.pid, None);
+        self.reaped = true;
         match serde_json::from_slice::<NetworkReport>(buf.trim_ascii_end()) {
             Ok(r) => r,
             Err(_) => NetworkReport {
@@ -351,5 +385,72 @@ impl ProxyHandle {
                 ..NetworkReport::default()
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle_for(child: &std::process::Child) -> ProxyHandle {
+        let (stop_r, stop_w) = nix::unistd::pipe().unwrap();
+        drop(stop_r);
+        let (rep_r, rep_w) = nix::unistd::pipe().unwrap();
+        drop(rep_w);
+        ProxyHandle {
+            pid: nix::unistd::Pid::from_raw(child.id() as i32),
+            stop: Some(stop_w),
+            report: rep_r,
+            reaped: false,
+        }
+    }
+
+    #[test]
+    fn host_network_warning_names_abstract_sockets_where_unscoped() {
+        let old = host_network_exposure(5);
+        assert!(old.contains("abstract unix sockets"), "{old}");
+        assert!(old.contains("ABI 5"), "{old}");
+        let none = host_network_exposure(0);
+        assert!(none.contains("abstract unix sockets"), "{none}");
+        let new = host_network_exposure(SCOPE_ABI);
+        assert!(!new.contains("abstract"), "{new}");
+        assert!(new.contains("loopback services"), "{new}");
+    }
+
+    /// A handle dropped on an error path kills and reaps its helper.
+    #[test]
+    fn a_dropped_handle_kills_its_helper() {
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        drop(handle_for(&child));
+        // Reaped: no zombie left, the pid is gone.
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "the helper {pid} outlived its handle"
+        );
+        std::mem::forget(child);
+    }
+
+    /// `finish` on a helper that never reports gives up within its timeout, says so, and
+    /// reaps the helper (its `Drop` then leaves the pid alone).
+    #[test]
+    fn finish_reaps_a_silent_helper() {
+        let child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let started = Instant::now();
+        let report = handle_for(&child).finish();
+        assert!(started.elapsed() < REPORT_TIMEOUT + Duration::from_secs(2));
+        assert_eq!(
+            report.error.as_deref(),
+            Some("the proxy did not report its counters")
+        );
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists());
+        std::mem::forget(child);
     }
 }

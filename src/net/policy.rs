@@ -213,8 +213,11 @@ pub fn check_name(name: &str) -> Result<String, String> {
             return Err("a host name may only hold letters, digits, `-`, `_` and dots (wildcards only as a leading `*.`)".into());
         }
     }
-    if n.parse::<Ipv4Addr>().is_ok() {
-        return Err("not a valid name".into());
+    // Dotted quads, and the forms glibc's resolver also reads as IPv4 (`2130706433`,
+    // `0x7f.1`, `127.1`, `0177.0.0.1`, with or without a trailing dot): no host name is all
+    // digits, or hex, so such a "name" is refused rather than handed to getaddrinfo.
+    if looks_numeric(&n) {
+        return Err("a numeric host is not a name (write an IPv4 address as a dotted quad)".into());
     }
     Ok(n)
 }
@@ -251,15 +254,23 @@ pub fn parse_target(host: &str) -> Result<Target, String> {
     if let Ok(ip) = host.parse::<Ipv4Addr>() {
         return Ok(Target::Ip(IpAddr::V4(ip)));
     }
-    // Forms glibc would read as IPv4 (`2130706433`, `0x7f.1`, `127.1`) are refused outright
-    // rather than guessed at: no real host name is all digits and dots or hex.
-    let looks_numeric = host
-        .split('.')
-        .all(|l| !l.is_empty() && (l.chars().all(|c| c.is_ascii_digit()) || l.starts_with("0x")));
-    if looks_numeric {
+    // Forms glibc would read as IPv4 (`2130706433`, `0x7f.1`, `127.1`, also with a trailing
+    // dot) are refused outright rather than guessed at (see `check_name`).
+    if looks_numeric(host.strip_suffix('.').unwrap_or(host)) {
         return Err("a numeric host that is not a dotted-quad IPv4 address".into());
     }
     check_name(host).map(Target::Name)
+}
+
+/// Whether every label is decimal digits or `0x` hex: what inet_aton would read as IPv4.
+fn looks_numeric(host: &str) -> bool {
+    host.split('.').all(|l| {
+        let l = l.to_ascii_lowercase();
+        !l.is_empty()
+            && (l.chars().all(|c| c.is_ascii_digit())
+                || l.strip_prefix("0x")
+                    .is_some_and(|h| h.chars().all(|c| c.is_ascii_hexdigit())))
+    })
 }
 
 /// The allow-list's verdict on a request, before any lookup.
@@ -322,12 +333,15 @@ impl AllowList {
         }
     }
 
-    /// Whether an IP-literal entry names `ip` with a port admitting `port`.
+    /// Whether an IP-literal entry names `ip` with a port admitting `port`. Only the
+    /// IPv4-mapped form (`::ffff:a.b.c.d`, the same socket destination) counts as the listed
+    /// IPv4 address: a 6to4, NAT64 or IPv4-compatible address merely carrying it is another
+    /// destination (a relay, a translator, a whole /48 of hosts) that nobody listed.
     pub fn ip_listed(&self, ip: IpAddr, port: u16) -> bool {
-        let ip = canonical(ip);
-        self.entries
-            .iter()
-            .any(|e| matches!(e.host, HostPattern::Ip(a) if canonical(a) == ip) && port_ok(e, port))
+        let ip = ip.to_canonical();
+        self.entries.iter().any(|e| {
+            matches!(e.host, HostPattern::Ip(a) if a.to_canonical() == ip) && port_ok(e, port)
+        })
     }
 
     /// Checks one resolved address of an admitted name: `Ok` to connect, or the reason not to.
@@ -352,6 +366,31 @@ impl AllowList {
                 class.as_str()
             )),
         }
+    }
+
+    /// Checks that a resolved address is not one of this host's own (`local`, its interfaces'
+    /// addresses): a public address of the host reaches every service listening on all
+    /// interfaces, which is the host's loopback by another name. Allowed only when listed
+    /// explicitly, when the request was for that very literal, or for loopback under a
+    /// `localhost` entry.
+    pub fn check_not_local(
+        &self,
+        ip: IpAddr,
+        port: u16,
+        admission: &Admission,
+        local: &[IpAddr],
+    ) -> Result<(), String> {
+        let c = ip.to_canonical();
+        if matches!(admission, Admission::Ip)
+            || self.ip_listed(ip, port)
+            || !local.iter().any(|l| l.to_canonical() == c)
+            || (c.is_loopback() && matches!(admission, Admission::Name { loopback_ok: true }))
+        {
+            return Ok(());
+        }
+        Err(format!(
+            "resolves to {ip}, an address of this host; list that address explicitly to allow it"
+        ))
     }
 
     /// The override for `name`, if any.
@@ -412,7 +451,8 @@ fn embedded_v4(a: Ipv6Addr) -> Option<Ipv4Addr> {
     if s[..6] == [0; 6] && (s[6] != 0 || s[7] > 1) {
         return Some(tail);
     }
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+    // IPv4-translated (SIIT) `::ffff:0:a.b.c.d`, and well-known-prefix NAT64.
+    if s[..6] == [0, 0, 0, 0, 0xffff, 0] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         return Some(tail);
     }
     if s[0] == 0x2002 {
@@ -473,8 +513,12 @@ pub fn classify(ip: IpAddr) -> Option<AddrClass> {
                 Some(AddrClass::Loopback)
             } else if s[0] & 0xffc0 == 0xfe80 {
                 Some(AddrClass::LinkLocal)
-            } else if s[0] & 0xfe00 == 0xfc00 || s[0] & 0xffc0 == 0xfec0 {
-                // ULA fc00::/7, and the deprecated site-local fec0::/10.
+            } else if s[0] & 0xfe00 == 0xfc00
+                || s[0] & 0xffc0 == 0xfec0
+                || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
+            {
+                // ULA fc00::/7, the deprecated site-local fec0::/10, and local-use NAT64
+                // 64:ff9b:1::/48 (RFC 8215: it translates into the site's own IPv4 space).
                 Some(AddrClass::Private)
             } else if a.is_multicast() {
                 Some(AddrClass::Multicast)
@@ -571,6 +615,20 @@ mod tests {
         assert!(b.admit(&Target::Ip(ip("1.1.1.1")), 80).is_err());
         assert!(b.admit(&Target::Ip(ip("::ffff:1.1.1.1")), 443).is_ok());
         assert!(b.admit(&Target::Ip(ip("2001:db8::1")), 80).is_ok());
+        // Listing an IPv4 address admits its mapped form only, not the other IPv6 addresses
+        // that embed it (6to4 /48s, NAT64, IPv4-compatible): other destinations.
+        let c = list("127.0.0.1:9000");
+        assert!(c.admit(&Target::Ip(ip("::ffff:127.0.0.1")), 9000).is_ok());
+        for other in [
+            "2002:7f00:1::5",
+            "2002:7f00:1::",
+            "64:ff9b::7f00:1",
+            "::7f00:1",
+        ] {
+            assert!(c.admit(&Target::Ip(ip(other)), 9000).is_err(), "{other}");
+            let adm = Admission::Name { loopback_ok: false };
+            assert!(c.check_address(ip(other), 9000, &adm).is_err(), "{other}");
+        }
     }
 
     #[test]
@@ -615,6 +673,41 @@ mod tests {
     }
 
     #[test]
+    fn the_hosts_own_addresses_are_refused() {
+        let a = list("example.org,localhost:8080,198.51.100.7:8443");
+        let local = [ip("198.51.100.7"), ip("2001:db8::7"), ip("127.0.0.1")];
+        let adm = a.admit(&name("example.org"), 443).unwrap();
+        assert!(
+            a.check_not_local(ip("203.0.113.1"), 443, &adm, &local)
+                .is_ok()
+        );
+        for own in ["198.51.100.7", "::ffff:198.51.100.7", "2001:db8::7"] {
+            let e = a.check_not_local(ip(own), 443, &adm, &local).unwrap_err();
+            assert!(e.contains("an address of this host"), "{own}: {e}");
+        }
+        // Listed (address and port), or asked for as that literal: the caller wrote it down.
+        let adm8443 = Admission::Name { loopback_ok: false };
+        assert!(
+            a.check_not_local(ip("198.51.100.7"), 8443, &adm8443, &local)
+                .is_ok()
+        );
+        assert!(
+            a.check_not_local(ip("2001:db8::7"), 443, &Admission::Ip, &local)
+                .is_ok()
+        );
+        // `localhost` reaches loopback, not the host's other addresses.
+        let lh = a.admit(&name("localhost"), 8080).unwrap();
+        assert!(
+            a.check_not_local(ip("127.0.0.1"), 8080, &lh, &local)
+                .is_ok()
+        );
+        assert!(
+            a.check_not_local(ip("198.51.100.7"), 8080, &lh, &local)
+                .is_err()
+        );
+    }
+
+    #[test]
     fn classifier() {
         assert_eq!(classify(ip("8.8.8.8")), None);
         assert_eq!(classify(ip("2606:4700::1111")), None);
@@ -632,6 +725,12 @@ mod tests {
         assert_eq!(classify(ip("febf::1")), Some(AddrClass::LinkLocal));
         assert_eq!(classify(ip("0.1.2.3")), Some(AddrClass::Unspecified));
         assert_eq!(classify(ip("::7f00:1")), Some(AddrClass::Loopback));
+        assert_eq!(classify(ip("::ffff:0:7f00:1")), Some(AddrClass::Loopback));
+        assert_eq!(
+            classify(ip("::ffff:0:a9fe:a9fe")),
+            Some(AddrClass::Metadata)
+        );
+        assert_eq!(classify(ip("64:ff9b:1::8.8.8.8")), Some(AddrClass::Private));
     }
 
     #[test]
@@ -639,8 +738,40 @@ mod tests {
         assert_eq!(parse_target("Example.ORG").unwrap(), name("example.org"));
         assert_eq!(parse_target("[::1]").unwrap(), Target::Ip(ip("::1")));
         assert_eq!(parse_target("1.2.3.4").unwrap(), Target::Ip(ip("1.2.3.4")));
-        for bad in ["2130706433", "0x7f.1", "127.1", "a b", "", "::1"] {
+        for bad in [
+            "2130706433",
+            "0x7f.1",
+            "127.1",
+            "a b",
+            "",
+            "::1",
+            // Trailing dots and other spellings of 127.0.0.1 getaddrinfo would accept.
+            "127.0.0.1.",
+            "2130706433.",
+            "127.1.",
+            "0x7f000001",
+            "0X7F000001",
+            "0x7f.0.0.1.",
+            "0177.0.0.1",
+            "[fe80::1%lo]",
+            "[::1%25lo]",
+        ] {
             assert!(parse_target(bad).is_err(), "{bad}");
+        }
+        // Names that merely start with digits or `0x` are names.
+        assert_eq!(
+            parse_target("0xdead.example").unwrap(),
+            name("0xdead.example")
+        );
+        assert_eq!(parse_target("1e100.net").unwrap(), name("1e100.net"));
+        // An allow-list entry cannot be a numeric "name" either.
+        for bad in [
+            "allow=2130706433",
+            "allow=127.1",
+            "allow=127.1.:80",
+            "allow=0x7f.1",
+        ] {
+            assert!(parse_network(bad).is_err(), "{bad}");
         }
     }
 }

@@ -37,6 +37,22 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 pub const MAX_CONNECTIONS: usize = 32;
 /// Connection records kept for the result (beyond it, only counted).
 pub const MAX_RECORDS: usize = 4096;
+/// Longest host and refusal reason kept for the result and the log (longer ones are clipped).
+const MAX_SHOWN_HOST: usize = 260;
+const MAX_SHOWN_REASON: usize = 400;
+
+/// `s`, cut to at most `max` bytes at a character boundary, with `...` when cut.
+fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
 /// How often blocked reads wake up to check the idle clock and the stop flag.
 const TICK: Duration = Duration::from_millis(500);
 
@@ -73,6 +89,11 @@ impl Ctx {
     }
 
     fn refuse(&self, client: &mut TcpStream, host: &str, port: u16, code: u16, reason: String) {
+        // What the program wrote is clipped before it is kept, logged or reported: a 16 KiB
+        // "host" refused 4096 times would otherwise hold 64 MiB in this process (outside the
+        // sandbox's memory limit) and in the result.
+        let host = clip(host, MAX_SHOWN_HOST);
+        let reason = clip(&reason, MAX_SHOWN_REASON);
         self.log(|| format!("refused {host}:{port}: {reason}"));
         {
             let mut r = self
@@ -80,9 +101,15 @@ impl Ctx {
                 .refused
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            if r.len() < MAX_RECORDS {
+            // Counted where they are kept: repeats of one refusal cost nothing.
+            if let Some(a) = r
+                .iter_mut()
+                .find(|a| a.host == host && a.port == port && a.reason == reason)
+            {
+                a.count = a.count.saturating_add(1);
+            } else if r.len() < MAX_RECORDS {
                 r.push(RefusedReport {
-                    host: host.to_string(),
+                    host: host.clone(),
                     port,
                     reason: reason.clone(),
                     count: 1,
@@ -244,7 +271,7 @@ fn report(ctx: &Ctx) -> NetworkReport {
             .iter_mut()
             .find(|a| a.host == r.host && a.port == r.port && a.reason == r.reason)
         {
-            Some(a) => a.count += 1,
+            Some(a) => a.count = a.count.saturating_add(r.count),
             None => refused.push(r.clone()),
         }
     }
@@ -294,7 +321,15 @@ fn read_head(client: &mut TcpStream) -> Result<(String, Vec<u8>), String> {
 fn split_authority(auth: &str, default: Option<u16>) -> Result<(String, u16), String> {
     let (host, port) = if auth.starts_with('[') {
         match auth.find(']') {
-            Some(i) => (&auth[..=i], auth[i + 1..].strip_prefix(':')),
+            Some(i) => match &auth[i + 1..] {
+                "" => (&auth[..=i], None),
+                after => (
+                    &auth[..=i],
+                    Some(after.strip_prefix(':').ok_or_else(|| {
+                        format!("unexpected {after:?} after the IPv6 literal in {auth:?}")
+                    })?),
+                ),
+            },
             None => return Err("unterminated IPv6 literal".into()),
         }
     } else {
@@ -329,6 +364,18 @@ pub struct Request {
     /// For plain HTTP: the head to send upstream (origin-form, `Host` from the URI, `Proxy-*`
     /// and hop-by-hop headers removed, `Connection: close`).
     pub upstream_head: String,
+    /// For plain HTTP: the body's length (`Content-Length`, 0 without one). Exactly that many
+    /// bytes follow the head upstream; whatever the client sends after them (a pipelined
+    /// second request, with a Host of its choosing) never reaches the upstream. `None` for a
+    /// CONNECT tunnel.
+    pub body_len: Option<u64>,
+}
+
+/// A header field name is an RFC 9110 token.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Parses a request head (up to and including the blank line).
@@ -339,6 +386,11 @@ pub fn parse_request(head: &str) -> Result<Request, String> {
     }
     let mut lines = head.split("\r\n");
     let line = lines.next().unwrap_or("");
+    // Control characters (a tab an upstream would split on, NUL, escape sequences for the
+    // log) and raw non-ASCII have no place in a request line.
+    if line.bytes().any(|b| !(0x20..0x7f).contains(&b)) {
+        return Err("control or non-ASCII characters in the request line".into());
+    }
     let mut parts = line.split(' ');
     let (method, target, version) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
         (Some(m), Some(t), Some(v), None) if v.starts_with("HTTP/1.") => (m, t, v),
@@ -351,6 +403,7 @@ pub fn parse_request(head: &str) -> Result<Request, String> {
             host,
             port,
             upstream_head: String::new(),
+            body_len: None,
         });
     }
     if !method.bytes().all(|b| b.is_ascii_uppercase()) || method.is_empty() {
@@ -375,16 +428,46 @@ pub fn parse_request(head: &str) -> Result<Request, String> {
     // The Host header is the URI's authority, whatever the client wrote: the upstream is
     // chosen by the URI, and its virtual host must be the same name.
     let mut out = format!("{method} {path} {version}\r\nHost: {auth}\r\n");
+    let mut body_len: Option<u64> = None;
     for h in lines {
         if h.is_empty() {
             continue;
         }
-        let name = h
-            .split(':')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_ascii_lowercase();
+        // Strict header syntax, so the upstream cannot read a header this proxy did not
+        // (RFC 9112 §5: no obs-fold, no blank before the colon).
+        if h.starts_with([' ', '\t']) {
+            return Err("folded header line (obs-fold) in the request".into());
+        }
+        let (raw_name, value) = h
+            .split_once(':')
+            .ok_or_else(|| format!("header line without a colon: {h:?}"))?;
+        if !is_token(raw_name) {
+            return Err(format!("invalid header name {raw_name:?}"));
+        }
+        if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return Err(format!("control characters in the {raw_name} header"));
+        }
+        let name = raw_name.to_ascii_lowercase();
+        // The body is forwarded by its Content-Length only: a chunked body, or two lengths
+        // the upstream might choose between, could hide a second request inside the first.
+        if name == "transfer-encoding" {
+            return Err(
+                "Transfer-Encoding in a plain http:// request (send a Content-Length, or use CONNECT)"
+                    .into(),
+            );
+        }
+        if name == "content-length" {
+            let v = value.trim();
+            let n = v
+                .parse::<u64>()
+                .ok()
+                .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or_else(|| format!("invalid Content-Length {v:?}"))?;
+            if body_len.is_some_and(|m| m != n) {
+                return Err("conflicting Content-Length headers".into());
+            }
+            body_len = Some(n);
+        }
         if name.starts_with("proxy-")
             || name == "connection"
             || name == "keep-alive"
@@ -402,6 +485,7 @@ pub fn parse_request(head: &str) -> Result<Request, String> {
         host,
         port,
         upstream_head: out,
+        body_len: Some(body_len.unwrap_or(0)),
     })
 }
 
@@ -426,6 +510,29 @@ fn resolve(policy: &AllowList, name: &str, port: u16) -> Result<Vec<IpAddr>, Str
         return Err(format!("{name} has no address"));
     }
     Ok(addrs)
+}
+
+/// The addresses of this host's interfaces, read at each request (they may change during a
+/// run). Unreadable, the request is refused (fail closed).
+fn local_addresses() -> Result<Vec<IpAddr>, String> {
+    let mut out = vec![
+        IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(Ipv6Addr::LOCALHOST),
+    ];
+    let ifs = nix::ifaddrs::getifaddrs().map_err(|e| {
+        format!(
+            "cannot read this host's own addresses (getifaddrs: {e}), so the request is refused"
+        )
+    })?;
+    for i in ifs {
+        let Some(a) = i.address else { continue };
+        if let Some(v4) = a.as_sockaddr_in() {
+            out.push(IpAddr::V4(v4.ip()));
+        } else if let Some(v6) = a.as_sockaddr_in6() {
+            out.push(IpAddr::V6(v6.ip()));
+        }
+    }
+    Ok(out)
 }
 
 fn handle(ctx: &Ctx, mut client: TcpStream) {
@@ -480,8 +587,22 @@ fn handle_inner(ctx: &Ctx, client: &mut TcpStream) {
             }
         },
     };
+    let local = match local_addresses() {
+        Ok(l) => l,
+        Err(reason) => {
+            ctx.refuse(client, &shown, req.port, 502, reason);
+            return;
+        }
+    };
     for ip in &addrs {
-        if let Err(reason) = ctx.policy.check_address(*ip, req.port, &admission) {
+        let verdict = ctx
+            .policy
+            .check_address(*ip, req.port, &admission)
+            .and_then(|()| {
+                ctx.policy
+                    .check_not_local(*ip, req.port, &admission, &local)
+            });
+        if let Err(reason) = verdict {
             ctx.refuse(client, &shown, req.port, 403, reason);
             return;
         }
@@ -534,30 +655,45 @@ fn handle_inner(ctx: &Ctx, client: &mut TcpStream) {
         )
     });
     let up_id = ctx.register(&upstream);
+    // A plain request's body: what already arrived with the head, up to its length.
+    let (early, up_limit) = match req.body_len {
+        None => (&rest[..], None),
+        Some(len) => {
+            let n = rest.len().min(usize::try_from(len).unwrap_or(usize::MAX));
+            (&rest[..n], Some(len - n as u64))
+        }
+    };
     let started = if req.connect {
         client
             .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            .and_then(|()| upstream.write_all(&rest))
+            .and_then(|()| upstream.write_all(early))
     } else {
         upstream
             .write_all(req.upstream_head.as_bytes())
-            .and_then(|()| upstream.write_all(&rest))
+            .and_then(|()| upstream.write_all(early))
     };
     if started.is_ok() {
         let sent = if req.connect {
-            rest.len()
+            early.len()
         } else {
-            req.upstream_head.len() + rest.len()
+            req.upstream_head.len() + early.len()
         };
         record.up.fetch_add(sent as u64, Ordering::SeqCst);
-        tunnel(ctx, client, &upstream, &record);
+        tunnel(ctx, client, &upstream, &record, up_limit);
     }
     ctx.unregister(up_id);
 }
 
 /// Copies both ways until both sides are done, the tunnel is idle for [`IDLE_TIMEOUT`], or the
-/// run ends.
-fn tunnel(ctx: &Ctx, client: &TcpStream, upstream: &TcpStream, record: &Arc<Record>) {
+/// run ends. `up_limit`: at most this many more bytes go from the client upstream (the rest of
+/// a plain request's body); `None` for a tunnel.
+fn tunnel(
+    ctx: &Ctx,
+    client: &TcpStream,
+    upstream: &TcpStream,
+    record: &Arc<Record>,
+    up_limit: Option<u64>,
+) {
     let last = Arc::new(AtomicU64::new(0));
     let epoch = Instant::now();
     let (Ok(c2), Ok(u2)) = (client.try_clone(), upstream.try_clone()) else {
@@ -568,11 +704,11 @@ fn tunnel(ctx: &Ctx, client: &TcpStream, upstream: &TcpStream, record: &Arc<Reco
     let stopping = || ctx.shared.stopping.load(Ordering::SeqCst);
     std::thread::scope(|s| {
         s.spawn(move || {
-            pump(c2, u2, &rec.up, &last2, epoch, &stopping);
+            pump(c2, u2, &rec.up, &last2, epoch, &stopping, up_limit);
         });
         let (c3, u3) = (client.try_clone(), upstream.try_clone());
         if let (Ok(c3), Ok(u3)) = (c3, u3) {
-            pump(u3, c3, &record.down, &last, epoch, &stopping);
+            pump(u3, c3, &record.down, &last, epoch, &stopping, None);
         }
     });
 }
@@ -584,15 +720,26 @@ fn pump(
     last: &AtomicU64,
     epoch: Instant,
     stopping: &dyn Fn() -> bool,
+    mut limit: Option<u64>,
 ) {
     let _ = from.set_read_timeout(Some(TICK));
     let mut buf = vec![0u8; 32 * 1024];
     loop {
-        match from.read(&mut buf) {
+        let want = match limit {
+            // The body is complete: nothing more from this side is forwarded, and the
+            // upstream's write side stays open (some servers take a half-close for an abort).
+            Some(0) => return,
+            Some(l) => buf.len().min(usize::try_from(l).unwrap_or(usize::MAX)),
+            None => buf.len(),
+        };
+        match from.read(&mut buf[..want]) {
             Ok(0) => break,
             Ok(n) => {
                 if to.write_all(&buf[..n]).is_err() {
                     break;
+                }
+                if let Some(l) = limit.as_mut() {
+                    *l -= n as u64;
                 }
                 counter.fetch_add(n as u64, Ordering::SeqCst);
                 last.store(epoch.elapsed().as_millis() as u64, Ordering::SeqCst);
@@ -603,7 +750,12 @@ fn pump(
                     ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
                 ) =>
             {
-                let idle = epoch.elapsed().as_millis() as u64 - last.load(Ordering::SeqCst);
+                // The other direction may have stored a later time than this thread's
+                // clock reading: saturate, or the subtraction would wrap (or panic).
+                let idle = idle_ms(
+                    epoch.elapsed().as_millis() as u64,
+                    last.load(Ordering::SeqCst),
+                );
                 if stopping() || idle > IDLE_TIMEOUT.as_millis() as u64 {
                     let _ = from.shutdown(Shutdown::Both);
                     let _ = to.shutdown(Shutdown::Both);
@@ -616,6 +768,11 @@ fn pump(
     // Half-close: the other direction may still be sending.
     let _ = to.shutdown(Shutdown::Write);
     let _ = from.shutdown(Shutdown::Read);
+}
+
+/// Milliseconds since the last transfer (0 when that was "later" than `now`).
+fn idle_ms(now: u64, last: u64) -> u64 {
+    now.saturating_sub(last)
 }
 
 #[cfg(test)]
@@ -659,6 +816,186 @@ mod tests {
         ] {
             assert!(parse_request(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn plain_requests_are_strict() {
+        let ok = |h: &str| parse_request(h).unwrap_or_else(|e| panic!("{h:?}: {e}"));
+        let r = ok("GET http://example.org/ HTTP/1.1\r\nAccept: */*\r\n\r\n");
+        assert_eq!(r.body_len, Some(0));
+        let r = ok(
+            "POST http://example.org/ HTTP/1.1\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\n",
+        );
+        assert_eq!(r.body_len, Some(5));
+        assert_eq!(
+            ok("CONNECT example.org:443 HTTP/1.1\r\n\r\n").body_len,
+            None
+        );
+        assert_eq!(ok("GET http://[2001:db8::1]/ HTTP/1.1\r\n\r\n").port, 80);
+        assert_eq!(ok("GET http://[2001:db8::1]:81/ HTTP/1.1\r\n\r\n").port, 81);
+        for bad in [
+            // Framing an upstream could read differently from this proxy.
+            "POST http://example.org/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST http://example.org/ HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST http://example.org/ HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            "POST http://example.org/ HTTP/1.1\r\nContent-Length: +5\r\n\r\n",
+            "POST http://example.org/ HTTP/1.1\r\nContent-Length: 5, 5\r\n\r\n",
+            // obs-fold, and a blank before the colon ("Host : evil" is a Host to some).
+            "GET http://example.org/ HTTP/1.1\r\nX-A: b\r\n Host: evil\r\n\r\n",
+            "GET http://example.org/ HTTP/1.1\r\nX-A: b\r\n\tTransfer-Encoding: chunked\r\n\r\n",
+            "GET http://example.org/ HTTP/1.1\r\nHost : evil\r\n\r\n",
+            "GET http://example.org/ HTTP/1.1\r\nTransfer-Encoding\t: chunked\r\n\r\n",
+            "GET http://example.org/ HTTP/1.1\r\nno colon\r\n\r\n",
+            "GET http://example.org/ HTTP/1.1\r\nX-A: a\0b\r\n\r\n",
+            // Control characters in the request line: a tab upstreams split on, escapes.
+            "GET http://example.org/a\tb HTTP/1.1\r\n\r\n",
+            "CONNECT \x1b[31mevil:443 HTTP/1.1\r\n\r\n",
+            // Anything between `]` and the port (the Host header would carry it upstream).
+            "GET http://[2001:db8::1]evil.example/ HTTP/1.1\r\n\r\n",
+            "GET http://[2001:db8::1]x:8080/ HTTP/1.1\r\n\r\n",
+            "CONNECT [2001:db8::1]x:443 HTTP/1.1\r\n\r\n",
+            "GET http://example.org/\u{e9} HTTP/1.1\r\n\r\n",
+        ] {
+            assert!(parse_request(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// Starts a proxy on loopback with `allow`; returns its port, the stop pipe's write end
+    /// and the thread that returns its report.
+    fn proxy(allow: &str) -> (u16, OwnedFd, std::thread::JoinHandle<NetworkReport>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let policy = AllowList {
+            entries: super::super::policy::parse_allow_list(allow).unwrap(),
+            ..AllowList::default()
+        };
+        let (stop_r, stop_w) = nix::unistd::pipe().unwrap();
+        (
+            port,
+            stop_w,
+            std::thread::spawn(move || serve(listener, policy, stop_r)),
+        )
+    }
+
+    fn ask(port: u16, request: &str) -> String {
+        let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = c.read_to_string(&mut answer);
+        answer
+    }
+
+    #[test]
+    fn refusals_are_clipped_and_counted_where_kept() {
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("abcd", 3), "abc...");
+        assert_eq!(clip("é", 1), "...");
+        let (port, stop, server) = proxy("example.org");
+        let long = "a".repeat(12_000);
+        for _ in 0..3 {
+            let answer = ask(port, &format!("CONNECT {long}:443 HTTP/1.1\r\n\r\n"));
+            assert!(answer.starts_with("HTTP/1.1 403"), "{answer:?}");
+        }
+        let answer = ask(port, "CONNECT other.example:443 HTTP/1.1\r\n\r\n");
+        assert!(answer.starts_with("HTTP/1.1 403"), "{answer:?}");
+        drop(stop);
+        let report = server.join().unwrap();
+        assert_eq!(report.refused.len(), 2, "{report:?}");
+        let r = &report.refused[0];
+        assert!(r.host.len() <= MAX_SHOWN_HOST + 3, "{}", r.host.len());
+        assert!(r.host.starts_with("aaaa") && r.host.ends_with("..."));
+        assert_eq!(r.count, 3);
+        assert_eq!(report.refused[1].host, "other.example");
+        assert_eq!(report.records_dropped, 0);
+    }
+
+    #[test]
+    fn local_addresses_are_read() {
+        let local = local_addresses().unwrap();
+        assert!(local.contains(&IpAddr::V4(Ipv4Addr::LOCALHOST)));
+        // Every address getifaddrs lists is there (`ip -o addr` says the same).
+        let out = std::process::Command::new("ip")
+            .args(["-o", "addr"])
+            .output();
+        if let Ok(out) = out {
+            for line in String::from_utf8_lossy(&out.stdout).lines() {
+                let mut w = line.split_whitespace();
+                if let Some(addr) = w.find(|x| *x == "inet" || *x == "inet6").and(w.next()) {
+                    let ip: IpAddr = addr.split('/').next().unwrap().parse().unwrap();
+                    assert!(local.contains(&ip), "{ip} missing from {local:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn idle_time_saturates() {
+        assert_eq!(idle_ms(1000, 400), 600);
+        // The other direction stored a time after this thread read the clock.
+        assert_eq!(idle_ms(400, 1000), 0);
+    }
+
+    /// One plain request through a real proxy to a loopback upstream: the upstream gets that
+    /// request and its body, and nothing the client sent after them.
+    #[test]
+    fn a_pipelined_second_request_never_reaches_the_upstream() {
+        let upstream = TcpListener::bind("127.0.0.1:0").unwrap();
+        let up_port = upstream.local_addr().unwrap().port();
+        let seen = std::thread::spawn(move || {
+            let (mut s, _) = upstream.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(1500)))
+                .unwrap();
+            let mut got = Vec::new();
+            let mut chunk = [0u8; 4096];
+            // Read all the proxy forwards (until it stops for 1.5 s), then answer.
+            while let Ok(n) = s.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&chunk[..n]);
+            }
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+            String::from_utf8_lossy(&got).into_owned()
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let proxy_port = listener.local_addr().unwrap().port();
+        let policy = AllowList {
+            entries: super::super::policy::parse_allow_list(&format!("127.0.0.1:{up_port}"))
+                .unwrap(),
+            ..AllowList::default()
+        };
+        let (stop_r, stop_w) = nix::unistd::pipe().unwrap();
+        let server = std::thread::spawn(move || serve(listener, policy, stop_r));
+
+        let mut c = TcpStream::connect(("127.0.0.1", proxy_port)).unwrap();
+        let smuggled = "GET http://127.0.0.1/admin HTTP/1.1\r\nHost: internal.example\r\n\r\n";
+        c.write_all(
+            format!(
+                "POST http://127.0.0.1:{up_port}/form HTTP/1.1\r\nContent-Length: 4\r\n\r\nbodyGET /second HTTP/1.1\r\nHost: internal.example\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        c.write_all(smuggled.as_bytes()).unwrap();
+        let seen = seen.join().unwrap();
+        let mut answer = String::new();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = c.read_to_string(&mut answer);
+        drop(stop_w);
+        let report = server.join().unwrap();
+
+        assert!(seen.starts_with("POST /form HTTP/1.1\r\n"), "{seen:?}");
+        assert!(seen.ends_with("\r\n\r\nbody"), "{seen:?}");
+        assert!(!seen.contains("internal.example"), "{seen:?}");
+        assert!(
+            !seen.contains("second") && !seen.contains("admin"),
+            "{seen:?}"
+        );
+        assert!(answer.ends_with("ok"), "{answer:?}");
+        assert_eq!(report.allowed.len(), 1, "{report:?}");
+        assert_eq!(report.allowed[0].bytes_up, seen.len() as u64);
     }
 
     #[test]
