@@ -98,6 +98,9 @@ pub enum CacheError {
         euid: u32,
     },
 
+    #[error("compile cache {path}: {reason}")]
+    InsecureAncestor { path: PathBuf, reason: String },
+
     #[error(
         "artifact of {size} bytes (with its {HEADER_LEN}-byte header) exceeds the compile \
          cache bound of {max} bytes; it was not cached. Raise the cache size to cache it"
@@ -173,6 +176,36 @@ pub struct Cache {
     max_bytes: u64,
 }
 
+/// Why a cache directory is not safe from other users, if it is not: every directory above it
+/// (its real path) must be owned by `euid` or root and, when others may write it, be sticky.
+/// Whoever can rename an entry of an ancestor can swap in a cache of their own (entry names are
+/// predictable), whose contents would then run as the caller's code. A `/tmp/cordon-UID` made
+/// by someone else, for a caller without a home, is the case this catches.
+pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
+    let real = match fs::canonicalize(dir) {
+        Ok(r) => r,
+        Err(e) => return Some(format!("cannot resolve {}: {e}", dir.display())),
+    };
+    let mut cur = real.parent();
+    while let Some(a) = cur {
+        let meta = match fs::symlink_metadata(a) {
+            Ok(m) => m,
+            Err(e) => return Some(format!("cannot stat {}: {e}", a.display())),
+        };
+        let others_may_rename = meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0;
+        if (meta.uid() != euid && meta.uid() != 0) || others_may_rename {
+            return Some(format!(
+                "{} (owner uid {}, mode {:o}) lets another user replace the cache; it must be owned by uid {euid} or root and not writable by others unless sticky: fix it, or set XDG_CACHE_HOME to a private directory",
+                a.display(),
+                meta.uid(),
+                meta.mode() & 0o7777
+            ));
+        }
+        cur = a.parent();
+    }
+    None
+}
+
 impl Cache {
     /// Opens (creating with mode 0700 if missing) the cache directory `dir`, whose entries
     /// together are kept within `max_bytes` (entry files, headers included).
@@ -201,6 +234,9 @@ impl Cache {
                 mode: meta.mode() & 0o7777,
                 euid,
             });
+        }
+        if let Some(reason) = unsafe_ancestor(&dir, euid) {
+            return Err(CacheError::InsecureAncestor { path: dir, reason });
         }
         Ok(Cache { dir, max_bytes })
     }
@@ -686,6 +722,21 @@ mod tests {
         let err = Cache::open(tmp.path(), 1 << 20).unwrap_err();
         assert!(matches!(err, CacheError::InsecureDir { .. }), "{err}");
         assert!(err.to_string().contains("chmod 700"), "{err}");
+    }
+
+    #[test]
+    fn a_cache_below_a_directory_others_may_rename_in_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let open_parent = tmp.path().join("shared");
+        fs::create_dir(&open_parent).unwrap();
+        fs::set_permissions(&open_parent, fs::Permissions::from_mode(0o777)).unwrap();
+        let err = Cache::open(open_parent.join("cache"), 1 << 20).unwrap_err();
+        assert!(matches!(err, CacheError::InsecureAncestor { .. }), "{err}");
+        assert!(err.to_string().contains("shared"), "{err}");
+        // Sticky, as /tmp is: nobody but the owner can rename the cache away.
+        fs::set_permissions(&open_parent, fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(Cache::open(open_parent.join("cache2"), 1 << 20).is_ok());
     }
 
     #[test]

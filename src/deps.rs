@@ -218,24 +218,10 @@ fn cache_dir() -> Result<PathBuf, DepsError> {
 /// run as the caller's code. (A `/tmp/cordon-UID` made by someone else, for a caller without
 /// a home, is the case this catches.)
 fn check_ancestors(dir: &Path, euid: u32) -> Result<(), DepsError> {
-    let mut cur = dir.parent();
-    while let Some(a) = cur {
-        let meta = std::fs::symlink_metadata(a).map_err(|e| cache_err(a, e))?;
-        let others_may_rename = meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0;
-        if (meta.uid() != euid && meta.uid() != 0) || others_may_rename {
-            return Err(cache_err(
-                dir,
-                format!(
-                    "{} (owner uid {}, mode {:o}) lets another user replace the cache; it must be owned by uid {euid} or root and not writable by others unless sticky: fix it, or set XDG_CACHE_HOME to a private directory",
-                    a.display(),
-                    meta.uid(),
-                    meta.mode() & 0o7777
-                ),
-            ));
-        }
-        cur = a.parent();
+    match crate::cache::unsafe_ancestor(dir, euid) {
+        Some(why) => Err(cache_err(dir, why)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Removes temp directories that crashed installs left behind.
