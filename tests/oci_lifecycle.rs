@@ -530,3 +530,38 @@ fn containerd_runs_a_container() {
     assert_eq!(out.status.code(), Some(6), "{}", describe(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hi from containerd\n");
 }
+
+/// (device, inode) of what `path` leads to.
+fn file_id(path: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (m.dev(), m.ino())
+}
+
+// CVE-2019-5736: the container's init runs cordon-oci until `start`; its /proc/PID/exe
+// must lead to a sealed copy, never to the host's binary a container root could rewrite.
+both!(fn init_runs_from_a_sealed_copy(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    let id = format!("exe-{who:?}");
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    let link = std::fs::read_link(&exe).unwrap();
+    assert!(
+        link.to_string_lossy().starts_with("/memfd:cordon-oci"),
+        "the init runs from {}", link.display()
+    );
+    assert_ne!(file_id(&exe), file_id(oci_bin()), "the init holds the host's cordon-oci");
+    // Even root cannot write to it: it is being executed (ETXTBSY), and sealed (EPERM).
+    let wrote = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&exe)
+        .and_then(|mut f| std::io::Write::write(&mut f, b"#!/bin/sh\n"));
+    let e = wrote.expect_err("wrote into the init's executable");
+    assert!(matches!(e.raw_os_error(), Some(1) | Some(26)), "{e}");
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+

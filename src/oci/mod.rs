@@ -9,6 +9,7 @@
 
 pub mod cgroup;
 pub mod config;
+pub mod exe;
 pub mod hooks;
 mod init;
 pub mod seccomp;
@@ -167,6 +168,18 @@ fn now_rfc3339() -> String {
 /// `cordon-oci ARGS` / `cordon oci ARGS`: returns the exit code.
 pub fn main(cli: OciCli) -> i32 {
     let ctx = Ctx::new(&cli.global);
+    // Commands that put a process into a container first move cordon-oci into a sealed
+    // in-memory copy of itself (CVE-2019-5736): a container process can then reach only
+    // that copy through /proc/PID/exe, never the host's binary.
+    if matches!(
+        cli.command,
+        OciCommand::Create(_) | OciCommand::Run { .. } | OciCommand::Exec(_)
+    ) && let Err(e) = exe::run_from_sealed_copy()
+    {
+        ctx.log("error", &e.to_string());
+        eprintln!("cordon-oci: {e}");
+        return 1;
+    }
     match dispatch(&ctx, cli.command) {
         Ok(code) => code,
         Err(e) => {
@@ -1170,6 +1183,12 @@ fn exec_mid(
         let _ = nix::unistd::write(report, format!("ERR {step}: {e}").as_bytes());
         1
     };
+    // Before anything of the container is joined: a non-dumpable process cannot be
+    // ptraced, nor its /proc/PID/exe, fds or memory opened, by the container's processes
+    // (the flag passes to the forked process and is reset by its execve).
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        return fail("make the exec process non-dumpable", e.to_string());
+    }
     let me = nix::unistd::getpid().as_raw();
     if let Err(e) = cgroup::attach(cg, me) {
         return fail("join the container's cgroup", e.to_string());
