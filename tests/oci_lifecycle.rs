@@ -565,3 +565,34 @@ both!(fn init_runs_from_a_sealed_copy(who) {
     assert!(out.status.success(), "{}", describe(&out));
 });
 
+// CVE-2024-21626: an fd cordon-oci inherits without close-on-exec (here a host directory
+// as fd 7) must not reach a process started by `exec`.
+both!(fn exec_does_not_leak_inherited_fds(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    let id = format!("fd-{who:?}");
+    let a = b.bundle_args("run", &id);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--detach");
+    let out = b.oci(&a);
+    assert!(out.status.success(), "run --detach: {}", describe(&out));
+    b.wait_status(&id, "running");
+    // Through sh, which opens fd 7 on a host directory and runs `cordon-oci exec` with it.
+    let cmd = b.command(&["exec", &id, "ls", "/proc/self/fd"]);
+    let prog = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|s| s.to_owned()).collect();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("exec 7</etc; exec \"$0\" \"$@\"")
+        .arg(prog)
+        .args(args)
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    let fds: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+    assert!(fds.contains(&"0".to_string()), "{}", describe(&out));
+    assert!(!fds.contains(&"7".to_string()), "fd 7 (the host's /etc) leaked into the container: {}", describe(&out));
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});

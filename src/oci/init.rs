@@ -634,6 +634,15 @@ pub fn exec_process(
         eprintln!("cordon-oci: cannot {step}: {msg}");
         sys::exit_now(1)
     };
+    // CVE-2024-21626: whatever cordon-oci inherited from its caller without close-on-exec
+    // (a host directory, a cgroup, a socket) must not reach the container: keep 0-2, the
+    // --preserve-fds ones and our own, close the rest.
+    let mut keep: Vec<i32> = (3..3 + preserve_fds).collect();
+    keep.push(_report);
+    keep.extend(console_sock.map(|s| s.as_raw_fd()));
+    if let Err(err) = sys::close_fds_except(&keep) {
+        fail("close inherited file descriptors", err.to_string());
+    }
     let slave = match console_sock {
         Some(sock) => match console(sock, c.console_size) {
             Ok(s) => Some(s),
