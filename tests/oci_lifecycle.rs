@@ -596,3 +596,43 @@ both!(fn exec_does_not_leak_inherited_fds(who) {
     let out = b.oci(&["delete", "--force", &id]);
     assert!(out.status.success(), "{}", describe(&out));
 });
+
+// CVE-2019-19921 class: an image whose /proc is a symlink must not get procfs elsewhere
+// (where maskedPaths and readonlyPaths would not cover it).
+both!(fn proc_mount_through_a_symlink_is_refused(who) {
+    let Some(b) = Bundle::new(who, &["true"], |_| {}) else { return };
+    let proc_dir = b.path().join("rootfs/proc");
+    let _ = std::fs::remove_dir(&proc_dir);
+    std::os::unix::fs::symlink("/", &proc_dir).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.run(&format!("ps-{who:?}"));
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not through a symlink"), "{}", describe(&out));
+});
+
+// Mount points are created inside the root, whatever the image's symlinks point at: an
+// absolute symlink to a host directory leads into the rootfs, not to the host.
+both!(fn mount_points_are_created_inside_the_root(who) {
+    let host = shared_tempdir();
+    let host_dir = host.path().to_path_buf();
+    let Some(b) = Bundle::new(who, &["sh", "-c", "cat /data/sub/f"], |c| {
+        c["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/data/sub/f", "type": "bind", "source": "/etc/hostname", "options": ["bind", "ro"]
+        }));
+    }) else { return };
+    std::os::unix::fs::symlink(&host_dir, b.path().join("rootfs/data")).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.run(&format!("mp-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        std::fs::read_to_string("/etc/hostname").unwrap().trim()
+    );
+    assert!(!host_dir.join("sub").exists(), "a mount point was created on the host");
+    let inside = b.path().join("rootfs").join(host_dir.strip_prefix("/").unwrap()).join("sub/f");
+    assert!(inside.exists(), "{} missing", inside.display());
+});

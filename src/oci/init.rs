@@ -289,23 +289,146 @@ fn prepare_dst(dst: &Path, file: bool) -> Result<(), Step> {
     r.map_err(|err| ("create a mount point", format!("{}: {err}", dst.display())))
 }
 
+/// `path` (absolute inside the container) relative to the root, `..` and `.` kept for the
+/// kernel to resolve within the root.
+fn rel_in_root(path: &Path) -> PathBuf {
+    let rel: PathBuf = path
+        .components()
+        .filter(|c| !matches!(c, Component::RootDir))
+        .collect();
+    if rel.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        rel
+    }
+}
+
+/// Opens `path` of the container with every symlink and `..` resolved inside `root`
+/// (openat2 RESOLVE_IN_ROOT, magic links refused), so a symlink in the rootfs, or one
+/// swapped in by another container sharing a volume while this one is created
+/// (CVE-2021-30465), cannot make the operation land on the host.
+fn open_in_root(root: &OwnedFd, path: &Path, flags: nix::fcntl::OFlag) -> Result<OwnedFd, Errno> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    let how = OpenHow::new()
+        .flags(flags | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    loop {
+        match openat2(root, &rel_in_root(path), how) {
+            Err(Errno::EAGAIN) | Err(Errno::EINTR) => continue,
+            r => return r,
+        }
+    }
+}
+
+/// The path through which the kernel reaches exactly what `fd` was opened on.
+fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// Creates the mount point `path` (and its parents) inside `root`: each missing component
+/// is created with mkdirat/openat relative to its parent opened inside the root, never by a
+/// path the rootfs's symlinks could redirect.
+fn make_mount_point(root: &OwnedFd, path: &Path, file: bool) -> Result<(), Step> {
+    use nix::fcntl::OFlag;
+    let fail = |what: &str, err: Errno| {
+        (
+            "create a mount point",
+            format!("{}: {what}: {err}", path.display()),
+        )
+    };
+    let comps: Vec<&std::ffi::OsStr> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    let mut prefix = PathBuf::from("/");
+    for (i, name) in comps.iter().enumerate() {
+        let last = i + 1 == comps.len();
+        let parent = open_in_root(root, &prefix, OFlag::O_PATH | OFlag::O_DIRECTORY)
+            .map_err(|err| fail("open its parent", err))?;
+        prefix.push(name);
+        if open_in_root(root, &prefix, OFlag::O_PATH).is_ok() {
+            continue;
+        }
+        let r = if last && file {
+            // O_EXCL: never follows a symlink at the last component.
+            nix::fcntl::openat(
+                &parent,
+                *name,
+                OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_WRONLY
+                    | OFlag::O_CLOEXEC
+                    | OFlag::O_NOFOLLOW,
+                Mode::from_bits_truncate(0o644),
+            )
+            .map(drop)
+        } else {
+            nix::sys::stat::mkdirat(&parent, *name, Mode::from_bits_truncate(0o755))
+        };
+        match r {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(err) => return Err(fail("create", err)),
+        }
+    }
+    Ok(())
+}
+
 fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Result<(), Step> {
+    use nix::fcntl::OFlag;
     let none: Option<&str> = None;
-    let dst = secure_join(&c.rootfs, &m.dst);
+    let root = nix::fcntl::open(
+        &c.rootfs,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(ep("open the root filesystem", &c.rootfs))?;
     let data = (!m.data.is_empty()).then_some(m.data.as_str());
+    // Where missing directories go: the destination with the image's symlinks followed
+    // inside the root (a dangling one is created at its target, within the root). Each
+    // step is still created relative to a parent opened inside the root.
+    let resolved = secure_join(&c.rootfs, &m.dst);
+    let create_at = Path::new("/").join(resolved.strip_prefix(&c.rootfs).unwrap_or(Path::new("")));
+    // The destination, opened inside the root; the mount goes onto that very inode.
+    let target = |flags: OFlag| -> Result<OwnedFd, Step> {
+        open_in_root(&root, &m.dst, flags).map_err(|err| {
+            (
+                "open a mount destination inside the root",
+                format!("{}: {err}", m.dst.display()),
+            )
+        })
+    };
+    // procfs and sysfs where the config says, not where a symlink of the image points
+    // (CVE-2019-19921: procfs moved elsewhere escapes maskedPaths and readonlyPaths).
+    if matches!(m.kind.as_str(), "proc" | "sysfs") {
+        let lexical = c.rootfs.join(rel_in_root(&m.dst));
+        if resolved != lexical || std::fs::symlink_metadata(&lexical).is_ok_and(|md| !md.is_dir()) {
+            return Err((
+                "mount",
+                format!(
+                    "mounts[].destination {}: a {} mount must go on a directory of the root filesystem, not through a symlink; fix the image (it has a symlink or a file there)",
+                    m.dst.display(),
+                    m.kind
+                ),
+            ));
+        }
+    }
     let bind = |src: &Path, recursive: bool| -> Result<(), Step> {
         let is_file = std::fs::metadata(src)
             .map(|md| !md.is_dir())
             .unwrap_or(false);
-        prepare_dst(&dst, is_file)?;
+        make_mount_point(&root, &create_at, is_file)?;
         let mut f = MsFlags::MS_BIND;
         if recursive {
             f |= MsFlags::MS_REC;
         }
-        mount(Some(src), &dst, none, f, none).map_err(ep("bind-mount", src))?;
+        let t = target(OFlag::O_PATH)?;
+        mount(Some(src), &fd_path(&t), none, f, none).map_err(ep("bind-mount", src))?;
         let extra = m.flags & !(libc::MS_REMOUNT | libc::MS_BIND | libc::MS_REC);
         if extra != 0 {
-            remount_bind(&dst, extra)?;
+            remount_bind(&fd_path(&target(OFlag::O_PATH)?), extra)?;
         }
         Ok(())
     };
@@ -316,20 +439,17 @@ fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Resul
             bind(Path::new("/sys/fs/cgroup"), true)?;
         }
         kind => {
-            prepare_dst(&dst, false)?;
+            make_mount_point(&root, &create_at, false)?;
             // tmpcopyup: keep a handle on what the tmpfs will cover, copy it in afterwards.
             let under = if m.copy_up {
-                Some(std::fs::File::open(&dst).map_err(|err| {
-                    (
-                        "open a tmpcopyup directory",
-                        format!("{}: {err}", dst.display()),
-                    )
-                })?)
+                Some(target(OFlag::O_RDONLY | OFlag::O_DIRECTORY)?)
             } else {
                 None
             };
             let kind = if kind == "cgroup" { "cgroup2" } else { kind };
-            let r = mount(Some(&m.src), &dst, Some(kind), to_ms(m.flags), data);
+            let t = target(OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+            let r = mount(Some(&m.src), &fd_path(&t), Some(kind), to_ms(m.flags), data);
+            drop(t);
             match (r, kind) {
                 // Without its own network (sysfs) or ipc (mqueue) namespace, a user namespace
                 // may not mount these: bind the host's, as runc does for rootless containers.
@@ -341,8 +461,9 @@ fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Resul
                 (r, _) => r.map_err(ep("mount", &m.dst))?,
             }
             if let Some(f) = under {
-                let src = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
-                copy_tree(&src, &dst).map_err(|err| {
+                let src = fd_path(&f);
+                let now = target(OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+                copy_tree(&src, &fd_path(&now)).map_err(|err| {
                     (
                         "copy up into a tmpfs (tmpcopyup)",
                         format!("{}: {err}", m.dst.display()),
@@ -352,7 +473,9 @@ fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Resul
         }
     }
     for p in &m.propagation {
-        mount(none, &dst, none, to_ms(*p), none).map_err(ep("set the propagation of", &m.dst))?;
+        let t = target(OFlag::O_PATH)?;
+        mount(none, &fd_path(&t), none, to_ms(*p), none)
+            .map_err(ep("set the propagation of", &m.dst))?;
     }
     Ok(())
 }
