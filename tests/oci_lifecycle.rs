@@ -636,3 +636,20 @@ both!(fn mount_points_are_created_inside_the_root(who) {
     let inside = b.path().join("rootfs").join(host_dir.strip_prefix("/").unwrap()).join("sub/f");
     assert!(inside.exists(), "{} missing", inside.display());
 });
+
+// A masked or read-only path that cannot be inspected (here a symlink loop) fails the
+// create: it is never left unmasked in silence.
+both!(fn masked_path_errors_fail_closed(who) {
+    for field in ["maskedPaths", "readonlyPaths"] {
+        let Some(b) = Bundle::new(who, &["true"], |c| {
+            c["linux"][field] = json!(["/loop/x"]);
+        }) else { return };
+        std::os::unix::fs::symlink("/loop", b.path().join("rootfs/loop")).unwrap();
+        if who == Who::User {
+            b.chown();
+        }
+        let out = b.run(&format!("mk-{who:?}"));
+        assert!(!out.status.success(), "{field}: {}", describe(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("linux.{field}")), "{}", describe(&out));
+    }
+});

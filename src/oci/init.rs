@@ -604,7 +604,14 @@ fn finish_root(c: &Container) -> Result<(), Step> {
     }
     for p in &c.masked {
         match std::fs::metadata(p) {
-            Err(_) => continue,
+            // Nothing to hide; any other error leaves the path unmasked: fail closed.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => {
+                return Err((
+                    "mask (linux.maskedPaths)",
+                    format!("{}: {err}", p.display()),
+                ));
+            }
             Ok(md) if md.is_dir() => mount(
                 Some("tmpfs"),
                 p,
@@ -618,8 +625,15 @@ fn finish_root(c: &Container) -> Result<(), Step> {
         }
     }
     for p in &c.readonly {
-        if std::fs::symlink_metadata(p).is_err() {
-            continue;
+        match std::fs::symlink_metadata(p) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => {
+                return Err((
+                    "make read-only (linux.readonlyPaths)",
+                    format!("{}: {err}", p.display()),
+                ));
+            }
+            Ok(_) => {}
         }
         mount(Some(p), p, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
             .map_err(ep("bind a read-only path", p))?;
