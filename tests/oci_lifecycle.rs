@@ -653,3 +653,31 @@ both!(fn masked_path_errors_fail_closed(who) {
         assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("linux.{field}")), "{}", describe(&out));
     }
 });
+
+// `exec` runs with the config `create` checked: editing config.json afterwards (here to
+// every capability) does not widen what an exec'd process gets.
+both!(fn exec_ignores_a_config_edited_after_create(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    let id = format!("ed-{who:?}");
+    let a = b.bundle_args("run", &id);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--detach");
+    let out = b.oci(&a);
+    assert!(out.status.success(), "run --detach: {}", describe(&out));
+    let pid = b.wait_status(&id, "running")["pid"].as_i64().unwrap();
+    let bnd = |status: &str| status.lines().find(|l| l.starts_with("CapBnd:")).map(str::to_string);
+    let want = bnd(&std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap()).unwrap();
+    let cfg_path = b.path().join("config.json");
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+    let all: Vec<String> = ["CAP_SYS_ADMIN", "CAP_SYS_PTRACE", "CAP_SYS_MODULE", "CAP_DAC_READ_SEARCH"]
+        .iter().map(|s| s.to_string()).collect();
+    for set in ["bounding", "effective", "permitted"] {
+        cfg["process"]["capabilities"][set] = json!(all);
+    }
+    std::fs::write(&cfg_path, serde_json::to_vec(&cfg).unwrap()).unwrap();
+    let out = b.oci(&["exec", &id, "cat", "/proc/self/status"]);
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    assert_eq!(bnd(&String::from_utf8_lossy(&out.stdout)).unwrap(), want, "{}", describe(&out));
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});

@@ -480,6 +480,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         has_process: c.has_process,
     };
     state::save(&dir, &stored)?;
+    // The config as checked now: `exec` uses it, not whatever config.json holds later.
+    state::save_config(&dir, &serde_json::to_vec(&c.spec).unwrap_or_default())?;
     // The hooks before start see the state `created` (what `state` answers from now on).
     let creating = serde_json::to_vec(&stored.oci(Status::Created)).unwrap_or_default();
     if let Some(h) = c.spec.hooks() {
@@ -1040,7 +1042,9 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
             what: "exec needs a running container",
         });
     }
-    let mut c = Container::load(Path::new(&s.bundle))?;
+    // The config `create` checked (kept in the state directory): a config.json edited
+    // since cannot hand exec'd processes other capabilities, ids or seccomp policy.
+    let mut c = Container::from_json(&state::load_config(&dir)?, Path::new(&s.bundle))?;
     if let Some(p) = &a.process {
         let text = std::fs::read_to_string(p).map_err(io_err("read --process", p))?;
         let proc: oci_spec::runtime::Process = serde_json::from_str(&text)

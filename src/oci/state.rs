@@ -218,6 +218,26 @@ pub fn save(dir: &Path, s: &Stored) -> Result<(), StateError> {
     std::fs::rename(&tmp, &path).map_err(io("rename into place", &path))
 }
 
+/// Keeps the container's config (as `create` checked it) as `config.json`, mode 0600.
+pub fn save_config(dir: &Path, json: &[u8]) -> Result<(), StateError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("config.json");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io("write", &path))?;
+    std::io::Write::write_all(&mut f, json).map_err(io("write", &path))
+}
+
+/// The config `create` kept (see [`save_config`]), checked like `state.json`.
+pub fn load_config(dir: &Path) -> Result<Vec<u8>, StateError> {
+    let path = dir.join("config.json");
+    check_owned(&path)?;
+    std::fs::read(&path).map_err(io("read", &path))
+}
+
 /// Reads `state.json` of `id`.
 pub fn load(root: &Path, id: &str) -> Result<(PathBuf, Stored), StateError> {
     let d = dir(root, id)?;
