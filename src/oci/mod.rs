@@ -635,7 +635,7 @@ fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {
     }
     if let Some(list) = s.hooks.as_ref().and_then(|h| h.poststart().clone()) {
         let json = serde_json::to_vec(&s.oci(Status::Running)).unwrap_or_default();
-        if let Err(e) = hooks::run("poststart", &list, &json) {
+        for e in hooks::run_each("poststart", &list, &json) {
             ctx.log("warning", &e.to_string());
             eprintln!("cordon-oci: warning: {e}");
         }
@@ -714,7 +714,7 @@ fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
     std::fs::remove_dir_all(&dir).map_err(io_err("remove the state directory", &dir))?;
     if let Some(list) = s.hooks.as_ref().and_then(|h| h.poststop().clone()) {
         let json = serde_json::to_vec(&s.oci(Status::Stopped)).unwrap_or_default();
-        if let Err(e) = hooks::run("poststop", &list, &json) {
+        for e in hooks::run_each("poststop", &list, &json) {
             ctx.log("warning", &e.to_string());
             eprintln!("cordon-oci: warning: {e}");
         }
