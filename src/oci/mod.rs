@@ -529,8 +529,20 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
 }
 
 fn write_pid_file(p: &Path, pid: i32) -> Result<(), OciError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = p.with_extension("cordon-tmp");
-    std::fs::write(&tmp, pid.to_string()).map_err(io_err("write --pid-file", &tmp))?;
+    // A new file, never through a symlink someone left at the temporary name (O_EXCL):
+    // a root cordon-oci must not truncate whatever that symlink points at.
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&tmp)
+        .map_err(io_err("write --pid-file", &tmp))?;
+    f.write_all(pid.to_string().as_bytes())
+        .map_err(io_err("write --pid-file", &tmp))?;
+    drop(f);
     std::fs::rename(&tmp, p).map_err(io_err("write --pid-file", p))
 }
 
@@ -1259,6 +1271,24 @@ mod tests {
         assert_eq!(parse_signal("KILL"), Some(Signal::SIGKILL));
         assert_eq!(parse_signal("sigterm"), Some(Signal::SIGTERM));
         assert_eq!(parse_signal("NOPE"), None);
+    }
+
+    #[test]
+    fn pid_file_never_writes_through_a_symlink() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let p = d.path().join("pid");
+        std::os::unix::fs::symlink(&victim, p.with_extension("cordon-tmp")).unwrap();
+        write_pid_file(&p, 42).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "42");
+        assert!(
+            !std::fs::symlink_metadata(&p)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
     }
 
     #[test]
