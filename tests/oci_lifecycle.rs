@@ -554,6 +554,10 @@ both!(fn init_runs_from_a_sealed_copy(who) {
         "the init runs from {}", link.display()
     );
     assert_ne!(file_id(&exe), file_id(oci_bin()), "the init holds the host's cordon-oci");
+    // Non-dumpable until its execve: /proc/PID files then belong to the host's root.
+    use std::os::unix::fs::MetadataExt;
+    let st = std::fs::metadata(format!("/proc/{pid}/status")).unwrap();
+    assert_eq!((st.uid(), st.gid()), (0, 0), "the init is dumpable");
     // Even root cannot write to it: it is being executed (ETXTBSY), and sealed (EPERM).
     let wrote = std::fs::OpenOptions::new()
         .write(true)

@@ -56,6 +56,18 @@ pub fn main(a: InitArgs) -> ! {
         Some(s) if !s.is_empty() => s,
         _ => sys::exit_now(1),
     };
+    // The parent is done with /proc/PID of init (id maps, oom_score_adj). From now on no
+    // process of the container, even its root in a user namespace (same namespace, same
+    // capabilities as init), may ptrace init or open its fds, memory or executable through
+    // /proc: non-dumpable needs CAP_SYS_PTRACE over the host's user namespace. execve
+    // makes the container's program dumpable again.
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
+        let _ = nix::unistd::write(
+            &a.ready,
+            format!("ERR make the container's init non-dumpable: {err}").as_bytes(),
+        );
+        sys::exit_now(1)
+    }
     match setup(&a, &state) {
         Ok(slave) => {
             let _ = nix::unistd::write(&a.ready, b"OK");
