@@ -685,3 +685,24 @@ both!(fn exec_ignores_a_config_edited_after_create(who) {
     let out = b.oci(&["delete", "--force", &id]);
     assert!(out.status.success(), "{}", describe(&out));
 });
+
+// `start` returns once the container's program runs (a signal sent right after reaches it,
+// not cordon's setup), also when the caller cannot read the non-dumpable init's exe.
+both!(fn start_returns_once_the_program_runs(who) {
+    // A startContainer hook (in the container, between the go and the execve) makes the
+    // setup slow enough to see a `start` that returns early.
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        c["hooks"] = json!({"startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "sleep 1"]}]});
+    }) else { return };
+    let id = format!("st-{who:?}");
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let out = b.oci(&["start", &id]);
+    assert!(out.status.success(), "start: {}", describe(&out));
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    assert_eq!(comm.trim(), "sleep");
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});

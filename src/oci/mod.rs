@@ -632,14 +632,16 @@ fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {
     // Return once the container's process runs the config's program (poststart hooks run
     // after it started, and a signal sent right after `start` reaches the program, not
     // cordon's setup code). Bounded: a program that is cordon-oci itself, or a slow setup.
-    if let Some(before) = before {
+    // An unprivileged caller cannot read the exe of the (non-dumpable) init at all: there
+    // the program runs once it can.
+    {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while std::time::Instant::now() < deadline && state::init_alive(&s) {
             let now = std::fs::metadata(&exe).ok().map(|m| {
                 use std::os::unix::fs::MetadataExt;
                 (m.dev(), m.ino())
             });
-            if now != Some(before) {
+            if now.is_some() && now != before {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_micros(200));
