@@ -706,3 +706,30 @@ both!(fn start_returns_once_the_program_runs(who) {
     let out = b.oci(&["delete", "--force", &id]);
     assert!(out.status.success(), "{}", describe(&out));
 });
+
+// CVE-2024-21626: process.cwd through /proc/self/fd of a host directory (here one passed
+// with --preserve-fds) must not start the program outside the container's root.
+both!(fn cwd_outside_the_root_is_refused(who) {
+    let Some(b) = Bundle::new(who, &["cat", "hostname"], |c| {
+        c["process"]["cwd"] = json!("/proc/self/fd/3");
+    }) else { return };
+    let id = format!("cwd-{who:?}");
+    let a = b.bundle_args("run", &id);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--preserve-fds");
+    a.insert(2, "1");
+    let cmd = b.command(&a);
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("exec 3</etc; exec \"$0\" \"$@\"")
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let host = std::fs::read_to_string("/etc/hostname").unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(host.trim()), "read the host's /etc: {}", describe(&out));
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("outside the container's root"), "{}", describe(&out));
+});

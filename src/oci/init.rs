@@ -767,6 +767,18 @@ fn prepare(
         nix::sys::stat::umask(Mode::from_bits_truncate(u));
     }
     nix::unistd::chdir(&c.cwd).map_err(ep("enter process.cwd", &c.cwd))?;
+    // CVE-2024-21626: a cwd reached through a magic link (/proc/self/fd/N of a descriptor
+    // on a host directory) lies outside the container's root, where getcwd fails (ENOENT,
+    // "unreachable"). The program must start inside its root.
+    if let Err(err) = nix::unistd::getcwd() {
+        return Err((
+            "enter process.cwd",
+            format!(
+                "{}: the directory is outside the container's root filesystem ({err}); give a path inside it",
+                c.cwd.display()
+            ),
+        ));
+    }
     Ok(())
 }
 
