@@ -733,3 +733,27 @@ both!(fn cwd_outside_the_root_is_refused(who) {
     assert!(!out.status.success(), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("outside the container's root"), "{}", describe(&out));
 });
+
+// Device nodes and /dev symlinks are made inside the root even when the image's /dev is
+// an absolute symlink to a host directory (no /dev tmpfs here).
+both!(fn devices_are_created_inside_the_root(who) {
+    let host = shared_tempdir();
+    let host_dir = host.path().to_path_buf();
+    let Some(b) = Bundle::new(who, &["sh", "-c", "echo x > /dev/null && ls -l /dev/null /dev/fd"], |c| {
+        c["mounts"].as_array_mut().unwrap().retain(|m| m["destination"] != "/dev");
+    }) else { return };
+    std::os::unix::fs::symlink(&host_dir, b.path().join("rootfs/dev")).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.run(&format!("dv-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("/proc/self/fd"), "{}", describe(&out));
+    // The config's mode (0666), not one reduced by cordon-oci's umask.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("crw-rw-rw-"), "{}", describe(&out));
+    for n in ["null", "zero", "fd", "ptmx"] {
+        assert!(std::fs::symlink_metadata(host_dir.join(n)).is_err(), "/dev/{n} was made on the host");
+    }
+    let inside = b.path().join("rootfs").join(host_dir.strip_prefix("/").unwrap());
+    assert!(std::fs::symlink_metadata(inside.join("null")).is_ok(), "{} has no null", inside.display());
+});

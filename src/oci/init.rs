@@ -280,27 +280,6 @@ fn remount_bind(dst: &Path, flags: libc::c_ulong) -> Result<(), Step> {
     }
 }
 
-fn prepare_dst(dst: &Path, file: bool) -> Result<(), Step> {
-    if dst.exists() {
-        return Ok(());
-    }
-    let r = if file {
-        if let Some(p) = dst.parent() {
-            std::fs::create_dir_all(p)
-                .map_err(|err| ("create a mount point", format!("{}: {err}", p.display())))?;
-        }
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dst)
-            .map(|_| ())
-    } else {
-        std::fs::create_dir_all(dst)
-    };
-    r.map_err(|err| ("create a mount point", format!("{}: {err}", dst.display())))
-}
-
 /// `path` (absolute inside the container) relative to the root, `..` and `.` kept for the
 /// kernel to resolve within the root.
 fn rel_in_root(path: &Path) -> PathBuf {
@@ -538,42 +517,74 @@ fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
             d.gid,
         ));
     }
+    use nix::fcntl::OFlag;
+    let root = nix::fcntl::open(
+        &c.rootfs,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(ep("open the root filesystem", &c.rootfs))?;
+    // (directory opened inside the root, name in it) for a path of the container: every
+    // step below works relative to that directory, never by a host path that a symlink
+    // swapped into the rootfs could redirect.
+    let resolved = |path: &Path| -> PathBuf {
+        let r = secure_join(&c.rootfs, path);
+        Path::new("/").join(r.strip_prefix(&c.rootfs).unwrap_or(Path::new("")))
+    };
+    let place = |path: &Path| -> Result<(OwnedFd, std::ffi::OsString), Step> {
+        let rel = resolved(path);
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+            return Err((
+                "create a device",
+                format!("{}: not a file path", path.display()),
+            ));
+        };
+        make_mount_point(&root, parent, false)?;
+        let dir = open_in_root(&root, parent, OFlag::O_PATH | OFlag::O_DIRECTORY)
+            .map_err(ep("open a device directory", parent))?;
+        Ok((dir, name.to_os_string()))
+    };
     for (path, kind, major, minor, mode, uid, gid) in devs {
-        let dst = secure_join(&c.rootfs, &path);
-        if let Some(p) = dst.parent() {
-            std::fs::create_dir_all(p).map_err(|err| {
-                (
-                    "create a device directory",
-                    format!("{}: {err}", p.display()),
-                )
-            })?;
-        }
         if in_userns {
             // mknod is refused in a user namespace: bind the host's node.
-            prepare_dst(&dst, true)?;
-            mount(Some(&path), &dst, none, MsFlags::MS_BIND, none)
+            make_mount_point(&root, &resolved(&path), true)?;
+            let t = open_in_root(&root, &path, OFlag::O_PATH)
+                .map_err(ep("open a device mount point", &path))?;
+            mount(Some(&path), &fd_path(&t), none, MsFlags::MS_BIND, none)
                 .map_err(ep("bind the device node", &path))?;
             continue;
         }
-        let _ = std::fs::remove_file(&dst);
+        let (dir, name) = place(&path)?;
+        let _ = nix::unistd::unlinkat(
+            &dir,
+            name.as_os_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
         let kind = match kind {
             'b' => SFlag::S_IFBLK,
             'p' => SFlag::S_IFIFO,
             _ => SFlag::S_IFCHR,
         };
         let perm = Mode::from_bits_truncate(mode & 0o7777);
-        nix::sys::stat::mknod(&dst, kind, perm, nix::sys::stat::makedev(major, minor))
-            .map_err(ep("create the device node", &path))?;
-        // mknod applies the umask: set the mode the config asked for.
-        nix::sys::stat::fchmodat(
-            nix::fcntl::AT_FDCWD,
-            &dst,
+        // The mode the config asked for, not reduced by the umask (init is single-threaded).
+        let old = nix::sys::stat::umask(Mode::empty());
+        let r = nix::sys::stat::mknodat(
+            &dir,
+            name.as_os_str(),
+            kind,
             perm,
-            nix::sys::stat::FchmodatFlags::FollowSymlink,
+            nix::sys::stat::makedev(major, minor),
+        );
+        nix::sys::stat::umask(old);
+        r.map_err(ep("create the device node", &path))?;
+        nix::unistd::fchownat(
+            &dir,
+            name.as_os_str(),
+            Some(uid.into()),
+            Some(gid.into()),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
         )
-        .map_err(ep("set the mode of", &path))?;
-        nix::unistd::chown(&dst, Some(uid.into()), Some(gid.into()))
-            .map_err(ep("set the owner of", &path))?;
+        .map_err(ep("set the owner of", &path))?;
     }
     for (link, target) in [
         ("/dev/fd", "/proc/self/fd"),
@@ -582,12 +593,10 @@ fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
         ("/dev/stderr", "/proc/self/fd/2"),
         ("/dev/ptmx", "pts/ptmx"),
     ] {
-        let dst = secure_join(&c.rootfs, Path::new(link));
-        if std::fs::symlink_metadata(&dst).is_ok() {
-            continue;
-        }
-        if let Err(err) = std::os::unix::fs::symlink(target, &dst) {
-            return Err(("create a /dev symlink", format!("{link}: {err}")));
+        let (dir, name) = place(Path::new(link))?;
+        match nix::unistd::symlinkat(target, &dir, name.as_os_str()) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(err) => return Err(("create a /dev symlink", format!("{link}: {err}"))),
         }
     }
     Ok(())
