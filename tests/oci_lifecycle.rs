@@ -530,3 +530,230 @@ fn containerd_runs_a_container() {
     assert_eq!(out.status.code(), Some(6), "{}", describe(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "hi from containerd\n");
 }
+
+/// (device, inode) of what `path` leads to.
+fn file_id(path: &Path) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (m.dev(), m.ino())
+}
+
+// CVE-2019-5736: the container's init runs cordon-oci until `start`; its /proc/PID/exe
+// must lead to a sealed copy, never to the host's binary a container root could rewrite.
+both!(fn init_runs_from_a_sealed_copy(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    let id = format!("exe-{who:?}");
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let exe = PathBuf::from(format!("/proc/{pid}/exe"));
+    let link = std::fs::read_link(&exe).unwrap();
+    assert!(
+        link.to_string_lossy().starts_with("/memfd:cordon-oci"),
+        "the init runs from {}", link.display()
+    );
+    assert_ne!(file_id(&exe), file_id(oci_bin()), "the init holds the host's cordon-oci");
+    // Non-dumpable until its execve: /proc/PID files then belong to the host's root.
+    use std::os::unix::fs::MetadataExt;
+    let st = std::fs::metadata(format!("/proc/{pid}/status")).unwrap();
+    assert_eq!((st.uid(), st.gid()), (0, 0), "the init is dumpable");
+    // Even root cannot write to it: it is being executed (ETXTBSY), and sealed (EPERM).
+    let wrote = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&exe)
+        .and_then(|mut f| std::io::Write::write(&mut f, b"#!/bin/sh\n"));
+    let e = wrote.expect_err("wrote into the init's executable");
+    assert!(matches!(e.raw_os_error(), Some(1) | Some(26)), "{e}");
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
+// CVE-2024-21626: an fd cordon-oci inherits without close-on-exec (here a host directory
+// as fd 7) must not reach a process started by `exec`.
+both!(fn exec_does_not_leak_inherited_fds(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    let id = format!("fd-{who:?}");
+    let a = b.bundle_args("run", &id);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--detach");
+    let out = b.oci(&a);
+    assert!(out.status.success(), "run --detach: {}", describe(&out));
+    b.wait_status(&id, "running");
+    // Through sh, which opens fd 7 on a host directory and runs `cordon-oci exec` with it.
+    let cmd = b.command(&["exec", &id, "ls", "/proc/self/fd"]);
+    let prog = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|s| s.to_owned()).collect();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("exec 7</etc; exec \"$0\" \"$@\"")
+        .arg(prog)
+        .args(args)
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    let fds: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(String::from).collect();
+    assert!(fds.contains(&"0".to_string()), "{}", describe(&out));
+    assert!(!fds.contains(&"7".to_string()), "fd 7 (the host's /etc) leaked into the container: {}", describe(&out));
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
+// CVE-2019-19921 class: an image whose /proc is a symlink must not get procfs elsewhere
+// (where maskedPaths and readonlyPaths would not cover it).
+both!(fn proc_mount_through_a_symlink_is_refused(who) {
+    let Some(b) = Bundle::new(who, &["true"], |_| {}) else { return };
+    let proc_dir = b.path().join("rootfs/proc");
+    let _ = std::fs::remove_dir(&proc_dir);
+    std::os::unix::fs::symlink("/", &proc_dir).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.run(&format!("ps-{who:?}"));
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not through a symlink"), "{}", describe(&out));
+});
+
+// Mount points are created inside the root, whatever the image's symlinks point at: an
+// absolute symlink to a host directory leads into the rootfs, not to the host.
+both!(fn mount_points_are_created_inside_the_root(who) {
+    let host = shared_tempdir();
+    let host_dir = host.path().to_path_buf();
+    let Some(b) = Bundle::new(who, &["sh", "-c", "cat /data/sub/f"], |c| {
+        c["mounts"].as_array_mut().unwrap().push(json!({
+            "destination": "/data/sub/f", "type": "bind", "source": "/etc/hostname", "options": ["bind", "ro"]
+        }));
+    }) else { return };
+    std::os::unix::fs::symlink(&host_dir, b.path().join("rootfs/data")).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.run(&format!("mp-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        std::fs::read_to_string("/etc/hostname").unwrap().trim()
+    );
+    assert!(!host_dir.join("sub").exists(), "a mount point was created on the host");
+    let inside = b.path().join("rootfs").join(host_dir.strip_prefix("/").unwrap()).join("sub/f");
+    assert!(inside.exists(), "{} missing", inside.display());
+});
+
+// A masked or read-only path that cannot be inspected (here a symlink loop) fails the
+// create: it is never left unmasked in silence.
+both!(fn masked_path_errors_fail_closed(who) {
+    for field in ["maskedPaths", "readonlyPaths"] {
+        let Some(b) = Bundle::new(who, &["true"], |c| {
+            c["linux"][field] = json!(["/loop/x"]);
+        }) else { return };
+        std::os::unix::fs::symlink("/loop", b.path().join("rootfs/loop")).unwrap();
+        if who == Who::User {
+            b.chown();
+        }
+        let out = b.run(&format!("mk-{who:?}"));
+        assert!(!out.status.success(), "{field}: {}", describe(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("linux.{field}")), "{}", describe(&out));
+    }
+});
+
+// `exec` runs with the config `create` checked: editing config.json afterwards (here to
+// every capability) does not widen what an exec'd process gets.
+both!(fn exec_ignores_a_config_edited_after_create(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    let id = format!("ed-{who:?}");
+    let a = b.bundle_args("run", &id);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--detach");
+    let out = b.oci(&a);
+    assert!(out.status.success(), "run --detach: {}", describe(&out));
+    let pid = b.wait_status(&id, "running")["pid"].as_i64().unwrap();
+    let bnd = |status: &str| status.lines().find(|l| l.starts_with("CapBnd:")).map(str::to_string);
+    let want = bnd(&std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap()).unwrap();
+    let cfg_path = b.path().join("config.json");
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+    let all: Vec<String> = ["CAP_SYS_ADMIN", "CAP_SYS_PTRACE", "CAP_SYS_MODULE", "CAP_DAC_READ_SEARCH"]
+        .iter().map(|s| s.to_string()).collect();
+    for set in ["bounding", "effective", "permitted"] {
+        cfg["process"]["capabilities"][set] = json!(all);
+    }
+    std::fs::write(&cfg_path, serde_json::to_vec(&cfg).unwrap()).unwrap();
+    let out = b.oci(&["exec", &id, "cat", "/proc/self/status"]);
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    assert_eq!(bnd(&String::from_utf8_lossy(&out.stdout)).unwrap(), want, "{}", describe(&out));
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
+// `start` returns once the container's program runs (a signal sent right after reaches it,
+// not cordon's setup), also when the caller cannot read the non-dumpable init's exe.
+both!(fn start_returns_once_the_program_runs(who) {
+    // A startContainer hook (in the container, between the go and the execve) makes the
+    // setup slow enough to see a `start` that returns early.
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        c["hooks"] = json!({"startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "sleep 1"]}]});
+    }) else { return };
+    let id = format!("st-{who:?}");
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let out = b.oci(&["start", &id]);
+    assert!(out.status.success(), "start: {}", describe(&out));
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    assert_eq!(comm.trim(), "sleep");
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
+// CVE-2024-21626: process.cwd through /proc/self/fd of a host directory (here one passed
+// with --preserve-fds) must not start the program outside the container's root.
+both!(fn cwd_outside_the_root_is_refused(who) {
+    let Some(b) = Bundle::new(who, &["cat", "hostname"], |c| {
+        c["process"]["cwd"] = json!("/proc/self/fd/3");
+    }) else { return };
+    let id = format!("cwd-{who:?}");
+    let a = b.bundle_args("run", &id);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--preserve-fds");
+    a.insert(2, "1");
+    let cmd = b.command(&a);
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("exec 3</etc; exec \"$0\" \"$@\"")
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let host = std::fs::read_to_string("/etc/hostname").unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(host.trim()), "read the host's /etc: {}", describe(&out));
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("outside the container's root"), "{}", describe(&out));
+});
+
+// Device nodes and /dev symlinks are made inside the root even when the image's /dev is
+// an absolute symlink to a host directory (no /dev tmpfs here).
+both!(fn devices_are_created_inside_the_root(who) {
+    let host = shared_tempdir();
+    let host_dir = host.path().to_path_buf();
+    let Some(b) = Bundle::new(who, &["sh", "-c", "echo x > /dev/null && ls -l /dev/null /dev/fd"], |c| {
+        c["mounts"].as_array_mut().unwrap().retain(|m| m["destination"] != "/dev");
+    }) else { return };
+    std::os::unix::fs::symlink(&host_dir, b.path().join("rootfs/dev")).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.run(&format!("dv-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("/proc/self/fd"), "{}", describe(&out));
+    // The config's mode (0666), not one reduced by cordon-oci's umask.
+    assert!(String::from_utf8_lossy(&out.stdout).contains("crw-rw-rw-"), "{}", describe(&out));
+    for n in ["null", "zero", "fd", "ptmx"] {
+        assert!(std::fs::symlink_metadata(host_dir.join(n)).is_err(), "/dev/{n} was made on the host");
+    }
+    let inside = b.path().join("rootfs").join(host_dir.strip_prefix("/").unwrap());
+    assert!(std::fs::symlink_metadata(inside.join("null")).is_ok(), "{} has no null", inside.display());
+});

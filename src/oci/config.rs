@@ -26,6 +26,38 @@ fn unsupported(field: impl Into<String>, why: impl Into<String>) -> OciConfigErr
     }
 }
 
+/// Whether the container may set sysctl `key`: only those its own namespaces scope (as
+/// runc decides). Any other is the host's: the init writes /proc/sys as root, and with
+/// `kernel.core_pattern` a container config would run a program as root on the host.
+fn sysctl_allowed(key: &str, has: impl Fn(libc::c_int) -> bool) -> Result<(), String> {
+    const IPC: [&str; 8] = [
+        "kernel.msgmax",
+        "kernel.msgmnb",
+        "kernel.msgmni",
+        "kernel.sem",
+        "kernel.shmall",
+        "kernel.shmmax",
+        "kernel.shmmni",
+        "kernel.shm_rmid_forced",
+    ];
+    let (flag, ns) = if IPC.contains(&key) || key.starts_with("fs.mqueue.") {
+        (libc::CLONE_NEWIPC, "ipc")
+    } else if key.starts_with("net.") {
+        (libc::CLONE_NEWNET, "network")
+    } else if key == "kernel.hostname" || key == "kernel.domainname" {
+        (libc::CLONE_NEWUTS, "uts")
+    } else {
+        return Err("not a namespaced sysctl: setting it would change the host; remove it".into());
+    };
+    if has(flag) {
+        Ok(())
+    } else {
+        Err(format!(
+            "it would change the host's value: the container needs a {ns} namespace (linux.namespaces) to set it"
+        ))
+    }
+}
+
 fn invalid(field: impl Into<String>, why: impl Into<String>) -> OciConfigError {
     OciConfigError::Invalid {
         field: field.into(),
@@ -475,6 +507,10 @@ impl Container {
             if k.is_empty() || k.contains('/') || k.contains("..") {
                 return Err(invalid(format!("linux.sysctl[{k}]"), "not a sysctl name"));
             }
+            let has = |flag| namespaces.iter().any(|n: &Namespace| n.flag == flag);
+            if let Err(why) = sysctl_allowed(k, has) {
+                return Err(invalid(format!("linux.sysctl[{k}]"), why));
+            }
         }
 
         Ok(Container {
@@ -750,6 +786,31 @@ mod tests {
         "linux": {"namespaces": [{"type": "mount"}, {"type": "pid"}, {"type": "uts"}, {"type": "network", "path": "/run/netns/x"}],
                   "maskedPaths": ["/proc/kcore"], "readonlyPaths": ["/proc/sys"]}
     }"#;
+
+    #[test]
+    fn only_namespaced_sysctls_are_accepted() {
+        let with = |sysctl: &str| {
+            let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+            v["linux"]["sysctl"] = serde_json::from_str(sysctl).unwrap();
+            Container::from_spec(serde_json::from_value(v).unwrap(), Path::new("/b"))
+                .map(|c| c.sysctl.len())
+                .map_err(|e| e.to_string())
+        };
+        // BASE has uts and network namespaces, no ipc one.
+        assert_eq!(
+            with(r#"{"net.ipv4.ip_forward": "1", "kernel.domainname": "d"}"#),
+            Ok(2)
+        );
+        let e = with(r#"{"kernel.core_pattern": "|/tmp/x"}"#).unwrap_err();
+        assert!(
+            e.contains("linux.sysctl[kernel.core_pattern]") && e.contains("host"),
+            "{e}"
+        );
+        let e = with(r#"{"kernel.shmmax": "1"}"#).unwrap_err();
+        assert!(e.contains("ipc namespace"), "{e}");
+        let e = with(r#"{"vm.overcommit_memory": "1"}"#).unwrap_err();
+        assert!(e.contains("not a namespaced sysctl"), "{e}");
+    }
 
     #[test]
     fn maps_the_base_config() {

@@ -56,6 +56,18 @@ pub fn main(a: InitArgs) -> ! {
         Some(s) if !s.is_empty() => s,
         _ => sys::exit_now(1),
     };
+    // The parent is done with /proc/PID of init (id maps, oom_score_adj). From now on no
+    // process of the container, even its root in a user namespace (same namespace, same
+    // capabilities as init), may ptrace init or open its fds, memory or executable through
+    // /proc: non-dumpable needs CAP_SYS_PTRACE over the host's user namespace. execve
+    // makes the container's program dumpable again.
+    if let Err(err) = nix::sys::prctl::set_dumpable(false) {
+        let _ = nix::unistd::write(
+            &a.ready,
+            format!("ERR make the container's init non-dumpable: {err}").as_bytes(),
+        );
+        sys::exit_now(1)
+    }
     match setup(&a, &state) {
         Ok(slave) => {
             let _ = nix::unistd::write(&a.ready, b"OK");
@@ -268,44 +280,146 @@ fn remount_bind(dst: &Path, flags: libc::c_ulong) -> Result<(), Step> {
     }
 }
 
-fn prepare_dst(dst: &Path, file: bool) -> Result<(), Step> {
-    if dst.exists() {
-        return Ok(());
-    }
-    let r = if file {
-        if let Some(p) = dst.parent() {
-            std::fs::create_dir_all(p)
-                .map_err(|err| ("create a mount point", format!("{}: {err}", p.display())))?;
-        }
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dst)
-            .map(|_| ())
+/// `path` (absolute inside the container) relative to the root, `..` and `.` kept for the
+/// kernel to resolve within the root.
+fn rel_in_root(path: &Path) -> PathBuf {
+    let rel: PathBuf = path
+        .components()
+        .filter(|c| !matches!(c, Component::RootDir))
+        .collect();
+    if rel.as_os_str().is_empty() {
+        PathBuf::from(".")
     } else {
-        std::fs::create_dir_all(dst)
+        rel
+    }
+}
+
+/// Opens `path` of the container with every symlink and `..` resolved inside `root`
+/// (openat2 RESOLVE_IN_ROOT, magic links refused), so a symlink in the rootfs, or one
+/// swapped in by another container sharing a volume while this one is created
+/// (CVE-2021-30465), cannot make the operation land on the host.
+fn open_in_root(root: &OwnedFd, path: &Path, flags: nix::fcntl::OFlag) -> Result<OwnedFd, Errno> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    let how = OpenHow::new()
+        .flags(flags | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    loop {
+        match openat2(root, &rel_in_root(path), how) {
+            Err(Errno::EAGAIN) | Err(Errno::EINTR) => continue,
+            r => return r,
+        }
+    }
+}
+
+/// The path through which the kernel reaches exactly what `fd` was opened on.
+fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+/// Creates the mount point `path` (and its parents) inside `root`: each missing component
+/// is created with mkdirat/openat relative to its parent opened inside the root, never by a
+/// path the rootfs's symlinks could redirect.
+fn make_mount_point(root: &OwnedFd, path: &Path, file: bool) -> Result<(), Step> {
+    use nix::fcntl::OFlag;
+    let fail = |what: &str, err: Errno| {
+        (
+            "create a mount point",
+            format!("{}: {what}: {err}", path.display()),
+        )
     };
-    r.map_err(|err| ("create a mount point", format!("{}: {err}", dst.display())))
+    let comps: Vec<&std::ffi::OsStr> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    let mut prefix = PathBuf::from("/");
+    for (i, name) in comps.iter().enumerate() {
+        let last = i + 1 == comps.len();
+        let parent = open_in_root(root, &prefix, OFlag::O_PATH | OFlag::O_DIRECTORY)
+            .map_err(|err| fail("open its parent", err))?;
+        prefix.push(name);
+        if open_in_root(root, &prefix, OFlag::O_PATH).is_ok() {
+            continue;
+        }
+        let r = if last && file {
+            // O_EXCL: never follows a symlink at the last component.
+            nix::fcntl::openat(
+                &parent,
+                *name,
+                OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_WRONLY
+                    | OFlag::O_CLOEXEC
+                    | OFlag::O_NOFOLLOW,
+                Mode::from_bits_truncate(0o644),
+            )
+            .map(drop)
+        } else {
+            nix::sys::stat::mkdirat(&parent, *name, Mode::from_bits_truncate(0o755))
+        };
+        match r {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(err) => return Err(fail("create", err)),
+        }
+    }
+    Ok(())
 }
 
 fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Result<(), Step> {
+    use nix::fcntl::OFlag;
     let none: Option<&str> = None;
-    let dst = secure_join(&c.rootfs, &m.dst);
+    let root = nix::fcntl::open(
+        &c.rootfs,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(ep("open the root filesystem", &c.rootfs))?;
     let data = (!m.data.is_empty()).then_some(m.data.as_str());
+    // Where missing directories go: the destination with the image's symlinks followed
+    // inside the root (a dangling one is created at its target, within the root). Each
+    // step is still created relative to a parent opened inside the root.
+    let resolved = secure_join(&c.rootfs, &m.dst);
+    let create_at = Path::new("/").join(resolved.strip_prefix(&c.rootfs).unwrap_or(Path::new("")));
+    // The destination, opened inside the root; the mount goes onto that very inode.
+    let target = |flags: OFlag| -> Result<OwnedFd, Step> {
+        open_in_root(&root, &m.dst, flags).map_err(|err| {
+            (
+                "open a mount destination inside the root",
+                format!("{}: {err}", m.dst.display()),
+            )
+        })
+    };
+    // procfs and sysfs where the config says, not where a symlink of the image points
+    // (CVE-2019-19921: procfs moved elsewhere escapes maskedPaths and readonlyPaths).
+    if matches!(m.kind.as_str(), "proc" | "sysfs") {
+        let lexical = c.rootfs.join(rel_in_root(&m.dst));
+        if resolved != lexical || std::fs::symlink_metadata(&lexical).is_ok_and(|md| !md.is_dir()) {
+            return Err((
+                "mount",
+                format!(
+                    "mounts[].destination {}: a {} mount must go on a directory of the root filesystem, not through a symlink; fix the image (it has a symlink or a file there)",
+                    m.dst.display(),
+                    m.kind
+                ),
+            ));
+        }
+    }
     let bind = |src: &Path, recursive: bool| -> Result<(), Step> {
         let is_file = std::fs::metadata(src)
             .map(|md| !md.is_dir())
             .unwrap_or(false);
-        prepare_dst(&dst, is_file)?;
+        make_mount_point(&root, &create_at, is_file)?;
         let mut f = MsFlags::MS_BIND;
         if recursive {
             f |= MsFlags::MS_REC;
         }
-        mount(Some(src), &dst, none, f, none).map_err(ep("bind-mount", src))?;
+        let t = target(OFlag::O_PATH)?;
+        mount(Some(src), &fd_path(&t), none, f, none).map_err(ep("bind-mount", src))?;
         let extra = m.flags & !(libc::MS_REMOUNT | libc::MS_BIND | libc::MS_REC);
         if extra != 0 {
-            remount_bind(&dst, extra)?;
+            remount_bind(&fd_path(&target(OFlag::O_PATH)?), extra)?;
         }
         Ok(())
     };
@@ -316,20 +430,17 @@ fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Resul
             bind(Path::new("/sys/fs/cgroup"), true)?;
         }
         kind => {
-            prepare_dst(&dst, false)?;
+            make_mount_point(&root, &create_at, false)?;
             // tmpcopyup: keep a handle on what the tmpfs will cover, copy it in afterwards.
             let under = if m.copy_up {
-                Some(std::fs::File::open(&dst).map_err(|err| {
-                    (
-                        "open a tmpcopyup directory",
-                        format!("{}: {err}", dst.display()),
-                    )
-                })?)
+                Some(target(OFlag::O_RDONLY | OFlag::O_DIRECTORY)?)
             } else {
                 None
             };
             let kind = if kind == "cgroup" { "cgroup2" } else { kind };
-            let r = mount(Some(&m.src), &dst, Some(kind), to_ms(m.flags), data);
+            let t = target(OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+            let r = mount(Some(&m.src), &fd_path(&t), Some(kind), to_ms(m.flags), data);
+            drop(t);
             match (r, kind) {
                 // Without its own network (sysfs) or ipc (mqueue) namespace, a user namespace
                 // may not mount these: bind the host's, as runc does for rootless containers.
@@ -341,8 +452,9 @@ fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Resul
                 (r, _) => r.map_err(ep("mount", &m.dst))?,
             }
             if let Some(f) = under {
-                let src = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
-                copy_tree(&src, &dst).map_err(|err| {
+                let src = fd_path(&f);
+                let now = target(OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+                copy_tree(&src, &fd_path(&now)).map_err(|err| {
                     (
                         "copy up into a tmpfs (tmpcopyup)",
                         format!("{}: {err}", m.dst.display()),
@@ -352,7 +464,9 @@ fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Resul
         }
     }
     for p in &m.propagation {
-        mount(none, &dst, none, to_ms(*p), none).map_err(ep("set the propagation of", &m.dst))?;
+        let t = target(OFlag::O_PATH)?;
+        mount(none, &fd_path(&t), none, to_ms(*p), none)
+            .map_err(ep("set the propagation of", &m.dst))?;
     }
     Ok(())
 }
@@ -403,42 +517,74 @@ fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
             d.gid,
         ));
     }
+    use nix::fcntl::OFlag;
+    let root = nix::fcntl::open(
+        &c.rootfs,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(ep("open the root filesystem", &c.rootfs))?;
+    // (directory opened inside the root, name in it) for a path of the container: every
+    // step below works relative to that directory, never by a host path that a symlink
+    // swapped into the rootfs could redirect.
+    let resolved = |path: &Path| -> PathBuf {
+        let r = secure_join(&c.rootfs, path);
+        Path::new("/").join(r.strip_prefix(&c.rootfs).unwrap_or(Path::new("")))
+    };
+    let place = |path: &Path| -> Result<(OwnedFd, std::ffi::OsString), Step> {
+        let rel = resolved(path);
+        let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+            return Err((
+                "create a device",
+                format!("{}: not a file path", path.display()),
+            ));
+        };
+        make_mount_point(&root, parent, false)?;
+        let dir = open_in_root(&root, parent, OFlag::O_PATH | OFlag::O_DIRECTORY)
+            .map_err(ep("open a device directory", parent))?;
+        Ok((dir, name.to_os_string()))
+    };
     for (path, kind, major, minor, mode, uid, gid) in devs {
-        let dst = secure_join(&c.rootfs, &path);
-        if let Some(p) = dst.parent() {
-            std::fs::create_dir_all(p).map_err(|err| {
-                (
-                    "create a device directory",
-                    format!("{}: {err}", p.display()),
-                )
-            })?;
-        }
         if in_userns {
             // mknod is refused in a user namespace: bind the host's node.
-            prepare_dst(&dst, true)?;
-            mount(Some(&path), &dst, none, MsFlags::MS_BIND, none)
+            make_mount_point(&root, &resolved(&path), true)?;
+            let t = open_in_root(&root, &path, OFlag::O_PATH)
+                .map_err(ep("open a device mount point", &path))?;
+            mount(Some(&path), &fd_path(&t), none, MsFlags::MS_BIND, none)
                 .map_err(ep("bind the device node", &path))?;
             continue;
         }
-        let _ = std::fs::remove_file(&dst);
+        let (dir, name) = place(&path)?;
+        let _ = nix::unistd::unlinkat(
+            &dir,
+            name.as_os_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
         let kind = match kind {
             'b' => SFlag::S_IFBLK,
             'p' => SFlag::S_IFIFO,
             _ => SFlag::S_IFCHR,
         };
         let perm = Mode::from_bits_truncate(mode & 0o7777);
-        nix::sys::stat::mknod(&dst, kind, perm, nix::sys::stat::makedev(major, minor))
-            .map_err(ep("create the device node", &path))?;
-        // mknod applies the umask: set the mode the config asked for.
-        nix::sys::stat::fchmodat(
-            nix::fcntl::AT_FDCWD,
-            &dst,
+        // The mode the config asked for, not reduced by the umask (init is single-threaded).
+        let old = nix::sys::stat::umask(Mode::empty());
+        let r = nix::sys::stat::mknodat(
+            &dir,
+            name.as_os_str(),
+            kind,
             perm,
-            nix::sys::stat::FchmodatFlags::FollowSymlink,
+            nix::sys::stat::makedev(major, minor),
+        );
+        nix::sys::stat::umask(old);
+        r.map_err(ep("create the device node", &path))?;
+        nix::unistd::fchownat(
+            &dir,
+            name.as_os_str(),
+            Some(uid.into()),
+            Some(gid.into()),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
         )
-        .map_err(ep("set the mode of", &path))?;
-        nix::unistd::chown(&dst, Some(uid.into()), Some(gid.into()))
-            .map_err(ep("set the owner of", &path))?;
+        .map_err(ep("set the owner of", &path))?;
     }
     for (link, target) in [
         ("/dev/fd", "/proc/self/fd"),
@@ -447,12 +593,10 @@ fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
         ("/dev/stderr", "/proc/self/fd/2"),
         ("/dev/ptmx", "pts/ptmx"),
     ] {
-        let dst = secure_join(&c.rootfs, Path::new(link));
-        if std::fs::symlink_metadata(&dst).is_ok() {
-            continue;
-        }
-        if let Err(err) = std::os::unix::fs::symlink(target, &dst) {
-            return Err(("create a /dev symlink", format!("{link}: {err}")));
+        let (dir, name) = place(Path::new(link))?;
+        match nix::unistd::symlinkat(target, &dir, name.as_os_str()) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(err) => return Err(("create a /dev symlink", format!("{link}: {err}"))),
         }
     }
     Ok(())
@@ -481,7 +625,14 @@ fn finish_root(c: &Container) -> Result<(), Step> {
     }
     for p in &c.masked {
         match std::fs::metadata(p) {
-            Err(_) => continue,
+            // Nothing to hide; any other error leaves the path unmasked: fail closed.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => {
+                return Err((
+                    "mask (linux.maskedPaths)",
+                    format!("{}: {err}", p.display()),
+                ));
+            }
             Ok(md) if md.is_dir() => mount(
                 Some("tmpfs"),
                 p,
@@ -495,8 +646,15 @@ fn finish_root(c: &Container) -> Result<(), Step> {
         }
     }
     for p in &c.readonly {
-        if std::fs::symlink_metadata(p).is_err() {
-            continue;
+        match std::fs::symlink_metadata(p) {
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(err) => {
+                return Err((
+                    "make read-only (linux.readonlyPaths)",
+                    format!("{}: {err}", p.display()),
+                ));
+            }
+            Ok(_) => {}
         }
         mount(Some(p), p, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
             .map_err(ep("bind a read-only path", p))?;
@@ -618,6 +776,18 @@ fn prepare(
         nix::sys::stat::umask(Mode::from_bits_truncate(u));
     }
     nix::unistd::chdir(&c.cwd).map_err(ep("enter process.cwd", &c.cwd))?;
+    // CVE-2024-21626: a cwd reached through a magic link (/proc/self/fd/N of a descriptor
+    // on a host directory) lies outside the container's root, where getcwd fails (ENOENT,
+    // "unreachable"). The program must start inside its root.
+    if let Err(err) = nix::unistd::getcwd() {
+        return Err((
+            "enter process.cwd",
+            format!(
+                "{}: the directory is outside the container's root filesystem ({err}); give a path inside it",
+                c.cwd.display()
+            ),
+        ));
+    }
     Ok(())
 }
 
@@ -634,6 +804,15 @@ pub fn exec_process(
         eprintln!("cordon-oci: cannot {step}: {msg}");
         sys::exit_now(1)
     };
+    // CVE-2024-21626: whatever cordon-oci inherited from its caller without close-on-exec
+    // (a host directory, a cgroup, a socket) must not reach the container: keep 0-2, the
+    // --preserve-fds ones and our own, close the rest.
+    let mut keep: Vec<i32> = (3..3 + preserve_fds).collect();
+    keep.push(_report);
+    keep.extend(console_sock.map(|s| s.as_raw_fd()));
+    if let Err(err) = sys::close_fds_except(&keep) {
+        fail("close inherited file descriptors", err.to_string());
+    }
     let slave = match console_sock {
         Some(sock) => match console(sock, c.console_size) {
             Ok(s) => Some(s),

@@ -9,6 +9,7 @@
 
 pub mod cgroup;
 pub mod config;
+pub mod exe;
 pub mod hooks;
 mod init;
 pub mod seccomp;
@@ -167,6 +168,18 @@ fn now_rfc3339() -> String {
 /// `cordon-oci ARGS` / `cordon oci ARGS`: returns the exit code.
 pub fn main(cli: OciCli) -> i32 {
     let ctx = Ctx::new(&cli.global);
+    // Commands that put a process into a container first move cordon-oci into a sealed
+    // in-memory copy of itself (CVE-2019-5736): a container process can then reach only
+    // that copy through /proc/PID/exe, never the host's binary.
+    if matches!(
+        cli.command,
+        OciCommand::Create(_) | OciCommand::Run { .. } | OciCommand::Exec(_)
+    ) && let Err(e) = exe::run_from_sealed_copy()
+    {
+        ctx.log("error", &e.to_string());
+        eprintln!("cordon-oci: {e}");
+        return 1;
+    }
     match dispatch(&ctx, cli.command) {
         Ok(code) => code,
         Err(e) => {
@@ -467,6 +480,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         has_process: c.has_process,
     };
     state::save(&dir, &stored)?;
+    // The config as checked now: `exec` uses it, not whatever config.json holds later.
+    state::save_config(&dir, &serde_json::to_vec(&c.spec).unwrap_or_default())?;
     // The hooks before start see the state `created` (what `state` answers from now on).
     let creating = serde_json::to_vec(&stored.oci(Status::Created)).unwrap_or_default();
     if let Some(h) = c.spec.hooks() {
@@ -514,8 +529,20 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
 }
 
 fn write_pid_file(p: &Path, pid: i32) -> Result<(), OciError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let tmp = p.with_extension("cordon-tmp");
-    std::fs::write(&tmp, pid.to_string()).map_err(io_err("write --pid-file", &tmp))?;
+    // A new file, never through a symlink someone left at the temporary name (O_EXCL):
+    // a root cordon-oci must not truncate whatever that symlink points at.
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .open(&tmp)
+        .map_err(io_err("write --pid-file", &tmp))?;
+    f.write_all(pid.to_string().as_bytes())
+        .map_err(io_err("write --pid-file", &tmp))?;
+    drop(f);
     std::fs::rename(&tmp, p).map_err(io_err("write --pid-file", p))
 }
 
@@ -605,14 +632,16 @@ fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {
     // Return once the container's process runs the config's program (poststart hooks run
     // after it started, and a signal sent right after `start` reaches the program, not
     // cordon's setup code). Bounded: a program that is cordon-oci itself, or a slow setup.
-    if let Some(before) = before {
+    // An unprivileged caller cannot read the exe of the (non-dumpable) init at all: there
+    // the program runs once it can.
+    {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while std::time::Instant::now() < deadline && state::init_alive(&s) {
             let now = std::fs::metadata(&exe).ok().map(|m| {
                 use std::os::unix::fs::MetadataExt;
                 (m.dev(), m.ino())
             });
-            if now != Some(before) {
+            if now.is_some() && now != before {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_micros(200));
@@ -620,7 +649,7 @@ fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {
     }
     if let Some(list) = s.hooks.as_ref().and_then(|h| h.poststart().clone()) {
         let json = serde_json::to_vec(&s.oci(Status::Running)).unwrap_or_default();
-        if let Err(e) = hooks::run("poststart", &list, &json) {
+        for e in hooks::run_each("poststart", &list, &json) {
             ctx.log("warning", &e.to_string());
             eprintln!("cordon-oci: warning: {e}");
         }
@@ -699,7 +728,7 @@ fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
     std::fs::remove_dir_all(&dir).map_err(io_err("remove the state directory", &dir))?;
     if let Some(list) = s.hooks.as_ref().and_then(|h| h.poststop().clone()) {
         let json = serde_json::to_vec(&s.oci(Status::Stopped)).unwrap_or_default();
-        if let Err(e) = hooks::run("poststop", &list, &json) {
+        for e in hooks::run_each("poststop", &list, &json) {
             ctx.log("warning", &e.to_string());
             eprintln!("cordon-oci: warning: {e}");
         }
@@ -1027,7 +1056,9 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
             what: "exec needs a running container",
         });
     }
-    let mut c = Container::load(Path::new(&s.bundle))?;
+    // The config `create` checked (kept in the state directory): a config.json edited
+    // since cannot hand exec'd processes other capabilities, ids or seccomp policy.
+    let mut c = Container::from_json(&state::load_config(&dir)?, Path::new(&s.bundle))?;
     if let Some(p) = &a.process {
         let text = std::fs::read_to_string(p).map_err(io_err("read --process", p))?;
         let proc: oci_spec::runtime::Process = serde_json::from_str(&text)
@@ -1170,6 +1201,12 @@ fn exec_mid(
         let _ = nix::unistd::write(report, format!("ERR {step}: {e}").as_bytes());
         1
     };
+    // Before anything of the container is joined: a non-dumpable process cannot be
+    // ptraced, nor its /proc/PID/exe, fds or memory opened, by the container's processes
+    // (the flag passes to the forked process and is reset by its execve).
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        return fail("make the exec process non-dumpable", e.to_string());
+    }
     let me = nix::unistd::getpid().as_raw();
     if let Err(e) = cgroup::attach(cg, me) {
         return fail("join the container's cgroup", e.to_string());
@@ -1236,6 +1273,24 @@ mod tests {
         assert_eq!(parse_signal("KILL"), Some(Signal::SIGKILL));
         assert_eq!(parse_signal("sigterm"), Some(Signal::SIGTERM));
         assert_eq!(parse_signal("NOPE"), None);
+    }
+
+    #[test]
+    fn pid_file_never_writes_through_a_symlink() {
+        let d = tempfile::tempdir().unwrap();
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let p = d.path().join("pid");
+        std::os::unix::fs::symlink(&victim, p.with_extension("cordon-tmp")).unwrap();
+        write_pid_file(&p, 42).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "42");
+        assert!(
+            !std::fs::symlink_metadata(&p)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
     }
 
     #[test]

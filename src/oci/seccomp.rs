@@ -88,7 +88,21 @@ fn jmp(code: u16, k: u32, jt: Tgt, jf: Tgt) -> Ins {
 }
 
 fn action(a: LinuxSeccompAction, errno: Option<u32>, field: &str) -> Result<u32, OciSeccompError> {
-    let data = errno.unwrap_or(libc::EPERM as u32) & 0xffff;
+    // The kernel caps an errno at 4095 (MAX_ERRNO); larger values used to be cut to 16
+    // bits here (65537 became EPERM): say so instead.
+    let data = errno.unwrap_or(libc::EPERM as u32);
+    if data > 4095 && matches!(a, LinuxSeccompAction::ScmpActErrno) {
+        let f = field.strip_suffix(".action").unwrap_or(field);
+        let name = if f.ends_with("defaultAction") {
+            "linux.seccomp.defaultErrnoRet".to_string()
+        } else {
+            format!("{f}.errnoRet")
+        };
+        return Err(OciSeccompError::Invalid {
+            field: name,
+            why: format!("{data} is not an errno (1-4095)"),
+        });
+    }
     Ok(match a {
         LinuxSeccompAction::ScmpActKill | LinuxSeccompAction::ScmpActKillThread => RET_KILL_THREAD,
         LinuxSeccompAction::ScmpActKillProcess => RET_KILL_PROCESS,
@@ -396,6 +410,25 @@ mod tests {
         assert_eq!(r("dup2", &[3, 10]), RET_ALLOW);
         assert_eq!(r("dup2", &[4, 11]), RET_ALLOW);
         assert_eq!(r("dup2", &[4, 1 << 32]), RET_ALLOW);
+    }
+
+    #[test]
+    fn an_errno_out_of_range_names_the_field() {
+        let s: LinuxSeccomp = serde_json::from_str(
+            r#"{"defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO", "errnoRet": 65537}]}"#,
+        )
+        .unwrap();
+        let e = compile(&s).unwrap_err().to_string();
+        assert!(
+            e.contains("linux.seccomp.syscalls[0].errnoRet") && e.contains("65537"),
+            "{e}"
+        );
+        let s: LinuxSeccomp =
+            serde_json::from_str(r#"{"defaultAction": "SCMP_ACT_ERRNO", "defaultErrnoRet": 5000}"#)
+                .unwrap();
+        let e = compile(&s).unwrap_err().to_string();
+        assert!(e.contains("linux.seccomp.defaultErrnoRet"), "{e}");
     }
 
     #[test]

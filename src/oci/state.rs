@@ -28,6 +28,20 @@ pub enum StateError {
         path: String,
         source: std::io::Error,
     },
+    #[error(
+        "refusing the state {path}: {why}; state that another user can write could make cordon-oci signal any process, remove any directory or run any program (hooks) as {owner}: remove it, or use a --root owned by uid {owner} and not writable by group or others"
+    )]
+    Unsafe {
+        path: String,
+        why: String,
+        owner: u32,
+    },
+    #[error("the state of container {id} is invalid ({path}): {why}")]
+    Invalid {
+        id: String,
+        path: String,
+        why: String,
+    },
     #[error("the state of container {id} is corrupt ({path}): {source}")]
     Corrupt {
         id: String,
@@ -135,6 +149,35 @@ pub fn fifo_path(dir: &Path) -> PathBuf {
     dir.join("exec.fifo")
 }
 
+/// Checks that `path` (not followed if a symlink) belongs to this process's euid and that
+/// neither group nor others may write it: state.json names the pid cordon-oci signals, the
+/// cgroups it removes and the hooks it runs, so it must be as trusted as the caller.
+pub fn check_owned(path: &Path) -> Result<(), StateError> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let md = std::fs::symlink_metadata(path).map_err(io("inspect", path))?;
+    let why = if md.file_type().is_symlink() {
+        Some("it is a symlink".to_string())
+    } else if md.uid() != me {
+        Some(format!("it belongs to uid {}, not {me}", md.uid()))
+    } else if md.mode() & 0o022 != 0 {
+        Some(format!(
+            "its mode {:o} lets group or others write it",
+            md.mode() & 0o7777
+        ))
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(StateError::Unsafe {
+            path: path.display().to_string(),
+            why,
+            owner: me,
+        }),
+    }
+}
+
 /// Creates the state directory (and `root`, mode 0700).
 pub fn create_dir(root: &Path, id: &str) -> Result<PathBuf, StateError> {
     use std::os::unix::fs::DirBuilderExt;
@@ -144,6 +187,7 @@ pub fn create_dir(root: &Path, id: &str) -> Result<PathBuf, StateError> {
         .mode(0o700)
         .create(root)
         .map_err(io("create the state root", root))?;
+    check_owned(root)?;
     match std::fs::DirBuilder::new().mode(0o700).create(&d) {
         Ok(()) => Ok(d),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -158,26 +202,85 @@ pub fn save(dir: &Path, s: &Stored) -> Result<(), StateError> {
     let path = dir.join("state.json");
     let tmp = dir.join(".state.json.tmp");
     let bytes = serde_json::to_vec(s).unwrap_or_default();
-    std::fs::write(&tmp, bytes).map_err(io("write", &tmp))?;
+    // Mode 0600 whatever the caller's umask: `load` refuses a state others may write.
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io("write", &tmp))?
+    };
+    std::io::Write::write_all(&mut f, &bytes).map_err(io("write", &tmp))?;
+    drop(f);
     std::fs::rename(&tmp, &path).map_err(io("rename into place", &path))
+}
+
+/// Keeps the container's config (as `create` checked it) as `config.json`, mode 0600.
+pub fn save_config(dir: &Path, json: &[u8]) -> Result<(), StateError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join("config.json");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io("write", &path))?;
+    std::io::Write::write_all(&mut f, json).map_err(io("write", &path))
+}
+
+/// The config `create` kept (see [`save_config`]), checked like `state.json`.
+pub fn load_config(dir: &Path) -> Result<Vec<u8>, StateError> {
+    let path = dir.join("config.json");
+    check_owned(&path)?;
+    std::fs::read(&path).map_err(io("read", &path))
 }
 
 /// Reads `state.json` of `id`.
 pub fn load(root: &Path, id: &str) -> Result<(PathBuf, Stored), StateError> {
     let d = dir(root, id)?;
     let path = d.join("state.json");
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(StateError::NotFound(id.into()));
-        }
-        Err(e) => return Err(io("read", &path)(e)),
-    };
-    let s = serde_json::from_slice(&bytes).map_err(|source| StateError::Corrupt {
+    if std::fs::symlink_metadata(&path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound) {
+        return Err(StateError::NotFound(id.into()));
+    }
+    for p in [root, d.as_path(), path.as_path()] {
+        check_owned(p)?;
+    }
+    let bytes = std::fs::read(&path).map_err(io("read", &path))?;
+    let s: Stored = serde_json::from_slice(&bytes).map_err(|source| StateError::Corrupt {
         id: id.into(),
         path: path.display().to_string(),
         source,
     })?;
+    let invalid = |why: String| StateError::Invalid {
+        id: id.into(),
+        path: path.display().to_string(),
+        why,
+    };
+    if s.id != id {
+        return Err(invalid(format!("it names container {:?}", s.id)));
+    }
+    // kill(2) with 0 or a negative pid signals process groups, or every process.
+    if s.pid <= 1 {
+        return Err(invalid(format!("pid {} is not a container's init", s.pid)));
+    }
+    for c in &s.cgroup_dirs {
+        let inside = c.starts_with("/sys/fs/cgroup")
+            && c.components().all(|x| {
+                matches!(
+                    x,
+                    std::path::Component::RootDir | std::path::Component::Normal(_)
+                )
+            });
+        if !inside || c == Path::new("/sys/fs/cgroup") {
+            return Err(invalid(format!(
+                "cgroup directory {} is not below /sys/fs/cgroup",
+                c.display()
+            )));
+        }
+    }
     Ok((d, s))
 }
 
@@ -252,6 +355,82 @@ mod tests {
         for bad in ["", ".", "..", "a/b", ".hidden", "a b", "a\0"] {
             assert!(check_id(bad).is_err(), "{bad:?}");
         }
+    }
+
+    fn sample(id: &str) -> Stored {
+        Stored {
+            oci_version: "1.0.2".into(),
+            id: id.into(),
+            pid: 42,
+            bundle: "/b".into(),
+            annotations: HashMap::new(),
+            start_time: 1,
+            created: "x".into(),
+            cgroup_dirs: vec![],
+            hooks: None,
+            rootless: false,
+            owner: 0,
+            own_pid_ns: true,
+            has_process: true,
+        }
+    }
+
+    #[test]
+    fn state_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        let d = create_dir(&root, "c1").unwrap();
+        save(&d, &sample("c1")).unwrap();
+        assert!(load(&root, "c1").is_ok());
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        // A world-writable root, state directory or state.json: refused, whatever it says.
+        for (p, good) in [(&root, 0o700), (&d, 0o700), (&d.join("state.json"), 0o600)] {
+            mode(p, 0o777);
+            let e = load(&root, "c1").unwrap_err().to_string();
+            assert!(e.contains("refusing the state") && e.contains("777"), "{e}");
+            mode(p, good);
+        }
+        assert!(create_dir(&root, "c2").is_ok());
+        mode(&root, 0o777);
+        assert!(matches!(
+            create_dir(&root, "c3"),
+            Err(StateError::Unsafe { .. })
+        ));
+        mode(&root, 0o700);
+        // A state.json replaced by a symlink.
+        std::fs::rename(d.join("state.json"), t.path().join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(t.path().join("elsewhere"), d.join("state.json")).unwrap();
+        assert!(matches!(load(&root, "c1"), Err(StateError::Unsafe { .. })));
+    }
+
+    #[test]
+    fn state_fields_that_reach_outside_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        let d = create_dir(&root, "c1").unwrap();
+        let bad = |f: &dyn Fn(&mut Stored)| {
+            let mut s = sample("c1");
+            f(&mut s);
+            save(&d, &s).unwrap();
+            load(&root, "c1").map(|_| ()).unwrap_err().to_string()
+        };
+        assert!(bad(&|s| s.pid = -1).contains("pid -1"));
+        assert!(bad(&|s| s.pid = 0).contains("pid 0"));
+        assert!(bad(&|s| s.id = "other".into()).contains("names container"));
+        for dir in [
+            "/etc",
+            "/sys/fs/cgroup/../../etc",
+            "/sys/fs/cgroup",
+            "sys/fs/cgroup/x",
+        ] {
+            let e = bad(&|s| s.cgroup_dirs = vec![dir.into()]);
+            assert!(e.contains("not below /sys/fs/cgroup"), "{dir}: {e}");
+        }
+        save(&d, &sample("c1")).unwrap();
+        assert!(load(&root, "c1").is_ok());
     }
 
     #[test]
