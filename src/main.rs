@@ -18,6 +18,9 @@ fn main() {
             });
         }
     };
+    if !matches!(cli.command, Command::Exec(_) | Command::Run(_)) {
+        cordon::sys::default_sigpipe();
+    }
     let code = match cli.command {
         Command::Exec(args) => commands::exec(&args),
         Command::Run(args) => commands::run(&args),

@@ -135,3 +135,20 @@ both!(fn doctor_exit_code_and_plain_output_agree_with_ready(who) {
     }
     assert_eq!(f.code, fj.code, "plain and --json doctor must agree:\n{}", f.describe());
 });
+
+#[test]
+fn printing_commands_end_quietly_when_the_reader_is_gone() {
+    // stdout is a pipe whose read end is already closed: the first write fails (EPIPE).
+    for args in [&["doctor"][..], &["profiles"][..], &["oci", "features"][..]] {
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        drop(r);
+        let out = std::process::Command::new(cordon_bin())
+            .args(args)
+            .stdout(std::process::Stdio::from(w))
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("run cordon");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked") && !err.contains("failed printing"), "cordon {args:?}: {err}");
+    }
+}

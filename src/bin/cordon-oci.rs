@@ -12,5 +12,7 @@ fn main() {
             std::process::exit(if e.use_stderr() { 1 } else { 0 });
         }
     };
+    // Its commands print and exit; the container's own stdio never goes through it.
+    cordon::sys::default_sigpipe();
     std::process::exit(cordon::oci::main(cli));
 }

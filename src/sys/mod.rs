@@ -145,6 +145,19 @@ pub fn reset_signals() -> Result<(), Errno> {
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
 }
 
+/// Restores SIGPIPE's default action (the Rust runtime ignores it): a command that only prints
+/// then ends quietly when its reader goes away (`cordon doctor | head -1`), as other tools do,
+/// instead of failing on EPIPE. Not for `exec`/`run`, whose supervisor handles EPIPE itself.
+pub fn default_sigpipe() {
+    // SAFETY: SIG_DFL installs no handler code, so nothing can run in signal context.
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    };
+}
+
 /// Sets `sig` to be ignored.
 pub fn ignore_signal(sig: nix::sys::signal::Signal) -> Result<(), Errno> {
     // SAFETY: SIG_IGN installs no handler code, so nothing can run in signal context.
