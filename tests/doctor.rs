@@ -149,6 +149,9 @@ fn printing_commands_end_quietly_when_the_reader_is_gone() {
             .output()
             .expect("run cordon");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!err.contains("panicked") && !err.contains("failed printing"), "cordon {args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("failed printing"),
+            "cordon {args:?}: {err}"
+        );
     }
 }
