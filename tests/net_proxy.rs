@@ -357,7 +357,10 @@ both!(
         let mut child = c.spawn(std::process::Stdio::piped(), std::process::Stdio::piped());
         let cordon = child.id();
         let mut proxy = None;
-        let found = wait_until(std::time::Duration::from_secs(10), || {
+        // Found, and past the fork: a helper that has not yet closed what it inherited from
+        // cordon shows cordon's fds for a moment. One that never closes them fails below.
+        let settled = |p: u32| std::fs::read_dir(format!("/proc/{p}/fd")).map(|d| d.count()).unwrap_or(usize::MAX) <= 6;
+        wait_until(std::time::Duration::from_secs(10), || {
             let own_ns = std::fs::read_link("/proc/self/ns/pid").ok();
             // Not the sandbox's init (pid 1 of another pid namespace): the helper stays in ours.
             proxy = children_of(cordon).into_iter().find(|&k| {
@@ -366,7 +369,7 @@ both!(
                     fds.flatten().any(|f| std::fs::read_link(f.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
                 })
             });
-            proxy.is_some()
+            proxy.is_some_and(settled)
         });
         let status = proxy.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok()).unwrap_or_default();
         // What it holds: stdio, the listening socket, its stop and report pipes; nothing of
@@ -377,7 +380,7 @@ both!(
             .unwrap_or_default();
         let _ = child.kill();
         let _ = child.wait();
-        assert!(found, "no proxy helper (a child of cordon in its pid namespace holding a socket) found");
+        assert!(proxy.is_some(), "no proxy helper (a child of cordon in its pid namespace holding a socket) found");
         let field = |k: &str| status.lines().find_map(|l| l.strip_prefix(k)).unwrap_or("").split_whitespace().map(String::from).collect::<Vec<_>>();
         let uids = field("Uid:");
         assert!(!uids.is_empty() && uids.iter().all(|u| u != "0"), "the proxy helper runs with uids {uids:?}:\n{status}");

@@ -19,10 +19,11 @@ use std::path::{Path, PathBuf};
 pub const STAGE: &str = "/tmp";
 
 /// The second, empty layer of every read-only overlay (the kernel wants two lower layers when
-/// there is no upper one): the new root's `/proc` directory, made first. It stays empty: procfs
-/// is mounted over it later (each overlay keeps its own private copy of the layer, which that
-/// mount does not reach), and the root is read-only. A directory of its own would show in `/`,
-/// and a tmpfs of its own would cost an unmount (an RCU grace period) before the pivot.
+/// there is no upper one): the new root's `/proc` directory, made first and held by an
+/// `O_PATH` fd, through which every overlay names it — by path, an overlay made after procfs
+/// is mounted there would get procfs. The directory stays empty: procfs covers it, and the
+/// root is read-only. A directory of its own would show in `/`, and a tmpfs of its own would
+/// cost an unmount (an RCU grace period) before the pivot.
 const EMPTY_LAYER: &str = "proc";
 
 /// Largest host file [`Op::BindRo`] copies in (a file is copied, not bound: see there).
@@ -193,8 +194,16 @@ pub fn apply(ops: &[Op], sources: Sources, allow_bind: bool) -> Result<Option<St
     )
     .map_err(|e| fail(&root_op, "mount tmpfs root", Path::new(STAGE), e))?;
 
-    let empty = Path::new(STAGE).join(EMPTY_LAYER);
-    std::fs::create_dir(&empty).map_err(|e| fail(&root_op, "mkdir", &empty, io_errno(&e)))?;
+    let empty_dir = Path::new(STAGE).join(EMPTY_LAYER);
+    std::fs::create_dir(&empty_dir)
+        .map_err(|e| fail(&root_op, "mkdir", &empty_dir, io_errno(&e)))?;
+    let empty_fd = open(
+        &empty_dir,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| fail(&root_op, "open", &empty_dir, e))?;
+    let empty = fd_path(&empty_fd);
     let mut views = Views {
         empty: &empty,
         allow_bind,
