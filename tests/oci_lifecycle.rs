@@ -380,10 +380,10 @@ both!(fn resources_are_applied(who) {
     assert!(!Path::new(&mem).exists(), "the cgroup outlived delete");
 });
 
-/// podman with cordon-oci as its runtime, as root and rootless: an imported busybox image runs
-/// (output, exit code), a read-only root refuses writes, a detached container takes an exec and
-/// is stopped and removed, and (root: rootless podman ignores resource limits on cgroup v1) a
-/// --memory limit reaches the container's memory cgroup.
+// podman with cordon-oci as its runtime, as root and rootless: an imported busybox image runs
+// (output, exit code), a read-only root refuses writes, a detached container takes an exec and
+// is stopped and removed, and (root: rootless podman ignores resource limits on cgroup v1) a
+// --memory limit reaches the container's memory cgroup.
 both!(fn podman_runs_containers(who) {
     if Command::new("podman").arg("--version").output().is_err() {
         println!("SKIP: podman not installed (apt-get install podman)");
