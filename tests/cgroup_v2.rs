@@ -124,30 +124,11 @@ both!(fn memory_peak_is_the_cgroup_peak(who) {
     );
 });
 
-/// Four threads in two processes spin for 3 s of wall time.
-const BURN: &str = r#"
-import os, threading, time
-end = time.time() + 3
-def spin():
-    while time.time() < end:
-        pass
-pids = []
-for _ in range(2):
-    pid = os.fork()
-    if pid == 0:
-        ts = [threading.Thread(target=spin) for _ in range(2)]
-        [t.start() for t in ts]; [t.join() for t in ts]
-        os._exit(0)
-    pids.append(pid)
-for p in pids:
-    os.waitpid(p, 0)
-"#;
-
 both!(fn cpu_max_holds_a_multithread_burn(who) {
     if !v2_ready(who, "cpu_max_holds_a_burn") {
         return;
     }
-    let r = exec_json_run(who, &["--cpus", "0.25", "--timeout", "60s"], &[PY, "-c", BURN]);
+    let r = exec_json_run(who, &["--cpus", "0.25", "--timeout", "60s"], &[PY, "-c", &cpu_burn(3.0)]);
     assert_v2(&r);
     r.expect_ok();
     assert_eq!(r.get("/cpuTimeSource"), &json!("cgroup-v2"), "CPU time must come from cpu.stat:\n{}", r.describe());
@@ -161,23 +142,6 @@ both!(fn cpu_max_holds_a_multithread_burn(who) {
     assert!(cpu < 0.6 * wall, "CPU time {cpu} ms over {wall} ms wall under --cpus 0.25:\n{}", r.describe());
     assert!(cpu > 0.02 * wall, "CPU time {cpu} ms is too low to be the kernel's count:\n{}", r.describe());
 });
-
-/// Forks sleeping children until fork fails (at most 64); prints `<forks> <errno name|None>`.
-const FORK_BOMB: &str = "\
-import errno, os, time
-n, err = 0, None
-for i in range(64):
-    try:
-        pid = os.fork()
-    except OSError as e:
-        err = errno.errorcode.get(e.errno, e.errno)
-        break
-    if pid == 0:
-        time.sleep(60)
-        os._exit(0)
-    n += 1
-print(n, err, flush=True)
-";
 
 both!(fn pids_max_holds_a_fork_bomb(who) {
     if !v2_ready(who, "pids_max_holds_a_fork_bomb") {

@@ -151,23 +151,6 @@ both!(fn memory_bomb_with_forced_rlimit_is_memory_limit(who) {
     memory_bomb(who, &["--limits-backend", "rlimit"]);
 });
 
-/// Forks sleeping children until fork fails (at most 64); prints `<forks> <errno name|None>`.
-const FORK_BOMB: &str = "\
-import errno, os, time
-n, err = 0, None
-for i in range(64):
-    try:
-        pid = os.fork()
-    except OSError as e:
-        err = errno.errorcode.get(e.errno, e.errno)
-        break
-    if pid == 0:
-        time.sleep(60)
-        os._exit(0)
-    n += 1
-print(n, err, flush=True)
-";
-
 fn fork_bomb(who: Who, extra: &[&str]) {
     // The timeout is only a backstop (the payload exits as soon as fork fails; its sleeping
     // children must not keep the run alive): generous, for emulated guests (scripts/vm-test).

@@ -10,27 +10,8 @@ use common::*;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-/// Two processes (and two threads each) burn CPU for 2.5 s of wall time; prints nothing.
-const BURN: &str = r#"
-import os, threading, time
-end = time.time() + 2.5
-def spin():
-    while time.time() < end:
-        pass
-pids = []
-for _ in range(2):
-    pid = os.fork()
-    if pid == 0:
-        ts = [threading.Thread(target=spin) for _ in range(2)]
-        [t.start() for t in ts]; [t.join() for t in ts]
-        os._exit(0)
-    pids.append(pid)
-for p in pids:
-    os.waitpid(p, 0)
-"#;
-
 both!(fn case30_cpu_burn_held_to_cpus(who) {
-    let r = exec_json_run(who, &["--cpus", "0.5", "--timeout", "30s"], &[PY, "-c", BURN]);
+    let r = exec_json_run(who, &["--cpus", "0.5", "--timeout", "30s"], &[PY, "-c", &cpu_burn(2.5)]);
     r.expect_ok();
     let backend = r.backend();
     let wall = r.get("/executionTime").as_f64().unwrap_or(0.0);

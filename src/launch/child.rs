@@ -335,7 +335,7 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     nix::unistd::chdir(WORKSPACE).map_err(e("enter /workspace"))?;
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     for r in ctx.rlimits {
-        let res = resource(r.resource).ok_or((
+        let res = crate::limits::nix_resource(r.resource).ok_or((
             "set a resource limit",
             format!("unknown rlimit {}", r.resource),
         ))?;
@@ -375,23 +375,6 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     crate::security::seccomp::install(ctx.seccomp)
         .map_err(|err| ("install seccomp", err.to_string()))?;
     Ok(())
-}
-
-fn resource(r: libc::__rlimit_resource_t) -> Option<nix::sys::resource::Resource> {
-    use nix::sys::resource::Resource;
-    Some(match r {
-        libc::RLIMIT_AS => Resource::RLIMIT_AS,
-        libc::RLIMIT_CORE => Resource::RLIMIT_CORE,
-        libc::RLIMIT_CPU => Resource::RLIMIT_CPU,
-        libc::RLIMIT_DATA => Resource::RLIMIT_DATA,
-        libc::RLIMIT_FSIZE => Resource::RLIMIT_FSIZE,
-        libc::RLIMIT_NOFILE => Resource::RLIMIT_NOFILE,
-        libc::RLIMIT_NPROC => Resource::RLIMIT_NPROC,
-        libc::RLIMIT_STACK => Resource::RLIMIT_STACK,
-        libc::RLIMIT_MEMLOCK => Resource::RLIMIT_MEMLOCK,
-        libc::RLIMIT_MSGQUEUE => Resource::RLIMIT_MSGQUEUE,
-        _ => return None,
-    })
 }
 
 /// execs argv[0] (searched in PATH when it has no '/'); returns the exit code for failure.

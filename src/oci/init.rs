@@ -756,7 +756,8 @@ fn prepare(
         sys::clear_cloexec(fd).map_err(e("keep a --preserve-fds descriptor"))?;
     }
     for (res, soft, hard) in &c.rlimits {
-        let r = super::rlimit(*res).ok_or(("set an rlimit", format!("unknown resource {res}")))?;
+        let r = crate::limits::nix_resource(*res)
+            .ok_or(("set an rlimit", format!("unknown resource {res}")))?;
         nix::sys::resource::setrlimit(r, *soft, *hard)
             .map_err(|err| ("set process.rlimits", format!("{r:?} {soft}/{hard}: {err}")))?;
     }

@@ -1239,30 +1239,6 @@ fn exec_mid(
     }
 }
 
-/// The rlimit resources nix knows, by number.
-pub(crate) fn rlimit(r: libc::__rlimit_resource_t) -> Option<nix::sys::resource::Resource> {
-    use nix::sys::resource::Resource;
-    Some(match r {
-        libc::RLIMIT_AS => Resource::RLIMIT_AS,
-        libc::RLIMIT_CORE => Resource::RLIMIT_CORE,
-        libc::RLIMIT_CPU => Resource::RLIMIT_CPU,
-        libc::RLIMIT_DATA => Resource::RLIMIT_DATA,
-        libc::RLIMIT_FSIZE => Resource::RLIMIT_FSIZE,
-        libc::RLIMIT_NOFILE => Resource::RLIMIT_NOFILE,
-        libc::RLIMIT_NPROC => Resource::RLIMIT_NPROC,
-        libc::RLIMIT_STACK => Resource::RLIMIT_STACK,
-        libc::RLIMIT_MEMLOCK => Resource::RLIMIT_MEMLOCK,
-        libc::RLIMIT_MSGQUEUE => Resource::RLIMIT_MSGQUEUE,
-        libc::RLIMIT_LOCKS => Resource::RLIMIT_LOCKS,
-        libc::RLIMIT_NICE => Resource::RLIMIT_NICE,
-        libc::RLIMIT_RSS => Resource::RLIMIT_RSS,
-        libc::RLIMIT_RTPRIO => Resource::RLIMIT_RTPRIO,
-        libc::RLIMIT_RTTIME => Resource::RLIMIT_RTTIME,
-        libc::RLIMIT_SIGPENDING => Resource::RLIMIT_SIGPENDING,
-        _ => return None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -435,21 +435,7 @@ mod tests {
 
     #[test]
     fn state_json_has_the_spec_fields() {
-        let s = Stored {
-            oci_version: "1.0.2".into(),
-            id: "c1".into(),
-            pid: 42,
-            bundle: "/b".into(),
-            annotations: HashMap::new(),
-            start_time: 1,
-            created: "x".into(),
-            cgroup_dirs: vec![],
-            hooks: None,
-            rootless: false,
-            owner: 0,
-            own_pid_ns: true,
-            has_process: true,
-        };
+        let s = sample("c1");
         let v = serde_json::to_value(s.oci(Status::Created)).unwrap();
         assert_eq!(v["ociVersion"], "1.0.2");
         assert_eq!(v["status"], "created");

@@ -888,6 +888,46 @@ pub fn time_scale() -> f64 {
         .map_or(1.0, |f| f.max(1.0))
 }
 
+/// Forks sleeping children until fork fails (at most 64); prints `<forks> <errno name|None>`.
+pub const FORK_BOMB: &str = "\
+import errno, os, time
+n, err = 0, None
+for i in range(64):
+    try:
+        pid = os.fork()
+    except OSError as e:
+        err = errno.errorcode.get(e.errno, e.errno)
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    n += 1
+print(n, err, flush=True)
+";
+
+/// A Python program: two processes of two threads each spin for `seconds` of wall time.
+pub fn cpu_burn(seconds: f64) -> String {
+    format!(
+        r#"
+import os, threading, time
+end = time.time() + {seconds}
+def spin():
+    while time.time() < end:
+        pass
+pids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        ts = [threading.Thread(target=spin) for _ in range(2)]
+        [t.start() for t in ts]; [t.join() for t in ts]
+        os._exit(0)
+    pids.append(pid)
+for p in pids:
+    os.waitpid(p, 0)
+"#
+    )
+}
+
 /// Polls until `cond` holds or `timeout` passes; returns whether it held.
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + timeout;
