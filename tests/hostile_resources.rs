@@ -117,10 +117,16 @@ both!(fn case28_thread_and_mmap_memory_bombs(who) {
             let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
             assert!((64 << 20..=160 << 20).contains(&used), "{name}: peak {used}:\n{}", r.describe());
         } else if name == "threads" {
-            // RLIMIT_DATA stops each thread's heap; the kill is inferred and labelled so.
+            // RLIMIT_DATA stops each thread's heap (contained: no thread got its 400 MB).
+            // Python reports a thread's MemoryError on stderr but still exits 0 when every
+            // thread failed before the main one checked: that run is the program's own `ok`.
+            // When it does fail, the memory limit is inferred, and labelled so.
             assert!(!r.output().contains("NOT LIMITED"), "{name}:\n{}", r.describe());
-            assert_eq!(r.status(), "memory_limit", "{name}:\n{}", r.describe());
-            assert_eq!(r.get("/oomKilledSource").as_str(), Some("inferred"), "{name}:\n{}", r.describe());
+            assert!(r.error().contains("MemoryError"), "{name}:\n{}", r.describe());
+            if r.code() != 0 {
+                assert_eq!(r.status(), "memory_limit", "{name}:\n{}", r.describe());
+                assert_eq!(r.get("/oomKilledSource").as_str(), Some("inferred"), "{name}:\n{}", r.describe());
+            }
         } else {
             // Without a cgroup nothing bounds shared memory: the result must say so, not
             // claim a memory limit it did not hold.
