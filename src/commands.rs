@@ -206,6 +206,12 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
         network,
         packages: args.packages.clone(),
         package_index: args.package_index.clone(),
+        packages_lock: match &args.packages_lock {
+            Some(p) => Some(std::fs::read(p).map_err(|e| {
+                RunError::Request(format!("cannot read --packages-lock {}: {e}", p.display()))
+            })?),
+            None => None,
+        },
         language: lang,
         files,
         entry: None,
@@ -243,10 +249,11 @@ pub fn run(args: &RunArgs) -> i32 {
             || !args.net.resolve.is_empty()
             || args.net.net_log
             || !args.packages.is_empty()
-            || args.package_index.is_some())
+            || args.package_index.is_some()
+            || args.packages_lock.is_some())
     {
         return fail(
-            "--net, --net-resolve, --net-log, --packages and --package-index apply to code given on the command line; in a JSON request use config.network, config.networkResolve, packages and packageIndex",
+            "--net, --net-resolve, --net-log, --packages, --package-index and --packages-lock apply to code given on the command line; in a JSON request use config.network, config.networkResolve, packages, packageIndex and packagesLock",
             true,
         );
     }

@@ -127,7 +127,78 @@ fn installer(name: &str) -> Installer {
     }
 }
 
-fn install_argv(cfg: &PackagesConfig, index: &str, pkgs: &[String]) -> Vec<String> {
+/// Where a lock file goes in the set's directory (as the install sandbox sees it, under /deps),
+/// and for npm the package.json that `npm ci` wants beside it, made from the lock's root entry.
+fn lock_files(
+    installer: &str,
+    text: &[u8],
+    pkgs: &[String],
+) -> Result<Vec<(&'static str, Vec<u8>)>, DepsError> {
+    if text.len() > MAX_LOCK {
+        return Err(DepsError::Invalid(format!(
+            "the lock file is larger than {} KiB",
+            MAX_LOCK >> 10
+        )));
+    }
+    if installer != "npm" {
+        if std::str::from_utf8(text).is_err() {
+            return Err(DepsError::Invalid(
+                "the lock file (a pip requirements file) is not UTF-8 text".into(),
+            ));
+        }
+        return Ok(vec![(PIP_LOCK, text.to_vec())]);
+    }
+    if !pkgs.is_empty() {
+        return Err(DepsError::Invalid(
+            "with a package-lock.json, npm installs exactly the lock (`npm ci`): drop --packages / packages".into(),
+        ));
+    }
+    let lock: serde_json::Value = serde_json::from_slice(text).map_err(|e| {
+        DepsError::Invalid(format!("the lock file is not a package-lock.json: {e}"))
+    })?;
+    let root = &lock["packages"][""];
+    if !root.is_object() {
+        return Err(DepsError::Invalid(
+            "the package-lock.json has no `packages[\"\"]` entry (lockfileVersion 2 or 3 is needed: `npm install --package-lock-only` writes one)".into(),
+        ));
+    }
+    let mut manifest =
+        serde_json::json!({"name": "cordon-deps", "version": "0.0.0", "private": true});
+    for key in ["dependencies", "optionalDependencies"] {
+        if let Some(d) = root.get(key) {
+            manifest[key] = d.clone();
+        }
+    }
+    let manifest = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
+    Ok(vec![
+        ("node/package-lock.json", text.to_vec()),
+        ("node/package.json", manifest),
+    ])
+}
+
+/// Largest lock file accepted.
+const MAX_LOCK: usize = 4 << 20;
+/// Where pip's lock (a requirements file) goes, relative to the set's directory.
+const PIP_LOCK: &str = "requirements.lock";
+
+fn install_argv(cfg: &PackagesConfig, index: &str, pkgs: &[String], locked: bool) -> Vec<String> {
+    if locked && cfg.installer == "npm" {
+        return [
+            "npm",
+            "ci",
+            "--prefix",
+            "/deps/node",
+            "--no-audit",
+            "--no-fund",
+            "--no-update-notifier",
+            "--loglevel",
+            "error",
+            "--registry",
+            index,
+        ]
+        .map(String::from)
+        .to_vec();
+    }
     let mut argv: Vec<String> = match cfg.installer.as_str() {
         "npm" => [
             "npm",
@@ -160,11 +231,16 @@ fn install_argv(cfg: &PackagesConfig, index: &str, pkgs: &[String]) -> Vec<Strin
             "--no-warn-script-location",
             "--index-url",
             index,
-            "--",
         ]
         .map(String::from)
         .to_vec(),
     };
+    if locked {
+        argv.extend(["-r".to_string(), format!("{DEPS_DIR}/{PIP_LOCK}")]);
+    }
+    if cfg.installer != "npm" {
+        argv.push("--".into());
+    }
     argv.extend(pkgs.iter().cloned());
     argv
 }
@@ -266,6 +342,7 @@ pub enum Prepared {
 pub fn prepare(
     profile: &Profile,
     packages: &[String],
+    lock: Option<&[u8]>,
     index_override: Option<&str>,
     rootfs: &Rootfs,
     base: &SandboxSpec,
@@ -275,7 +352,14 @@ pub fn prepare(
         .packages
         .as_ref()
         .ok_or_else(|| DepsError::Unsupported(profile.name.clone()))?;
-    let pkgs = check_packages(packages)?;
+    let pkgs = match lock {
+        Some(_) if packages.is_empty() => Vec::new(),
+        _ => check_packages(packages)?,
+    };
+    let lock_files = match lock {
+        Some(text) => lock_files(&cfg.installer, text, &pkgs)?,
+        None => Vec::new(),
+    };
     let inst = installer(&cfg.installer);
     let index = index_override.unwrap_or(&cfg.index).to_string();
     let index_entry =
@@ -315,6 +399,16 @@ pub fn prepare(
         index.clone(),
         identity(inst.interpreter),
         format!("{rootfs:?}"),
+        match lock {
+            Some(text) => format!(
+                "lock {}",
+                Sha256::digest(text)
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            ),
+            None => "no lock".to_string(),
+        },
     ] {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
@@ -370,8 +464,32 @@ pub fn prepare(
         e
     };
 
+    // The lock (and for npm the package.json derived from it) goes where the installer reads
+    // it, in the set's own directory: it also records what the set was built from.
+    for (rel, contents) in &lock_files {
+        let path = temp.join(rel);
+        let written = path
+            .parent()
+            .map_or(Ok(()), |d| {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(d)
+            })
+            .and_then(|()| std::fs::write(&path, contents));
+        if let Err(e) = written {
+            return Err(cleanup(cache_err(&path, e).into()));
+        }
+        if nix::unistd::geteuid().is_root() {
+            let id = crate::launch::root_caller_host_id();
+            for p in [path.parent().unwrap_or(&temp), path.as_path()] {
+                std::os::unix::fs::chown(p, Some(id), Some(id))
+                    .map_err(|e| cleanup(cache_err(p, e).into()))?;
+            }
+        }
+    }
     let mut s = base.clone();
-    s.argv = install_argv(cfg, &index, &pkgs);
+    s.argv = install_argv(cfg, &index, &pkgs, !lock_files.is_empty());
     s.env = vec![
         ("PIP_BREAK_SYSTEM_PACKAGES".into(), "1".into()),
         // Node.js trusts its own bundled CAs only; the system's (bound at /etc/ssl/certs)
@@ -626,8 +744,34 @@ mod tests {
             hosts: vec![],
             limits: Default::default(),
         };
-        let a = install_argv(&cfg, "https://pypi.org/simple", &["x".into()]);
+        let a = install_argv(&cfg, "https://pypi.org/simple", &["x".into()], false);
         assert_eq!(&a[a.len() - 2..], &["--".to_string(), "x".to_string()]);
         assert!(a.contains(&"--target".to_string()));
+        let a = install_argv(&cfg, "https://pypi.org/simple", &[], true);
+        assert_eq!(
+            &a[a.len() - 3..],
+            &["-r", "/deps/requirements.lock", "--"].map(String::from)
+        );
+    }
+
+    #[test]
+    fn npm_lock_gives_a_manifest_and_refuses_a_list_beside_it() {
+        let lock = br#"{"name":"x","lockfileVersion":3,"packages":{"":{"name":"x","dependencies":{"a":"1.0.0"}},"node_modules/a":{"version":"1.0.0"}}}"#;
+        let files = lock_files("npm", lock, &[]).unwrap();
+        assert_eq!(files[0].0, "node/package-lock.json");
+        let manifest: serde_json::Value = serde_json::from_slice(&files[1].1).unwrap();
+        assert_eq!(manifest["dependencies"]["a"], "1.0.0");
+        assert!(lock_files("npm", lock, &["b".into()]).is_err());
+        assert!(
+            lock_files("npm", b"{}", &[])
+                .unwrap_err()
+                .to_string()
+                .contains("lockfileVersion")
+        );
+        assert!(lock_files("pip", b"\xff", &[]).is_err());
+        assert_eq!(
+            lock_files("pip", b"a==1\n", &[]).unwrap()[0].0,
+            "requirements.lock"
+        );
     }
 }

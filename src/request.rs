@@ -84,6 +84,8 @@ pub struct JsonRequest {
     pub packages: Vec<String>,
     /// The package index URL (pip's --index-url, npm's --registry).
     pub package_index: Option<String>,
+    /// A lock file's text (python: requirements with pins/hashes; node: package-lock.json).
+    pub packages_lock: Option<String>,
 }
 
 fn bad(msg: impl Into<String>) -> RunError {
@@ -94,7 +96,7 @@ fn bad(msg: impl Into<String>) -> RunError {
 pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
     serde_json::from_str(text).map_err(|e| {
         let hint = if e.to_string().contains("unknown field") {
-            "; the fields are: language, code, files, entryPoint, args, stdin, env, config, outputDir, packages, packageIndex"
+            "; the fields are: language, code, files, entryPoint, args, stdin, env, config, outputDir, packages, packageIndex, packagesLock"
         } else if e.to_string().contains("missing field") {
             "; `language` is required"
         } else {
@@ -226,6 +228,7 @@ impl JsonRequest {
             network,
             packages: self.packages,
             package_index: self.package_index,
+            packages_lock: self.packages_lock.map(String::into_bytes),
         })
     }
 }
@@ -263,6 +266,16 @@ mod tests {
         assert_eq!(r.limits.memory.as_deref(), Some("64M"));
         assert_eq!(r.compile_limits.timeout.as_deref(), Some("9000ms"));
         assert_eq!(r.stdin, StdinSource::Bytes(b"in".to_vec()));
+    }
+
+    #[test]
+    fn packages_lock_is_carried_as_bytes() {
+        let r = parse(r#"{"language":"python","code":"x","packagesLock":"a==1\n"}"#)
+            .unwrap()
+            .into_run()
+            .unwrap();
+        assert_eq!(r.packages_lock.as_deref(), Some(&b"a==1\n"[..]));
+        assert!(r.packages.is_empty());
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub struct RunRequest {
     pub packages: Vec<String>,
     /// The package index URL; default: the profile's.
     pub package_index: Option<String>,
+    /// A lock file's contents (python: a requirements file, e.g. with `--hash`es; node: a
+    /// package-lock.json): installed exactly, and part of the cached set's key.
+    pub packages_lock: Option<Vec<u8>>,
 }
 
 impl RunRequest {
@@ -402,12 +405,13 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     // Dependencies (`--packages`): from the cache, or installed in a sandbox of their own
     // whose network reaches the registry only.
     let mut deps = None;
-    if !req.packages.is_empty() {
+    if !req.packages.is_empty() || req.packages_lock.is_some() {
         let base = base_spec(Vec::new(), &rootfs, opts, &profile);
         let identity = |p: &str| toolchain_identity(p, &rootfs);
         match crate::deps::prepare(
             &profile,
             &req.packages,
+            req.packages_lock.as_deref(),
             req.package_index.as_deref(),
             &rootfs,
             &base,
@@ -422,7 +426,9 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
             crate::deps::Prepared::Ready(r) => deps = Some(*r),
         }
     } else if req.package_index.is_some() {
-        return Err(RunError::Request("--package-index needs --packages".into()));
+        return Err(RunError::Request(
+            "--package-index needs --packages or --packages-lock".into(),
+        ));
     }
 
     // Run phase.

@@ -197,3 +197,115 @@ both!(
         assert_eq!(srv.requests().len(), before, "the cache hit must not touch the registry");
     }
 );
+
+/// `cordon run --packages-lock FILE` (no --packages) against a local index or registry.
+fn run_with_lock(who: Who, lang: &str, index: &str, lock: &Path, code: &str) -> JsonRun {
+    Cordon::new(who)
+        .arg("run")
+        .args_from(&[
+            "--lang",
+            lang,
+            "--rootfs",
+            "host",
+            "--no-history",
+            "--json",
+            "--package-index",
+            index,
+        ])
+        .arg("--packages-lock")
+        .arg(lock)
+        .args_from(&["-c", code])
+        .deadline(std::time::Duration::from_secs(240))
+        .run_json()
+}
+
+both!(
+    /// pip from a lock (a requirements file with the wheel's sha256: pip checks it): installed,
+    /// cached by the lock's contents; another lock text is another set; a wrong hash fails as
+    /// a dependency_error.
+    fn pip_lock_is_installed_and_keys_the_cache(who) {
+        if !pip_available() {
+            println!("SKIP: pip_lock_is_installed_and_keys_the_cache: /usr/bin/python3 has no pip (apt-get install python3-pip)");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        net_support::write_pypi_index(root.path());
+        let Some(srv) = net_support::start("pip_lock", Some(root.path()), false) else {
+            return;
+        };
+        let index = format!("http://localhost:{}/simple", srv.http);
+        let whl = std::fs::read(root.path().join("files/cordon_dep-1.0-py3-none-any.whl")).unwrap();
+        let sha = sha256_hex(&whl);
+        let dir = shared_tempdir();
+        let lock = dir.path().join("requirements.lock");
+        write_world_readable(&lock, format!("cordon-dep==1.0 --hash=sha256:{sha}\n").as_bytes());
+        let code = "import cordon_dep; print(cordon_dep.VALUE)";
+        let r = run_with_lock(who, "python", &index, &lock, code);
+        assert_eq!(r.expect_ok(), "installed from the local index\n", "{}", r.describe());
+        assert_eq!(r.get("/dependencies/cached"), false, "{}", r.describe());
+        let r = run_with_lock(who, "python", &index, &lock, code);
+        assert_eq!(r.get("/dependencies/cached"), true, "the same lock is the same set:\n{}", r.describe());
+        // Another lock text (a comment) is another key: installed again.
+        write_world_readable(&lock, format!("# v2\ncordon-dep==1.0 --hash=sha256:{sha}\n").as_bytes());
+        let r = run_with_lock(who, "python", &index, &lock, code);
+        assert_eq!(r.expect_ok(), "installed from the local index\n", "{}", r.describe());
+        assert_eq!(r.get("/dependencies/cached"), false, "{}", r.describe());
+        // A hash that does not match the wheel: pip refuses, cordon says dependency_error.
+        write_world_readable(&lock, format!("cordon-dep==1.0 --hash=sha256:{}\n", "0".repeat(64)).as_bytes());
+        let r = run_with_lock(who, "python", &index, &lock, code);
+        assert_eq!(r.status(), "dependency_error", "{}", r.describe());
+        assert!(r.get("/dependencies/error").as_str().unwrap_or("").contains("HASH"), "pip's message must be kept:\n{}", r.describe());
+    }
+);
+
+both!(
+    /// npm from a package-lock.json (`npm ci`): installed as locked, and cached.
+    fn npm_lock_is_installed_with_npm_ci(who) {
+        if !Path::new("/usr/bin/npm").exists() || !Path::new("/usr/bin/node").exists() {
+            println!("SKIP: npm_lock_is_installed_with_npm_ci: /usr/bin/npm or /usr/bin/node is missing (apt-get install nodejs npm)");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let Some(srv) = net_support::start("npm_lock", Some(root.path()), false) else {
+            return;
+        };
+        net_support::write_npm_registry(root.path(), srv.http);
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(root.path().join("cordon-dep")).unwrap()).unwrap();
+        let dist = &doc["versions"]["1.0.0"]["dist"];
+        let lock = serde_json::json!({
+            "name": "app", "version": "1.0.0", "lockfileVersion": 3, "requires": true,
+            "packages": {
+                "": {"name": "app", "version": "1.0.0", "dependencies": {"cordon-dep": "1.0.0"}},
+                "node_modules/cordon-dep": {"version": "1.0.0", "resolved": dist["tarball"], "integrity": dist["integrity"]}
+            }
+        });
+        let dir = shared_tempdir();
+        let path = dir.path().join("package-lock.json");
+        write_world_readable(&path, &serde_json::to_vec(&lock).unwrap());
+        let index = format!("http://localhost:{}/", srv.http);
+        let code = "console.log(require('cordon-dep'))";
+        let r = run_with_lock(who, "node", &index, &path, code);
+        assert_eq!(r.expect_ok(), "installed from the local registry\n", "{}", r.describe());
+        assert_eq!(r.get("/dependencies/cached"), false, "{}", r.describe());
+        let r = run_with_lock(who, "node", &index, &path, code);
+        assert_eq!(r.get("/dependencies/cached"), true, "{}", r.describe());
+    }
+);
+
+fn sha256_hex(data: &[u8]) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(data)?;
+            c.wait_with_output()
+        })
+        .expect("sha256sum");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}

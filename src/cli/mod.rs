@@ -214,6 +214,10 @@ pub struct RunArgs {
     /// profile's `[packages] index`.
     #[arg(long, value_name = "URL")]
     pub package_index: Option<String>,
+    /// A lock file to install exactly (python: a requirements file, hashes honoured; node: a
+    /// package-lock.json, installed with `npm ci`); its contents are part of the cache key.
+    #[arg(long, value_name = "FILE")]
+    pub packages_lock: Option<PathBuf>,
     /// Add KEY=VALUE to the program's environment (repeatable).
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = spec::parse_env_pair)]
     pub env: Vec<(String, String)>,
