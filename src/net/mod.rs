@@ -307,13 +307,30 @@ pub fn spawn_proxy(listener: OwnedFd, policy: &AllowList) -> Result<ProxyHandle,
             // The helper keeps the listener, its two pipe ends and stdio: not the sandbox's
             // pipes (holding the stdin pipe would keep the program's stdin open).
             let keep = [listener.as_raw_fd(), stop_r.as_raw_fd(), rep_w.as_raw_fd()];
-            if crate::sys::close_fds_except(&keep).is_err()
-                || drop_root().is_err()
+            let setup = crate::sys::close_fds_except(&keep)
+                .map_err(|e| ("close inherited fds", e))
+                .and_then(|()| drop_root().map_err(|e| ("give up root", e)))
                 // After the id switch, which clears the parent-death signal.
-                || nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err()
-                // cordon died before the death signal was armed.
-                || nix::unistd::getppid() != parent
-            {
+                .and_then(|()| {
+                    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                        .map_err(|e| ("set its parent-death signal", e))
+                });
+            if let Err((step, errno)) = setup {
+                // The run goes on with no network (nothing serves the socket): say why.
+                let report = NetworkReport {
+                    mode: "allow".into(),
+                    error: Some(format!(
+                        "the proxy helper could not start: cannot {step}: {errno}; no connection was served (run `cordon doctor`)"
+                    )),
+                    ..NetworkReport::default()
+                };
+                let mut line = serde_json::to_vec(&report).unwrap_or_default();
+                line.push(b'\n');
+                let _ = nix::unistd::write(&rep_w, &line);
+                crate::sys::exit_now(1);
+            }
+            // cordon died before the death signal was armed.
+            if nix::unistd::getppid() != parent {
                 crate::sys::exit_now(1);
             }
             let l = std::net::TcpListener::from(listener);
