@@ -11,14 +11,6 @@ use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// `label result` lines → map.
-fn results(out: &str) -> BTreeMap<String, String> {
-    out.lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
 fn expect(r: &JsonRun, got: &BTreeMap<String, String>, label: &str, want: &[&str]) {
     let v = got.get(label).map(String::as_str).unwrap_or("<missing>");
     assert!(

@@ -6,16 +6,8 @@
 mod common;
 
 use common::*;
-use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn results(out: &str) -> BTreeMap<String, String> {
-    out.lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
 
 /// A host command run as `who` (through setpriv for the user when the tests run as root).
 fn host_command(who: Who, argv: &[&str]) -> Command {

@@ -14,6 +14,20 @@ mod net_support;
 use common::*;
 use std::path::Path;
 
+/// A local PEP 503 index holding `cordon-dep` 1.0, served on loopback: its directory, the
+/// servers and the index URL. `None` (after a SKIP line) when this python has no pip.
+fn local_pypi(test: &str) -> Option<(tempfile::TempDir, net_support::Servers, String)> {
+    if !pip_available() {
+        println!("SKIP: {test}: /usr/bin/python3 has no pip (apt-get install python3-pip)");
+        return None;
+    }
+    let root = tempfile::tempdir().unwrap();
+    net_support::write_pypi_index(root.path());
+    let srv = net_support::start(test, Some(root.path()), false)?;
+    let index = format!("http://localhost:{}/simple", srv.http);
+    Some((root, srv, index))
+}
+
 fn pip_available() -> bool {
     std::process::Command::new("/usr/bin/python3")
         .args(["-m", "pip", "--version"])
@@ -70,16 +84,9 @@ both!(
     /// pip from a local simple index: installed (the index reached through the proxy and
     /// counted), importable, read-only; the second run is a cache hit that touches no network.
     fn pip_install_and_cache_hit(who) {
-        if !pip_available() {
-            println!("SKIP: pip_install_and_cache_hit: /usr/bin/python3 has no pip (apt-get install python3-pip)");
-            return;
-        }
-        let root = tempfile::tempdir().unwrap();
-        net_support::write_pypi_index(root.path());
-        let Some(srv) = net_support::start("pip_install_and_cache_hit", Some(root.path()), false) else {
+        let Some((_root, srv, index)) = local_pypi("pip_install_and_cache_hit") else {
             return;
         };
-        let index = format!("http://localhost:{}/simple", srv.http);
         let r = run_with_packages(who, "python", &index, "cordon-dep", PY_CODE);
         let out = r.expect_ok().to_string();
         assert!(out.starts_with("installed from the local index\n/deps/python/cordon_dep/"), "{}", r.describe());
@@ -111,16 +118,9 @@ both!(
     /// Two concurrent first installs of the same set both succeed (one publishes, the other's
     /// copy is dropped) and a third run hits the cache.
     fn concurrent_installs_of_one_set(who) {
-        if !pip_available() {
-            println!("SKIP: concurrent_installs_of_one_set: no pip");
-            return;
-        }
-        let root = tempfile::tempdir().unwrap();
-        net_support::write_pypi_index(root.path());
-        let Some(srv) = net_support::start("concurrent_installs_of_one_set", Some(root.path()), false) else {
+        let Some((_root, _srv, index)) = local_pypi("concurrent_installs_of_one_set") else {
             return;
         };
-        let index = format!("http://localhost:{}/simple", srv.http);
         let code = "import cordon_dep; print(cordon_dep.VALUE)";
         let runs: Vec<JsonRun> = std::thread::scope(|s| {
             let hs: Vec<_> = (0..2)
@@ -141,16 +141,9 @@ both!(
     /// A package the index does not have: status dependency_error, exit 1, pip's message in
     /// dependencies.error; the program did not run.
     fn pip_failure_is_a_dependency_error(who) {
-        if !pip_available() {
-            println!("SKIP: pip_failure_is_a_dependency_error: no pip");
-            return;
-        }
-        let root = tempfile::tempdir().unwrap();
-        net_support::write_pypi_index(root.path());
-        let Some(srv) = net_support::start("pip_failure_is_a_dependency_error", Some(root.path()), false) else {
+        let Some((_root, _srv, index)) = local_pypi("pip_failure_is_a_dependency_error") else {
             return;
         };
-        let index = format!("http://localhost:{}/simple", srv.http);
         let r = run_with_packages(who, "python", &index, "no-such-package-xyz", "print('ran')");
         assert_eq!(r.status(), "dependency_error", "{}", r.describe());
         assert_eq!(r.code(), 1, "{}", r.describe());
@@ -224,16 +217,9 @@ both!(
     /// cached by the lock's contents; another lock text is another set; a wrong hash fails as
     /// a dependency_error.
     fn pip_lock_is_installed_and_keys_the_cache(who) {
-        if !pip_available() {
-            println!("SKIP: pip_lock_is_installed_and_keys_the_cache: /usr/bin/python3 has no pip (apt-get install python3-pip)");
-            return;
-        }
-        let root = tempfile::tempdir().unwrap();
-        net_support::write_pypi_index(root.path());
-        let Some(srv) = net_support::start("pip_lock", Some(root.path()), false) else {
+        let Some((root, _srv, index)) = local_pypi("pip_lock_is_installed_and_keys_the_cache") else {
             return;
         };
-        let index = format!("http://localhost:{}/simple", srv.http);
         let whl = std::fs::read(root.path().join("files/cordon_dep-1.0-py3-none-any.whl")).unwrap();
         let sha = sha256_hex(&whl);
         let dir = shared_tempdir();
