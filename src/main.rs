@@ -1,13 +1,12 @@
 //! The `cordon` binary: parse the command line and dispatch to the library's commands.
 
-use clap::Parser;
 use cordon::cli::{Cli, Command, RootfsCommand};
 use cordon::commands;
 
 fn main() {
     // Usage errors exit 125 (cordon failed before the program ran), not clap's 2, which a
     // program's own exit code 2 could not be told apart from.
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::parse_args() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
