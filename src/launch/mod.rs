@@ -260,6 +260,15 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         }
     };
     drop((go_r, rep_w, in_r, out_w, err_w, net_child));
+    // The sandbox's mount namespace, for the keeper to hold (see keeper.rs). Opened while init
+    // waits for its first go, with the caller's identity. Not having it only makes the run's
+    // end slower (init's exit then unmounts everything), so a failure is not an error.
+    let mount_ns = nix::fcntl::open(
+        format!("/proc/{child}/ns/mnt").as_str(),
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok();
 
     // 6. uid/gid maps (each written once), first go (init builds the root), then the cgroup,
     //    second go (init may start the payload). Attaching to a cgroup v1 hierarchy waits for
@@ -306,21 +315,21 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         }
     };
     let go_sent = first_go.and_then(|()| channel::send_go(&go_w));
-    // Removes the cgroup if cordon dies without doing so. Forked while init builds the root
-    // (cordon would only wait in poll meanwhile). Failing to fork it is not worth failing the
-    // run: the next run of cordon collects a cgroup left behind; the warning says so.
-    let keeper = prepared
-        .cgroup
-        .as_ref()
-        .and_then(|cg| match keeper::spawn(cg) {
-            Ok(k) => Some(k),
-            Err(e) => {
-                eprintln!(
-                    "cordon: warning: cannot fork the cgroup keeper ({e}); if cordon is killed, its cgroup stays until the next run of cordon removes it"
-                );
-                None
-            }
-        });
+    // Removes the cgroup if cordon dies without doing so, and takes the unmounting off the
+    // run's end (keeper.rs). Forked while init builds the root (cordon would only wait in poll
+    // meanwhile). Failing to fork it is not worth failing the run: the next run of cordon
+    // collects a cgroup left behind; the warning says so.
+    let keeper = match keeper::spawn(prepared.cgroup.as_ref(), mount_ns.as_ref()) {
+        Ok(k) => Some(k),
+        Err(e) if prepared.cgroup.is_some() => {
+            eprintln!(
+                "cordon: warning: cannot fork the cgroup keeper ({e}); if cordon is killed, its cgroup stays until the next run of cordon removes it"
+            );
+            None
+        }
+        Err(_) => None,
+    };
+    drop(mount_ns);
     // With files to collect, the go pipe stays: an early end of the run goes through init.
     let stop = spec.collect.is_some().then_some(go_w);
 
