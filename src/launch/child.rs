@@ -17,7 +17,7 @@ use crate::limits::Rlimit;
 use crate::outcome::exit_codes;
 use crate::security::seccomp::Compiled;
 use crate::spec::{SANDBOX_GID, SANDBOX_UID, WORKSPACE};
-use crate::sys::{self, CloneResult};
+use crate::sys;
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sched::{CloneFlags, unshare};
@@ -130,12 +130,11 @@ pub fn init_main(ctx: ChildCtx) -> ! {
             sys::exit_now(exit_codes::SANDBOX_ERROR);
         }
     };
-    let payload = match sys::fork() {
-        Ok(CloneResult::Child) => {
-            drop(sfd);
-            payload_main(&ctx)
-        }
-        Ok(CloneResult::Parent(pid)) => pid,
+    // The payload's process shares init's memory until it execs (init waits meanwhile): it
+    // reads the prepared context and changes nothing init relies on. It inherits the signalfd,
+    // which it closes with every other fd before exec.
+    let payload = match sys::spawn_shared(&mut || payload_main(&ctx)) {
+        Ok(pid) => pid,
         Err(e) => {
             ctx.report
                 .fail("fork the payload", e, exit_codes::SANDBOX_ERROR);
@@ -311,7 +310,8 @@ fn reap(
     }
 }
 
-/// The payload's entry point, in init's fork. Never returns: it execs or exits.
+/// The payload's entry point, in the process init started with [`sys::spawn_shared`] (it
+/// shares init's memory until exec). Never returns: it execs or exits (`exit_now`).
 fn payload_main(ctx: &ChildCtx) -> ! {
     let code = match prepare_payload(ctx) {
         Ok(()) => exec(ctx),

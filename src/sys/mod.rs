@@ -54,6 +54,73 @@ pub fn fork() -> Result<CloneResult, Errno> {
     }
 }
 
+/// Runs `child` in a new process that shares the caller's memory, but not its file table,
+/// signal handlers, credentials, limits or working directory, until it calls `execve` or exits;
+/// the caller is suspended until then (`CLONE_VM | CLONE_VFORK`, as `posix_spawn` does).
+/// Nothing is copied: no page tables, and no copy-on-write fault afterwards on either side.
+/// For the sandbox's init to start the payload.
+///
+/// `child` runs on a stack of its own and must end in `execve` or [`exit_now`] (never in
+/// `exit`, whose handlers would run on the shared memory); if it returns, its value is the
+/// exit code. Whatever it changes in memory, the caller sees when it resumes, so it must
+/// change nothing the caller relies on. The caller must be single-threaded: the child may
+/// then allocate, because the only thread that could hold the allocator's lock is the
+/// suspended caller, which is not inside the allocator while it waits in `clone`.
+pub fn spawn_shared(child: &mut dyn FnMut() -> i32) -> Result<Pid, Errno> {
+    const STACK: usize = 1 << 20;
+    const GUARD: usize = 4096;
+    extern "C" fn trampoline(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `&mut &mut dyn FnMut` that spawn_shared passed to clone; it
+        // stays valid because spawn_shared's frame is alive (the caller is suspended in clone
+        // until this process has called execve or exited).
+        let f = unsafe { &mut *(arg as *mut &mut dyn FnMut() -> i32) };
+        f()
+    }
+    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return Err(Errno::last());
+    }
+    // SAFETY: the lowest page of the mapping made above becomes a guard page: a stack overflow
+    // in the child faults there instead of writing below the mapping.
+    let guarded = unsafe { libc::mprotect(stack, GUARD, libc::PROT_NONE) };
+    let ret = if guarded == 0 {
+        let mut f: &mut dyn FnMut() -> i32 = child;
+        // SAFETY: the stack is our mapping (its top is passed: x86_64 stacks grow down, and the
+        // mapping is page-aligned, so 16-byte aligned); `trampoline` is an extern "C" fn taking
+        // the pointer to `f`, which outlives the child's use of it (see trampoline). With
+        // CLONE_VFORK this call returns in the caller only once the child has exec'd or exited,
+        // so the child never runs concurrently with the caller on the shared memory.
+        unsafe {
+            libc::clone(
+                trampoline,
+                (stack as *mut u8).add(STACK) as *mut libc::c_void,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                &mut f as *mut &mut dyn FnMut() -> i32 as *mut libc::c_void,
+            )
+        }
+    } else {
+        -1
+    };
+    let err = Errno::last();
+    // SAFETY: the child no longer runs on this stack: it has exec'd (new address space) or
+    // exited, or was never started. Unmapping our own mapping touches nothing else.
+    unsafe { libc::munmap(stack, STACK) };
+    match ret {
+        -1 => Err(err),
+        pid => Ok(Pid::from_raw(pid)),
+    }
+}
+
 /// Closes every fd from `first` up, with `close_range(2)` (Linux 5.9+).
 pub fn close_fds_from(first: RawFd) -> Result<(), Errno> {
     // SAFETY: close_range only closes descriptors; no memory is passed. Closing fds that Rust
