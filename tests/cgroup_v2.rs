@@ -534,6 +534,7 @@ fn unprivileged_obtains_a_systemd_scope_from_its_user_manager() {
     assert!(!dir.starts_with(&session), "{}", r.describe());
     let scope = scope_of(&dir, &r);
     let note = r.get("/limits/backendNote").as_str().unwrap_or("");
+    println!("{test}: limits.backendNote: {note}");
     assert!(
         note.contains("transient scope") && note.contains("Delegate=yes"),
         "{}",
@@ -698,6 +699,75 @@ fn unprivileged_with_a_dead_session_bus_falls_back_with_the_bus_error() {
         r.get("/limits/pids/enforcement"),
         &json!("rlimit"),
         "{}",
+        r.describe()
+    );
+}
+
+#[test]
+fn unprivileged_whose_scope_job_fails_falls_back_with_the_reason() {
+    let who = Who::User;
+    let test = "unprivileged_whose_scope_job_fails";
+    if !who.ready(test) || !v2_ready(who, test) {
+        return;
+    }
+    let Some((runtime, manager, _session)) = user_manager(test) else {
+        return;
+    };
+    // The test process's cgroup is outside the user manager's tree and not the user's: the
+    // manager accepts the scope but cannot move cordon into it (on a real host it would ask
+    // the system manager, which this guest does not have), so the job fails.
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("/")
+        .to_string();
+    let own_dir = Path::new("/sys/fs/cgroup").join(own.trim_start_matches('/'));
+    if own_dir.starts_with(&manager) {
+        println!("SKIP: {test}: the tests run inside the user manager's tree");
+        return;
+    }
+    let r = Cordon::exec(who, &["--json", "--memory", "64M"], &["true"])
+        .scope(Scope::None)
+        .env("DBUS_SESSION_BUS_ADDRESS", "")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("CORDON_NO_SYSTEMD_SCOPE", "")
+        .run_json();
+    r.expect_ok();
+    assert_eq!(r.backend(), "rlimit", "{}", r.describe());
+    let note = r.get("/limits/backendNote").as_str().unwrap_or("");
+    println!("{test}: limits.backendNote: {note}");
+    assert!(
+        note.contains("no delegated scope from the systemd user manager"),
+        "{}",
+        r.describe()
+    );
+    assert!(note.contains("was not moved into it"), "{}", r.describe());
+    assert_eq!(
+        r.get("/limits/memoryBytes/enforcement"),
+        &json!("rlimit"),
+        "{}",
+        r.describe()
+    );
+    // The failed scope does not linger (CollectMode=inactive-or-failed).
+    let unit = note
+        .split_once("accepted ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the note names no scope:\n{}", r.describe()));
+    assert!(
+        unit.starts_with("cordon-") && unit.ends_with(".scope"),
+        "{unit}:\n{}",
+        r.describe()
+    );
+    let dir = manager.join("app.slice").join(unit);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while dir.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !dir.exists(),
+        "the failed scope {} lingers:\n{}",
+        dir.display(),
         r.describe()
     );
 }

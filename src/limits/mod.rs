@@ -573,7 +573,8 @@ fn in_user_scope(
     })?;
     let (dir, applied) = v2::create(fs, &layout, &moved, name, limits).map_err(in_scope)?;
     let mut text = format!(
-        "cgroup v2 ({}; in the transient scope {} that cordon obtained from the systemd user          manager with Delegate=yes, since its own cgroup was not usable: {}",
+        "cgroup v2 ({}; in the transient scope {} that cordon obtained from the systemd user \
+         manager with Delegate=yes, since its own cgroup was not usable: {}",
         dir.display(),
         obtained.unit,
         own_failure

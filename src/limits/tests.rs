@@ -941,7 +941,10 @@ fn unprivileged_without_delegation_obtains_a_user_scope() {
         note.contains(&format!("transient scope cordon-{PID}-r1.scope")),
         "{note}"
     );
-    assert!(note.contains("Delegate=yes"), "{note}");
+    assert!(
+        note.contains("from the systemd user manager with Delegate=yes"),
+        "{note}"
+    );
     assert!(
         note.contains(&own.display().to_string()),
         "why own was not used: {note}"
