@@ -25,7 +25,7 @@ mod probe;
 mod rlimit;
 pub use rlimit::nix_resource;
 mod scope;
-pub use scope::{Obtained, SystemdUserScope, UserScope};
+pub use scope::{FromEnv, ManagerInfo, Obtained, SystemdUserScope, UserScope};
 mod v1;
 mod v2;
 
@@ -355,7 +355,7 @@ pub fn prepare(
             limits,
             choice,
             run_id,
-            Some(&SystemdUserScope::from_env()),
+            Some(&FromEnv::default()),
         ),
         Err(source) if choice == BackendChoice::Auto => Ok(rlimit_only(
             limits,

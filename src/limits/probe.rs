@@ -2,8 +2,10 @@
 //! controller's hierarchy and whether cordon's own cgroup there is writable, what `--backend
 //! auto` would pick, and the fix for each missing piece. It writes nothing.
 
-use super::host::{CONTROLLERS, CgroupFs, CgroupVersion, HostPaths, Layout, RealFs, fixes};
-use super::scope::{NoScope, SystemdUserScope, UserScope};
+use super::host::{
+    CONTROLLERS, CgroupFs, CgroupVersion, HostPaths, Layout, RealFs, V2_CONTROLLERS, fixes,
+};
+use super::scope::{FromEnv, NoScope, UserScope};
 use super::{v1, v2};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -76,8 +78,8 @@ pub struct Probe {
     /// (a transient scope with Delegate=yes that cordon will ask the user manager for),
     /// `cgroup-v1`, or `rlimit-fallback`.
     pub auto_path: &'static str,
-    /// For an unprivileged caller without cgroup v2: how to get a delegated cgroup from systemd
-    /// (a user manager reachable over the session bus), or why that is not possible here.
+    /// For an unprivileged caller without a usable cgroup v2 of its own: the scope cordon exec
+    /// will ask its systemd user manager for, or why there will be none and the fix.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delegation: Option<String>,
     /// Set when the host could not be read at all.
@@ -89,7 +91,7 @@ pub struct Probe {
 /// usable delegated cgroup, whether its systemd user manager answers on the session bus).
 pub fn probe() -> Probe {
     match HostPaths::from_host() {
-        Ok(host) => probe_with_scope(&RealFs, &host, &SystemdUserScope::from_env()),
+        Ok(host) => probe_with_scope(&RealFs, &host, &FromEnv::default()),
         Err(e) => Probe {
             version: CgroupVersion::None,
             uid: nix::unistd::geteuid().as_raw(),
@@ -255,7 +257,42 @@ pub fn probe_with_scope(fs: &dyn CgroupFs, host: &HostPaths, scope: &dyn UserSco
     // An unprivileged caller on a pure v2 host without a usable cgroup of its own: cordon
     // exec asks the user manager for a scope (see `super::scope`).
     let scope_path = host.uid != 0 && !cgroup_v2.available && layout.version == CgroupVersion::V2;
-    let ping = scope_path.then(|| scope.ping());
+    // The manager's own cgroup bounds what its scopes get: all of memory, pids and cpu, or
+    // cordon will fall back (see `super::in_user_scope`).
+    let ping =
+        scope_path.then(|| {
+            scope.ping().and_then(|info| {
+            let mount = layout.v2.as_ref().map(|l| l.mount.clone()).unwrap_or_default();
+            let file = mount
+                .join(info.control_group.trim_start_matches('/'))
+                .join("cgroup.controllers");
+            let have = fs.read(&file).map_err(|e| {
+                format!(
+                    "the systemd user manager (version {}) answers, but cordon cannot read {}: {}",
+                    info.version,
+                    file.display(),
+                    super::errno_text(&e)
+                )
+            })?;
+            let missing: Vec<&str> = V2_CONTROLLERS
+                .iter()
+                .copied()
+                .filter(|c| !has(&have, c))
+                .collect();
+            if missing.is_empty() {
+                Ok(info.version)
+            } else {
+                Err(format!(
+                    "the systemd user manager (version {}) has only {:?} in {}: a scope from it \
+                     would lack {}",
+                    info.version,
+                    have.trim(),
+                    file.display(),
+                    missing.join(", ")
+                ))
+            }
+        })
+        });
     let (auto_backend, auto_path) = if cgroup_v2.available {
         ("cgroup-v2", "own-cgroup-v2")
     } else if matches!(ping, Some(Ok(_))) {

@@ -52,10 +52,18 @@ pub trait UserScope: std::fmt::Debug {
     fn reachable(&self) -> Result<String, String>;
     /// Moves cordon (`pid`) into a new delegated scope, or says why not.
     fn obtain(&self, pid: u32, run_id: &str) -> Result<Obtained, String>;
-    /// For `cordon doctor`: whether the manager answers (its version), without a scope.
-    fn ping(&self) -> Result<String, String> {
-        self.reachable()
-    }
+    /// For `cordon doctor`: whether the manager answers, and where it runs, without a scope.
+    fn ping(&self) -> Result<ManagerInfo, String>;
+}
+
+/// What `cordon doctor` learns from the user manager.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagerInfo {
+    /// `Manager.Version`
+    pub version: String,
+    /// `Manager.ControlGroup`: the manager's own cgroup (v2 path), whose controllers its scopes
+    /// can have at most.
+    pub control_group: String,
 }
 
 /// Never obtains a scope; `reachable` and `obtain` give the reason.
@@ -67,6 +75,9 @@ impl UserScope for NoScope {
         Err(self.0.clone())
     }
     fn obtain(&self, _pid: u32, _run_id: &str) -> Result<Obtained, String> {
+        Err(self.0.clone())
+    }
+    fn ping(&self) -> Result<ManagerInfo, String> {
         Err(self.0.clone())
     }
 }
@@ -184,22 +195,58 @@ impl SystemdUserScope {
         ))
     }
 
-    /// The user manager's version (`Manager.Version`): a cheap check that it answers, for
+    /// The user manager's `Version` and `ControlGroup`: a cheap check that it answers, for
     /// `cordon doctor`.
-    fn version(&self) -> Result<String, String> {
+    fn info(&self) -> Result<ManagerInfo, String> {
         let out = self.busctl(&[
             "get-property",
             "org.freedesktop.systemd1",
             "/org/freedesktop/systemd1",
             "org.freedesktop.systemd1.Manager",
             "Version",
+            "ControlGroup",
         ])?;
-        // `s "252.38-1~deb12u1"`
-        Ok(out
-            .trim()
-            .trim_start_matches("s ")
-            .trim_matches('"')
-            .to_string())
+        parse_info(&out).ok_or_else(|| {
+            format!("unexpected answer from busctl get-property Version ControlGroup: {out:?}")
+        })
+    }
+}
+
+/// `s "252.38-1~deb12u1"` and `s "/user.slice/…/user@1000.service"`, one a line.
+pub fn parse_info(out: &str) -> Option<ManagerInfo> {
+    let mut values = out.lines().map(|l| {
+        l.trim()
+            .strip_prefix("s ")
+            .map(|v| v.trim_matches('"').to_string())
+    });
+    let version = values.next()??;
+    let control_group = values.next()??;
+    control_group.starts_with('/').then_some(ManagerInfo {
+        version,
+        control_group,
+    })
+}
+
+/// [`SystemdUserScope::from_env`], read only when first asked: the environment and the
+/// filesystem are not looked at on the paths that never need a scope.
+#[derive(Debug, Default)]
+pub struct FromEnv(std::sync::OnceLock<SystemdUserScope>);
+
+impl FromEnv {
+    fn get(&self) -> &SystemdUserScope {
+        self.0.get_or_init(SystemdUserScope::from_env)
+    }
+}
+
+impl UserScope for FromEnv {
+    fn reachable(&self) -> Result<String, String> {
+        self.get().reachable()
+    }
+    fn obtain(&self, pid: u32, run_id: &str) -> Result<Obtained, String> {
+        self.get().obtain(pid, run_id)
+    }
+    fn ping(&self) -> Result<ManagerInfo, String> {
+        self.get().ping()
     }
 }
 
@@ -253,8 +300,8 @@ impl UserScope for SystemdUserScope {
         self.ready().map(|(bus, _)| bus.to_string())
     }
 
-    fn ping(&self) -> Result<String, String> {
-        self.version()
+    fn ping(&self) -> Result<ManagerInfo, String> {
+        self.info()
     }
 
     fn obtain(&self, pid: u32, run_id: &str) -> Result<Obtained, String> {
@@ -347,6 +394,20 @@ mod tests {
         assert!(joined.contains("Delegate b true "), "{joined}");
         assert_eq!(a[i + 4], "4", "four properties follow");
         assert_eq!(a.last().map(String::as_str), Some("0"), "no aux units");
+    }
+
+    #[test]
+    fn parses_version_and_control_group() {
+        let out = "s \"252.38-1~deb12u1\"\ns \"/user.slice/user-1000.slice/user@1000.service\"\n";
+        assert_eq!(
+            parse_info(out),
+            Some(ManagerInfo {
+                version: "252.38-1~deb12u1".to_string(),
+                control_group: "/user.slice/user-1000.slice/user@1000.service".to_string(),
+            })
+        );
+        assert_eq!(parse_info("s \"252\"\n"), None);
+        assert_eq!(parse_info("s \"252\"\ns \"\"\n"), None);
     }
 
     #[test]

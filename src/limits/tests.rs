@@ -882,11 +882,16 @@ impl UserScope for FakeScope {
             proc_self_cgroup: format!("0::/{rel}\n"),
         })
     }
-    fn ping(&self) -> Result<String, String> {
-        match &self.error {
-            Some(e) => Err(e.clone()),
-            None => Ok("252".to_string()),
+    fn ping(&self) -> Result<ManagerInfo, String> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
         }
+        self.fs
+            .cgroup(MANAGER, &[("cgroup.controllers", self.controllers)]);
+        Ok(ManagerInfo {
+            version: "252".to_string(),
+            control_group: format!("/{MANAGER}"),
+        })
     }
 }
 
@@ -1057,6 +1062,19 @@ fn probe_says_which_path_auto_takes() {
         "{d}"
     );
     assert_eq!(scope.calls(), 0, "doctor creates no scope");
+
+    // A manager without cpu: its scopes would lack it, so exec will fall back.
+    let scope = FakeScope::new(&fs, "memory pids", None);
+    let pr = probe_with_scope(fs.as_ref(), &fs.host(V2_PROC, PID), &scope);
+    assert_eq!(
+        (pr.auto_backend, pr.auto_path),
+        ("rlimit", "rlimit-fallback")
+    );
+    let d = pr.delegation.clone().unwrap_or_default();
+    assert!(
+        d.contains("would lack cpu") && d.contains("Delegate=memory pids cpu"),
+        "{d}"
+    );
 
     let scope = FakeScope::new(&fs, "cpu memory pids", Some("Failed to connect to bus"));
     let pr = probe_with_scope(fs.as_ref(), &fs.host(V2_PROC, PID), &scope);
