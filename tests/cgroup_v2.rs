@@ -619,6 +619,25 @@ fn unprivileged_obtains_a_systemd_scope_from_its_user_manager() {
         .map(|d| d.count())
         .unwrap_or(0);
     assert_eq!(before, after, "doctor must not create a scope");
+    // The text says it too.
+    let f = Cordon::new(who)
+        .arg("doctor")
+        .scope(Scope::Existing(session.clone()))
+        .env("DBUS_SESSION_BUS_ADDRESS", "")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .run();
+    let text = f.stdout_str();
+    let line = text
+        .lines()
+        .find(|l| l.contains("limits: cordon exec will use"))
+        .unwrap_or_else(|| panic!("no limits line:\n{}", f.describe()));
+    println!("{test}: doctor: {line}");
+    assert!(
+        line.contains("cgroup-v2 in a transient scope with Delegate=yes"),
+        "{}",
+        f.describe()
+    );
+    assert!(line.contains("path systemd-scope"), "{}", f.describe());
 
     // Opted out: rlimits, and the note says why.
     let r = user(&["--memory", "64M"], &["true"])
