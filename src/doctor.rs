@@ -337,7 +337,7 @@ pub fn report() -> Report {
             limits.auto_backend
         ),
         fix: (limits.auto_backend == "rlimit").then(|| {
-            "for exact memory and CPU limits, run with a delegated cgroup v2 subtree (`systemd-run --user --scope -p Delegate=yes cordon ...`) or as root".into()
+            "for exact memory and CPU limits, run with a delegated cgroup v2 subtree (in a systemd login session cordon asks the user manager for one itself; or `systemd-run --user --scope -p Delegate=yes cordon ...`) or as root".into()
         }),
     });
     let kernel = nix::sys::utsname::uname()
@@ -410,9 +410,17 @@ pub fn main(json: bool) -> i32 {
         if let Some(d) = &l.delegation {
             println!("       delegation: {d}");
         }
+        let how = match l.auto_path {
+            "own-cgroup-v2" => "in cordon's own cgroup",
+            "systemd-scope" => {
+                "in a transient scope with Delegate=yes it asks the systemd user manager for"
+            }
+            "cgroup-v1" => "in cordon's own v1 cgroups",
+            _ => "as the fallback: no cgroup can be had (see above)",
+        };
         println!(
-            "[ok  ] limits: cordon exec will use {} (cgroup version seen: {:?})",
-            l.auto_backend, l.version
+            "[ok  ] limits: cordon exec will use {} {how} (path {}, cgroup version seen: {:?})",
+            l.auto_backend, l.auto_path, l.version
         );
         println!(
             "{}",

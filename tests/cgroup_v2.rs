@@ -331,16 +331,26 @@ fn unprivileged_without_delegation_falls_back_and_says_how_to_fix() {
         );
         return;
     }
+    // No session bus either: no systemd user manager to ask for a scope.
+    let no_bus = std::env::temp_dir().join("cordon-test-no-bus");
     let r = Cordon::exec(
         who,
         &["--json", "--memory", "128M", "--cpus", "1"],
         &["true"],
     )
     .scope(Scope::None)
+    .env("DBUS_SESSION_BUS_ADDRESS", "")
+    .env("XDG_RUNTIME_DIR", &no_bus)
     .run_json();
     r.expect_ok();
     assert_eq!(r.backend(), "rlimit", "{}", r.describe());
     let note = r.get("/limits/backendNote").as_str().unwrap_or("");
+    assert!(
+        note.contains("no delegated scope from the systemd user manager: no session bus")
+            && note.contains(&format!("{}/bus does not exist", no_bus.display())),
+        "the note must say why no scope was obtained:\n{}",
+        r.describe()
+    );
     assert!(
         note.contains("cgroup v2"),
         "the note must say why cgroup v2 was skipped:\n{}",
@@ -368,6 +378,8 @@ fn unprivileged_without_delegation_falls_back_and_says_how_to_fix() {
         .arg("doctor")
         .arg("--json")
         .scope(Scope::None)
+        .env("DBUS_SESSION_BUS_ADDRESS", "")
+        .env("XDG_RUNTIME_DIR", &no_bus)
         .run();
     let v: serde_json::Value =
         serde_json::from_slice(&f.stdout).unwrap_or_else(|e| panic!("{e}:\n{}", f.describe()));
@@ -385,9 +397,15 @@ fn unprivileged_without_delegation_falls_back_and_says_how_to_fix() {
         f.describe()
     );
     // And say whether a systemd user manager could hand out a delegated scope.
+    assert_eq!(
+        v["limits"]["autoPath"],
+        "rlimit-fallback",
+        "{}",
+        f.describe()
+    );
     let delegation = v["limits"]["delegation"].as_str().unwrap_or("");
     assert!(
-        delegation.contains("systemd"),
+        delegation.contains("no delegated scope from a systemd user manager: no session bus"),
         "doctor must say how to get delegation:\n{}",
         f.describe()
     );
@@ -421,4 +439,354 @@ fn root_in_the_root_cgroup_needs_no_leaf() {
         r.describe()
     );
     assert!(!dir.exists(), "{} outlived the run", dir.display());
+}
+
+/// The systemd user manager scripts/vm-test starts for the test user:
+/// `CORDON_TEST_USER_MANAGER=<XDG_RUNTIME_DIR>:<the manager's cgroup dir>:<a cgroup in it, owned by
+/// root, where the user's cordon starts>` (a login session's cgroup, not delegated to the user).
+fn user_manager(test: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let required = std::env::var("CORDON_TEST_REQUIRE_USER_MANAGER").as_deref() == Ok("1");
+    let v = std::env::var("CORDON_TEST_USER_MANAGER").unwrap_or_default();
+    let parts: Vec<&str> = v.split(':').collect();
+    if let [runtime, manager, session] = parts[..] {
+        return Some((runtime.into(), manager.into(), session.into()));
+    }
+    assert!(
+        !required,
+        "{test}: CORDON_TEST_REQUIRE_USER_MANAGER=1 without CORDON_TEST_USER_MANAGER={v:?}"
+    );
+    println!(
+        "SKIP: {test}: no systemd user manager for the test user (CORDON_TEST_USER_MANAGER; scripts/vm-test starts one)"
+    );
+    None
+}
+
+/// The scope a sandbox cgroup `<scope>/cordon-<pid>-<run>` is in.
+fn scope_of(dir: &Path, r: &JsonRun) -> PathBuf {
+    let scope = dir
+        .parent()
+        .unwrap_or_else(|| panic!("{}", r.describe()))
+        .to_path_buf();
+    let name = scope.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    assert!(
+        name.starts_with("cordon-") && name.ends_with(".scope"),
+        "{} is not cordon's scope:\n{}",
+        scope.display(),
+        r.describe()
+    );
+    scope
+}
+
+/// Waits (bounded) until systemd has removed `scope` once it holds no process.
+fn assert_scope_goes(scope: &Path, r: &JsonRun) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while scope.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !scope.exists(),
+        "the scope {} outlived cordon (procs {:?}):\n{}",
+        scope.display(),
+        std::fs::read_to_string(scope.join("cgroup.procs")),
+        r.describe()
+    );
+}
+
+#[test]
+fn unprivileged_obtains_a_systemd_scope_from_its_user_manager() {
+    let who = Who::User;
+    let test = "unprivileged_obtains_a_systemd_scope";
+    if !who.ready(test) || !v2_ready(who, test) {
+        return;
+    }
+    let Some((runtime, manager, session)) = user_manager(test) else {
+        return;
+    };
+    assert!(
+        running_as_root(),
+        "{test}: starting cordon in the session cgroup needs root"
+    );
+    let user = |opts: &[&str], cmd: &[&str]| {
+        let mut all = vec!["--json"];
+        all.extend(opts);
+        Cordon::exec(who, &all, cmd)
+            .scope(Scope::Existing(session.clone()))
+            .env("DBUS_SESSION_BUS_ADDRESS", "")
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("CORDON_NO_SYSTEMD_SCOPE", "")
+    };
+
+    // A memory bomb: memory.max in a scope of the user manager's, the kill read from memory.events.
+    let r = user(
+        &["--memory", "64M", "--timeout", "60s"],
+        &[PY, "-c", MEMORY_BOMB],
+    )
+    .run_json();
+    assert_v2(&r);
+    let dir = sandbox_cgroup(&r);
+    assert!(
+        dir.starts_with(&manager),
+        "the sandbox cgroup {} is not in the user manager's tree {}:\n{}",
+        dir.display(),
+        manager.display(),
+        r.describe()
+    );
+    assert!(!dir.starts_with(&session), "{}", r.describe());
+    let scope = scope_of(&dir, &r);
+    let note = r.get("/limits/backendNote").as_str().unwrap_or("");
+    println!("{test}: limits.backendNote: {note}");
+    assert!(
+        note.contains("transient scope") && note.contains("Delegate=yes"),
+        "{}",
+        r.describe()
+    );
+    assert!(
+        note.contains(&session.display().to_string()),
+        "the note must say why its own cgroup was not used:\n{}",
+        r.describe()
+    );
+    assert!(
+        !r.output().contains("NOT LIMITED"),
+        "memory.max not enforced:\n{}",
+        r.describe()
+    );
+    assert_eq!(r.status(), "memory_limit", "{}", r.describe());
+    assert_eq!(
+        r.get("/oomKilledSource"),
+        &json!("cgroup-v2"),
+        "{}",
+        r.describe()
+    );
+    assert_scope_goes(&scope, &r);
+
+    // A fork bomb: held by pids.max in a scope of its own.
+    let r = user(
+        &["--pids", "12", "--timeout", "30s"],
+        &[PY, "-c", FORK_BOMB],
+    )
+    .run_json();
+    assert_v2(&r);
+    let dir = sandbox_cgroup(&r);
+    assert!(dir.starts_with(&manager), "{}", r.describe());
+    let scope2 = scope_of(&dir, &r);
+    assert_ne!(scope2, scope, "each cordon gets its own scope");
+    r.expect_ok();
+    assert_eq!(
+        r.get("/limits/pids/enforcement"),
+        &json!("cgroup-v2"),
+        "{}",
+        r.describe()
+    );
+    let line = r.output().trim().to_string();
+    let (forks, err) = line
+        .split_once(' ')
+        .unwrap_or_else(|| panic!("no fork report:\n{}", r.describe()));
+    assert_eq!(
+        err,
+        "EAGAIN",
+        "fork must fail with EAGAIN at pids.max:\n{}",
+        r.describe()
+    );
+    let forks: u32 = forks.parse().unwrap_or_else(|_| panic!("{}", r.describe()));
+    assert!(
+        (1..12).contains(&forks),
+        "{forks} forks under --pids 12:\n{}",
+        r.describe()
+    );
+    assert_scope_goes(&scope2, &r);
+
+    // doctor predicts it, without creating a scope.
+    let before = std::fs::read_dir(manager.join("app.slice"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let f = Cordon::new(who)
+        .args(["doctor", "--json"])
+        .scope(Scope::Existing(session.clone()))
+        .env("DBUS_SESSION_BUS_ADDRESS", "")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .run();
+    let v: serde_json::Value =
+        serde_json::from_slice(&f.stdout).unwrap_or_else(|e| panic!("{e}:\n{}", f.describe()));
+    assert_eq!(v["limits"]["autoBackend"], "cgroup-v2", "{}", f.describe());
+    assert_eq!(v["limits"]["autoPath"], "systemd-scope", "{}", f.describe());
+    let d = v["limits"]["delegation"].as_str().unwrap_or("");
+    assert!(
+        d.contains("will ask the systemd user manager"),
+        "{}",
+        f.describe()
+    );
+    let after = std::fs::read_dir(manager.join("app.slice"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(before, after, "doctor must not create a scope");
+    // The text says it too.
+    let f = Cordon::new(who)
+        .arg("doctor")
+        .scope(Scope::Existing(session.clone()))
+        .env("DBUS_SESSION_BUS_ADDRESS", "")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .run();
+    let text = f.stdout_str();
+    let line = text
+        .lines()
+        .find(|l| l.contains("limits: cordon exec will use"))
+        .unwrap_or_else(|| panic!("no limits line:\n{}", f.describe()));
+    println!("{test}: doctor: {line}");
+    assert!(
+        line.contains("cgroup-v2 in a transient scope with Delegate=yes"),
+        "{}",
+        f.describe()
+    );
+    assert!(line.contains("path systemd-scope"), "{}", f.describe());
+
+    // Opted out: rlimits, and the note says why.
+    let r = user(&["--memory", "64M"], &["true"])
+        .env("CORDON_NO_SYSTEMD_SCOPE", "1")
+        .run_json();
+    r.expect_ok();
+    assert_eq!(r.backend(), "rlimit", "{}", r.describe());
+    let note = r.get("/limits/backendNote").as_str().unwrap_or("");
+    assert!(note.contains("CORDON_NO_SYSTEMD_SCOPE"), "{}", r.describe());
+}
+
+#[test]
+fn unprivileged_with_a_dead_session_bus_falls_back_with_the_bus_error() {
+    let who = Who::User;
+    let test = "unprivileged_with_a_dead_session_bus";
+    if !who.ready(test) || cgroup_layout() != CgroupLayout::PureV2 {
+        println!("SKIP: {test}: needs the test user on a pure cgroup v2 host");
+        return;
+    }
+    let r = Cordon::exec(
+        who,
+        &["--json", "--memory", "128M", "--pids", "16"],
+        &["true"],
+    )
+    .scope(Scope::None)
+    .env(
+        "DBUS_SESSION_BUS_ADDRESS",
+        "unix:path=/nonexistent/cordon-test-bus",
+    )
+    .env("CORDON_NO_SYSTEMD_SCOPE", "")
+    .run_json();
+    r.expect_ok();
+    if r.backend() == "cgroup-v2" {
+        println!("SKIP: {test}: the test process's cgroup is delegated to the test user");
+        return;
+    }
+    assert_eq!(r.backend(), "rlimit", "{}", r.describe());
+    let note = r.get("/limits/backendNote").as_str().unwrap_or("");
+    assert!(
+        note.contains("no delegated scope from the systemd user manager"),
+        "{}",
+        r.describe()
+    );
+    let busctl = ["/usr/bin/busctl", "/bin/busctl"]
+        .iter()
+        .any(|p| Path::new(p).exists());
+    if busctl {
+        // busctl's own words, and the bus address it tried.
+        assert!(
+            note.contains("Failed to connect to bus"),
+            "{}",
+            r.describe()
+        );
+        assert!(
+            note.contains("/nonexistent/cordon-test-bus"),
+            "{}",
+            r.describe()
+        );
+    } else {
+        assert!(
+            note.contains("busctl (part of systemd) not found"),
+            "{}",
+            r.describe()
+        );
+    }
+    assert!(
+        note.contains("Delegate=memory pids cpu"),
+        "the fix:\n{}",
+        r.describe()
+    );
+    assert_eq!(
+        r.get("/limits/memoryBytes/enforcement"),
+        &json!("rlimit"),
+        "{}",
+        r.describe()
+    );
+    assert_eq!(
+        r.get("/limits/pids/enforcement"),
+        &json!("rlimit"),
+        "{}",
+        r.describe()
+    );
+}
+
+#[test]
+fn unprivileged_whose_scope_job_fails_falls_back_with_the_reason() {
+    let who = Who::User;
+    let test = "unprivileged_whose_scope_job_fails";
+    if !who.ready(test) || !v2_ready(who, test) {
+        return;
+    }
+    let Some((runtime, manager, _session)) = user_manager(test) else {
+        return;
+    };
+    // The test process's cgroup is outside the user manager's tree and not the user's: the
+    // manager accepts the scope but cannot move cordon into it (on a real host it would ask
+    // the system manager, which this guest does not have), so the job fails.
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let own = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap_or("/")
+        .to_string();
+    let own_dir = Path::new("/sys/fs/cgroup").join(own.trim_start_matches('/'));
+    if own_dir.starts_with(&manager) {
+        println!("SKIP: {test}: the tests run inside the user manager's tree");
+        return;
+    }
+    let r = Cordon::exec(who, &["--json", "--memory", "64M"], &["true"])
+        .scope(Scope::None)
+        .env("DBUS_SESSION_BUS_ADDRESS", "")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("CORDON_NO_SYSTEMD_SCOPE", "")
+        .run_json();
+    r.expect_ok();
+    assert_eq!(r.backend(), "rlimit", "{}", r.describe());
+    let note = r.get("/limits/backendNote").as_str().unwrap_or("");
+    println!("{test}: limits.backendNote: {note}");
+    assert!(
+        note.contains("no delegated scope from the systemd user manager"),
+        "{}",
+        r.describe()
+    );
+    assert!(note.contains("was not moved into it"), "{}", r.describe());
+    assert_eq!(
+        r.get("/limits/memoryBytes/enforcement"),
+        &json!("rlimit"),
+        "{}",
+        r.describe()
+    );
+    // The failed scope does not linger (CollectMode=inactive-or-failed).
+    let unit = note
+        .split_once("accepted ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("the note names no scope:\n{}", r.describe()));
+    assert!(
+        unit.starts_with("cordon-") && unit.ends_with(".scope"),
+        "{unit}:\n{}",
+        r.describe()
+    );
+    let dir = manager.join("app.slice").join(unit);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while dir.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !dir.exists(),
+        "the failed scope {} lingers:\n{}",
+        dir.display(),
+        r.describe()
+    );
 }

@@ -52,6 +52,15 @@ impl FakeFs {
         }
         dir
     }
+    /// The names of the interface files in `dir`.
+    pub fn files(&self, dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().unwrap().is_file())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    }
     pub fn set(&self, path: &Path, content: &str) {
         std::fs::write(path, content).unwrap();
     }

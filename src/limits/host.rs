@@ -389,43 +389,19 @@ impl Layout {
     }
 }
 
-/// Where `systemd-run` is looked for (Debian, Fedora, Arch and NixOS-style profiles).
-pub const SYSTEMD_RUN_PATHS: [&str; 3] = [
-    "/usr/bin/systemd-run",
-    "/bin/systemd-run",
-    "/run/current-system/sw/bin/systemd-run",
-];
-
-/// Whether the caller can obtain a delegated cgroup v2 from a systemd user manager, the way
-/// rootless podman does: a session bus (`$DBUS_SESSION_BUS_ADDRESS`, or the socket
-/// `$XDG_RUNTIME_DIR/bus`) and `systemd-run`. Returns the bus address when both are there.
-/// cordon does not ask for the scope itself (that would re-exec it under `systemd-run`, or
-/// take a D-Bus client and a wait for the job per run); it names the command instead.
-pub fn user_manager_bus(
-    session_bus_env: Option<&str>,
-    xdg_runtime_dir: Option<&str>,
-    exists: &dyn Fn(&Path) -> bool,
-) -> Option<String> {
-    let bus = session_bus_env
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .or_else(|| {
-            let dir = xdg_runtime_dir.filter(|d| !d.is_empty())?;
-            let sock = Path::new(dir).join("bus");
-            exists(&sock).then(|| format!("unix:path={}", sock.display()))
-        })?;
-    SYSTEMD_RUN_PATHS
-        .iter()
-        .any(|p| exists(Path::new(p)))
-        .then_some(bus)
-}
-
 /// Fixes, said once.
 pub mod fixes {
     pub const V2_DELEGATE: &str = "run cordon in a delegated cgroup: `systemd-run --user --scope -p Delegate=yes cordon ...`; \
          or delegate to every user session with a drop-in /etc/systemd/system/user@.service.d/delegate.conf \
          containing `[Service]` and `Delegate=memory pids cpu`, then `systemctl daemon-reload` and log in again; \
          or run as root";
+    pub const V2_SCOPE: &str = "cordon asks the systemd user manager for a transient scope with Delegate=yes when a \
+         session bus is reachable: run cordon in a systemd login session (a user manager with dbus-user-session or \
+         dbus-broker, DBUS_SESSION_BUS_ADDRESS or XDG_RUNTIME_DIR set; `loginctl enable-linger $USER` for one \
+         without a login), with memory, pids and cpu delegated to user@.service (a drop-in \
+         /etc/systemd/system/user@.service.d/delegate.conf containing `[Service]` and `Delegate=memory pids cpu`, \
+         then `systemctl daemon-reload` and log in again); or start cordon in a delegated cgroup yourself \
+         (`systemd-run --user --scope -p Delegate=yes cordon ...`); or run as root";
     pub const V2_ON_HYBRID: &str = "this host binds memory, pids and cpu to cgroup v1 hierarchies, so cgroup v2 has none: \
          boot with `systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all` on the kernel command line for cgroup v2, \
          or run as root to use cgroup v1";
@@ -495,27 +471,6 @@ mod tests {
         assert!(ProcCgroup::parse("garbage\n").is_err());
         assert!(ProcCgroup::parse("x:memory:/\n").is_err());
         assert!(ProcCgroup::parse("4:memory:relative\n").is_err());
-    }
-
-    #[test]
-    fn user_manager_needs_a_bus_and_systemd_run() {
-        let all = |_: &Path| true;
-        let none = |_: &Path| false;
-        let no_systemd_run = |p: &Path| p.ends_with("bus");
-        assert_eq!(
-            user_manager_bus(Some("unix:path=/run/user/1000/bus"), None, &all).as_deref(),
-            Some("unix:path=/run/user/1000/bus")
-        );
-        assert_eq!(
-            user_manager_bus(None, Some("/run/user/7"), &all).as_deref(),
-            Some("unix:path=/run/user/7/bus")
-        );
-        assert_eq!(user_manager_bus(None, Some("/run/user/7"), &none), None);
-        assert_eq!(
-            user_manager_bus(None, Some("/run/user/7"), &no_systemd_run),
-            None
-        );
-        assert_eq!(user_manager_bus(Some(""), None, &all), None);
     }
 
     #[test]

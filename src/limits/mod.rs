@@ -9,7 +9,9 @@
 //! 4. [`Cgroup::metrics`] after the sandbox is gone;
 //! 5. [`Cgroup::remove`] last (dropping a [`Cgroup`] kills and removes it too, best-effort).
 //!
-//! `Auto` tries cgroup v2 (a delegated subtree with memory, pids and cpu), then cgroup v1
+//! `Auto` tries cgroup v2 (a delegated subtree with memory, pids and cpu; for an unprivileged
+//! caller on a pure v2 host without one, first a transient scope with `Delegate=yes` from its
+//! systemd user manager, see `scope`), then cgroup v1
 //! (writable own cgroups of memory, pids, cpu and cpuacct), then rlimits, and the report's
 //! `backend` says why each skipped one was skipped. A forced backend that is unavailable is an
 //! error: never a silent fallback.
@@ -22,6 +24,8 @@ mod host;
 mod probe;
 mod rlimit;
 pub use rlimit::nix_resource;
+mod scope;
+pub use scope::{FromEnv, ManagerInfo, Obtained, SystemdUserScope, UserScope};
 mod v1;
 mod v2;
 
@@ -36,7 +40,7 @@ pub use host::{
     CgroupFs, CgroupVersion, Failure, HostPaths, Layout, Location, ProcCgroup, RealFs, V1Line,
     errno_text,
 };
-pub use probe::{BackendProbe, ControllerProbe, Probe, probe, probe_with};
+pub use probe::{BackendProbe, ControllerProbe, Probe, probe, probe_with, probe_with_scope};
 pub use v1::V1Dirs;
 
 use crate::outcome::{Enforcement, LimitReport, LimitsReport, MetricSource};
@@ -345,7 +349,14 @@ pub fn prepare(
         return Ok(rlimit_only(limits, "rlimit (forced)".to_string()));
     }
     match HostPaths::from_host() {
-        Ok(host) => prepare_with(Arc::new(RealFs), &host, limits, choice, run_id),
+        Ok(host) => prepare_with_scope(
+            Arc::new(RealFs),
+            &host,
+            limits,
+            choice,
+            run_id,
+            Some(&FromEnv::default()),
+        ),
         Err(source) if choice == BackendChoice::Auto => Ok(rlimit_only(
             limits,
             format!(
@@ -390,13 +401,34 @@ fn validate(limits: &Limits, run_id: &str) -> Result<(), LimitsError> {
     Ok(())
 }
 
-/// [`prepare`] on given host paths and filesystem (the unit tests pass a fake tree).
+/// [`prepare`] on given host paths and filesystem (the unit tests pass a fake tree), never
+/// asking for a systemd scope.
 pub fn prepare_with(
     fs: Arc<dyn CgroupFs>,
     host: &HostPaths,
     limits: &Limits,
     choice: BackendChoice,
     run_id: &str,
+) -> Result<Prepared, LimitsError> {
+    prepare_with_scope(fs, host, limits, choice, run_id, None)
+}
+
+/// Whether cordon asks `scope` for a delegated cgroup after its own failed: an unprivileged
+/// caller on a pure cgroup v2 host (root needs no delegation; on hybrid and v1 hosts the
+/// controllers are not on cgroup v2 at all).
+fn wants_user_scope(host: &HostPaths, layout: &Layout) -> bool {
+    host.uid != 0 && layout.version == CgroupVersion::V2
+}
+
+/// [`prepare_with`], and when cordon's own cgroup v2 is not usable, a delegated scope from
+/// `scope` (see [`wants_user_scope`]); `None`: never.
+pub fn prepare_with_scope(
+    fs: Arc<dyn CgroupFs>,
+    host: &HostPaths,
+    limits: &Limits,
+    choice: BackendChoice,
+    run_id: &str,
+    scope: Option<&dyn UserScope>,
 ) -> Result<Prepared, LimitsError> {
     validate(limits, run_id)?;
     if choice == BackendChoice::Rlimit {
@@ -442,6 +474,24 @@ pub fn prepare_with(
                     report,
                 ));
             }
+            Err(f) if let Some(scope) = scope.filter(|_| wants_user_scope(host, &layout)) => {
+                match in_user_scope(fs.as_ref(), host, scope, &name, limits, run_id, &f) {
+                    Ok((dir, applied, text)) => {
+                        let text = with_skipped(text, &skipped);
+                        let report = report(limits, Backend::CgroupV2, text, applied.swap_limited);
+                        return Ok(with_cgroup(
+                            fs,
+                            host,
+                            limits,
+                            Backend::CgroupV2,
+                            Kind::V2(dir),
+                            report,
+                        ));
+                    }
+                    Err(f) if choice == BackendChoice::CgroupV2 => return Err(forced(choice, f)),
+                    Err(f) => skipped.push(format!("cgroup v2 {f} (fix: {})", f.fix)),
+                }
+            }
             Err(f) if choice == BackendChoice::CgroupV2 => return Err(forced(choice, f)),
             Err(f) => skipped.push(format!("cgroup v2 {f} (fix: {})", f.fix)),
         }
@@ -471,6 +521,73 @@ pub fn prepare_with(
         limits,
         format!("rlimit ({})", skipped.join("; ")),
     ))
+}
+
+/// cordon's own cgroup failed with `own_failure`: asks `scope` for a delegated scope, then
+/// creates the sandbox cgroup in it. The error keeps both reasons (the scope's is the bus's
+/// own text) and the fix.
+fn in_user_scope(
+    fs: &dyn CgroupFs,
+    host: &HostPaths,
+    scope: &dyn UserScope,
+    name: &str,
+    limits: &Limits,
+    run_id: &str,
+    own_failure: &Failure,
+) -> Result<(PathBuf, v2::V2Applied, String), Failure> {
+    let obtained = scope.obtain(host.pid, run_id).map_err(|why| Failure {
+        summary: own_failure.summary.clone(),
+        step: own_failure.step.clone(),
+        path: own_failure.path.clone(),
+        cause: format!(
+            "{}; and no delegated scope from the systemd user manager: {why}",
+            own_failure.cause
+        ),
+        fix: if own_failure.fix == host::fixes::V2_DELEGATE {
+            host::fixes::V2_SCOPE
+        } else {
+            own_failure.fix
+        },
+    })?;
+    let moved = HostPaths {
+        proc_self_cgroup: obtained.proc_self_cgroup.clone(),
+        ..host.clone()
+    };
+    let in_scope = |f: Failure| Failure {
+        summary: format!("in the systemd scope {}: {}", obtained.unit, f.summary),
+        fix: if f.fix == host::fixes::V2_DELEGATE {
+            host::fixes::V2_SCOPE
+        } else {
+            f.fix
+        },
+        ..f
+    };
+    let layout = Layout::discover(fs, &moved).map_err(|why| {
+        in_scope(Failure::other(
+            "cannot find the scope's cgroup",
+            "read",
+            Path::new(host::PROC_SELF_CGROUP),
+            why,
+            host::fixes::V2_SCOPE,
+        ))
+    })?;
+    let (dir, applied) = v2::create(fs, &layout, &moved, name, limits).map_err(in_scope)?;
+    let mut text = format!(
+        "cgroup v2 ({}; in the transient scope {} that cordon obtained from the systemd user \
+         manager with Delegate=yes, since its own cgroup was not usable: {}",
+        dir.display(),
+        obtained.unit,
+        own_failure
+    );
+    if let Some(leaf) = &applied.moved_to {
+        text.push_str(&format!(
+            "; cordon moved itself into the leaf {} first: cgroup v2 enables controllers only \
+             in a cgroup without processes",
+            leaf.display()
+        ));
+    }
+    text.push(')');
+    Ok((dir, applied, text))
 }
 
 fn choice_name(choice: BackendChoice) -> &'static str {

@@ -2,7 +2,10 @@
 //! controller's hierarchy and whether cordon's own cgroup there is writable, what `--backend
 //! auto` would pick, and the fix for each missing piece. It writes nothing.
 
-use super::host::{CONTROLLERS, CgroupFs, CgroupVersion, HostPaths, Layout, RealFs, fixes};
+use super::host::{
+    CONTROLLERS, CgroupFs, CgroupVersion, HostPaths, Layout, RealFs, V2_CONTROLLERS, fixes,
+};
+use super::scope::{FromEnv, NoScope, UserScope};
 use super::{v1, v2};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -71,8 +74,12 @@ pub struct Probe {
     pub cgroup_v1: BackendProbe,
     /// What `--backend auto` would use: `cgroup-v2`, `cgroup-v1` or `rlimit`.
     pub auto_backend: &'static str,
-    /// For an unprivileged caller without cgroup v2: how to get a delegated cgroup from systemd
-    /// (a user manager reachable over the session bus), or why that is not possible here.
+    /// How: `own-cgroup-v2` (cordon's own cgroup, root's or a delegated one), `systemd-scope`
+    /// (a transient scope with Delegate=yes that cordon will ask the user manager for),
+    /// `cgroup-v1`, or `rlimit-fallback`.
+    pub auto_path: &'static str,
+    /// For an unprivileged caller without a usable cgroup v2 of its own: the scope cordon exec
+    /// will ask its systemd user manager for, or why there will be none and the fix.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delegation: Option<String>,
     /// Set when the host could not be read at all.
@@ -80,10 +87,11 @@ pub struct Probe {
     pub error: Option<String>,
 }
 
-/// Probes the real host.
+/// Probes the real host (and, for an unprivileged caller on a pure cgroup v2 host without a
+/// usable delegated cgroup, whether its systemd user manager answers on the session bus).
 pub fn probe() -> Probe {
     match HostPaths::from_host() {
-        Ok(host) => probe_with(&RealFs, &host),
+        Ok(host) => probe_with_scope(&RealFs, &host, &FromEnv::default()),
         Err(e) => Probe {
             version: CgroupVersion::None,
             uid: nix::unistd::geteuid().as_raw(),
@@ -102,6 +110,7 @@ pub fn probe() -> Probe {
                 fix: None,
             },
             auto_backend: "rlimit",
+            auto_path: "rlimit-fallback",
             delegation: None,
             error: Some(format!(
                 "cannot read {}: {}; mount /proc",
@@ -112,8 +121,17 @@ pub fn probe() -> Probe {
     }
 }
 
-/// Probes the host described by `host` through `fs`.
+/// Probes the host described by `host` through `fs`, with no user manager to ask.
 pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
+    probe_with_scope(
+        fs,
+        host,
+        &NoScope("no user scope in this context".to_string()),
+    )
+}
+
+/// [`probe_with`], asking `scope` whether a delegated scope can be had (see [`super::prepare`]).
+pub fn probe_with_scope(fs: &dyn CgroupFs, host: &HostPaths, scope: &dyn UserScope) -> Probe {
     let layout = match Layout::discover(fs, host) {
         Ok(l) => l,
         Err(e) => {
@@ -132,6 +150,7 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
                 cgroup_v2: down.clone(),
                 cgroup_v1: down,
                 auto_backend: "rlimit",
+                auto_path: "rlimit-fallback",
                 delegation: None,
                 error: Some(e),
             };
@@ -235,15 +254,72 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
         }
     }));
     let cgroup_v1 = BackendProbe::from(v1::check(fs, &layout, host));
-    let auto_backend = if cgroup_v2.available {
-        "cgroup-v2"
+    // An unprivileged caller on a pure v2 host without a usable cgroup of its own: cordon
+    // exec asks the user manager for a scope (see `super::scope`).
+    let scope_path = host.uid != 0 && !cgroup_v2.available && layout.version == CgroupVersion::V2;
+    // The manager's own cgroup bounds what its scopes get: all of memory, pids and cpu, or
+    // cordon will fall back (see `super::in_user_scope`).
+    let ping =
+        scope_path.then(|| {
+            scope.ping().and_then(|info| {
+            let mount = layout.v2.as_ref().map(|l| l.mount.clone()).unwrap_or_default();
+            let file = mount
+                .join(info.control_group.trim_start_matches('/'))
+                .join("cgroup.controllers");
+            let have = fs.read(&file).map_err(|e| {
+                format!(
+                    "the systemd user manager (version {}) answers, but cordon cannot read {}: {}",
+                    info.version,
+                    file.display(),
+                    super::errno_text(&e)
+                )
+            })?;
+            let missing: Vec<&str> = V2_CONTROLLERS
+                .iter()
+                .copied()
+                .filter(|c| !has(&have, c))
+                .collect();
+            if missing.is_empty() {
+                Ok(info.version)
+            } else {
+                Err(format!(
+                    "the systemd user manager (version {}) has only {:?} in {}: a scope from it \
+                     would lack {}",
+                    info.version,
+                    have.trim(),
+                    file.display(),
+                    missing.join(", ")
+                ))
+            }
+        })
+        });
+    let (auto_backend, auto_path) = if cgroup_v2.available {
+        ("cgroup-v2", "own-cgroup-v2")
+    } else if matches!(ping, Some(Ok(_))) {
+        ("cgroup-v2", "systemd-scope")
     } else if cgroup_v1.available {
-        "cgroup-v1"
+        ("cgroup-v1", "cgroup-v1")
     } else {
-        "rlimit"
+        ("rlimit", "rlimit-fallback")
     };
-    let delegation = (host.uid != 0 && !cgroup_v2.available && layout.v2.is_some())
-        .then(|| delegation_hint(layout.version));
+    let delegation = match ping {
+        Some(Ok(version)) => Some(format!(
+            "cordon exec will ask the systemd user manager (version {version}, on {}) for a \
+             transient scope with Delegate=yes holding cordon, and use cgroup v2 there (if the \
+             scope lacks memory, pids or cpu, it falls back to rlimits and says why)",
+            scope.reachable().unwrap_or_default()
+        )),
+        Some(Err(why)) => Some(format!(
+            "no delegated scope from a systemd user manager: {why}; cordon exec falls back to \
+             rlimits. Fix: {}",
+            fixes::V2_SCOPE
+        )),
+        None if host.uid != 0 && !cgroup_v2.available && layout.v2.is_some() => Some(format!(
+            "none on a {} host: the controllers are on cgroup v1, which cannot be delegated",
+            layout.version
+        )),
+        None => None,
+    };
     Probe {
         version: layout.version,
         uid: host.uid,
@@ -254,29 +330,8 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
         cgroup_v2,
         cgroup_v1,
         auto_backend,
+        auto_path,
         delegation,
         error: None,
-    }
-}
-
-/// What an unprivileged caller can do to get a delegated cgroup v2 (see
-/// [`super::host::user_manager_bus`]).
-fn delegation_hint(version: CgroupVersion) -> String {
-    if version != CgroupVersion::V2 {
-        return format!(
-            "none on a {version} host: the controllers are on cgroup v1, which cannot be delegated"
-        );
-    }
-    let bus = std::env::var("DBUS_SESSION_BUS_ADDRESS").ok();
-    let runtime = std::env::var("XDG_RUNTIME_DIR").ok();
-    match super::host::user_manager_bus(bus.as_deref(), runtime.as_deref(), &|p| p.exists()) {
-        Some(bus) => format!(
-            "a systemd user manager is reachable ({bus}): `systemd-run --user --scope -p Delegate=yes \
-             cordon ...` runs cordon in a delegated scope with cgroup v2 limits"
-        ),
-        None => "no systemd user manager reachable (no session bus, or no systemd-run): ask the \
-                 administrator to delegate the user@.service cgroup (the Delegate= drop-in), log in \
-                 through a systemd session, or run as root"
-            .to_string(),
     }
 }

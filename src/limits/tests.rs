@@ -828,3 +828,263 @@ fn probe_v2_predicts_ebusy_and_cpuacct_is_not_needed() {
         "{mem:?}"
     );
 }
+
+/// A user manager that hands out a scope in the fake tree (or refuses with `error`).
+#[derive(Debug)]
+struct FakeScope {
+    fs: Arc<FakeFs>,
+    controllers: &'static str,
+    error: Option<String>,
+    calls: std::sync::Mutex<u32>,
+}
+
+const MANAGER: &str = "user.slice/user-1000.slice/user@1000.service";
+
+impl FakeScope {
+    fn new(fs: &Arc<FakeFs>, controllers: &'static str, error: Option<&str>) -> FakeScope {
+        FakeScope {
+            fs: fs.clone(),
+            controllers,
+            error: error.map(String::from),
+            calls: std::sync::Mutex::new(0),
+        }
+    }
+    fn calls(&self) -> u32 {
+        *self.calls.lock().unwrap()
+    }
+}
+
+impl UserScope for FakeScope {
+    fn reachable(&self) -> Result<String, String> {
+        Ok("unix:path=/run/user/1000/bus".to_string())
+    }
+    fn obtain(&self, pid: u32, run_id: &str) -> Result<Obtained, String> {
+        *self.calls.lock().unwrap() += 1;
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        let unit = format!("cordon-{pid}-{run_id}.scope");
+        let rel = format!("{MANAGER}/app.slice/{unit}");
+        // The interface files of a v2 cgroup (as in v2_tree), with the scope's controllers.
+        let template = self.fs.root().join("user.slice/cordon.scope");
+        let dir = self.fs.cgroup(&rel, &[]);
+        for name in self.fs.files(&template) {
+            let content = std::fs::read_to_string(template.join(&name)).unwrap();
+            self.fs.set(&dir.join(&name), &content);
+        }
+        self.fs
+            .set(&dir.join("cgroup.controllers"), self.controllers);
+        self.fs.set(&dir.join("cgroup.subtree_control"), "");
+        self.fs.set(&dir.join("cgroup.procs"), &format!("{pid}\n"));
+        self.fs.internal_rule(&dir);
+        Ok(Obtained {
+            unit,
+            proc_self_cgroup: format!("0::/{rel}\n"),
+        })
+    }
+    fn ping(&self) -> Result<ManagerInfo, String> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        self.fs
+            .cgroup(MANAGER, &[("cgroup.controllers", self.controllers)]);
+        Ok(ManagerInfo {
+            version: "252".to_string(),
+            control_group: format!("/{MANAGER}"),
+        })
+    }
+}
+
+/// A pure v2 host where cordon's own cgroup (a login session's) is not delegated to it.
+fn undelegated_v2(fs: &Arc<FakeFs>) -> PathBuf {
+    let own = v2_tree(fs);
+    fs.deny(&own);
+    fs.spawn(PID as i32);
+    own
+}
+
+fn prep_scope(
+    fs: &Arc<FakeFs>,
+    host: &HostPaths,
+    choice: BackendChoice,
+    scope: &FakeScope,
+) -> Result<Prepared, LimitsError> {
+    prepare_with_scope(fs.clone(), host, &limits(), choice, "r1", Some(scope))
+}
+
+#[test]
+fn unprivileged_without_delegation_obtains_a_user_scope() {
+    let fs = fake();
+    let own = undelegated_v2(&fs);
+    let scope = FakeScope::new(&fs, "cpu memory pids", None);
+    let p = prep_scope(&fs, &fs.host(V2_PROC, PID), BackendChoice::Auto, &scope).unwrap();
+    assert_eq!(scope.calls(), 1);
+    let cg = p.cgroup.as_ref().expect("cgroup v2 in the scope");
+    assert_eq!(cg.backend(), Backend::CgroupV2);
+    let unit_dir = fs
+        .root()
+        .join(MANAGER)
+        .join(format!("app.slice/cordon-{PID}-r1.scope"));
+    let dir = unit_dir.join(format!("cordon-{PID}-r1"));
+    assert_eq!(cg.dirs(), vec![dir.clone()]);
+    assert_eq!(fs.get(&dir.join("memory.max")), (64u64 << 20).to_string());
+    assert_eq!(fs.get(&dir.join("pids.max")), "32");
+    // No internal processes: cordon moved into a leaf of the scope, then enabled the controllers.
+    let leaf = unit_dir.join(format!("cordon-{PID}-supervisor"));
+    assert_eq!(fs.get(&leaf.join("cgroup.procs")), format!("{PID}\n"));
+    assert_eq!(
+        fs.get(&unit_dir.join("cgroup.subtree_control")),
+        "memory pids cpu"
+    );
+    assert_eq!(p.report.backend, "cgroup-v2");
+    let note = p.report.backend_note.clone().unwrap_or_default();
+    assert!(
+        note.starts_with(&format!("cgroup v2 ({};", dir.display())),
+        "{note}"
+    );
+    assert!(
+        note.contains(&format!("transient scope cordon-{PID}-r1.scope")),
+        "{note}"
+    );
+    assert!(
+        note.contains("from the systemd user manager with Delegate=yes"),
+        "{note}"
+    );
+    assert!(
+        note.contains(&own.display().to_string()),
+        "why own was not used: {note}"
+    );
+    assert!(
+        fs.subdirs(&own).unwrap().is_empty(),
+        "nothing in the undelegated cgroup"
+    );
+}
+
+#[test]
+fn scope_refused_falls_back_to_rlimit_with_the_bus_error_or_fails_when_forced() {
+    let fs = fake();
+    undelegated_v2(&fs);
+    let bus_error = "Call failed: Access denied";
+    let scope = FakeScope::new(&fs, "cpu memory pids", Some(bus_error));
+    let p = prep_scope(&fs, &fs.host(V2_PROC, PID), BackendChoice::Auto, &scope).unwrap();
+    assert!(p.cgroup.is_none());
+    assert_eq!(p.report.backend, "rlimit");
+    let note = p.report.backend_note.clone().unwrap_or_default();
+    assert!(note.starts_with("rlimit ("), "{note}");
+    assert!(note.contains(bus_error), "the bus's own words: {note}");
+    assert!(note.contains("not writable by uid 1000"), "{note}");
+    assert!(note.contains("user@.service"), "the fix: {note}");
+    let mem = p.report.memory_bytes.as_ref().unwrap();
+    assert_eq!(mem.enforcement, crate::outcome::Enforcement::Rlimit);
+
+    let err = prep_scope(&fs, &fs.host(V2_PROC, PID), BackendChoice::CgroupV2, &scope)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("cgroup-v2 limits backend was requested"),
+        "{err}"
+    );
+    assert!(err.contains(bus_error), "{err}");
+    assert_eq!(scope.calls(), 2);
+}
+
+#[test]
+fn scope_without_cpu_controller_falls_back_and_says_which_is_missing() {
+    let fs = fake();
+    undelegated_v2(&fs);
+    let scope = FakeScope::new(&fs, "memory pids", None);
+    let p = prep_scope(&fs, &fs.host(V2_PROC, PID), BackendChoice::Auto, &scope).unwrap();
+    assert!(p.cgroup.is_none());
+    let note = p.report.backend_note.clone().unwrap_or_default();
+    assert!(
+        note.contains(&format!(
+            "in the systemd scope cordon-{PID}-r1.scope: has no cpu controller"
+        )),
+        "{note}"
+    );
+    assert!(note.contains("Delegate=memory pids cpu"), "the fix: {note}");
+}
+
+#[test]
+fn root_and_hybrid_hosts_never_ask_for_a_scope() {
+    let fs = fake();
+    undelegated_v2(&fs);
+    let scope = FakeScope::new(&fs, "cpu memory pids", None);
+    let mut host = fs.host(V2_PROC, PID);
+    host.uid = 0;
+    let _ = prep_scope(&fs, &host, BackendChoice::Auto, &scope);
+    assert_eq!(scope.calls(), 0, "root needs no delegation");
+
+    let fs = fake();
+    hybrid_tree(&fs);
+    fs.deny(&fs.root());
+    let scope = FakeScope::new(&fs, "cpu memory pids", None);
+    let p = prep_scope(&fs, &fs.host(HYBRID_PROC, PID), BackendChoice::Auto, &scope).unwrap();
+    assert_eq!(p.report.backend, "rlimit");
+    assert_eq!(
+        scope.calls(),
+        0,
+        "cgroup v2 has no controllers on a hybrid host"
+    );
+
+    // Delegated already: no scope either.
+    let fs = fake();
+    v2_tree(&fs);
+    let scope = FakeScope::new(&fs, "cpu memory pids", None);
+    let p = prep_scope(&fs, &fs.host(V2_PROC, PID), BackendChoice::Auto, &scope).unwrap();
+    assert!(p.cgroup.is_some());
+    assert_eq!(scope.calls(), 0);
+}
+
+#[test]
+fn probe_says_which_path_auto_takes() {
+    let fs = fake();
+    v2_tree(&fs);
+    let scope = FakeScope::new(&fs, "cpu memory pids", None);
+    let pr = probe_with_scope(fs.as_ref(), &fs.host(V2_PROC, PID), &scope);
+    assert_eq!(
+        (pr.auto_backend, pr.auto_path),
+        ("cgroup-v2", "own-cgroup-v2")
+    );
+    assert!(pr.delegation.is_none());
+
+    let fs = fake();
+    undelegated_v2(&fs);
+    let scope = FakeScope::new(&fs, "cpu memory pids", None);
+    let pr = probe_with_scope(fs.as_ref(), &fs.host(V2_PROC, PID), &scope);
+    assert_eq!(
+        (pr.auto_backend, pr.auto_path),
+        ("cgroup-v2", "systemd-scope")
+    );
+    let d = pr.delegation.clone().unwrap_or_default();
+    assert!(
+        d.contains("will ask the systemd user manager (version 252"),
+        "{d}"
+    );
+    assert_eq!(scope.calls(), 0, "doctor creates no scope");
+
+    // A manager without cpu: its scopes would lack it, so exec will fall back.
+    let scope = FakeScope::new(&fs, "memory pids", None);
+    let pr = probe_with_scope(fs.as_ref(), &fs.host(V2_PROC, PID), &scope);
+    assert_eq!(
+        (pr.auto_backend, pr.auto_path),
+        ("rlimit", "rlimit-fallback")
+    );
+    let d = pr.delegation.clone().unwrap_or_default();
+    assert!(
+        d.contains("would lack cpu") && d.contains("Delegate=memory pids cpu"),
+        "{d}"
+    );
+
+    let scope = FakeScope::new(&fs, "cpu memory pids", Some("Failed to connect to bus"));
+    let pr = probe_with_scope(fs.as_ref(), &fs.host(V2_PROC, PID), &scope);
+    assert_eq!(
+        (pr.auto_backend, pr.auto_path),
+        ("rlimit", "rlimit-fallback")
+    );
+    let d = pr.delegation.clone().unwrap_or_default();
+    assert!(
+        d.contains("Failed to connect to bus") && d.contains("user@.service"),
+        "{d}"
+    );
+}

@@ -1,0 +1,427 @@
+//! A delegated cgroup v2 from the caller's systemd user manager, the way rootless podman gets
+//! one: `StartTransientUnit` on `org.freedesktop.systemd1.Manager` over the session bus, for a
+//! scope `cordon-<pid>-<run_id>.scope` with `PIDs=[cordon's pid]` and `Delegate=yes` (job mode
+//! `fail`). When the job has run, cordon is in the scope's cgroup, which the user owns; the
+//! v2 backend then proceeds as in any delegated cgroup (it moves cordon into a leaf and enables
+//! the controllers for the sandbox cgroup next to it).
+//!
+//! The bus is spoken through `busctl` (it ships with systemd on every host where this path can
+//! work), so cordon carries no D-Bus client; the subprocess is paid only by an unprivileged
+//! caller on a pure cgroup v2 host without a usable delegated cgroup. The job is waited for by
+//! reading `/proc/self/cgroup` until it names the scope ([`WAIT`] at most).
+//!
+//! The scope holds cordon (and its cgroup keeper) only: when they are gone it has no process
+//! left, systemd stops it and removes its cgroup with everything cordon created below it
+//! (`CollectMode=inactive-or-failed` unloads it even if it failed).
+//!
+//! `CORDON_NO_SYSTEMD_SCOPE=1` turns the request off (then `auto` falls back to rlimits and
+//! says so); `--limits-backend rlimit` skips every cgroup.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where `busctl` is looked for (Debian, Fedora, Arch and NixOS-style profiles). Not `$PATH`:
+/// cordon runs one fixed program for this.
+pub const BUSCTL_PATHS: [&str; 3] = [
+    "/usr/bin/busctl",
+    "/bin/busctl",
+    "/run/current-system/sw/bin/busctl",
+];
+/// Set to `1` (or any value but `0` and empty) to never ask for a scope.
+pub const OPT_OUT_ENV: &str = "CORDON_NO_SYSTEMD_SCOPE";
+/// How long cordon waits for the scope's job to move it (after the call returned).
+pub const WAIT: Duration = Duration::from_secs(5);
+/// `busctl --timeout`: how long one method call may take.
+const CALL_TIMEOUT_S: u32 = 10;
+
+/// A scope cordon now runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Obtained {
+    /// `cordon-<pid>-<run_id>.scope`
+    pub unit: String,
+    /// The text of `/proc/self/cgroup` after the move.
+    pub proc_self_cgroup: String,
+}
+
+/// Where a delegated cgroup can come from when cordon's own is not usable. The real one is
+/// [`SystemdUserScope`]; unit tests pass fakes.
+pub trait UserScope: std::fmt::Debug {
+    /// Without contacting anything: whether cordon would ask (the bus address it would use),
+    /// or why it will not.
+    fn reachable(&self) -> Result<String, String>;
+    /// Moves cordon (`pid`) into a new delegated scope, or says why not.
+    fn obtain(&self, pid: u32, run_id: &str) -> Result<Obtained, String>;
+    /// For `cordon doctor`: whether the manager answers, and where it runs, without a scope.
+    fn ping(&self) -> Result<ManagerInfo, String>;
+}
+
+/// What `cordon doctor` learns from the user manager.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagerInfo {
+    /// `Manager.Version`
+    pub version: String,
+    /// `Manager.ControlGroup`: the manager's own cgroup (v2 path), whose controllers its scopes
+    /// can have at most.
+    pub control_group: String,
+}
+
+/// Never obtains a scope; `reachable` and `obtain` give the reason.
+#[derive(Debug, Clone)]
+pub struct NoScope(pub String);
+
+impl UserScope for NoScope {
+    fn reachable(&self) -> Result<String, String> {
+        Err(self.0.clone())
+    }
+    fn obtain(&self, _pid: u32, _run_id: &str) -> Result<Obtained, String> {
+        Err(self.0.clone())
+    }
+    fn ping(&self) -> Result<ManagerInfo, String> {
+        Err(self.0.clone())
+    }
+}
+
+/// The caller's systemd user manager, through `busctl --user`.
+#[derive(Debug, Clone)]
+pub struct SystemdUserScope {
+    /// The session bus address, or why there is none.
+    bus: Result<String, String>,
+    busctl: Option<PathBuf>,
+    /// Set by [`OPT_OUT_ENV`].
+    disabled: bool,
+}
+
+/// The session bus: `$DBUS_SESSION_BUS_ADDRESS`, else the socket `$XDG_RUNTIME_DIR/bus` when it
+/// exists; or why there is none.
+pub fn session_bus(
+    session_bus_env: Option<&str>,
+    xdg_runtime_dir: Option<&str>,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Result<String, String> {
+    if let Some(bus) = session_bus_env.filter(|s| !s.is_empty()) {
+        return Ok(bus.to_string());
+    }
+    let Some(dir) = xdg_runtime_dir.filter(|d| !d.is_empty()) else {
+        return Err(
+            "no session bus: neither DBUS_SESSION_BUS_ADDRESS nor XDG_RUNTIME_DIR is set \
+             (not a systemd login session)"
+                .to_string(),
+        );
+    };
+    let sock = Path::new(dir).join("bus");
+    if exists(&sock) {
+        Ok(format!("unix:path={}", sock.display()))
+    } else {
+        Err(format!(
+            "no session bus: DBUS_SESSION_BUS_ADDRESS is not set and {} does not exist \
+             (no systemd user manager with dbus-user-session / dbus-broker for this user)",
+            sock.display()
+        ))
+    }
+}
+
+/// Whether `value` of [`OPT_OUT_ENV`] turns the scope request off.
+pub fn opted_out(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+impl SystemdUserScope {
+    pub fn new(
+        session_bus_env: Option<&str>,
+        xdg_runtime_dir: Option<&str>,
+        opt_out: Option<&str>,
+        exists: &dyn Fn(&Path) -> bool,
+    ) -> Self {
+        SystemdUserScope {
+            bus: session_bus(session_bus_env, xdg_runtime_dir, exists),
+            busctl: BUSCTL_PATHS.iter().map(PathBuf::from).find(|p| exists(p)),
+            disabled: opted_out(opt_out),
+        }
+    }
+
+    /// From cordon's environment and the real filesystem.
+    pub fn from_env() -> Self {
+        let var = |k: &str| std::env::var(k).ok();
+        SystemdUserScope::new(
+            var("DBUS_SESSION_BUS_ADDRESS").as_deref(),
+            var("XDG_RUNTIME_DIR").as_deref(),
+            var(OPT_OUT_ENV).as_deref(),
+            &|p| p.exists(),
+        )
+    }
+
+    fn ready(&self) -> Result<(&str, &Path), String> {
+        if self.disabled {
+            return Err(format!(
+                "the systemd scope request is turned off ({OPT_OUT_ENV} is set)"
+            ));
+        }
+        let bus = self.bus.as_deref().map_err(String::clone)?;
+        let Some(busctl) = &self.busctl else {
+            return Err(format!(
+                "busctl (part of systemd) not found at {}",
+                BUSCTL_PATHS.join(", ")
+            ));
+        };
+        Ok((bus, busctl))
+    }
+
+    /// `busctl --user ARGS` on the session bus; its stdout, or the error it printed.
+    fn busctl(&self, args: &[&str]) -> Result<String, String> {
+        let (bus, busctl) = self.ready()?;
+        let timeout = format!("--timeout={CALL_TIMEOUT_S}");
+        let out = Command::new(busctl)
+            .args(["--user", "--no-pager", &timeout])
+            .args(args)
+            .env("DBUS_SESSION_BUS_ADDRESS", bus)
+            .env("SYSTEMD_COLORS", "0")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", busctl.display()))?;
+        if out.status.success() {
+            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        let err = err.trim();
+        Err(format!(
+            "the systemd user manager on {bus} refused or did not answer ({}): {}",
+            out.status,
+            if err.is_empty() {
+                "busctl printed no error"
+            } else {
+                err
+            }
+        ))
+    }
+
+    /// The user manager's `Version` and `ControlGroup`: a cheap check that it answers, for
+    /// `cordon doctor`.
+    fn info(&self) -> Result<ManagerInfo, String> {
+        let out = self.busctl(&[
+            "get-property",
+            "org.freedesktop.systemd1",
+            "/org/freedesktop/systemd1",
+            "org.freedesktop.systemd1.Manager",
+            "Version",
+            "ControlGroup",
+        ])?;
+        parse_info(&out).ok_or_else(|| {
+            format!("unexpected answer from busctl get-property Version ControlGroup: {out:?}")
+        })
+    }
+}
+
+/// `s "252.38-1~deb12u1"` and `s "/user.slice/…/user@1000.service"`, one a line.
+pub fn parse_info(out: &str) -> Option<ManagerInfo> {
+    let mut values = out.lines().map(|l| {
+        l.trim()
+            .strip_prefix("s ")
+            .map(|v| v.trim_matches('"').to_string())
+    });
+    let version = values.next()??;
+    let control_group = values.next()??;
+    control_group.starts_with('/').then_some(ManagerInfo {
+        version,
+        control_group,
+    })
+}
+
+/// [`SystemdUserScope::from_env`], read only when first asked: the environment and the
+/// filesystem are not looked at on the paths that never need a scope.
+#[derive(Debug, Default)]
+pub struct FromEnv(std::sync::OnceLock<SystemdUserScope>);
+
+impl FromEnv {
+    fn get(&self) -> &SystemdUserScope {
+        self.0.get_or_init(SystemdUserScope::from_env)
+    }
+}
+
+impl UserScope for FromEnv {
+    fn reachable(&self) -> Result<String, String> {
+        self.get().reachable()
+    }
+    fn obtain(&self, pid: u32, run_id: &str) -> Result<Obtained, String> {
+        self.get().obtain(pid, run_id)
+    }
+    fn ping(&self) -> Result<ManagerInfo, String> {
+        self.get().ping()
+    }
+}
+
+/// The unit name for cordon `pid` and this run.
+pub fn unit_name(pid: u32, run_id: &str) -> String {
+    format!("cordon-{pid}-{run_id}.scope")
+}
+
+/// The `busctl call` arguments of `StartTransientUnit(name, "fail", [PIDs, Delegate,
+/// CollectMode, Description], [])`.
+pub fn start_args(unit: &str, pid: u32) -> Vec<String> {
+    [
+        "call",
+        "org.freedesktop.systemd1",
+        "/org/freedesktop/systemd1",
+        "org.freedesktop.systemd1.Manager",
+        "StartTransientUnit",
+        "ssa(sv)a(sa(sv))",
+        unit,
+        "fail",
+        "4",
+        "PIDs",
+        "au",
+        "1",
+        &pid.to_string(),
+        "Delegate",
+        "b",
+        "true",
+        "CollectMode",
+        "s",
+        "inactive-or-failed",
+        "Description",
+        "s",
+        "cordon sandbox supervisor (cgroup v2 limits)",
+        "0",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Whether `/proc/self/cgroup` text puts cordon in (or below) `unit`.
+pub fn in_unit(proc_self_cgroup: &str, unit: &str) -> bool {
+    proc_self_cgroup
+        .lines()
+        .filter_map(|l| l.strip_prefix("0::"))
+        .any(|path| path.split('/').any(|c| c == unit))
+}
+
+impl UserScope for SystemdUserScope {
+    fn reachable(&self) -> Result<String, String> {
+        self.ready().map(|(bus, _)| bus.to_string())
+    }
+
+    fn ping(&self) -> Result<ManagerInfo, String> {
+        self.info()
+    }
+
+    fn obtain(&self, pid: u32, run_id: &str) -> Result<Obtained, String> {
+        let unit = unit_name(pid, run_id);
+        let args = start_args(&unit, pid);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let job = self.busctl(&args)?;
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let text = std::fs::read_to_string(super::host::PROC_SELF_CGROUP).map_err(|e| {
+                format!(
+                    "cannot read {}: {}",
+                    super::host::PROC_SELF_CGROUP,
+                    super::errno_text(&e)
+                )
+            })?;
+            if in_unit(&text, &unit) {
+                return Ok(Obtained {
+                    unit,
+                    proc_self_cgroup: text,
+                });
+            }
+            if Instant::now() >= deadline {
+                let cgroup = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("0::"))
+                    .unwrap_or("?")
+                    .to_string();
+                return Err(format!(
+                    "the user manager accepted {unit} (job {}) but cordon was not moved into it \
+                     within {} s (still in {cgroup}): the job failed or is stuck; see \
+                     `journalctl --user -u {unit}` (the user manager moves processes itself only \
+                     within its own cgroup tree, and otherwise asks the system manager)",
+                    job.trim().trim_start_matches("o ").trim_matches('"'),
+                    WAIT.as_secs()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_bus_from_env_or_runtime_dir() {
+        let all = |_: &Path| true;
+        let none = |_: &Path| false;
+        assert_eq!(
+            session_bus(Some("unix:path=/run/user/1000/bus"), None, &none),
+            Ok("unix:path=/run/user/1000/bus".to_string())
+        );
+        assert_eq!(
+            session_bus(None, Some("/run/user/7"), &all),
+            Ok("unix:path=/run/user/7/bus".to_string())
+        );
+        let e = session_bus(None, Some("/run/user/7"), &none).unwrap_err();
+        assert!(e.contains("/run/user/7/bus does not exist"), "{e}");
+        let e = session_bus(Some(""), None, &all).unwrap_err();
+        assert!(e.contains("XDG_RUNTIME_DIR"), "{e}");
+    }
+
+    #[test]
+    fn opt_out_and_missing_busctl_are_reasons() {
+        let all = |_: &Path| true;
+        let only_bus = |p: &Path| p.ends_with("bus");
+        let s = SystemdUserScope::new(Some("unix:path=/b"), None, None, &all);
+        assert_eq!(s.reachable(), Ok("unix:path=/b".to_string()));
+        let s = SystemdUserScope::new(Some("unix:path=/b"), None, Some("1"), &all);
+        assert!(s.reachable().unwrap_err().contains(OPT_OUT_ENV));
+        let s = SystemdUserScope::new(Some("unix:path=/b"), None, Some("0"), &all);
+        assert!(s.reachable().is_ok(), "0 does not opt out");
+        let s = SystemdUserScope::new(None, Some("/run/user/7"), None, &only_bus);
+        assert!(s.reachable().unwrap_err().contains("busctl"));
+        assert!(s.obtain(1, "r").unwrap_err().contains("busctl"));
+    }
+
+    #[test]
+    fn start_args_ask_for_a_delegated_scope_holding_cordon() {
+        let a = start_args("cordon-42-r1.scope", 42);
+        let i = a.iter().position(|x| x == "StartTransientUnit").unwrap();
+        assert_eq!(
+            a[i + 1..i + 4],
+            ["ssa(sv)a(sa(sv))", "cordon-42-r1.scope", "fail"]
+        );
+        let joined = a.join(" ");
+        assert!(joined.contains("PIDs au 1 42 "), "{joined}");
+        assert!(joined.contains("Delegate b true "), "{joined}");
+        assert_eq!(a[i + 4], "4", "four properties follow");
+        assert_eq!(a.last().map(String::as_str), Some("0"), "no aux units");
+    }
+
+    #[test]
+    fn parses_version_and_control_group() {
+        let out = "s \"252.38-1~deb12u1\"\ns \"/user.slice/user-1000.slice/user@1000.service\"\n";
+        assert_eq!(
+            parse_info(out),
+            Some(ManagerInfo {
+                version: "252.38-1~deb12u1".to_string(),
+                control_group: "/user.slice/user-1000.slice/user@1000.service".to_string(),
+            })
+        );
+        assert_eq!(parse_info("s \"252\"\n"), None);
+        assert_eq!(parse_info("s \"252\"\ns \"\"\n"), None);
+    }
+
+    #[test]
+    fn in_unit_matches_a_whole_path_component() {
+        let u = "cordon-42-r1.scope";
+        let moved =
+            "0::/user.slice/user-1000.slice/user@1000.service/app.slice/cordon-42-r1.scope\n";
+        assert!(in_unit(moved, u));
+        assert!(in_unit(
+            "0::/a/cordon-42-r1.scope/cordon-42-supervisor\n",
+            u
+        ));
+        assert!(!in_unit("0::/a/cordon-42-r1.scope2\n", u));
+        assert!(!in_unit("0::/user.slice/session-2.scope\n", u));
+        assert!(!in_unit("4:memory:/cordon-42-r1.scope\n", u));
+    }
+}
