@@ -174,7 +174,7 @@ pub fn main(cli: OciCli) -> i32 {
     if matches!(
         cli.command,
         OciCommand::Create(_) | OciCommand::Run { .. } | OciCommand::Exec(_)
-    ) && let Err(e) = exe::run_from_sealed_copy()
+    ) && let Err(e) = exe::run_from_sealed_copy(empty_layer(&ctx.root).as_deref())
     {
         ctx.log("error", &e.to_string());
         eprintln!("cordon-oci: {e}");
@@ -188,6 +188,22 @@ pub fn main(cli: OciCli) -> i32 {
             1
         }
     }
+}
+
+/// `ROOT/.empty`: an empty directory of ours, the bottom layer of the read-only overlay
+/// cordon-oci re-executes through ([`exe::overlay_view`]). `None` when it cannot be made
+/// or is not as expected: cordon-oci then makes a sealed memfd copy instead.
+fn empty_layer(root: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let d = root.join(".empty");
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&d);
+    let m = std::fs::symlink_metadata(&d).ok()?;
+    let ours = m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw();
+    let empty = std::fs::read_dir(&d).ok()?.next().is_none();
+    (ours && empty).then_some(d)
 }
 
 fn dispatch(ctx: &Ctx, cmd: OciCommand) -> Result<i32, OciError> {
