@@ -375,6 +375,19 @@ both!(fn resources_are_applied(who) {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{p}: {e}"));
     assert_eq!(read(&mem).trim(), "67108864");
     assert_eq!(read(&pids).trim(), "17");
+    // A process started by `exec` joins the same cgroups (it moves itself in, like init).
+    let out = b.oci(&["exec", "res1", "cat", "/proc/self/cgroup"]);
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    let host_view = |text: &str| -> Vec<String> {
+        text.lines().filter(|l| l.contains(":memory:") || l.contains(":pids:") || l.starts_with("0::")).map(String::from).collect()
+    };
+    let exec_pid_cg = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!host_view(&exec_pid_cg).is_empty(), "{exec_pid_cg}");
+    // Seen from inside, through the container's cgroup namespace when it has one: compare
+    // with init's view from inside too.
+    let out = b.oci(&["exec", "res1", "cat", "/proc/1/cgroup"]);
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    assert_eq!(host_view(&exec_pid_cg), host_view(&String::from_utf8_lossy(&out.stdout)));
     let out = b.oci(&["delete", "--force", "res1"]);
     assert!(out.status.success(), "{}", describe(&out));
     assert!(!Path::new(&mem).exists(), "the cgroup outlived delete");
