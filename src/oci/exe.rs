@@ -7,17 +7,25 @@
 //! root could open the binary and, once no cordon-oci runs, rewrite it: code execution as
 //! root on the host at the next `cordon-oci` call.
 //!
-//! So `create`, `run` and `exec` first re-execute from a memfd copy of the binary, sealed
-//! against writes, growth and shrinking: every `/proc/PID/exe` of the runtime then points
-//! at that copy, which nobody can change, and which vanishes with the processes using it.
+//! So `create`, `run` and `exec` first re-execute from a copy nobody can write, so that
+//! every `/proc/PID/exe` of the runtime points at that copy:
+//!
+//! - where cordon-oci may mount (root): the binary seen through a new overlayfs whose
+//!   layers are the binary's directory and an empty one, with no upper layer, mounted
+//!   read-only and attached nowhere. Nothing on an overlay without an upper layer can be
+//!   written, whatever the mount flags (a remount read-write is refused), and no path
+//!   but the processes' own exe links leads to it. No copy: this costs a few syscalls.
+//! - elsewhere: a memfd copy of the binary sealed against writes, growth and shrinking
+//!   (about 5 ms for cordon-oci's 5 MB).
 
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, SealFlag, fcntl};
 use nix::sys::memfd::{MFdFlags, memfd_create};
 use nix::sys::stat::Mode;
 use std::ffi::CString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
 /// The seals of the copy cordon-oci runs from.
 pub const SEALS: SealFlag = SealFlag::F_SEAL_SEAL
@@ -46,7 +54,17 @@ pub fn is_sealed(fd: &OwnedFd) -> bool {
     fcntl(fd, FcntlArg::F_GET_SEALS).is_ok_and(|s| SealFlag::from_bits_truncate(s).contains(SEALS))
 }
 
-/// Whether this process runs from a sealed copy.
+/// Whether `fd` is a file of a read-only overlayfs mount: what [`overlay_view`] makes.
+/// (Any read-only mount refuses to open its files for writing; cordon's own overlay has
+/// no upper layer, so it cannot even be remounted read-write.)
+pub fn is_read_only_overlay(fd: impl AsFd + Copy) -> bool {
+    use nix::sys::{statfs, statvfs};
+    statfs::fstatfs(fd).is_ok_and(|s| s.filesystem_type() == statfs::OVERLAYFS_SUPER_MAGIC)
+        && statvfs::fstatvfs(fd).is_ok_and(|s| s.flags().contains(statvfs::FsFlags::ST_RDONLY))
+}
+
+/// Whether this process runs from a copy nobody can write (sealed memfd or read-only
+/// overlay).
 pub fn running_sealed() -> Result<bool, ExeError> {
     let me = nix::fcntl::open(
         "/proc/self/exe",
@@ -54,7 +72,60 @@ pub fn running_sealed() -> Result<bool, ExeError> {
         Mode::empty(),
     )
     .map_err(err("open /proc/self/exe (is /proc mounted?)"))?;
-    Ok(is_sealed(&me))
+    Ok(is_sealed(&me) || is_read_only_overlay(&me))
+}
+
+/// `\` and `:` escaped, for one path in an overlay `lowerdir` list.
+fn escape_layer(p: &Path) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &b in p.as_os_str().as_bytes() {
+        if b == b'\\' || b == b':' {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out
+}
+
+/// This process's executable seen through a new read-only overlayfs (layers: the
+/// binary's directory over `empty_dir`, no upper layer) that is mounted nowhere: an
+/// `O_PATH` descriptor to execute. Needs the right to mount (root, or a user namespace
+/// that owns our mount namespace, Linux 5.11+).
+pub fn overlay_view(empty_dir: &Path) -> Result<OwnedFd, ExeError> {
+    let exe = std::fs::read_link("/proc/self/exe").map_err(|e| ExeError {
+        step: "read /proc/self/exe",
+        errno: Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+        hint: "",
+    })?;
+    let (Some(dir), Some(name)) = (exe.parent(), exe.file_name()) else {
+        return Err(err("find the directory of /proc/self/exe")(Errno::EINVAL));
+    };
+    let mut lower = escape_layer(dir);
+    lower.push(b':');
+    lower.extend(escape_layer(empty_dir));
+    let lower = CString::new(lower).map_err(|_| err("name the overlay layers")(Errno::EINVAL))?;
+    let root = crate::sys::overlay_lower_only(&lower).map_err(|(step, errno)| ExeError {
+        step,
+        errno,
+        hint: "",
+    })?;
+    let fd = nix::fcntl::openat(
+        &root,
+        name,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(err("open cordon-oci on its overlay"))?;
+    // The same file as the one running: a regular file of the same size (not, say, a
+    // name that vanished from the binary's directory in the meantime).
+    let here = nix::sys::stat::fstat(&fd).map_err(err("stat cordon-oci on its overlay"))?;
+    let orig = nix::sys::stat::stat("/proc/self/exe").map_err(err("stat /proc/self/exe"))?;
+    if here.st_mode & libc::S_IFMT != libc::S_IFREG || here.st_size != orig.st_size {
+        return Err(err("find cordon-oci on its overlay (it changed)")(
+            Errno::ESTALE,
+        ));
+    }
+    Ok(fd)
 }
 
 /// A sealed memfd copy of this process's executable.
@@ -81,13 +152,19 @@ pub fn sealed_copy() -> Result<OwnedFd, ExeError> {
     Ok(fd)
 }
 
-/// Re-executes this process from a sealed copy unless it already runs from one. Returns
-/// only when it already did (or with the error: security code fails closed).
-pub fn run_from_sealed_copy() -> Result<(), ExeError> {
+/// Re-executes this process from a copy nobody can write unless it already runs from one:
+/// its read-only overlay view when that can be made (`empty_dir`: an empty directory for
+/// the overlay's bottom layer), else a sealed memfd copy. Returns only when it already did
+/// (or with the error: security code fails closed).
+pub fn run_from_sealed_copy(empty_dir: Option<&Path>) -> Result<(), ExeError> {
     if running_sealed()? {
         return Ok(());
     }
-    let fd = sealed_copy()?;
+    let fd = match empty_dir.map(overlay_view) {
+        Some(Ok(fd)) => fd,
+        // Both copies are unwritable; the overlay only spares copying the binary.
+        _ => sealed_copy()?,
+    };
     let args: Vec<CString> = std::env::args_os()
         .filter_map(|a| CString::new(a.as_bytes()).ok())
         .collect();
@@ -126,6 +203,39 @@ mod tests {
         let e = f.write(b"x").unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
         assert!(f.set_len(1).is_err());
+    }
+
+    #[test]
+    fn the_overlay_view_is_read_only_and_the_same_binary() {
+        let empty = tempfile::tempdir().unwrap();
+        let fd = match overlay_view(empty.path()) {
+            Ok(fd) => fd,
+            Err(e) if matches!(e.errno, Errno::EPERM | Errno::ENODEV | Errno::ENOSYS) => {
+                eprintln!("SKIP: this process may not mount an overlayfs here: {e}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        // Opened for reading through the O_PATH descriptor: the running binary's bytes,
+        // on a read-only overlay that refuses writers.
+        let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+        let f = std::fs::File::open(&path).unwrap();
+        assert!(is_read_only_overlay(&f));
+        assert!(!is_sealed(&OwnedFd::from(f)));
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            std::fs::read("/proc/self/exe").unwrap()
+        );
+        let e = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    }
+
+    #[test]
+    fn layer_names_are_escaped() {
+        assert_eq!(escape_layer(Path::new("/a:b\\c")), b"/a\\:b\\\\c".to_vec());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The container's init: the process `create` clones. It becomes the container's process
 //! (the pid in `--pid-file`), as with runc: there is no extra reaper inside.
 //!
-//! Order: wait for the parent's go (maps written, cgroup joined, createRuntime hooks run) →
+//! Order: join the cgroup (when the parent did not) → wait for the parent's go (maps
+//! written, cgroup joined, createRuntime hooks run) →
 //! join namespaces given by path → cgroup namespace → hostname → mounts, devices →
 //! createContainer hooks → pivot_root → sysctl, masked and read-only paths → console →
 //! tell the parent "ready" → block on exec.fifo until `start` → startContainer hooks →
@@ -37,6 +38,10 @@ pub struct InitArgs<'a> {
     pub cgroup2: bool,
     /// Whether cordon-oci itself runs in a user namespace (rootless podman): no mknod there.
     pub caller_in_userns: bool,
+    /// When init moves itself into the container's cgroup (no new user namespace: it still
+    /// has the parent's rights over the cgroup files), the directories, and the write end
+    /// of a pipe for "OK" or "ERR ...". Else the parent moved it already.
+    pub self_attach: Option<(&'a [PathBuf], OwnedFd)>,
 }
 
 type Step = (&'static str, String);
@@ -51,7 +56,16 @@ fn ep(step: &'static str, path: &Path) -> impl Fn(Errno) -> Step {
 }
 
 /// init's entry point. Never returns.
-pub fn main(a: InitArgs) -> ! {
+pub fn main(mut a: InitArgs) -> ! {
+    // First of all, before the parent goes on: into the container's cgroup.
+    if let Some((dirs, report)) = a.self_attach.take() {
+        let msg = match super::cgroup::attach_self(dirs) {
+            Ok(()) => "OK".to_string(),
+            Err(err) => format!("ERR {err}"),
+        };
+        let _ = nix::unistd::write(&report, msg.as_bytes());
+        drop(report);
+    }
     let state = match read_all(&a.go) {
         Some(s) if !s.is_empty() => s,
         _ => sys::exit_now(1),

@@ -174,7 +174,7 @@ pub fn main(cli: OciCli) -> i32 {
     if matches!(
         cli.command,
         OciCommand::Create(_) | OciCommand::Run { .. } | OciCommand::Exec(_)
-    ) && let Err(e) = exe::run_from_sealed_copy()
+    ) && let Err(e) = exe::run_from_sealed_copy(empty_layer(&ctx.root).as_deref())
     {
         ctx.log("error", &e.to_string());
         eprintln!("cordon-oci: {e}");
@@ -188,6 +188,22 @@ pub fn main(cli: OciCli) -> i32 {
             1
         }
     }
+}
+
+/// `ROOT/.empty`: an empty directory of ours, the bottom layer of the read-only overlay
+/// cordon-oci re-executes through ([`exe::overlay_view`]). `None` when it cannot be made
+/// or is not as expected: cordon-oci then makes a sealed memfd copy instead.
+fn empty_layer(root: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let d = root.join(".empty");
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&d);
+    let m = std::fs::symlink_metadata(&d).ok()?;
+    let ours = m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw();
+    let empty = std::fs::read_dir(&d).ok()?.next().is_none();
+    (ours && empty).then_some(d)
 }
 
 fn dispatch(ctx: &Ctx, cmd: OciCommand) -> Result<i32, OciError> {
@@ -419,10 +435,21 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     let (ready_r, ready_w) =
         nix::unistd::pipe2(cloexec).map_err(sys_err("create the ready pipe"))?;
     let flags = c.new_namespaces() & !libc::CLONE_NEWCGROUP;
+    // Without a new user namespace the init moves itself into the cgroup, which costs no
+    // RCU grace period on cgroup v1 (see cgroup::attach_self); in a new one it may lack
+    // the right to, so the parent moves it.
+    let self_attach = !cleanup.cgroups.is_empty() && flags & libc::CLONE_NEWUSER == 0;
+    let (attached_r, attached_w) = if self_attach {
+        let (r, w) = nix::unistd::pipe2(cloexec).map_err(sys_err("create the cgroup pipe"))?;
+        (Some(r), Some(w))
+    } else {
+        (None, None)
+    };
     let child = match sys::clone_namespaces(flags) {
         Ok(CloneResult::Child) => {
-            drop((go_w, ready_r));
+            drop((go_w, ready_r, attached_r));
             // The Cleanup guard belongs to the parent.
+            let cleanup_dirs = std::mem::take(&mut cleanup.cgroups);
             std::mem::forget(cleanup);
             init::main(init::InitArgs {
                 c: &c,
@@ -436,6 +463,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 no_pivot: a.no_pivot,
                 cgroup2,
                 caller_in_userns: !in_initial_userns(),
+                self_attach: attached_w.map(|w| (cleanup_dirs.as_slice(), w)),
             })
         }
         Ok(CloneResult::Parent(pid)) => pid,
@@ -448,12 +476,20 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         }
     };
     cleanup.child = Some(child);
-    drop((go_r, ready_w, fifo, console, join));
+    drop((go_r, ready_w, fifo, console, join, attached_w));
 
     if c.new_namespaces() & libc::CLONE_NEWUSER != 0 {
         write_maps(child, &c.uid_mappings, &c.gid_mappings)?;
     }
-    if !cleanup.cgroups.is_empty() {
+    if let Some(r) = attached_r {
+        let msg = String::from_utf8_lossy(&read_to_end(&r)?).into_owned();
+        if msg != "OK" {
+            let why = msg
+                .strip_prefix("ERR ")
+                .unwrap_or("exit before joining its cgroup");
+            return Err(OciError::Init(why.to_string()));
+        }
+    } else if !cleanup.cgroups.is_empty() {
         cgroup::attach(&cleanup.cgroups, child.as_raw())?;
     }
     if let Some(adj) = c.oom_score_adj {
@@ -497,17 +533,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     // Go: init builds the root and reports.
     let _ = nix::unistd::write(&go_w, &creating);
     drop(go_w);
-    let mut msg = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        match nix::unistd::read(&ready_r, &mut buf) {
-            Ok(0) => break,
-            Ok(n) => msg.extend_from_slice(&buf[..n]),
-            Err(Errno::EINTR) => continue,
-            Err(e) => return Err(sys_err("read the container's init report")(e)),
-        }
-    }
-    let msg = String::from_utf8_lossy(&msg).into_owned();
+    let msg = String::from_utf8_lossy(&read_to_end(&ready_r)?).into_owned();
     if msg != "OK" {
         let why = msg
             .strip_prefix("ERR ")
@@ -526,6 +552,20 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     cleanup.cgroups.clear();
     cleanup.dir = None;
     Ok(Created { pid: child, dir })
+}
+
+/// A report of the container's init, up to its end-of-file.
+fn read_to_end(fd: &OwnedFd) -> Result<Vec<u8>, OciError> {
+    let mut msg = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match nix::unistd::read(fd, &mut buf) {
+            Ok(0) => return Ok(msg),
+            Ok(n) => msg.extend_from_slice(&buf[..n]),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err(sys_err("read the container's init report")(e)),
+        }
+    }
 }
 
 fn write_pid_file(p: &Path, pid: i32) -> Result<(), OciError> {
@@ -1207,8 +1247,8 @@ fn exec_mid(
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {
         return fail("make the exec process non-dumpable", e.to_string());
     }
-    let me = nix::unistd::getpid().as_raw();
-    if let Err(e) = cgroup::attach(cg, me) {
+    // Single-threaded (a fork): it may move itself, the cheap way.
+    if let Err(e) = cgroup::attach_self(cg) {
         return fail("join the container's cgroup", e.to_string());
     }
     for (flag, fd) in ns {
