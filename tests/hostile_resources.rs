@@ -1,5 +1,5 @@
-//! Hostile-input battery (issue 4), resources and load: case 28 (thread and shared-mmap memory
-//! bombs), case 30 (a CPU burn on several processes is held to --cpus, CPU time from the
+//! Hostile-input battery (issue 4), resources and load: case 28 (thread and shared-memory
+//! bombs, with a cgroup and under the rlimit backend's polled memory watch), case 30 (a CPU burn on several processes is held to --cpus, CPU time from the
 //! kernel) and case 41 (200 concurrent runs, no cross-wiring). Run as root and as the
 //! unprivileged user. See tests/hostile/README.md for the case → test map.
 
@@ -128,15 +128,212 @@ both!(fn case28_thread_and_mmap_memory_bombs(who) {
                 assert_eq!(r.get("/oomKilledSource").as_str(), Some("inferred"), "{name}:\n{}", r.describe());
             }
         } else {
-            // Without a cgroup nothing bounds shared memory: the result must say so, not
-            // claim a memory limit it did not hold.
-            let note = r.get("/limits/memoryBytes/note").as_str().unwrap_or("");
-            assert!(note.contains("MAP_SHARED") && note.contains("not bounded"), "{name}: the memory limit's note must admit it:\n{}", r.describe());
-            if r.output().contains("NOT LIMITED") {
-                assert_ne!(r.status(), "memory_limit", "{name}:\n{}", r.describe());
-            }
+            // Without a cgroup, cordon's memory watch polls the sandbox's shared memory too.
+            assert_polled_memory_limit(&r, name);
         }
     }
+});
+
+/// The rlimit backend's memory watch ended the run: status memory_limit, 137, the program did
+/// not get its 400 MB, and the result says the kill and the peak were polled.
+fn assert_polled_memory_limit(r: &JsonRun, name: &str) {
+    assert_eq!(r.backend(), "rlimit", "{name}:\n{}", r.describe());
+    assert!(
+        !r.output().contains("NOT LIMITED"),
+        "{name}: not contained:\n{}",
+        r.describe()
+    );
+    assert_eq!(r.status(), "memory_limit", "{name}:\n{}", r.describe());
+    assert_eq!(r.code(), 137, "{name}:\n{}", r.describe());
+    assert_eq!(
+        r.get("/oomKilled").as_bool(),
+        Some(true),
+        "{name}:\n{}",
+        r.describe()
+    );
+    assert_eq!(
+        r.get("/oomKilledSource").as_str(),
+        Some("polled"),
+        "{name}:\n{}",
+        r.describe()
+    );
+    assert_eq!(
+        r.get("/memoryUsedSource").as_str(),
+        Some("polled"),
+        "{name}:\n{}",
+        r.describe()
+    );
+    // The peak the watch saw is what made it kill: over the limit, and far from the 400 MB.
+    let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
+    assert!(
+        (128 << 20..400 << 20).contains(&used),
+        "{name}: polled peak {used}:\n{}",
+        r.describe()
+    );
+    let message = r.get("/message").as_str().unwrap_or("");
+    assert!(
+        message.contains("memory watch") && message.contains("polled"),
+        "{name}:\n{}",
+        r.describe()
+    );
+    let note = r.get("/limits/memoryBytes/note").as_str().unwrap_or("");
+    assert!(
+        note.contains("polls the whole sandbox"),
+        "{name}:\n{}",
+        r.describe()
+    );
+}
+
+// Case 28 under the rlimit backend (forced, so root runs it too): every kind of shared memory
+// a program can fill without RLIMIT_DATA noticing.
+
+/// A memfd filled with write(), never mapped.
+const MEMFD_BOMB: &str = r#"
+import os
+fd = os.memfd_create("bomb")
+chunk = b"x" * (1 << 20)
+for i in range(400):
+    os.write(fd, chunk)
+print("NOT LIMITED", flush=True)
+"#;
+
+/// SysV segments of 16 MiB, each attached and touched page by page; with DETACH, detached
+/// again at once (their pages stay with the segment, mapped nowhere). Prints what the
+/// segments of the IPC namespace hold at the end.
+const SYSV_BOMB: &str = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmat.restype = ctypes.c_void_p
+libc.shmdt.argtypes = [ctypes.c_void_p]
+SEG = 16 << 20
+made = 0
+for i in range(25):
+    sid = libc.shmget(0, SEG, 0o1000 | 0o600)
+    if sid < 0:
+        print("SHMGET FAILED", os.strerror(ctypes.get_errno()), "after", made >> 20, flush=True)
+        raise SystemExit(3)
+    addr = libc.shmat(sid, None, 0)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        print("SHMAT FAILED", os.strerror(ctypes.get_errno()), flush=True)
+        raise SystemExit(4)
+    for off in range(0, SEG, 4096):
+        ctypes.memset(addr + off, 1, 1)
+    made += SEG
+    if DETACH:
+        libc.shmdt(addr)
+rss = 0
+for line in open("/proc/sysvipc/shm").read().splitlines()[1:]:
+    rss += int(line.split()[14])
+print("NOT LIMITED", made >> 20, "RESIDENT", rss >> 20, flush=True)
+"#;
+
+/// A 400 MB file in /dev/shm, mapped and touched page by page (the POSIX shm_open way).
+const DEV_SHM_MAP_BOMB: &str = r#"
+import mmap, os
+fd = os.open("/dev/shm/bomb", os.O_RDWR | os.O_CREAT, 0o600)
+os.ftruncate(fd, 400 << 20)
+m = mmap.mmap(fd, 400 << 20)
+for off in range(0, 400 << 20, 4096):
+    m[off] = 1
+print("NOT LIMITED", flush=True)
+"#;
+
+/// 400 MB written into a /dev/shm file.
+const DEV_SHM_WRITE_BOMB: &str = r#"
+chunk = b"x" * (1 << 20)
+with open("/dev/shm/bomb", "wb") as f:
+    for i in range(400):
+        f.write(chunk)
+        f.flush()
+print("NOT LIMITED", flush=True)
+"#;
+
+const RLIMIT_128M: &[&str] = &[
+    "--limits-backend",
+    "rlimit",
+    "--memory",
+    "128M",
+    "--timeout",
+    "60s",
+];
+
+both!(fn case28_shared_memory_bombs_polled_under_rlimit(who) {
+    let sysv_attached = format!("DETACH = False\n{SYSV_BOMB}");
+    for (name, code, extra) in [
+        ("shared mmap", SHARED_MMAP_BOMB, &[][..]),
+        ("memfd write", MEMFD_BOMB, &[][..]),
+        // A /dev/shm as large as the bomb, so that only the memory limit can stop it.
+        ("/dev/shm mmap", DEV_SHM_MAP_BOMB, &["--tmp-size", "1G", "--file-size", "1G"][..]),
+    ] {
+        let mut opts = RLIMIT_128M.to_vec();
+        opts.extend_from_slice(extra);
+        let r = exec_json_run(who, &opts, &[PY, "-c", code]);
+        assert_polled_memory_limit(&r, name);
+    }
+    // SysV: a root caller's sandbox has kernel.shmall = the limit, so shmget may fail first
+    // (ENOSPC); otherwise the watch kills. Either way the program cannot pass the limit.
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &sysv_attached]);
+    if r.output().contains("SHMGET FAILED") {
+        assert_eq!(who, Who::Root, "only a root caller's sandbox has kernel.shm* set:\n{}", r.describe());
+        let made: u64 = r.output().split_whitespace().last().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);
+        assert!(made <= 128, "SysV segments of {made} MiB under a 128 MiB limit:\n{}", r.describe());
+        assert!(r.output().contains("No space left"), "{}", r.describe());
+    } else {
+        assert_polled_memory_limit(&r, "SysV attached");
+    }
+});
+
+both!(fn case28_detached_sysv_segments_are_bounded_under_rlimit(who) {
+    // Segments touched and detached keep their pages, mapped by no process. A root caller's
+    // sandbox has kernel.shm_rmid_forced = 1 (they go at detach); otherwise the watch counts
+    // them from the IPC namespace's /proc/sysvipc/shm.
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("DETACH = True\n{SYSV_BOMB}")]);
+    if who == Who::Root && r.status() == "ok" {
+        let resident: u64 = r.output().split_whitespace().last().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);
+        assert!(resident <= 128, "detached segments hold {resident} MiB:\n{}", r.describe());
+    } else {
+        assert_polled_memory_limit(&r, "SysV detached");
+    }
+});
+
+both!(fn case28_dev_shm_is_capped_by_its_size(who) {
+    // /dev/shm is the sandbox's own tmpfs, as large as /tmp (64 MiB by default): a file bomb
+    // there ends at ENOSPC, well under the memory limit.
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", DEV_SHM_WRITE_BOMB]);
+    assert!(!r.output().contains("NOT LIMITED"), "{}", r.describe());
+    assert_eq!(r.status(), "runtime_error", "{}", r.describe());
+    assert!(r.error().contains("No space left on device"), "{}", r.describe());
+    assert_eq!(r.get("/limits/tmpBytes/value").as_f64(), Some((64u64 << 20) as f64), "{}", r.describe());
+    assert!(r.get("/limits/tmpBytes/note").as_str().unwrap_or("").contains("/dev/shm"), "{}", r.describe());
+});
+
+/// 40 MB of shared anonymous memory, a 20 MB memfd and a 16 MB SysV segment, all touched,
+/// held for a while (several polls of the watch).
+const SHARED_UNDER_LIMIT: &str = r#"
+import ctypes, mmap, os, time
+m = mmap.mmap(-1, 40 << 20)
+for off in range(0, 40 << 20, 4096):
+    m[off] = 1
+fd = os.memfd_create("ok")
+os.write(fd, b"y" * (20 << 20))
+libc = ctypes.CDLL(None)
+libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
+libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+libc.shmat.restype = ctypes.c_void_p
+addr = libc.shmat(libc.shmget(0, 16 << 20, 0o1000 | 0o600), None, 0)
+ctypes.memset(addr, 2, 16 << 20)
+time.sleep(1)
+print("done", flush=True)
+"#;
+
+both!(fn case28_shared_memory_under_the_limit_is_not_killed(who) {
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", SHARED_UNDER_LIMIT]);
+    assert_eq!(r.expect_ok(), "done\n", "{}", r.describe());
+    assert_eq!(r.get("/oomKilled").as_bool(), Some(false), "{}", r.describe());
+    let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
+    assert!(used < 128 << 20, "peak {used}:\n{}", r.describe());
 });
 
 // ---------------------------------------------------------------------------------------------

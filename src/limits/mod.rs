@@ -21,7 +21,7 @@
 mod host;
 mod probe;
 mod rlimit;
-pub use rlimit::nix_resource;
+pub use rlimit::{memory_note, nix_resource};
 mod v1;
 mod v2;
 
