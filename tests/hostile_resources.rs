@@ -266,6 +266,8 @@ both!(fn case28_shared_memory_bombs_polled_under_rlimit(who) {
         ("memfd write", MEMFD_BOMB, &[][..]),
         // A /dev/shm as large as the bomb, so that only the memory limit can stop it.
         ("/dev/shm mmap", DEV_SHM_MAP_BOMB, &["--tmp-size", "1G", "--file-size", "1G"][..]),
+        ("/dev/shm write", DEV_SHM_WRITE_BOMB, &["--tmp-size", "1G", "--file-size", "1G"][..]),
+        ("/workspace write", WORKSPACE_WRITE_BOMB, &["--file-size", "1G"][..]),
     ] {
         let mut opts = RLIMIT_128M.to_vec();
         opts.extend_from_slice(extra);
@@ -275,32 +277,63 @@ both!(fn case28_shared_memory_bombs_polled_under_rlimit(who) {
     // SysV: a root caller's sandbox has kernel.shmall = the limit, so shmget may fail first
     // (ENOSPC); otherwise the watch kills. Either way the program cannot pass the limit.
     let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &sysv_attached]);
-    if r.output().contains("SHMGET FAILED") {
-        assert_eq!(who, Who::Root, "only a root caller's sandbox has kernel.shm* set:\n{}", r.describe());
-        let made: u64 = r.output().split_whitespace().last().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);
-        assert!(made <= 128, "SysV segments of {made} MiB under a 128 MiB limit:\n{}", r.describe());
-        assert!(r.output().contains("No space left"), "{}", r.describe());
-    } else {
-        assert_polled_memory_limit(&r, "SysV attached");
-    }
+    assert_sysv_contained(who, &r, "SysV attached");
 });
 
-both!(fn case28_detached_sysv_segments_are_bounded_under_rlimit(who) {
-    // Segments touched and detached keep their pages, mapped by no process. A root caller's
-    // sandbox has kernel.shm_rmid_forced = 1 (they go at detach); otherwise the watch counts
-    // them from the IPC namespace's /proc/sysvipc/shm.
-    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("DETACH = True\n{SYSV_BOMB}")]);
-    if who == Who::Root && r.status() == "ok" {
-        let resident: u64 = r.output().split_whitespace().last().and_then(|n| n.parse().ok()).unwrap_or(u64::MAX);
-        assert!(resident <= 128, "detached segments hold {resident} MiB:\n{}", r.describe());
+/// A SysV bomb either failed at shmget under a root caller's kernel.shmall (with at most the
+/// limit made), or was killed by the watch.
+fn assert_sysv_contained(who: Who, r: &JsonRun, name: &str) {
+    if r.output().contains("SHMGET FAILED") {
+        assert_eq!(
+            who,
+            Who::Root,
+            "{name}: only a root caller's sandbox has kernel.shm* set:\n{}",
+            r.describe()
+        );
+        let made: u64 = r
+            .output()
+            .split_whitespace()
+            .last()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(u64::MAX);
+        assert!(
+            made <= 128,
+            "{name}: SysV segments of {made} MiB under a 128 MiB limit:\n{}",
+            r.describe()
+        );
+        assert!(
+            r.output().contains("No space left"),
+            "{name}:\n{}",
+            r.describe()
+        );
+        assert_eq!(r.status(), "runtime_error", "{name}:\n{}", r.describe());
     } else {
-        assert_polled_memory_limit(&r, "SysV detached");
+        assert_polled_memory_limit(r, name);
     }
+}
+
+both!(fn case28_detached_sysv_segments_are_bounded_under_rlimit(who) {
+    // Segments touched and detached keep their pages, mapped by no process: the watch counts
+    // them from the IPC namespace's /proc/sysvipc/shm (and a root caller's kernel.shmall may
+    // stop shmget first).
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("DETACH = True\n{SYSV_BOMB}")]);
+    assert_sysv_contained(who, &r, "SysV detached");
 });
+
+/// 400 MB written into a /workspace file (a tmpfs: memory).
+const WORKSPACE_WRITE_BOMB: &str = r#"
+chunk = b"x" * (1 << 20)
+with open("/workspace/bomb", "wb") as f:
+    for i in range(400):
+        f.write(chunk)
+        f.flush()
+print("NOT LIMITED", flush=True)
+"#;
 
 both!(fn case28_dev_shm_is_capped_by_its_size(who) {
     // /dev/shm is the sandbox's own tmpfs, as large as /tmp (64 MiB by default): a file bomb
-    // there ends at ENOSPC, well under the memory limit.
+    // there ends at ENOSPC, under the memory limit (with a larger --tmp-size, the memory watch
+    // counts its files: case28_shared_memory_bombs_polled_under_rlimit).
     let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", DEV_SHM_WRITE_BOMB]);
     assert!(!r.output().contains("NOT LIMITED"), "{}", r.describe());
     assert_eq!(r.status(), "runtime_error", "{}", r.describe());
@@ -309,8 +342,27 @@ both!(fn case28_dev_shm_is_capped_by_its_size(who) {
     assert!(r.get("/limits/tmpBytes/note").as_str().unwrap_or("").contains("/dev/shm"), "{}", r.describe());
 });
 
-/// 40 MB of shared anonymous memory, a 20 MB memfd and a 16 MB SysV segment, all touched,
-/// held for a while (several polls of the watch).
+both!(fn case28_sysv_sysctls_follow_the_memory_limit(who) {
+    let r = exec_json_run(who, &["--memory", "128M"], &["cat", "/proc/sys/kernel/shmmax", "/proc/sys/kernel/shmall", "/proc/sys/kernel/shmmni"]);
+    let out = r.expect_ok();
+    if who == Who::Root {
+        // init, still host root in the sandbox's IPC namespace, set them: 128 MiB, in pages.
+        let page = 4096;
+        assert_eq!(out, format!("{}\n{}\n4096\n", 128u64 << 20, (128u64 << 20) / page), "{}", r.describe());
+    } else {
+        // Only the IPC namespace's root uid may write them: the kernel's defaults stay, and the
+        // rlimit backend's note says what bounds SysV shm instead.
+        let shmmax: u64 = out.lines().next().and_then(|l| l.parse().ok()).unwrap_or(0);
+        assert!(shmmax > 1 << 40, "{}", r.describe());
+        if r.backend() == "rlimit" {
+            let note = r.get("/limits/memoryBytes/note").as_str().unwrap_or("");
+            assert!(note.contains("cannot be set for an unprivileged caller"), "{}", r.describe());
+        }
+    }
+});
+
+/// 40 MB of shared anonymous memory, a 20 MB memfd, a 16 MB SysV segment and a 10 MB file in
+/// /workspace, all touched, held for a while (several polls of the watch).
 const SHARED_UNDER_LIMIT: &str = r#"
 import ctypes, mmap, os, time
 m = mmap.mmap(-1, 40 << 20)
@@ -324,6 +376,8 @@ libc.shmat.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
 libc.shmat.restype = ctypes.c_void_p
 addr = libc.shmat(libc.shmget(0, 16 << 20, 0o1000 | 0o600), None, 0)
 ctypes.memset(addr, 2, 16 << 20)
+with open("/workspace/f", "wb") as f:
+    f.write(b"z" * (10 << 20))
 time.sleep(1)
 print("done", flush=True)
 "#;

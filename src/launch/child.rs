@@ -262,10 +262,8 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
-/// `kernel.shmmax` and `kernel.shmall` = `limit` (so the SysV shm total stays under it),
-/// `kernel.shmmni` = 4096 segments, and `kernel.shm_rmid_forced` = 1 (a segment goes when its
-/// last process detaches: its pages are always mapped somewhere, where the memory watch of the
-/// rlimit backend sees them).
+/// `kernel.shmmax` and `kernel.shmall` = `limit` (so the SysV shm total stays under it) and
+/// `kernel.shmmni` = 4096 segments.
 fn write_shm_sysctls(limit: u64) -> Result<(), (&'static str, String)> {
     let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
         .ok()
@@ -276,7 +274,6 @@ fn write_shm_sysctls(limit: u64) -> Result<(), (&'static str, String)> {
         ("shmmax", limit),
         ("shmall", limit.div_ceil(page)),
         ("shmmni", 4096),
-        ("shm_rmid_forced", 1),
     ] {
         let path = format!("/proc/sys/kernel/{name}");
         std::fs::write(&path, value.to_string()).map_err(|err| {

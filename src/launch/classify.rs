@@ -165,7 +165,7 @@ pub fn outcome(
             signal = Some(s);
         }
         message = Some(format!(
-            "the memory limit of {} was exceeded: cordon's memory watch saw {} in the sandbox's processes and killed the sandbox (no cgroup here: memory is polled every {}-{} ms); raise it with --memory",
+            "the memory limit of {} was exceeded: cordon's memory watch saw {} in the sandbox (its processes' private and shared memory, and its tmpfs files) and killed it (no cgroup here: memory is polled every {}-{} ms); raise it with --memory",
             lim.memory.map(human_size).unwrap_or_else(|| "?".into()),
             human_size(w.peak),
             super::memwatch::FIRST_INTERVAL.as_millis(),

@@ -13,7 +13,10 @@
 //! - every SysV shm segment of the sandbox's IPC namespace, at its resident + swapped size
 //!   (init also hands over its open `/proc/sysvipc/shm`, which lists the segments of the IPC
 //!   namespace it was opened in), less what mappings of it already counted (a segment a
-//!   process touched and detached keeps its pages, mapped nowhere).
+//!   process touched and detached keeps its pages, mapped nowhere);
+//! - the used size of the sandbox's writable tmpfs mounts (`/tmp`, `/dev/shm`, `/workspace`:
+//!   init hands over a descriptor of each), less what mappings of their files counted. A
+//!   cgroup charges tmpfs pages to the sandbox too.
 //!
 //! init itself is not counted: it is cordon's own code, runs nothing of the program's, holds a
 //! fixed few hundred KiB, and (non-dumpable) cannot be read by an unprivileged caller.
@@ -66,6 +69,8 @@ pub struct MemWatch {
     proc_dir: Option<OwnedFd>,
     /// init's open `/proc/sysvipc/shm` (it lists the sandbox's IPC namespace).
     sysv: Option<std::fs::File>,
+    /// The sandbox's writable tmpfs mounts, with their device numbers.
+    mounts: Vec<(OwnedFd, Object)>,
     armed_at: Option<Instant>,
     next: Option<Instant>,
     unreadable: HashMap<u32, (Instant, String)>,
@@ -78,6 +83,7 @@ impl MemWatch {
             limit,
             proc_dir: None,
             sysv: None,
+            mounts: Vec::new(),
             armed_at: None,
             next: None,
             unreadable: HashMap::new(),
@@ -85,14 +91,23 @@ impl MemWatch {
         }
     }
 
-    /// Starts watching through `proc_dir` (the sandbox's procfs) and `sysv` (its
-    /// `/proc/sysvipc/shm`); the first sample is one interval later (the payload has not
-    /// started yet).
-    pub fn arm(&mut self, proc_dir: OwnedFd, sysv: Option<OwnedFd>, now: Instant) {
-        self.proc_dir = Some(proc_dir);
-        self.sysv = sysv.map(std::fs::File::from);
+    /// Starts watching what init sent (see [`Handover`]); the first sample is one interval
+    /// later (the payload has not started yet).
+    pub fn arm(&mut self, h: Handover, now: Instant) -> Result<(), String> {
+        for fd in h.mounts {
+            let st = nix::sys::stat::fstat(&fd)
+                .map_err(|e| format!("cannot stat a tmpfs mount of the sandbox: {e}"))?;
+            let dev = Object::Fs {
+                major: libc::major(st.st_dev),
+                minor: libc::minor(st.st_dev),
+            };
+            self.mounts.push((fd, dev));
+        }
+        self.proc_dir = Some(h.proc_dir);
+        self.sysv = h.sysv.map(std::fs::File::from);
         self.armed_at = Some(now);
         self.next = Some(now + FIRST_INTERVAL);
+        Ok(())
     }
 
     /// When the next sample is due (None before [`MemWatch::arm`]).
@@ -134,6 +149,24 @@ impl MemWatch {
         let mut total: u64 = 0;
         let mut seen = HashSet::new();
         let mut objects: HashMap<Object, u64> = HashMap::new();
+        for (fd, dev) in &self.mounts {
+            match nix::sys::statfs::fstatfs(fd) {
+                Ok(s) => {
+                    let used = s
+                        .blocks()
+                        .saturating_sub(s.blocks_free())
+                        .saturating_mul(s.block_size() as u64);
+                    if used > 0 {
+                        objects.insert(*dev, used);
+                    }
+                }
+                Err(e) => {
+                    return Verdict::Blind(format!(
+                        "cannot read the size of the sandbox's tmpfs mounts (fstatfs): {e}"
+                    ));
+                }
+            }
+        }
         if let Some(f) = &self.sysv {
             match read_all_at(f) {
                 Ok(text) => objects.extend(
@@ -298,12 +331,14 @@ pub struct ObjectKey {
     pub ino: u64,
 }
 
-/// A shared memory object counted at its own size: a memfd (by device and inode), or a SysV
-/// segment (by shmid, which the kernel uses as the inode number of its `/SYSV…` mapping).
+/// A shared memory object counted at its own size: a memfd (by device and inode), a SysV
+/// segment (by shmid, which the kernel uses as the inode number of its `/SYSV…` mapping), or a
+/// tmpfs mount (by device: every file on it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Object {
     File(ObjectKey),
     Sysv(u64),
+    Fs { major: u32, minor: u32 },
 }
 
 /// `(shmid, rss + swap bytes)` of each segment in a `/proc/sysvipc/shm` text.
@@ -347,8 +382,14 @@ pub fn pss_by_object(text: &str, objects: &HashMap<Object, u64>) -> HashMap<Obje
     let mut current: Option<Object> = None;
     for line in text.lines() {
         if let Some((key, path)) = smaps_header(line) {
+            let fs = Object::Fs {
+                major: key.major,
+                minor: key.minor,
+            };
             let obj = if path.starts_with("/SYSV") {
                 Object::Sysv(key.ino)
+            } else if objects.contains_key(&fs) {
+                fs
             } else {
                 Object::File(key)
             };
@@ -381,8 +422,22 @@ fn smaps_header(line: &str) -> Option<(ObjectKey, &str)> {
     Some((key, it.next().unwrap_or("")))
 }
 
-/// In init, once the sandbox's /proc is mounted: sends cordon a descriptor of it and its
-/// open `/proc/sysvipc/shm` (which lists the segments of the IPC namespace it was opened in).
+/// The sandbox's writable tmpfs mounts, whose files the watch counts.
+pub const TMPFS_MOUNTS: [&str; 3] = ["/tmp", "/dev/shm", crate::spec::WORKSPACE];
+
+/// What init hands the supervisor for the watch.
+pub struct Handover {
+    /// The sandbox's procfs.
+    pub proc_dir: OwnedFd,
+    /// [`TMPFS_MOUNTS`], in order.
+    pub mounts: Vec<OwnedFd>,
+    /// init's open `/proc/sysvipc/shm`; None on a kernel without SysV IPC.
+    pub sysv: Option<OwnedFd>,
+}
+
+/// In init, once the sandbox's root is built: sends cordon a descriptor of its /proc, of each
+/// of [`TMPFS_MOUNTS`], and its open `/proc/sysvipc/shm` (which lists the segments of the IPC
+/// namespace it was opened in).
 pub fn send_proc(to_parent: &OwnedFd) -> Result<(), String> {
     use nix::fcntl::OFlag;
     let open = |path: &str, flags: OFlag| {
@@ -394,6 +449,10 @@ pub fn send_proc(to_parent: &OwnedFd) -> Result<(), String> {
         .map_err(|e| format!("open the sandbox's {path}: {e}"))
     };
     let dir = open("/proc", OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
+    let mounts = TMPFS_MOUNTS
+        .iter()
+        .map(|m| open(m, OFlag::O_RDONLY | OFlag::O_DIRECTORY))
+        .collect::<Result<Vec<_>, _>>()?;
     // A kernel without SysV IPC (CONFIG_SYSVIPC=n) has no segments to count.
     let sysv = match open("/proc/sysvipc/shm", OFlag::O_RDONLY) {
         Ok(f) => Some(f),
@@ -401,6 +460,7 @@ pub fn send_proc(to_parent: &OwnedFd) -> Result<(), String> {
         Err(e) => return Err(e),
     };
     let mut fds = vec![dir.as_raw_fd()];
+    fds.extend(mounts.iter().map(|f| f.as_raw_fd()));
     fds.extend(sysv.as_ref().map(|f| f.as_raw_fd()));
     let cmsg = [ControlMessage::ScmRights(&fds)];
     let iov = [std::io::IoSlice::new(b"P")];
@@ -409,12 +469,12 @@ pub fn send_proc(to_parent: &OwnedFd) -> Result<(), String> {
     Ok(())
 }
 
-/// In the supervisor, when the handover socket polls readable: Ok(Some((proc, sysv))) when
-/// init sent them (no sysv: the kernel has no SysV IPC), Ok(None) to try again later, Err at end-of-file without them.
-pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<(OwnedFd, Option<OwnedFd>)>, String> {
+/// In the supervisor, when the handover socket polls readable: Ok(Some(_)) when init sent its
+/// descriptors, Ok(None) to try again later, Err at end-of-file without them.
+pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Handover>, String> {
     let mut byte = [0u8; 1];
     let mut iov = [IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2 + TMPFS_MOUNTS.len()]);
     let msg = match recvmsg::<()>(
         from_child.as_raw_fd(),
         &mut iov,
@@ -434,13 +494,28 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<(OwnedFd, Option<Owne
             }
         }
     }
-    let mut got = got.into_iter();
-    match (got.next(), got.next(), msg.bytes) {
-        (Some(dir), sysv, _) => Ok(Some((dir, sysv))),
-        (None, _, 0) => Err(
+    if got.len() > TMPFS_MOUNTS.len() {
+        let mut got = got.into_iter();
+        let Some(proc_dir) = got.next() else {
+            unreachable!("checked length")
+        };
+        let mounts: Vec<OwnedFd> = got.by_ref().take(TMPFS_MOUNTS.len()).collect();
+        return Ok(Some(Handover {
+            proc_dir,
+            mounts,
+            sysv: got.next(),
+        }));
+    }
+    match (got.is_empty(), msg.bytes) {
+        (false, _) => Err(format!(
+            "the sandbox's init sent {} descriptors for the memory watch, not {}; the memory limit cannot be enforced",
+            got.len(),
+            TMPFS_MOUNTS.len() + 1
+        )),
+        (true, 0) => Err(
             "the sandbox's init closed the memory watch's channel without sending its /proc; the memory limit cannot be enforced".into(),
         ),
-        (None, _, _) => Ok(None),
+        (true, _) => Ok(None),
     }
 }
 
@@ -525,6 +600,23 @@ Pss:                  16 kB
         assert_eq!(got.get(&Object::File(other_dev)), Some(&(32 * 1024)));
         assert_eq!(got.get(&Object::Sysv(3)), Some(&(8 * 1024)));
         assert_eq!(got.len(), 3, "{got:?}");
+    }
+
+    #[test]
+    fn mappings_of_files_on_a_counted_tmpfs_count_for_the_mount() {
+        let smaps = "\
+7f0000000000-7f0000100000 rw-s 00000000 00:2a 5                          /dev/shm/x
+Pss:                 512 kB
+7f0000200000-7f0000300000 rw-s 00000000 00:2b 5                          /tmp/y
+Pss:                 100 kB
+";
+        let shm = Object::Fs {
+            major: 0,
+            minor: 0x2a,
+        };
+        let objects: HashMap<_, _> = [(shm, 1 << 30)].into_iter().collect();
+        let got = pss_by_object(smaps, &objects);
+        assert_eq!(got, [(shm, 512 * 1024)].into_iter().collect());
     }
 
     #[test]

@@ -437,9 +437,15 @@ pub fn supervise(
                         continue;
                     };
                     match super::memwatch::receive_proc(sock) {
-                        Ok(Some((dir, sysv))) => {
-                            w.arm(dir, sysv, Instant::now());
+                        Ok(Some(h)) => {
                             watch_sock = None;
+                            if let Err(e) = w.arm(h, Instant::now()) {
+                                w.report.error = Some(e);
+                                if !killed {
+                                    killed = true;
+                                    stopper.stop(child, cgroup);
+                                }
+                            }
                         }
                         Ok(None) => {}
                         Err(e) => {
