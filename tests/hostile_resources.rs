@@ -361,6 +361,31 @@ both!(fn case28_sysv_sysctls_follow_the_memory_limit(who) {
     }
 });
 
+/// A shared mmap bomb that first makes itself non-dumpable, which hides its descriptors (and
+/// so its memfds) from an unprivileged caller's supervisor.
+const NON_DUMPABLE_BOMB: &str = r#"
+import ctypes, mmap
+assert ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0
+m = mmap.mmap(-1, 400 << 20)
+for off in range(0, 400 << 20, 4096):
+    m[off] = 1
+print("NOT LIMITED", flush=True)
+"#;
+
+both!(fn case28_a_process_hiding_from_the_memory_watch_fails_closed(who) {
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", NON_DUMPABLE_BOMB]);
+    assert!(!r.output().contains("NOT LIMITED"), "{}", r.describe());
+    if who == Who::Root {
+        // Root reads every process of the sandbox.
+        assert_polled_memory_limit(&r, "non-dumpable");
+    } else {
+        // The watch cannot count what the process may hold: the run ends, and says why.
+        assert_eq!(r.status(), "sandbox_error", "{}", r.describe());
+        let message = r.get("/message").as_str().unwrap_or("");
+        assert!(message.contains("non-dumpable") && message.contains("killed the sandbox"), "{}", r.describe());
+    }
+});
+
 /// 40 MB of shared anonymous memory, a 20 MB memfd, a 16 MB SysV segment and a 10 MB file in
 /// /workspace, all touched, held for a while (several polls of the watch).
 const SHARED_UNDER_LIMIT: &str = r#"

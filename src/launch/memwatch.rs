@@ -23,7 +23,9 @@
 //!
 //! A process whose memory cannot be read (`EACCES`: only before the payload's exec, or after an
 //! exec of a binary the sandbox may not read) is tolerated for [`UNREADABLE_GRACE`]; past it the
-//! watch reports itself blind and the supervisor kills the sandbox (fail closed).
+//! watch reports itself blind and the supervisor kills the sandbox (fail closed). A process whose
+//! descriptors cannot be listed (it made itself non-dumpable, and the caller is unprivileged)
+//! ends the run at once, the same way.
 
 use nix::errno::Errno;
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
@@ -209,6 +211,11 @@ impl MemWatch {
                         ));
                     }
                 }
+                Err(ReadError::HiddenFds(why)) => {
+                    return Verdict::Blind(format!(
+                        "cannot list the file descriptors of the sandbox's process {pid} ({why}; a process that makes itself non-dumpable hides them from an unprivileged caller), so the memfds it holds cannot be counted"
+                    ));
+                }
                 Err(ReadError::Format(why)) => return Verdict::Blind(why),
             }
         }
@@ -241,6 +248,10 @@ enum ReadError {
     /// The process exited meanwhile (or is a zombie: no memory left).
     Gone,
     Unreadable(String),
+    /// Its memory is readable but its descriptors are not: it made itself non-dumpable
+    /// (`prctl(PR_SET_DUMPABLE, 0)`), which hides them from an unprivileged caller. No grace:
+    /// a memfd it fills would go uncounted meanwhile.
+    HiddenFds(String),
     /// The kernel's smaps_rollup lacks a field the watch needs.
     Format(String),
 }
@@ -271,7 +282,10 @@ fn read_process(
         ))
     })?;
     let fd_dir = format!("{root}/{pid}/fd");
-    let fds = std::fs::read_dir(&fd_dir).map_err(|e| classify_io(&e, "fd directory"))?;
+    let fds = std::fs::read_dir(&fd_dir).map_err(|e| match classify_io(&e, "fd directory") {
+        ReadError::Unreadable(why) => ReadError::HiddenFds(why),
+        other => other,
+    })?;
     for fd in fds.flatten() {
         let path = fd.path();
         let Ok(target) = std::fs::read_link(&path) else {
