@@ -150,6 +150,9 @@ impl MemWatch {
         self.report.samples += 1;
         let mut total: u64 = 0;
         let mut seen = HashSet::new();
+        // Processes with shared memory mapped: only their mappings can overlap an object
+        // counted at its own size (reading a full smaps costs more than its rollup).
+        let mut mapping_shmem = Vec::new();
         let mut objects: HashMap<Object, u64> = HashMap::new();
         for (fd, dev) in &self.mounts {
             match nix::sys::statfs::fstatfs(fd) {
@@ -197,9 +200,12 @@ impl MemWatch {
             }
             seen.insert(pid);
             match read_process(&root, pid, &mut objects) {
-                Ok(bytes) => {
+                Ok((bytes, shmem)) => {
                     self.unreadable.remove(&pid);
                     total = total.saturating_add(bytes);
+                    if shmem {
+                        mapping_shmem.push(pid);
+                    }
                 }
                 Err(ReadError::Gone) => {}
                 Err(ReadError::Unreadable(why)) => {
@@ -224,7 +230,7 @@ impl MemWatch {
             // What the mappings of these objects already counted, so a page is not counted
             // twice. (Unreadable smaps: nothing subtracted, the object counts in full.)
             let mut mapped: HashMap<Object, u64> = HashMap::new();
-            for pid in &seen {
+            for pid in &mapping_shmem {
                 if let Ok(text) = std::fs::read_to_string(format!("{root}/{pid}/smaps")) {
                     for (k, v) in pss_by_object(&text, &objects) {
                         *mapped.entry(k).or_default() += v;
@@ -263,12 +269,13 @@ fn classify_io(e: &std::io::Error, what: &str) -> ReadError {
     }
 }
 
-/// One process's count: its smaps_rollup sum; its memfds go into `memfds`.
+/// One process's count (its smaps_rollup sum) and whether it maps shared memory (Pss_Shmem
+/// above 0); its memfds go into `objects`.
 fn read_process(
     root: &str,
     pid: u32,
     objects: &mut HashMap<Object, u64>,
-) -> Result<u64, ReadError> {
+) -> Result<(u64, bool), ReadError> {
     let text = std::fs::read_to_string(format!("{root}/{pid}/smaps_rollup"))
         .map_err(|e| classify_io(&e, "smaps_rollup"))?;
     if text.is_empty() {
@@ -308,7 +315,7 @@ fn read_process(
             Err(e) => return Err(classify_io(&e, "a memfd")),
         }
     }
-    Ok(bytes)
+    Ok((bytes, kb_field(&text, "Pss_Shmem").is_some_and(|v| v > 0)))
 }
 
 /// The smaps_rollup fields the watch adds up.
@@ -390,12 +397,18 @@ fn read_all_at(f: &std::fs::File) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-/// The `Pss` of every mapping in a full smaps text whose object is one of `objects`.
+/// The `Pss` of every shared mapping in a full smaps text whose object is one of `objects`.
+/// Private mappings are left out: their pages written since are anonymous copies (counted as
+/// Pss_Anon, not part of the object), and their other pages, counted twice, only err high.
 pub fn pss_by_object(text: &str, objects: &HashMap<Object, u64>) -> HashMap<Object, u64> {
     let mut out = HashMap::new();
     let mut current: Option<Object> = None;
     for line in text.lines() {
-        if let Some((key, path)) = smaps_header(line) {
+        if let Some((key, perms, path)) = smaps_header(line) {
+            if perms.as_bytes().get(3) != Some(&b's') {
+                current = None;
+                continue;
+            }
             let fs = Object::Fs {
                 major: key.major,
                 minor: key.minor,
@@ -417,14 +430,14 @@ pub fn pss_by_object(text: &str, objects: &HashMap<Object, u64>) -> HashMap<Obje
     out
 }
 
-/// `start-end perms offset MAJ:MIN inode [path]` → the object's key and path.
-fn smaps_header(line: &str) -> Option<(ObjectKey, &str)> {
+/// `start-end perms offset MAJ:MIN inode [path]` → the object's key, the perms and the path.
+fn smaps_header(line: &str) -> Option<(ObjectKey, &str, &str)> {
     let mut it = line.split_ascii_whitespace();
     let range = it.next()?;
     if !range.contains('-') || !range.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
         return None;
     }
-    let _perms = it.next()?;
+    let perms = it.next()?;
     let _offset = it.next()?;
     let (maj, min) = it.next()?.split_once(':')?;
     let ino = it.next()?.parse().ok()?;
@@ -433,7 +446,7 @@ fn smaps_header(line: &str) -> Option<(ObjectKey, &str)> {
         minor: u32::from_str_radix(min, 16).ok()?,
         ino,
     };
-    Some((key, it.next().unwrap_or("")))
+    Some((key, perms, it.next().unwrap_or("")))
 }
 
 /// The sandbox's writable tmpfs mounts, whose files the watch counts.
@@ -585,8 +598,10 @@ Size:               1024 kB
 Pss:                 100 kB
 7f0000400000-7f0000500000 rw-s 00100000 00:01 4242                       /memfd:a (deleted)
 Pss:                  64 kB
-7f0000600000-7f0000700000 rw-p 00000000 fe:1a 4242                       /usr/lib/x
+7f0000600000-7f0000700000 rw-s 00000000 fe:1a 4242                       /usr/lib/x
 Pss:                  32 kB
+7f0000700000-7f0000800000 rw-p 00000000 00:01 4242                       /memfd:a (deleted)
+Pss:                1000 kB
 7f0000800000-7f0000900000 rw-s 00000000 00:01 3                          /SYSV00000000 (deleted)
 Pss:                   8 kB
 7f0000a00000-7f0000b00000 rw-s 00000000 00:01 4                          /SYSV00000000 (deleted)
@@ -645,6 +660,7 @@ Pss:                 100 kB
                     minor: 1,
                     ino: 7
                 },
+                "rw-s",
                 "/SYSV00000000"
             ))
         );
