@@ -350,7 +350,7 @@ with open("/workspace/bomb", "wb") as f:
 print("NOT LIMITED", flush=True)
 "#;
 
-both!(fn case28_dev_shm_is_capped_by_its_size(who) {
+both!(fn case28_dev_shm_is_capped_by_its_size_under_rlimit(who) {
     // /dev/shm is the sandbox's own tmpfs, as large as /tmp (64 MiB by default): a file bomb
     // there ends at ENOSPC, under the memory limit (with a larger --tmp-size, the memory watch
     // counts its files: case28_shared_memory_bombs_polled_under_rlimit).
@@ -394,7 +394,7 @@ for off in range(0, 400 << 20, 4096):
 print("NOT LIMITED", flush=True)
 "#;
 
-both!(fn case28_a_process_hiding_from_the_memory_watch_fails_closed(who) {
+both!(fn case28_a_process_hiding_from_the_memory_watch_fails_closed_under_rlimit(who) {
     let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", NON_DUMPABLE_BOMB]);
     assert!(!r.output().contains("NOT LIMITED"), "{}", r.describe());
     if who == Who::Root {
@@ -429,7 +429,7 @@ time.sleep(1)
 print("done", flush=True)
 "#;
 
-both!(fn case28_shared_memory_under_the_limit_is_not_killed(who) {
+both!(fn case28_shared_memory_under_the_limit_is_not_killed_under_rlimit(who) {
     let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", SHARED_UNDER_LIMIT]);
     assert_eq!(r.expect_ok(), "done\n", "{}", r.describe());
     assert_eq!(r.get("/oomKilled").as_bool(), Some(false), "{}", r.describe());
