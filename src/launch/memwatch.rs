@@ -25,7 +25,7 @@
 //! exec of a binary the sandbox may not read) is tolerated for [`UNREADABLE_GRACE`]; past it the
 //! watch reports itself blind and the supervisor kills the sandbox (fail closed). A process whose
 //! descriptors cannot be listed (it made itself non-dumpable, and the caller is unprivileged)
-//! ends the run at once, the same way.
+//! ends the run the same way after [`HIDDEN_FDS_SAMPLES`] samples in a row.
 
 use nix::errno::Errno;
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
@@ -40,6 +40,10 @@ pub const FIRST_INTERVAL: Duration = Duration::from_millis(20);
 /// The poll interval after that.
 pub const LATER_INTERVAL: Duration = Duration::from_millis(50);
 pub const BACKOFF_AFTER: Duration = Duration::from_secs(1);
+/// In how many consecutive samples a process may hide its descriptors before the watch calls
+/// itself blind. Not one: for an instant while a process execs (its new memory is still
+/// non-dumpable) or exits (its memory is gone first), the kernel hides its descriptors too.
+pub const HIDDEN_FDS_SAMPLES: u32 = 2;
 /// How long a process's memory may stay unreadable before the watch calls itself blind.
 pub const UNREADABLE_GRACE: Duration = Duration::from_secs(1);
 
@@ -76,6 +80,8 @@ pub struct MemWatch {
     armed_at: Option<Instant>,
     next: Option<Instant>,
     unreadable: HashMap<u32, (Instant, String)>,
+    /// Processes whose descriptors were hidden, in how many consecutive samples.
+    hidden_fds: HashMap<u32, u32>,
     pub report: WatchReport,
 }
 
@@ -89,6 +95,7 @@ impl MemWatch {
             armed_at: None,
             next: None,
             unreadable: HashMap::new(),
+            hidden_fds: HashMap::new(),
             report: WatchReport::default(),
         }
     }
@@ -199,7 +206,11 @@ impl MemWatch {
                 continue;
             }
             seen.insert(pid);
-            match read_process(&root, pid, &mut objects) {
+            let result = read_process(&root, pid, &mut objects);
+            if !matches!(result, Err(ReadError::HiddenFds { .. })) {
+                self.hidden_fds.remove(&pid);
+            }
+            match result {
                 Ok((bytes, shmem)) => {
                     self.unreadable.remove(&pid);
                     total = total.saturating_add(bytes);
@@ -217,15 +228,21 @@ impl MemWatch {
                         ));
                     }
                 }
-                Err(ReadError::HiddenFds(why)) => {
-                    return Verdict::Blind(format!(
-                        "cannot list the file descriptors of the sandbox's process {pid} ({why}; a process that makes itself non-dumpable hides them from an unprivileged caller), so the memfds it holds cannot be counted"
-                    ));
+                Err(ReadError::HiddenFds { bytes, why }) => {
+                    total = total.saturating_add(bytes);
+                    let n = self.hidden_fds.entry(pid).or_insert(0);
+                    *n += 1;
+                    if *n >= HIDDEN_FDS_SAMPLES {
+                        return Verdict::Blind(format!(
+                            "cannot list the file descriptors of the sandbox's process {pid} ({why}; a process that makes itself non-dumpable hides them from an unprivileged caller), so the memfds it holds cannot be counted"
+                        ));
+                    }
                 }
                 Err(ReadError::Format(why)) => return Verdict::Blind(why),
             }
         }
         self.unreadable.retain(|pid, _| seen.contains(pid));
+        self.hidden_fds.retain(|pid, _| seen.contains(pid));
         if !objects.is_empty() {
             // What the mappings of these objects already counted, so a page is not counted
             // twice. (Unreadable smaps: nothing subtracted, the object counts in full.)
@@ -254,10 +271,14 @@ enum ReadError {
     /// The process exited meanwhile (or is a zombie: no memory left).
     Gone,
     Unreadable(String),
-    /// Its memory is readable but its descriptors are not: it made itself non-dumpable
-    /// (`prctl(PR_SET_DUMPABLE, 0)`), which hides them from an unprivileged caller. No grace:
-    /// a memfd it fills would go uncounted meanwhile.
-    HiddenFds(String),
+    /// Its memory (`bytes`) is readable but its descriptors are not: it made itself
+    /// non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`), which hides them from an unprivileged
+    /// caller, or it is in the middle of an exec or an exit. Only [`HIDDEN_FDS_SAMPLES`] of
+    /// grace: a memfd it fills goes uncounted meanwhile.
+    HiddenFds {
+        bytes: u64,
+        why: String,
+    },
     /// The kernel's smaps_rollup lacks a field the watch needs.
     Format(String),
 }
@@ -290,7 +311,7 @@ fn read_process(
     })?;
     let fd_dir = format!("{root}/{pid}/fd");
     let fds = std::fs::read_dir(&fd_dir).map_err(|e| match classify_io(&e, "fd directory") {
-        ReadError::Unreadable(why) => ReadError::HiddenFds(why),
+        ReadError::Unreadable(why) => ReadError::HiddenFds { bytes, why },
         other => other,
     })?;
     for fd in fds.flatten() {
