@@ -116,7 +116,7 @@ fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
             .filter(|r| r.enforcement == Enforcement::Rlimit)
     {
         eprintln!(
-            "cordon: warning: --memory is enforced per process, not for the sandbox as a whole: {} (no cgroup available; see `cordon doctor`)",
+            "cordon: warning: --memory is not held by a cgroup here, but by rlimits and a polled sum: {} (no cgroup available; see `cordon doctor`)",
             r.note.as_deref().unwrap_or("")
         );
     }

@@ -129,6 +129,10 @@ pub enum MetricSource {
     Rusage,
     /// Deduced from the way the program ended, not reported by the kernel.
     Inferred,
+    /// Sampled by cordon's supervisor while the program ran (the rlimit backend's memory
+    /// watch: a sum over the sandbox's processes every 20-50 ms; a peak between two samples
+    /// is not seen).
+    Polled,
     Unavailable,
 }
 

@@ -138,9 +138,9 @@ both!(fn json_result_fields_present_and_typed(who) {
     assert_kind(&r, "/cpuTime", is_num_or_null, "a number (ms) or null");
     assert_source(&r, "/cpuTimeSource", &["cgroup-v1", "cgroup-v2", "rusage", "inferred", "unavailable"]);
     assert_kind(&r, "/memoryUsed", is_int_or_null, "an integer (bytes) or null");
-    assert_source(&r, "/memoryUsedSource", &["cgroup-v1", "cgroup-v2", "rusage", "inferred", "unavailable"]);
+    assert_source(&r, "/memoryUsedSource", &["cgroup-v1", "cgroup-v2", "rusage", "inferred", "polled", "unavailable"]);
     assert_eq!(r.get("/oomKilled"), &json!(false), "{}", r.describe());
-    assert_source(&r, "/oomKilledSource", &["cgroup-v1", "cgroup-v2", "rusage", "inferred", "unavailable"]);
+    assert_source(&r, "/oomKilledSource", &["cgroup-v1", "cgroup-v2", "rusage", "inferred", "polled", "unavailable"]);
     assert_eq!(r.get("/outputTruncated"), &json!(false), "{}", r.describe());
     assert_eq!(r.get("/stdoutBytes"), &json!(4), "{}", r.describe());
     assert_eq!(r.get("/stderrBytes"), &json!(4), "{}", r.describe());

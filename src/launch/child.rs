@@ -61,6 +61,12 @@ pub struct ChildCtx<'a> {
     pub collect: Option<&'a crate::spec::Collect>,
     /// `--net allow=`: init's end of the socketpair the proxy's listening socket goes through.
     pub net_handover: Option<OwnedFd>,
+    /// The rlimit backend's memory watch: init's end of the socketpair the sandbox's /proc
+    /// goes to cordon through.
+    pub proc_handover: Option<OwnedFd>,
+    /// A root caller's memory limit, for the IPC namespace's SysV shm sysctls (only the
+    /// namespace's root uid may write them: an unprivileged caller cannot).
+    pub shm_limit: Option<u64>,
     /// What TCP Landlock lets the payload use.
     pub net_access: crate::security::landlock::NetAccess,
     /// The sandbox has its own network namespace (`lo` must be brought up).
@@ -91,6 +97,7 @@ pub fn init_main(ctx: ChildCtx) -> ! {
     .map(|f| f.as_raw_fd())
     .to_vec();
     keep.extend(ctx.net_handover.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(ctx.proc_handover.as_ref().map(|f| f.as_raw_fd()));
     if let Err(e) = sys::close_fds_except(&keep) {
         ctx.report.fail(
             "close inherited file descriptors",
@@ -197,6 +204,12 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     if ctx.root_caller {
         sys::clear_groups().map_err(e("drop supplementary groups"))?;
     }
+    // SysV shm of the sandbox's IPC namespace, bounded by the memory limit. The kernel lets
+    // only the namespace's root uid write these; here that is host root (the sandbox's user
+    // namespace leaves its uid 0 unmapped), which init still is until the switch below.
+    if let Some(limit) = ctx.shm_limit {
+        write_shm_sysctls(limit)?;
+    }
     // Files created from here on belong to the mapped sandbox ids (an unmapped fsuid cannot
     // create files at all). The namespace's uid 0 is unmapped, so this does not clear the
     // capabilities the creator of the namespace holds; the check below makes sure.
@@ -239,8 +252,36 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
         crate::net::listen_and_hand_over(h)
             .map_err(|m| ("set up the network proxy's socket", m))?;
     }
+    // The sandbox's /proc, for the memory watch (it lists exactly the sandbox's processes).
+    if let Some(h) = &ctx.proc_handover {
+        super::memwatch::send_proc(h).map_err(|m| ("hand the sandbox's /proc to cordon", m))?;
+    }
     super::collect::write_inputs(ctx.files)
         .map_err(|m| ("write the input files into /workspace", m))?;
+    Ok(())
+}
+
+/// `kernel.shmmax` and `kernel.shmall` = `limit` (so the SysV shm total stays under it) and
+/// `kernel.shmmni` = 4096 segments.
+fn write_shm_sysctls(limit: u64) -> Result<(), (&'static str, String)> {
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .filter(|&p| p > 0)
+        .unwrap_or(4096) as u64;
+    for (name, value) in [
+        ("shmmax", limit),
+        ("shmall", limit.div_ceil(page)),
+        ("shmmni", 4096),
+    ] {
+        let path = format!("/proc/sys/kernel/{name}");
+        std::fs::write(&path, value.to_string()).map_err(|err| {
+            (
+                "bound SysV shared memory in the sandbox's IPC namespace",
+                format!("write {value} to {path}: {err}"),
+            )
+        })?;
+    }
     Ok(())
 }
 

@@ -111,6 +111,8 @@ pub fn outcome(
     ) = (Status::SandboxError, exit_codes::SANDBOX_ERROR, None, None);
     let mut exit_code = None;
     let mut oom_inferred = false;
+    let watch = ended.memory_watch.clone();
+    let watch_over = watch.as_ref().is_some_and(|w| w.over);
     if let Some(e) = &ended.internal_error {
         message = Some(e.clone());
     } else if let Some(sig) = ended.interrupted {
@@ -152,6 +154,23 @@ pub fn outcome(
         } else {
             m.clone()
         });
+    } else if let Some(e) = watch.as_ref().and_then(|w| w.error.as_ref()) {
+        message = Some(format!(
+            "{e}; cordon killed the sandbox rather than run it without its memory limit (a cgroup bounds memory without polling: see `cordon doctor`)"
+        ));
+    } else if let Some(w) = watch.as_ref().filter(|w| w.over) {
+        status = Status::MemoryLimit;
+        code = exit_codes::KILLED;
+        if let Some(Msg::Signaled { signal: s }) = payload {
+            signal = Some(s);
+        }
+        message = Some(format!(
+            "the memory limit of {} was exceeded: cordon's memory watch saw {} in the sandbox (its processes' private and shared memory, and its tmpfs files) and killed it (no cgroup here: memory is polled every {}-{} ms); raise it with --memory",
+            lim.memory.map(human_size).unwrap_or_else(|| "?".into()),
+            human_size(w.peak),
+            super::memwatch::FIRST_INTERVAL.as_millis(),
+            super::memwatch::LATER_INTERVAL.as_millis(),
+        ));
     } else {
         match payload {
             Some(Msg::Exited { code: c }) => {
@@ -237,6 +256,14 @@ pub fn outcome(
 
     let (memory_used, memory_used_source) = match (metrics.peak_memory, ended.rusage_maxrss) {
         (Some(p), _) => (Some(p), cgroup_source),
+        // The watch's peak is a sum over the sandbox; ru_maxrss the largest single process.
+        (None, r)
+            if watch
+                .as_ref()
+                .is_some_and(|w| w.samples > 0 && Some(w.peak) >= r) =>
+        {
+            (watch.as_ref().map(|w| w.peak), MetricSource::Polled)
+        }
         (None, Some(r)) => (Some(r), MetricSource::Rusage),
         _ => (None, MetricSource::Unavailable),
     };
@@ -247,6 +274,7 @@ pub fn outcome(
     };
     let (oom_killed, oom_killed_source) = match oom_reported {
         Some(v) => (v, cgroup_source),
+        None if watch_over && status == Status::MemoryLimit => (true, MetricSource::Polled),
         None if oom_inferred => (true, MetricSource::Inferred),
         None => (false, MetricSource::Unavailable),
     };
@@ -424,6 +452,81 @@ mod tests {
         );
         assert_eq!((o.status, o.cli_exit_code), (Status::SandboxError, 127));
         assert!(o.message.unwrap().contains("not found"));
+    }
+
+    #[test]
+    fn memory_watch_kill_is_memory_limit_polled() {
+        use crate::launch::memwatch::WatchReport;
+        let over = |e: &mut Ended| {
+            e.rusage_maxrss = Some(50 << 20);
+            e.memory_watch = Some(WatchReport {
+                peak: 200 << 20,
+                samples: 4,
+                over: true,
+                error: None,
+            })
+        };
+        let o = run(
+            vec![Msg::Signaled { signal: 9 }],
+            over,
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(
+            (o.status, o.cli_exit_code, o.signal, o.oom_killed),
+            (Status::MemoryLimit, 137, Some(9), true)
+        );
+        assert_eq!(o.oom_killed_source, MetricSource::Polled);
+        assert_eq!(
+            (o.memory_used, o.memory_used_source),
+            (Some(200 << 20), MetricSource::Polled)
+        );
+        assert!(o.message.unwrap().contains("200 MiB"));
+        // A watch that did not fire: the larger of its peak and ru_maxrss, labelled.
+        let under = |e: &mut Ended| {
+            e.rusage_maxrss = Some(50 << 20);
+            e.memory_watch = Some(WatchReport {
+                peak: 20 << 20,
+                samples: 4,
+                ..Default::default()
+            })
+        };
+        let o = run(
+            vec![Msg::Exited { code: 0 }],
+            under,
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(
+            (o.status, o.oom_killed, o.memory_used_source),
+            (Status::Ok, false, MetricSource::Rusage)
+        );
+    }
+
+    #[test]
+    fn blind_memory_watch_is_a_sandbox_error_after_setup_failures() {
+        use crate::launch::memwatch::WatchReport;
+        let blind = |e: &mut Ended| {
+            e.memory_watch = Some(WatchReport {
+                error: Some("cannot read the memory of the sandbox's process 7".into()),
+                ..Default::default()
+            })
+        };
+        let o = run(
+            vec![Msg::Signaled { signal: 9 }],
+            blind,
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!((o.status, o.cli_exit_code), (Status::SandboxError, 125));
+        assert!(o.message.unwrap().contains("process 7"));
+        let failed = Msg::SetupFailed {
+            step: "mount".into(),
+            message: "EPERM".into(),
+            exit_code: 125,
+        };
+        let o = run(vec![failed], blind, Default::default(), Default::default());
+        assert!(o.message.unwrap().contains("cannot mount"));
     }
 
     #[test]

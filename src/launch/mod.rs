@@ -6,6 +6,7 @@ mod child;
 mod classify;
 mod collect;
 mod keeper;
+mod memwatch;
 mod supervise;
 
 use crate::fs::plan::{self, HostView};
@@ -175,7 +176,35 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // 2. Limits: the sandbox cgroup exists, with its limits written, before any process of
     //    the sandbox does.
     let run_id = run_id();
-    let prepared = limits::prepare(&spec.limits, spec.backend, &run_id)?;
+    let mut prepared = limits::prepare(&spec.limits, spec.backend, &run_id)?;
+    let root_caller = nix::unistd::geteuid().is_root();
+    // Without a cgroup the supervisor polls the sandbox's memory (see launch::memwatch); init
+    // sends it the sandbox's /proc over this socketpair once it is mounted.
+    let watch_limit = spec.limits.memory.filter(|_| {
+        prepared
+            .report
+            .memory_bytes
+            .as_ref()
+            .is_some_and(|m| m.enforcement == crate::outcome::Enforcement::Rlimit)
+    });
+    if watch_limit.is_some()
+        && let Some(m) = prepared.report.memory_bytes.as_mut()
+    {
+        m.note = Some(limits::memory_note(root_caller));
+    }
+    let (watch_parent, watch_child) = match watch_limit {
+        Some(_) => {
+            let (p, c) = nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::Stream,
+                None,
+                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+            )
+            .map_err(sys_err("create the memory watch's socketpair"))?;
+            (Some(p), Some(c))
+        }
+        None => (None, None),
+    };
 
     // 3. Pipes: go (parent → init), report (init/payload → parent), stdio.
     let cloexec = OFlag::O_CLOEXEC;
@@ -195,7 +224,6 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), Some(&mut old_mask))
         .map_err(sys_err("block signals"))?;
 
-    let root_caller = nix::unistd::geteuid().is_root();
     let (host_uid, host_gid) = if root_caller {
         (root_caller_host_id(), root_caller_host_id())
     } else {
@@ -214,7 +242,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     };
     let child = match sys::clone_namespaces(clone_flags) {
         Ok(CloneResult::Child) => {
-            drop((go_w, rep_r, in_w, out_r, err_r, net_parent));
+            drop((go_w, rep_r, in_w, out_r, err_r, net_parent, watch_parent));
             child::init_main(child::ChildCtx {
                 plan: &ops,
                 hostname: &spec.hostname,
@@ -236,6 +264,12 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 cgroup_tasks: cgroup_tasks.as_deref().unwrap_or(&[]),
                 collect: spec.collect.as_ref(),
                 net_handover: net_child,
+                proc_handover: watch_child,
+                shm_limit: if root_caller {
+                    spec.limits.memory
+                } else {
+                    None
+                },
                 net_access,
                 own_netns: clone_flags & libc::CLONE_NEWNET != 0,
                 extra_writable: spec
@@ -259,7 +293,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             });
         }
     };
-    drop((go_r, rep_w, in_r, out_w, err_w, net_child));
+    drop((go_r, rep_w, in_r, out_w, err_w, net_child, watch_child));
     // The sandbox's mount namespace, for the keeper to hold (see keeper.rs). Opened while init
     // waits for its first go, with the caller's identity. Not having it only makes the run's
     // end slower (init's exit then unmounts everything), so a failure is not an error.
@@ -379,6 +413,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         stderr: err_r,
         report: rep_r,
         stop,
+        memory_watch: watch_limit.zip(watch_parent),
     };
     let mut ended = supervise::supervise(spec, child, io, prepared.cgroup.as_ref(), mask, started);
     if let Err(errno) = go_sent {

@@ -2,6 +2,7 @@
 //! a pidfd for init and a signalfd, with the wall-clock deadline as its timeout. No threads.
 
 use super::channel::{Msg, MsgReader};
+use super::memwatch::{MemWatch, Verdict, WatchReport};
 use crate::limits::Cgroup;
 use crate::spec::{SandboxSpec, StdinSource};
 use crate::sys;
@@ -34,6 +35,8 @@ pub struct Io {
     /// The go pipe, kept after the second go when files are to be collected: ending the run
     /// early then goes through init (see [`Stopper`]).
     pub stop: Option<OwnedFd>,
+    /// The rlimit backend's memory watch: the limit, and the socket init sends its /proc on.
+    pub memory_watch: Option<(u64, OwnedFd)>,
 }
 
 /// Ends the run early (timeout, output limit, CPU time, a signal to cordon). With a stop
@@ -146,6 +149,8 @@ pub struct Ended {
     pub stderr: Capture,
     pub wall: Duration,
     pub internal_error: Option<String>,
+    /// The rlimit backend's memory watch, when it ran (see [`super::memwatch`]).
+    pub memory_watch: Option<WatchReport>,
 }
 
 enum StdinState {
@@ -213,7 +218,12 @@ pub fn supervise(
         stderr,
         report,
         stop,
+        memory_watch,
     } = io;
+    let (mut watch, mut watch_sock) = match memory_watch {
+        Some((limit, sock)) => (Some(MemWatch::new(limit)), Some(sock)),
+        None => (None, None),
+    };
     let mut stopper = Stopper {
         stop,
         grace_until: None,
@@ -307,6 +317,10 @@ pub fn supervise(
             fds.push(PollFd::new(s.as_fd(), pin));
             slots.push(b's');
         }
+        if !init_exited && let Some(m) = &watch_sock {
+            fds.push(PollFd::new(m.as_fd(), pin));
+            slots.push(b'm');
+        }
         if let Some(p) = &stdin_pipe {
             if !stdin_buf.is_empty() {
                 fds.push(PollFd::new(p.as_fd(), PollFlags::POLLOUT));
@@ -324,6 +338,12 @@ pub fn supervise(
         let mut wait = until.saturating_duration_since(now);
         if limits.cpu_time.is_some() && cgroup.is_some() {
             wait = wait.min(CPU_CHECK_EVERY);
+        }
+        if !killed
+            && !init_exited
+            && let Some(due) = watch.as_ref().and_then(MemWatch::due)
+        {
+            wait = wait.min(due.saturating_duration_since(now));
         }
         if killed && !init_exited {
             wait = wait.max(Duration::from_millis(10));
@@ -412,6 +432,32 @@ pub fn supervise(
                         }
                     }
                 }
+                b'm' => {
+                    let (Some(sock), Some(w)) = (&watch_sock, watch.as_mut()) else {
+                        continue;
+                    };
+                    match super::memwatch::receive_proc(sock) {
+                        Ok(Some(h)) => {
+                            watch_sock = None;
+                            if let Err(e) = w.arm(h, Instant::now()) {
+                                w.report.error = Some(e);
+                                if !killed {
+                                    killed = true;
+                                    stopper.stop(child, cgroup);
+                                }
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            watch_sock = None;
+                            w.report.error = Some(e);
+                            if !killed {
+                                killed = true;
+                                stopper.stop(child, cgroup);
+                            }
+                        }
+                    }
+                }
                 b'i' => {
                     let StdinState::Source(src) = &stdin_state else {
                         continue;
@@ -454,7 +500,28 @@ pub fn supervise(
             killed = true;
             stopper.stop(child, cgroup);
         }
+
+        // The memory limit under the rlimit backend: the sandbox's memory, polled.
+        if !killed
+            && !init_exited
+            && let Some(w) = watch.as_mut()
+        {
+            match w.poll(Instant::now()) {
+                None | Some(Verdict::Under) => {}
+                Some(Verdict::Over(_)) => {
+                    w.report.over = true;
+                    killed = true;
+                    stopper.stop(child, cgroup);
+                }
+                Some(Verdict::Blind(why)) => {
+                    w.report.error = Some(why);
+                    killed = true;
+                    stopper.stop(child, cgroup);
+                }
+            }
+        }
     }
+    ended.memory_watch = watch.map(|w| w.report);
     if ended.wall.is_zero() {
         ended.wall = started.elapsed();
     }

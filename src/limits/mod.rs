@@ -23,7 +23,7 @@
 mod host;
 mod probe;
 mod rlimit;
-pub use rlimit::nix_resource;
+pub use rlimit::{memory_note, nix_resource};
 mod scope;
 pub use scope::{FromEnv, ManagerInfo, Obtained, SystemdUserScope, UserScope};
 mod v1;

@@ -5,7 +5,25 @@ use super::{Backend, Rlimit};
 use crate::outcome::{Enforcement, LimitReport};
 use crate::spec::Limits;
 
-pub const NOTE_DATA: &str = "RLIMIT_DATA: private writable memory of each process (heap, private mmap), not per sandbox; shared memory (MAP_SHARED mappings, memfd, SysV shm) and tmpfs pages are not bounded without a cgroup";
+/// How `--memory` is held without a cgroup (see launch::memwatch for the watch itself).
+pub const NOTE_DATA: &str = "RLIMIT_DATA caps each process's private writable memory; the supervisor also polls the whole sandbox every 20 ms (50 ms after the first second) and kills it when the sum exceeds the limit: per process Pss_Anon + Pss_Shmem + SwapPss (private memory, MAP_SHARED mappings, memfd, SysV and /dev/shm pages mapped by a process, shared pages counted once), plus each memfd held open by a descriptor at its allocated size, each SysV segment, and the files in /tmp, /dev/shm and /workspace (each counted once). Polled: a fast allocator can overshoot by what it allocates in one interval. Not seen by the watch: shared pages no process has in its page tables (after madvise(MADV_DONTNEED) on a shared mapping, or a memfd kept only by a partial mapping or by a descriptor in flight on a socket); a cgroup bounds those too";
+/// SysV shared memory, for a root caller: init sets the IPC namespace's sysctls.
+pub const NOTE_SYSV_SET: &str = "SysV shm: the watch counts every segment of the sandbox's IPC namespace, and kernel.shmmax and kernel.shmall = the limit";
+/// ...and for an unprivileged caller, who cannot.
+pub const NOTE_SYSV_UNSET: &str = "SysV shm: the watch counts every segment of the sandbox's IPC namespace; kernel.shmmax/shmall cannot be set for an unprivileged caller (only the IPC namespace's root uid may write them, and the sandbox's user namespace maps uid 1000 alone)";
+
+/// The memory note of the rlimit backend.
+pub fn memory_note(root_caller: bool) -> String {
+    format!(
+        "{NOTE_DATA}; {}",
+        if root_caller {
+            NOTE_SYSV_SET
+        } else {
+            NOTE_SYSV_UNSET
+        }
+    )
+}
+
 pub const NOTE_NPROC: &str =
     "RLIMIT_NPROC: counted per uid inside the sandbox's new user namespace";
 

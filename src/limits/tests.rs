@@ -386,7 +386,7 @@ fn v1_not_writable_falls_back_to_rlimit_with_the_reason() {
             .note
             .as_ref()
             .unwrap()
-            .starts_with("RLIMIT_DATA: private writable memory")
+            .starts_with("RLIMIT_DATA caps each process's private writable memory; the supervisor also polls the whole sandbox")
     );
     assert_eq!(r.pids.as_ref().unwrap().enforcement, Enforcement::Rlimit);
     assert_eq!(

@@ -1,0 +1,699 @@
+//! The memory watch of the rlimit backend: without a cgroup, nothing in the kernel bounds the
+//! sandbox's memory as a whole (RLIMIT_DATA is per process and ignores shared memory), so the
+//! supervisor polls it. Each sample lists the sandbox's processes in the sandbox's own procfs
+//! (init hands cordon a descriptor of it, see [`send_proc`]), and sums for every process but
+//! init:
+//!
+//! - `Pss_Anon + Pss_Shmem + SwapPss` from `/proc/PID/smaps_rollup`: private and shared
+//!   anonymous memory, memfd, SysV and tmpfs pages mapped in its page tables, each shared page
+//!   divided among the processes that map it (so it is counted once over the sandbox);
+//! - every memfd held open by a descriptor (`/proc/PID/fd/*` → `/memfd:…`), once per inode:
+//!   its allocated size (`st_blocks * 512`), less what the mappings of that inode already
+//!   counted (so a memfd filled with write() and never mapped counts in full);
+//! - every SysV shm segment of the sandbox's IPC namespace, at its resident + swapped size
+//!   (init also hands over its open `/proc/sysvipc/shm`, which lists the segments of the IPC
+//!   namespace it was opened in), less what mappings of it already counted (a segment a
+//!   process touched and detached keeps its pages, mapped nowhere);
+//! - the used size of the sandbox's writable tmpfs mounts (`/tmp`, `/dev/shm`, `/workspace`:
+//!   init hands over a descriptor of each), less what mappings of their files counted. A
+//!   cgroup charges tmpfs pages to the sandbox too.
+//!
+//! init itself is not counted: it is cordon's own code, runs nothing of the program's, holds a
+//! fixed few hundred KiB, and (non-dumpable) cannot be read by an unprivileged caller.
+//!
+//! A process whose memory cannot be read (`EACCES`: only before the payload's exec, or after an
+//! exec of a binary the sandbox may not read) is tolerated for [`UNREADABLE_GRACE`]; past it the
+//! watch reports itself blind and the supervisor kills the sandbox (fail closed). A process whose
+//! descriptors cannot be listed (it made itself non-dumpable, and the caller is unprivileged)
+//! ends the run the same way after [`HIDDEN_FDS_SAMPLES`] samples in a row.
+
+use nix::errno::Errno;
+use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
+use std::collections::{HashMap, HashSet};
+use std::io::IoSliceMut;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+/// The poll interval for the first [`BACKOFF_AFTER`] of the run (most bombs go off at once).
+pub const FIRST_INTERVAL: Duration = Duration::from_millis(20);
+/// The poll interval after that.
+pub const LATER_INTERVAL: Duration = Duration::from_millis(50);
+pub const BACKOFF_AFTER: Duration = Duration::from_secs(1);
+/// In how many consecutive samples a process may hide its descriptors before the watch calls
+/// itself blind. Not one: for an instant while a process execs (its new memory is still
+/// non-dumpable) or exits (its memory is gone first), the kernel hides its descriptors too.
+pub const HIDDEN_FDS_SAMPLES: u32 = 2;
+/// How long a process's memory may stay unreadable before the watch calls itself blind.
+pub const UNREADABLE_GRACE: Duration = Duration::from_secs(1);
+
+/// What one sample found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Under,
+    /// The sandbox's memory (bytes) is over the limit.
+    Over(u64),
+    /// The watch cannot see some process's memory: why, for the result.
+    Blind(String),
+}
+
+/// What the watch saw over the run, for the result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchReport {
+    /// The largest sum seen, in bytes.
+    pub peak: u64,
+    pub samples: u64,
+    /// The watch ended the run: the sum exceeded the limit.
+    pub over: bool,
+    /// The watch could not do its work (why); the supervisor killed the sandbox.
+    pub error: Option<String>,
+}
+
+pub struct MemWatch {
+    limit: u64,
+    /// The sandbox's procfs, once init has sent it.
+    proc_dir: Option<OwnedFd>,
+    /// init's open `/proc/sysvipc/shm` (it lists the sandbox's IPC namespace).
+    sysv: Option<std::fs::File>,
+    /// The sandbox's writable tmpfs mounts, with their device numbers.
+    mounts: Vec<(OwnedFd, Object)>,
+    armed_at: Option<Instant>,
+    next: Option<Instant>,
+    unreadable: HashMap<u32, (Instant, String)>,
+    /// Processes whose descriptors were hidden, in how many consecutive samples.
+    hidden_fds: HashMap<u32, u32>,
+    pub report: WatchReport,
+}
+
+impl MemWatch {
+    pub fn new(limit: u64) -> MemWatch {
+        MemWatch {
+            limit,
+            proc_dir: None,
+            sysv: None,
+            mounts: Vec::new(),
+            armed_at: None,
+            next: None,
+            unreadable: HashMap::new(),
+            hidden_fds: HashMap::new(),
+            report: WatchReport::default(),
+        }
+    }
+
+    /// Starts watching what init sent (see [`Handover`]); the first sample is one interval
+    /// later (the payload has not started yet).
+    pub fn arm(&mut self, h: Handover, now: Instant) -> Result<(), String> {
+        for fd in h.mounts {
+            let st = nix::sys::stat::fstat(&fd)
+                .map_err(|e| format!("cannot stat a tmpfs mount of the sandbox: {e}"))?;
+            let dev = Object::Fs {
+                major: libc::major(st.st_dev),
+                minor: libc::minor(st.st_dev),
+            };
+            self.mounts.push((fd, dev));
+        }
+        self.proc_dir = Some(h.proc_dir);
+        self.sysv = h.sysv.map(std::fs::File::from);
+        self.armed_at = Some(now);
+        self.next = Some(now + FIRST_INTERVAL);
+        Ok(())
+    }
+
+    /// When the next sample is due (None before [`MemWatch::arm`]).
+    pub fn due(&self) -> Option<Instant> {
+        self.next
+    }
+
+    /// Samples if due; returns None when it was not.
+    pub fn poll(&mut self, now: Instant) -> Option<Verdict> {
+        let next = self.next?;
+        if now < next {
+            return None;
+        }
+        let armed = self.armed_at.unwrap_or(now);
+        let interval = if now.duration_since(armed) < BACKOFF_AFTER {
+            FIRST_INTERVAL
+        } else {
+            LATER_INTERVAL
+        };
+        let verdict = self.sample(now);
+        self.next = Some(Instant::now() + interval);
+        Some(verdict)
+    }
+
+    fn sample(&mut self, now: Instant) -> Verdict {
+        let Some(dir) = &self.proc_dir else {
+            return Verdict::Under;
+        };
+        let root = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        let entries = match std::fs::read_dir(&root) {
+            Ok(e) => e,
+            Err(e) => {
+                return Verdict::Blind(format!(
+                    "cannot list the sandbox's processes (its /proc): {e}"
+                ));
+            }
+        };
+        self.report.samples += 1;
+        let mut total: u64 = 0;
+        let mut seen = HashSet::new();
+        // Processes with shared memory mapped: only their mappings can overlap an object
+        // counted at its own size (reading a full smaps costs more than its rollup).
+        let mut mapping_shmem = Vec::new();
+        let mut objects: HashMap<Object, u64> = HashMap::new();
+        for (fd, dev) in &self.mounts {
+            match nix::sys::statfs::fstatfs(fd) {
+                Ok(s) => {
+                    let used = s
+                        .blocks()
+                        .saturating_sub(s.blocks_free())
+                        .saturating_mul(s.block_size() as u64);
+                    if used > 0 {
+                        objects.insert(*dev, used);
+                    }
+                }
+                Err(e) => {
+                    return Verdict::Blind(format!(
+                        "cannot read the size of the sandbox's tmpfs mounts (fstatfs): {e}"
+                    ));
+                }
+            }
+        }
+        if let Some(f) = &self.sysv {
+            match read_all_at(f) {
+                Ok(text) => objects.extend(
+                    sysv_segments(&text)
+                        .into_iter()
+                        .filter(|(_, b)| *b > 0)
+                        .map(|(id, b)| (Object::Sysv(id), b)),
+                ),
+                Err(e) => {
+                    return Verdict::Blind(format!(
+                        "cannot read the sandbox's SysV shm segments (/proc/sysvipc/shm): {e}"
+                    ));
+                }
+            }
+        }
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid == 1 {
+                continue;
+            }
+            seen.insert(pid);
+            let result = read_process(&root, pid, &mut objects);
+            if !matches!(result, Err(ReadError::HiddenFds { .. })) {
+                self.hidden_fds.remove(&pid);
+            }
+            match result {
+                Ok((bytes, shmem)) => {
+                    self.unreadable.remove(&pid);
+                    total = total.saturating_add(bytes);
+                    if shmem {
+                        mapping_shmem.push(pid);
+                    }
+                }
+                Err(ReadError::Gone) => {}
+                Err(ReadError::Unreadable(why)) => {
+                    let (since, _) = self.unreadable.entry(pid).or_insert((now, why.clone()));
+                    if now.duration_since(*since) >= UNREADABLE_GRACE {
+                        return Verdict::Blind(format!(
+                            "cannot read the memory of the sandbox's process {pid} for {:?} ({why}); the memory limit cannot be enforced on it",
+                            UNREADABLE_GRACE
+                        ));
+                    }
+                }
+                Err(ReadError::HiddenFds { bytes, why }) => {
+                    total = total.saturating_add(bytes);
+                    let n = self.hidden_fds.entry(pid).or_insert(0);
+                    *n += 1;
+                    if *n >= HIDDEN_FDS_SAMPLES {
+                        return Verdict::Blind(format!(
+                            "cannot list the file descriptors of the sandbox's process {pid} ({why}; a process that makes itself non-dumpable hides them from an unprivileged caller), so the memfds it holds cannot be counted"
+                        ));
+                    }
+                }
+                Err(ReadError::Format(why)) => return Verdict::Blind(why),
+            }
+        }
+        self.unreadable.retain(|pid, _| seen.contains(pid));
+        self.hidden_fds.retain(|pid, _| seen.contains(pid));
+        if !objects.is_empty() {
+            // What the mappings of these objects already counted, so a page is not counted
+            // twice. (Unreadable smaps: nothing subtracted, the object counts in full.)
+            let mut mapped: HashMap<Object, u64> = HashMap::new();
+            for pid in &mapping_shmem {
+                if let Ok(text) = std::fs::read_to_string(format!("{root}/{pid}/smaps")) {
+                    for (k, v) in pss_by_object(&text, &objects) {
+                        *mapped.entry(k).or_default() += v;
+                    }
+                }
+            }
+            for (k, size) in &objects {
+                total = total.saturating_add(size.saturating_sub(*mapped.get(k).unwrap_or(&0)));
+            }
+        }
+        self.report.peak = self.report.peak.max(total);
+        if total > self.limit {
+            Verdict::Over(total)
+        } else {
+            Verdict::Under
+        }
+    }
+}
+
+enum ReadError {
+    /// The process exited meanwhile (or is a zombie: no memory left).
+    Gone,
+    Unreadable(String),
+    /// Its memory (`bytes`) is readable but its descriptors are not: it made itself
+    /// non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`), which hides them from an unprivileged
+    /// caller, or it is in the middle of an exec or an exit. Only [`HIDDEN_FDS_SAMPLES`] of
+    /// grace: a memfd it fills goes uncounted meanwhile.
+    HiddenFds {
+        bytes: u64,
+        why: String,
+    },
+    /// The kernel's smaps_rollup lacks a field the watch needs.
+    Format(String),
+}
+
+fn classify_io(e: &std::io::Error, what: &str) -> ReadError {
+    match e.raw_os_error().map(Errno::from_raw) {
+        Some(Errno::ENOENT | Errno::ESRCH) => ReadError::Gone,
+        _ => ReadError::Unreadable(format!("{what}: {e}")),
+    }
+}
+
+/// One process's count (its smaps_rollup sum) and whether it maps shared memory (Pss_Shmem
+/// above 0); its memfds go into `objects`.
+fn read_process(
+    root: &str,
+    pid: u32,
+    objects: &mut HashMap<Object, u64>,
+) -> Result<(u64, bool), ReadError> {
+    let text = std::fs::read_to_string(format!("{root}/{pid}/smaps_rollup"))
+        .map_err(|e| classify_io(&e, "smaps_rollup"))?;
+    if text.is_empty() {
+        // A process without memory (exiting).
+        return Err(ReadError::Gone);
+    }
+    let bytes = rollup_bytes(&text).ok_or_else(|| {
+        ReadError::Format(format!(
+            "the kernel's /proc/PID/smaps_rollup has no {} field (Linux 5.x or later has them): the memory watch cannot count shared memory",
+            ROLLUP_FIELDS.join("/")
+        ))
+    })?;
+    let fd_dir = format!("{root}/{pid}/fd");
+    let fds = std::fs::read_dir(&fd_dir).map_err(|e| match classify_io(&e, "fd directory") {
+        ReadError::Unreadable(why) => ReadError::HiddenFds { bytes, why },
+        other => other,
+    })?;
+    for fd in fds.flatten() {
+        let path = fd.path();
+        let Ok(target) = std::fs::read_link(&path) else {
+            continue;
+        };
+        if !is_memfd(target.as_os_str().as_encoded_bytes()) {
+            continue;
+        }
+        match std::fs::metadata(&path) {
+            Ok(m) => {
+                let key = ObjectKey {
+                    major: libc::major(m.dev()),
+                    minor: libc::minor(m.dev()),
+                    ino: m.ino(),
+                };
+                objects.insert(Object::File(key), m.blocks().saturating_mul(512));
+            }
+            // Closed meanwhile.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            Err(e) => return Err(classify_io(&e, "a memfd")),
+        }
+    }
+    Ok((bytes, kb_field(&text, "Pss_Shmem").is_some_and(|v| v > 0)))
+}
+
+/// The smaps_rollup fields the watch adds up.
+const ROLLUP_FIELDS: [&str; 3] = ["Pss_Anon", "Pss_Shmem", "SwapPss"];
+
+/// `Pss_Anon + Pss_Shmem + SwapPss` of a smaps_rollup text, in bytes; None when a field is
+/// missing.
+pub fn rollup_bytes(text: &str) -> Option<u64> {
+    let mut sum = 0u64;
+    for field in ROLLUP_FIELDS {
+        sum += kb_field(text, field)? * 1024;
+    }
+    Some(sum)
+}
+
+/// The value of a `Name:   123 kB` line.
+fn kb_field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?.strip_prefix(':')?;
+        rest.trim().strip_suffix("kB")?.trim().parse().ok()
+    })
+}
+
+/// A readlink target naming a memfd (`/memfd:NAME (deleted)`).
+pub fn is_memfd(target: &[u8]) -> bool {
+    target.starts_with(b"/memfd:")
+}
+
+/// A shmem object, as both stat() and a smaps header name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ObjectKey {
+    pub major: u32,
+    pub minor: u32,
+    pub ino: u64,
+}
+
+/// A shared memory object counted at its own size: a memfd (by device and inode), a SysV
+/// segment (by shmid, which the kernel uses as the inode number of its `/SYSV…` mapping), or a
+/// tmpfs mount (by device: every file on it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Object {
+    File(ObjectKey),
+    Sysv(u64),
+    Fs { major: u32, minor: u32 },
+}
+
+/// `(shmid, rss + swap bytes)` of each segment in a `/proc/sysvipc/shm` text.
+pub fn sysv_segments(text: &str) -> Vec<(u64, u64)> {
+    let mut lines = text.lines();
+    let Some(header) = lines.next() else {
+        return Vec::new();
+    };
+    let cols: Vec<&str> = header.split_ascii_whitespace().collect();
+    let col = |name: &str| cols.iter().position(|c| *c == name);
+    let (Some(id), Some(rss), Some(swap)) = (col("shmid"), col("rss"), col("swap")) else {
+        return Vec::new();
+    };
+    lines
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_ascii_whitespace().collect();
+            let n = |i: usize| f.get(i)?.parse::<u64>().ok();
+            Some((n(id)?, n(rss)?.saturating_add(n(swap)?)))
+        })
+        .collect()
+}
+
+/// The whole of a seq_file, read from offset 0 (the same descriptor is read at every sample).
+fn read_all_at(f: &std::fs::File) -> std::io::Result<String> {
+    use std::os::unix::fs::FileExt;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = f.read_at(&mut buf, out.len() as u64)?;
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The `Pss` of every shared mapping in a full smaps text whose object is one of `objects`.
+/// Private mappings are left out: their pages written since are anonymous copies (counted as
+/// Pss_Anon, not part of the object), and their other pages, counted twice, only err high.
+pub fn pss_by_object(text: &str, objects: &HashMap<Object, u64>) -> HashMap<Object, u64> {
+    let mut out = HashMap::new();
+    let mut current: Option<Object> = None;
+    for line in text.lines() {
+        if let Some((key, perms, path)) = smaps_header(line) {
+            if perms.as_bytes().get(3) != Some(&b's') {
+                current = None;
+                continue;
+            }
+            let fs = Object::Fs {
+                major: key.major,
+                minor: key.minor,
+            };
+            let obj = if path.starts_with("/SYSV") {
+                Object::Sysv(key.ino)
+            } else if objects.contains_key(&fs) {
+                fs
+            } else {
+                Object::File(key)
+            };
+            current = Some(obj).filter(|k| objects.contains_key(k));
+        } else if let Some(k) = current
+            && let Some(v) = kb_field(line, "Pss")
+        {
+            *out.entry(k).or_default() += v * 1024;
+        }
+    }
+    out
+}
+
+/// `start-end perms offset MAJ:MIN inode [path]` → the object's key, the perms and the path.
+fn smaps_header(line: &str) -> Option<(ObjectKey, &str, &str)> {
+    let mut it = line.split_ascii_whitespace();
+    let range = it.next()?;
+    if !range.contains('-') || !range.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
+        return None;
+    }
+    let perms = it.next()?;
+    let _offset = it.next()?;
+    let (maj, min) = it.next()?.split_once(':')?;
+    let ino = it.next()?.parse().ok()?;
+    let key = ObjectKey {
+        major: u32::from_str_radix(maj, 16).ok()?,
+        minor: u32::from_str_radix(min, 16).ok()?,
+        ino,
+    };
+    Some((key, perms, it.next().unwrap_or("")))
+}
+
+/// The sandbox's writable tmpfs mounts, whose files the watch counts.
+pub const TMPFS_MOUNTS: [&str; 3] = ["/tmp", "/dev/shm", crate::spec::WORKSPACE];
+
+/// What init hands the supervisor for the watch.
+pub struct Handover {
+    /// The sandbox's procfs.
+    pub proc_dir: OwnedFd,
+    /// [`TMPFS_MOUNTS`], in order.
+    pub mounts: Vec<OwnedFd>,
+    /// init's open `/proc/sysvipc/shm`; None on a kernel without SysV IPC.
+    pub sysv: Option<OwnedFd>,
+}
+
+/// In init, once the sandbox's root is built: sends cordon a descriptor of its /proc, of each
+/// of [`TMPFS_MOUNTS`], and its open `/proc/sysvipc/shm` (which lists the segments of the IPC
+/// namespace it was opened in).
+pub fn send_proc(to_parent: &OwnedFd) -> Result<(), String> {
+    use nix::fcntl::OFlag;
+    let open = |path: &str, flags: OFlag| {
+        nix::fcntl::open(
+            path,
+            flags | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(|e| format!("open the sandbox's {path}: {e}"))
+    };
+    let dir = open("/proc", OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
+    let mounts = TMPFS_MOUNTS
+        .iter()
+        .map(|m| open(m, OFlag::O_RDONLY | OFlag::O_DIRECTORY))
+        .collect::<Result<Vec<_>, _>>()?;
+    // A kernel without SysV IPC (CONFIG_SYSVIPC=n) has no segments to count.
+    let sysv = match open("/proc/sysvipc/shm", OFlag::O_RDONLY) {
+        Ok(f) => Some(f),
+        Err(_) if !std::path::Path::new("/proc/sysvipc").exists() => None,
+        Err(e) => return Err(e),
+    };
+    let mut fds = vec![dir.as_raw_fd()];
+    fds.extend(mounts.iter().map(|f| f.as_raw_fd()));
+    fds.extend(sysv.as_ref().map(|f| f.as_raw_fd()));
+    let cmsg = [ControlMessage::ScmRights(&fds)];
+    let iov = [std::io::IoSlice::new(b"P")];
+    sendmsg::<()>(to_parent.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None)
+        .map_err(|e| format!("send the sandbox's /proc to cordon (SCM_RIGHTS): {e}"))?;
+    Ok(())
+}
+
+/// In the supervisor, when the handover socket polls readable: Ok(Some(_)) when init sent its
+/// descriptors, Ok(None) to try again later, Err at end-of-file without them.
+pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Handover>, String> {
+    let mut byte = [0u8; 1];
+    let mut iov = [IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2 + TMPFS_MOUNTS.len()]);
+    let msg = match recvmsg::<()>(
+        from_child.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT,
+    ) {
+        Ok(m) => m,
+        Err(Errno::EINTR | Errno::EAGAIN) => return Ok(None),
+        Err(e) => return Err(format!("cannot receive the sandbox's /proc from init: {e}")),
+    };
+    let mut got = Vec::new();
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            if let ControlMessageOwned::ScmRights(fds) = c {
+                // Every descriptor received is ours to close.
+                got.extend(fds.into_iter().map(crate::sys::own_received_fd));
+            }
+        }
+    }
+    if got.len() > TMPFS_MOUNTS.len() {
+        let mut got = got.into_iter();
+        let Some(proc_dir) = got.next() else {
+            unreachable!("checked length")
+        };
+        let mounts: Vec<OwnedFd> = got.by_ref().take(TMPFS_MOUNTS.len()).collect();
+        return Ok(Some(Handover {
+            proc_dir,
+            mounts,
+            sysv: got.next(),
+        }));
+    }
+    match (got.is_empty(), msg.bytes) {
+        (false, _) => Err(format!(
+            "the sandbox's init sent {} descriptors for the memory watch, not {}; the memory limit cannot be enforced",
+            got.len(),
+            TMPFS_MOUNTS.len() + 1
+        )),
+        (true, 0) => Err(
+            "the sandbox's init closed the memory watch's channel without sending its /proc; the memory limit cannot be enforced".into(),
+        ),
+        (true, _) => Ok(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROLLUP: &str =
+        "556daae56000-7ffe1f17a000 ---p 00000000 00:00 0                          [rollup]
+Rss:               23804 kB
+Pss:               22045 kB
+Pss_Dirty:         17144 kB
+Pss_Anon:           6904 kB
+Pss_File:           4901 kB
+Pss_Shmem:         10240 kB
+Shared_Clean:       2036 kB
+Swap:                  8 kB
+SwapPss:               4 kB
+Locked:                0 kB
+";
+
+    #[test]
+    fn rollup_counts_anon_shmem_and_swapped_pss() {
+        assert_eq!(rollup_bytes(ROLLUP), Some((6904 + 10240 + 4) * 1024));
+        // Pss and Pss_Dirty are not mistaken for Pss_Anon/Pss_Shmem.
+        assert_eq!(kb_field(ROLLUP, "Pss"), Some(22045));
+        let old = ROLLUP.replace("Pss_Shmem", "Pss_Other");
+        assert_eq!(
+            rollup_bytes(&old),
+            None,
+            "a missing field must not count as 0"
+        );
+    }
+
+    #[test]
+    fn memfd_links() {
+        assert!(is_memfd(b"/memfd:bomb (deleted)"));
+        assert!(!is_memfd(b"/dev/shm/x"));
+        assert!(!is_memfd(b"anon_inode:[memfd]x"));
+        assert!(!is_memfd(b"/tmp/memfd:x"));
+    }
+
+    #[test]
+    fn pss_of_the_mappings_of_given_objects() {
+        let smaps = "\
+7f0000000000-7f0000100000 rw-s 00000000 00:01 4242                       /memfd:a (deleted)
+Size:               1024 kB
+Rss:                 512 kB
+Pss:                 256 kB
+Pss_Dirty:           256 kB
+7f0000200000-7f0000300000 rw-s 00000000 00:01 4243                       /memfd:b (deleted)
+Size:               1024 kB
+Pss:                 100 kB
+7f0000400000-7f0000500000 rw-s 00100000 00:01 4242                       /memfd:a (deleted)
+Pss:                  64 kB
+7f0000600000-7f0000700000 rw-s 00000000 fe:1a 4242                       /usr/lib/x
+Pss:                  32 kB
+7f0000700000-7f0000800000 rw-p 00000000 00:01 4242                       /memfd:a (deleted)
+Pss:                1000 kB
+7f0000800000-7f0000900000 rw-s 00000000 00:01 3                          /SYSV00000000 (deleted)
+Pss:                   8 kB
+7f0000a00000-7f0000b00000 rw-s 00000000 00:01 4                          /SYSV00000000 (deleted)
+Pss:                  16 kB
+";
+        let a = ObjectKey {
+            major: 0,
+            minor: 1,
+            ino: 4242,
+        };
+        let other_dev = ObjectKey {
+            major: 0xfe,
+            minor: 0x1a,
+            ino: 4242,
+        };
+        let objects: HashMap<_, _> = [
+            (Object::File(a), 0),
+            (Object::File(other_dev), 0),
+            (Object::Sysv(3), 0),
+        ]
+        .into_iter()
+        .collect();
+        let got = pss_by_object(smaps, &objects);
+        assert_eq!(got.get(&Object::File(a)), Some(&((256 + 64) * 1024)));
+        assert_eq!(got.get(&Object::File(other_dev)), Some(&(32 * 1024)));
+        assert_eq!(got.get(&Object::Sysv(3)), Some(&(8 * 1024)));
+        assert_eq!(got.len(), 3, "{got:?}");
+    }
+
+    #[test]
+    fn mappings_of_files_on_a_counted_tmpfs_count_for_the_mount() {
+        let smaps = "\
+7f0000000000-7f0000100000 rw-s 00000000 00:2a 5                          /dev/shm/x
+Pss:                 512 kB
+7f0000200000-7f0000300000 rw-s 00000000 00:2b 5                          /tmp/y
+Pss:                 100 kB
+";
+        let shm = Object::Fs {
+            major: 0,
+            minor: 0x2a,
+        };
+        let objects: HashMap<_, _> = [(shm, 1 << 30)].into_iter().collect();
+        let got = pss_by_object(smaps, &objects);
+        assert_eq!(got, [(shm, 512 * 1024)].into_iter().collect());
+    }
+
+    #[test]
+    fn headers_are_told_from_fields() {
+        assert_eq!(smaps_header("Pss:                 256 kB"), None);
+        assert_eq!(smaps_header("VmFlags: rd wr sh mr mw me ms sd"), None);
+        assert_eq!(
+            smaps_header("7f00-7f01 rw-s 00000000 00:01 7 /SYSV00000000 (deleted)"),
+            Some((
+                ObjectKey {
+                    major: 0,
+                    minor: 1,
+                    ino: 7
+                },
+                "rw-s",
+                "/SYSV00000000"
+            ))
+        );
+    }
+
+    #[test]
+    fn sysv_segments_rss_and_swap() {
+        let text = "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime      dtime      ctime                   rss                  swap
+         0          0   600               1048576 29313 29313      1     0     0     0     0 1796013122          0 1796013122                 12288                     0
+         0         32   600              16777216    12    12      0  1000  1000  1000  1000 1796013122 1796013123 1796013122              16777216                  4096
+";
+        assert_eq!(sysv_segments(text), vec![(0, 12288), (32, 16777216 + 4096)]);
+        assert_eq!(sysv_segments(""), vec![]);
+    }
+}
