@@ -341,3 +341,35 @@ both!(fn forced_unavailable_backend_is_error_125(who) {
         assert_eq!(plain.code, 125, "{}", plain.describe());
     }
 });
+
+// A root cordon under a real-time policy on cgroup v1: the cpu controller refuses init into a
+// group without real-time runtime; the error must say so and name the way out.
+#[test]
+fn realtime_caller_on_cgroup_v1_is_told_why() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIP: needs root (only root may set SCHED_FIFO)");
+        return;
+    }
+    let plain = exec_json_run(Who::Root, &[] as &[&str], &["true"]);
+    plain.expect_ok();
+    if plain.backend() != "cgroup-v1" {
+        eprintln!(
+            "SKIP: the auto backend here is {}, not cgroup-v1",
+            plain.backend()
+        );
+        return;
+    }
+    let out = std::process::Command::new("chrt")
+        .args(["-f", "1"])
+        .arg(cordon_bin())
+        .args(["exec", "--json", "--", "true"])
+        .output()
+        .expect("run chrt (util-linux)");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(125), "{v}");
+    let msg = v["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("real-time scheduling policy") && msg.contains("--limits-backend rlimit"),
+        "{v}"
+    );
+}

@@ -175,9 +175,16 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     // (the parent, root, created them), and before it forks anything.
     for tasks in ctx.cgroup_tasks {
         std::fs::write(tasks, "0").map_err(|err| {
+            // cgroup v1's cpu controller refuses a real-time task into a group without
+            // real-time runtime (cpu.rt_runtime_us = 0, the default for a new group).
+            let hint = if sys::realtime_policy() && err.raw_os_error() == Some(libc::EINVAL) {
+                "; cordon runs under a real-time scheduling policy (SCHED_FIFO/SCHED_RR), which cgroup v1's cpu controller refuses in a group without real-time runtime: run cordon under SCHED_OTHER, or pass `--limits-backend rlimit`"
+            } else {
+                ""
+            };
             (
                 "move init into the sandbox cgroup",
-                format!("write 0 to {}: {err}", tasks.display()),
+                format!("write 0 to {}: {err}{hint}", tasks.display()),
             )
         })?;
     }

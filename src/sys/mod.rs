@@ -121,6 +121,14 @@ pub fn spawn_shared(child: &mut dyn FnMut() -> i32) -> Result<Pid, Errno> {
     }
 }
 
+/// Whether the calling process runs under a real-time scheduling policy (SCHED_FIFO or
+/// SCHED_RR), for error messages.
+pub fn realtime_policy() -> bool {
+    // SAFETY: sched_getscheduler(0) only reads the calling process's policy; no memory.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    policy == libc::SCHED_FIFO || policy == libc::SCHED_RR
+}
+
 /// Closes every fd from `first` up, with `close_range(2)` (Linux 5.9+).
 pub fn close_fds_from(first: RawFd) -> Result<(), Errno> {
     // SAFETY: close_range only closes descriptors; no memory is passed. Closing fds that Rust
