@@ -17,6 +17,7 @@
 //! `CORDON_NO_SYSTEMD_SCOPE=1` turns the request off (then `auto` falls back to rlimits and
 //! says so); `--limits-backend rlimit` skips every cgroup.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -111,7 +112,10 @@ pub fn session_bus(
     };
     let sock = Path::new(dir).join("bus");
     if exists(&sock) {
-        Ok(format!("unix:path={}", sock.display()))
+        Ok(format!(
+            "unix:path={}",
+            address_escape(sock.as_os_str().as_bytes())
+        ))
     } else {
         Err(format!(
             "no session bus: DBUS_SESSION_BUS_ADDRESS is not set and {} does not exist \
@@ -119,6 +123,22 @@ pub fn session_bus(
             sock.display()
         ))
     }
+}
+
+/// A value in a D-Bus address: every byte outside `[-0-9A-Za-z_/.\\*]` as `%XX` (the D-Bus
+/// specification's "Server Addresses"; systemd's `bus_address_escape`). Unescaped, a `,` or
+/// `;` in `$XDG_RUNTIME_DIR` would end the path and start another key or address, and a `%`
+/// would be decoded.
+pub fn address_escape(value: &[u8]) -> String {
+    let mut out = String::with_capacity(value.len());
+    for &b in value {
+        if b.is_ascii_alphanumeric() || b"-_/.\\*".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02x}"));
+        }
+    }
+    out
 }
 
 /// Whether `value` of [`OPT_OUT_ENV`] turns the scope request off.
@@ -364,6 +384,26 @@ mod tests {
         assert!(e.contains("/run/user/7/bus does not exist"), "{e}");
         let e = session_bus(Some(""), None, &all).unwrap_err();
         assert!(e.contains("XDG_RUNTIME_DIR"), "{e}");
+    }
+
+    #[test]
+    fn runtime_dir_is_escaped_in_the_bus_address() {
+        let all = |_: &Path| true;
+        // ',' would start another key, ';' another address, '%' an escape.
+        assert_eq!(
+            session_bus(
+                None,
+                Some("/run/user/7/a,guid=x;unixexec:path=%2fbin"),
+                &all
+            ),
+            Ok("unix:path=/run/user/7/a%2cguid%3dx%3bunixexec%3apath%3d%252fbin/bus".to_string())
+        );
+        assert_eq!(
+            session_bus(None, Some("/home/a b/\u{e9}"), &all),
+            Ok("unix:path=/home/a%20b/%c3%a9/bus".to_string())
+        );
+        assert_eq!(address_escape(b"/run/user/1000/bus"), "/run/user/1000/bus");
+        assert_eq!(address_escape(b"-_.*\\"), "-_.*\\");
     }
 
     #[test]
