@@ -762,6 +762,12 @@ fn unprivileged_whose_scope_job_fails_falls_back_with_the_reason() {
         r.describe()
     );
     assert!(note.contains("was not moved into it"), "{}", r.describe());
+    // The job's end ends the wait: the fallback does not wait out the whole 5 s.
+    assert!(
+        note.contains("its job ended after") && note.contains("no move followed within"),
+        "{}",
+        r.describe()
+    );
     assert_eq!(
         r.get("/limits/memoryBytes/enforcement"),
         &json!("rlimit"),

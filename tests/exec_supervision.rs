@@ -79,8 +79,8 @@ both!(fn sigkill_of_cordon_kills_the_sandbox(who) {
     let gone = wait_until(Duration::from_secs(1), || cgroups.iter().all(|c| !c.exists()));
     assert!(gone, "sandbox cgroups left 1 s after SIGKILL of cordon: {:?}",
         cgroups.iter().filter(|c| c.exists()).collect::<Vec<_>>());
-    // Nothing else of the run is left: its mounts lived in its own mount namespace, which
-    // died with its last process; the host's mount table never saw them.
+    // The run's mounts live in its own mount namespace (held by the keeper until it exits,
+    // not by any process of the sandbox), never in the host's mount table.
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains("lowerdir=/proc/self/fd/"),
         "a sandbox mount shows in the host's mount table:\n{mounts}");

@@ -8,7 +8,8 @@
 //! The bus is spoken through `busctl` (it ships with systemd on every host where this path can
 //! work), so cordon carries no D-Bus client; the subprocess is paid only by an unprivileged
 //! caller on a pure cgroup v2 host without a usable delegated cgroup. The job is waited for by
-//! reading `/proc/self/cgroup` until it names the scope ([`WAIT`] at most).
+//! reading `/proc/self/cgroup` until it names the scope ([`WAIT`] at most, [`AFTER_JOB`] once
+//! the job has ended: see [`wait_for_move`]).
 //!
 //! The scope holds cordon (and its cgroup keeper) only: when they are gone it has no process
 //! left, systemd stops it and removes its cgroup with everything cordon created below it
@@ -17,6 +18,7 @@
 //! `CORDON_NO_SYSTEMD_SCOPE=1` turns the request off (then `auto` falls back to rlimits and
 //! says so); `--limits-backend rlimit` skips every cgroup.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -111,7 +113,10 @@ pub fn session_bus(
     };
     let sock = Path::new(dir).join("bus");
     if exists(&sock) {
-        Ok(format!("unix:path={}", sock.display()))
+        Ok(format!(
+            "unix:path={}",
+            address_escape(sock.as_os_str().as_bytes())
+        ))
     } else {
         Err(format!(
             "no session bus: DBUS_SESSION_BUS_ADDRESS is not set and {} does not exist \
@@ -119,6 +124,22 @@ pub fn session_bus(
             sock.display()
         ))
     }
+}
+
+/// A value in a D-Bus address: every byte outside `[-0-9A-Za-z_/.\\*]` as `%XX` (the D-Bus
+/// specification's "Server Addresses"; systemd's `bus_address_escape`). Unescaped, a `,` or
+/// `;` in `$XDG_RUNTIME_DIR` would end the path and start another key or address, and a `%`
+/// would be decoded.
+pub fn address_escape(value: &[u8]) -> String {
+    let mut out = String::with_capacity(value.len());
+    for &b in value {
+        if b.is_ascii_alphanumeric() || b"-_/.\\*".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02x}"));
+        }
+    }
+    out
 }
 
 /// Whether `value` of [`OPT_OUT_ENV`] turns the scope request off.
@@ -309,40 +330,112 @@ impl UserScope for SystemdUserScope {
         let args = start_args(&unit, pid);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let job = self.busctl(&args)?;
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let text = std::fs::read_to_string(super::host::PROC_SELF_CGROUP).map_err(|e| {
+        let job = job
+            .trim()
+            .trim_start_matches("o ")
+            .trim_matches('"')
+            .to_string();
+        let read = || {
+            std::fs::read_to_string(super::host::PROC_SELF_CGROUP).map_err(|e| {
                 format!(
                     "cannot read {}: {}",
                     super::host::PROC_SELF_CGROUP,
                     super::errno_text(&e)
                 )
-            })?;
-            if in_unit(&text, &unit) {
-                return Ok(Obtained {
-                    unit,
-                    proc_self_cgroup: text,
-                });
-            }
-            if Instant::now() >= deadline {
-                let cgroup = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix("0::"))
-                    .unwrap_or("?")
-                    .to_string();
-                return Err(format!(
-                    "the user manager accepted {unit} (job {}) but cordon was not moved into it \
-                     within {} s (still in {cgroup}): the job failed or is stuck; see \
-                     `journalctl --user -u {unit}` (the user manager moves processes itself only \
-                     within its own cgroup tree, and otherwise asks the system manager)",
-                    job.trim().trim_start_matches("o ").trim_matches('"'),
-                    WAIT.as_secs()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+            })
+        };
+        // The job object exists until the job has run; its State answers while it does.
+        let job_pending = || {
+            !is_job_path(&job)
+                || self
+                    .busctl(&[
+                        "get-property",
+                        "org.freedesktop.systemd1",
+                        &job,
+                        "org.freedesktop.systemd1.Job",
+                        "State",
+                    ])
+                    .is_ok()
+        };
+        wait_for_move(&unit, &job, read, job_pending, Instant::now() + WAIT)
     }
 }
+
+/// Whether `path` is a job object of the manager (what `StartTransientUnit` returns).
+fn is_job_path(path: &str) -> bool {
+    path.strip_prefix("/org/freedesktop/systemd1/job/")
+        .is_some_and(|id| {
+            !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        })
+}
+
+/// After the job was queued: reads `/proc/self/cgroup` (`read`) until it puts cordon in
+/// `unit`, at most until `deadline`. From [`JOB_CHECK_AFTER`] on it also asks whether the job
+/// is still pending (`job_pending`, a bus call, so not on the fast path). Once the job has
+/// run without the move showing, the wait ends [`AFTER_JOB`] later at the latest: a user
+/// manager that cannot move a process itself asks the system manager to, without waiting
+/// for it, so a move can still follow the job by a little; a failed job would otherwise
+/// delay the fallback by the whole [`WAIT`].
+pub fn wait_for_move(
+    unit: &str,
+    job: &str,
+    mut read: impl FnMut() -> Result<String, String>,
+    mut job_pending: impl FnMut() -> bool,
+    mut deadline: Instant,
+) -> Result<Obtained, String> {
+    let started = Instant::now();
+    let mut next_job_check = Some(started + JOB_CHECK_AFTER);
+    let mut job_ended = None;
+    loop {
+        let now = Instant::now();
+        if let Some(at) = next_job_check
+            && now >= at
+        {
+            if job_pending() {
+                next_job_check = Some(now + JOB_CHECK_EVERY);
+            } else {
+                next_job_check = None;
+                job_ended = Some(now.duration_since(started));
+                deadline = deadline.min(now + AFTER_JOB);
+            }
+        }
+        let text = read()?;
+        if in_unit(&text, unit) {
+            return Ok(Obtained {
+                unit: unit.to_string(),
+                proc_self_cgroup: text,
+            });
+        }
+        if Instant::now() >= deadline {
+            let cgroup = text
+                .lines()
+                .find_map(|l| l.strip_prefix("0::"))
+                .unwrap_or("?")
+                .to_string();
+            let when = match job_ended {
+                Some(t) => format!(
+                    "its job ended after {} ms and no move followed within {} ms",
+                    t.as_millis(),
+                    AFTER_JOB.as_millis()
+                ),
+                None => format!("not within {} s", WAIT.as_secs()),
+            };
+            return Err(format!(
+                "the user manager accepted {unit} (job {job}) but cordon was not moved into it: \
+                 {when} (still in {cgroup}): the job failed or is stuck; see \
+                 `journalctl --user -u {unit}` (the user manager moves processes itself only \
+                 within its own cgroup tree, and otherwise asks the system manager)",
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// How long a move may follow the end of its job (see [`wait_for_move`]).
+pub const AFTER_JOB: Duration = Duration::from_secs(1);
+/// When [`wait_for_move`] starts asking whether the job is still pending, and how often.
+pub const JOB_CHECK_AFTER: Duration = Duration::from_millis(100);
+const JOB_CHECK_EVERY: Duration = Duration::from_millis(200);
 
 #[cfg(test)]
 mod tests {
@@ -364,6 +457,26 @@ mod tests {
         assert!(e.contains("/run/user/7/bus does not exist"), "{e}");
         let e = session_bus(Some(""), None, &all).unwrap_err();
         assert!(e.contains("XDG_RUNTIME_DIR"), "{e}");
+    }
+
+    #[test]
+    fn runtime_dir_is_escaped_in_the_bus_address() {
+        let all = |_: &Path| true;
+        // ',' would start another key, ';' another address, '%' an escape.
+        assert_eq!(
+            session_bus(
+                None,
+                Some("/run/user/7/a,guid=x;unixexec:path=%2fbin"),
+                &all
+            ),
+            Ok("unix:path=/run/user/7/a%2cguid%3dx%3bunixexec%3apath%3d%252fbin/bus".to_string())
+        );
+        assert_eq!(
+            session_bus(None, Some("/home/a b/\u{e9}"), &all),
+            Ok("unix:path=/home/a%20b/%c3%a9/bus".to_string())
+        );
+        assert_eq!(address_escape(b"/run/user/1000/bus"), "/run/user/1000/bus");
+        assert_eq!(address_escape(b"-_.*\\"), "-_.*\\");
     }
 
     #[test]
@@ -408,6 +521,64 @@ mod tests {
         );
         assert_eq!(parse_info("s \"252\"\n"), None);
         assert_eq!(parse_info("s \"252\"\ns \"\"\n"), None);
+    }
+
+    #[test]
+    fn a_job_that_ends_without_the_move_ends_the_wait() {
+        let u = "cordon-42-r1.scope";
+        let still = || Ok("0::/user.slice/session-2.scope\n".to_string());
+        let t = Instant::now();
+        let e = wait_for_move(u, "/j/1", still, || false, t + Duration::from_secs(30)).unwrap_err();
+        let took = t.elapsed();
+        assert!(took >= AFTER_JOB && took < AFTER_JOB * 3, "{took:?}");
+        assert!(e.contains("was not moved into it: its job ended"), "{e}");
+        assert!(e.contains("session-2.scope") && e.contains("/j/1"), "{e}");
+        // A pending job is waited for until the deadline.
+        let t = Instant::now();
+        let e =
+            wait_for_move(u, "/j/1", still, || true, t + Duration::from_millis(400)).unwrap_err();
+        assert!(
+            t.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(e.contains("not within"), "{e}");
+        // The move shows before the job is asked about: no bus call.
+        let moved = || Ok(format!("0::/app.slice/{u}\n"));
+        let ok = wait_for_move(
+            u,
+            "/j/1",
+            moved,
+            || panic!("asked"),
+            Instant::now() + Duration::from_secs(5),
+        )
+        .unwrap();
+        assert_eq!(ok.unit, u);
+        // A job that ended with the move done: the move is what counts.
+        let mut n = 0;
+        let later = || {
+            n += 1;
+            Ok(if n > 15 {
+                format!("0::/app.slice/{u}\n")
+            } else {
+                "0::/s\n".to_string()
+            })
+        };
+        assert!(wait_for_move(u, "/j/1", later, || true, Instant::now() + WAIT).is_ok());
+        // ...and a move that follows the end of the job by less than AFTER_JOB.
+        let mut n = 0;
+        let after_job = || {
+            n += 1;
+            Ok(if n > 40 {
+                format!("0::/app.slice/{u}\n")
+            } else {
+                "0::/s\n".to_string()
+            })
+        };
+        assert!(wait_for_move(u, "/j/1", after_job, || false, Instant::now() + WAIT).is_ok());
+        assert!(is_job_path("/org/freedesktop/systemd1/job/123"));
+        assert!(!is_job_path("/org/freedesktop/systemd1/job/"));
+        assert!(!is_job_path("/org/freedesktop/systemd1/unit/x"));
     }
 
     #[test]

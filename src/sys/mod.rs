@@ -62,7 +62,7 @@ pub fn fork() -> Result<CloneResult, Errno> {
 ///
 /// `child` runs on a stack of its own and must end in `execve` or [`exit_now`] (never in
 /// `exit`, whose handlers would run on the shared memory); if it returns, its value is the
-/// exit code. Whatever it changes in memory, the caller sees when it resumes, so it must
+/// exit code; if it panics, the exit code is 125 (`exit_codes::SANDBOX_ERROR`). Whatever it changes in memory, the caller sees when it resumes, so it must
 /// change nothing the caller relies on. The caller must be single-threaded: the child may
 /// then allocate, because the only thread that could hold the allocator's lock is the
 /// suspended caller, which is not inside the allocator while it waits in `clone`.
@@ -74,7 +74,13 @@ pub fn spawn_shared(child: &mut dyn FnMut() -> i32) -> Result<Pid, Errno> {
         // stays valid because spawn_shared's frame is alive (the caller is suspended in clone
         // until this process has called execve or exited).
         let f = unsafe { &mut *(arg as *mut &mut dyn FnMut() -> i32) };
-        f()
+        // A panic must not unwind out of this extern "C" frame: that aborts the child with
+        // SIGABRT (reported as the program's own signal) and leaves the panic counts raised
+        // in the memory the caller resumes with (the child shares its thread-local storage
+        // too), so the caller would count as panicking from then on. Caught, the counts are
+        // back down and the child ends with cordon's own failure code.
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .unwrap_or(crate::outcome::exit_codes::SANDBOX_ERROR)
     }
     // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
     let stack = unsafe {
@@ -490,4 +496,33 @@ pub fn overlay_lower_only(lowerdir: &std::ffi::CStr) -> Result<OwnedFd, (&'stati
     }
     // SAFETY: m is a descriptor fsmount just returned to us and nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(m as RawFd) })
+}
+
+#[cfg(test)]
+mod spawn_shared_tests {
+    use super::*;
+    use nix::sys::wait::{WaitStatus, waitpid};
+
+    #[test]
+    fn the_child_shares_memory_and_its_value_is_the_exit_code() {
+        let mut seen = 0;
+        let pid = spawn_shared(&mut || {
+            seen = 7;
+            3
+        })
+        .unwrap();
+        assert_eq!(waitpid(pid, None).unwrap(), WaitStatus::Exited(pid, 3));
+        // The caller resumed after the child: its write is visible (no copy).
+        assert_eq!(seen, 7);
+    }
+
+    #[test]
+    fn a_panicking_child_exits_125_and_leaves_the_caller_not_panicking() {
+        let pid = spawn_shared(&mut || panic!("in the shared child")).unwrap();
+        assert_eq!(waitpid(pid, None).unwrap(), WaitStatus::Exited(pid, 125));
+        assert!(
+            !std::thread::panicking(),
+            "the child's panic count leaked into the caller"
+        );
+    }
 }
