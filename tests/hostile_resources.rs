@@ -250,17 +250,21 @@ for off in range(0, 400 << 20, 4096):
 print("NOT LIMITED", flush=True)
 "#;
 
-/// 400 MB written into a /dev/shm file.
-const DEV_SHM_WRITE_BOMB: &str = r#"
+/// 400 MB written into the file `path` (on a tmpfs: memory), paced 1 ms per MB.
+fn write_bomb(path: &str) -> String {
+    format!(
+        r#"
 import time
 chunk = b"x" * (1 << 20)
-with open("/dev/shm/bomb", "wb") as f:
+with open("{path}", "wb") as f:
     for i in range(400):
         f.write(chunk)
         f.flush()
         time.sleep(0.001)
 print("NOT LIMITED", flush=True)
-"#;
+"#
+    )
+}
 
 const RLIMIT_128M: &[&str] = &[
     "--limits-backend",
@@ -273,13 +277,14 @@ const RLIMIT_128M: &[&str] = &[
 
 both!(fn case28_shared_memory_bombs_polled_under_rlimit(who) {
     let sysv_attached = format!("DETACH = False\n{SYSV_BOMB}");
+    let (shm_write, workspace_write) = (write_bomb("/dev/shm/bomb"), write_bomb("/workspace/bomb"));
     for (name, code, extra) in [
         ("shared mmap", SHARED_MMAP_BOMB, &[][..]),
         ("memfd write", MEMFD_BOMB, &[][..]),
         // A /dev/shm as large as the bomb, so that only the memory limit can stop it.
         ("/dev/shm mmap", DEV_SHM_MAP_BOMB, &["--tmp-size", "1G", "--file-size", "1G"][..]),
-        ("/dev/shm write", DEV_SHM_WRITE_BOMB, &["--tmp-size", "1G", "--file-size", "1G"][..]),
-        ("/workspace write", WORKSPACE_WRITE_BOMB, &["--file-size", "1G"][..]),
+        ("/dev/shm write", &shm_write, &["--tmp-size", "1G", "--file-size", "1G"][..]),
+        ("/workspace write", &workspace_write, &["--file-size", "1G"][..]),
     ] {
         let mut opts = RLIMIT_128M.to_vec();
         opts.extend_from_slice(extra);
@@ -338,23 +343,11 @@ both!(fn case28_detached_sysv_segments_are_bounded_under_rlimit(who) {
     assert_sysv_contained(who, &r, "SysV detached");
 });
 
-/// 400 MB written into a /workspace file (a tmpfs: memory).
-const WORKSPACE_WRITE_BOMB: &str = r#"
-import time
-chunk = b"x" * (1 << 20)
-with open("/workspace/bomb", "wb") as f:
-    for i in range(400):
-        f.write(chunk)
-        f.flush()
-        time.sleep(0.001)
-print("NOT LIMITED", flush=True)
-"#;
-
 both!(fn case28_dev_shm_is_capped_by_its_size_under_rlimit(who) {
     // /dev/shm is the sandbox's own tmpfs, as large as /tmp (64 MiB by default): a file bomb
     // there ends at ENOSPC, under the memory limit (with a larger --tmp-size, the memory watch
     // counts its files: case28_shared_memory_bombs_polled_under_rlimit).
-    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", DEV_SHM_WRITE_BOMB]);
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &write_bomb("/dev/shm/bomb")]);
     assert!(!r.output().contains("NOT LIMITED"), "{}", r.describe());
     assert_eq!(r.status(), "runtime_error", "{}", r.describe());
     assert!(r.error().contains("No space left on device"), "{}", r.describe());
