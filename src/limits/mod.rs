@@ -463,29 +463,27 @@ pub fn prepare_with_scope(
                     ),
                     None => format!("cgroup v2 ({})", dir.display()),
                 };
-                let text = with_skipped(text, &skipped);
-                let report = report(limits, Backend::CgroupV2, text, applied.swap_limited);
                 return Ok(with_cgroup(
                     fs,
                     host,
                     limits,
-                    Backend::CgroupV2,
-                    Kind::V2(dir),
-                    report,
+                    (Backend::CgroupV2, Kind::V2(dir)),
+                    text,
+                    &skipped,
+                    applied.swap_limited,
                 ));
             }
             Err(f) if let Some(scope) = scope.filter(|_| wants_user_scope(host, &layout)) => {
                 match in_user_scope(fs.as_ref(), host, scope, &name, limits, run_id, &f) {
                     Ok((dir, applied, text)) => {
-                        let text = with_skipped(text, &skipped);
-                        let report = report(limits, Backend::CgroupV2, text, applied.swap_limited);
                         return Ok(with_cgroup(
                             fs,
                             host,
                             limits,
-                            Backend::CgroupV2,
-                            Kind::V2(dir),
-                            report,
+                            (Backend::CgroupV2, Kind::V2(dir)),
+                            text,
+                            &skipped,
+                            applied.swap_limited,
                         ));
                     }
                     Err(f) if choice == BackendChoice::CgroupV2 => return Err(forced(choice, f)),
@@ -499,18 +497,14 @@ pub fn prepare_with_scope(
     if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) {
         match v1::create(fs.as_ref(), &layout, host, &name, limits) {
             Ok((dirs, applied)) => {
-                let text = with_skipped(
-                    format!("cgroup v1 ({name} in memory, pids, cpu, cpuacct)"),
-                    &skipped,
-                );
-                let report = report(limits, Backend::CgroupV1, text, applied.swap_limited);
                 return Ok(with_cgroup(
                     fs,
                     host,
                     limits,
-                    Backend::CgroupV1,
-                    Kind::V1(dirs),
-                    report,
+                    (Backend::CgroupV1, Kind::V1(dirs)),
+                    format!("cgroup v1 ({name} in memory, pids, cpu, cpuacct)"),
+                    &skipped,
+                    applied.swap_limited,
                 ));
             }
             Err(f) if choice == BackendChoice::CgroupV1 => return Err(forced(choice, f)),
@@ -615,14 +609,18 @@ fn with_skipped(text: String, skipped: &[String]) -> String {
     }
 }
 
+/// The prepared run of a cgroup backend; `text` describes it (the skipped backends are
+/// appended), `swap_limited`: its swap limit was set.
 fn with_cgroup(
     fs: Arc<dyn CgroupFs>,
     host: &HostPaths,
     limits: &Limits,
-    backend: Backend,
-    kind: Kind,
-    report: LimitsReport,
+    (backend, kind): (Backend, Kind),
+    text: String,
+    skipped: &[String],
+    swap_limited: bool,
 ) -> Prepared {
+    let report = report(limits, backend, with_skipped(text, skipped), swap_limited);
     let cgroup = Cgroup {
         backend,
         kind,
