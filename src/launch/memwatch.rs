@@ -194,7 +194,16 @@ impl MemWatch {
                 }
             }
         }
-        for entry in entries.flatten() {
+        for entry in entries {
+            // A listing cut short would leave the remaining processes uncounted.
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    return Verdict::Blind(format!(
+                        "cannot list the sandbox's processes (reading its /proc failed midway): {e}"
+                    ));
+                }
+            };
             let Some(pid) = entry
                 .file_name()
                 .to_str()
@@ -310,14 +319,21 @@ fn read_process(
         ))
     })?;
     let fd_dir = format!("{root}/{pid}/fd");
-    let fds = std::fs::read_dir(&fd_dir).map_err(|e| match classify_io(&e, "fd directory") {
+    // A descriptor the watch cannot name may be a memfd: not skipped, the process counts
+    // as hiding its descriptors (as when the whole list is refused).
+    let hidden = |e: &std::io::Error, what: &str| match classify_io(e, what) {
         ReadError::Unreadable(why) => ReadError::HiddenFds { bytes, why },
         other => other,
-    })?;
-    for fd in fds.flatten() {
+    };
+    let fds = std::fs::read_dir(&fd_dir).map_err(|e| hidden(&e, "fd directory"))?;
+    for fd in fds {
+        let fd = fd.map_err(|e| hidden(&e, "fd directory"))?;
         let path = fd.path();
-        let Ok(target) = std::fs::read_link(&path) else {
-            continue;
+        let target = match std::fs::read_link(&path) {
+            Ok(t) => t,
+            // Closed meanwhile.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) => return Err(hidden(&e, "a descriptor's link")),
         };
         if !is_memfd(target.as_os_str().as_encoded_bytes()) {
             continue;
