@@ -34,11 +34,13 @@ pub const SEALS: SealFlag = SealFlag::F_SEAL_SEAL
     .union(SealFlag::F_SEAL_WRITE);
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot {step}: {errno}{hint}")]
+#[error("cannot {step}: {errno}{hint}{detail}")]
 pub struct ExeError {
     pub step: &'static str,
     pub errno: Errno,
     pub hint: &'static str,
+    /// What else was tried and failed, for the message.
+    pub detail: String,
 }
 
 fn err(step: &'static str) -> impl Fn(Errno) -> ExeError {
@@ -46,6 +48,7 @@ fn err(step: &'static str) -> impl Fn(Errno) -> ExeError {
         step,
         errno,
         hint: "",
+        detail: String::new(),
     }
 }
 
@@ -132,6 +135,7 @@ pub fn overlay_view(empty_dir: &Path) -> Result<OwnedFd, ExeError> {
         step: "read /proc/self/exe",
         errno: Errno::from_raw(e.raw_os_error().unwrap_or(0)),
         hint: "",
+        detail: String::new(),
     })?;
     let (Some(dir), Some(name)) = (exe.parent(), exe.file_name()) else {
         return Err(err("find the directory of /proc/self/exe")(Errno::EINVAL));
@@ -144,6 +148,7 @@ pub fn overlay_view(empty_dir: &Path) -> Result<OwnedFd, ExeError> {
         step,
         errno,
         hint: "",
+        detail: String::new(),
     })?;
     let fd = nix::fcntl::openat(
         &root,
@@ -200,11 +205,6 @@ pub fn run_from_sealed_copy(empty_dir: Option<&Path>) -> Result<(), ExeError> {
     // detachment could not be checked. Another overlay view would not be accepted either
     // (an endless re-exec); the sealed memfd always is.
     let on_overlay = is_read_only_overlay(&open_self_exe()?);
-    let fd = match empty_dir.filter(|_| !on_overlay).map(overlay_view) {
-        Some(Ok(fd)) => fd,
-        // Both copies are unwritable; the overlay only spares copying the binary.
-        _ => sealed_copy()?,
-    };
     let args: Vec<CString> = std::env::args_os()
         .filter_map(|a| CString::new(a.as_bytes()).ok())
         .collect();
@@ -216,15 +216,30 @@ pub fn run_from_sealed_copy(empty_dir: Option<&Path>) -> Result<(), ExeError> {
             CString::new(kv).ok()
         })
         .collect();
+    // Both copies are unwritable; the overlay only spares copying the binary. Should it
+    // fail to be made or executed, the memfd is still tried.
+    let overlay_failed = match empty_dir.filter(|_| !on_overlay).map(overlay_view) {
+        Some(Ok(fd)) => {
+            let Err(errno) = nix::unistd::fexecve(&fd, &args, &env);
+            format!("; executing its read-only overlay view failed too: {errno}")
+        }
+        Some(Err(e)) => format!("; its read-only overlay view could not be made either: {e}"),
+        None => String::new(),
+    };
+    let fd = sealed_copy().map_err(|e| ExeError {
+        detail: overlay_failed.clone(),
+        ..e
+    })?;
     let Err(errno) = nix::unistd::fexecve(&fd, &args, &env);
     Err(ExeError {
-        step: "re-execute cordon-oci from its sealed copy (fexecve)",
+        step: "re-execute cordon-oci from its sealed memfd copy (fexecve)",
         errno,
         hint: if errno == Errno::EACCES {
             " (is vm.memfd_noexec set to 2? cordon-oci needs to execute a memfd)"
         } else {
             ""
         },
+        detail: overlay_failed,
     })
 }
 
