@@ -401,6 +401,44 @@ both!(fn case28_a_process_hiding_from_the_memory_watch_fails_closed_under_rlimit
     }
 });
 
+/// A memfd filled past the limit by a non-dumpable process that forks and exits every few
+/// milliseconds, so that no pid of it lives through two samples of the watch: each would
+/// get a fresh grace for hiding its descriptors.
+const PID_CYCLING_MEMFD_BOMB: &str = r#"
+import ctypes, os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(r)
+    assert ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0
+    fd = os.memfd_create("bomb")
+    chunk = b"x" * (4 << 20)
+    end = time.monotonic() + 3
+    n = 0
+    while time.monotonic() < end:
+        if n < 100:
+            os.write(fd, chunk)
+            n += 1
+        if os.fork() != 0:
+            os._exit(0)
+        time.sleep(0.003)
+    print("NOT LIMITED", flush=True)
+    os._exit(0)
+os.close(w)
+os.read(r, 1)
+"#;
+
+both!(fn case28_processes_taking_turns_to_hide_fail_closed_under_rlimit(who) {
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", PID_CYCLING_MEMFD_BOMB]);
+    assert!(!r.output().contains("NOT LIMITED"), "{}", r.describe());
+    if who == Who::Root {
+        assert_polled_memory_limit(&r, "pid-cycling memfd");
+    } else {
+        assert_eq!(r.status(), "sandbox_error", "{}", r.describe());
+        let message = r.get("/message").as_str().unwrap_or("");
+        assert!(message.contains("non-dumpable") && message.contains("killed the sandbox"), "{}", r.describe());
+    }
+});
+
 /// 40 MB of shared anonymous memory, a 20 MB memfd, a 16 MB SysV segment and a 10 MB file in
 /// /workspace, all touched, held for a while (several polls of the watch).
 const SHARED_UNDER_LIMIT: &str = r#"

@@ -25,7 +25,9 @@
 //! exec of a binary the sandbox may not read) is tolerated for [`UNREADABLE_GRACE`]; past it the
 //! watch reports itself blind and the supervisor kills the sandbox (fail closed). A process whose
 //! descriptors cannot be listed (it made itself non-dumpable, and the caller is unprivileged)
-//! ends the run the same way after [`HIDDEN_FDS_SAMPLES`] samples in a row.
+//! ends the run the same way after [`HIDDEN_FDS_SAMPLES`] samples in a row. Those graces are
+//! also bounded for the sandbox as a whole ([`SANDBOX_WINDOW`]), so that short-lived
+//! processes taking turns cannot each hide within their own.
 
 use nix::errno::Errno;
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
@@ -46,6 +48,14 @@ pub const BACKOFF_AFTER: Duration = Duration::from_secs(1);
 pub const HIDDEN_FDS_SAMPLES: u32 = 2;
 /// How long a process's memory may stay unreadable before the watch calls itself blind.
 pub const UNREADABLE_GRACE: Duration = Duration::from_secs(1);
+/// The grace of one process is not enough: a process that forks and exits before the next
+/// sample hands what it holds to a new pid, with a fresh grace, forever. So the watch also
+/// calls itself blind when, over the last [`SANDBOX_WINDOW`] samples, some process of the
+/// sandbox (whichever) hid its descriptors in [`SANDBOX_HIDDEN_FDS_SAMPLES`] of them, or its
+/// memory in [`SANDBOX_UNREADABLE_SAMPLES`] (at least [`UNREADABLE_GRACE`] of samples).
+pub const SANDBOX_WINDOW: u32 = 64;
+pub const SANDBOX_HIDDEN_FDS_SAMPLES: u32 = 8;
+pub const SANDBOX_UNREADABLE_SAMPLES: u32 = 50;
 
 /// What one sample found.
 #[derive(Debug, PartialEq, Eq)]
@@ -82,6 +92,10 @@ pub struct MemWatch {
     unreadable: HashMap<u32, (Instant, String)>,
     /// Processes whose descriptors were hidden, in how many consecutive samples.
     hidden_fds: HashMap<u32, u32>,
+    /// One bit per recent sample (lowest: the latest): some process hid its descriptors in
+    /// it; some process's memory was unreadable in it.
+    hidden_fds_history: u64,
+    unreadable_history: u64,
     pub report: WatchReport,
 }
 
@@ -96,6 +110,8 @@ impl MemWatch {
             next: None,
             unreadable: HashMap::new(),
             hidden_fds: HashMap::new(),
+            hidden_fds_history: 0,
+            unreadable_history: 0,
             report: WatchReport::default(),
         }
     }
@@ -157,6 +173,8 @@ impl MemWatch {
         self.report.samples += 1;
         let mut total: u64 = 0;
         let mut seen = HashSet::new();
+        // Some process hid its descriptors / its memory in this sample.
+        let (mut hid_fds, mut unreadable) = (false, false);
         // Processes with shared memory mapped: only their mappings can overlap an object
         // counted at its own size (reading a full smaps costs more than its rollup).
         let mut mapping_shmem = Vec::new();
@@ -194,7 +212,16 @@ impl MemWatch {
                 }
             }
         }
-        for entry in entries.flatten() {
+        for entry in entries {
+            // A listing cut short would leave the remaining processes uncounted.
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    return Verdict::Blind(format!(
+                        "cannot list the sandbox's processes (reading its /proc failed midway): {e}"
+                    ));
+                }
+            };
             let Some(pid) = entry
                 .file_name()
                 .to_str()
@@ -220,6 +247,7 @@ impl MemWatch {
                 }
                 Err(ReadError::Gone) => {}
                 Err(ReadError::Unreadable(why)) => {
+                    unreadable = true;
                     let (since, _) = self.unreadable.entry(pid).or_insert((now, why.clone()));
                     if now.duration_since(*since) >= UNREADABLE_GRACE {
                         return Verdict::Blind(format!(
@@ -229,6 +257,7 @@ impl MemWatch {
                     }
                 }
                 Err(ReadError::HiddenFds { bytes, why }) => {
+                    hid_fds = true;
                     total = total.saturating_add(bytes);
                     let n = self.hidden_fds.entry(pid).or_insert(0);
                     *n += 1;
@@ -243,6 +272,9 @@ impl MemWatch {
         }
         self.unreadable.retain(|pid, _| seen.contains(pid));
         self.hidden_fds.retain(|pid, _| seen.contains(pid));
+        if let Some(why) = self.note_hiding(hid_fds, unreadable) {
+            return Verdict::Blind(why);
+        }
         if !objects.is_empty() {
             // What the mappings of these objects already counted, so a page is not counted
             // twice. (Unreadable smaps: nothing subtracted, the object counts in full.)
@@ -263,6 +295,29 @@ impl MemWatch {
             Verdict::Over(total)
         } else {
             Verdict::Under
+        }
+    }
+}
+
+impl MemWatch {
+    /// Records whether some process hid its descriptors / its memory from this sample; the
+    /// reason to call the watch blind when that happened too often lately (see
+    /// [`SANDBOX_WINDOW`]).
+    fn note_hiding(&mut self, hid_fds: bool, unreadable: bool) -> Option<String> {
+        self.hidden_fds_history = (self.hidden_fds_history << 1) | u64::from(hid_fds);
+        self.unreadable_history = (self.unreadable_history << 1) | u64::from(unreadable);
+        let fds = self.hidden_fds_history.count_ones();
+        let mem = self.unreadable_history.count_ones();
+        if fds >= SANDBOX_HIDDEN_FDS_SAMPLES {
+            Some(format!(
+                "processes of the sandbox hid their file descriptors in {fds} of the last {SANDBOX_WINDOW} samples (a process that makes itself non-dumpable hides them from an unprivileged caller; short-lived processes taking turns each stay within their own grace), so the memfds they hold cannot be counted"
+            ))
+        } else if mem >= SANDBOX_UNREADABLE_SAMPLES {
+            Some(format!(
+                "the memory of processes of the sandbox was unreadable in {mem} of the last {SANDBOX_WINDOW} samples (short-lived processes taking turns each stay within their own grace); the memory limit cannot be enforced on them"
+            ))
+        } else {
+            None
         }
     }
 }
@@ -310,14 +365,21 @@ fn read_process(
         ))
     })?;
     let fd_dir = format!("{root}/{pid}/fd");
-    let fds = std::fs::read_dir(&fd_dir).map_err(|e| match classify_io(&e, "fd directory") {
+    // A descriptor the watch cannot name may be a memfd: not skipped, the process counts
+    // as hiding its descriptors (as when the whole list is refused).
+    let hidden = |e: &std::io::Error, what: &str| match classify_io(e, what) {
         ReadError::Unreadable(why) => ReadError::HiddenFds { bytes, why },
         other => other,
-    })?;
-    for fd in fds.flatten() {
+    };
+    let fds = std::fs::read_dir(&fd_dir).map_err(|e| hidden(&e, "fd directory"))?;
+    for fd in fds {
+        let fd = fd.map_err(|e| hidden(&e, "fd directory"))?;
         let path = fd.path();
-        let Ok(target) = std::fs::read_link(&path) else {
-            continue;
+        let target = match std::fs::read_link(&path) {
+            Ok(t) => t,
+            // Closed meanwhile.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) => return Err(hidden(&e, "a descriptor's link")),
         };
         if !is_memfd(target.as_os_str().as_encoded_bytes()) {
             continue;
@@ -596,6 +658,25 @@ Locked:                0 kB
             None,
             "a missing field must not count as 0"
         );
+    }
+
+    #[test]
+    fn hiding_in_many_recent_samples_is_blind_whichever_processes_hid() {
+        let mut w = MemWatch::new(1 << 30);
+        // Rare transients (an exec, an exit) are tolerated, and so is a process unreadable
+        // for less than its grace.
+        for i in 0..500 {
+            assert_eq!(w.note_hiding(i % 10 == 0, i % 100 < 40), None, "{i}");
+        }
+        // Descriptors hidden in one sample out of two are not.
+        let blind = (0..SANDBOX_WINDOW).find_map(|i| w.note_hiding(i % 2 == 0, false));
+        let why = blind.expect("blind");
+        assert!(why.contains("non-dumpable"), "{why}");
+        // Nor memory unreadable in most samples, whichever processes it was.
+        let mut w = MemWatch::new(1 << 30);
+        let blind = (0..SANDBOX_WINDOW).find_map(|i| w.note_hiding(false, i % 5 != 0));
+        let why = blind.expect("blind");
+        assert!(why.contains("unreadable"), "{why}");
     }
 
     #[test]

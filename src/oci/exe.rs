@@ -23,7 +23,7 @@ use nix::fcntl::{FcntlArg, OFlag, SealFlag, fcntl};
 use nix::sys::memfd::{MFdFlags, memfd_create};
 use nix::sys::stat::Mode;
 use std::ffi::CString;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -34,11 +34,13 @@ pub const SEALS: SealFlag = SealFlag::F_SEAL_SEAL
     .union(SealFlag::F_SEAL_WRITE);
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot {step}: {errno}{hint}")]
+#[error("cannot {step}: {errno}{hint}{detail}")]
 pub struct ExeError {
     pub step: &'static str,
     pub errno: Errno,
     pub hint: &'static str,
+    /// What else was tried and failed, for the message.
+    pub detail: String,
 }
 
 fn err(step: &'static str) -> impl Fn(Errno) -> ExeError {
@@ -46,6 +48,7 @@ fn err(step: &'static str) -> impl Fn(Errno) -> ExeError {
         step,
         errno,
         hint: "",
+        detail: String::new(),
     }
 }
 
@@ -63,16 +66,52 @@ pub fn is_read_only_overlay(fd: impl AsFd + Copy) -> bool {
         && statvfs::fstatvfs(fd).is_ok_and(|s| s.flags().contains(statvfs::FsFlags::ST_RDONLY))
 }
 
-/// Whether this process runs from a copy nobody can write (sealed memfd or read-only
-/// overlay).
+/// Whether `fd` is on a mount attached nowhere in this process's mount namespace (its
+/// `mnt_id` in `/proc/self/fdinfo` is not listed in `/proc/self/mountinfo`), as the mount
+/// [`overlay_view`] makes is. False when either file cannot be read.
+///
+/// A read-only overlay that is attached somewhere may have an upper layer and be remounted
+/// read-write later (`mount -o remount,rw`, or a read-only bind of a writable overlay made
+/// writable): a container process that kept a descriptor of the binary from
+/// `/proc/PID/exe` could then reopen it for writing. cordon-oci's own view cannot be
+/// remounted, and no path leads to it, so no one can remount it either.
+pub fn is_detached(fd: impl AsFd) -> bool {
+    let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_fd().as_raw_fd()))
+    else {
+        return false;
+    };
+    let Some(id) = info
+        .lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    else {
+        return false;
+    };
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    !mounts.lines().any(|l| {
+        l.split_ascii_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            == Some(id)
+    })
+}
+
+/// Whether this process runs from a copy nobody can write: a sealed memfd, or a read-only
+/// overlay attached nowhere (what [`overlay_view`] makes).
 pub fn running_sealed() -> Result<bool, ExeError> {
-    let me = nix::fcntl::open(
+    let me = open_self_exe()?;
+    Ok(is_sealed(&me) || (is_read_only_overlay(&me) && is_detached(&me)))
+}
+
+fn open_self_exe() -> Result<OwnedFd, ExeError> {
+    nix::fcntl::open(
         "/proc/self/exe",
         OFlag::O_RDONLY | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(err("open /proc/self/exe (is /proc mounted?)"))?;
-    Ok(is_sealed(&me) || is_read_only_overlay(&me))
+    .map_err(err("open /proc/self/exe (is /proc mounted?)"))
 }
 
 /// `\` and `:` escaped, for one path in an overlay `lowerdir` list.
@@ -96,6 +135,7 @@ pub fn overlay_view(empty_dir: &Path) -> Result<OwnedFd, ExeError> {
         step: "read /proc/self/exe",
         errno: Errno::from_raw(e.raw_os_error().unwrap_or(0)),
         hint: "",
+        detail: String::new(),
     })?;
     let (Some(dir), Some(name)) = (exe.parent(), exe.file_name()) else {
         return Err(err("find the directory of /proc/self/exe")(Errno::EINVAL));
@@ -108,6 +148,7 @@ pub fn overlay_view(empty_dir: &Path) -> Result<OwnedFd, ExeError> {
         step,
         errno,
         hint: "",
+        detail: String::new(),
     })?;
     let fd = nix::fcntl::openat(
         &root,
@@ -160,11 +201,10 @@ pub fn run_from_sealed_copy(empty_dir: Option<&Path>) -> Result<(), ExeError> {
     if running_sealed()? {
         return Ok(());
     }
-    let fd = match empty_dir.map(overlay_view) {
-        Some(Ok(fd)) => fd,
-        // Both copies are unwritable; the overlay only spares copying the binary.
-        _ => sealed_copy()?,
-    };
+    // Already on a read-only overlay, yet not accepted above: it may be our own view whose
+    // detachment could not be checked. Another overlay view would not be accepted either
+    // (an endless re-exec); the sealed memfd always is.
+    let on_overlay = is_read_only_overlay(&open_self_exe()?);
     let args: Vec<CString> = std::env::args_os()
         .filter_map(|a| CString::new(a.as_bytes()).ok())
         .collect();
@@ -176,15 +216,30 @@ pub fn run_from_sealed_copy(empty_dir: Option<&Path>) -> Result<(), ExeError> {
             CString::new(kv).ok()
         })
         .collect();
+    // Both copies are unwritable; the overlay only spares copying the binary. Should it
+    // fail to be made or executed, the memfd is still tried.
+    let overlay_failed = match empty_dir.filter(|_| !on_overlay).map(overlay_view) {
+        Some(Ok(fd)) => {
+            let Err(errno) = nix::unistd::fexecve(&fd, &args, &env);
+            format!("; executing its read-only overlay view failed too: {errno}")
+        }
+        Some(Err(e)) => format!("; its read-only overlay view could not be made either: {e}"),
+        None => String::new(),
+    };
+    let fd = sealed_copy().map_err(|e| ExeError {
+        detail: overlay_failed.clone(),
+        ..e
+    })?;
     let Err(errno) = nix::unistd::fexecve(&fd, &args, &env);
     Err(ExeError {
-        step: "re-execute cordon-oci from its sealed copy (fexecve)",
+        step: "re-execute cordon-oci from its sealed memfd copy (fexecve)",
         errno,
         hint: if errno == Errno::EACCES {
             " (is vm.memfd_noexec set to 2? cordon-oci needs to execute a memfd)"
         } else {
             ""
         },
+        detail: overlay_failed,
     })
 }
 
@@ -221,6 +276,7 @@ mod tests {
         let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
         let f = std::fs::File::open(&path).unwrap();
         assert!(is_read_only_overlay(&f));
+        assert!(is_detached(&f), "the view is attached nowhere");
         assert!(!is_sealed(&OwnedFd::from(f)));
         assert_eq!(
             std::fs::read(&path).unwrap(),
@@ -241,5 +297,61 @@ mod tests {
     #[test]
     fn a_plain_binary_is_not_sealed() {
         assert!(!running_sealed().unwrap());
+        assert!(!is_detached(open_self_exe().unwrap()));
+    }
+
+    /// Run by the test below inside a mount namespace where `CORDON_TEST_RO_OVERLAY_FILE`
+    /// is a file on an attached read-only overlay.
+    #[test]
+    #[ignore = "run by a_read_only_overlay_attached_somewhere_is_not_taken_for_the_view"]
+    fn attached_overlay_helper() {
+        let path = std::env::var("CORDON_TEST_RO_OVERLAY_FILE").unwrap();
+        let f = std::fs::File::open(path).unwrap();
+        assert!(
+            is_read_only_overlay(&f),
+            "the file is on a read-only overlay"
+        );
+        assert!(
+            !is_detached(&f),
+            "an attached overlay was taken for a detached one"
+        );
+        println!("ATTACHED-OVERLAY-CHECKED");
+    }
+
+    #[test]
+    fn a_read_only_overlay_attached_somewhere_is_not_taken_for_the_view() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_str().unwrap();
+        let me = std::env::current_exe().unwrap();
+        let script = format!(
+            "mkdir {dir}/l {dir}/e {dir}/m && echo x > {dir}/l/f && \
+             mount -t overlay -o ro,lowerdir={dir}/l:{dir}/e none {dir}/m || exit 77; \
+             exec \"$0\" --exact oci::exe::tests::attached_overlay_helper --ignored --nocapture"
+        );
+        let out = match std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &script])
+            .arg(&me)
+            .env("CORDON_TEST_RO_OVERLAY_FILE", format!("{dir}/m/f"))
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("SKIP: cannot run unshare: {e}");
+                return;
+            }
+        };
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() && !stdout.contains("attached_overlay_helper") {
+            eprintln!(
+                "SKIP: cannot mount an overlay in a new mount namespace: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        assert!(
+            out.status.success() && stdout.contains("ATTACHED-OVERLAY-CHECKED"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
