@@ -18,6 +18,10 @@ use std::path::{Path, PathBuf};
 /// opened before that, so a rootfs under /tmp still works.
 pub const STAGE: &str = "/tmp";
 
+/// `statvfs`'s `ST_RELATIME` (Linux's value, 4096, under glibc and musl alike; nix names it
+/// only for glibc).
+pub const ST_RELATIME: FsFlags = FsFlags::from_bits_retain(4096);
+
 /// The second, empty layer of every read-only overlay (the kernel wants two lower layers when
 /// there is no upper one): the new root's `/proc` directory, made first and held by an
 /// `O_PATH` fd, through which every overlay names it — by path, an overlay made after procfs
@@ -73,7 +77,7 @@ fn ro_flags(path: &Path) -> Result<MsFlags, Errno> {
         (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
         (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
         (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+        (ST_RELATIME, MsFlags::MS_RELATIME),
     ];
     for (st_flag, ms_flag) in keep {
         if f.contains(st_flag) {

@@ -83,11 +83,17 @@ pub enum LimitsError {
     },
 }
 
+/// The C type of an `RLIMIT_*` number: glibc declares it as an enum, musl as an int.
+#[cfg(target_env = "gnu")]
+pub type RlimitResource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+pub type RlimitResource = libc::c_int;
+
 /// One rlimit the payload sets on itself just before `execve` (soft = hard).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rlimit {
     /// `libc::RLIMIT_*`.
-    pub resource: libc::__rlimit_resource_t,
+    pub resource: RlimitResource,
     pub value: u64,
 }
 

@@ -99,7 +99,7 @@ pub fn cpu_time_report(cpu_time: std::time::Duration) -> LimitReport {
 }
 
 /// The rlimit resources nix knows, by number.
-pub fn nix_resource(r: libc::__rlimit_resource_t) -> Option<nix::sys::resource::Resource> {
+pub fn nix_resource(r: super::RlimitResource) -> Option<nix::sys::resource::Resource> {
     use nix::sys::resource::Resource;
     Some(match r {
         libc::RLIMIT_AS => Resource::RLIMIT_AS,
@@ -127,7 +127,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn find(v: &[Rlimit], r: libc::__rlimit_resource_t) -> Option<u64> {
+    fn find(v: &[Rlimit], r: crate::limits::RlimitResource) -> Option<u64> {
         v.iter().find(|x| x.resource == r).map(|x| x.value)
     }
 

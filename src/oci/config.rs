@@ -146,7 +146,7 @@ pub struct Container {
     pub no_new_privileges: bool,
     pub oom_score_adj: Option<i32>,
     /// (resource, soft, hard)
-    pub rlimits: Vec<(libc::__rlimit_resource_t, u64, u64)>,
+    pub rlimits: Vec<(crate::limits::RlimitResource, u64, u64)>,
     pub caps: CapSets,
     pub namespaces: Vec<Namespace>,
     pub uid_mappings: Vec<IdMap>,
@@ -580,7 +580,7 @@ impl Container {
     }
 }
 
-fn rlimit_resource(t: PosixRlimitType) -> libc::__rlimit_resource_t {
+fn rlimit_resource(t: PosixRlimitType) -> crate::limits::RlimitResource {
     match t {
         PosixRlimitType::RlimitCpu => libc::RLIMIT_CPU,
         PosixRlimitType::RlimitFsize => libc::RLIMIT_FSIZE,

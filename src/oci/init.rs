@@ -268,7 +268,7 @@ fn locked_flags(path: &Path) -> libc::c_ulong {
         (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
         (FsFlags::ST_NOATIME, libc::MS_NOATIME),
         (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (FsFlags::ST_RELATIME, libc::MS_RELATIME),
+        (crate::fs::ST_RELATIME, libc::MS_RELATIME),
         (FsFlags::ST_RDONLY, libc::MS_RDONLY),
     ] {
         if f.contains(fs) {
