@@ -354,3 +354,59 @@ both!(fn case42_no_landlock_is_refused_or_reported(who) {
     assert_eq!(d["ready"], false, "a required mechanism is missing: {d}");
     assert!(check["fix"].as_str().unwrap_or("").contains("lsm="), "{check}");
 });
+
+/// Makes `unshare(CLONE_NEWNET)` fail with EPERM for the program it then execs (as a kernel
+/// or an LSM refusing new network namespaces would), leaving every other call alone.
+const NO_NEW_NETNS: &str = r#"
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+prog = [
+    (0x20, 0, 0, 0),                    # A = syscall number
+    (0x15, 0, 3, 272),                  # unshare? else allow
+    (0x20, 0, 0, 16),                   # A = low word of its flags
+    (0x45, 0, 1, 0x40000000),           # CLONE_NEWNET set? else allow
+    (0x06, 0, 0, 0x00050000 | 1),       # return EPERM
+    (0x06, 0, 0, 0x7fff0000),           # allow
+]
+raw = b"".join(struct.pack("HBBI", *i) for i in prog)
+buf = ctypes.create_string_buffer(raw)
+fprog = struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(buf))
+fbuf = ctypes.create_string_buffer(fprog)
+L = ctypes.c_ulong
+if libc.prctl(38, L(1), L(0), L(0), L(0)) != 0 or libc.prctl(22, L(2), L(ctypes.addressof(fbuf)), L(0), L(0)) != 0:
+    sys.exit(98)
+os.execv(sys.argv[1], sys.argv[1:])
+"#;
+
+both!(fn case42_no_network_namespace_is_refused(who) {
+    let cordon = cordon_bin().to_str().unwrap().to_string();
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["/usr/bin/python3", "-c", NO_NEW_NETNS, &cordon, "exec", "--json"];
+        argv.extend_from_slice(extra);
+        argv.extend_from_slice(&["--", "sh", "-c", "echo ran"]);
+        let start = Instant::now();
+        let child = host_command(who, &argv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the no-netns wrapper");
+        let f = wait_with_deadline(child, start, Duration::from_secs(30), vec!["python3".into()]);
+        assert_ne!(f.code, 98, "could not install the test's seccomp filter:\n{}", f.describe());
+        let v: serde_json::Value = serde_json::from_slice(&f.stdout)
+            .unwrap_or_else(|e| panic!("no JSON result ({e}):\n{}", f.describe()));
+        (f, v)
+    };
+    // No network namespace: the run is refused (never run in the host's network), naming
+    // the step and the errno.
+    let (f, v) = run(&[]);
+    assert_eq!(f.code, 125, "cordon must refuse to run without its network namespace:\n{}", f.describe());
+    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
+    let msg = v["message"].as_str().unwrap_or("");
+    assert!(msg.contains("network namespace") && msg.contains("EPERM"), "the message must name the step and errno:\n{}", f.describe());
+    assert_eq!(v["output"], "", "nothing of the program may run:\n{}", f.describe());
+    // --net host asks for no network namespace: it runs.
+    let (f, v) = run(&["--net", "host"]);
+    assert_eq!(f.code, 0, "{}", f.describe());
+    assert_eq!(v["output"], "ran\n", "{}", f.describe());
+});

@@ -106,7 +106,20 @@ pub fn init_main(ctx: ChildCtx) -> ! {
         );
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
-    if let Err((step, msg)) = setup_init(&ctx) {
+    // The network namespace is made beside init while it builds the root (see
+    // sys::NetnsMaker); started once the fd table holds only what init keeps.
+    let netns = match ctx.own_netns.then(sys::NetnsMaker::spawn).transpose() {
+        Ok(m) => m,
+        Err(e) => {
+            ctx.report.fail(
+                "start the network namespace helper",
+                e,
+                exit_codes::SANDBOX_ERROR,
+            );
+            sys::exit_now(exit_codes::SANDBOX_ERROR);
+        }
+    };
+    if let Err((step, msg)) = setup_init(&ctx, netns) {
         ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
@@ -169,7 +182,10 @@ pub fn init_main(ctx: ChildCtx) -> ! {
     })
 }
 
-fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
+fn setup_init(
+    ctx: &ChildCtx,
+    netns: Option<sys::NetnsMaker>,
+) -> Result<(), (&'static str, String)> {
     let e = |step: &'static str| move |err: Errno| (step, err.to_string());
     // Into the sandbox's cgroups first, while init still has the caller's host identity
     // (the parent, root, created them), and before it forks anything.
@@ -250,8 +266,16 @@ fn setup_init(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
         });
     }
     nix::unistd::sethostname(ctx.hostname).map_err(e("set the hostname"))?;
-    if ctx.own_netns {
-        sys::loopback_up().map_err(e("bring up the loopback interface"))?;
+    if let Some(maker) = netns {
+        maker.join().map_err(|(step, err)| {
+            let hint = match err {
+                Errno::ENOSPC | Errno::EPERM | Errno::EUSERS => {
+                    "; the kernel refused a new network namespace (user.max_net_namespaces reached or 0, or a security module): raise it with `sysctl -w user.max_net_namespaces=10000` as root and check with `cordon doctor`; `--net host` runs without one, sharing the host's network"
+                }
+                _ => "",
+            };
+            (step, format!("{err}{hint}"))
+        })?;
     }
     // `--net allow=`: the proxy's socket is created here, inside the sandbox's network
     // namespace, and handed to cordon, which serves it from the host's network.

@@ -41,10 +41,12 @@ pub fn root_caller_host_id() -> u32 {
 /// Namespaces every sandbox gets. The cgroup namespace is created by init right after the
 /// parent moved it into its cgroup, so that the namespace is rooted at the sandbox's cgroup.
 /// (`--net host` leaves out CLONE_NEWNET.)
+/// The namespaces of the launcher's one clone. The network namespace is made by init's
+/// helper ([`crate::sys::NetnsMaker`]) on the other CPU while init builds the root, and the
+/// cgroup namespace by init once it is in the sandbox's cgroup.
 const CLONE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNS
-    | libc::CLONE_NEWNET
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS;
 const NAMESPACES: &[&str] = &["user", "pid", "mount", "network", "ipc", "uts", "cgroup"];
@@ -162,10 +164,10 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         Network::Allow(_) => Some(crate::net::handover_pair()?),
         _ => None,
     };
-    let (clone_flags, net_access) = match &spec.network {
-        Network::None => (CLONE_FLAGS, NetAccess::Deny),
-        Network::Allow(_) => (CLONE_FLAGS, NetAccess::ProxyOnly(crate::net::PROXY_PORT)),
-        Network::Host => (CLONE_FLAGS & !libc::CLONE_NEWNET, NetAccess::Unrestricted),
+    let net_access = match &spec.network {
+        Network::None => NetAccess::Deny,
+        Network::Allow(_) => NetAccess::ProxyOnly(crate::net::PROXY_PORT),
+        Network::Host => NetAccess::Unrestricted,
     };
     let host_exposure = (spec.network == Network::Host)
         .then(|| crate::net::host_network_exposure(crate::sys::landlock_abi().unwrap_or(0)));
@@ -240,7 +242,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         Some(h) => (Some(h.parent), Some(h.child)),
         None => (None, None),
     };
-    let child = match sys::clone_namespaces(clone_flags) {
+    let child = match sys::clone_namespaces(CLONE_FLAGS) {
         Ok(CloneResult::Child) => {
             drop((go_w, rep_r, in_w, out_r, err_r, net_parent, watch_parent));
             child::init_main(child::ChildCtx {
@@ -271,7 +273,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                     None
                 },
                 net_access,
-                own_netns: clone_flags & libc::CLONE_NEWNET != 0,
+                own_netns: spec.network != Network::Host,
                 extra_writable: spec
                     .binds
                     .iter()

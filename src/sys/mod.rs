@@ -5,6 +5,9 @@
 #[cfg(test)]
 pub mod seccomp_probe;
 
+mod netns;
+pub use netns::NetnsMaker;
+
 use nix::errno::Errno;
 use nix::unistd::Pid;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -164,35 +167,6 @@ pub fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
     }
     // SAFETY: the kernel just returned this fd to us; nobody else owns it.
     Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
-}
-
-/// Brings the loopback interface up in the current network namespace.
-pub fn loopback_up() -> Result<(), Errno> {
-    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
-    use std::os::fd::AsRawFd;
-    let sock = socket(
-        AddressFamily::Inet,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?;
-    // SAFETY: ifreq is a plain C struct; all-zero is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
-    }
-    // SAFETY: SIOCGIFFLAGS reads into `req`, which lives for the call and is the struct the
-    // ioctl expects; the fd is a valid socket.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
-        return Err(Errno::last());
-    }
-    // SAFETY: ifru_flags is the active union member after SIOCGIFFLAGS.
-    unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
-    // SAFETY: as above, with SIOCSIFFLAGS writing the flags from `req`.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
-        return Err(Errno::last());
-    }
-    Ok(())
 }
 
 /// `setgroups(0, NULL)`: drops every supplementary group (needs CAP_SETGID in the user ns).
