@@ -2,7 +2,8 @@
 //!
 //! **init** is the process `clone` created: pid 1 of the new pid namespace, holding every
 //! capability of the new user namespace. It waits for the parent's first go (uid/gid maps
-//! written), builds and enters the new root, waits for the second go (it is in the sandbox
+//! written), starts the helper that makes the network namespace (`sys::NetnsMaker`), builds
+//! and enters the new root, enters the network namespace, waits for the second go (it is in the sandbox
 //! cgroup: the parent attaches it meanwhile, which on cgroup v1 costs an RCU grace period),
 //! creates its cgroup namespace, forks the payload, reaps zombies, reports the payload's exit and exits, which
 //! makes the kernel kill every process left in the namespace.

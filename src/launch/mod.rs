@@ -38,12 +38,10 @@ pub fn root_caller_host_id() -> u32 {
     ROOT_CALLER_ID_BASE + (std::process::id() % ROOT_CALLER_ID_RANGE)
 }
 
-/// Namespaces every sandbox gets. The cgroup namespace is created by init right after the
-/// parent moved it into its cgroup, so that the namespace is rooted at the sandbox's cgroup.
-/// (`--net host` leaves out CLONE_NEWNET.)
-/// The namespaces of the launcher's one clone. The network namespace is made by init's
-/// helper ([`crate::sys::NetnsMaker`]) on the other CPU while init builds the root, and the
-/// cgroup namespace by init once it is in the sandbox's cgroup.
+/// The namespaces of the launcher's one clone. The network namespace (unless `--net host`)
+/// is made by init's helper ([`crate::sys::NetnsMaker`]) on the other CPU while init builds
+/// the root, and the cgroup namespace by init right after it is in the sandbox's cgroup, so
+/// that it is rooted there. Both exist before anything of the program runs.
 const CLONE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNS
