@@ -261,7 +261,9 @@ both!(fn sandbox_cgroups_are_leaves_cordon_moves_itself(who) {
         assert!(enabled.split_whitespace().any(|e| e == c), "{c} not enabled in {}: {enabled:?}", scope.0.display());
     }
     assert_eq!(sandbox_cgroup(&r).parent(), Some(scope.0.as_path()), "{}", r.describe());
-    // Afterwards: the sandbox cgroup is gone; only cordon's own (now empty) leaf is left.
+    // Afterwards: the sandbox cgroup is gone (cordon's keeper removes it as cordon returns);
+    // only cordon's own (now empty) leaf is left.
+    wait_until(Duration::from_secs(5), || scope.subdirs().len() <= 1);
     let left = scope.subdirs();
     assert_eq!(left.len(), 1, "left behind: {left:?}");
     assert!(left[0].starts_with("cordon-") && left[0].ends_with("-supervisor"), "{left:?}");

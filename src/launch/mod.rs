@@ -443,13 +443,17 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         .as_ref()
         .map(|c| c.metrics())
         .unwrap_or_default();
-    if let Some(cg) = prepared.cgroup {
-        cg.kill();
-        if let Err(e) = cg.remove() {
-            eprintln!("cordon: warning: {e}");
+    match (prepared.cgroup, keeper) {
+        // The keeper removes it, after cordon has returned (keeper.rs).
+        (Some(cg), Some(k)) => k.remove_cgroup(cg),
+        (Some(cg), None) => {
+            cg.kill();
+            if let Err(e) = cg.remove() {
+                eprintln!("cordon: warning: {e}");
+            }
         }
+        (None, k) => drop(k),
     }
-    drop(keeper);
     let mut outcome = classify::outcome(spec, ended, metrics, prepared.report, isolation);
     outcome.network = Some(network);
     Ok(outcome)

@@ -203,6 +203,13 @@ impl Cgroup {
         self.remove_dirs()
     }
 
+    /// Leaves the removal to the keeper (`launch::keeper`), which kills what is left and
+    /// removes the cgroup once cordon tells it to, off the run's critical path: this value
+    /// is dropped without removing anything.
+    pub fn leave_to_keeper(mut self) {
+        self.removed = true;
+    }
+
     /// For the keeper process (`launch::keeper`) once cordon is gone: kill what is left in the
     /// cgroup and remove it, best-effort. The keeper's own copy of this value is never
     /// dropped (it leaves with `_exit`), so cordon's removal is not repeated.
