@@ -182,6 +182,8 @@ impl MemWatch {
         for (fd, dev) in &self.mounts {
             match nix::sys::statfs::fstatfs(fd) {
                 Ok(s) => {
+                    // (f_bsize is signed under glibc, unsigned under musl.)
+                    #[allow(clippy::unnecessary_cast)]
                     let used = s
                         .blocks()
                         .saturating_sub(s.blocks_free())

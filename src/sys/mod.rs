@@ -134,7 +134,8 @@ pub fn spawn_shared(child: &mut dyn FnMut() -> i32) -> Result<Pid, Errno> {
 /// SCHED_RR), for error messages.
 pub fn realtime_policy() -> bool {
     // SAFETY: sched_getscheduler(0) only reads the calling process's policy; no memory.
-    let policy = unsafe { libc::sched_getscheduler(0) };
+    // (The raw call: musl's wrapper answers ENOSYS by design.)
+    let policy = unsafe { libc::syscall(libc::SYS_sched_getscheduler, 0) } as libc::c_int;
     policy == libc::SCHED_FIFO || policy == libc::SCHED_RR
 }
 

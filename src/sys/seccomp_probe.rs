@@ -49,7 +49,7 @@ pub fn ptrace_detach_self() -> Result<i64, Errno> {
     check(unsafe {
         libc::syscall(
             libc::SYS_ptrace,
-            u64::from(libc::PTRACE_DETACH),
+            libc::PTRACE_DETACH as u64,
             i64::from(libc::getpid()),
             0u64,
             0u64,

@@ -210,16 +210,19 @@ fn ordinary_calls_are_allowed() {
 
 #[test]
 fn ioctl_compares_only_the_low_32_bits_of_cmd() {
-    let tiocsti = libc::TIOCSTI;
+    let tiocsti = libc::TIOCSTI as u64;
     assert_eq!(decide("ioctl", &[0, tiocsti]), EPERM);
     assert_eq!(decide("ioctl", &[0, tiocsti | 1 << 32]), EPERM);
     assert_eq!(
         decide("ioctl", &[0, 0xffff_ffff_0000_0000 | tiocsti]),
         EPERM
     );
-    assert_eq!(decide("ioctl", &[0, libc::TIOCLINUX | 1 << 40]), EPERM);
-    assert_eq!(decide("ioctl", &[0, libc::TCGETS]), ALLOW);
-    assert_eq!(decide("ioctl", &[0, libc::FIONREAD]), ALLOW);
+    assert_eq!(
+        decide("ioctl", &[0, libc::TIOCLINUX as u64 | 1 << 40]),
+        EPERM
+    );
+    assert_eq!(decide("ioctl", &[0, libc::TCGETS as u64]), ALLOW);
+    assert_eq!(decide("ioctl", &[0, libc::FIONREAD as u64]), ALLOW);
 
     // And structurally: the ioctl-only policy never loads the high half of arg 1 (offset 28),
     // and does compare the low half (offset 24) with TIOCSTI.
@@ -296,7 +299,7 @@ fn foreign_architectures_and_x32_numbers_are_killed() {
     assert_eq!(run(&c.program, &i386), KILL);
     // x32 getpid, and the x32 ioctl (0x40000000 | 514) that a native-number rule would miss.
     for x in [0x4000_0000 | 39, 0x4000_0000 | 514, 0x7fff_ffff] {
-        let d = Data::x86_64(x, &[0, libc::TIOCSTI]);
+        let d = Data::x86_64(x, &[0, libc::TIOCSTI as u64]);
         assert_eq!(run(&c.program, &d), KILL, "{x:#x}");
     }
     // syscall(-1) is not an x32 call: the kernel answers ENOSYS; the guard lets it through.
@@ -315,9 +318,9 @@ fn kernel_precedence_kill_beats_errno_beats_allow_regardless_of_order() {
     let p = policy::parse("test", DEFAULT).unwrap();
     let mut filters = compile_stacked(&p);
     filters.reverse();
-    let d = Data::x86_64(nr("ioctl"), &[0, libc::TIOCSTI]);
+    let d = Data::x86_64(nr("ioctl"), &[0, libc::TIOCSTI as u64]);
     assert_eq!(run_all(&filters, &d), EPERM);
-    let x32 = Data::x86_64(0x4000_0000 | 16, &[0, libc::TIOCSTI]);
+    let x32 = Data::x86_64(0x4000_0000 | 16, &[0, libc::TIOCSTI as u64]);
     assert_eq!(run_all(&filters, &x32), KILL);
 }
 

@@ -175,19 +175,19 @@ fn probes() -> Vec<Probe> {
         ),
         p("bpf(bogus command)", eperm, true, probe::bpf_bogus_command),
         p("ioctl(0, TIOCSTI)", eperm, false, || {
-            probe::ioctl_with_byte(0, libc::TIOCSTI)
+            probe::ioctl_with_byte(0, libc::TIOCSTI as u64)
         }),
         p("ioctl(0, TIOCSTI | 1<<32)", eperm, false, || {
-            probe::ioctl_with_byte(0, libc::TIOCSTI | 1 << 32)
+            probe::ioctl_with_byte(0, libc::TIOCSTI as u64 | 1 << 32)
         }),
         p("ioctl(0, TIOCLINUX | 1<<32)", eperm, false, || {
-            probe::ioctl_with_byte(0, libc::TIOCLINUX | 1 << 32)
+            probe::ioctl_with_byte(0, libc::TIOCLINUX as u64 | 1 << 32)
         }),
         p(
             "ioctl(0, TCGETS)",
             Allowed(Some(Errno::ENOTTY)),
             false,
-            || probe::ioctl_with_byte(0, libc::TCGETS),
+            || probe::ioctl_with_byte(0, libc::TCGETS as u64),
         ),
         p("socket(AF_NETLINK)", eperm, false, || {
             probe::socket_dgram(libc::AF_NETLINK as u64)
