@@ -9,7 +9,11 @@
 //!   divided among the processes that map it (so it is counted once over the sandbox);
 //! - every memfd held open by a descriptor (`/proc/PID/fd/*` → `/memfd:…`), once per inode:
 //!   its allocated size (`st_blocks * 512`), less what the mappings of that inode already
-//!   counted (so a memfd filled with write() and never mapped counts in full);
+//!   counted (so a memfd filled with write() and never mapped counts in full). Under the
+//!   watch the payload cannot make memfds (memfd_create and memfd_secret answer ENOSYS,
+//!   `profiles/seccomp/memory-watch.toml`): one kept only by a partial mapping or by a
+//!   descriptor in flight in a socket's queue would be out of sight, and secret memory is not
+//!   in any Pss field. This count remains for defence in depth;
 //! - every SysV shm segment of the sandbox's IPC namespace, at its resident + swapped size
 //!   (init also hands over its open `/proc/sysvipc/shm`, which lists the segments of the IPC
 //!   namespace it was opened in), less what mappings of it already counted (a segment a
