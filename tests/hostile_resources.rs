@@ -131,7 +131,7 @@ both!(fn case28_thread_and_mmap_memory_bombs(who) {
             }
         } else {
             // Without a cgroup, cordon's memory watch polls the sandbox's shared memory too.
-            assert_polled_memory_limit(&r, name);
+            assert_polled_shared_mapping_kill(&r, name, 400 << 20);
         }
     }
 });
@@ -139,6 +139,17 @@ both!(fn case28_thread_and_mmap_memory_bombs(who) {
 /// The rlimit backend's memory watch ended the run: status memory_limit, 137, the program did
 /// not get its 400 MB, and the result says the kill and the peak were polled.
 fn assert_polled_memory_limit(r: &JsonRun, name: &str) {
+    assert_polled_kill(r, name, 128 << 20..400 << 20);
+}
+
+/// A 400 MB shared anonymous mapping counts at its length as soon as the watch sees it (it
+/// cannot tell untouched pages from pages dropped from the page tables): killed at once, with
+/// the length (and the interpreter) as the peak.
+fn assert_polled_shared_mapping_kill(r: &JsonRun, name: &str, length: u64) {
+    assert_polled_kill(r, name, length..length + (64 << 20));
+}
+
+fn assert_polled_kill(r: &JsonRun, name: &str, peak: std::ops::Range<u64>) {
     assert_eq!(r.backend(), "rlimit", "{name}:\n{}", r.describe());
     assert!(
         !r.output().contains("NOT LIMITED"),
@@ -165,10 +176,11 @@ fn assert_polled_memory_limit(r: &JsonRun, name: &str) {
         "{name}:\n{}",
         r.describe()
     );
-    // The peak the watch saw is what made it kill: over the limit, and far from the 400 MB.
+    // The peak the watch saw is what made it kill: over the limit, and (but for a shared
+    // mapping, counted at its length) far from the 400 MB.
     let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
     assert!(
-        (128 << 20..400 << 20).contains(&used),
+        peak.contains(&used),
         "{name}: polled peak {used}:\n{}",
         r.describe()
     );
@@ -205,7 +217,6 @@ def anon_fd():
         return os.open("/dev/shm", os.O_RDWR | os.O_TMPFILE, 0o600)
 "#;
 
-/// A memfd (or its fallback) filled with write(), never mapped.
 /// A memfd (or its fallback) filled with write(), never mapped.
 const MEMFD_BOMB: &str = r#"
 import os, time
@@ -303,7 +314,11 @@ both!(fn case28_shared_memory_bombs_polled_under_rlimit(who) {
         let mut opts = RLIMIT_128M.to_vec();
         opts.extend_from_slice(extra);
         let r = exec_json_run(who, &opts, &[PY, "-c", code]);
-        assert_polled_memory_limit(&r, name);
+        if name == "shared mmap" {
+            assert_polled_shared_mapping_kill(&r, name, 400 << 20);
+        } else {
+            assert_polled_memory_limit(&r, name);
+        }
     }
     // SysV: a root caller's sandbox has kernel.shmall = the limit, so shmget may fail first
     // (ENOSPC); otherwise the watch kills. Either way the program cannot pass the limit.
@@ -389,15 +404,19 @@ both!(fn case28_sysv_sysctls_follow_the_memory_limit(who) {
 });
 
 /// A shared mmap bomb that first makes itself non-dumpable, which hides its descriptors (and
-/// so its memfds) from an unprivileged caller's supervisor.
+/// so its memfds) from an unprivileged caller's supervisor. Mapped 4 MiB at a time: a single
+/// 400 MB mapping would be over the limit at the first sample (it counts at its length).
 const NON_DUMPABLE_BOMB: &str = r#"
 import ctypes, mmap, time
 assert ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0
-m = mmap.mmap(-1, 400 << 20)
-for off in range(0, 400 << 20, 4096):
-    m[off] = 1
-    if off % (1 << 20) == 0:
-        time.sleep(0.001)
+maps = []
+for i in range(100):
+    m = mmap.mmap(-1, 4 << 20)
+    for off in range(0, 4 << 20, 4096):
+        m[off] = 1
+        if off % (1 << 20) == 0:
+            time.sleep(0.001)
+    maps.append(m)
 print("NOT LIMITED", flush=True)
 "#;
 
@@ -458,13 +477,20 @@ both!(fn case28_processes_taking_turns_to_hide_fail_closed_under_rlimit(who) {
     }
 });
 
-/// 40 MB of shared anonymous memory, a 20 MB memfd (or its fallback), a 16 MB SysV segment and a 10 MB file in
-/// /workspace, all touched, held for a while (several polls of the watch).
+/// 40 MB of shared anonymous memory (touched by a forked child too: counted once), a 20 MB
+/// memfd (or its fallback), a 16 MB SysV segment and a 10 MB file in /workspace, all touched,
+/// held for a while (several polls of the watch).
 const SHARED_UNDER_LIMIT: &str = r#"
 import ctypes, mmap, os, time
 m = mmap.mmap(-1, 40 << 20)
 for off in range(0, 40 << 20, 4096):
     m[off] = 1
+child = os.fork()
+if child == 0:
+    for off in range(0, 40 << 20, 4096):
+        m[off] = 2
+    time.sleep(1)
+    os._exit(0)
 fd = anon_fd()
 os.write(fd, b"y" * (20 << 20))
 libc = ctypes.CDLL(None)
@@ -476,6 +502,7 @@ ctypes.memset(addr, 2, 16 << 20)
 with open("/workspace/f", "wb") as f:
     f.write(b"z" * (10 << 20))
 time.sleep(1)
+os.waitpid(child, 0)
 print("done", flush=True)
 "#;
 
@@ -485,6 +512,70 @@ both!(fn case28_shared_memory_under_the_limit_is_not_killed_under_rlimit(who) {
     assert_eq!(r.get("/oomKilled").as_bool(), Some(false), "{}", r.describe());
     let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
     assert!(used < 128 << 20, "peak {used}:\n{}", r.describe());
+});
+
+/// Shared anonymous mappings of 60 MiB (each under the limit; 480 MiB in all), every page
+/// touched, then dropped from the page tables according to `HOW`: madvise(MADV_DONTNEED) one
+/// MiB at a time as it is filled (the mapping stays), or, once filled, munmap or mremap of
+/// all but its first page. Each shmem object keeps its pages, which no page table shows.
+const DROPPED_PAGES_BOMB: &str = r#"
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.mremap.restype = ctypes.c_void_p
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+SIZE, MB = 60 << 20, 1 << 20
+for i in range(8):
+    # PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS
+    a = libc.mmap(None, SIZE, 3, 0x01 | 0x20, -1, 0)
+    assert a not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    for off in range(0, SIZE, MB):
+        for p in range(off, off + MB, 4096):
+            ctypes.memset(a + p, 1, 1)
+        if HOW == "dontneed":
+            assert libc.madvise(a + off, MB, 4) == 0
+        time.sleep(0.001)
+    if HOW == "munmap":
+        assert libc.munmap(a + 4096, SIZE - 4096) == 0
+    elif HOW == "mremap":
+        assert libc.mremap(a, SIZE, 4096, 0) == a
+time.sleep(0.5)
+print("NOT LIMITED", flush=True)
+"#;
+
+both!(fn case28_shared_pages_dropped_from_the_page_tables_are_counted_under_rlimit(who) {
+    // Pss sees only the pages in some page table: the watch counts a shared anonymous object
+    // at the whole length mapped, and a mapping cut down at the length it was seen at.
+    for how in ["dontneed", "munmap", "mremap"] {
+        let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("HOW = {how:?}\n{DROPPED_PAGES_BOMB}")]);
+        assert_polled_memory_limit(&r, how);
+    }
+});
+
+/// A shared anonymous mapping of `SIZE` MiB of which 10 MiB are touched, held a while.
+const SPARSE_SHARED_MAPPING: &str = r#"
+import mmap, time
+m = mmap.mmap(-1, SIZE << 20)
+for off in range(0, 10 << 20, 4096):
+    m[off] = 1
+time.sleep(0.5)
+print("done", flush=True)
+"#;
+
+both!(fn case28_a_shared_anonymous_mapping_counts_at_its_length_under_rlimit(who) {
+    // Its untouched pages cannot be told from pages dropped with MADV_DONTNEED, so the watch
+    // counts the length mapped, as RLIMIT_AS would: 1 GiB under a 512 MiB limit is over it,
+    // 256 MiB is not.
+    let opts = ["--limits-backend", "rlimit", "--memory", "512M", "--timeout", "60s"];
+    let r = exec_json_run(who, &opts, &[PY, "-c", &format!("SIZE = 256\n{SPARSE_SHARED_MAPPING}")]);
+    assert_eq!(r.expect_ok(), "done\n", "{}", r.describe());
+    let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
+    assert!((256 << 20..512 << 20).contains(&used), "peak {used}:\n{}", r.describe());
+    let r = exec_json_run(who, &opts, &[PY, "-c", &format!("SIZE = 1024\n{SPARSE_SHARED_MAPPING}")]);
+    assert_polled_shared_mapping_kill(&r, "1 GiB mapping", 1 << 30);
 });
 
 /// Which of memfd_create and memfd_secret the sandbox may call.
