@@ -34,8 +34,9 @@
 //!   init hands over a descriptor of each), less what mappings of their files counted. A
 //!   cgroup charges tmpfs pages to the sandbox too.
 //!
-//! Full `/proc/PID/smaps` (a page-table walk) is read only for processes with a shared
-//! mapping, to subtract what their mappings of the objects above already counted.
+//! Full `/proc/PID/smaps` (a page-table walk) is read only for processes with shared memory
+//! mapped (`Pss_Shmem` above 0), to subtract what their mappings of the objects above already
+//! counted; `/proc/PID/maps` is read for every process.
 //!
 //! init itself is not counted: it is cordon's own code, runs nothing of the program's, holds a
 //! fixed few hundred KiB, and (non-dumpable) cannot be read by an unprivileged caller.
@@ -411,10 +412,10 @@ fn classify_io(e: &std::io::Error, what: &str) -> ReadError {
     }
 }
 
-/// One process's count (its smaps_rollup sum) and whether it has shared mappings (then its
-/// full smaps is read, to tell what its mappings of objects counted at their own size
-/// already counted); its memfds go into `objects`, and the extent of its shared mappings of
-/// objects on the shmem device `shm_dev` into `extents`.
+/// One process's count (its smaps_rollup sum) and whether it maps shared memory (Pss_Shmem
+/// above 0: then its full smaps is read, to tell what its mappings of objects counted at
+/// their own size already counted); its memfds go into `objects`, and the extent of its
+/// shared mappings of objects on the shmem device `shm_dev` into `extents`.
 fn read_process(
     root: &str,
     pid: u32,
@@ -437,7 +438,7 @@ fn read_process(
     // maps, not smaps: listing the mappings walks no page table.
     let maps = std::fs::read_to_string(format!("{root}/{pid}/maps"))
         .map_err(|e| classify_io(&e, "maps"))?;
-    let shared = shared_mappings(&maps, shm_dev, extents);
+    shared_mappings(&maps, shm_dev, extents);
     let fd_dir = format!("{root}/{pid}/fd");
     // A descriptor the watch cannot name may be a memfd: not skipped, the process counts
     // as hiding its descriptors (as when the whole list is refused).
@@ -472,10 +473,7 @@ fn read_process(
             Err(e) => return Err(classify_io(&e, "a memfd")),
         }
     }
-    Ok((
-        bytes,
-        shared || kb_field(&text, "Pss_Shmem").is_some_and(|v| v > 0),
-    ))
+    Ok((bytes, kb_field(&text, "Pss_Shmem").is_some_and(|v| v > 0)))
 }
 
 /// The smaps_rollup fields the watch adds up.
@@ -593,15 +591,14 @@ pub fn pss_by_object(text: &str, objects: &HashMap<Object, u64>) -> HashMap<Obje
     out
 }
 
-/// Whether a maps (or smaps) text has shared mappings; adds the extent (offset + length) of
-/// each shared mapping of an object on `shm_dev` (a shared anonymous mapping, a memfd), but a
-/// SysV segment's (counted at its own size), to `extents`, the largest per object.
+/// Adds the extent (offset + length) of each shared mapping in a maps (or smaps) text of an
+/// object on `shm_dev` (a shared anonymous mapping, a memfd), but a SysV segment's (counted
+/// at its own size), to `extents`, the largest per object.
 pub fn shared_mappings(
     text: &str,
     shm_dev: Option<(u32, u32)>,
     extents: &mut HashMap<ObjectKey, u64>,
-) -> bool {
-    let mut any = false;
+) {
     for line in text.lines() {
         let Some(m) = smaps_header(line) else {
             continue;
@@ -609,13 +606,11 @@ pub fn shared_mappings(
         if m.perms.as_bytes().get(3) != Some(&b's') {
             continue;
         }
-        any = true;
         if shm_dev == Some((m.key.major, m.key.minor)) && !m.path.starts_with("/SYSV") {
             let e = extents.entry(m.key).or_default();
             *e = (*e).max(m.offset.saturating_add(m.len));
         }
     }
-    any
 }
 
 /// A mapping, as a maps or smaps header line shows it.
@@ -927,7 +922,7 @@ Pss:                 100 kB
     #[test]
     fn shared_mappings_of_shmem_objects_count_to_their_extent() {
         let mut extents = HashMap::new();
-        assert!(shared_mappings(MAPS, Some((0, 1)), &mut extents));
+        shared_mappings(MAPS, Some((0, 1)), &mut extents);
         // The furthest offset mapped; SysV segments, private mappings and other devices
         // are counted otherwise.
         let want: HashMap<_, _> = [(key(10), 1 << 20), (key(11), 0x3b00000 + 4096)]
@@ -936,7 +931,7 @@ Pss:                 100 kB
         assert_eq!(extents, want);
         let mut none = HashMap::new();
         let private = "7f00-7f01 rw-p 00000000 00:01 10 /dev/zero (deleted)\n";
-        assert!(!shared_mappings(private, Some((0, 1)), &mut none));
+        shared_mappings(private, Some((0, 1)), &mut none);
         assert!(none.is_empty());
     }
 
