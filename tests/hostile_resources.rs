@@ -131,7 +131,7 @@ both!(fn case28_thread_and_mmap_memory_bombs(who) {
             }
         } else {
             // Without a cgroup, cordon's memory watch polls the sandbox's shared memory too.
-            assert_polled_memory_limit(&r, name);
+            assert_polled_shared_mapping_kill(&r, name, 400 << 20);
         }
     }
 });
@@ -139,6 +139,17 @@ both!(fn case28_thread_and_mmap_memory_bombs(who) {
 /// The rlimit backend's memory watch ended the run: status memory_limit, 137, the program did
 /// not get its 400 MB, and the result says the kill and the peak were polled.
 fn assert_polled_memory_limit(r: &JsonRun, name: &str) {
+    assert_polled_kill(r, name, 128 << 20..400 << 20);
+}
+
+/// A 400 MB shared anonymous mapping counts at its length as soon as the watch sees it (it
+/// cannot tell untouched pages from pages dropped from the page tables): killed at once, with
+/// the length (and the interpreter) as the peak.
+fn assert_polled_shared_mapping_kill(r: &JsonRun, name: &str, length: u64) {
+    assert_polled_kill(r, name, length..length + (64 << 20));
+}
+
+fn assert_polled_kill(r: &JsonRun, name: &str, peak: std::ops::Range<u64>) {
     assert_eq!(r.backend(), "rlimit", "{name}:\n{}", r.describe());
     assert!(
         !r.output().contains("NOT LIMITED"),
@@ -165,10 +176,11 @@ fn assert_polled_memory_limit(r: &JsonRun, name: &str) {
         "{name}:\n{}",
         r.describe()
     );
-    // The peak the watch saw is what made it kill: over the limit, and far from the 400 MB.
+    // The peak the watch saw is what made it kill: over the limit, and (but for a shared
+    // mapping, counted at its length) far from the 400 MB.
     let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
     assert!(
-        (128 << 20..400 << 20).contains(&used),
+        peak.contains(&used),
         "{name}: polled peak {used}:\n{}",
         r.describe()
     );
@@ -192,10 +204,23 @@ fn assert_polled_memory_limit(r: &JsonRun, name: &str) {
 // (both variants of a test run at once) its supervisor can be scheduled late, and an unpaced
 // bomb may reach its 400 MB in that time. Containment, not the race, is under test here.
 
-/// A memfd filled with write(), never mapped.
+/// A memfd or, where memfd_create answers ENOSYS (under the memory watch, which cannot always
+/// count memfds), an unnamed file in /dev/shm, as programs fall back to: defines `anon_fd()`.
+const ANON_FD: &str = r#"
+import errno, os
+def anon_fd():
+    try:
+        return os.memfd_create("bomb")
+    except OSError as e:
+        if e.errno != errno.ENOSYS:
+            raise
+        return os.open("/dev/shm", os.O_RDWR | os.O_TMPFILE, 0o600)
+"#;
+
+/// A memfd (or its fallback) filled with write(), never mapped.
 const MEMFD_BOMB: &str = r#"
 import os, time
-fd = os.memfd_create("bomb")
+fd = anon_fd()
 chunk = b"x" * (1 << 20)
 for i in range(400):
     os.write(fd, chunk)
@@ -280,7 +305,7 @@ both!(fn case28_shared_memory_bombs_polled_under_rlimit(who) {
     let (shm_write, workspace_write) = (write_bomb("/dev/shm/bomb"), write_bomb("/workspace/bomb"));
     for (name, code, extra) in [
         ("shared mmap", SHARED_MMAP_BOMB, &[][..]),
-        ("memfd write", MEMFD_BOMB, &[][..]),
+        ("memfd write", &format!("{ANON_FD}{MEMFD_BOMB}"), &["--tmp-size", "1G", "--file-size", "1G"][..]),
         // A /dev/shm as large as the bomb, so that only the memory limit can stop it.
         ("/dev/shm mmap", DEV_SHM_MAP_BOMB, &["--tmp-size", "1G", "--file-size", "1G"][..]),
         ("/dev/shm write", &shm_write, &["--tmp-size", "1G", "--file-size", "1G"][..]),
@@ -289,7 +314,11 @@ both!(fn case28_shared_memory_bombs_polled_under_rlimit(who) {
         let mut opts = RLIMIT_128M.to_vec();
         opts.extend_from_slice(extra);
         let r = exec_json_run(who, &opts, &[PY, "-c", code]);
-        assert_polled_memory_limit(&r, name);
+        if name == "shared mmap" {
+            assert_polled_shared_mapping_kill(&r, name, 400 << 20);
+        } else {
+            assert_polled_memory_limit(&r, name);
+        }
     }
     // SysV: a root caller's sandbox has kernel.shmall = the limit, so shmget may fail first
     // (ENOSPC); otherwise the watch kills. Either way the program cannot pass the limit.
@@ -375,15 +404,19 @@ both!(fn case28_sysv_sysctls_follow_the_memory_limit(who) {
 });
 
 /// A shared mmap bomb that first makes itself non-dumpable, which hides its descriptors (and
-/// so its memfds) from an unprivileged caller's supervisor.
+/// so its memfds) from an unprivileged caller's supervisor. Mapped 4 MiB at a time: a single
+/// 400 MB mapping would be over the limit at the first sample (it counts at its length).
 const NON_DUMPABLE_BOMB: &str = r#"
 import ctypes, mmap, time
 assert ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0
-m = mmap.mmap(-1, 400 << 20)
-for off in range(0, 400 << 20, 4096):
-    m[off] = 1
-    if off % (1 << 20) == 0:
-        time.sleep(0.001)
+maps = []
+for i in range(100):
+    m = mmap.mmap(-1, 4 << 20)
+    for off in range(0, 4 << 20, 4096):
+        m[off] = 1
+        if off % (1 << 20) == 0:
+            time.sleep(0.001)
+    maps.append(m)
 print("NOT LIMITED", flush=True)
 "#;
 
@@ -410,7 +443,7 @@ r, w = os.pipe()
 if os.fork() == 0:
     os.close(r)
     assert ctypes.CDLL(None).prctl(4, 0, 0, 0, 0) == 0
-    fd = os.memfd_create("bomb")
+    fd = anon_fd()
     chunk = b"x" * (4 << 20)
     end = time.monotonic() + 3
     n = 0
@@ -428,9 +461,14 @@ os.read(r, 1)
 "#;
 
 both!(fn case28_processes_taking_turns_to_hide_fail_closed_under_rlimit(who) {
-    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", PID_CYCLING_MEMFD_BOMB]);
+    // memfd_create answers ENOSYS under the watch: the bomb falls back to /dev/shm (made as
+    // large as the bomb), whose files the watch counts whoever holds them; the watch may also
+    // see the descriptors hidden too often first.
+    let mut opts = RLIMIT_128M.to_vec();
+    opts.extend_from_slice(&["--tmp-size", "1G", "--file-size", "1G"]);
+    let r = exec_json_run(who, &opts, &[PY, "-c", &format!("{ANON_FD}{PID_CYCLING_MEMFD_BOMB}")]);
     assert!(!r.output().contains("NOT LIMITED"), "{}", r.describe());
-    if who == Who::Root {
+    if who == Who::Root || r.status() == "memory_limit" {
         assert_polled_memory_limit(&r, "pid-cycling memfd");
     } else {
         assert_eq!(r.status(), "sandbox_error", "{}", r.describe());
@@ -439,14 +477,21 @@ both!(fn case28_processes_taking_turns_to_hide_fail_closed_under_rlimit(who) {
     }
 });
 
-/// 40 MB of shared anonymous memory, a 20 MB memfd, a 16 MB SysV segment and a 10 MB file in
-/// /workspace, all touched, held for a while (several polls of the watch).
+/// 40 MB of shared anonymous memory (touched by a forked child too: counted once), a 20 MB
+/// memfd (or its fallback), a 16 MB SysV segment and a 10 MB file in /workspace, all touched,
+/// held for a while (several polls of the watch).
 const SHARED_UNDER_LIMIT: &str = r#"
 import ctypes, mmap, os, time
 m = mmap.mmap(-1, 40 << 20)
 for off in range(0, 40 << 20, 4096):
     m[off] = 1
-fd = os.memfd_create("ok")
+child = os.fork()
+if child == 0:
+    for off in range(0, 40 << 20, 4096):
+        m[off] = 2
+    time.sleep(1)
+    os._exit(0)
+fd = anon_fd()
 os.write(fd, b"y" * (20 << 20))
 libc = ctypes.CDLL(None)
 libc.shmget.argtypes = [ctypes.c_int, ctypes.c_size_t, ctypes.c_int]
@@ -457,15 +502,141 @@ ctypes.memset(addr, 2, 16 << 20)
 with open("/workspace/f", "wb") as f:
     f.write(b"z" * (10 << 20))
 time.sleep(1)
+os.waitpid(child, 0)
 print("done", flush=True)
 "#;
 
 both!(fn case28_shared_memory_under_the_limit_is_not_killed_under_rlimit(who) {
-    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", SHARED_UNDER_LIMIT]);
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("{ANON_FD}{SHARED_UNDER_LIMIT}")]);
     assert_eq!(r.expect_ok(), "done\n", "{}", r.describe());
     assert_eq!(r.get("/oomKilled").as_bool(), Some(false), "{}", r.describe());
     let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
     assert!(used < 128 << 20, "peak {used}:\n{}", r.describe());
+});
+
+/// Shared anonymous mappings of 60 MiB (each under the limit; 480 MiB in all), every page
+/// touched, then dropped from the page tables according to `HOW`: madvise(MADV_DONTNEED) one
+/// MiB at a time as it is filled (the mapping stays), or, once filled, munmap or mremap of
+/// all but its first page. Each shmem object keeps its pages, which no page table shows.
+const DROPPED_PAGES_BOMB: &str = r#"
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.mremap.restype = ctypes.c_void_p
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+SIZE, MB = 60 << 20, 1 << 20
+for i in range(8):
+    # PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS
+    a = libc.mmap(None, SIZE, 3, 0x01 | 0x20, -1, 0)
+    assert a not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    for off in range(0, SIZE, MB):
+        for p in range(off, off + MB, 4096):
+            ctypes.memset(a + p, 1, 1)
+        if HOW == "dontneed":
+            assert libc.madvise(a + off, MB, 4) == 0
+        time.sleep(0.001)
+    if HOW == "munmap":
+        assert libc.munmap(a + 4096, SIZE - 4096) == 0
+    elif HOW == "mremap":
+        assert libc.mremap(a, SIZE, 4096, 0) == a
+time.sleep(0.5)
+print("NOT LIMITED", flush=True)
+"#;
+
+both!(fn case28_shared_pages_dropped_from_the_page_tables_are_counted_under_rlimit(who) {
+    // Pss sees only the pages in some page table: the watch counts a shared anonymous object
+    // at the whole length mapped, and a mapping cut down at the length it was seen at.
+    for how in ["dontneed", "munmap", "mremap"] {
+        let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("HOW = {how:?}\n{DROPPED_PAGES_BOMB}")]);
+        assert_polled_memory_limit(&r, how);
+    }
+});
+
+/// A shared anonymous mapping of `SIZE` MiB of which 10 MiB are touched, held a while.
+const SPARSE_SHARED_MAPPING: &str = r#"
+import mmap, time
+m = mmap.mmap(-1, SIZE << 20)
+for off in range(0, 10 << 20, 4096):
+    m[off] = 1
+time.sleep(0.5)
+print("done", flush=True)
+"#;
+
+both!(fn case28_a_shared_anonymous_mapping_counts_at_its_length_under_rlimit(who) {
+    // Its untouched pages cannot be told from pages dropped with MADV_DONTNEED, so the watch
+    // counts the length mapped, as RLIMIT_AS would: 1 GiB under a 512 MiB limit is over it,
+    // 256 MiB is not.
+    let opts = ["--limits-backend", "rlimit", "--memory", "512M", "--timeout", "60s"];
+    let r = exec_json_run(who, &opts, &[PY, "-c", &format!("SIZE = 256\n{SPARSE_SHARED_MAPPING}")]);
+    assert_eq!(r.expect_ok(), "done\n", "{}", r.describe());
+    let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
+    assert!((256 << 20..512 << 20).contains(&used), "peak {used}:\n{}", r.describe());
+    let r = exec_json_run(who, &opts, &[PY, "-c", &format!("SIZE = 1024\n{SPARSE_SHARED_MAPPING}")]);
+    assert_polled_shared_mapping_kill(&r, "1 GiB mapping", 1 << 30);
+});
+
+/// Which of memfd_create and memfd_secret the sandbox may call.
+const MEMFD_PROBE: &str = r#"
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+for name, nr, arg in (("memfd_create", 319, b"x"), ("memfd_secret", 447, 0)):
+    r = libc.syscall(nr, arg, 0)
+    print(name, "ENOSYS" if r < 0 and ctypes.get_errno() == errno.ENOSYS else "available")
+"#;
+
+/// Anonymous files of 60 MiB (memfds, or their fallback), each filled with write(), then
+/// kept by `HOW`: a one-page mapping made with ctypes (Python's mmap would keep a
+/// descriptor) after which its descriptor is closed, or its descriptor in flight in a unix
+/// socket's queue (sent with SCM_RIGHTS, never received, closed by the sender).
+const FD_LESS_BOMB: &str = r#"
+import ctypes, os, socket, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+for i in range(8):
+    fd = anon_fd()
+    for j in range(60):
+        os.write(fd, b"x" * (1 << 20))
+        time.sleep(0.001)
+    if HOW == "mapped":
+        p = libc.mmap(None, 4096, 3, 0x01, fd, 0)
+        assert p not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    else:
+        socket.send_fds(a, [b"m"], [fd])
+    os.close(fd)
+time.sleep(0.5)
+print("NOT LIMITED", flush=True)
+"#;
+
+both!(fn case28_memfds_are_unavailable_under_rlimit(who) {
+    // The watch cannot count a memfd kept only by a partial mapping or by a descriptor in
+    // flight: under it, memfd_create and memfd_secret answer ENOSYS, and the result says so.
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", MEMFD_PROBE]);
+    assert_eq!(r.expect_ok(), "memfd_create ENOSYS\nmemfd_secret ENOSYS\n", "{}", r.describe());
+    assert_eq!(r.get("/isolation/seccomp").as_str(), Some("default+memory-watch"), "{}", r.describe());
+    let note = r.get("/limits/memoryBytes/note").as_str().unwrap_or("");
+    assert!(note.contains("memfd_create and memfd_secret answer ENOSYS"), "{}", r.describe());
+    // Only there: a run whose memory a cgroup holds keeps them.
+    let r = exec_json_run(who, &["--memory", "128M"], &[PY, "-c", MEMFD_PROBE]);
+    let out = r.expect_ok();
+    if r.backend() == "rlimit" {
+        assert_eq!(out, "memfd_create ENOSYS\nmemfd_secret ENOSYS\n", "{}", r.describe());
+    } else {
+        assert!(out.starts_with("memfd_create available\n"), "{}", r.describe());
+        assert_eq!(r.get("/isolation/seccomp").as_str(), Some("default"), "{}", r.describe());
+    }
+    // A program that falls back to /dev/shm (made as large as the bomb) is counted there,
+    // however it keeps its files.
+    for how in ["mapped", "in flight"] {
+        let mut opts = RLIMIT_128M.to_vec();
+        opts.extend_from_slice(&["--tmp-size", "1G", "--file-size", "1G"]);
+        let r = exec_json_run(who, &opts, &[PY, "-c", &format!("HOW = {how:?}\n{ANON_FD}{FD_LESS_BOMB}")]);
+        assert_polled_memory_limit(&r, how);
+    }
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -39,6 +39,9 @@ pub struct ChildCtx<'a> {
     pub path: Vec<String>,
     pub rlimits: &'a [Rlimit],
     pub seccomp: &'a Compiled,
+    /// Under the rlimit backend's memory watch, a second filter (installed first):
+    /// `profiles/seccomp/memory-watch.toml`.
+    pub seccomp_watch: Option<&'a Compiled>,
     pub allow_degraded_landlock: bool,
     /// Bind host directories where the kernel refuses to overlay them.
     pub allow_degraded_overlay: bool,
@@ -445,6 +448,11 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     // Every fd but 0-2 and the report pipe (close-on-exec) goes now.
     let keep = ctx.report.fd().as_raw_fd();
     sys::close_fds_except(&[keep]).map_err(e("close inherited file descriptors"))?;
+    // The memory watch's filter first: the run's own policy may deny seccomp(2) itself.
+    if let Some(w) = ctx.seccomp_watch {
+        crate::security::seccomp::install(w)
+            .map_err(|err| ("install the memory watch's seccomp filter", err.to_string()))?;
+    }
     crate::security::seccomp::install(ctx.seccomp)
         .map_err(|err| ("install seccomp", err.to_string()))?;
     Ok(())

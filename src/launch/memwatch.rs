@@ -9,7 +9,23 @@
 //!   divided among the processes that map it (so it is counted once over the sandbox);
 //! - every memfd held open by a descriptor (`/proc/PID/fd/*` → `/memfd:…`), once per inode:
 //!   its allocated size (`st_blocks * 512`), less what the mappings of that inode already
-//!   counted (so a memfd filled with write() and never mapped counts in full);
+//!   counted (so a memfd filled with write() and never mapped counts in full). Under the
+//!   watch the payload cannot make memfds (memfd_create and memfd_secret answer ENOSYS,
+//!   `profiles/seccomp/memory-watch.toml`): one kept only by a partial mapping or by a
+//!   descriptor in flight in a socket's queue would be out of sight, and secret memory is not
+//!   in any Pss field. This count remains for defence in depth;
+//! - every shmem object mapped shared that no descriptor shows (a shared anonymous mapping,
+//!   `MAP_SHARED|MAP_ANONYMOUS` or of /dev/zero; found by the device of the kernel's shmem
+//!   mount in `/proc/PID/maps`, which walks no page table), at the furthest offset any mapping
+//!   of it reaches, less what its mappings counted: `madvise(MADV_DONTNEED)` drops pages from
+//!   the page tables, not from the object, and an unprivileged caller cannot measure the
+//!   object itself (its `/proc/PID/map_files` entry needs CAP_CHECKPOINT_RESTORE in the initial
+//!   user namespace). So a 1 GiB shared mapping counts 1 GiB however little of it is touched,
+//!   as RLIMIT_AS would count it. A mapping cut down (munmap, mremap) leaves the rest in the
+//!   object: the object keeps the largest size it was counted at while a mapping of it
+//!   remains ([`MemWatch::object_sizes`]). What the watch cannot see: a mapping made, filled
+//!   and cut down between two samples keeps what was cut off out of sight (a cgroup counts
+//!   it);
 //! - every SysV shm segment of the sandbox's IPC namespace, at its resident + swapped size
 //!   (init also hands over its open `/proc/sysvipc/shm`, which lists the segments of the IPC
 //!   namespace it was opened in), less what mappings of it already counted (a segment a
@@ -17,6 +33,10 @@
 //! - the used size of the sandbox's writable tmpfs mounts (`/tmp`, `/dev/shm`, `/workspace`:
 //!   init hands over a descriptor of each), less what mappings of their files counted. A
 //!   cgroup charges tmpfs pages to the sandbox too.
+//!
+//! Full `/proc/PID/smaps` (a page-table walk) is read only for processes with shared memory
+//! mapped (`Pss_Shmem` above 0), to subtract what their mappings of the objects above already
+//! counted; `/proc/PID/maps` is read for every process.
 //!
 //! init itself is not counted: it is cordon's own code, runs nothing of the program's, holds a
 //! fixed few hundred KiB, and (non-dumpable) cannot be read by an unprivileged caller.
@@ -87,6 +107,12 @@ pub struct MemWatch {
     sysv: Option<std::fs::File>,
     /// The sandbox's writable tmpfs mounts, with their device numbers.
     mounts: Vec<(OwnedFd, Object)>,
+    /// The device of the kernel's internal shmem mount, where shared anonymous mappings
+    /// (and memfds, and SysV segments) have their objects.
+    shm_dev: Option<(u32, u32)>,
+    /// The size each shmem object shown only by mappings was last counted at (see
+    /// [`MemWatch::object_sizes`]), kept while some mapping of it remains.
+    known: HashMap<ObjectKey, u64>,
     armed_at: Option<Instant>,
     next: Option<Instant>,
     unreadable: HashMap<u32, (Instant, String)>,
@@ -106,6 +132,8 @@ impl MemWatch {
             proc_dir: None,
             sysv: None,
             mounts: Vec::new(),
+            shm_dev: None,
+            known: HashMap::new(),
             armed_at: None,
             next: None,
             unreadable: HashMap::new(),
@@ -128,6 +156,7 @@ impl MemWatch {
             };
             self.mounts.push((fd, dev));
         }
+        self.shm_dev = Some(shm_dev()?);
         self.proc_dir = Some(h.proc_dir);
         self.sysv = h.sysv.map(std::fs::File::from);
         self.armed_at = Some(now);
@@ -179,6 +208,9 @@ impl MemWatch {
         // counted at its own size (reading a full smaps costs more than its rollup).
         let mut mapping_shmem = Vec::new();
         let mut objects: HashMap<Object, u64> = HashMap::new();
+        // The extent of every shmem object mapped shared, by object.
+        let mut extents: HashMap<ObjectKey, u64> = HashMap::new();
+        let shm_dev = self.shm_dev;
         for (fd, dev) in &self.mounts {
             match nix::sys::statfs::fstatfs(fd) {
                 Ok(s) => {
@@ -235,7 +267,7 @@ impl MemWatch {
                 continue;
             }
             seen.insert(pid);
-            let result = read_process(&root, pid, &mut objects);
+            let result = read_process(&root, pid, shm_dev, &mut objects, &mut extents);
             if !matches!(result, Err(ReadError::HiddenFds { .. })) {
                 self.hidden_fds.remove(&pid);
             }
@@ -277,6 +309,7 @@ impl MemWatch {
         if let Some(why) = self.note_hiding(hid_fds, unreadable) {
             return Verdict::Blind(why);
         }
+        self.object_sizes(&mut objects, extents, hid_fds || unreadable);
         if !objects.is_empty() {
             // What the mappings of these objects already counted, so a page is not counted
             // twice. (Unreadable smaps: nothing subtracted, the object counts in full.)
@@ -302,6 +335,40 @@ impl MemWatch {
 }
 
 impl MemWatch {
+    /// Sizes the shmem objects seen through shared mappings (`extents`: the extent each is
+    /// mapped to) into `objects`. One a descriptor shows already has its allocated size
+    /// there. One no descriptor shows (a shared anonymous mapping, a memfd whose descriptors
+    /// were closed) may hold pages no page table maps: `madvise(MADV_DONTNEED)` drops them
+    /// from the page tables, not from the object, and nothing lets an unprivileged caller
+    /// measure the object itself (its `/proc/PID/map_files` link needs CAP_CHECKPOINT_RESTORE
+    /// in the initial user namespace). It counts at its whole mapped extent (as RLIMIT_AS
+    /// would), and at no less than it was counted at before while a mapping of it remains: a
+    /// munmap or mremap that shrinks the mapping leaves the pages beyond it in the object.
+    /// `partial`: some process could not be read in this sample, so an object no mapping
+    /// showed may still be mapped there; what was known is kept.
+    fn object_sizes(
+        &mut self,
+        objects: &mut HashMap<Object, u64>,
+        extents: HashMap<ObjectKey, u64>,
+        partial: bool,
+    ) {
+        let mut known = HashMap::new();
+        for (key, extent) in extents {
+            let size = match objects.get(&Object::File(key)) {
+                Some(by_fd) => *by_fd,
+                None => extent.max(self.known.get(&key).copied().unwrap_or(0)),
+            };
+            objects.insert(Object::File(key), size);
+            known.insert(key, size);
+        }
+        if partial {
+            for (k, v) in &self.known {
+                known.entry(*k).or_insert(*v);
+            }
+        }
+        self.known = known;
+    }
+
     /// Records whether some process hid its descriptors / its memory from this sample; the
     /// reason to call the watch blind when that happened too often lately (see
     /// [`SANDBOX_WINDOW`]).
@@ -348,11 +415,15 @@ fn classify_io(e: &std::io::Error, what: &str) -> ReadError {
 }
 
 /// One process's count (its smaps_rollup sum) and whether it maps shared memory (Pss_Shmem
-/// above 0); its memfds go into `objects`.
+/// above 0: then its full smaps is read, to tell what its mappings of objects counted at
+/// their own size already counted); its memfds go into `objects`, and the extent of its
+/// shared mappings of objects on the shmem device `shm_dev` into `extents`.
 fn read_process(
     root: &str,
     pid: u32,
+    shm_dev: Option<(u32, u32)>,
     objects: &mut HashMap<Object, u64>,
+    extents: &mut HashMap<ObjectKey, u64>,
 ) -> Result<(u64, bool), ReadError> {
     let text = std::fs::read_to_string(format!("{root}/{pid}/smaps_rollup"))
         .map_err(|e| classify_io(&e, "smaps_rollup"))?;
@@ -366,6 +437,10 @@ fn read_process(
             ROLLUP_FIELDS.join("/")
         ))
     })?;
+    // maps, not smaps: listing the mappings walks no page table.
+    let maps = std::fs::read_to_string(format!("{root}/{pid}/maps"))
+        .map_err(|e| classify_io(&e, "maps"))?;
+    shared_mappings(&maps, shm_dev, extents);
     let fd_dir = format!("{root}/{pid}/fd");
     // A descriptor the watch cannot name may be a memfd: not skipped, the process counts
     // as hiding its descriptors (as when the whole list is refused).
@@ -489,7 +564,10 @@ pub fn pss_by_object(text: &str, objects: &HashMap<Object, u64>) -> HashMap<Obje
     let mut out = HashMap::new();
     let mut current: Option<Object> = None;
     for line in text.lines() {
-        if let Some((key, perms, path)) = smaps_header(line) {
+        if let Some(Mapping {
+            key, perms, path, ..
+        }) = smaps_header(line)
+        {
             if perms.as_bytes().get(3) != Some(&b's') {
                 current = None;
                 continue;
@@ -515,15 +593,50 @@ pub fn pss_by_object(text: &str, objects: &HashMap<Object, u64>) -> HashMap<Obje
     out
 }
 
-/// `start-end perms offset MAJ:MIN inode [path]` → the object's key, the perms and the path.
-fn smaps_header(line: &str) -> Option<(ObjectKey, &str, &str)> {
+/// Adds the extent (offset + length) of each shared mapping in a maps (or smaps) text of an
+/// object on `shm_dev` (a shared anonymous mapping, a memfd), but a SysV segment's (counted
+/// at its own size), to `extents`, the largest per object.
+pub fn shared_mappings(
+    text: &str,
+    shm_dev: Option<(u32, u32)>,
+    extents: &mut HashMap<ObjectKey, u64>,
+) {
+    for line in text.lines() {
+        let Some(m) = smaps_header(line) else {
+            continue;
+        };
+        if m.perms.as_bytes().get(3) != Some(&b's') {
+            continue;
+        }
+        if shm_dev == Some((m.key.major, m.key.minor)) && !m.path.starts_with("/SYSV") {
+            let e = extents.entry(m.key).or_default();
+            *e = (*e).max(m.offset.saturating_add(m.len));
+        }
+    }
+}
+
+/// A mapping, as a maps or smaps header line shows it.
+#[derive(Debug, PartialEq, Eq)]
+struct Mapping<'a> {
+    key: ObjectKey,
+    perms: &'a str,
+    /// In the object, in bytes.
+    offset: u64,
+    len: u64,
+    path: &'a str,
+}
+
+/// `start-end perms offset MAJ:MIN inode [path]`.
+fn smaps_header(line: &str) -> Option<Mapping<'_>> {
     let mut it = line.split_ascii_whitespace();
     let range = it.next()?;
-    if !range.contains('-') || !range.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-') {
-        return None;
-    }
+    let (start, end) = range.split_once('-')?;
+    let (start, end) = (
+        u64::from_str_radix(start, 16).ok()?,
+        u64::from_str_radix(end, 16).ok()?,
+    );
     let perms = it.next()?;
-    let _offset = it.next()?;
+    let offset = u64::from_str_radix(it.next()?, 16).ok()?;
     let (maj, min) = it.next()?.split_once(':')?;
     let ino = it.next()?.parse().ok()?;
     let key = ObjectKey {
@@ -531,7 +644,24 @@ fn smaps_header(line: &str) -> Option<(ObjectKey, &str, &str)> {
         minor: u32::from_str_radix(min, 16).ok()?,
         ino,
     };
-    Some((key, perms, it.next().unwrap_or("")))
+    Some(Mapping {
+        key,
+        perms,
+        offset,
+        len: end.checked_sub(start)?,
+        path: it.next().unwrap_or(""),
+    })
+}
+
+/// The device of the kernel's internal shmem mount (that of a memfd, of a shared anonymous
+/// mapping, of a SysV segment): the same for every process and namespace.
+fn shm_dev() -> Result<(u32, u32), String> {
+    let fd = nix::sys::memfd::memfd_create("cordon-shm-dev", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+        .map_err(|e| format!("cannot create a memfd to learn the device of shared anonymous memory (memfd_create: {e}); the memory watch cannot count shared mappings without it: allow memfd_create to cordon itself, or give it a cgroup to hold --memory (see `cordon doctor`)"))?;
+    let st = nix::sys::stat::fstat(&fd).map_err(|e| {
+        format!("cannot stat a memfd to learn the device of shared anonymous memory: {e}")
+    })?;
+    Ok((libc::major(st.st_dev), libc::minor(st.st_dev)))
 }
 
 /// The sandbox's writable tmpfs mounts, whose files the watch counts.
@@ -757,17 +887,88 @@ Pss:                 100 kB
         assert_eq!(smaps_header("Pss:                 256 kB"), None);
         assert_eq!(smaps_header("VmFlags: rd wr sh mr mw me ms sd"), None);
         assert_eq!(
-            smaps_header("7f00-7f01 rw-s 00000000 00:01 7 /SYSV00000000 (deleted)"),
-            Some((
-                ObjectKey {
+            smaps_header("7f00-7f03 rw-s 00002000 00:01 7 /SYSV00000000 (deleted)"),
+            Some(Mapping {
+                key: ObjectKey {
                     major: 0,
                     minor: 1,
                     ino: 7
                 },
-                "rw-s",
-                "/SYSV00000000"
-            ))
+                perms: "rw-s",
+                offset: 0x2000,
+                len: 0x3,
+                path: "/SYSV00000000"
+            })
         );
+        assert_eq!(smaps_header("7f03-7f00 rw-s 00000000 00:01 7"), None);
+    }
+
+    const MAPS: &str = "\
+55d4150000-55d4151000 r--p 00000000 fe:01 1234                       /usr/bin/python3
+7f0000000000-7f0000100000 rw-s 00000000 00:01 10                         /dev/zero (deleted)
+7f0000100000-7f0000101000 rw-s 03b00000 00:01 11                         /memfd:a (deleted)
+7f0000200000-7f0000300000 rw-s 00000000 00:01 11                         /memfd:a (deleted)
+7f0000300000-7f0000400000 rw-s 00000000 00:01 12                         /SYSV00000000 (deleted)
+7f0000400000-7f0000500000 rw-p 00000000 00:01 13                         /memfd:b (deleted)
+7f0000500000-7f0000600000 r--s 00000000 00:2a 5                          /dev/shm/x
+";
+
+    fn key(ino: u64) -> ObjectKey {
+        ObjectKey {
+            major: 0,
+            minor: 1,
+            ino,
+        }
+    }
+
+    #[test]
+    fn shared_mappings_of_shmem_objects_count_to_their_extent() {
+        let mut extents = HashMap::new();
+        shared_mappings(MAPS, Some((0, 1)), &mut extents);
+        // The furthest offset mapped; SysV segments, private mappings and other devices
+        // are counted otherwise.
+        let want: HashMap<_, _> = [(key(10), 1 << 20), (key(11), 0x3b00000 + 4096)]
+            .into_iter()
+            .collect();
+        assert_eq!(extents, want);
+        let mut none = HashMap::new();
+        let private = "7f00-7f01 rw-p 00000000 00:01 10 /dev/zero (deleted)\n";
+        shared_mappings(private, Some((0, 1)), &mut none);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn an_object_shown_only_by_mappings_keeps_its_largest_size_while_mapped() {
+        let mut w = MemWatch::new(1 << 30);
+        let sample = |w: &mut MemWatch, fd: Option<u64>, extent: Option<u64>, partial| {
+            let mut objects = HashMap::new();
+            if let Some(size) = fd {
+                objects.insert(Object::File(key(11)), size);
+            }
+            let extents = extent.map(|e| (key(11), e)).into_iter().collect();
+            w.object_sizes(&mut objects, extents, partial);
+            objects.get(&Object::File(key(11))).copied()
+        };
+        // A descriptor shows the allocated size, whatever is mapped.
+        assert_eq!(
+            sample(&mut w, Some(60 << 20), Some(4096), false),
+            Some(60 << 20)
+        );
+        // Closed: the one-page mapping still keeps the 60 MiB counted.
+        assert_eq!(sample(&mut w, None, Some(4096), false), Some(60 << 20));
+        // A mapping that grows counts to its extent...
+        assert_eq!(
+            sample(&mut w, None, Some(100 << 20), false),
+            Some(100 << 20)
+        );
+        // ...and shrinking it (munmap, mremap) does not free the object's pages beyond.
+        assert_eq!(sample(&mut w, None, Some(4096), false), Some(100 << 20));
+        // A sample that could not read every process forgets nothing.
+        assert_eq!(sample(&mut w, None, None, true), None);
+        assert_eq!(sample(&mut w, None, Some(4096), false), Some(100 << 20));
+        // Unmapped everywhere: the object is gone.
+        assert_eq!(sample(&mut w, None, None, false), None);
+        assert_eq!(sample(&mut w, None, Some(4096), false), Some(4096));
     }
 
     #[test]

@@ -192,6 +192,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     {
         m.note = Some(limits::memory_note(root_caller));
     }
+    // What the watch cannot count is not offered: memfds (see profiles/seccomp/memory-watch.toml).
+    let watch_filter = match watch_limit {
+        Some(_) => Some(seccomp::compile_memory_watch()?),
+        None => None,
+    };
     let (watch_parent, watch_child) = match watch_limit {
         Some(_) => {
             let (p, c) = nix::sys::socket::socketpair(
@@ -251,6 +256,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 path,
                 rlimits: &prepared.rlimits,
                 seccomp: &filter,
+                seccomp_watch: watch_filter.as_ref(),
                 allow_degraded_landlock: spec.degrade.landlock,
                 allow_degraded_overlay: spec.degrade.overlay,
                 root_caller,
@@ -379,7 +385,10 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         gid: SANDBOX_GID,
         landlock: "not applied (the payload did not start)".into(),
         landlock_abi: None,
-        seccomp: filter.name.clone(),
+        seccomp: match &watch_filter {
+            Some(w) => format!("{}+{}", filter.name, w.name),
+            None => filter.name.clone(),
+        },
         network: match &spec.network {
             Network::None => "none (loopback only)".into(),
             Network::Allow(a) => format!(

@@ -104,6 +104,17 @@ fn decode(bytes: &[u8]) -> BpfProgram {
         .collect()
 }
 
+/// The second filter added under the rlimit backend's memory watch
+/// (`profiles/seccomp/memory-watch.toml`): memfd_create and memfd_secret answer ENOSYS, since
+/// the watch cannot count a memfd that no descriptor or page table of the sandbox shows (see
+/// `launch::memwatch`). Compiled at run time (a few entries); it allows everything else, so it
+/// is never a run's only policy and is not among [`builtin_names`].
+pub fn compile_memory_watch() -> Result<Compiled, SeccompError> {
+    compile_policy_str(MEMORY_WATCH)
+}
+
+const MEMORY_WATCH: &str = include_str!("../../../profiles/seccomp/memory-watch.toml");
+
 /// Installs the program on the calling thread. Meant for the payload, last step before
 /// `execve`, after `no_new_privs` (seccompiler sets it again, harmlessly). Allocates nothing:
 /// the program was built by the parent and the kernel copies it in. If it fails, the caller

@@ -618,3 +618,41 @@ fn install_refuses_an_empty_compiled_policy() {
         Err(SeccompError::NothingToInstall)
     ));
 }
+
+#[test]
+fn the_memory_watch_filter_stacked_on_default_denies_memfds_only() {
+    let watch = super::compile_memory_watch().expect("memory-watch.toml compiles");
+    assert_eq!(watch.name, "memory-watch");
+    assert!(
+        !builtin_names().contains(&"memory-watch"),
+        "not a policy to run under alone"
+    );
+    let default = compile_builtin("default").expect("default");
+    // Installed as the payload installs them: the watch's filter first, then the policy.
+    let both = [watch.program.clone(), default.program.clone()];
+    let nr = |name| super::syscall_number(name).expect(name);
+    for name in ["memfd_create", "memfd_secret"] {
+        assert_eq!(
+            run_all(&both, &Data::x86_64(nr(name), &[0, 0])),
+            errno(libc::ENOSYS),
+            "{name}"
+        );
+        assert_eq!(
+            run(&default.program, &Data::x86_64(nr(name), &[0, 0])),
+            ALLOW,
+            "{name}"
+        );
+    }
+    for name in ["mmap", "munmap", "mremap", "madvise", "openat", "sendmsg"] {
+        assert_eq!(
+            run_all(&both, &Data::x86_64(nr(name), &[0, 0])),
+            ALLOW,
+            "{name}"
+        );
+    }
+    // The policy's own denials stand.
+    assert_eq!(
+        run_all(&both, &Data::x86_64(nr("clone3"), &[0, 88])),
+        errno(libc::ENOSYS)
+    );
+}
