@@ -68,13 +68,46 @@ pub fn parse_mountinfo(text: &str) -> Vec<Hierarchy> {
 
 /// `linux.cgroupsPath` → a path below each hierarchy's root. `--systemd-cgroup` paths
 /// (`slice:prefix:name`) become `slice/prefix-name.scope` (there is no systemd to ask here).
-/// Without one: `cordon/<id>` for root, `cordon-<uid>/<id>` for another user (two users'
-/// containers may share an id).
-pub fn relative_path(cgroups_path: Option<&str>, id: &str, systemd: bool) -> PathBuf {
-    relative_path_for(cgroups_path, id, systemd, nix::unistd::geteuid().as_raw())
+/// An absolute path is below the hierarchy's root. Without one: `cordon/<id>` for root,
+/// `cordon-<uid>/<id>` for another user on cgroup v1 (two users' containers may share an id).
+///
+/// On a pure cgroup v2 host (`v2_own`: cordon-oci's own cgroup, the `0::` line of
+/// /proc/self/cgroup) a relative path is below the parent of cordon-oci's own cgroup, as runc
+/// and crun place it; so is an unprivileged caller's default, `cordon-<id>`: a user may create
+/// cgroups only in a subtree delegated to it, and a `systemd-run --user --scope -p
+/// Delegate=yes` scope (or a user manager's app.slice) is such a subtree's child. The parent,
+/// not the own cgroup: that one holds cordon-oci, so (no internal processes) it could not
+/// hand controllers to a child.
+pub fn relative_path(
+    cgroups_path: Option<&str>,
+    id: &str,
+    systemd: bool,
+    v2_own: Option<&Path>,
+) -> PathBuf {
+    relative_path_for(
+        cgroups_path,
+        id,
+        systemd,
+        nix::unistd::geteuid().as_raw(),
+        v2_own,
+    )
 }
 
-fn relative_path_for(cgroups_path: Option<&str>, id: &str, systemd: bool, uid: u32) -> PathBuf {
+fn relative_path_for(
+    cgroups_path: Option<&str>,
+    id: &str,
+    systemd: bool,
+    uid: u32,
+    v2_own: Option<&Path>,
+) -> PathBuf {
+    let beside_own = |name: &str| {
+        let own = v2_own.unwrap_or(Path::new("/"));
+        let parent = own.parent().unwrap_or(own);
+        parent
+            .strip_prefix("/")
+            .unwrap_or(parent)
+            .join(name.trim_start_matches('/'))
+    };
     match cgroups_path {
         Some(p) if systemd && p.split(':').count() == 3 => {
             let v: Vec<&str> = p.split(':').collect();
@@ -85,10 +118,30 @@ fn relative_path_for(cgroups_path: Option<&str>, id: &str, systemd: bool, uid: u
             };
             PathBuf::from(format!("{slice}/{}-{}.scope", v[1], v[2]))
         }
+        Some(p) if !p.is_empty() && !p.starts_with('/') && v2_own.is_some() => beside_own(p),
         Some(p) if !p.is_empty() => PathBuf::from(p.trim_start_matches('/')),
         _ if uid == 0 => PathBuf::from(format!("cordon/{id}")),
+        _ if v2_own.is_some() => beside_own(&format!("cordon-{id}")),
         _ => PathBuf::from(format!("cordon-{uid}/{id}")),
     }
+}
+
+/// cordon-oci's own cgroup in the v2 hierarchy (the `0::` line of /proc/self/cgroup), when
+/// the host is pure cgroup v2 (a cgroup2 mount and no v1 controller hierarchy).
+pub fn own_v2_cgroup() -> Result<Option<PathBuf>, CgroupError> {
+    let h = hierarchies()?;
+    if h.iter().any(|(_, c)| c.is_some()) || !h.iter().any(|(_, c)| c.is_none()) {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string("/proc/self/cgroup").map_err(|source| CgroupError::Io {
+        step: "read",
+        path: "/proc/self/cgroup".into(),
+        source,
+    })?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| PathBuf::from(p.trim())))
 }
 
 /// The container's cgroup directories: the v2 one when the host is pure v2, else one per
@@ -268,7 +321,12 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                 write(dirs, f, "memory.max", &limit_str(l))?;
             }
             if let Some(s) = m.swap() {
-                let v = match (s, m.limit()) {
+                // swap is memory+swap (v1's memsw); memory.swap.max is swap alone. Without a
+                // limit here (an `update` of the swap only), the current memory.max counts.
+                let limit = m.limit().or_else(|| {
+                    read_u64(dirs, "memory.max", None).and_then(|v| i64::try_from(v).ok())
+                });
+                let v = match (s, limit) {
                     (s, _) if s < 0 => "max".to_string(),
                     (s, Some(l)) if l >= 0 => (s - l).max(0).to_string(),
                     (s, _) => s.to_string(),
@@ -342,16 +400,16 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                 write(dirs, f, "cpu.weight", &w.to_string())?;
             }
             if c.quota().is_some() || c.period().is_some() {
+                // cpu.max holds both: what is not given (an `update` of one of them) keeps its
+                // current value, as in v1's two files.
+                let (cur_q, cur_p) = current_cpu_max(dirs);
                 let q = match c.quota() {
                     Some(q) if q > 0 => q.to_string(),
-                    _ => "max".into(),
+                    Some(_) => "max".into(),
+                    None => cur_q,
                 };
-                write(
-                    dirs,
-                    f,
-                    "cpu.max",
-                    &format!("{q} {}", c.period().unwrap_or(100_000)),
-                )?;
+                let p = c.period().unwrap_or(cur_p);
+                write(dirs, f, "cpu.max", &format!("{q} {p}"))?;
             }
             if let Some(i) = c.idle() {
                 write(dirs, f, "cpu.idle", &i.to_string())?;
@@ -525,7 +583,23 @@ pub fn pids(dirs: &[PathBuf]) -> Vec<i32> {
 /// Freezes or thaws (v2 cgroup.freeze, v1 freezer.state).
 pub fn freeze(dirs: &[PathBuf], frozen: bool) -> Result<(), CgroupError> {
     if let Some(p) = with_file(dirs, "cgroup.freeze") {
-        return std::fs::write(&p, if frozen { "1" } else { "0" }).map_err(io("write", &p));
+        std::fs::write(&p, if frozen { "1" } else { "0" }).map_err(io("write", &p))?;
+        // The kernel freezes asynchronously: wait until cgroup.events says `frozen 1` (or 0),
+        // so that a paused container has stopped running when pause returns.
+        let events = p.with_file_name("cgroup.events");
+        let want = if frozen { 1 } else { 0 };
+        for _ in 0..2500 {
+            let text = std::fs::read_to_string(&events).map_err(io("read", &events))?;
+            if crate::limits::keyed_value(&text, "frozen") == Some(want) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        return Err(CgroupError::Io {
+            step: "wait for the freeze state in",
+            path: events.display().to_string(),
+            source: std::io::Error::from(std::io::ErrorKind::TimedOut),
+        });
     }
     if let Some(p) = with_file(dirs, "freezer.state") {
         std::fs::write(&p, if frozen { "FROZEN" } else { "THAWED" }).map_err(io("write", &p))?;
@@ -584,6 +658,18 @@ pub fn remove(dirs: &[PathBuf]) -> Result<(), CgroupError> {
     Ok(())
 }
 
+/// The quota (`max` or microseconds) and period of `cpu.max`; the kernel's defaults when it
+/// cannot be read.
+fn current_cpu_max(dirs: &[PathBuf]) -> (String, u64) {
+    let text = with_file(dirs, "cpu.max")
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    let mut f = text.split_whitespace();
+    let q = f.next().unwrap_or("max").to_string();
+    let p = f.next().and_then(|p| p.parse().ok()).unwrap_or(100_000);
+    (q, p)
+}
+
 /// Reads one number from the first directory that has `file` (first line, or a `key value`).
 pub fn read_u64(dirs: &[PathBuf], file: &str, key: Option<&str>) -> Option<u64> {
     let text = std::fs::read_to_string(with_file(dirs, file)?).ok()?;
@@ -621,17 +707,59 @@ mod tests {
     #[test]
     fn cgroups_path_forms() {
         assert_eq!(
-            relative_path_for(None, "c1", false, 0),
+            relative_path_for(None, "c1", false, 0, None),
             Path::new("cordon/c1")
         );
         assert_eq!(
-            relative_path_for(None, "c1", false, 1001),
+            relative_path_for(None, "c1", false, 1001, None),
             Path::new("cordon-1001/c1")
         );
-        assert_eq!(relative_path(Some("/a/b"), "c1", false), Path::new("a/b"));
         assert_eq!(
-            relative_path(Some("machine.slice:libpod:abc"), "c1", true),
+            relative_path(Some("/a/b"), "c1", false, None),
+            Path::new("a/b")
+        );
+        assert_eq!(
+            relative_path(Some("a/b"), "c1", false, None),
+            Path::new("a/b")
+        );
+        assert_eq!(
+            relative_path(Some("machine.slice:libpod:abc"), "c1", true, None),
             Path::new("machine.slice/libpod-abc.scope")
         );
     }
+
+    #[test]
+    fn cgroups_path_forms_on_v2() {
+        let own = Some(Path::new(
+            "/user.slice/user@1001.service/app.slice/run-7.scope",
+        ));
+        // Root's default and absolute paths stay below the hierarchy's root.
+        assert_eq!(
+            relative_path_for(None, "c1", false, 0, own),
+            Path::new("cordon/c1")
+        );
+        assert_eq!(
+            relative_path_for(Some("/a/b"), "c1", false, 1001, own),
+            Path::new("a/b")
+        );
+        // A user's default and relative paths go next to cordon-oci's own cgroup.
+        assert_eq!(
+            relative_path_for(None, "c1", false, 1001, own),
+            Path::new("user.slice/user@1001.service/app.slice/cordon-c1")
+        );
+        assert_eq!(
+            relative_path_for(Some("a/b"), "c1", false, 0, own),
+            Path::new("user.slice/user@1001.service/app.slice/a/b")
+        );
+        // In the root cgroup there is no parent: the root it is.
+        assert_eq!(
+            relative_path_for(None, "c1", false, 1001, Some(Path::new("/"))),
+            Path::new("cordon-c1")
+        );
+        assert_eq!(
+            relative_path_for(None, "c1", false, 1001, Some(Path::new("/x"))),
+            Path::new("cordon-c1")
+        );
+    }
 }
+

@@ -347,7 +347,13 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
 
     // The cgroup and its limits exist before any process of the container does.
     let resources = c.spec.linux().as_ref().and_then(|l| l.resources().clone());
-    let rel = cgroup::relative_path(c.cgroups_path.as_deref(), &a.id, ctx.systemd);
+    let v2_own = cgroup::own_v2_cgroup()?;
+    let rel = cgroup::relative_path(
+        c.cgroups_path.as_deref(),
+        &a.id,
+        ctx.systemd,
+        v2_own.as_deref(),
+    );
     let want_cpuset = resources
         .as_ref()
         .and_then(|r| r.cpu().as_ref())
@@ -390,6 +396,20 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 "debug",
                 &format!("rootless: running without a cgroup ({e})"),
             );
+        }
+        Err(e) if rootless() => {
+            let why = if v2_own.is_some() {
+                "an unprivileged cordon-oci creates the container's cgroup next to its own cgroup \
+                 (or at linux.cgroupsPath), in a subtree that must be delegated to it: start it in \
+                 a delegated scope (`systemd-run --user --scope -p Delegate=yes cordon-oci ...`), \
+                 or set linux.cgroupsPath to a cgroup you own"
+            } else {
+                "cgroup v1 cannot be delegated to an unprivileged user: run the container as \
+                 root, or without linux.resources limits"
+            };
+            return Err(OciError::Usage(format!(
+                "{e}: the limits in linux.resources need a cgroup; {why}"
+            )));
         }
         Err(e) => return Err(e.into()),
     }
