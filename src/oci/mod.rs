@@ -1188,7 +1188,17 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
             nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
             nix::sys::stat::Mode::empty(),
         )
-        .map_err(sys_err("open a namespace of the container"))?;
+        .map_err(|errno| OciError::Sys {
+            step: "open a namespace of the container",
+            errno,
+            hint: if errno == Errno::EACCES && st == Status::Created && rootless() {
+                format!(
+                    " ({target}: until `start`, the container's init is cordon-oci itself, whose /proc files only the host's root may open (a guard against CVE-2019-5736): start the container first, then exec)"
+                )
+            } else {
+                format!(" ({target})")
+            },
+        })?;
         ns.push((flag, fd));
     }
     let (pid_r, pid_w) =
