@@ -493,22 +493,56 @@ fn apply_devices(
     v2: bool,
 ) -> Result<(), CgroupError> {
     let field = "linux.resources.devices";
-    if v2 {
-        // A device controller on v2 is an eBPF program; cordon does not load one yet. A
-        // deny-only policy is still honoured when the container cannot make device nodes
-        // (create() refuses CAP_MKNOD outside a user namespace in that case): its /dev holds
-        // only the default nodes. Rules that allow more cannot be expressed without eBPF.
-        if rules.iter().any(|r| r.allow()) {
-            return Err(CgroupError::Resource {
-                field: field.into(),
-                why: "device allow rules on cgroup v2 (eBPF device filter) are not implemented"
-                    .into(),
-            });
-        }
-        return Ok(());
-    }
-    let mut lines: Vec<(bool, String)> = Vec::new();
+    let mut list = Vec::new();
     for r in rules {
+        list.push(DeviceRule::from_oci(r)?);
+    }
+    for d in DEFAULT_ALLOW {
+        list.push(DeviceRule::parse(true, d).expect("DEFAULT_ALLOW lines parse"));
+    }
+    if v2 {
+        return attach_device_program(dirs, &list);
+    }
+    for r in list {
+        let file = if r.allow {
+            "devices.allow"
+        } else {
+            "devices.deny"
+        };
+        write(dirs, field, file, &r.v1_line())?;
+    }
+    Ok(())
+}
+
+/// One rule of linux.resources.devices (or of [`DEFAULT_ALLOW`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceRule {
+    pub allow: bool,
+    /// `a` (every kind), `b` or `c`.
+    pub kind: char,
+    /// `None`: any.
+    pub major: Option<u32>,
+    pub minor: Option<u32>,
+    /// Bits of [`ACC_MKNOD`], [`ACC_READ`], [`ACC_WRITE`].
+    pub access: u32,
+}
+
+/// `BPF_DEVCG_ACC_*` and `BPF_DEVCG_DEV_*` of include/uapi/linux/bpf.h.
+pub const ACC_MKNOD: u32 = 1;
+pub const ACC_READ: u32 = 2;
+pub const ACC_WRITE: u32 = 4;
+const DEV_BLOCK: i32 = 1;
+const DEV_CHAR: i32 = 2;
+
+impl DeviceRule {
+    fn bad(why: String) -> CgroupError {
+        CgroupError::Resource {
+            field: "linux.resources.devices".into(),
+            why,
+        }
+    }
+
+    fn from_oci(r: &oci_spec::runtime::LinuxDeviceCgroup) -> Result<DeviceRule, CgroupError> {
         let kind = r
             .typ()
             .map(|t| {
@@ -518,27 +552,215 @@ fn apply_devices(
                     .unwrap_or_else(|| "a".into())
             })
             .unwrap_or_else(|| "a".into());
-        let n = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_else(|| "*".into());
-        let access = r.access().clone().unwrap_or_else(|| "rwm".into());
-        let line = if kind == "a" {
-            "a".to_string()
-        } else {
-            format!("{kind} {}:{} {access}", n(r.major()), n(r.minor()))
+        // `u` (unbuffered character device) is a character device to the kernel.
+        let kind = match kind.as_str() {
+            "a" => 'a',
+            "b" => 'b',
+            "c" | "u" => 'c',
+            other => {
+                return Err(Self::bad(format!(
+                    "device type {other:?} is not a, b, c or u"
+                )));
+            }
         };
-        lines.push((r.allow(), line));
-    }
-    for d in DEFAULT_ALLOW {
-        lines.push((true, d.to_string()));
-    }
-    for (allow, line) in lines {
-        let file = if allow {
-            "devices.allow"
-        } else {
-            "devices.deny"
+        let num = |v: Option<i64>, what: &str| -> Result<Option<u32>, CgroupError> {
+            match v {
+                None => Ok(None),
+                Some(n) if (0..=i64::from(i32::MAX)).contains(&n) => Ok(Some(n as u32)),
+                Some(n) => Err(Self::bad(format!("{what} {n} is not a device number"))),
+            }
         };
-        write(dirs, field, file, &line)?;
+        let access = Self::access_bits(r.access().as_deref().unwrap_or("rwm"))?;
+        Ok(DeviceRule {
+            allow: r.allow(),
+            kind,
+            major: num(r.major(), "major")?,
+            minor: num(r.minor(), "minor")?,
+            access,
+        })
     }
-    Ok(())
+
+    fn access_bits(s: &str) -> Result<u32, CgroupError> {
+        let mut bits = 0;
+        for ch in s.chars() {
+            bits |= match ch {
+                'm' => ACC_MKNOD,
+                'r' => ACC_READ,
+                'w' => ACC_WRITE,
+                _ => return Err(Self::bad(format!("access {s:?} is not made of r, w and m"))),
+            };
+        }
+        Ok(bits)
+    }
+
+    /// `c 1:3 rwm`, `a` (the v1 file syntax).
+    fn parse(allow: bool, line: &str) -> Option<DeviceRule> {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let kind = f.first()?.chars().next()?;
+        if kind == 'a' {
+            return Some(DeviceRule {
+                allow,
+                kind,
+                major: None,
+                minor: None,
+                access: ACC_MKNOD | ACC_READ | ACC_WRITE,
+            });
+        }
+        let (maj, min) = f.get(1)?.split_once(':')?;
+        let n = |s: &str| {
+            if s == "*" {
+                Some(None)
+            } else {
+                s.parse().ok().map(Some)
+            }
+        };
+        Some(DeviceRule {
+            allow,
+            kind,
+            major: n(maj)?,
+            minor: n(min)?,
+            access: Self::access_bits(f.get(2)?).ok()?,
+        })
+    }
+
+    fn v1_line(&self) -> String {
+        if self.kind == 'a' && self.major.is_none() && self.minor.is_none() {
+            return "a".into();
+        }
+        let n = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_else(|| "*".into());
+        let mut acc = String::new();
+        for (bit, ch) in [(ACC_READ, 'r'), (ACC_WRITE, 'w'), (ACC_MKNOD, 'm')] {
+            if self.access & bit != 0 {
+                acc.push(ch);
+            }
+        }
+        format!("{} {}:{} {acc}", self.kind, n(self.major), n(self.minor))
+    }
+
+    /// Every device, every access: the rule that resets the list (v1's `a`).
+    fn is_everything(&self) -> bool {
+        self.kind == 'a'
+            && self.major.is_none()
+            && self.minor.is_none()
+            && self.access == ACC_MKNOD | ACC_READ | ACC_WRITE
+    }
+}
+
+/// One eBPF instruction (`struct bpf_insn`, little-endian): opcode, dst and src registers,
+/// offset, immediate.
+fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
+    u64::from(code)
+        | u64::from(dst & 0xf) << 8
+        | u64::from(src & 0xf) << 12
+        | u64::from(off as u16) << 16
+        | u64::from(imm as u32) << 32
+}
+
+// Opcodes (include/uapi/linux/bpf.h, bpf_common.h).
+const LDX_MEM_W: u8 = 0x61;
+const ALU32_AND_K: u8 = 0x54;
+const ALU32_RSH_K: u8 = 0x74;
+const ALU32_MOV_K: u8 = 0xb4;
+const ALU32_MOV_X: u8 = 0xbc;
+const JMP_JEQ_K: u8 = 0x15;
+const JMP_JNE_K: u8 = 0x55;
+const EXIT: u8 = 0x95;
+
+/// The `BPF_PROG_TYPE_CGROUP_DEVICE` program for `rules`, with the cgroup v1 controller's
+/// meaning: the rules apply in order, a later one overriding an earlier one, and the
+/// everything-rule (`a *:* rwm`, v1's `a`) resets the list to allow-all or deny-all; before
+/// any such rule every device is allowed (a new v1 cgroup inherits its parent's allow-all).
+/// So the program tests the rules from the last to the first and returns the first match:
+/// 1 allows, 0 denies. A deny rule matches a request that asks for any access it denies; an
+/// allow rule one whose every access it allows.
+///
+/// The context (`struct bpf_cgroup_dev_ctx`): `access_type` (access << 16 | type), `major`,
+/// `minor`, each a u32. Registers: R2 type, R3 access, R4 major, R5 minor (as runc and crun).
+pub fn device_program(rules: &[DeviceRule]) -> Vec<u64> {
+    let start = rules.iter().rposition(DeviceRule::is_everything);
+    let default_allow = start.is_none_or(|i| rules[i].allow);
+    let rest = &rules[start.map_or(0, |i| i + 1)..];
+    let mut p = vec![
+        insn(LDX_MEM_W, 2, 1, 0, 0),
+        insn(ALU32_AND_K, 2, 0, 0, 0xffff),
+        insn(LDX_MEM_W, 3, 1, 0, 0),
+        insn(ALU32_RSH_K, 3, 0, 0, 16),
+        insn(LDX_MEM_W, 4, 1, 4, 0),
+        insn(LDX_MEM_W, 5, 1, 8, 0),
+    ];
+    for r in rest.iter().rev() {
+        // Each test jumps past the rest of the block when the rule does not match; the
+        // offsets are filled in once the block's length is known.
+        let mut block: Vec<(u8, u8, u8, i32, bool)> = Vec::new();
+        match r.kind {
+            'b' => block.push((JMP_JNE_K, 2, 0, DEV_BLOCK, true)),
+            'c' => block.push((JMP_JNE_K, 2, 0, DEV_CHAR, true)),
+            _ => {}
+        }
+        let all = ACC_MKNOD | ACC_READ | ACC_WRITE;
+        if r.access & all != all {
+            block.push((ALU32_MOV_X, 1, 3, 0, false));
+            if r.allow {
+                // Matches only if no requested bit lies outside the rule's.
+                block.push((ALU32_AND_K, 1, 0, (all & !r.access) as i32, false));
+                block.push((JMP_JNE_K, 1, 0, 0, true));
+            } else {
+                // Matches if any requested bit is one the rule denies.
+                block.push((ALU32_AND_K, 1, 0, r.access as i32, false));
+                block.push((JMP_JEQ_K, 1, 0, 0, true));
+            }
+        }
+        if let Some(m) = r.major {
+            block.push((JMP_JNE_K, 4, 0, m as i32, true));
+        }
+        if let Some(m) = r.minor {
+            block.push((JMP_JNE_K, 5, 0, m as i32, true));
+        }
+        block.push((ALU32_MOV_K, 0, 0, i32::from(r.allow), false));
+        let len = block.len() + 1;
+        for (i, (code, dst, src, imm, jump)) in block.into_iter().enumerate() {
+            let off = if jump { (len - i - 1) as i16 } else { 0 };
+            p.push(insn(code, dst, src, off, imm));
+        }
+        p.push(insn(EXIT, 0, 0, 0, 0));
+    }
+    p.push(insn(ALU32_MOV_K, 0, 0, 0, i32::from(default_allow)));
+    p.push(insn(EXIT, 0, 0, 0, 0));
+    p
+}
+
+/// cgroup v2 has no devices controller: the rules become a device program attached to the
+/// container's cgroup (as runc and crun do). Loading one takes CAP_BPF or CAP_SYS_ADMIN in
+/// the host's user namespace, which an unprivileged caller lacks: then the rules cannot be
+/// enforced, which is an error, except for rules that only deny while the container has its
+/// own user namespace (it cannot make device nodes; nodes it is given are reached with its
+/// own ids' file permissions).
+fn attach_device_program(dirs: &[PathBuf], rules: &[DeviceRule]) -> Result<(), CgroupError> {
+    let field = "linux.resources.devices";
+    let bad = |why: String| CgroupError::Resource {
+        field: field.into(),
+        why,
+    };
+    let dir = dirs
+        .first()
+        .ok_or_else(|| bad("the container has no cgroup to attach a device program to".into()))?;
+    let prog = device_program(rules);
+    let fd = match crate::sys::bpf_load_device_program(&prog) {
+        Ok(fd) => fd,
+        Err(e) => {
+            return Err(bad(format!(
+                "cgroup v2 enforces device rules with an eBPF program (BPF_PROG_TYPE_CGROUP_DEVICE), and the kernel refused to load it: {e} (it needs CAP_BPF or CAP_SYS_ADMIN in the host's user namespace and a kernel with CONFIG_CGROUP_BPF; run cordon-oci as root, or drop linux.resources.devices)"
+            )));
+        }
+    };
+    let cg = std::fs::File::open(dir).map_err(io("open the cgroup", dir))?;
+    use std::os::fd::AsFd;
+    crate::sys::bpf_attach_device_program(cg.as_fd(), fd.as_fd()).map_err(|e| {
+        bad(format!(
+            "cannot attach the device program to {}: {e}",
+            dir.display()
+        ))
+    })
 }
 
 /// Moves `pid` into every directory.
@@ -763,3 +985,98 @@ mod tests {
     }
 }
 
+#[cfg(test)]
+mod device_program_tests {
+    use super::*;
+
+    /// Runs a device program the way the kernel would, for the instructions
+    /// [`device_program`] emits; panics on any other.
+    fn run(prog: &[u64], kind: i32, access: u32, major: u32, minor: u32) -> u64 {
+        let ctx = [(access << 16) | kind as u32, major, minor];
+        let mut r = [0u64; 11];
+        let mut pc = 0usize;
+        loop {
+            let i = prog[pc];
+            let code = (i & 0xff) as u8;
+            let dst = ((i >> 8) & 0xf) as usize;
+            let src = ((i >> 12) & 0xf) as usize;
+            let off = ((i >> 16) & 0xffff) as u16 as i16;
+            let imm = (i >> 32) as u32 as i32;
+            pc += 1;
+            match code {
+                LDX_MEM_W => {
+                    assert_eq!(src, 1, "loads come from the context");
+                    r[dst] = u64::from(ctx[off as usize / 4]);
+                }
+                ALU32_AND_K => r[dst] = u64::from(r[dst] as u32 & imm as u32),
+                ALU32_RSH_K => r[dst] = u64::from((r[dst] as u32) >> imm),
+                ALU32_MOV_K => r[dst] = u64::from(imm as u32),
+                ALU32_MOV_X => r[dst] = u64::from(r[src] as u32),
+                JMP_JEQ_K if r[dst] == imm as i64 as u64 => pc += off as usize,
+                JMP_JNE_K if r[dst] != imm as i64 as u64 => pc += off as usize,
+                JMP_JEQ_K | JMP_JNE_K => {}
+                EXIT => return r[0],
+                _ => panic!("unexpected opcode {code:#x}"),
+            }
+        }
+    }
+
+    fn rules(list: &[(bool, &str)]) -> Vec<DeviceRule> {
+        list.iter()
+            .map(|(a, l)| DeviceRule::parse(*a, l).unwrap())
+            .collect()
+    }
+
+    const R: u32 = ACC_READ;
+    const W: u32 = ACC_WRITE;
+    const M: u32 = ACC_MKNOD;
+
+    #[test]
+    fn deny_all_then_the_defaults() {
+        let mut list = rules(&[(false, "a")]);
+        list.extend(
+            DEFAULT_ALLOW
+                .iter()
+                .map(|l| DeviceRule::parse(true, l).unwrap()),
+        );
+        let p = device_program(&list);
+        assert_eq!(run(&p, DEV_CHAR, R | W, 1, 3), 1, "/dev/null");
+        assert_eq!(run(&p, DEV_CHAR, R | W, 136, 5), 1, "a pty");
+        assert_eq!(run(&p, DEV_CHAR, M, 10, 200), 1, "mknod of any char device");
+        assert_eq!(run(&p, DEV_CHAR, R, 1, 11), 0, "/dev/kmsg");
+        assert_eq!(run(&p, DEV_CHAR, R | M, 10, 200), 0, "read of /dev/net/tun");
+        assert_eq!(run(&p, DEV_BLOCK, R, 8, 0), 0, "a disk");
+        assert_eq!(run(&p, DEV_BLOCK, R, 1, 3), 0, "block 1:3 is not /dev/null");
+    }
+
+    #[test]
+    fn later_rules_override_earlier_ones() {
+        // No everything-rule: all is allowed but what is denied.
+        let p = device_program(&rules(&[(false, "c 1:11 w")]));
+        assert_eq!(run(&p, DEV_CHAR, R, 1, 11), 1);
+        assert_eq!(run(&p, DEV_CHAR, R | W, 1, 11), 0);
+        assert_eq!(run(&p, DEV_CHAR, W, 1, 11), 0);
+        assert_eq!(run(&p, DEV_BLOCK, W, 1, 11), 1);
+        // An allow-all after a deny resets the list.
+        let p = device_program(&rules(&[(false, "c 1:11 rwm"), (true, "a")]));
+        assert_eq!(run(&p, DEV_CHAR, R, 1, 11), 1);
+        // A deny after an allow wins; an allow covers only the access it names.
+        let p = device_program(&rules(&[
+            (false, "a"),
+            (true, "c 1:* rw"),
+            (false, "c 1:4 rwm"),
+        ]));
+        assert_eq!(run(&p, DEV_CHAR, R | W, 1, 5), 1);
+        assert_eq!(run(&p, DEV_CHAR, M, 1, 5), 0);
+        assert_eq!(run(&p, DEV_CHAR, R | M, 1, 5), 0);
+        assert_eq!(run(&p, DEV_CHAR, R, 1, 4), 0);
+        assert_eq!(run(&p, DEV_CHAR, R, 2, 4), 0);
+    }
+
+    #[test]
+    fn v1_lines_round_trip() {
+        for l in ["a", "c 1:3 rwm", "b *:* m", "c 136:* rw"] {
+            assert_eq!(DeviceRule::parse(true, l).unwrap().v1_line(), l);
+        }
+    }
+}

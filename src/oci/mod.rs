@@ -369,19 +369,23 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             || r.network().is_some()
             || r.rdma().is_some()
     });
-    // cgroup v2 has no device controller but an eBPF program, which cordon does not load:
-    // the device deny rules then hold only while the container cannot create device nodes,
-    // which takes CAP_MKNOD in the host's user namespace. Refuse rather than pretend.
-    let denies_devices = resources
-        .as_ref()
-        .and_then(|r| r.devices().as_ref())
-        .is_some_and(|d| d.iter().any(|r| !r.allow()));
-    let own_userns = c.has_namespace(libc::CLONE_NEWUSER) || !in_initial_userns();
     let cgroup2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    if cgroup2 && denies_devices && !own_userns && c.caps.bounding.contains("CAP_MKNOD") {
-        return Err(OciError::Usage(
-            "config.json: `linux.resources.devices` cannot be enforced on cgroup v2 by cordon-oci (no eBPF device filter yet) while process.capabilities.bounding has CAP_MKNOD: drop CAP_MKNOD (podman: --cap-drop mknod) or add a user namespace".into(),
-        ));
+    // On cgroup v2 the device rules are an eBPF program (see cgroup::apply), which an
+    // unprivileged caller may not load. Rules that only deny still hold for its container,
+    // which has a user namespace of its own and so cannot make device nodes, and reaches the
+    // nodes it is given with its own ids' file permissions: those are left out (and said so
+    // in the log). Rules that allow are refused by cgroup::apply with the reason.
+    let mut resources = resources;
+    if let Some(r) = resources.as_mut().filter(|_| cgroup2 && rootless())
+        && r.devices()
+            .as_ref()
+            .is_some_and(|d| d.iter().all(|r| !r.allow()))
+    {
+        r.set_devices(None);
+        ctx.log(
+            "warning",
+            "linux.resources.devices: deny-only rules are not loaded as a device program (an unprivileged cordon-oci cannot load one on cgroup v2); the container's user namespace keeps it from making device nodes",
+        );
     }
     match cgroup::create(&dirs) {
         Ok(()) => {
@@ -1052,6 +1056,14 @@ fn update(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
     if s.cgroup_dirs.is_empty() {
         return Err(OciError::Usage(format!(
             "container {} has no cgroup (created rootless without limits): its resources cannot be updated",
+            a.id
+        )));
+    }
+    if r.devices().is_some() && cgroup::is_v2(&s.cgroup_dirs) {
+        // A second device program would only narrow the first (the kernel allows a device
+        // when every attached program does); replacing it is not implemented.
+        return Err(OciError::Usage(format!(
+            "container {}: `linux.resources.devices` cannot be changed by update on cgroup v2 (its device program is fixed at create); leave devices out of the update",
             a.id
         )));
     }
