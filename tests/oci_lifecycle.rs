@@ -916,6 +916,13 @@ both!(fn cgroup_v2_resources_update_pause_delete(who) {
     assert_eq!(ev["data"]["memory"]["usage"]["limit"], 134217728, "{ev}");
     assert!(ev["data"]["pids"]["current"].as_u64().is_some_and(|n| n >= 1), "{ev}");
     assert!(ev["data"]["memory"]["usage"]["usage"].as_u64().is_some_and(|n| n > 0), "{ev}");
+    // No limit: memory.max reads `max`, reported as the largest u64 (as runc does), not 0.
+    let out = b.oci(&["update", "--memory", "-1", &id]);
+    assert!(out.status.success(), "update: {}", describe(&out));
+    assert_eq!(read_trim(&cg.join("memory.max")), "max");
+    let out = b.oci(&["events", "--stats", &id]);
+    let ev: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", describe(&out)));
+    assert_eq!(ev["data"]["memory"]["usage"]["limit"], u64::MAX, "{ev}");
 
     let out = b.oci(&["start", &id]);
     assert!(out.status.success(), "start: {}", describe(&out));

@@ -892,10 +892,12 @@ fn current_cpu_max(dirs: &[PathBuf]) -> (String, u64) {
     (q, p)
 }
 
-/// Reads one number from the first directory that has `file` (first line, or a `key value`).
+/// Reads one number from the first directory that has `file` (first line, or a `key value`);
+/// cgroup v2's `max` (no limit) reads as `u64::MAX`, as runc reports it.
 pub fn read_u64(dirs: &[PathBuf], file: &str, key: Option<&str>) -> Option<u64> {
     let text = std::fs::read_to_string(with_file(dirs, file)?).ok()?;
     match key {
+        None if text.trim() == "max" => Some(u64::MAX),
         None => text.trim().parse().ok(),
         Some(k) => crate::limits::keyed_value(&text, k),
     }
