@@ -677,9 +677,7 @@ const EXIT: u8 = 0x95;
 /// The context (`struct bpf_cgroup_dev_ctx`): `access_type` (access << 16 | type), `major`,
 /// `minor`, each a u32. Registers: R2 type, R3 access, R4 major, R5 minor (as runc and crun).
 pub fn device_program(rules: &[DeviceRule]) -> Vec<u64> {
-    let start = rules.iter().rposition(DeviceRule::is_everything);
-    let default_allow = start.is_none_or(|i| rules[i].allow);
-    let rest = &rules[start.map_or(0, |i| i + 1)..];
+    let (default_allow, rest) = effective_rules(rules);
     let mut p = vec![
         insn(LDX_MEM_W, 2, 1, 0, 0),
         insn(ALU32_AND_K, 2, 0, 0, 0xffff),
@@ -729,6 +727,21 @@ pub fn device_program(rules: &[DeviceRule]) -> Vec<u64> {
     p
 }
 
+/// What is allowed before the rules that count, and those rules: the ones after the last
+/// everything-rule (see [`device_program`]).
+fn effective_rules(rules: &[DeviceRule]) -> (bool, &[DeviceRule]) {
+    let start = rules.iter().rposition(DeviceRule::is_everything);
+    let default_allow = start.is_none_or(|i| rules[i].allow);
+    (default_allow, &rules[start.map_or(0, |i| i + 1)..])
+}
+
+/// Whether the rules allow every access to every device (no deny rule counts, and all is
+/// allowed before them): a program would change nothing.
+pub fn allows_everything(rules: &[DeviceRule]) -> bool {
+    let (default_allow, rest) = effective_rules(rules);
+    default_allow && rest.iter().all(|r| r.allow)
+}
+
 /// cgroup v2 has no devices controller: the rules become a device program attached to the
 /// container's cgroup (as runc and crun do). Loading one takes CAP_BPF or CAP_SYS_ADMIN in
 /// the host's user namespace, which an unprivileged caller lacks: then the rules cannot be
@@ -741,6 +754,11 @@ fn attach_device_program(dirs: &[PathBuf], rules: &[DeviceRule]) -> Result<(), C
         field: field.into(),
         why,
     };
+    // Nothing to enforce (`"devices": []`, say, as `cordon-oci spec` writes): no program, so
+    // none is needed where none could be loaded.
+    if allows_everything(rules) {
+        return Ok(());
+    }
     let dir = dirs
         .first()
         .ok_or_else(|| bad("the container has no cgroup to attach a device program to".into()))?;
@@ -1073,6 +1091,23 @@ mod device_program_tests {
         assert_eq!(run(&p, DEV_CHAR, R | M, 1, 5), 0);
         assert_eq!(run(&p, DEV_CHAR, R, 1, 4), 0);
         assert_eq!(run(&p, DEV_CHAR, R, 2, 4), 0);
+    }
+
+    #[test]
+    fn allow_everything_needs_no_program() {
+        let defaults: Vec<DeviceRule> = DEFAULT_ALLOW
+            .iter()
+            .map(|l| DeviceRule::parse(true, l).unwrap())
+            .collect();
+        assert!(allows_everything(&defaults));
+        let mut deny_all = rules(&[(false, "a")]);
+        deny_all.extend(defaults.iter().cloned());
+        assert!(!allows_everything(&deny_all));
+        let mut one_denied = rules(&[(false, "c 1:11 r")]);
+        one_denied.extend(defaults.iter().cloned());
+        assert!(!allows_everything(&one_denied));
+        let reset = rules(&[(false, "a"), (false, "c 1:11 r"), (true, "a")]);
+        assert!(allows_everything(&reset));
     }
 
     #[test]

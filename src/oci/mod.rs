@@ -382,10 +382,9 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             .is_some_and(|d| d.iter().all(|r| !r.allow()))
     {
         r.set_devices(None);
-        ctx.log(
-            "warning",
-            "linux.resources.devices: deny-only rules are not loaded as a device program (an unprivileged cordon-oci cannot load one on cgroup v2); the container's user namespace keeps it from making device nodes",
-        );
+        let msg = "linux.resources.devices: deny-only rules are not loaded as a device program (an unprivileged cordon-oci cannot load one on cgroup v2); the container's user namespace keeps it from making device nodes";
+        ctx.log("warning", msg);
+        eprintln!("cordon-oci: warning: {msg}");
     }
     match cgroup::create(&dirs) {
         Ok(()) => {
