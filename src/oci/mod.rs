@@ -373,13 +373,14 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     // On cgroup v2 the device rules are an eBPF program (see cgroup::apply), which an
     // unprivileged caller may not load. Rules that only deny still hold for its container,
     // which has a user namespace of its own and so cannot make device nodes, and reaches the
-    // nodes it is given with its own ids' file permissions: those are left out (and said so
-    // in the log). Rules that allow are refused by cgroup::apply with the reason.
+    // nodes it is given with its own ids' file permissions: those are left out (and said so).
+    // Rules that deny some devices and allow others are refused by cgroup::apply, which
+    // cannot load their program.
     let mut resources = resources;
     if let Some(r) = resources.as_mut().filter(|_| cgroup2 && rootless())
         && r.devices()
             .as_ref()
-            .is_some_and(|d| d.iter().all(|r| !r.allow()))
+            .is_some_and(|d| !d.is_empty() && d.iter().all(|r| !r.allow()))
     {
         r.set_devices(None);
         let msg = "linux.resources.devices: deny-only rules are not loaded as a device program (an unprivileged cordon-oci cannot load one on cgroup v2); the container's user namespace keeps it from making device nodes";
