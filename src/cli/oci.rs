@@ -175,13 +175,15 @@ pub struct UpdateArgs {
     /// A JSON file with linux.resources ("-" for stdin).
     #[arg(long, short = 'r', value_name = "FILE")]
     pub resources: Option<PathBuf>,
-    #[arg(long)]
+    /// Bytes; -1: no limit.
+    #[arg(long, allow_negative_numbers = true)]
     pub memory: Option<i64>,
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub memory_swap: Option<i64>,
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub memory_reservation: Option<i64>,
-    #[arg(long)]
+    /// Microseconds per period; -1: no quota.
+    #[arg(long, allow_negative_numbers = true)]
     pub cpu_quota: Option<i64>,
     #[arg(long)]
     pub cpu_period: Option<u64>,
@@ -191,7 +193,8 @@ pub struct UpdateArgs {
     pub cpuset_cpus: Option<String>,
     #[arg(long)]
     pub cpuset_mems: Option<String>,
-    #[arg(long)]
+    /// -1 (or 0): no limit.
+    #[arg(long, allow_negative_numbers = true)]
     pub pids_limit: Option<i64>,
     pub id: String,
 }

@@ -68,13 +68,46 @@ pub fn parse_mountinfo(text: &str) -> Vec<Hierarchy> {
 
 /// `linux.cgroupsPath` → a path below each hierarchy's root. `--systemd-cgroup` paths
 /// (`slice:prefix:name`) become `slice/prefix-name.scope` (there is no systemd to ask here).
-/// Without one: `cordon/<id>` for root, `cordon-<uid>/<id>` for another user (two users'
-/// containers may share an id).
-pub fn relative_path(cgroups_path: Option<&str>, id: &str, systemd: bool) -> PathBuf {
-    relative_path_for(cgroups_path, id, systemd, nix::unistd::geteuid().as_raw())
+/// An absolute path is below the hierarchy's root. Without one: `cordon/<id>` for root,
+/// `cordon-<uid>/<id>` for another user on cgroup v1 (two users' containers may share an id).
+///
+/// On a pure cgroup v2 host (`v2_own`: cordon-oci's own cgroup, the `0::` line of
+/// /proc/self/cgroup) a relative path is below the parent of cordon-oci's own cgroup, as runc
+/// and crun place it; so is an unprivileged caller's default, `cordon-<id>`: a user may create
+/// cgroups only in a subtree delegated to it, and a `systemd-run --user --scope -p
+/// Delegate=yes` scope (or a user manager's app.slice) is such a subtree's child. The parent,
+/// not the own cgroup: that one holds cordon-oci, so (no internal processes) it could not
+/// hand controllers to a child.
+pub fn relative_path(
+    cgroups_path: Option<&str>,
+    id: &str,
+    systemd: bool,
+    v2_own: Option<&Path>,
+) -> PathBuf {
+    relative_path_for(
+        cgroups_path,
+        id,
+        systemd,
+        nix::unistd::geteuid().as_raw(),
+        v2_own,
+    )
 }
 
-fn relative_path_for(cgroups_path: Option<&str>, id: &str, systemd: bool, uid: u32) -> PathBuf {
+fn relative_path_for(
+    cgroups_path: Option<&str>,
+    id: &str,
+    systemd: bool,
+    uid: u32,
+    v2_own: Option<&Path>,
+) -> PathBuf {
+    let beside_own = |name: &str| {
+        let own = v2_own.unwrap_or(Path::new("/"));
+        let parent = own.parent().unwrap_or(own);
+        parent
+            .strip_prefix("/")
+            .unwrap_or(parent)
+            .join(name.trim_start_matches('/'))
+    };
     match cgroups_path {
         Some(p) if systemd && p.split(':').count() == 3 => {
             let v: Vec<&str> = p.split(':').collect();
@@ -85,10 +118,30 @@ fn relative_path_for(cgroups_path: Option<&str>, id: &str, systemd: bool, uid: u
             };
             PathBuf::from(format!("{slice}/{}-{}.scope", v[1], v[2]))
         }
+        Some(p) if !p.is_empty() && !p.starts_with('/') && v2_own.is_some() => beside_own(p),
         Some(p) if !p.is_empty() => PathBuf::from(p.trim_start_matches('/')),
         _ if uid == 0 => PathBuf::from(format!("cordon/{id}")),
+        _ if v2_own.is_some() => beside_own(&format!("cordon-{id}")),
         _ => PathBuf::from(format!("cordon-{uid}/{id}")),
     }
+}
+
+/// cordon-oci's own cgroup in the v2 hierarchy (the `0::` line of /proc/self/cgroup), when
+/// the host is pure cgroup v2 (a cgroup2 mount and no v1 controller hierarchy).
+pub fn own_v2_cgroup() -> Result<Option<PathBuf>, CgroupError> {
+    let h = hierarchies()?;
+    if h.iter().any(|(_, c)| c.is_some()) || !h.iter().any(|(_, c)| c.is_none()) {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string("/proc/self/cgroup").map_err(|source| CgroupError::Io {
+        step: "read",
+        path: "/proc/self/cgroup".into(),
+        source,
+    })?;
+    Ok(text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| PathBuf::from(p.trim())))
 }
 
 /// The container's cgroup directories: the v2 one when the host is pure v2, else one per
@@ -268,7 +321,12 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                 write(dirs, f, "memory.max", &limit_str(l))?;
             }
             if let Some(s) = m.swap() {
-                let v = match (s, m.limit()) {
+                // swap is memory+swap (v1's memsw); memory.swap.max is swap alone. Without a
+                // limit here (an `update` of the swap only), the current memory.max counts.
+                let limit = m.limit().or_else(|| {
+                    read_u64(dirs, "memory.max", None).and_then(|v| i64::try_from(v).ok())
+                });
+                let v = match (s, limit) {
                     (s, _) if s < 0 => "max".to_string(),
                     (s, Some(l)) if l >= 0 => (s - l).max(0).to_string(),
                     (s, _) => s.to_string(),
@@ -342,16 +400,16 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                 write(dirs, f, "cpu.weight", &w.to_string())?;
             }
             if c.quota().is_some() || c.period().is_some() {
+                // cpu.max holds both: what is not given (an `update` of one of them) keeps its
+                // current value, as in v1's two files.
+                let (cur_q, cur_p) = current_cpu_max(dirs);
                 let q = match c.quota() {
                     Some(q) if q > 0 => q.to_string(),
-                    _ => "max".into(),
+                    Some(_) => "max".into(),
+                    None => cur_q,
                 };
-                write(
-                    dirs,
-                    f,
-                    "cpu.max",
-                    &format!("{q} {}", c.period().unwrap_or(100_000)),
-                )?;
+                let p = c.period().unwrap_or(cur_p);
+                write(dirs, f, "cpu.max", &format!("{q} {p}"))?;
             }
             if let Some(i) = c.idle() {
                 write(dirs, f, "cpu.idle", &i.to_string())?;
@@ -435,22 +493,56 @@ fn apply_devices(
     v2: bool,
 ) -> Result<(), CgroupError> {
     let field = "linux.resources.devices";
-    if v2 {
-        // A device controller on v2 is an eBPF program; cordon does not load one yet. A
-        // deny-only policy is still honoured when the container cannot make device nodes
-        // (create() refuses CAP_MKNOD outside a user namespace in that case): its /dev holds
-        // only the default nodes. Rules that allow more cannot be expressed without eBPF.
-        if rules.iter().any(|r| r.allow()) {
-            return Err(CgroupError::Resource {
-                field: field.into(),
-                why: "device allow rules on cgroup v2 (eBPF device filter) are not implemented"
-                    .into(),
-            });
-        }
-        return Ok(());
-    }
-    let mut lines: Vec<(bool, String)> = Vec::new();
+    let mut list = Vec::new();
     for r in rules {
+        list.push(DeviceRule::from_oci(r)?);
+    }
+    for d in DEFAULT_ALLOW {
+        list.push(DeviceRule::parse(true, d).expect("DEFAULT_ALLOW lines parse"));
+    }
+    if v2 {
+        return attach_device_program(dirs, &list);
+    }
+    for r in list {
+        let file = if r.allow {
+            "devices.allow"
+        } else {
+            "devices.deny"
+        };
+        write(dirs, field, file, &r.v1_line())?;
+    }
+    Ok(())
+}
+
+/// One rule of linux.resources.devices (or of [`DEFAULT_ALLOW`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceRule {
+    pub allow: bool,
+    /// `a` (every kind), `b` or `c`.
+    pub kind: char,
+    /// `None`: any.
+    pub major: Option<u32>,
+    pub minor: Option<u32>,
+    /// Bits of [`ACC_MKNOD`], [`ACC_READ`], [`ACC_WRITE`].
+    pub access: u32,
+}
+
+/// `BPF_DEVCG_ACC_*` and `BPF_DEVCG_DEV_*` of include/uapi/linux/bpf.h.
+pub const ACC_MKNOD: u32 = 1;
+pub const ACC_READ: u32 = 2;
+pub const ACC_WRITE: u32 = 4;
+const DEV_BLOCK: i32 = 1;
+const DEV_CHAR: i32 = 2;
+
+impl DeviceRule {
+    fn bad(why: String) -> CgroupError {
+        CgroupError::Resource {
+            field: "linux.resources.devices".into(),
+            why,
+        }
+    }
+
+    fn from_oci(r: &oci_spec::runtime::LinuxDeviceCgroup) -> Result<DeviceRule, CgroupError> {
         let kind = r
             .typ()
             .map(|t| {
@@ -460,27 +552,233 @@ fn apply_devices(
                     .unwrap_or_else(|| "a".into())
             })
             .unwrap_or_else(|| "a".into());
-        let n = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_else(|| "*".into());
-        let access = r.access().clone().unwrap_or_else(|| "rwm".into());
-        let line = if kind == "a" {
-            "a".to_string()
-        } else {
-            format!("{kind} {}:{} {access}", n(r.major()), n(r.minor()))
+        // `u` (unbuffered character device) is a character device to the kernel.
+        let kind = match kind.as_str() {
+            "a" => 'a',
+            "b" => 'b',
+            "c" | "u" => 'c',
+            other => {
+                return Err(Self::bad(format!(
+                    "device type {other:?} is not a, b, c or u"
+                )));
+            }
         };
-        lines.push((r.allow(), line));
-    }
-    for d in DEFAULT_ALLOW {
-        lines.push((true, d.to_string()));
-    }
-    for (allow, line) in lines {
-        let file = if allow {
-            "devices.allow"
-        } else {
-            "devices.deny"
+        let num = |v: Option<i64>, what: &str| -> Result<Option<u32>, CgroupError> {
+            match v {
+                None => Ok(None),
+                Some(n) if (0..=i64::from(i32::MAX)).contains(&n) => Ok(Some(n as u32)),
+                Some(n) => Err(Self::bad(format!("{what} {n} is not a device number"))),
+            }
         };
-        write(dirs, field, file, &line)?;
+        let access = Self::access_bits(r.access().as_deref().unwrap_or("rwm"))?;
+        Ok(DeviceRule {
+            allow: r.allow(),
+            kind,
+            major: num(r.major(), "major")?,
+            minor: num(r.minor(), "minor")?,
+            access,
+        })
     }
-    Ok(())
+
+    fn access_bits(s: &str) -> Result<u32, CgroupError> {
+        let mut bits = 0;
+        for ch in s.chars() {
+            bits |= match ch {
+                'm' => ACC_MKNOD,
+                'r' => ACC_READ,
+                'w' => ACC_WRITE,
+                _ => return Err(Self::bad(format!("access {s:?} is not made of r, w and m"))),
+            };
+        }
+        Ok(bits)
+    }
+
+    /// `c 1:3 rwm`, `a` (the v1 file syntax).
+    fn parse(allow: bool, line: &str) -> Option<DeviceRule> {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let kind = f.first()?.chars().next()?;
+        if kind == 'a' {
+            return Some(DeviceRule {
+                allow,
+                kind,
+                major: None,
+                minor: None,
+                access: ACC_MKNOD | ACC_READ | ACC_WRITE,
+            });
+        }
+        let (maj, min) = f.get(1)?.split_once(':')?;
+        let n = |s: &str| {
+            if s == "*" {
+                Some(None)
+            } else {
+                s.parse().ok().map(Some)
+            }
+        };
+        Some(DeviceRule {
+            allow,
+            kind,
+            major: n(maj)?,
+            minor: n(min)?,
+            access: Self::access_bits(f.get(2)?).ok()?,
+        })
+    }
+
+    fn v1_line(&self) -> String {
+        if self.kind == 'a' && self.major.is_none() && self.minor.is_none() {
+            return "a".into();
+        }
+        let n = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_else(|| "*".into());
+        let mut acc = String::new();
+        for (bit, ch) in [(ACC_READ, 'r'), (ACC_WRITE, 'w'), (ACC_MKNOD, 'm')] {
+            if self.access & bit != 0 {
+                acc.push(ch);
+            }
+        }
+        format!("{} {}:{} {acc}", self.kind, n(self.major), n(self.minor))
+    }
+
+    /// Every device, every access: the rule that resets the list (v1's `a`).
+    fn is_everything(&self) -> bool {
+        self.kind == 'a'
+            && self.major.is_none()
+            && self.minor.is_none()
+            && self.access == ACC_MKNOD | ACC_READ | ACC_WRITE
+    }
+}
+
+/// One eBPF instruction (`struct bpf_insn`, little-endian): opcode, dst and src registers,
+/// offset, immediate.
+fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
+    u64::from(code)
+        | u64::from(dst & 0xf) << 8
+        | u64::from(src & 0xf) << 12
+        | u64::from(off as u16) << 16
+        | u64::from(imm as u32) << 32
+}
+
+// Opcodes (include/uapi/linux/bpf.h, bpf_common.h).
+const LDX_MEM_W: u8 = 0x61;
+const ALU32_AND_K: u8 = 0x54;
+const ALU32_RSH_K: u8 = 0x74;
+const ALU32_MOV_K: u8 = 0xb4;
+const ALU32_MOV_X: u8 = 0xbc;
+const JMP_JEQ_K: u8 = 0x15;
+const JMP_JNE_K: u8 = 0x55;
+const EXIT: u8 = 0x95;
+
+/// The `BPF_PROG_TYPE_CGROUP_DEVICE` program for `rules`, with the cgroup v1 controller's
+/// meaning: the rules apply in order, a later one overriding an earlier one, and the
+/// everything-rule (`a *:* rwm`, v1's `a`) resets the list to allow-all or deny-all; before
+/// any such rule every device is allowed (a new v1 cgroup inherits its parent's allow-all).
+/// So the program tests the rules from the last to the first and returns the first match:
+/// 1 allows, 0 denies. A deny rule matches a request that asks for any access it denies; an
+/// allow rule one whose every access it allows.
+///
+/// The context (`struct bpf_cgroup_dev_ctx`): `access_type` (access << 16 | type), `major`,
+/// `minor`, each a u32. Registers: R2 type, R3 access, R4 major, R5 minor (as runc and crun).
+pub fn device_program(rules: &[DeviceRule]) -> Vec<u64> {
+    let (default_allow, rest) = effective_rules(rules);
+    let mut p = vec![
+        insn(LDX_MEM_W, 2, 1, 0, 0),
+        insn(ALU32_AND_K, 2, 0, 0, 0xffff),
+        insn(LDX_MEM_W, 3, 1, 0, 0),
+        insn(ALU32_RSH_K, 3, 0, 0, 16),
+        insn(LDX_MEM_W, 4, 1, 4, 0),
+        insn(LDX_MEM_W, 5, 1, 8, 0),
+    ];
+    for r in rest.iter().rev() {
+        // Each test jumps past the rest of the block when the rule does not match; the
+        // offsets are filled in once the block's length is known.
+        let mut block: Vec<(u8, u8, u8, i32, bool)> = Vec::new();
+        match r.kind {
+            'b' => block.push((JMP_JNE_K, 2, 0, DEV_BLOCK, true)),
+            'c' => block.push((JMP_JNE_K, 2, 0, DEV_CHAR, true)),
+            _ => {}
+        }
+        let all = ACC_MKNOD | ACC_READ | ACC_WRITE;
+        if r.access & all != all {
+            block.push((ALU32_MOV_X, 1, 3, 0, false));
+            if r.allow {
+                // Matches only if no requested bit lies outside the rule's.
+                block.push((ALU32_AND_K, 1, 0, (all & !r.access) as i32, false));
+                block.push((JMP_JNE_K, 1, 0, 0, true));
+            } else {
+                // Matches if any requested bit is one the rule denies.
+                block.push((ALU32_AND_K, 1, 0, r.access as i32, false));
+                block.push((JMP_JEQ_K, 1, 0, 0, true));
+            }
+        }
+        if let Some(m) = r.major {
+            block.push((JMP_JNE_K, 4, 0, m as i32, true));
+        }
+        if let Some(m) = r.minor {
+            block.push((JMP_JNE_K, 5, 0, m as i32, true));
+        }
+        block.push((ALU32_MOV_K, 0, 0, i32::from(r.allow), false));
+        let len = block.len() + 1;
+        for (i, (code, dst, src, imm, jump)) in block.into_iter().enumerate() {
+            let off = if jump { (len - i - 1) as i16 } else { 0 };
+            p.push(insn(code, dst, src, off, imm));
+        }
+        p.push(insn(EXIT, 0, 0, 0, 0));
+    }
+    p.push(insn(ALU32_MOV_K, 0, 0, 0, i32::from(default_allow)));
+    p.push(insn(EXIT, 0, 0, 0, 0));
+    p
+}
+
+/// What is allowed before the rules that count, and those rules: the ones after the last
+/// everything-rule (see [`device_program`]).
+fn effective_rules(rules: &[DeviceRule]) -> (bool, &[DeviceRule]) {
+    let start = rules.iter().rposition(DeviceRule::is_everything);
+    let default_allow = start.is_none_or(|i| rules[i].allow);
+    (default_allow, &rules[start.map_or(0, |i| i + 1)..])
+}
+
+/// Whether the rules allow every access to every device (no deny rule counts, and all is
+/// allowed before them): a program would change nothing.
+pub fn allows_everything(rules: &[DeviceRule]) -> bool {
+    let (default_allow, rest) = effective_rules(rules);
+    default_allow && rest.iter().all(|r| r.allow)
+}
+
+/// cgroup v2 has no devices controller: the rules become a device program attached to the
+/// container's cgroup (as runc and crun do). Loading one takes CAP_BPF or CAP_SYS_ADMIN in
+/// the host's user namespace, which an unprivileged caller lacks: then the rules cannot be
+/// enforced, which is an error, except for rules that only deny while the container has its
+/// own user namespace (it cannot make device nodes; nodes it is given are reached with its
+/// own ids' file permissions).
+fn attach_device_program(dirs: &[PathBuf], rules: &[DeviceRule]) -> Result<(), CgroupError> {
+    let field = "linux.resources.devices";
+    let bad = |why: String| CgroupError::Resource {
+        field: field.into(),
+        why,
+    };
+    // Nothing to enforce (`"devices": []`, say, as `cordon-oci spec` writes): no program, so
+    // none is needed where none could be loaded.
+    if allows_everything(rules) {
+        return Ok(());
+    }
+    let dir = dirs
+        .first()
+        .ok_or_else(|| bad("the container has no cgroup to attach a device program to".into()))?;
+    let prog = device_program(rules);
+    let fd = match crate::sys::bpf_load_device_program(&prog) {
+        Ok(fd) => fd,
+        Err(e) => {
+            return Err(bad(format!(
+                "cgroup v2 enforces device rules with an eBPF program (BPF_PROG_TYPE_CGROUP_DEVICE), and the kernel refused to load it: {e} (it needs CAP_BPF or CAP_SYS_ADMIN in the host's user namespace and a kernel with CONFIG_CGROUP_BPF; run cordon-oci as root, or drop linux.resources.devices)"
+            )));
+        }
+    };
+    let cg = std::fs::File::open(dir).map_err(io("open the cgroup", dir))?;
+    use std::os::fd::AsFd;
+    crate::sys::bpf_attach_device_program(cg.as_fd(), fd.as_fd()).map_err(|e| {
+        bad(format!(
+            "cannot attach the device program to {}: {e}",
+            dir.display()
+        ))
+    })
 }
 
 /// Moves `pid` into every directory.
@@ -525,7 +823,23 @@ pub fn pids(dirs: &[PathBuf]) -> Vec<i32> {
 /// Freezes or thaws (v2 cgroup.freeze, v1 freezer.state).
 pub fn freeze(dirs: &[PathBuf], frozen: bool) -> Result<(), CgroupError> {
     if let Some(p) = with_file(dirs, "cgroup.freeze") {
-        return std::fs::write(&p, if frozen { "1" } else { "0" }).map_err(io("write", &p));
+        std::fs::write(&p, if frozen { "1" } else { "0" }).map_err(io("write", &p))?;
+        // The kernel freezes asynchronously: wait until cgroup.events says `frozen 1` (or 0),
+        // so that a paused container has stopped running when pause returns.
+        let events = p.with_file_name("cgroup.events");
+        let want = if frozen { 1 } else { 0 };
+        for _ in 0..2500 {
+            let text = std::fs::read_to_string(&events).map_err(io("read", &events))?;
+            if crate::limits::keyed_value(&text, "frozen") == Some(want) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        return Err(CgroupError::Io {
+            step: "wait for the freeze state in",
+            path: events.display().to_string(),
+            source: std::io::Error::from(std::io::ErrorKind::TimedOut),
+        });
     }
     if let Some(p) = with_file(dirs, "freezer.state") {
         std::fs::write(&p, if frozen { "FROZEN" } else { "THAWED" }).map_err(io("write", &p))?;
@@ -584,10 +898,24 @@ pub fn remove(dirs: &[PathBuf]) -> Result<(), CgroupError> {
     Ok(())
 }
 
-/// Reads one number from the first directory that has `file` (first line, or a `key value`).
+/// The quota (`max` or microseconds) and period of `cpu.max`; the kernel's defaults when it
+/// cannot be read.
+fn current_cpu_max(dirs: &[PathBuf]) -> (String, u64) {
+    let text = with_file(dirs, "cpu.max")
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    let mut f = text.split_whitespace();
+    let q = f.next().unwrap_or("max").to_string();
+    let p = f.next().and_then(|p| p.parse().ok()).unwrap_or(100_000);
+    (q, p)
+}
+
+/// Reads one number from the first directory that has `file` (first line, or a `key value`);
+/// cgroup v2's `max` (no limit) reads as `u64::MAX`, as runc reports it.
 pub fn read_u64(dirs: &[PathBuf], file: &str, key: Option<&str>) -> Option<u64> {
     let text = std::fs::read_to_string(with_file(dirs, file)?).ok()?;
     match key {
+        None if text.trim() == "max" => Some(u64::MAX),
         None => text.trim().parse().ok(),
         Some(k) => crate::limits::keyed_value(&text, k),
     }
@@ -621,17 +949,171 @@ mod tests {
     #[test]
     fn cgroups_path_forms() {
         assert_eq!(
-            relative_path_for(None, "c1", false, 0),
+            relative_path_for(None, "c1", false, 0, None),
             Path::new("cordon/c1")
         );
         assert_eq!(
-            relative_path_for(None, "c1", false, 1001),
+            relative_path_for(None, "c1", false, 1001, None),
             Path::new("cordon-1001/c1")
         );
-        assert_eq!(relative_path(Some("/a/b"), "c1", false), Path::new("a/b"));
         assert_eq!(
-            relative_path(Some("machine.slice:libpod:abc"), "c1", true),
+            relative_path(Some("/a/b"), "c1", false, None),
+            Path::new("a/b")
+        );
+        assert_eq!(
+            relative_path(Some("a/b"), "c1", false, None),
+            Path::new("a/b")
+        );
+        assert_eq!(
+            relative_path(Some("machine.slice:libpod:abc"), "c1", true, None),
             Path::new("machine.slice/libpod-abc.scope")
         );
+    }
+
+    #[test]
+    fn cgroups_path_forms_on_v2() {
+        let own = Some(Path::new(
+            "/user.slice/user@1001.service/app.slice/run-7.scope",
+        ));
+        // Root's default and absolute paths stay below the hierarchy's root.
+        assert_eq!(
+            relative_path_for(None, "c1", false, 0, own),
+            Path::new("cordon/c1")
+        );
+        assert_eq!(
+            relative_path_for(Some("/a/b"), "c1", false, 1001, own),
+            Path::new("a/b")
+        );
+        // A user's default and relative paths go next to cordon-oci's own cgroup.
+        assert_eq!(
+            relative_path_for(None, "c1", false, 1001, own),
+            Path::new("user.slice/user@1001.service/app.slice/cordon-c1")
+        );
+        assert_eq!(
+            relative_path_for(Some("a/b"), "c1", false, 0, own),
+            Path::new("user.slice/user@1001.service/app.slice/a/b")
+        );
+        // In the root cgroup there is no parent: the root it is.
+        assert_eq!(
+            relative_path_for(None, "c1", false, 1001, Some(Path::new("/"))),
+            Path::new("cordon-c1")
+        );
+        assert_eq!(
+            relative_path_for(None, "c1", false, 1001, Some(Path::new("/x"))),
+            Path::new("cordon-c1")
+        );
+    }
+}
+
+#[cfg(test)]
+mod device_program_tests {
+    use super::*;
+
+    /// Runs a device program the way the kernel would, for the instructions
+    /// [`device_program`] emits; panics on any other.
+    fn run(prog: &[u64], kind: i32, access: u32, major: u32, minor: u32) -> u64 {
+        let ctx = [(access << 16) | kind as u32, major, minor];
+        let mut r = [0u64; 11];
+        let mut pc = 0usize;
+        loop {
+            let i = prog[pc];
+            let code = (i & 0xff) as u8;
+            let dst = ((i >> 8) & 0xf) as usize;
+            let src = ((i >> 12) & 0xf) as usize;
+            let off = ((i >> 16) & 0xffff) as u16 as i16;
+            let imm = (i >> 32) as u32 as i32;
+            pc += 1;
+            match code {
+                LDX_MEM_W => {
+                    assert_eq!(src, 1, "loads come from the context");
+                    r[dst] = u64::from(ctx[off as usize / 4]);
+                }
+                ALU32_AND_K => r[dst] = u64::from(r[dst] as u32 & imm as u32),
+                ALU32_RSH_K => r[dst] = u64::from((r[dst] as u32) >> imm),
+                ALU32_MOV_K => r[dst] = u64::from(imm as u32),
+                ALU32_MOV_X => r[dst] = u64::from(r[src] as u32),
+                JMP_JEQ_K if r[dst] == imm as i64 as u64 => pc += off as usize,
+                JMP_JNE_K if r[dst] != imm as i64 as u64 => pc += off as usize,
+                JMP_JEQ_K | JMP_JNE_K => {}
+                EXIT => return r[0],
+                _ => panic!("unexpected opcode {code:#x}"),
+            }
+        }
+    }
+
+    fn rules(list: &[(bool, &str)]) -> Vec<DeviceRule> {
+        list.iter()
+            .map(|(a, l)| DeviceRule::parse(*a, l).unwrap())
+            .collect()
+    }
+
+    const R: u32 = ACC_READ;
+    const W: u32 = ACC_WRITE;
+    const M: u32 = ACC_MKNOD;
+
+    #[test]
+    fn deny_all_then_the_defaults() {
+        let mut list = rules(&[(false, "a")]);
+        list.extend(
+            DEFAULT_ALLOW
+                .iter()
+                .map(|l| DeviceRule::parse(true, l).unwrap()),
+        );
+        let p = device_program(&list);
+        assert_eq!(run(&p, DEV_CHAR, R | W, 1, 3), 1, "/dev/null");
+        assert_eq!(run(&p, DEV_CHAR, R | W, 136, 5), 1, "a pty");
+        assert_eq!(run(&p, DEV_CHAR, M, 10, 200), 1, "mknod of any char device");
+        assert_eq!(run(&p, DEV_CHAR, R, 1, 11), 0, "/dev/kmsg");
+        assert_eq!(run(&p, DEV_CHAR, R | M, 10, 200), 0, "read of /dev/net/tun");
+        assert_eq!(run(&p, DEV_BLOCK, R, 8, 0), 0, "a disk");
+        assert_eq!(run(&p, DEV_BLOCK, R, 1, 3), 0, "block 1:3 is not /dev/null");
+    }
+
+    #[test]
+    fn later_rules_override_earlier_ones() {
+        // No everything-rule: all is allowed but what is denied.
+        let p = device_program(&rules(&[(false, "c 1:11 w")]));
+        assert_eq!(run(&p, DEV_CHAR, R, 1, 11), 1);
+        assert_eq!(run(&p, DEV_CHAR, R | W, 1, 11), 0);
+        assert_eq!(run(&p, DEV_CHAR, W, 1, 11), 0);
+        assert_eq!(run(&p, DEV_BLOCK, W, 1, 11), 1);
+        // An allow-all after a deny resets the list.
+        let p = device_program(&rules(&[(false, "c 1:11 rwm"), (true, "a")]));
+        assert_eq!(run(&p, DEV_CHAR, R, 1, 11), 1);
+        // A deny after an allow wins; an allow covers only the access it names.
+        let p = device_program(&rules(&[
+            (false, "a"),
+            (true, "c 1:* rw"),
+            (false, "c 1:4 rwm"),
+        ]));
+        assert_eq!(run(&p, DEV_CHAR, R | W, 1, 5), 1);
+        assert_eq!(run(&p, DEV_CHAR, M, 1, 5), 0);
+        assert_eq!(run(&p, DEV_CHAR, R | M, 1, 5), 0);
+        assert_eq!(run(&p, DEV_CHAR, R, 1, 4), 0);
+        assert_eq!(run(&p, DEV_CHAR, R, 2, 4), 0);
+    }
+
+    #[test]
+    fn allow_everything_needs_no_program() {
+        let defaults: Vec<DeviceRule> = DEFAULT_ALLOW
+            .iter()
+            .map(|l| DeviceRule::parse(true, l).unwrap())
+            .collect();
+        assert!(allows_everything(&defaults));
+        let mut deny_all = rules(&[(false, "a")]);
+        deny_all.extend(defaults.iter().cloned());
+        assert!(!allows_everything(&deny_all));
+        let mut one_denied = rules(&[(false, "c 1:11 r")]);
+        one_denied.extend(defaults.iter().cloned());
+        assert!(!allows_everything(&one_denied));
+        let reset = rules(&[(false, "a"), (false, "c 1:11 r"), (true, "a")]);
+        assert!(allows_everything(&reset));
+    }
+
+    #[test]
+    fn v1_lines_round_trip() {
+        for l in ["a", "c 1:3 rwm", "b *:* m", "c 136:* rw"] {
+            assert_eq!(DeviceRule::parse(true, l).unwrap().v1_line(), l);
+        }
     }
 }

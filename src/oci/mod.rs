@@ -347,7 +347,13 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
 
     // The cgroup and its limits exist before any process of the container does.
     let resources = c.spec.linux().as_ref().and_then(|l| l.resources().clone());
-    let rel = cgroup::relative_path(c.cgroups_path.as_deref(), &a.id, ctx.systemd);
+    let v2_own = cgroup::own_v2_cgroup()?;
+    let rel = cgroup::relative_path(
+        c.cgroups_path.as_deref(),
+        &a.id,
+        ctx.systemd,
+        v2_own.as_deref(),
+    );
     let want_cpuset = resources
         .as_ref()
         .and_then(|r| r.cpu().as_ref())
@@ -363,19 +369,23 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             || r.network().is_some()
             || r.rdma().is_some()
     });
-    // cgroup v2 has no device controller but an eBPF program, which cordon does not load:
-    // the device deny rules then hold only while the container cannot create device nodes,
-    // which takes CAP_MKNOD in the host's user namespace. Refuse rather than pretend.
-    let denies_devices = resources
-        .as_ref()
-        .and_then(|r| r.devices().as_ref())
-        .is_some_and(|d| d.iter().any(|r| !r.allow()));
-    let own_userns = c.has_namespace(libc::CLONE_NEWUSER) || !in_initial_userns();
     let cgroup2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    if cgroup2 && denies_devices && !own_userns && c.caps.bounding.contains("CAP_MKNOD") {
-        return Err(OciError::Usage(
-            "config.json: `linux.resources.devices` cannot be enforced on cgroup v2 by cordon-oci (no eBPF device filter yet) while process.capabilities.bounding has CAP_MKNOD: drop CAP_MKNOD (podman: --cap-drop mknod) or add a user namespace".into(),
-        ));
+    // On cgroup v2 the device rules are an eBPF program (see cgroup::apply), which an
+    // unprivileged caller may not load. Rules that only deny still hold for its container,
+    // which has a user namespace of its own and so cannot make device nodes, and reaches the
+    // nodes it is given with its own ids' file permissions: those are left out (and said so).
+    // Rules that deny some devices and allow others are refused by cgroup::apply, which
+    // cannot load their program.
+    let mut resources = resources;
+    if let Some(r) = resources.as_mut().filter(|_| cgroup2 && rootless())
+        && r.devices()
+            .as_ref()
+            .is_some_and(|d| !d.is_empty() && d.iter().all(|r| !r.allow()))
+    {
+        r.set_devices(None);
+        let msg = "linux.resources.devices: deny-only rules are not loaded as a device program (an unprivileged cordon-oci cannot load one on cgroup v2); the container's user namespace keeps it from making device nodes";
+        ctx.log("warning", msg);
+        eprintln!("cordon-oci: warning: {msg}");
     }
     match cgroup::create(&dirs) {
         Ok(()) => {
@@ -390,6 +400,20 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 "debug",
                 &format!("rootless: running without a cgroup ({e})"),
             );
+        }
+        Err(e) if rootless() => {
+            let why = if v2_own.is_some() {
+                "an unprivileged cordon-oci creates the container's cgroup next to its own cgroup \
+                 (or at linux.cgroupsPath), in a subtree that must be delegated to it: start it in \
+                 a delegated scope (`systemd-run --user --scope -p Delegate=yes cordon-oci ...`), \
+                 or set linux.cgroupsPath to a cgroup you own"
+            } else {
+                "cgroup v1 cannot be delegated to an unprivileged user: run the container as \
+                 root, or without linux.resources limits"
+            };
+            return Err(OciError::Usage(format!(
+                "{e}: the limits in linux.resources need a cgroup; {why}"
+            )));
         }
         Err(e) => return Err(e.into()),
     }
@@ -1035,6 +1059,14 @@ fn update(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
             a.id
         )));
     }
+    if r.devices().is_some() && cgroup::is_v2(&s.cgroup_dirs) {
+        // A second device program would only narrow the first (the kernel allows a device
+        // when every attached program does); replacing it is not implemented.
+        return Err(OciError::Usage(format!(
+            "container {}: `linux.resources.devices` cannot be changed by update on cgroup v2 (its device program is fixed at create); leave devices out of the update",
+            a.id
+        )));
+    }
     Ok(cgroup::apply(&s.cgroup_dirs, &r)?)
 }
 
@@ -1168,7 +1200,17 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
             nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
             nix::sys::stat::Mode::empty(),
         )
-        .map_err(sys_err("open a namespace of the container"))?;
+        .map_err(|errno| OciError::Sys {
+            step: "open a namespace of the container",
+            errno,
+            hint: if errno == Errno::EACCES && st == Status::Created && rootless() {
+                format!(
+                    " ({target}: until `start`, the container's init is cordon-oci itself, whose /proc files only the host's root may open (a guard against CVE-2019-5736): start the container first, then exec)"
+                )
+            } else {
+                format!(" ({target})")
+            },
+        })?;
         ns.push((flag, fd));
     }
     let (pid_r, pid_w) =

@@ -473,6 +473,117 @@ pub fn overlay_lower_only(lowerdir: &std::ffi::CStr) -> Result<OwnedFd, (&'stati
     Ok(unsafe { OwnedFd::from_raw_fd(m as RawFd) })
 }
 
+/// `bpf(2)` commands and constants from `include/uapi/linux/bpf.h` (libc does not carry them).
+const BPF_PROG_LOAD: libc::c_long = 5;
+const BPF_PROG_ATTACH: libc::c_long = 8;
+/// `enum bpf_prog_type`: BPF_PROG_TYPE_CGROUP_DEVICE.
+const BPF_PROG_TYPE_CGROUP_DEVICE: u32 = 15;
+/// `enum bpf_attach_type`: BPF_CGROUP_DEVICE.
+const BPF_CGROUP_DEVICE: u32 = 6;
+/// More programs may be attached to the cgroup and below it; a device is allowed only when
+/// every one of them allows it.
+const BPF_F_ALLOW_MULTI: u32 = 1 << 1;
+
+/// The `BPF_PROG_LOAD` part of `union bpf_attr` (field order and sizes of bpf.h), padded with
+/// zeros past the union's size in Linux 6.x (the kernel accepts a larger attr whose tail is
+/// zero), so that no field the kernel reads is uninitialised.
+#[repr(C, align(8))]
+struct BpfProgLoadAttr {
+    prog_type: u32,
+    insn_cnt: u32,
+    insns: u64,
+    license: u64,
+    log_level: u32,
+    log_size: u32,
+    log_buf: u64,
+    kern_version: u32,
+    prog_flags: u32,
+    prog_name: [u8; 16],
+    prog_ifindex: u32,
+    expected_attach_type: u32,
+    pad: [u8; 80],
+}
+
+/// The `BPF_PROG_ATTACH` part of `union bpf_attr`, zero-padded likewise.
+#[repr(C, align(8))]
+struct BpfProgAttachAttr {
+    target_fd: u32,
+    attach_bpf_fd: u32,
+    attach_type: u32,
+    attach_flags: u32,
+    replace_bpf_fd: u32,
+    pad: [u8; 124],
+}
+
+/// Loads a `BPF_PROG_TYPE_CGROUP_DEVICE` program (eBPF instructions, 8 bytes each, as
+/// encoded by `oci::cgroup::device_program`).
+pub fn bpf_load_device_program(insns: &[u64]) -> Result<OwnedFd, Errno> {
+    let license = c"Apache-2.0";
+    let mut attr = BpfProgLoadAttr {
+        prog_type: BPF_PROG_TYPE_CGROUP_DEVICE,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        log_level: 0,
+        log_size: 0,
+        log_buf: 0,
+        kern_version: 0,
+        prog_flags: 0,
+        prog_name: *b"cordon_devices\0\0",
+        prog_ifindex: 0,
+        expected_attach_type: BPF_CGROUP_DEVICE,
+        pad: [0; 80],
+    };
+    // SAFETY: `attr` is a fully initialised bpf_attr of the size passed; the pointers in it
+    // (the instructions, the NUL-terminated license) stay valid for the call, and no log
+    // buffer is given, so the kernel writes nothing into our memory. The returned fd is new
+    // and owned by no one else.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_LOAD,
+            &mut attr as *mut BpfProgLoadAttr,
+            std::mem::size_of::<BpfProgLoadAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: the kernel returned a new file descriptor for the program.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// Attaches a loaded device program to the cgroup open as `cgroup` (`BPF_F_ALLOW_MULTI`).
+/// The attachment holds the program until the cgroup is removed.
+pub fn bpf_attach_device_program(
+    cgroup: std::os::fd::BorrowedFd<'_>,
+    prog: std::os::fd::BorrowedFd<'_>,
+) -> Result<(), Errno> {
+    use std::os::fd::AsRawFd;
+    let mut attr = BpfProgAttachAttr {
+        target_fd: cgroup.as_raw_fd() as u32,
+        attach_bpf_fd: prog.as_raw_fd() as u32,
+        attach_type: BPF_CGROUP_DEVICE,
+        attach_flags: BPF_F_ALLOW_MULTI,
+        replace_bpf_fd: 0,
+        pad: [0; 124],
+    };
+    // SAFETY: `attr` is a fully initialised bpf_attr of the size passed, naming two fds the
+    // caller keeps open for the call; the kernel only reads it.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_ATTACH,
+            &mut attr as *mut BpfProgAttachAttr,
+            std::mem::size_of::<BpfProgAttachAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod spawn_shared_tests {
     use super::*;

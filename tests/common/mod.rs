@@ -332,7 +332,7 @@ pub enum Scope {
 
 /// `sh -c SCOPE_SCRIPT sh DIR new|existing UID:GID cmd...`: moves the shell into DIR (first
 /// creating it as `DIR/run-$$`, delegated to UID:GID, for `new`), then execs cmd (same pid).
-const SCOPE_SCRIPT: &str = r#"d=$1; owner=$3
+pub const SCOPE_SCRIPT: &str = r#"d=$1; owner=$3
 if [ "$2" = new ]; then
   d="$d/run-$$"
   # A directory left by an earlier run with the same pid holds at most empty leaves.
