@@ -107,13 +107,18 @@ fn decode(bytes: &[u8]) -> BpfProgram {
 /// The second filter added under the rlimit backend's memory watch
 /// (`profiles/seccomp/memory-watch.toml`): memfd_create and memfd_secret answer ENOSYS, since
 /// the watch cannot count a memfd that no descriptor or page table of the sandbox shows (see
-/// `launch::memwatch`). Compiled at run time (a few entries); it allows everything else, so it
-/// is never a run's only policy and is not among [`builtin_names`].
+/// `launch::memwatch`). Compiled at build time, like the built-in policies (no parsing or
+/// compiling on the run's critical path); it allows everything else, so it is never a run's
+/// only policy and is not among [`builtin_names`].
 pub fn compile_memory_watch() -> Result<Compiled, SeccompError> {
-    compile_policy_str(MEMORY_WATCH)
+    check_arch()?;
+    Ok(Compiled {
+        name: "memory-watch".to_string(),
+        program: decode(MEMORY_WATCH),
+    })
 }
 
-const MEMORY_WATCH: &str = include_str!("../../../profiles/seccomp/memory-watch.toml");
+const MEMORY_WATCH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-memory-watch.bpf"));
 
 /// Installs the program on the calling thread. Meant for the payload, last step before
 /// `execve`, after `no_new_privs` (seccompiler sets it again, harmlessly). Allocates nothing:
