@@ -40,9 +40,13 @@ impl Slot {
     }
 }
 
+/// The helper's first step, the only one where the kernel refuses the namespace itself
+/// (`user.max_net_namespaces`, an LSM, a seccomp filter): for init's hint.
+pub const CREATE_STEP: &str = "create the network namespace (unshare CLONE_NEWNET)";
+
 const STEPS: [&str; 6] = [
     "",
-    "create the network namespace (unshare CLONE_NEWNET)",
+    CREATE_STEP,
     "open a socket in the new network namespace",
     "read the loopback interface's flags (SIOCGIFFLAGS)",
     "bring up the loopback interface (SIOCSIFFLAGS)",
