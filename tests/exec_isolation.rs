@@ -340,3 +340,39 @@ both!(fn generated_etc_and_minimal_dev(who) {
     );
     assert_eq!(r.output(), "1\n8\ndone\n", "{}", r.describe());
 });
+
+/// Prints the sandbox's network namespace (`ns net:[N]`), whether `lo` is up (`lo_up 1`), and
+/// whether the namespace belongs to the sandbox's user namespace (`owner sandbox`; NS_GET_USERNS
+/// answers EPERM for a namespace owned outside it, such as the host's).
+const NETNS_FACTS: &str = r#"
+import fcntl, os, socket, struct
+print("ns", os.readlink("/proc/self/ns/net"))
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+flags = struct.unpack("16sH22x", fcntl.ioctl(s.fileno(), 0x8913, struct.pack("16sH22x", b"lo", 0)))[1]
+print("lo_up", flags & 1)
+fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+try:
+    owner = fcntl.ioctl(fd, 0xb701)
+    same = os.fstat(owner).st_ino == os.stat("/proc/self/ns/user").st_ino
+    print("owner", "sandbox" if same else "other")
+except OSError as e:
+    print("owner", "error", e.errno)
+"#;
+
+both!(fn network_namespace_is_the_sandboxs_own(who) {
+    let host_ns = std::fs::read_link("/proc/self/ns/net").expect("read the host's netns link");
+    let host_ns = host_ns.to_string_lossy().into_owned();
+    // The default (`--net none`) and `--net allow=` both give the sandbox its own namespace,
+    // made by init's helper and entered before the program runs.
+    for opts in [vec![], vec!["--net", "allow=localhost:9"]] {
+        let r = exec_json_run(who, &opts, &[PY, "-c", NETNS_FACTS]);
+        let out = r.expect_ok();
+        let facts: std::collections::BTreeMap<&str, &str> =
+            out.lines().filter_map(|l| l.split_once(' ')).collect();
+        let ns = facts.get("ns").copied().unwrap_or("");
+        assert!(ns.starts_with("net:["), "{opts:?}: no netns link:\n{}", r.describe());
+        assert_ne!(ns, host_ns, "{opts:?}: the program runs in the host's network namespace:\n{}", r.describe());
+        assert_eq!(facts.get("lo_up"), Some(&"1"), "{opts:?}: lo is not up:\n{}", r.describe());
+        assert_eq!(facts.get("owner"), Some(&"sandbox"), "{opts:?}: the netns is not owned by the sandbox's user namespace:\n{}", r.describe());
+    }
+});

@@ -410,3 +410,50 @@ both!(fn case42_no_network_namespace_is_refused(who) {
     assert_eq!(f.code, 0, "{}", f.describe());
     assert_eq!(v["output"], "ran\n", "{}", f.describe());
 });
+
+/// Makes `ioctl(SIOCSIFFLAGS)` fail with EPERM for the program it then execs (as a security
+/// module refusing the interface change would): the namespace is made, `lo` cannot go up.
+const NO_LO_UP: &str = r#"
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+prog = [
+    (0x20, 0, 0, 0),                    # A = syscall number
+    (0x15, 0, 3, 16),                   # ioctl? else allow
+    (0x20, 0, 0, 24),                   # A = low word of its request
+    (0x15, 0, 1, 0x8914),               # SIOCSIFFLAGS? else allow
+    (0x06, 0, 0, 0x00050000 | 1),       # return EPERM
+    (0x06, 0, 0, 0x7fff0000),           # allow
+]
+raw = b"".join(struct.pack("HBBI", *i) for i in prog)
+buf = ctypes.create_string_buffer(raw)
+fprog = struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(buf))
+fbuf = ctypes.create_string_buffer(fprog)
+L = ctypes.c_ulong
+if libc.prctl(38, L(1), L(0), L(0), L(0)) != 0 or libc.prctl(22, L(2), L(ctypes.addressof(fbuf)), L(0), L(0)) != 0:
+    sys.exit(98)
+os.execv(sys.argv[1], sys.argv[1:])
+"#;
+
+both!(fn case42_loopback_refused_names_its_step_not_the_namespace_limit(who) {
+    let cordon = cordon_bin().to_str().unwrap().to_string();
+    let argv = ["/usr/bin/python3", "-c", NO_LO_UP, &cordon, "exec", "--json", "--", "sh", "-c", "echo ran"];
+    let start = Instant::now();
+    let child = host_command(who, &argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the no-lo wrapper");
+    let f = wait_with_deadline(child, start, Duration::from_secs(30), vec!["python3".into()]);
+    assert_ne!(f.code, 98, "could not install the test's seccomp filter:\n{}", f.describe());
+    let v: serde_json::Value = serde_json::from_slice(&f.stdout)
+        .unwrap_or_else(|e| panic!("no JSON result ({e}):\n{}", f.describe()));
+    // Fail closed, naming the step that failed and its errno...
+    assert_eq!(f.code, 125, "cordon must refuse to run without lo up:\n{}", f.describe());
+    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
+    assert_eq!(v["output"], "", "nothing of the program may run:\n{}", f.describe());
+    let msg = v["message"].as_str().unwrap_or("");
+    assert!(msg.contains("SIOCSIFFLAGS") && msg.contains("EPERM"), "the message must name the step and errno:\n{}", f.describe());
+    // ...without blaming the namespace limit: the namespace was made.
+    assert!(!msg.contains("max_net_namespaces"), "a refused SIOCSIFFLAGS is not the namespace limit:\n{}", f.describe());
+});

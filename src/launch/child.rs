@@ -273,7 +273,8 @@ fn setup_init(
     if let Some(maker) = netns {
         maker.join().map_err(|(step, err)| {
             let hint = match err {
-                Errno::ENOSPC | Errno::EPERM | Errno::EUSERS => {
+                // Only the namespace's creation: a later step failing means it was made.
+                Errno::ENOSPC | Errno::EPERM | Errno::EUSERS if step == sys::NETNS_CREATE_STEP => {
                     "; the kernel refused a new network namespace (user.max_net_namespaces reached or 0, or a security module): raise it with `sysctl -w user.max_net_namespaces=10000` as root and check with `cordon doctor`; `--net host` runs without one, sharing the host's network"
                 }
                 _ => "",

@@ -6,7 +6,7 @@
 pub mod seccomp_probe;
 
 mod netns;
-pub use netns::NetnsMaker;
+pub use netns::{CREATE_STEP as NETNS_CREATE_STEP, NetnsMaker};
 
 use nix::errno::Errno;
 use nix::unistd::Pid;

@@ -30,9 +30,23 @@ struct Slot {
     errno: AtomicI32,
 }
 
+impl Slot {
+    fn boxed() -> Box<Slot> {
+        Box::new(Slot {
+            fd: AtomicI32::new(-1),
+            step: AtomicI32::new(0),
+            errno: AtomicI32::new(0),
+        })
+    }
+}
+
+/// The helper's first step, the only one where the kernel refuses the namespace itself
+/// (`user.max_net_namespaces`, an LSM, a seccomp filter): for init's hint.
+pub const CREATE_STEP: &str = "create the network namespace (unshare CLONE_NEWNET)";
+
 const STEPS: [&str; 6] = [
     "",
-    "create the network namespace (unshare CLONE_NEWNET)",
+    CREATE_STEP,
     "open a socket in the new network namespace",
     "read the loopback interface's flags (SIOCGIFFLAGS)",
     "bring up the loopback interface (SIOCSIFFLAGS)",
@@ -167,11 +181,7 @@ impl NetnsMaker {
         let mut maker = NetnsMaker {
             pid: None,
             stack,
-            slot: Box::new(Slot {
-                fd: AtomicI32::new(-1),
-                step: AtomicI32::new(0),
-                errno: AtomicI32::new(0),
-            }),
+            slot: Slot::boxed(),
         };
         // SAFETY: the lowest page of our own mapping becomes a guard page.
         if unsafe { libc::mprotect(stack, GUARD, libc::PROT_NONE) } != 0 {
@@ -234,7 +244,19 @@ impl Drop for NetnsMaker {
         if let Some(pid) = self.pid.take() {
             // Not joined (init failed first): the helper may still run on the stack below.
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            let _ = nix::sys::wait::waitpid(pid, None);
+            loop {
+                match nix::sys::wait::waitpid(pid, None) {
+                    Err(Errno::EINTR) => continue,
+                    // Reaped (here, or already: ECHILD): nothing runs on the stack any more.
+                    Ok(_) | Err(Errno::ECHILD) => break,
+                    // Not known to be gone: its stack and slot stay (a leak, never a
+                    // use-after-free of memory it may still write).
+                    Err(_) => {
+                        std::mem::forget(std::mem::replace(&mut self.slot, Slot::boxed()));
+                        return;
+                    }
+                }
+            }
         }
         // SAFETY: the helper is reaped (or was never started): nothing runs on the stack.
         unsafe { libc::munmap(self.stack, STACK) };
