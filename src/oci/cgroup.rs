@@ -1110,6 +1110,143 @@ mod device_program_tests {
         assert!(allows_everything(&reset));
     }
 
+    /// The variable that makes the re-run of
+    /// [`the_kernel_runs_the_program_as_the_interpreter_does`] the process inside the cgroup.
+    const KERNEL_CHILD: &str = "CORDON_TEST_DEVICE_PROGRAM_CGROUP";
+
+    /// (name, type, access, major, minor, allowed) for the rules of the kernel test.
+    const KERNEL_CHECKS: &[(&str, i32, u32, u32, u32, bool)] = &[
+        ("read+write /dev/null", DEV_CHAR, R | W, 1, 3, true),
+        ("read /dev/full", DEV_CHAR, R, 1, 7, true),
+        ("write /dev/full", DEV_CHAR, W, 1, 7, false),
+        ("read /dev/zero", DEV_CHAR, R, 1, 5, false),
+        ("read /dev/urandom", DEV_CHAR, R, 1, 9, false),
+        ("mknod c 1:3", DEV_CHAR, M, 1, 3, true),
+        ("mknod b 7:0", DEV_BLOCK, M, 7, 0, false),
+    ];
+
+    /// The process in the cgroup: tries each of [`KERNEL_CHECKS`], prints `devprog I ERRNO`.
+    fn kernel_child(dir: &str) {
+        std::fs::write(
+            format!("{dir}/cgroup.procs"),
+            std::process::id().to_string(),
+        )
+        .expect("move the test's re-run into the cgroup");
+        let node = std::env::temp_dir().join(format!("cordon-devprog-{}", std::process::id()));
+        for (i, (_, kind, access, major, minor, _)) in KERNEL_CHECKS.iter().enumerate() {
+            let path = match (major, minor) {
+                (1, 3) => "/dev/null",
+                (1, 5) => "/dev/zero",
+                (1, 7) => "/dev/full",
+                _ => "/dev/urandom",
+            };
+            let r = if *access == M {
+                let _ = std::fs::remove_file(&node);
+                let t = if *kind == DEV_BLOCK {
+                    nix::sys::stat::SFlag::S_IFBLK
+                } else {
+                    nix::sys::stat::SFlag::S_IFCHR
+                };
+                let r = nix::sys::stat::mknod(
+                    &node,
+                    t,
+                    nix::sys::stat::Mode::from_bits_truncate(0o600),
+                    libc::makedev(*major, *minor),
+                )
+                .map_err(|e| e as i32);
+                let _ = std::fs::remove_file(&node);
+                r
+            } else {
+                std::fs::OpenOptions::new()
+                    .read(access & R != 0)
+                    .write(access & W != 0)
+                    .open(path)
+                    .map(drop)
+                    .map_err(|e| e.raw_os_error().unwrap_or(-1))
+            };
+            println!("devprog {i} {}", r.err().unwrap_or(0));
+        }
+    }
+
+    /// The program as the kernel runs it: through the verifier, attached to a new cgroup of
+    /// the cgroup2 hierarchy (pure v2, or the unified mount of a hybrid host, where the
+    /// device hook runs too), with a process in that cgroup opening and making device nodes;
+    /// and the interpreter above agrees on each. A caller without CAP_BPF is refused the
+    /// load (what cordon-oci reports as an error), never given a program that does nothing.
+    #[test]
+    fn the_kernel_runs_the_program_as_the_interpreter_does() {
+        if let Ok(dir) = std::env::var(KERNEL_CHILD) {
+            return kernel_child(&dir);
+        }
+        let list = rules(&[
+            (false, "a"),
+            (true, "c 1:3 rw"),
+            (true, "c 1:7 r"),
+            (true, "c *:* m"),
+            (false, "c 1:9 r"),
+        ]);
+        let prog = device_program(&list);
+        for (name, kind, access, major, minor, allowed) in KERNEL_CHECKS {
+            assert_eq!(
+                run(&prog, *kind, *access, *major, *minor),
+                u64::from(*allowed),
+                "interpreter: {name}"
+            );
+        }
+        let loaded = crate::sys::bpf_load_device_program(&prog);
+        if !nix::unistd::geteuid().is_root() {
+            assert_eq!(loaded.err(), Some(nix::errno::Errno::EPERM));
+            return;
+        }
+        let fd = loaded.expect("the kernel loads the device program (verifier)");
+        let Some(mount) = hierarchies()
+            .expect("mountinfo")
+            .into_iter()
+            .find_map(|(m, c)| c.is_none().then_some(m))
+        else {
+            eprintln!("no cgroup2 mount: the program was loaded, not attached");
+            return;
+        };
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .expect("/proc/self/cgroup")
+            .lines()
+            .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+            .expect("a cgroup2 line in /proc/self/cgroup");
+        let dir = mount
+            .join(own.trim_start_matches('/'))
+            .join(format!("cordon-devprog-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("create a test cgroup");
+        let cg = std::fs::File::open(&dir).expect("open the test cgroup");
+        use std::os::fd::AsFd;
+        let attached = crate::sys::bpf_attach_device_program(cg.as_fd(), fd.as_fd());
+        let out = attached.map(|()| {
+            std::process::Command::new(std::env::current_exe().expect("test binary"))
+                .args([
+                    "--exact",
+                    "oci::cgroup::device_program_tests::the_kernel_runs_the_program_as_the_interpreter_does",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(KERNEL_CHILD, &dir)
+                .output()
+                .expect("re-run the test in the cgroup")
+        });
+        let _ = std::fs::remove_dir(&dir);
+        let out = out.expect("attach the program to the test cgroup");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let got: Vec<i32> = stdout
+            .lines()
+            // (The first may follow the harness's `test NAME ... ` on its line.)
+            .filter_map(|l| l.split_once("devprog ").map(|(_, r)| r))
+            .map(|l| l.split(' ').nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(got.len(), KERNEL_CHECKS.len(), "re-run's output: {stdout}");
+        for ((name, .., allowed), errno) in KERNEL_CHECKS.iter().zip(got) {
+            let want = if *allowed { 0 } else { libc::EPERM };
+            assert_eq!(errno, want, "kernel: {name}");
+        }
+    }
+
     #[test]
     fn v1_lines_round_trip() {
         for l in ["a", "c 1:3 rwm", "b *:* m", "c 136:* rw"] {
