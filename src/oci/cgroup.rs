@@ -487,12 +487,36 @@ const DEFAULT_ALLOW: &[&str] = &[
     "c 136:* rwm",
 ];
 
+/// The device rules a new container's cgroup holds: linux.resources.devices is an allowlist
+/// (the runtime spec's word for it, and how runc, crun and youki read it), so every device
+/// is denied first, then the config's rules apply in order, then [`DEFAULT_ALLOW`]. A config
+/// without rules (`"devices": []`, as `cordon-oci spec` writes) gets the default devices
+/// only, not every device of the host.
+pub fn device_allowlist(
+    rules: &[oci_spec::runtime::LinuxDeviceCgroup],
+) -> Result<Vec<DeviceRule>, CgroupError> {
+    let mut list = vec![DeviceRule::parse(false, "a").expect("`a` parses")];
+    for r in rules {
+        list.push(DeviceRule::from_oci(r)?);
+    }
+    for d in DEFAULT_ALLOW {
+        list.push(DeviceRule::parse(true, d).expect("DEFAULT_ALLOW lines parse"));
+    }
+    Ok(list)
+}
+
+/// Enforces a new container's device rules ([`device_allowlist`]): the v1 devices files, or
+/// on v2 an eBPF device program.
+pub fn apply_device_allowlist(dirs: &[PathBuf], list: &[DeviceRule]) -> Result<(), CgroupError> {
+    write_device_rules(dirs, list, is_v2(dirs))
+}
+
+/// An `update`'s device rules: added after the container's (v1; refused on v2 by update).
 fn apply_devices(
     dirs: &[PathBuf],
     rules: &[oci_spec::runtime::LinuxDeviceCgroup],
     v2: bool,
 ) -> Result<(), CgroupError> {
-    let field = "linux.resources.devices";
     let mut list = Vec::new();
     for r in rules {
         list.push(DeviceRule::from_oci(r)?);
@@ -500,8 +524,13 @@ fn apply_devices(
     for d in DEFAULT_ALLOW {
         list.push(DeviceRule::parse(true, d).expect("DEFAULT_ALLOW lines parse"));
     }
+    write_device_rules(dirs, &list, v2)
+}
+
+fn write_device_rules(dirs: &[PathBuf], list: &[DeviceRule], v2: bool) -> Result<(), CgroupError> {
+    let field = "linux.resources.devices";
     if v2 {
-        return attach_device_program(dirs, &list);
+        return attach_device_program(dirs, list);
     }
     for r in list {
         let file = if r.allow {
@@ -735,6 +764,33 @@ fn effective_rules(rules: &[DeviceRule]) -> (bool, &[DeviceRule]) {
     (default_allow, &rules[start.map_or(0, |i| i + 1)..])
 }
 
+/// Whether `rules` allow `access` (bits of [`ACC_MKNOD`], [`ACC_READ`], [`ACC_WRITE`]) to the
+/// device `kind` (`b` or `c`) `major:minor`: what [`device_program`] answers, for a caller
+/// that cannot load the program and must tell what the rules would have denied.
+pub fn device_allowed(
+    rules: &[DeviceRule],
+    kind: char,
+    access: u32,
+    major: u32,
+    minor: u32,
+) -> bool {
+    let (default_allow, rest) = effective_rules(rules);
+    for r in rest.iter().rev() {
+        let matches = (r.kind == 'a' || r.kind == kind)
+            && r.major.is_none_or(|m| m == major)
+            && r.minor.is_none_or(|m| m == minor)
+            && if r.allow {
+                access & !r.access == 0
+            } else {
+                access & r.access != 0
+            };
+        if matches {
+            return r.allow;
+        }
+    }
+    default_allow
+}
+
 /// Whether the rules allow every access to every device (no deny rule counts, and all is
 /// allowed before them): a program would change nothing.
 pub fn allows_everything(rules: &[DeviceRule]) -> bool {
@@ -744,10 +800,8 @@ pub fn allows_everything(rules: &[DeviceRule]) -> bool {
 
 /// cgroup v2 has no devices controller: the rules become a device program attached to the
 /// container's cgroup (as runc and crun do). Loading one takes CAP_BPF or CAP_SYS_ADMIN in
-/// the host's user namespace, which an unprivileged caller lacks: then the rules cannot be
-/// enforced, which is an error, except for rules that only deny while the container has its
-/// own user namespace (it cannot make device nodes; nodes it is given are reached with its
-/// own ids' file permissions).
+/// the host's user namespace, which an unprivileged caller lacks: a failure is an error
+/// naming the field (an unprivileged cordon-oci does not come here: see `oci::create`).
 fn attach_device_program(dirs: &[PathBuf], rules: &[DeviceRule]) -> Result<(), CgroupError> {
     let field = "linux.resources.devices";
     let bad = |why: String| CgroupError::Resource {
@@ -1108,6 +1162,53 @@ mod device_program_tests {
         assert!(!allows_everything(&one_denied));
         let reset = rules(&[(false, "a"), (false, "c 1:11 r"), (true, "a")]);
         assert!(allows_everything(&reset));
+    }
+
+    #[test]
+    fn the_allowlist_denies_what_no_rule_allows() {
+        // `"devices": []` (cordon-oci spec): the default devices, nothing else.
+        let list = device_allowlist(&[]).unwrap();
+        assert!(!allows_everything(&list));
+        let p = device_program(&list);
+        assert_eq!(run(&p, DEV_CHAR, R | W, 1, 3), 1, "/dev/null");
+        assert_eq!(run(&p, DEV_CHAR, R | W, 10, 200), 0, "/dev/net/tun");
+        assert_eq!(run(&p, DEV_BLOCK, R, 8, 0), 0, "a disk");
+        // A config's own allow-all still allows all.
+        let all: Vec<oci_spec::runtime::LinuxDeviceCgroup> =
+            serde_json::from_str(r#"[{"allow": true, "access": "rwm"}]"#).unwrap();
+        assert!(allows_everything(&device_allowlist(&all).unwrap()));
+    }
+
+    #[test]
+    fn device_allowed_answers_as_the_program() {
+        let lists = [
+            rules(&[(false, "a"), (true, "c 1:* rw"), (false, "c 1:4 rwm")]),
+            rules(&[(false, "c 1:11 w"), (true, "b 8:* r")]),
+            rules(&[
+                (false, "a"),
+                (true, "c *:5 m"),
+                (false, "b *:* r"),
+                (true, "c 10:200 rw"),
+            ]),
+            device_allowlist(&[]).unwrap(),
+        ];
+        for list in &lists {
+            let p = device_program(list);
+            for kind in [DEV_BLOCK, DEV_CHAR] {
+                let k = if kind == DEV_BLOCK { 'b' } else { 'c' };
+                for access in 1..=7 {
+                    for (major, minor) in
+                        [(1, 3), (1, 4), (1, 5), (1, 11), (8, 0), (10, 200), (136, 2)]
+                    {
+                        assert_eq!(
+                            u64::from(device_allowed(list, k, access, major, minor)),
+                            run(&p, kind, access, major, minor),
+                            "{list:?}: {k} {major}:{minor} access {access}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     /// The variable that makes the re-run of
