@@ -956,45 +956,54 @@ both!(fn cgroup_v2_resources_update_pause_delete(who) {
 
 // linux.resources.devices holds: a device node the config makes (/dev/tunx, the tun device
 // 10:200) cannot be opened under a deny-all rule (EPERM from the devices controller on v1,
-// from cordon-oci's eBPF device program on v2), and can be once a rule allows it. An
-// unprivileged cordon-oci on cgroup v2 cannot load a device program: a config with allow
-// rules is refused, naming the field.
+// from cordon-oci's eBPF device program on v2), nor without any rule (`"devices": []`, as
+// `cordon-oci spec` writes: the list is an allowlist, as runc reads it), and can be once a
+// rule allows it. An unprivileged cordon-oci cannot enforce device rules at all (no device
+// program, no v1 devices files): it refuses rules that deny a node of linux.devices (bound
+// from the host, so reached with the caller's own permissions), and runs, saying so, when
+// they allow every such node.
 both!(fn device_rules_are_enforced(who) {
-    let tun = json!([{"path": "/dev/tunx", "type": "c", "major": 10, "minor": 200, "fileMode": 438, "uid": 0, "gid": 0}]);
     let allow_tun = json!({"allow": true, "type": "c", "major": 10, "minor": 200, "access": "rw"});
     if who == Who::User {
-        if cgroup_layout() != CgroupLayout::PureV2 {
-            println!("SKIP: device_rules_are_enforced as user: rootless containers get no cgroup on cgroup v1, so no device rules (as with runc)");
-            return;
+        let tun = json!([{"path": "/dev/net/tun", "type": "c", "major": 10, "minor": 200, "fileMode": 438, "uid": 0, "gid": 0}]);
+        for allow in [false, true] {
+            let Some(b) = Bundle::new(who, &["true"], |c| {
+                c["linux"]["devices"] = tun.clone();
+                let mut rules = vec![json!({"allow": false, "access": "rwm"})];
+                if allow {
+                    rules.push(allow_tun.clone());
+                }
+                c["linux"]["resources"] = json!({"devices": rules});
+            }) else { return };
+            let out = b.run(&format!("dev-user-{allow}"));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(stderr.contains("linux.resources.devices"), "{}", describe(&out));
+            if allow {
+                assert!(out.status.success(), "rules allowing every node it is given: {}", describe(&out));
+                assert!(stderr.contains("not enforced"), "{}", describe(&out));
+            } else {
+                assert!(!out.status.success(), "rules denying /dev/net/tun were dropped while it was bound in: {}", describe(&out));
+                assert!(stderr.contains("/dev/net/tun"), "{}", describe(&out));
+            }
         }
-        if !gets_a_cgroup(who, "device_rules_are_enforced") {
-            return;
-        }
-        let Some(b) = Bundle::new(who, &["true"], |c| {
-            c["linux"]["resources"] = json!({"devices": [{"allow": false, "access": "rwm"}, allow_tun]});
-        }) else { return };
-        let out = b.run("dev-user");
-        assert!(!out.status.success(), "allow rules were accepted without a device program: {}", describe(&out));
-        assert!(String::from_utf8_lossy(&out.stderr).contains("linux.resources.devices"), "{}", describe(&out));
         return;
     }
+    let tun = json!([{"path": "/dev/tunx", "type": "c", "major": 10, "minor": 200, "fileMode": 438, "uid": 0, "gid": 0}]);
     let mut stderr = Vec::new();
-    for allow in [false, true] {
+    for rules in [vec![], vec![json!({"allow": false, "access": "rwm"})], vec![json!({"allow": false, "access": "rwm"}), allow_tun]] {
+        let n = rules.len();
         let Some(b) = Bundle::new(who, &["sh", "-c", "cat /dev/tunx"], |c| {
             c["linux"]["devices"] = tun.clone();
-            let mut rules = vec![json!({"allow": false, "access": "rwm"})];
-            if allow {
-                rules.push(allow_tun.clone());
-            }
             c["linux"]["resources"] = json!({"devices": rules});
         }) else { return };
-        let out = b.run(&format!("dev-{allow}"));
+        let out = b.run(&format!("dev-{n}"));
         // Opened or not, reading an unattached tun device fails (EBADFD, or ENODEV where tun
         // is not loaded): the error says whether the device rules let it open.
         assert!(!out.status.success(), "{}", describe(&out));
         assert!(!String::from_utf8_lossy(&out.stderr).contains("cordon-oci"), "the container did not start: {}", describe(&out));
         stderr.push(String::from_utf8_lossy(&out.stderr).into_owned());
     }
-    assert!(stderr[0].contains("Operation not permitted"), "deny-all let /dev/tunx open: {}", stderr[0]);
-    assert!(!stderr[1].contains("Operation not permitted"), "the allow rule did not let /dev/tunx open: {}", stderr[1]);
+    assert!(stderr[0].contains("Operation not permitted"), "no rule at all let /dev/tunx open: {}", stderr[0]);
+    assert!(stderr[1].contains("Operation not permitted"), "deny-all let /dev/tunx open: {}", stderr[1]);
+    assert!(!stderr[2].contains("Operation not permitted"), "the allow rule did not let /dev/tunx open: {}", stderr[2]);
 });

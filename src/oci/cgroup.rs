@@ -487,12 +487,36 @@ const DEFAULT_ALLOW: &[&str] = &[
     "c 136:* rwm",
 ];
 
+/// The device rules a new container's cgroup holds: linux.resources.devices is an allowlist
+/// (the runtime spec's word for it, and how runc, crun and youki read it), so every device
+/// is denied first, then the config's rules apply in order, then [`DEFAULT_ALLOW`]. A config
+/// without rules (`"devices": []`, as `cordon-oci spec` writes) gets the default devices
+/// only, not every device of the host.
+pub fn device_allowlist(
+    rules: &[oci_spec::runtime::LinuxDeviceCgroup],
+) -> Result<Vec<DeviceRule>, CgroupError> {
+    let mut list = vec![DeviceRule::parse(false, "a").expect("`a` parses")];
+    for r in rules {
+        list.push(DeviceRule::from_oci(r)?);
+    }
+    for d in DEFAULT_ALLOW {
+        list.push(DeviceRule::parse(true, d).expect("DEFAULT_ALLOW lines parse"));
+    }
+    Ok(list)
+}
+
+/// Enforces a new container's device rules ([`device_allowlist`]): the v1 devices files, or
+/// on v2 an eBPF device program.
+pub fn apply_device_allowlist(dirs: &[PathBuf], list: &[DeviceRule]) -> Result<(), CgroupError> {
+    write_device_rules(dirs, list, is_v2(dirs))
+}
+
+/// An `update`'s device rules: added after the container's (v1; refused on v2 by update).
 fn apply_devices(
     dirs: &[PathBuf],
     rules: &[oci_spec::runtime::LinuxDeviceCgroup],
     v2: bool,
 ) -> Result<(), CgroupError> {
-    let field = "linux.resources.devices";
     let mut list = Vec::new();
     for r in rules {
         list.push(DeviceRule::from_oci(r)?);
@@ -500,8 +524,13 @@ fn apply_devices(
     for d in DEFAULT_ALLOW {
         list.push(DeviceRule::parse(true, d).expect("DEFAULT_ALLOW lines parse"));
     }
+    write_device_rules(dirs, &list, v2)
+}
+
+fn write_device_rules(dirs: &[PathBuf], list: &[DeviceRule], v2: bool) -> Result<(), CgroupError> {
+    let field = "linux.resources.devices";
     if v2 {
-        return attach_device_program(dirs, &list);
+        return attach_device_program(dirs, list);
     }
     for r in list {
         let file = if r.allow {
@@ -735,6 +764,33 @@ fn effective_rules(rules: &[DeviceRule]) -> (bool, &[DeviceRule]) {
     (default_allow, &rules[start.map_or(0, |i| i + 1)..])
 }
 
+/// Whether `rules` allow `access` (bits of [`ACC_MKNOD`], [`ACC_READ`], [`ACC_WRITE`]) to the
+/// device `kind` (`b` or `c`) `major:minor`: what [`device_program`] answers, for a caller
+/// that cannot load the program and must tell what the rules would have denied.
+pub fn device_allowed(
+    rules: &[DeviceRule],
+    kind: char,
+    access: u32,
+    major: u32,
+    minor: u32,
+) -> bool {
+    let (default_allow, rest) = effective_rules(rules);
+    for r in rest.iter().rev() {
+        let matches = (r.kind == 'a' || r.kind == kind)
+            && r.major.is_none_or(|m| m == major)
+            && r.minor.is_none_or(|m| m == minor)
+            && if r.allow {
+                access & !r.access == 0
+            } else {
+                access & r.access != 0
+            };
+        if matches {
+            return r.allow;
+        }
+    }
+    default_allow
+}
+
 /// Whether the rules allow every access to every device (no deny rule counts, and all is
 /// allowed before them): a program would change nothing.
 pub fn allows_everything(rules: &[DeviceRule]) -> bool {
@@ -744,10 +800,8 @@ pub fn allows_everything(rules: &[DeviceRule]) -> bool {
 
 /// cgroup v2 has no devices controller: the rules become a device program attached to the
 /// container's cgroup (as runc and crun do). Loading one takes CAP_BPF or CAP_SYS_ADMIN in
-/// the host's user namespace, which an unprivileged caller lacks: then the rules cannot be
-/// enforced, which is an error, except for rules that only deny while the container has its
-/// own user namespace (it cannot make device nodes; nodes it is given are reached with its
-/// own ids' file permissions).
+/// the host's user namespace, which an unprivileged caller lacks: a failure is an error
+/// naming the field (an unprivileged cordon-oci does not come here: see `oci::create`).
 fn attach_device_program(dirs: &[PathBuf], rules: &[DeviceRule]) -> Result<(), CgroupError> {
     let field = "linux.resources.devices";
     let bad = |why: String| CgroupError::Resource {
@@ -1108,6 +1162,190 @@ mod device_program_tests {
         assert!(!allows_everything(&one_denied));
         let reset = rules(&[(false, "a"), (false, "c 1:11 r"), (true, "a")]);
         assert!(allows_everything(&reset));
+    }
+
+    #[test]
+    fn the_allowlist_denies_what_no_rule_allows() {
+        // `"devices": []` (cordon-oci spec): the default devices, nothing else.
+        let list = device_allowlist(&[]).unwrap();
+        assert!(!allows_everything(&list));
+        let p = device_program(&list);
+        assert_eq!(run(&p, DEV_CHAR, R | W, 1, 3), 1, "/dev/null");
+        assert_eq!(run(&p, DEV_CHAR, R | W, 10, 200), 0, "/dev/net/tun");
+        assert_eq!(run(&p, DEV_BLOCK, R, 8, 0), 0, "a disk");
+        // A config's own allow-all still allows all.
+        let all: Vec<oci_spec::runtime::LinuxDeviceCgroup> =
+            serde_json::from_str(r#"[{"allow": true, "access": "rwm"}]"#).unwrap();
+        assert!(allows_everything(&device_allowlist(&all).unwrap()));
+    }
+
+    #[test]
+    fn device_allowed_answers_as_the_program() {
+        let lists = [
+            rules(&[(false, "a"), (true, "c 1:* rw"), (false, "c 1:4 rwm")]),
+            rules(&[(false, "c 1:11 w"), (true, "b 8:* r")]),
+            rules(&[
+                (false, "a"),
+                (true, "c *:5 m"),
+                (false, "b *:* r"),
+                (true, "c 10:200 rw"),
+            ]),
+            device_allowlist(&[]).unwrap(),
+        ];
+        for list in &lists {
+            let p = device_program(list);
+            for kind in [DEV_BLOCK, DEV_CHAR] {
+                let k = if kind == DEV_BLOCK { 'b' } else { 'c' };
+                for access in 1..=7 {
+                    for (major, minor) in
+                        [(1, 3), (1, 4), (1, 5), (1, 11), (8, 0), (10, 200), (136, 2)]
+                    {
+                        assert_eq!(
+                            u64::from(device_allowed(list, k, access, major, minor)),
+                            run(&p, kind, access, major, minor),
+                            "{list:?}: {k} {major}:{minor} access {access}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The variable that makes the re-run of
+    /// [`the_kernel_runs_the_program_as_the_interpreter_does`] the process inside the cgroup.
+    const KERNEL_CHILD: &str = "CORDON_TEST_DEVICE_PROGRAM_CGROUP";
+
+    /// (name, type, access, major, minor, allowed) for the rules of the kernel test.
+    const KERNEL_CHECKS: &[(&str, i32, u32, u32, u32, bool)] = &[
+        ("read+write /dev/null", DEV_CHAR, R | W, 1, 3, true),
+        ("read /dev/full", DEV_CHAR, R, 1, 7, true),
+        ("write /dev/full", DEV_CHAR, W, 1, 7, false),
+        ("read /dev/zero", DEV_CHAR, R, 1, 5, false),
+        ("read /dev/urandom", DEV_CHAR, R, 1, 9, false),
+        ("mknod c 1:3", DEV_CHAR, M, 1, 3, true),
+        ("mknod b 7:0", DEV_BLOCK, M, 7, 0, false),
+    ];
+
+    /// The process in the cgroup: tries each of [`KERNEL_CHECKS`], prints `devprog I ERRNO`.
+    fn kernel_child(dir: &str) {
+        std::fs::write(
+            format!("{dir}/cgroup.procs"),
+            std::process::id().to_string(),
+        )
+        .expect("move the test's re-run into the cgroup");
+        let node = std::env::temp_dir().join(format!("cordon-devprog-{}", std::process::id()));
+        for (i, (_, kind, access, major, minor, _)) in KERNEL_CHECKS.iter().enumerate() {
+            let path = match (major, minor) {
+                (1, 3) => "/dev/null",
+                (1, 5) => "/dev/zero",
+                (1, 7) => "/dev/full",
+                _ => "/dev/urandom",
+            };
+            let r = if *access == M {
+                let _ = std::fs::remove_file(&node);
+                let t = if *kind == DEV_BLOCK {
+                    nix::sys::stat::SFlag::S_IFBLK
+                } else {
+                    nix::sys::stat::SFlag::S_IFCHR
+                };
+                let r = nix::sys::stat::mknod(
+                    &node,
+                    t,
+                    nix::sys::stat::Mode::from_bits_truncate(0o600),
+                    libc::makedev(*major, *minor),
+                )
+                .map_err(|e| e as i32);
+                let _ = std::fs::remove_file(&node);
+                r
+            } else {
+                std::fs::OpenOptions::new()
+                    .read(access & R != 0)
+                    .write(access & W != 0)
+                    .open(path)
+                    .map(drop)
+                    .map_err(|e| e.raw_os_error().unwrap_or(-1))
+            };
+            println!("devprog {i} {}", r.err().unwrap_or(0));
+        }
+    }
+
+    /// The program as the kernel runs it: through the verifier, attached to a new cgroup of
+    /// the cgroup2 hierarchy (pure v2, or the unified mount of a hybrid host, where the
+    /// device hook runs too), with a process in that cgroup opening and making device nodes;
+    /// and the interpreter above agrees on each. A caller without CAP_BPF is refused the
+    /// load (what cordon-oci reports as an error), never given a program that does nothing.
+    #[test]
+    fn the_kernel_runs_the_program_as_the_interpreter_does() {
+        if let Ok(dir) = std::env::var(KERNEL_CHILD) {
+            return kernel_child(&dir);
+        }
+        let list = rules(&[
+            (false, "a"),
+            (true, "c 1:3 rw"),
+            (true, "c 1:7 r"),
+            (true, "c *:* m"),
+            (false, "c 1:9 r"),
+        ]);
+        let prog = device_program(&list);
+        for (name, kind, access, major, minor, allowed) in KERNEL_CHECKS {
+            assert_eq!(
+                run(&prog, *kind, *access, *major, *minor),
+                u64::from(*allowed),
+                "interpreter: {name}"
+            );
+        }
+        let loaded = crate::sys::bpf_load_device_program(&prog);
+        if !nix::unistd::geteuid().is_root() {
+            assert_eq!(loaded.err(), Some(nix::errno::Errno::EPERM));
+            return;
+        }
+        let fd = loaded.expect("the kernel loads the device program (verifier)");
+        let Some(mount) = hierarchies()
+            .expect("mountinfo")
+            .into_iter()
+            .find_map(|(m, c)| c.is_none().then_some(m))
+        else {
+            eprintln!("no cgroup2 mount: the program was loaded, not attached");
+            return;
+        };
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .expect("/proc/self/cgroup")
+            .lines()
+            .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+            .expect("a cgroup2 line in /proc/self/cgroup");
+        let dir = mount
+            .join(own.trim_start_matches('/'))
+            .join(format!("cordon-devprog-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("create a test cgroup");
+        let cg = std::fs::File::open(&dir).expect("open the test cgroup");
+        use std::os::fd::AsFd;
+        let attached = crate::sys::bpf_attach_device_program(cg.as_fd(), fd.as_fd());
+        let out = attached.map(|()| {
+            std::process::Command::new(std::env::current_exe().expect("test binary"))
+                .args([
+                    "--exact",
+                    "oci::cgroup::device_program_tests::the_kernel_runs_the_program_as_the_interpreter_does",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(KERNEL_CHILD, &dir)
+                .output()
+                .expect("re-run the test in the cgroup")
+        });
+        let _ = std::fs::remove_dir(&dir);
+        let out = out.expect("attach the program to the test cgroup");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let got: Vec<i32> = stdout
+            .lines()
+            // (The first may follow the harness's `test NAME ... ` on its line.)
+            .filter_map(|l| l.split_once("devprog ").map(|(_, r)| r))
+            .map(|l| l.split(' ').nth(1).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(got.len(), KERNEL_CHECKS.len(), "re-run's output: {stdout}");
+        for ((name, .., allowed), errno) in KERNEL_CHECKS.iter().zip(got) {
+            let want = if *allowed { 0 } else { libc::EPERM };
+            assert_eq!(errno, want, "kernel: {name}");
+        }
     }
 
     #[test]

@@ -545,10 +545,17 @@ impl Container {
             readonly: container_paths("linux.readonlyPaths", linux.readonly_paths())?,
             sysctl,
             root_propagation,
-            cgroups_path: linux
-                .cgroups_path()
-                .as_ref()
-                .map(|p| p.display().to_string()),
+            cgroups_path: match linux.cgroups_path() {
+                // A path below the cgroup hierarchy: `..` would lead cordon-oci to create,
+                // write limits into, and remove directories outside it.
+                Some(p) if p.components().any(|c| c == std::path::Component::ParentDir) => {
+                    return Err(invalid(
+                        "linux.cgroupsPath",
+                        "`..` is not allowed (the path is below the cgroup hierarchy)",
+                    ));
+                }
+                p => p.as_ref().map(|p| p.display().to_string()),
+            },
             has_process,
             spec,
         })
@@ -842,6 +849,17 @@ mod tests {
         Container::from_spec(s, Path::new("/b"))
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn cgroups_path_without_dotdot() {
+        for bad in ["../../tmp/x", "/sys/../../tmp/x", "a/../../b"] {
+            let e = error_of(|v| v["linux"]["cgroupsPath"] = serde_json::json!(bad));
+            assert!(
+                e.contains("linux.cgroupsPath") && e.contains(".."),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

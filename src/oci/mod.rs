@@ -294,6 +294,34 @@ fn in_initial_userns() -> bool {
         .unwrap_or(true)
 }
 
+/// For a caller that cannot enforce linux.resources.devices: an error naming the first node
+/// of linux.devices (bound into the container from the host) that the rules would deny it
+/// to read or write.
+fn unenforced_device_rules(
+    c: &config::Container,
+    allowlist: &[cgroup::DeviceRule],
+) -> Result<(), OciError> {
+    for d in &c.devices {
+        let kind = match d.kind {
+            'b' => 'b',
+            'c' | 'u' => 'c',
+            _ => continue,
+        };
+        // (No real node has numbers past u32: only wildcard rules can match such a one.)
+        let major = u32::try_from(d.major).unwrap_or(u32::MAX);
+        let minor = u32::try_from(d.minor).unwrap_or(u32::MAX);
+        for (bit, what) in [(cgroup::ACC_READ, "read"), (cgroup::ACC_WRITE, "write")] {
+            if !cgroup::device_allowed(allowlist, kind, bit, major, minor) {
+                return Err(OciError::Usage(format!(
+                    "config.json: `linux.resources.devices` denies {what} access to {} ({kind} {major}:{minor}, in linux.devices), and an unprivileged cordon-oci cannot enforce device rules (the node would be reached with the caller's file permissions): allow that access in linux.resources.devices, leave the node out of linux.devices, or run cordon-oci as root",
+                    d.path.display()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError> {
     if let Some(n) = sys::thread_count().filter(|&n| n > 1) {
         return Err(OciError::Usage(format!(
@@ -370,28 +398,40 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             || r.rdma().is_some()
     });
     let cgroup2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    // On cgroup v2 the device rules are an eBPF program (see cgroup::apply), which an
-    // unprivileged caller may not load. Rules that only deny still hold for its container,
-    // which has a user namespace of its own and so cannot make device nodes, and reaches the
-    // nodes it is given with its own ids' file permissions: those are left out (and said so).
-    // Rules that deny some devices and allow others are refused by cgroup::apply, which
-    // cannot load their program.
+    // The device rules are an allowlist (cgroup::device_allowlist), enforced by the v1
+    // devices files or a v2 eBPF device program: apart from the other limits, since an
+    // unprivileged cordon-oci can do neither (writing the files takes CAP_SYS_ADMIN, loading
+    // a program CAP_BPF, both in the host's user namespace).
     let mut resources = resources;
-    if let Some(r) = resources.as_mut().filter(|_| cgroup2 && rootless())
-        && r.devices()
-            .as_ref()
-            .is_some_and(|d| !d.is_empty() && d.iter().all(|r| !r.allow()))
-    {
-        r.set_devices(None);
-        let msg = "linux.resources.devices: deny-only rules are not loaded as a device program (an unprivileged cordon-oci cannot load one on cgroup v2); the container's user namespace keeps it from making device nodes";
-        ctx.log("warning", msg);
-        eprintln!("cordon-oci: warning: {msg}");
+    let device_rules = resources
+        .as_mut()
+        .and_then(|r| {
+            let d = r.devices().clone();
+            r.set_devices(None);
+            d
+        })
+        .unwrap_or_default();
+    let allowlist = cgroup::device_allowlist(&device_rules)?;
+    if rootless() {
+        // Its container is in a user namespace other than the host's, so it cannot make
+        // device nodes: it reaches the default ones and those of linux.devices (the host's
+        // nodes, bound), with the caller's file permissions. Leaving the rules out changes
+        // nothing only if they allow those nodes; a node they deny would be open to it.
+        unenforced_device_rules(&c, &allowlist)?;
+        if !device_rules.is_empty() {
+            let msg = "linux.resources.devices: not enforced (an unprivileged cordon-oci can neither load a cgroup v2 device program nor write cgroup v1's device rules); every node of linux.devices is allowed by them, and the container's user namespace keeps it from making others (a device node inside a bind mount is reached with the caller's own file permissions)";
+            ctx.log("warning", msg);
+            eprintln!("cordon-oci: warning: {msg}");
+        }
     }
     match cgroup::create(&dirs) {
         Ok(()) => {
             cleanup.cgroups = dirs.clone();
             if let Some(r) = &resources {
                 cgroup::apply(&dirs, r)?;
+            }
+            if !rootless() {
+                cgroup::apply_device_allowlist(&dirs, &allowlist)?;
             }
         }
         // An unprivileged user usually may not create cgroups: fine when no limit was asked.
