@@ -286,20 +286,19 @@ both!(fn case42_forced_backends_refused_or_reported(who) {
     assert!(plain.stderr_str().to_lowercase().contains("cpu"), "no warning about --cpus:\n{}", plain.describe());
 });
 
-/// Makes this kernel look as if it had no Landlock, for the program it then execs: a seccomp
-/// filter (inherited by everything below it) answers the three landlock_* syscalls with
-/// ENOSYS, which is what a kernel built without Landlock answers.
-const NO_LANDLOCK: &str = r#"
-import ctypes, os, struct, sys
+/// Runs `cordon ARGS...` as `who` under a seccomp filter (classic BPF: `(code, jt, jf, k)`),
+/// installed with no_new_privs by a small Python wrapper and inherited by everything cordon
+/// starts: the way these tests make the kernel refuse one call, as a kernel or a security
+/// module of another host would. Returns the finished process and its stdout as JSON.
+fn cordon_under_filter(
+    who: Who,
+    filter: &[(u16, u8, u8, u32)],
+    args: &[&str],
+) -> (Finished, serde_json::Value) {
+    const WRAPPER: &str = r#"
+import ctypes, json, os, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
-ENOSYS = 38
-prog = [
-    (0x20, 0, 0, 0),                    # A = syscall number
-    (0x35, 0, 2, 444),                  # A >= landlock_create_ruleset? else allow
-    (0x25, 1, 0, 446),                  # A > landlock_restrict_self? allow
-    (0x06, 0, 0, 0x00050000 | ENOSYS),  # return ENOSYS
-    (0x06, 0, 0, 0x7fff0000),           # allow
-]
+prog = json.loads(sys.argv[1])
 raw = b"".join(struct.pack("HBBI", *i) for i in prog)
 buf = ctypes.create_string_buffer(raw)
 fprog = struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(buf))
@@ -307,27 +306,57 @@ fbuf = ctypes.create_string_buffer(fprog)
 L = ctypes.c_ulong
 if libc.prctl(38, L(1), L(0), L(0), L(0)) != 0 or libc.prctl(22, L(2), L(ctypes.addressof(fbuf)), L(0), L(0)) != 0:
     sys.exit(98)
-os.execv(sys.argv[1], sys.argv[1:])
+os.execv(sys.argv[2], sys.argv[2:])
 "#;
+    let prog = serde_json::to_string(filter).unwrap();
+    let cordon = cordon_bin().to_str().unwrap().to_string();
+    let mut argv = vec!["/usr/bin/python3", "-c", WRAPPER, &prog, &cordon];
+    argv.extend_from_slice(args);
+    let start = Instant::now();
+    let child = host_command(who, &argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the seccomp wrapper");
+    let f = wait_with_deadline(
+        child,
+        start,
+        Duration::from_secs(30),
+        vec!["python3".into()],
+    );
+    assert_ne!(
+        f.code,
+        98,
+        "could not install the test's seccomp filter:\n{}",
+        f.describe()
+    );
+    let v: serde_json::Value = serde_json::from_slice(&f.stdout)
+        .unwrap_or_else(|e| panic!("no JSON result ({e}):\n{}", f.describe()));
+    (f, v)
+}
+
+const ALLOW: (u16, u8, u8, u32) = (0x06, 0, 0, 0x7fff_0000);
+const fn ret_errno(errno: i32) -> (u16, u8, u8, u32) {
+    (0x06, 0, 0, 0x0005_0000 | errno as u32)
+}
+
+/// Makes this kernel look as if it had no Landlock: the three landlock_* syscalls answer
+/// ENOSYS, which is what a kernel built without Landlock answers.
+const NO_LANDLOCK: &[(u16, u8, u8, u32)] = &[
+    (0x20, 0, 0, 0),   // A = syscall number
+    (0x35, 0, 2, 444), // A >= landlock_create_ruleset? else allow
+    (0x25, 1, 0, 446), // A > landlock_restrict_self? allow
+    ret_errno(libc::ENOSYS),
+    ALLOW,
+];
 
 both!(fn case42_no_landlock_is_refused_or_reported(who) {
-    let cordon = cordon_bin().to_str().unwrap().to_string();
     let run = |extra: &[&str]| {
-        let mut argv = vec!["/usr/bin/python3", "-c", NO_LANDLOCK, &cordon, "exec", "--json"];
-        argv.extend_from_slice(extra);
-        argv.extend_from_slice(&["--", "sh", "-c", "echo ran > /workspace/x && cat /workspace/x"]);
-        let start = Instant::now();
-        let child = host_command(who, &argv)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the no-Landlock wrapper");
-        let f = wait_with_deadline(child, start, Duration::from_secs(30), vec!["python3".into()]);
-        assert_ne!(f.code, 98, "could not install the test's seccomp filter:\n{}", f.describe());
-        let v: serde_json::Value = serde_json::from_slice(&f.stdout)
-            .unwrap_or_else(|e| panic!("no JSON result ({e}):\n{}", f.describe()));
-        (f, v)
+        let mut args = vec!["exec", "--json"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", "echo ran > /workspace/x && cat /workspace/x"]);
+        cordon_under_filter(who, NO_LANDLOCK, &args)
     };
     // Refused by default, naming Landlock and both fixes.
     let (f, v) = run(&[]);
@@ -344,58 +373,30 @@ both!(fn case42_no_landlock_is_refused_or_reported(who) {
     let ll = v["isolation"]["landlock"].as_str().unwrap_or("");
     assert!(ll.starts_with("disabled") && ll.contains("--allow-degraded landlock"), "the result must report the downgrade:\n{}", f.describe());
     // `cordon doctor` says the same, with the fix.
-    let out = host_command(who, &["/usr/bin/python3", "-c", NO_LANDLOCK, &cordon, "doctor", "--json"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run doctor under the no-Landlock wrapper");
-    let d: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor --json");
+    let (_, d) = cordon_under_filter(who, NO_LANDLOCK, &["doctor", "--json"]);
     let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "landlock").expect("a landlock check");
     assert_eq!(check["ok"], false, "{check}");
     assert_eq!(d["ready"], false, "a required mechanism is missing: {d}");
     assert!(check["fix"].as_str().unwrap_or("").contains("lsm="), "{check}");
 });
 
-/// Makes `unshare(CLONE_NEWNET)` fail with EPERM for the program it then execs (as a kernel
-/// or an LSM refusing new network namespaces would), leaving every other call alone.
-const NO_NEW_NETNS: &str = r#"
-import ctypes, os, struct, sys
-libc = ctypes.CDLL(None, use_errno=True)
-prog = [
-    (0x20, 0, 0, 0),                    # A = syscall number
-    (0x15, 0, 3, 272),                  # unshare? else allow
-    (0x20, 0, 0, 16),                   # A = low word of its flags
-    (0x45, 0, 1, 0x40000000),           # CLONE_NEWNET set? else allow
-    (0x06, 0, 0, 0x00050000 | 1),       # return EPERM
-    (0x06, 0, 0, 0x7fff0000),           # allow
-]
-raw = b"".join(struct.pack("HBBI", *i) for i in prog)
-buf = ctypes.create_string_buffer(raw)
-fprog = struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(buf))
-fbuf = ctypes.create_string_buffer(fprog)
-L = ctypes.c_ulong
-if libc.prctl(38, L(1), L(0), L(0), L(0)) != 0 or libc.prctl(22, L(2), L(ctypes.addressof(fbuf)), L(0), L(0)) != 0:
-    sys.exit(98)
-os.execv(sys.argv[1], sys.argv[1:])
-"#;
+/// `unshare(CLONE_NEWNET)` fails with EPERM (as a kernel or an LSM refusing new network
+/// namespaces would); every other call is left alone.
+const NO_NEW_NETNS: &[(u16, u8, u8, u32)] = &[
+    (0x20, 0, 0, 0),           // A = syscall number
+    (0x15, 0, 3, 272),         // unshare? else allow
+    (0x20, 0, 0, 16),          // A = low word of its flags
+    (0x45, 0, 1, 0x4000_0000), // CLONE_NEWNET set? else allow
+    ret_errno(libc::EPERM),
+    ALLOW,
+];
 
 both!(fn case42_no_network_namespace_is_refused(who) {
-    let cordon = cordon_bin().to_str().unwrap().to_string();
     let run = |extra: &[&str]| {
-        let mut argv = vec!["/usr/bin/python3", "-c", NO_NEW_NETNS, &cordon, "exec", "--json"];
-        argv.extend_from_slice(extra);
-        argv.extend_from_slice(&["--", "sh", "-c", "echo ran"]);
-        let start = Instant::now();
-        let child = host_command(who, &argv)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the no-netns wrapper");
-        let f = wait_with_deadline(child, start, Duration::from_secs(30), vec!["python3".into()]);
-        assert_ne!(f.code, 98, "could not install the test's seccomp filter:\n{}", f.describe());
-        let v: serde_json::Value = serde_json::from_slice(&f.stdout)
-            .unwrap_or_else(|e| panic!("no JSON result ({e}):\n{}", f.describe()));
-        (f, v)
+        let mut args = vec!["exec", "--json"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", "echo ran"]);
+        cordon_under_filter(who, NO_NEW_NETNS, &args)
     };
     // No network namespace: the run is refused (never run in the host's network), naming
     // the step and the errno.
@@ -411,43 +412,19 @@ both!(fn case42_no_network_namespace_is_refused(who) {
     assert_eq!(v["output"], "ran\n", "{}", f.describe());
 });
 
-/// Makes `ioctl(SIOCSIFFLAGS)` fail with EPERM for the program it then execs (as a security
-/// module refusing the interface change would): the namespace is made, `lo` cannot go up.
-const NO_LO_UP: &str = r#"
-import ctypes, os, struct, sys
-libc = ctypes.CDLL(None, use_errno=True)
-prog = [
-    (0x20, 0, 0, 0),                    # A = syscall number
-    (0x15, 0, 3, 16),                   # ioctl? else allow
-    (0x20, 0, 0, 24),                   # A = low word of its request
-    (0x15, 0, 1, 0x8914),               # SIOCSIFFLAGS? else allow
-    (0x06, 0, 0, 0x00050000 | 1),       # return EPERM
-    (0x06, 0, 0, 0x7fff0000),           # allow
-]
-raw = b"".join(struct.pack("HBBI", *i) for i in prog)
-buf = ctypes.create_string_buffer(raw)
-fprog = struct.pack("HxxxxxxQ", len(prog), ctypes.addressof(buf))
-fbuf = ctypes.create_string_buffer(fprog)
-L = ctypes.c_ulong
-if libc.prctl(38, L(1), L(0), L(0), L(0)) != 0 or libc.prctl(22, L(2), L(ctypes.addressof(fbuf)), L(0), L(0)) != 0:
-    sys.exit(98)
-os.execv(sys.argv[1], sys.argv[1:])
-"#;
+/// `ioctl(SIOCSIFFLAGS)` fails with EPERM (as a security module refusing the interface
+/// change would): the namespace is made, `lo` cannot go up.
+const NO_LO_UP: &[(u16, u8, u8, u32)] = &[
+    (0x20, 0, 0, 0),      // A = syscall number
+    (0x15, 0, 3, 16),     // ioctl? else allow
+    (0x20, 0, 0, 24),     // A = low word of its request
+    (0x15, 0, 1, 0x8914), // SIOCSIFFLAGS? else allow
+    ret_errno(libc::EPERM),
+    ALLOW,
+];
 
 both!(fn case42_loopback_refused_names_its_step_not_the_namespace_limit(who) {
-    let cordon = cordon_bin().to_str().unwrap().to_string();
-    let argv = ["/usr/bin/python3", "-c", NO_LO_UP, &cordon, "exec", "--json", "--", "sh", "-c", "echo ran"];
-    let start = Instant::now();
-    let child = host_command(who, &argv)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the no-lo wrapper");
-    let f = wait_with_deadline(child, start, Duration::from_secs(30), vec!["python3".into()]);
-    assert_ne!(f.code, 98, "could not install the test's seccomp filter:\n{}", f.describe());
-    let v: serde_json::Value = serde_json::from_slice(&f.stdout)
-        .unwrap_or_else(|e| panic!("no JSON result ({e}):\n{}", f.describe()));
+    let (f, v) = cordon_under_filter(who, NO_LO_UP, &["exec", "--json", "--", "sh", "-c", "echo ran"]);
     // Fail closed, naming the step that failed and its errno...
     assert_eq!(f.code, 125, "cordon must refuse to run without lo up:\n{}", f.describe());
     assert_eq!(v["status"], "sandbox_error", "{}", f.describe());

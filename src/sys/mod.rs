@@ -71,7 +71,6 @@ pub fn fork() -> Result<CloneResult, Errno> {
 /// suspended caller, which is not inside the allocator while it waits in `clone`.
 pub fn spawn_shared(child: &mut dyn FnMut() -> i32) -> Result<Pid, Errno> {
     const STACK: usize = 1 << 20;
-    const GUARD: usize = 4096;
     extern "C" fn trampoline(arg: *mut libc::c_void) -> libc::c_int {
         // SAFETY: `arg` is the `&mut &mut dyn FnMut` that spawn_shared passed to clone; it
         // stays valid because spawn_shared's frame is alive (the caller is suspended in clone
@@ -85,40 +84,20 @@ pub fn spawn_shared(child: &mut dyn FnMut() -> i32) -> Result<Pid, Errno> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
             .unwrap_or(crate::outcome::exit_codes::SANDBOX_ERROR)
     }
-    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-    let stack = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            STACK,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
-            -1,
-            0,
+    let stack = guarded_stack(STACK)?;
+    let mut f: &mut dyn FnMut() -> i32 = child;
+    // SAFETY: the stack is our mapping (its top is passed: x86_64 stacks grow down, and the
+    // mapping is page-aligned, so 16-byte aligned); `trampoline` is an extern "C" fn taking
+    // the pointer to `f`, which outlives the child's use of it (see trampoline). With
+    // CLONE_VFORK this call returns in the caller only once the child has exec'd or exited,
+    // so the child never runs concurrently with the caller on the shared memory.
+    let ret = unsafe {
+        libc::clone(
+            trampoline,
+            (stack as *mut u8).add(STACK) as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &mut f as *mut &mut dyn FnMut() -> i32 as *mut libc::c_void,
         )
-    };
-    if stack == libc::MAP_FAILED {
-        return Err(Errno::last());
-    }
-    // SAFETY: the lowest page of the mapping made above becomes a guard page: a stack overflow
-    // in the child faults there instead of writing below the mapping.
-    let guarded = unsafe { libc::mprotect(stack, GUARD, libc::PROT_NONE) };
-    let ret = if guarded == 0 {
-        let mut f: &mut dyn FnMut() -> i32 = child;
-        // SAFETY: the stack is our mapping (its top is passed: x86_64 stacks grow down, and the
-        // mapping is page-aligned, so 16-byte aligned); `trampoline` is an extern "C" fn taking
-        // the pointer to `f`, which outlives the child's use of it (see trampoline). With
-        // CLONE_VFORK this call returns in the caller only once the child has exec'd or exited,
-        // so the child never runs concurrently with the caller on the shared memory.
-        unsafe {
-            libc::clone(
-                trampoline,
-                (stack as *mut u8).add(STACK) as *mut libc::c_void,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-                &mut f as *mut &mut dyn FnMut() -> i32 as *mut libc::c_void,
-            )
-        }
-    } else {
-        -1
     };
     let err = Errno::last();
     // SAFETY: the child no longer runs on this stack: it has exec'd (new address space) or
@@ -128,6 +107,35 @@ pub fn spawn_shared(child: &mut dyn FnMut() -> i32) -> Result<Pid, Errno> {
         -1 => Err(err),
         pid => Ok(Pid::from_raw(pid)),
     }
+}
+
+/// A stack for a child made with `clone`: `size` bytes of fresh anonymous memory at the
+/// returned base (the caller unmaps it with `munmap(base, size)` once no child runs on it),
+/// whose lowest page is a guard page, so that an overflow faults instead of writing below it.
+fn guarded_stack(size: usize) -> Result<*mut libc::c_void, Errno> {
+    const GUARD: usize = 4096;
+    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return Err(Errno::last());
+    }
+    // SAFETY: the lowest page of the mapping made above, ours alone, becomes inaccessible.
+    if unsafe { libc::mprotect(stack, GUARD, libc::PROT_NONE) } != 0 {
+        let err = Errno::last();
+        // SAFETY: unmaps the mapping made above, which nothing uses yet.
+        unsafe { libc::munmap(stack, size) };
+        return Err(err);
+    }
+    Ok(stack)
 }
 
 /// Whether the calling process runs under a real-time scheduling policy (SCHED_FIFO or

@@ -54,7 +54,6 @@ const STEPS: [&str; 6] = [
 ];
 
 const STACK: usize = 64 << 10;
-const GUARD: usize = 4096;
 
 /// The running helper; [`NetnsMaker::join`] waits for it and enters the namespace.
 pub struct NetnsMaker {
@@ -164,29 +163,12 @@ impl NetnsMaker {
     /// close descriptors it does not own until [`join`](Self::join): the helper's socket and
     /// namespace fd appear in the shared table.
     pub fn spawn() -> Result<NetnsMaker, Errno> {
-        // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-        let stack = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                STACK,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if stack == libc::MAP_FAILED {
-            return Err(Errno::last());
-        }
+        let stack = super::guarded_stack(STACK)?;
         let mut maker = NetnsMaker {
             pid: None,
             stack,
             slot: Slot::boxed(),
         };
-        // SAFETY: the lowest page of our own mapping becomes a guard page.
-        if unsafe { libc::mprotect(stack, GUARD, libc::PROT_NONE) } != 0 {
-            return Err(Errno::last());
-        }
         let slot = &*maker.slot as *const Slot as *mut libc::c_void;
         // SAFETY: the helper runs `helper` on the top of our mapping (page-aligned, so 16-byte
         // aligned; stacks grow down) with the boxed slot, both kept until it is reaped (join or
