@@ -211,7 +211,10 @@ impl NetnsMaker {
         }
         let fd = self.slot.fd.load(Ordering::Acquire);
         if fd < 0 {
-            return Err(("create the network namespace (the helper died)", Errno::EIO));
+            return Err((
+                "create the network namespace: its helper process died before reporting (killed by a signal, or by a seccomp or security-module policy on this host); run `cordon doctor`, which checks that a sandbox can start",
+                Errno::EIO,
+            ));
         }
         // SAFETY: the helper opened `fd` in the table we share and handed it to us; nothing
         // else owns it.
