@@ -146,7 +146,9 @@ fn assert_polled_memory_limit(r: &JsonRun, name: &str) {
 /// cannot tell untouched pages from pages dropped from the page tables): killed at once, with
 /// the length (and the interpreter) as the peak.
 fn assert_polled_shared_mapping_kill(r: &JsonRun, name: &str, length: u64) {
-    assert_polled_kill(r, name, length..length + (64 << 20));
+    // Near the length, not exactly: a sample reads maps and smaps_rollup at two instants, so
+    // pages touched in between shift the sum by a few MiB (seen: 2 MiB under).
+    assert_polled_kill(r, name, length - (length >> 4)..length + (64 << 20));
 }
 
 fn assert_polled_kill(r: &JsonRun, name: &str, peak: std::ops::Range<u64>) {
