@@ -8,16 +8,85 @@ pub mod seccomp_probe;
 mod netns;
 pub use netns::{CREATE_STEP as NETNS_CREATE_STEP, NetnsMaker};
 
-/// cordon's heap: a TLSF allocator (`rlsf`) that takes memory from the kernel in 64 KiB
-/// pieces and keeps what is freed for reuse. musl's allocator returns freed memory to the
-/// kernel at once: a run of `cordon exec` made about 50 `mmap`/`munmap` pairs in the launcher
-/// and in init (each a page fault or more, and a TLB flush), 0.3-0.4 ms of the start-up, where
-/// this makes about 15. cordon's processes are short-lived or hold their buffers for the whole
-/// run, so memory kept for reuse is not memory lost. Its lock is a pthread mutex: like every
-/// allocator's, it must not be held across `fork`/`clone`, which cordon only calls while
-/// single-threaded ([`clone_namespaces`], [`fork`], [`thread_count`]).
+/// cordon's heap. Blocks under [`LARGE`] come from a TLSF allocator (`rlsf`) that takes
+/// memory from the kernel in 64 KiB pieces and keeps what is freed for reuse: musl's allocator
+/// returns freed memory to the kernel at once, and a run of `cordon exec` made about 50
+/// `mmap`/`munmap` pairs in the launcher and in init (each a page fault or more, and a TLB
+/// flush), 0.3-0.4 ms of the start-up. Larger blocks stay with musl, which maps each one
+/// directly, grows it with `mremap` (no copy) and unmaps it when freed: an output buffer or
+/// its JSON text (tens of MiB) never lingers, nor is copied on every doubling. Its lock is a
+/// pthread mutex: like every allocator's, it must not be held across `fork`/`clone`, which
+/// cordon only calls while single-threaded ([`clone_namespaces`], [`fork`], [`thread_count`]).
 #[global_allocator]
-static ALLOCATOR: rlsf::GlobalTlsf = rlsf::GlobalTlsf::new();
+static ALLOCATOR: Heap = Heap;
+
+/// Where a block's size sends it (the size at `alloc`/`realloc` is the size at `dealloc`, as
+/// `GlobalAlloc` requires of its callers, so both ends agree).
+pub const LARGE: usize = 128 << 10;
+
+static SMALL: rlsf::GlobalTlsf = rlsf::GlobalTlsf::new();
+
+pub struct Heap;
+
+// SAFETY: every method forwards to one of two allocators that implement GlobalAlloc
+// soundly, choosing by the layout's size, which is the same for a block's alloc and dealloc
+// (and its realloc's old layout); a block moving across LARGE is copied to a block of the
+// other allocator, and the old one freed by the allocator it came from.
+unsafe impl std::alloc::GlobalAlloc for Heap {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: the caller's contract (non-zero size) is passed on unchanged.
+        unsafe {
+            if layout.size() >= LARGE {
+                std::alloc::System.alloc(layout)
+            } else {
+                SMALL.alloc(layout)
+            }
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: as for alloc.
+        unsafe {
+            if layout.size() >= LARGE {
+                std::alloc::System.alloc_zeroed(layout)
+            } else {
+                SMALL.alloc_zeroed(layout)
+            }
+        }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: `ptr` came from the allocator its layout's size chose at alloc/realloc.
+        unsafe {
+            if layout.size() >= LARGE {
+                std::alloc::System.dealloc(ptr, layout)
+            } else {
+                SMALL.dealloc(ptr, layout)
+            }
+        }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        // SAFETY: within one allocator, its own realloc; across LARGE, a new block of `new`
+        // bytes (same alignment, valid as the caller guarantees for realloc), the smaller of
+        // the two sizes copied (the blocks are distinct), and the old block freed by its own.
+        unsafe {
+            match (layout.size() >= LARGE, new >= LARGE) {
+                (true, true) => std::alloc::System.realloc(ptr, layout, new),
+                (false, false) => SMALL.realloc(ptr, layout, new),
+                _ => {
+                    let to = std::alloc::Layout::from_size_align_unchecked(new, layout.align());
+                    let q = self.alloc(to);
+                    if !q.is_null() {
+                        std::ptr::copy_nonoverlapping(ptr, q, layout.size().min(new));
+                        self.dealloc(ptr, layout);
+                    }
+                    q
+                }
+            }
+        }
+    }
+}
 
 use nix::errno::Errno;
 use nix::unistd::Pid;
@@ -643,6 +712,41 @@ mod spawn_shared_tests {
 mod tests {
     fn listed() -> usize {
         std::fs::read_dir("/proc/self/task").unwrap().count()
+    }
+
+    #[test]
+    fn the_heap_keeps_contents_across_its_two_allocators() {
+        use std::alloc::{GlobalAlloc, Layout};
+        let heap = super::Heap;
+        let small = Layout::from_size_align(1000, 16).unwrap();
+        // SAFETY: test of the allocator's contract: sizes are non-zero, every block is freed
+        // once with the layout it has, and only its own bytes are read and written.
+        unsafe {
+            let p = heap.alloc(small);
+            assert!(!p.is_null() && (p as usize).is_multiple_of(16));
+            for i in 0..1000 {
+                *p.add(i) = (i % 251) as u8;
+            }
+            // Small to large (TLSF to musl), then large to larger (musl's own realloc), then
+            // back to small: the bytes kept must survive each move.
+            let big = heap.realloc(p, small, super::LARGE * 2);
+            assert!(!big.is_null() && (big as usize).is_multiple_of(16));
+            let big_layout = Layout::from_size_align(super::LARGE * 2, 16).unwrap();
+            let bigger = heap.realloc(big, big_layout, super::LARGE * 8);
+            let bigger_layout = Layout::from_size_align(super::LARGE * 8, 16).unwrap();
+            let back = heap.realloc(bigger, bigger_layout, 500);
+            for i in 0..500 {
+                assert_eq!(*back.add(i), (i % 251) as u8, "byte {i}");
+            }
+            heap.dealloc(back, Layout::from_size_align(500, 16).unwrap());
+            for size in [64, super::LARGE - 1, super::LARGE, super::LARGE * 3] {
+                let l = Layout::from_size_align(size, 8).unwrap();
+                let z = heap.alloc_zeroed(l);
+                assert!(!z.is_null());
+                assert!((0..size).all(|i| *z.add(i) == 0), "alloc_zeroed({size})");
+                heap.dealloc(z, l);
+            }
+        }
     }
 
     #[test]

@@ -381,6 +381,20 @@ pub struct Finished {
     pub argv: Vec<OsString>,
 }
 
+/// At most 4000 bytes of `s`, cut at a character boundary (outputs under test are often
+/// floods of multi-byte replacement characters).
+fn clip(mut s: String) -> String {
+    if s.len() > 4000 {
+        let mut n = 4000;
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        s.truncate(n);
+        s.push_str("…[truncated]");
+    }
+    s
+}
+
 impl Finished {
     pub fn stdout_str(&self) -> String {
         String::from_utf8_lossy(&self.stdout).into_owned()
@@ -390,16 +404,7 @@ impl Finished {
     }
     /// A description for assertion messages.
     pub fn describe(&self) -> String {
-        let mut out = self.stdout_str();
-        if out.len() > 4000 {
-            out.truncate(4000);
-            out.push_str("…[truncated]");
-        }
-        let mut err = self.stderr_str();
-        if err.len() > 4000 {
-            err.truncate(4000);
-            err.push_str("…[truncated]");
-        }
+        let (out, err) = (clip(self.stdout_str()), clip(self.stderr_str()));
         format!(
             "argv {:?}\nexit {:?} (code {}) after {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
             self.argv, self.status, self.code, self.elapsed, out, err
