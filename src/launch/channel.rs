@@ -159,6 +159,50 @@ pub fn send_stop(fd: &OwnedFd) -> Result<(), Errno> {
 /// The byte [`send_stop`] writes.
 pub const STOP: &[u8; 1] = b"s";
 
+/// Sends `fds` (at least one) in one message on the unix socket `sock` (SCM_RIGHTS).
+pub fn send_fds(sock: &OwnedFd, fds: &[OwnedFd]) -> Result<(), Errno> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    use std::os::fd::AsRawFd;
+    let raw: Vec<i32> = fds.iter().map(|f| f.as_raw_fd()).collect();
+    let cmsg = [ControlMessage::ScmRights(&raw)];
+    let iov = [std::io::IoSlice::new(b"f")];
+    sendmsg::<()>(sock.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None).map(|_| ())
+}
+
+/// Receives the descriptors one [`send_fds`] sent (blocking; at most [`MAX_FDS`]), close-on-
+/// exec. End-of-file (the sender died) is `EPIPE`.
+pub fn recv_fds(sock: &OwnedFd) -> Result<Vec<OwnedFd>, Errno> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::AsRawFd;
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; MAX_FDS]);
+    let msg = loop {
+        match recvmsg::<()>(
+            sock.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Err(Errno::EINTR) => continue,
+            other => break other?,
+        }
+    };
+    let mut got = Vec::new();
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(fds) = c {
+            got.extend(fds.into_iter().map(crate::sys::own_received_fd));
+        }
+    }
+    if msg.bytes == 0 && got.is_empty() {
+        return Err(Errno::EPIPE);
+    }
+    Ok(got)
+}
+
+/// The most descriptors [`recv_fds`] takes in one message.
+pub const MAX_FDS: usize = 8;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +217,29 @@ mod tests {
         assert_eq!(r.feed(x), vec![Msg::Exited { code: 3 }]);
         assert_eq!(r.feed(y), vec![Msg::Signaled { signal: 9 }]);
         assert!(r.feed(b"").is_empty());
+    }
+
+    #[test]
+    fn descriptors_pass_through_a_socket_and_eof_is_epipe() {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (a, b) = socketpair(
+            AddressFamily::Unix,
+            SockType::Stream,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        let (r, w) = nix::unistd::pipe().unwrap();
+        send_fds(&a, &[w]).unwrap();
+        let got = recv_fds(&b).unwrap();
+        assert_eq!(got.len(), 1);
+        // The received descriptor is the pipe's write end: what goes in comes out of `r`.
+        write(&got[0], b"x").unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!(read(&r, &mut buf).unwrap(), 1);
+        assert_eq!(&buf, b"x");
+        drop(a);
+        assert_eq!(recv_fds(&b).unwrap_err(), Errno::EPIPE);
     }
 
     #[test]

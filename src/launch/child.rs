@@ -56,9 +56,12 @@ pub struct ChildCtx<'a> {
     /// The canonical rootfs directory for `--rootfs DIR` (its entries are opened without
     /// following symlinks).
     pub rootfs_dir: Option<&'a std::path::Path>,
-    /// cgroup v1: the `tasks` files init writes `0` to, moving itself into the sandbox's
-    /// cgroups before anything else (the parent does not attach it then).
-    pub cgroup_tasks: &'a [std::path::PathBuf],
+    /// cgroup v1: the socket on which cordon sends the `tasks` files of the sandbox's groups
+    /// (opened by cordon, which made them while init built the root); init writes `0` to
+    /// each after the second go, moving itself (the parent does not attach it then). The
+    /// kernel checks the credentials of the file's opener, so init no longer needs its host
+    /// identity for this.
+    pub cgroup_tasks: Option<OwnedFd>,
     /// Files to write into /workspace before the payload starts.
     pub files: &'a [crate::spec::InputFile],
     /// Files to bring back after the payload exits.
@@ -102,6 +105,7 @@ pub fn init_main(ctx: ChildCtx) -> ! {
     .to_vec();
     keep.extend(ctx.net_handover.as_ref().map(|f| f.as_raw_fd()));
     keep.extend(ctx.proc_handover.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(ctx.cgroup_tasks.as_ref().map(|f| f.as_raw_fd()));
     if let Err(e) = sys::close_fds_except(&keep) {
         ctx.report.fail(
             "close inherited file descriptors",
@@ -127,9 +131,18 @@ pub fn init_main(ctx: ChildCtx) -> ! {
         ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
-    // The second go: the parent has moved us into the sandbox cgroup (it did so while we
-    // built the root). Nothing untrusted runs before this point.
+    // The second go: the sandbox's cgroup exists (cordon made it while we built the root)
+    // and, on cgroup v2, cordon has moved us into it. Nothing untrusted runs before this
+    // point.
     if !wait_for_go(&ctx.go) {
+        sys::exit_now(exit_codes::SANDBOX_ERROR);
+    }
+    if let Err((step, msg)) = enter_cgroup_v1(&ctx).and_then(|()| {
+        // Written now, inside the sandbox's cgroup: the memory of the files counts for it.
+        super::collect::write_inputs(ctx.files)
+            .map_err(|m| ("write the input files into /workspace", m))
+    }) {
+        ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
     if let Err(e) = unshare(CloneFlags::CLONE_NEWCGROUP) {
@@ -191,23 +204,6 @@ fn setup_init(
     netns: Option<sys::NetnsMaker>,
 ) -> Result<(), (&'static str, String)> {
     let e = |step: &'static str| move |err: Errno| (step, err.to_string());
-    // Into the sandbox's cgroups first, while init still has the caller's host identity
-    // (the parent, root, created them), and before it forks anything.
-    for tasks in ctx.cgroup_tasks {
-        std::fs::write(tasks, "0").map_err(|err| {
-            // cgroup v1's cpu controller refuses a real-time task into a group without
-            // real-time runtime (cpu.rt_runtime_us = 0, the default for a new group).
-            let hint = if sys::realtime_policy() && err.raw_os_error() == Some(libc::EINVAL) {
-                "; cordon runs under a real-time scheduling policy (SCHED_FIFO/SCHED_RR), which cgroup v1's cpu controller refuses in a group without real-time runtime: run cordon under SCHED_OTHER, or pass `--limits-backend rlimit`"
-            } else {
-                ""
-            };
-            (
-                "move init into the sandbox cgroup",
-                format!("write 0 to {}: {err}{hint}", tasks.display()),
-            )
-        })?;
-    }
     // Non-dumpable: the payload cannot read init's memory or /proc/1 details that it does not
     // own (it also lacks the capabilities ptrace would need, and seccomp denies ptrace).
     nix::sys::prctl::set_dumpable(false).map_err(e("make init non-dumpable"))?;
@@ -292,8 +288,35 @@ fn setup_init(
     if let Some(h) = &ctx.proc_handover {
         super::memwatch::send_proc(h).map_err(|m| ("hand the sandbox's /proc to cordon", m))?;
     }
-    super::collect::write_inputs(ctx.files)
-        .map_err(|m| ("write the input files into /workspace", m))?;
+    Ok(())
+}
+
+/// cgroup v1: init moves itself into each of the sandbox's groups through the `tasks` files
+/// cordon sent (see [`ChildCtx::cgroup_tasks`]), before it forks the payload. A thread moving
+/// itself takes no global cgroup lock, where moving another process waits for an RCU grace
+/// period.
+fn enter_cgroup_v1(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
+    let Some(sock) = &ctx.cgroup_tasks else {
+        return Ok(());
+    };
+    let step = "move init into the sandbox cgroup";
+    let files = super::channel::recv_fds(sock)
+        .map_err(|err| (step, format!("receive the tasks files from cordon: {err}")))?;
+    if files.is_empty() {
+        return Err((step, "cordon sent no tasks file".into()));
+    }
+    for f in &files {
+        nix::unistd::write(f, b"0").map_err(|err| {
+            // cgroup v1's cpu controller refuses a real-time task into a group without
+            // real-time runtime (cpu.rt_runtime_us = 0, the default for a new group).
+            let hint = if sys::realtime_policy() && err == Errno::EINVAL {
+                "; cordon runs under a real-time scheduling policy (SCHED_FIFO/SCHED_RR), which cgroup v1's cpu controller refuses in a group without real-time runtime: run cordon under SCHED_OTHER, or pass `--limits-backend rlimit`"
+            } else {
+                ""
+            };
+            (step, format!("write 0 to a tasks file: {err}{hint}"))
+        })?;
+    }
     Ok(())
 }
 

@@ -176,7 +176,8 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // 2. Limits: the sandbox cgroup exists, with its limits written, before any process of
     //    the sandbox does.
     let run_id = run_id();
-    let mut prepared = limits::prepare(&spec.limits, spec.backend, &run_id)?;
+    // A cgroup v1 is made after the clone, while init builds the root (prepare_deferred).
+    let mut prepared = limits::prepare_deferred(&spec.limits, spec.backend, &run_id)?;
     let root_caller = nix::unistd::geteuid().is_root();
     // Without a cgroup the supervisor polls the sandbox's memory (see launch::memwatch); init
     // sends it the sandbox's /proc over this socketpair once it is mounted.
@@ -238,7 +239,22 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         )
     };
     let started = Instant::now();
-    let cgroup_tasks = prepared.cgroup.as_ref().and_then(|c| c.self_attach_files());
+    // cgroup v1: init moves itself into the sandbox's groups through their `tasks` files,
+    // which cordon opens once it has made them and sends over this socketpair.
+    let (tasks_parent, tasks_child) =
+        match prepared.cgroup.as_ref().and_then(|c| c.self_attach_files()) {
+            Some(_) => {
+                let (p, c) = nix::sys::socket::socketpair(
+                    nix::sys::socket::AddressFamily::Unix,
+                    nix::sys::socket::SockType::Stream,
+                    None,
+                    nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+                )
+                .map_err(sys_err("create the cgroup socketpair"))?;
+                (Some(p), Some(c))
+            }
+            None => (None, None),
+        };
 
     // 5. One clone creates every namespace.
     let (net_parent, net_child) = match handover {
@@ -247,7 +263,16 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     };
     let child = match sys::clone_namespaces(CLONE_FLAGS) {
         Ok(CloneResult::Child) => {
-            drop((go_w, rep_r, in_w, out_r, err_r, net_parent, watch_parent));
+            drop((
+                go_w,
+                rep_r,
+                in_w,
+                out_r,
+                err_r,
+                net_parent,
+                watch_parent,
+                tasks_parent,
+            ));
             child::init_main(child::ChildCtx {
                 plan: &ops,
                 hostname: &spec.hostname,
@@ -267,7 +292,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 stderr: err_w,
                 files: &spec.files,
                 rootfs_dir,
-                cgroup_tasks: cgroup_tasks.as_deref().unwrap_or(&[]),
+                cgroup_tasks: tasks_child,
                 collect: spec.collect.as_ref(),
                 net_handover: net_child,
                 proc_handover: watch_child,
@@ -299,7 +324,16 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             });
         }
     };
-    drop((go_r, rep_w, in_r, out_w, err_w, net_child, watch_child));
+    drop((
+        go_r,
+        rep_w,
+        in_r,
+        out_w,
+        err_w,
+        net_child,
+        watch_child,
+        tasks_child,
+    ));
     // The sandbox's mount namespace, for the keeper to hold (see keeper.rs). Opened while init
     // waits for its first go, with the caller's identity. Not having it only makes the run's
     // end slower (init's exit then unmounts everything), so a failure is not an error.
@@ -310,22 +344,45 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     )
     .ok();
 
-    // 6. uid/gid maps (each written once), first go (init builds the root), then the cgroup,
-    //    second go (init may start the payload). Attaching to a cgroup v1 hierarchy waits for
-    //    an RCU grace period (milliseconds); init builds the root meanwhile.
+    // 6. uid/gid maps (each written once), first go (init builds the root), then the cgroup
+    //    while it does: on v2 cordon attaches init (that can wait for an RCU grace period);
+    //    on v1 cordon makes the groups only now and sends init their `tasks` files, through
+    //    which init moves itself after the second go (init may start the payload).
     // A failed go write (EPIPE) means init already exited; it reported why on the report
     // pipe, which supervision reads, so it is not an error of its own here.
     let setup = write_maps(child, root_caller, host_uid, host_gid).and_then(|()| {
         let first = channel::send_go(&go_w);
-        match (&first, &prepared.cgroup) {
-            // On cgroup v1 init moves itself (see ChildCtx::cgroup_tasks).
-            (Ok(()), Some(cg)) if cg.self_attach_files().is_none() => cg
+        match (&first, prepared.cgroup.as_mut()) {
+            // cgroup v1: made now, while init builds the root; init moves itself through the
+            // `tasks` files sent to it (see ChildCtx::cgroup_tasks).
+            (Ok(()), Some(cg)) if cg.self_attach_files().is_some() => {
+                cg.create_pending()?;
+                let files = cg.self_attach_files().unwrap_or_default();
+                let fds = files
+                    .iter()
+                    .map(|f| {
+                        nix::fcntl::open(
+                            f,
+                            OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+                            nix::sys::stat::Mode::empty(),
+                        )
+                        .map_err(sys_err("open a tasks file of the sandbox's cgroup"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                if let Some(sock) = &tasks_parent {
+                    // Init gone (EPIPE) already said why on the report pipe.
+                    let _ = channel::send_fds(sock, &fds);
+                }
+                Ok(first)
+            }
+            (Ok(()), Some(cg)) => cg
                 .attach(child.as_raw())
                 .map_err(LaunchError::from)
                 .map(|()| first),
             _ => Ok(first),
         }
     });
+    drop(tasks_parent);
     // `--net allow=`: init hands over the proxy's listening socket while it builds the root;
     // the proxy helper starts before the payload may. No socket because init failed: it said
     // why on the report pipe. Any other failure stops the run (fail closed).

@@ -129,6 +129,15 @@ pub struct Cgroup {
     own_pid: u32,
     removed: bool,
     remove_timeout: Duration,
+    /// Not created yet ([`prepare_deferred`]): what [`Cgroup::create_pending`] needs.
+    pending: Option<Box<Pending>>,
+}
+
+/// A cgroup v1 chosen and checked but not yet made (see [`prepare_deferred`]).
+#[derive(Debug)]
+struct Pending {
+    host: HostPaths,
+    limits: Limits,
 }
 
 impl Cgroup {
@@ -178,6 +187,9 @@ impl Cgroup {
     /// Kills every process in the sandbox cgroup (`cgroup.kill`, or SIGKILL to each pid) and
     /// waits (bounded) until `cgroup.procs` is empty.
     pub fn kill(&self) {
+        if self.pending.is_some() {
+            return;
+        }
         if let Kind::V2(dir) = &self.kind {
             // Absent before Linux 5.14: then the pid loop below does the work.
             let _ = self.fs.write(&dir.join("cgroup.kill"), "1");
@@ -203,6 +215,30 @@ impl Cgroup {
         self.remove_dirs()
     }
 
+    /// Whether the directories are still to be made ([`Cgroup::create_pending`]).
+    pub fn is_pending(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Makes a cgroup that [`prepare_deferred`] chose and checked: the directories, then the
+    /// limits (removing what it made if a step fails). Nothing to do for one made already.
+    pub fn create_pending(&mut self) -> Result<(), LimitsError> {
+        let Some(p) = self.pending.as_deref() else {
+            return Ok(());
+        };
+        let Kind::V1(dirs) = &self.kind else {
+            return Ok(());
+        };
+        v1::make(self.fs.as_ref(), dirs, &p.host, &p.limits).map_err(|f| {
+            LimitsError::Unavailable(format!(
+                "cannot create the sandbox's cgroup v1 (its checks had passed): {f}; fix: {}, or run with `--limits-backend rlimit`",
+                f.fix
+            ))
+        })?;
+        self.pending = None;
+        Ok(())
+    }
+
     /// Leaves the removal to the keeper (`launch::keeper`), which kills what is left and
     /// removes the cgroup once cordon tells it to, off the run's critical path: this value
     /// is dropped without removing anything.
@@ -219,6 +255,10 @@ impl Cgroup {
     }
 
     fn remove_dirs(&self) -> Result<(), LimitsError> {
+        if self.pending.is_some() {
+            // Never made (or its making failed and removed what it made).
+            return Ok(());
+        }
         let mut first_err = None;
         for dir in self.dirs().iter().rev() {
             if let Err(e) = rmdir_retry(self.fs.as_ref(), dir, self.remove_timeout) {
@@ -357,18 +397,42 @@ pub fn prepare(
     choice: BackendChoice,
     run_id: &str,
 ) -> Result<Prepared, LimitsError> {
+    prepare_on_host(limits, choice, run_id, false)
+}
+
+/// [`prepare`], except that a cgroup v1 is only chosen and checked (each controller's
+/// hierarchy found, cordon's cgroup there writable), not made: the launcher makes it with
+/// [`Cgroup::create_pending`] after its clone, while init builds the sandbox's root. Making
+/// four v1 groups and writing their limits (the memory controller's `mkdir` alone is about
+/// 0.2 ms) was on the start-up's critical path. A failure then is an error of the run, not a
+/// fall-back to rlimits: the backend was already reported chosen.
+pub fn prepare_deferred(
+    limits: &Limits,
+    choice: BackendChoice,
+    run_id: &str,
+) -> Result<Prepared, LimitsError> {
+    prepare_on_host(limits, choice, run_id, true)
+}
+
+fn prepare_on_host(
+    limits: &Limits,
+    choice: BackendChoice,
+    run_id: &str,
+    defer_v1: bool,
+) -> Result<Prepared, LimitsError> {
     validate(limits, run_id)?;
     if choice == BackendChoice::Rlimit {
         return Ok(rlimit_only(limits, "rlimit (forced)".to_string()));
     }
     match HostPaths::from_host() {
-        Ok(host) => prepare_with_scope(
+        Ok(host) => prepare_inner(
             Arc::new(RealFs),
             &host,
             limits,
             choice,
             run_id,
             Some(&FromEnv::default()),
+            defer_v1,
         ),
         Err(source) if choice == BackendChoice::Auto => Ok(rlimit_only(
             limits,
@@ -382,7 +446,7 @@ pub fn prepare(
             step: "read",
             path: PathBuf::from(host::PROC_SELF_CGROUP),
             source,
-            fix: "mount /proc (cordon needs it to find its own cgroup), or use `--backend rlimit`"
+            fix: "mount /proc (cordon needs it to find its own cgroup), or use `--limits-backend rlimit`"
                 .to_string(),
         }),
     }
@@ -443,6 +507,18 @@ pub fn prepare_with_scope(
     run_id: &str,
     scope: Option<&dyn UserScope>,
 ) -> Result<Prepared, LimitsError> {
+    prepare_inner(fs, host, limits, choice, run_id, scope, false)
+}
+
+fn prepare_inner(
+    fs: Arc<dyn CgroupFs>,
+    host: &HostPaths,
+    limits: &Limits,
+    choice: BackendChoice,
+    run_id: &str,
+    scope: Option<&dyn UserScope>,
+    defer_v1: bool,
+) -> Result<Prepared, LimitsError> {
     validate(limits, run_id)?;
     if choice == BackendChoice::Rlimit {
         return Ok(rlimit_only(limits, "rlimit (forced)".to_string()));
@@ -456,7 +532,7 @@ pub fn prepare_with_scope(
             return Err(LimitsError::BackendUnavailable {
                 backend: choice_name(choice),
                 reason: why,
-                fix: "check that /proc is mounted, or use `--backend rlimit`".to_string(),
+                fix: "check that /proc is mounted, or use `--limits-backend rlimit`".to_string(),
             });
         }
     };
@@ -507,7 +583,31 @@ pub fn prepare_with_scope(
             Err(f) => skipped.push(format!("cgroup v2 {f} (fix: {})", f.fix)),
         }
     }
-    if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) {
+    if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) && defer_v1 {
+        match v1::check(fs.as_ref(), &layout, host) {
+            Ok(()) => {
+                let swap = limits.memory.is_some() && v1::swap_file_exists(fs.as_ref(), &layout);
+                let mut prepared = with_cgroup(
+                    fs,
+                    host,
+                    limits,
+                    (Backend::CgroupV1, Kind::V1(v1::dirs(&layout, &name))),
+                    format!("cgroup v1 ({name} in memory, pids, cpu, cpuacct)"),
+                    &skipped,
+                    swap,
+                );
+                if let Some(cg) = prepared.cgroup.as_mut() {
+                    cg.pending = Some(Box::new(Pending {
+                        host: host.clone(),
+                        limits: limits.clone(),
+                    }));
+                }
+                return Ok(prepared);
+            }
+            Err(f) if choice == BackendChoice::CgroupV1 => return Err(forced(choice, f)),
+            Err(f) => skipped.push(format!("cgroup v1 {f} (fix: {})", f.fix)),
+        }
+    } else if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) {
         match v1::create(fs.as_ref(), &layout, host, &name, limits) {
             Ok((dirs, applied)) => {
                 return Ok(with_cgroup(
@@ -641,6 +741,7 @@ fn with_cgroup(
         own_pid: host.pid,
         removed: false,
         remove_timeout: REMOVE_TIMEOUT,
+        pending: None,
     };
     Prepared {
         cgroup: Some(cgroup),

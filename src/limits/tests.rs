@@ -1088,3 +1088,91 @@ fn probe_says_which_path_auto_takes() {
         "{d}"
     );
 }
+
+fn prep_deferred(fs: &Arc<FakeFs>, choice: BackendChoice) -> Result<Prepared, LimitsError> {
+    prepare_inner(
+        fs.clone(),
+        &fs.host(HYBRID_PROC, PID),
+        &limits(),
+        choice,
+        "r1",
+        None,
+        true,
+    )
+}
+
+#[test]
+fn deferred_v1_is_checked_at_once_and_made_by_create_pending() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let mut p = prep_deferred(&fs, BackendChoice::Auto).unwrap();
+    let name = format!("cordon-{PID}-r1");
+    let mem = fs.root().join("memory/process_api/e820").join(&name);
+    let cpu = fs.root().join("cpu").join(&name);
+    let cg = p.cgroup.as_mut().unwrap();
+    assert_eq!(cg.backend(), Backend::CgroupV1);
+    assert!(cg.is_pending());
+    assert!(
+        !mem.exists() && !cpu.exists(),
+        "nothing is made before create_pending"
+    );
+    // The report is final already: the swap file exists in cordon's own memory cgroup.
+    let note = p
+        .report
+        .memory_bytes
+        .as_ref()
+        .unwrap()
+        .note
+        .clone()
+        .unwrap();
+    assert!(note.contains("memsw"), "{note}");
+    let cg = p.cgroup.as_mut().unwrap();
+    cg.create_pending().unwrap();
+    assert!(!cg.is_pending());
+    assert_eq!(
+        fs.get(&mem.join("memory.limit_in_bytes")),
+        (64u64 << 20).to_string()
+    );
+    assert_eq!(fs.get(&cpu.join("cpu.cfs_quota_us")), "150000");
+    // A second call has nothing to do.
+    cg.create_pending().unwrap();
+    p.cgroup.take().unwrap().remove().unwrap();
+    assert!(!mem.exists() && !cpu.exists());
+}
+
+#[test]
+fn deferred_v1_that_cannot_be_made_is_an_error_and_leaves_nothing() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    let name = format!("cordon-{PID}-r1");
+    // access() says yes (the check passes) but mkdir in the cpu hierarchy fails.
+    fs.deny(&fs.root().join("cpu").join(&name));
+    let mut p = prep_deferred(&fs, BackendChoice::Auto).unwrap();
+    let mut cg = p.cgroup.take().unwrap();
+    let err = cg.create_pending().unwrap_err().to_string();
+    assert!(
+        err.contains("cannot create the sandbox's cgroup v1")
+            && err.contains("EACCES")
+            && err.contains("--limits-backend rlimit"),
+        "{err}"
+    );
+    assert!(cg.is_pending());
+    let mem = fs.root().join("memory/process_api/e820").join(&name);
+    assert!(!mem.exists() && !fs.root().join("pids").join(&name).exists());
+    // Removing a cgroup that was never made succeeds and touches nothing.
+    cg.remove().unwrap();
+}
+
+#[test]
+fn deferred_choice_keeps_v1_checks_and_falls_back_like_prepare() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    // cordon's own memory cgroup not writable: the check fails, auto falls back to rlimit
+    // with the reason, exactly as the eager path does.
+    fs.deny(&fs.root().join("memory/process_api/e820"));
+    let p = prep_deferred(&fs, BackendChoice::Auto).unwrap();
+    assert!(p.cgroup.is_none());
+    let b = p.report.backend_note.clone().unwrap_or_default();
+    assert!(b.starts_with("rlimit (") && b.contains("cgroup v1"), "{b}");
+    assert!(prep_deferred(&fs, BackendChoice::CgroupV1).is_err());
+}

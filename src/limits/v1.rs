@@ -65,13 +65,36 @@ pub fn create(
     limits: &Limits,
 ) -> Result<(V1Dirs, V1Applied), Failure> {
     check(fs, layout, host)?;
+    let dirs = dirs(layout, name);
+    let applied = make(fs, &dirs, host, limits)?;
+    Ok((dirs, applied))
+}
+
+/// The sandbox's directory `name` in each hierarchy (nothing is created).
+pub fn dirs(layout: &Layout, name: &str) -> V1Dirs {
     let dir = |c: &str| layout.v1[c].own.join(name);
-    let dirs = V1Dirs {
+    V1Dirs {
         memory: dir("memory"),
         pids: dir("pids"),
         cpu: dir("cpu"),
         cpuacct: dir("cpuacct"),
-    };
+    }
+}
+
+/// Whether [`write_limits`] will find the swap file: a child cgroup has the files of its
+/// parent (`own`, cordon's cgroup in the memory hierarchy). For the report of a cgroup made
+/// after the clone ([`super::prepare_deferred`]).
+pub fn swap_file_exists(fs: &dyn CgroupFs, layout: &Layout) -> bool {
+    fs.exists(&layout.v1["memory"].own.join("memory.memsw.limit_in_bytes"))
+}
+
+/// Creates `dirs` and writes the limits; on failure removes what it made.
+pub fn make(
+    fs: &dyn CgroupFs,
+    dirs: &V1Dirs,
+    host: &HostPaths,
+    limits: &Limits,
+) -> Result<V1Applied, Failure> {
     let mut made: Vec<PathBuf> = Vec::new();
     let rollback = |made: &[PathBuf]| {
         for d in made.iter().rev() {
@@ -97,8 +120,8 @@ pub fn create(
         }
         made.push(d);
     }
-    match write_limits(fs, &dirs, limits) {
-        Ok(applied) => Ok((dirs, applied)),
+    match write_limits(fs, dirs, limits) {
+        Ok(applied) => Ok(applied),
         Err(f) => {
             rollback(&made);
             Err(f)
