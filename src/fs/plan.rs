@@ -86,9 +86,6 @@ pub const PROC_MASKED_FILES: &[&str] = &[
     "/proc/sched_debug",
     "/proc/kallsyms",
     "/proc/config.gz",
-    // cordon's init is pid 1: its command line is the caller's cordon command line (host
-    // paths, --env values meant for the program, options the program need not see).
-    "/proc/1/cmdline",
 ];
 /// procfs directories hidden under an empty read-only tmpfs.
 pub const PROC_MASKED_DIRS: &[&str] = &["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"];

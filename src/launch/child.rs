@@ -90,6 +90,15 @@ pub fn init_main(ctx: ChildCtx) -> ! {
             .fail("set parent-death signal", e, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
+    // The payload will see init as /proc/1: not cordon's command line.
+    if let Err(e) = sys::scrub_cmdline() {
+        ctx.report.fail(
+            "clear init's command line (cordon's own, visible as /proc/1/cmdline)",
+            e,
+            exit_codes::SANDBOX_ERROR,
+        );
+        sys::exit_now(exit_codes::SANDBOX_ERROR);
+    }
     if !wait_for_go(&ctx.go) {
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }

@@ -315,6 +315,39 @@ pub fn ignore_signal(sig: nix::sys::signal::Signal) -> Result<(), Errno> {
     unsafe { nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigIgn) }.map(drop)
 }
 
+/// Overwrites the calling process's command line with NUL bytes: the argument strings on its
+/// stack, which `/proc/PID/cmdline` shows to anyone who can see the process. The sandbox's
+/// init is a clone of cordon, so its command line is the caller's (host paths, `--env`
+/// values meant for the program): the payload would read it as `/proc/1/cmdline`. (Hiding
+/// the file under a bind of /dev/null did that too, but a mount under `/proc/1` makes every
+/// reap of init wait for an RCU grace period while the kernel detaches it.) The caller must
+/// not use `std::env::args` afterwards. The area's length stays visible.
+pub fn scrub_cmdline() -> Result<(), String> {
+    let stat = std::fs::read_to_string("/proc/self/stat")
+        .map_err(|e| format!("read /proc/self/stat: {e}"))?;
+    let (start, end) = cmdline_area(&stat)
+        .ok_or_else(|| format!("no argument area in /proc/self/stat ({} bytes)", stat.len()))?;
+    // SAFETY: [start, end) is this process's argument area as the kernel reports it
+    // (arg_start, arg_end): the strings execve copied to the top of the initial stack, a
+    // private writable mapping that stays mapped for the process's life. No Rust value
+    // borrows it: the command line was parsed into owned strings before the clone, and the
+    // caller promises not to read it again. Plain bytes, so any value written is valid.
+    unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
+    Ok(())
+}
+
+/// (arg_start, arg_end) from the text of `/proc/PID/stat` (fields 48 and 49; the command
+/// name in field 2 may hold spaces and parentheses, so fields are counted after its last
+/// `)`), when they make a plausible area (non-empty, under 2 MiB: the kernel's own bound).
+pub fn cmdline_area(stat: &str) -> Option<(usize, usize)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    // `rest` starts at field 3: field 48 is the 46th from there.
+    let start: usize = fields.nth(45)?.parse().ok()?;
+    let end: usize = fields.next()?.parse().ok()?;
+    (start > 0 && end > start && end - start <= 2 << 20).then_some((start, end))
+}
+
 /// `_exit(2)`: leaves a forked child without running destructors or atexit handlers that
 /// belong to the parent's copy of the process.
 pub fn exit_now(code: i32) -> ! {
@@ -747,6 +780,30 @@ mod tests {
                 heap.dealloc(z, l);
             }
         }
+    }
+
+    #[test]
+    fn the_argument_area_is_read_after_the_command_name() {
+        // A command name with spaces and a ')' must not shift the fields.
+        let mut stat = String::from("42 (a) b (c)) S");
+        for n in 4..=52 {
+            stat.push_str(&format!(
+                " {}",
+                if n == 48 {
+                    1000
+                } else if n == 49 {
+                    1300
+                } else {
+                    n
+                }
+            ));
+        }
+        assert_eq!(super::cmdline_area(&stat), Some((1000, 1300)));
+        assert_eq!(super::cmdline_area("42 (a) S 1 2"), None);
+        let own = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let (start, end) = super::cmdline_area(&own).expect("this process's own area");
+        let cmdline = std::fs::read("/proc/self/cmdline").unwrap();
+        assert_eq!(end - start, cmdline.len());
     }
 
     #[test]
