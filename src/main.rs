@@ -3,6 +3,10 @@
 use cordon::cli::{Cli, Command, RootfsCommand};
 use cordon::commands;
 
+/// cordon's heap (see `cordon::sys::Heap`): fewer page faults and TLB flushes at start-up.
+#[global_allocator]
+static ALLOCATOR: cordon::sys::Heap = cordon::sys::Heap;
+
 fn main() {
     // Usage errors exit 125 (cordon failed before the program ran), not clap's 2, which a
     // program's own exit code 2 could not be told apart from.

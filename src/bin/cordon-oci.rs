@@ -4,6 +4,10 @@
 use clap::Parser;
 use cordon::cli::oci::OciCli;
 
+/// cordon's heap (see `cordon::sys::Heap`): fewer page faults and TLB flushes at start-up.
+#[global_allocator]
+static ALLOCATOR: cordon::sys::Heap = cordon::sys::Heap;
+
 fn main() {
     let cli = match OciCli::try_parse() {
         Ok(c) => c,

@@ -159,18 +159,25 @@ pub fn send_stop(fd: &OwnedFd) -> Result<(), Errno> {
 /// The byte [`send_stop`] writes.
 pub const STOP: &[u8; 1] = b"s";
 
-/// Sends `fds` (at least one) in one message on the unix socket `sock` (SCM_RIGHTS).
+/// Sends `fds` (1 to [`MAX_FDS`]) in one message on the unix socket `sock` (SCM_RIGHTS); the
+/// message's one byte is their number, which [`recv_fds`] checks.
 pub fn send_fds(sock: &OwnedFd, fds: &[OwnedFd]) -> Result<(), Errno> {
     use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
     use std::os::fd::AsRawFd;
+    if fds.is_empty() || fds.len() > MAX_FDS {
+        return Err(Errno::EINVAL);
+    }
     let raw: Vec<i32> = fds.iter().map(|f| f.as_raw_fd()).collect();
     let cmsg = [ControlMessage::ScmRights(&raw)];
-    let iov = [std::io::IoSlice::new(b"f")];
-    sendmsg::<()>(sock.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None).map(|_| ())
+    let count = [fds.len() as u8];
+    let iov = [std::io::IoSlice::new(&count)];
+    // MSG_NOSIGNAL: a receiver gone is EPIPE, not a SIGPIPE to whatever process cordon is.
+    sendmsg::<()>(sock.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None).map(|_| ())
 }
 
 /// Receives the descriptors one [`send_fds`] sent (blocking; at most [`MAX_FDS`]), close-on-
-/// exec. End-of-file (the sender died) is `EPIPE`.
+/// exec: all of them or an error, never some (`EBADMSG` when the kernel delivered fewer than
+/// were sent, e.g. at the descriptor limit). End-of-file (the sender died) is `EPIPE`.
 pub fn recv_fds(sock: &OwnedFd) -> Result<Vec<OwnedFd>, Errno> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     use std::os::fd::AsRawFd;
@@ -196,6 +203,11 @@ pub fn recv_fds(sock: &OwnedFd) -> Result<Vec<OwnedFd>, Errno> {
     }
     if msg.bytes == 0 && got.is_empty() {
         return Err(Errno::EPIPE);
+    }
+    let truncated = msg.flags.contains(MsgFlags::MSG_CTRUNC);
+    if truncated || msg.bytes != 1 || usize::from(byte[0]) != got.len() {
+        // `got` is closed on return.
+        return Err(Errno::EBADMSG);
     }
     Ok(got)
 }
@@ -238,6 +250,24 @@ mod tests {
         let mut buf = [0u8; 1];
         assert_eq!(read(&r, &mut buf).unwrap(), 1);
         assert_eq!(&buf, b"x");
+        // A message whose count does not match what arrived is refused whole.
+        {
+            use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+            use std::os::fd::AsRawFd;
+            let (_r2, w2) = nix::unistd::pipe().unwrap();
+            let raw = [w2.as_raw_fd()];
+            let iov = [std::io::IoSlice::new(&[2u8])];
+            sendmsg::<()>(
+                a.as_raw_fd(),
+                &iov,
+                &[ControlMessage::ScmRights(&raw)],
+                MsgFlags::empty(),
+                None,
+            )
+            .unwrap();
+            assert_eq!(recv_fds(&b).unwrap_err(), Errno::EBADMSG);
+        }
+        assert_eq!(send_fds(&a, &[]).unwrap_err(), Errno::EINVAL);
         drop(a);
         assert_eq!(recv_fds(&b).unwrap_err(), Errno::EPIPE);
     }

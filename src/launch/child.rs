@@ -3,10 +3,13 @@
 //! **init** is the process `clone` created: pid 1 of the new pid namespace, holding every
 //! capability of the new user namespace. It waits for the parent's first go (uid/gid maps
 //! written), starts the helper that makes the network namespace (`sys::NetnsMaker`), builds
-//! and enters the new root, enters the network namespace, waits for the second go (it is in the sandbox
-//! cgroup: the parent attaches it meanwhile, which on cgroup v1 costs an RCU grace period),
-//! creates its cgroup namespace, forks the payload, reaps zombies, reports the payload's exit and exits, which
-//! makes the kernel kill every process left in the namespace.
+//! and enters the new root, enters the network namespace, waits for the second go (the
+//! sandbox's cgroup exists by then: on cgroup v2 the parent has attached init meanwhile; on v1
+//! the parent made the groups meanwhile and init now moves itself through their `tasks`
+//! files, then writes the input files), creates its cgroup namespace, forks the payload, reaps
+//! zombies, reports the payload's exit and exits, which makes the kernel kill every process
+//! left in the namespace. (On v1, init's own work before the move — mounts, /etc — is charged
+//! to cordon's cgroup, not the sandbox's: bounded work of cordon's, no code of the program's.)
 //!
 //! **payload** is init's child. It wires stdio, starts a new session, sets rlimits, drops every
 //! capability, sets no_new_privs, applies Landlock, installs seccomp (last: it would block the
@@ -58,9 +61,9 @@ pub struct ChildCtx<'a> {
     pub rootfs_dir: Option<&'a std::path::Path>,
     /// cgroup v1: the socket on which cordon sends the `tasks` files of the sandbox's groups
     /// (opened by cordon, which made them while init built the root); init writes `0` to
-    /// each after the second go, moving itself (the parent does not attach it then). The
-    /// kernel checks the credentials of the file's opener, so init no longer needs its host
-    /// identity for this.
+    /// each after the second go, moving itself (the parent does not attach it then). Linux
+    /// 5.16+ checks the credentials of the file's opener (cordon); older kernels check the
+    /// writer's, which pass too since a process may always move itself (its euid is its uid).
     pub cgroup_tasks: Option<OwnedFd>,
     /// Files to write into /workspace before the payload starts.
     pub files: &'a [crate::spec::InputFile],
@@ -83,7 +86,7 @@ pub struct ChildCtx<'a> {
 }
 
 /// init's entry point, right after `clone`. Never returns.
-pub fn init_main(ctx: ChildCtx) -> ! {
+pub fn init_main(mut ctx: ChildCtx) -> ! {
     // Dies with the parent; the go pipe's EOF covers a parent that died before this line.
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         ctx.report
@@ -154,6 +157,7 @@ pub fn init_main(ctx: ChildCtx) -> ! {
         ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
+    drop(ctx.cgroup_tasks.take());
     if let Err(e) = unshare(CloneFlags::CLONE_NEWCGROUP) {
         ctx.report
             .fail("create the cgroup namespace", e, exit_codes::SANDBOX_ERROR);
@@ -316,6 +320,9 @@ fn enter_cgroup_v1(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     }
     for f in &files {
         nix::unistd::write(f, b"0").map_err(|err| {
+            let name = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()))
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "a tasks file".into());
             // cgroup v1's cpu controller refuses a real-time task into a group without
             // real-time runtime (cpu.rt_runtime_us = 0, the default for a new group).
             let hint = if sys::realtime_policy() && err == Errno::EINVAL {
@@ -323,7 +330,7 @@ fn enter_cgroup_v1(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
             } else {
                 ""
             };
-            (step, format!("write 0 to a tasks file: {err}{hint}"))
+            (step, format!("write 0 to {name}: {err}{hint}"))
         })?;
     }
     Ok(())

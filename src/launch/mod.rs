@@ -173,10 +173,10 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         eprintln!("cordon: WARNING: --net host: {x}");
     }
 
-    // 2. Limits: the sandbox cgroup exists, with its limits written, before any process of
-    //    the sandbox does.
+    // 2. Limits: the backend is chosen and checked here. A cgroup v2 is made now, with its
+    //    limits; a cgroup v1 after the clone, while init builds the root (prepare_deferred).
+    //    Either way it exists, with its limits written, before init forks the payload.
     let run_id = run_id();
-    // A cgroup v1 is made after the clone, while init builds the root (prepare_deferred).
     let mut prepared = limits::prepare_deferred(&spec.limits, spec.backend, &run_id)?;
     let root_caller = nix::unistd::geteuid().is_root();
     // Without a cgroup the supervisor polls the sandbox's memory (see launch::memwatch); init
@@ -366,12 +366,22 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                             OFlag::O_WRONLY | OFlag::O_CLOEXEC,
                             nix::sys::stat::Mode::empty(),
                         )
-                        .map_err(sys_err("open a tasks file of the sandbox's cgroup"))
+                        .map_err(|errno| LaunchError::Sys {
+                            step: "open a tasks file of the sandbox's cgroup",
+                            errno,
+                            hint: format!(
+                                " ({}; cordon made that cgroup a moment before: check that nothing else removes cordon-* cgroups)",
+                                f.display()
+                            ),
+                        })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 if let Some(sock) = &tasks_parent {
-                    // Init gone (EPIPE) already said why on the report pipe.
-                    let _ = channel::send_fds(sock, &fds);
+                    match channel::send_fds(sock, &fds) {
+                        // init is gone: it said why on the report pipe.
+                        Ok(()) | Err(Errno::EPIPE) => {}
+                        Err(e) => return Err(sys_err("send init the tasks files of its cgroup")(e)),
+                    }
                 }
                 Ok(first)
             }

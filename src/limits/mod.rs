@@ -203,6 +203,11 @@ impl Cgroup {
     }
 
     pub fn metrics(&self) -> CgroupMetrics {
+        if self.pending.is_some() {
+            // Never made (the run ended before it could be): no figures of a cgroup that
+            // did not exist; the caller falls back to rusage.
+            return CgroupMetrics::default();
+        }
         match &self.kind {
             Kind::V2(dir) => v2::metrics(self.fs.as_ref(), dir),
             Kind::V1(dirs) => v1::metrics(self.fs.as_ref(), dirs),
@@ -230,9 +235,15 @@ impl Cgroup {
             return Ok(());
         };
         v1::make(self.fs.as_ref(), dirs, &p.host, &p.limits).map_err(|f| {
-            LimitsError::Unavailable(format!(
-                "cannot create the sandbox's cgroup v1 (its checks had passed): {f}; fix: {}, or run with `--limits-backend rlimit`",
+            // The checks (access W_OK) passed, so for root the usual fix (run as root) is
+            // beside the point: something refused what the permissions allow.
+            let fix = if p.host.uid == 0 {
+                "check the v1 hierarchies (a security module, a cgroup count limit or a read-only mount refused what their permissions allow)"
+            } else {
                 f.fix
+            };
+            LimitsError::Unavailable(format!(
+                "cannot create the sandbox's cgroup v1 (its checks had passed): {f}; fix: {fix}, or run with `--limits-backend rlimit`"
             ))
         })?;
         self.pending = None;

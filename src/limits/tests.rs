@@ -1157,6 +1157,8 @@ fn deferred_v1_that_cannot_be_made_is_an_error_and_leaves_nothing() {
         "{err}"
     );
     assert!(cg.is_pending());
+    // No figures from a cgroup that was never made (the result falls back to rusage).
+    assert_eq!(cg.metrics(), CgroupMetrics::default());
     let mem = fs.root().join("memory/process_api/e820").join(&name);
     assert!(!mem.exists() && !fs.root().join("pids").join(&name).exists());
     // Removing a cgroup that was never made succeeds and touches nothing.

@@ -8,25 +8,26 @@ pub mod seccomp_probe;
 mod netns;
 pub use netns::{CREATE_STEP as NETNS_CREATE_STEP, NetnsMaker};
 
-/// cordon's heap. Blocks under [`LARGE`] come from a TLSF allocator (`rlsf`) that takes
-/// memory from the kernel in 64 KiB pieces and keeps what is freed for reuse: musl's allocator
-/// returns freed memory to the kernel at once, and a run of `cordon exec` made about 50
-/// `mmap`/`munmap` pairs in the launcher and in init (each a page fault or more, and a TLB
-/// flush), 0.3-0.4 ms of the start-up. Larger blocks stay with musl, which maps each one
-/// directly, grows it with `mremap` (no copy) and unmaps it when freed: an output buffer or
-/// its JSON text (tens of MiB) never lingers, nor is copied on every doubling. Its lock is a
-/// pthread mutex: like every allocator's, it must not be held across `fork`/`clone`, which
-/// cordon only calls while single-threaded ([`clone_namespaces`], [`fork`], [`thread_count`]).
-#[global_allocator]
-static ALLOCATOR: Heap = Heap;
+/// cordon's heap (the binaries install it with `#[global_allocator]`; the library leaves the
+/// choice to whoever links it). Blocks under [`LARGE`] come from a TLSF allocator (`rlsf`)
+/// that takes memory from the kernel in 64 KiB pieces and keeps what is freed for reuse:
+/// musl's allocator returns freed memory to the kernel at once, and a run of `cordon exec`
+/// made about 50 `mmap`/`munmap` pairs in the launcher and in init (each a page fault or
+/// more, and a TLB flush), 0.3-0.4 ms of the start-up. Larger blocks stay with musl, which
+/// maps each one directly, grows it with `mremap` (no copy) and unmaps it when freed: an
+/// output buffer or its JSON text (tens of MiB) never lingers, nor is copied on every
+/// doubling. The TLSF lock is a pthread mutex with no fork handler (musl's `fork` takes
+/// musl's own allocator lock around the fork; nothing does this one's): a process that forks
+/// or clones while another of its threads allocates could leave the child's copy locked
+/// forever. cordon forks and clones only while single-threaded ([`clone_namespaces`],
+/// [`fork`], checked with [`thread_count`]); its multi-threaded proxy helper never forks.
+pub struct Heap;
 
 /// Where a block's size sends it (the size at `alloc`/`realloc` is the size at `dealloc`, as
 /// `GlobalAlloc` requires of its callers, so both ends agree).
 pub const LARGE: usize = 128 << 10;
 
 static SMALL: rlsf::GlobalTlsf = rlsf::GlobalTlsf::new();
-
-pub struct Heap;
 
 // SAFETY: every method forwards to one of two allocators that implement GlobalAlloc
 // soundly, choosing by the layout's size, which is the same for a block's alloc and dealloc
@@ -325,27 +326,43 @@ pub fn ignore_signal(sig: nix::sys::signal::Signal) -> Result<(), Errno> {
 pub fn scrub_cmdline() -> Result<(), String> {
     let stat = std::fs::read_to_string("/proc/self/stat")
         .map_err(|e| format!("read /proc/self/stat: {e}"))?;
-    let (start, end) = cmdline_area(&stat)
-        .ok_or_else(|| format!("no argument area in /proc/self/stat ({} bytes)", stat.len()))?;
+    let (start, end) = cmdline_area(&stat)?;
     // SAFETY: [start, end) is this process's argument area as the kernel reports it
-    // (arg_start, arg_end): the strings execve copied to the top of the initial stack, a
-    // private writable mapping that stays mapped for the process's life. No Rust value
-    // borrows it: the command line was parsed into owned strings before the clone, and the
-    // caller promises not to read it again. Plain bytes, so any value written is valid.
+    // (arg_start, arg_end, checked to end where the environment starts): the strings execve
+    // copied to the top of the initial stack, a private writable mapping that stays mapped
+    // for the process's life. No Rust value borrows it: the command line was parsed into
+    // owned strings before the clone, and the caller promises not to read it again. Plain
+    // bytes, so any value written is valid.
     unsafe { std::ptr::write_bytes(start as *mut u8, 0, end - start) };
     Ok(())
 }
 
 /// (arg_start, arg_end) from the text of `/proc/PID/stat` (fields 48 and 49; the command
 /// name in field 2 may hold spaces and parentheses, so fields are counted after its last
-/// `)`), when they make a plausible area (non-empty, under 2 MiB: the kernel's own bound).
-pub fn cmdline_area(stat: &str) -> Option<(usize, usize)> {
-    let rest = &stat[stat.rfind(')')? + 1..];
+/// `)`). The area must be non-empty and end at or before the environment's start (field 50):
+/// execve lays them out back to back, whatever their size (up to a quarter of the stack
+/// limit).
+pub fn cmdline_area(stat: &str) -> Result<(usize, usize), String> {
+    let unparsable = || format!("cannot parse /proc/self/stat ({} bytes)", stat.len());
+    let rest = &stat[stat.rfind(')').ok_or_else(unparsable)? + 1..];
     let mut fields = rest.split_ascii_whitespace();
-    // `rest` starts at field 3: field 48 is the 46th from there.
-    let start: usize = fields.nth(45)?.parse().ok()?;
-    let end: usize = fields.next()?.parse().ok()?;
-    (start > 0 && end > start && end - start <= 2 << 20).then_some((start, end))
+    // `rest` starts at field 3 (the state, a letter): field 48 is the 46th from there.
+    if fields.nth(44).is_none() {
+        return Err(unparsable());
+    }
+    let mut next = || -> Result<usize, String> {
+        fields
+            .next()
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(unparsable)
+    };
+    let (start, end, env_start) = (next()?, next()?, next()?);
+    if start == 0 || end <= start || end > env_start {
+        return Err(format!(
+            "implausible argument area in /proc/self/stat: {start:#x}..{end:#x}, environment at {env_start:#x}"
+        ));
+    }
+    Ok((start, end))
 }
 
 /// `_exit(2)`: leaves a forked child without running destructors or atexit handlers that
@@ -784,22 +801,45 @@ mod tests {
 
     #[test]
     fn the_argument_area_is_read_after_the_command_name() {
-        // A command name with spaces and a ')' must not shift the fields.
-        let mut stat = String::from("42 (a) b (c)) S");
-        for n in 4..=52 {
-            stat.push_str(&format!(
-                " {}",
-                if n == 48 {
-                    1000
-                } else if n == 49 {
-                    1300
-                } else {
-                    n
-                }
-            ));
-        }
-        assert_eq!(super::cmdline_area(&stat), Some((1000, 1300)));
-        assert_eq!(super::cmdline_area("42 (a) S 1 2"), None);
+        // A command name with spaces and a ')' must not shift the fields; an area of any
+        // size is accepted (a command line may exceed 2 MiB with a large stack limit).
+        let stat = |start: u64, end: u64, env: u64| {
+            let mut s = String::from("42 (a) b (c)) S");
+            for n in 4..=52u64 {
+                let v = match n {
+                    48 => start,
+                    49 => end,
+                    50 => env,
+                    _ => n,
+                };
+                s.push_str(&format!(" {v}"));
+            }
+            s
+        };
+        assert_eq!(
+            super::cmdline_area(&stat(1000, 1300, 1300)),
+            Ok((1000, 1300))
+        );
+        let big = 0x7ff0_0000_0000u64;
+        assert_eq!(
+            super::cmdline_area(&stat(big, big + (5 << 20), big + (5 << 20))),
+            Ok((big as usize, (big + (5 << 20)) as usize))
+        );
+        assert!(
+            super::cmdline_area(&stat(1300, 1000, 1300))
+                .unwrap_err()
+                .contains("implausible")
+        );
+        assert!(
+            super::cmdline_area(&stat(1000, 1300, 1200))
+                .unwrap_err()
+                .contains("implausible")
+        );
+        assert!(
+            super::cmdline_area("42 (a) S 1 2")
+                .unwrap_err()
+                .contains("cannot parse")
+        );
         let own = std::fs::read_to_string("/proc/self/stat").unwrap();
         let (start, end) = super::cmdline_area(&own).expect("this process's own area");
         let cmdline = std::fs::read("/proc/self/cmdline").unwrap();

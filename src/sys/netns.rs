@@ -16,10 +16,11 @@
 //! page init then writes for the first time after the launcher's clone (a copy-on-write fault)
 //! must be flushed from the TLB of the other CPU, where the helper runs on the same memory,
 //! with an interprocessor interrupt — about 0.3 ms of init's time per run, measured. The
-//! helper runs only raw `syscall` instructions (no libc wrapper, nothing of Rust's or libc's
-//! state: it was started by a bare `clone`, not `fork`), allocates nothing, cannot panic, and
-//! reports through a slot of atomics at the top of its stack mapping, which is `MAP_SHARED`
-//! so that init sees what the helper wrote there; init reads it only after reaping it.
+//! helper's own code runs only raw `syscall` instructions (no libc wrapper), allocates
+//! nothing and cannot panic (musl's `clone` wrapper resets its own state in the child first,
+//! as `fork` does, on the helper's copy), and reports through a slot of atomics at the top of
+//! its stack mapping, which is `MAP_SHARED` so that init sees what the helper wrote there;
+//! init reads it only after reaping it.
 
 use nix::errno::Errno;
 use nix::unistd::Pid;
