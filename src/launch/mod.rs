@@ -94,6 +94,24 @@ fn sys_err(step: &'static str) -> impl Fn(Errno) -> LaunchError {
     }
 }
 
+/// A close-on-exec unix stream socketpair (parent's end, child's end) when `wanted`.
+fn socketpair_if(
+    wanted: bool,
+    step: &'static str,
+) -> Result<(Option<std::os::fd::OwnedFd>, Option<std::os::fd::OwnedFd>), LaunchError> {
+    if !wanted {
+        return Ok((None, None));
+    }
+    let (p, c) = nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::Stream,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(sys_err(step))?;
+    Ok((Some(p), Some(c)))
+}
+
 /// Runs one sandbox to completion and reports what happened. An `Err` means nothing of the
 /// program ran; failures after the clone come back as an `Outcome` with status
 /// `sandbox_error`.
@@ -198,19 +216,10 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         Some(_) => Some(seccomp::compile_memory_watch()?),
         None => None,
     };
-    let (watch_parent, watch_child) = match watch_limit {
-        Some(_) => {
-            let (p, c) = nix::sys::socket::socketpair(
-                nix::sys::socket::AddressFamily::Unix,
-                nix::sys::socket::SockType::Stream,
-                None,
-                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-            )
-            .map_err(sys_err("create the memory watch's socketpair"))?;
-            (Some(p), Some(c))
-        }
-        None => (None, None),
-    };
+    let (watch_parent, watch_child) = socketpair_if(
+        watch_limit.is_some(),
+        "create the memory watch's socketpair",
+    )?;
 
     // 3. Pipes: go (parent → init), report (init/payload → parent), stdio.
     let cloexec = OFlag::O_CLOEXEC;
@@ -241,20 +250,13 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let started = Instant::now();
     // cgroup v1: init moves itself into the sandbox's groups through their `tasks` files,
     // which cordon opens once it has made them and sends over this socketpair.
-    let (tasks_parent, tasks_child) =
-        match prepared.cgroup.as_ref().and_then(|c| c.self_attach_files()) {
-            Some(_) => {
-                let (p, c) = nix::sys::socket::socketpair(
-                    nix::sys::socket::AddressFamily::Unix,
-                    nix::sys::socket::SockType::Stream,
-                    None,
-                    nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-                )
-                .map_err(sys_err("create the cgroup socketpair"))?;
-                (Some(p), Some(c))
-            }
-            None => (None, None),
-        };
+    let (tasks_parent, tasks_child) = socketpair_if(
+        prepared
+            .cgroup
+            .as_ref()
+            .is_some_and(|c| c.self_attach_files().is_some()),
+        "create the cgroup socketpair",
+    )?;
 
     // 5. One clone creates every namespace.
     let (net_parent, net_child) = match handover {
