@@ -1,13 +1,17 @@
 //! Resource limits behind one interface: cgroup v2, cgroup v1, or rlimits when no cgroup can
 //! be had. The launcher calls, in order:
 //!
-//! 1. [`prepare`] in the parent, before `clone`: probes the host (unless the caller forced a
-//!    backend), creates the sandbox cgroup under cordon's own cgroup and writes the limits, and
-//!    returns the rlimits the payload must set plus a per-limit enforcement report;
-//! 2. [`Cgroup::attach`] with the child's host pid, before the child is told to go;
+//! 1. [`prepare_deferred`] in the parent, before `clone`: probes the host (unless the caller
+//!    forced a backend), creates a cgroup v2 under cordon's own cgroup and writes the limits
+//!    (a cgroup v1 is only checked), and returns the rlimits the payload must set plus a
+//!    per-limit enforcement report;
+//! 2. on cgroup v2, [`Cgroup::attach`] with the child's host pid; on cgroup v1,
+//!    [`Cgroup::create_pending`] after the clone, while init builds the root, then init moves
+//!    itself in through [`Cgroup::self_attach_files`]; either before the payload may start;
 //! 3. [`Cgroup::kill`] at a timeout or an output-limit breach;
 //! 4. [`Cgroup::metrics`] after the sandbox is gone;
-//! 5. [`Cgroup::remove`] last (dropping a [`Cgroup`] kills and removes it too, best-effort).
+//! 5. [`Cgroup::remove`] last (dropping a [`Cgroup`] kills and removes it too, best-effort),
+//!    or [`Cgroup::leave_to_keeper`] when the launcher's keeper removes it after the run.
 //!
 //! `Auto` tries cgroup v2 (a delegated subtree with memory, pids and cpu; for an unprivileged
 //! caller on a pure v2 host without one, first a transient scope with `Delegate=yes` from its
@@ -17,7 +21,7 @@
 //! error: never a silent fallback.
 //!
 //! Sandbox cgroups are named `cordon-<pid>-<run_id>` and created only under the cgroup cordon
-//! itself runs in (per hierarchy on v1, from `/proc/self/cgroup`). [`prepare`] also removes
+//! itself runs in (per hierarchy on v1, from `/proc/self/cgroup`). [`prepare_deferred`] also removes
 //! stale `cordon-<pid>-*` cgroups whose owner pid is gone.
 
 mod host;
@@ -392,7 +396,7 @@ pub fn gc_stale(fs: &dyn CgroupFs, layout: &Layout, own_pid: u32) -> Vec<PathBuf
     removed
 }
 
-/// The outcome of [`prepare`].
+/// The outcome of [`prepare_deferred`].
 #[derive(Debug)]
 pub struct Prepared {
     pub cgroup: Option<Cgroup>,
@@ -401,35 +405,19 @@ pub struct Prepared {
     pub report: LimitsReport,
 }
 
-/// Chooses the backend, creates the cgroup and writes the limits. `run_id` makes the cgroup
-/// name unique (`cordon-<pid>-<run_id>`).
-pub fn prepare(
-    limits: &Limits,
-    choice: BackendChoice,
-    run_id: &str,
-) -> Result<Prepared, LimitsError> {
-    prepare_on_host(limits, choice, run_id, false)
-}
-
-/// [`prepare`], except that a cgroup v1 is only chosen and checked (each controller's
-/// hierarchy found, cordon's cgroup there writable), not made: the launcher makes it with
-/// [`Cgroup::create_pending`] after its clone, while init builds the sandbox's root. Making
-/// four v1 groups and writing their limits (the memory controller's `mkdir` alone is about
-/// 0.2 ms) was on the start-up's critical path. A failure then is an error of the run, not a
-/// fall-back to rlimits: the backend was already reported chosen.
+/// Chooses the backend and checks it; a cgroup v2 is created with its limits at once. `run_id`
+/// makes the cgroup name unique (`cordon-<pid>-<run_id>`).
+///
+/// A cgroup v1 is only chosen and checked (each controller's hierarchy found, cordon's cgroup
+/// there writable), not made: the launcher makes it with [`Cgroup::create_pending`] after its
+/// clone, while init builds the sandbox's root. Making four v1 groups and writing their limits
+/// (the memory controller's `mkdir` alone is about 0.2 ms) was on the start-up's critical
+/// path. A failure then is an error of the run, not a fall-back to rlimits: the backend was
+/// already reported chosen.
 pub fn prepare_deferred(
     limits: &Limits,
     choice: BackendChoice,
     run_id: &str,
-) -> Result<Prepared, LimitsError> {
-    prepare_on_host(limits, choice, run_id, true)
-}
-
-fn prepare_on_host(
-    limits: &Limits,
-    choice: BackendChoice,
-    run_id: &str,
-    defer_v1: bool,
 ) -> Result<Prepared, LimitsError> {
     validate(limits, run_id)?;
     if choice == BackendChoice::Rlimit {
@@ -443,7 +431,6 @@ fn prepare_on_host(
             choice,
             run_id,
             Some(&FromEnv::default()),
-            defer_v1,
         ),
         Err(source) if choice == BackendChoice::Auto => Ok(rlimit_only(
             limits,
@@ -489,8 +476,9 @@ fn validate(limits: &Limits, run_id: &str) -> Result<(), LimitsError> {
     Ok(())
 }
 
-/// [`prepare`] on given host paths and filesystem (the unit tests pass a fake tree), never
-/// asking for a systemd scope.
+/// [`prepare_deferred`] on given host paths and filesystem (the unit tests pass a fake tree),
+/// never asking for a systemd scope, followed by [`Cgroup::create_pending`] as the launcher
+/// does after its clone: the result's cgroup, if any, exists with its limits written.
 pub fn prepare_with(
     fs: Arc<dyn CgroupFs>,
     host: &HostPaths,
@@ -518,7 +506,11 @@ pub fn prepare_with_scope(
     run_id: &str,
     scope: Option<&dyn UserScope>,
 ) -> Result<Prepared, LimitsError> {
-    prepare_inner(fs, host, limits, choice, run_id, scope, false)
+    let mut prepared = prepare_inner(fs, host, limits, choice, run_id, scope)?;
+    if let Some(cg) = prepared.cgroup.as_mut() {
+        cg.create_pending()?;
+    }
+    Ok(prepared)
 }
 
 fn prepare_inner(
@@ -528,7 +520,6 @@ fn prepare_inner(
     choice: BackendChoice,
     run_id: &str,
     scope: Option<&dyn UserScope>,
-    defer_v1: bool,
 ) -> Result<Prepared, LimitsError> {
     validate(limits, run_id)?;
     if choice == BackendChoice::Rlimit {
@@ -594,7 +585,7 @@ fn prepare_inner(
             Err(f) => skipped.push(format!("cgroup v2 {f} (fix: {})", f.fix)),
         }
     }
-    if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) && defer_v1 {
+    if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) {
         match v1::check(fs.as_ref(), &layout, host) {
             Ok(()) => {
                 let swap = limits.memory.is_some() && v1::swap_file_exists(fs.as_ref(), &layout);
@@ -614,22 +605,6 @@ fn prepare_inner(
                     }));
                 }
                 return Ok(prepared);
-            }
-            Err(f) if choice == BackendChoice::CgroupV1 => return Err(forced(choice, f)),
-            Err(f) => skipped.push(format!("cgroup v1 {f} (fix: {})", f.fix)),
-        }
-    } else if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) {
-        match v1::create(fs.as_ref(), &layout, host, &name, limits) {
-            Ok((dirs, applied)) => {
-                return Ok(with_cgroup(
-                    fs,
-                    host,
-                    limits,
-                    (Backend::CgroupV1, Kind::V1(dirs)),
-                    format!("cgroup v1 ({name} in memory, pids, cpu, cpuacct)"),
-                    &skipped,
-                    applied.swap_limited,
-                ));
             }
             Err(f) if choice == BackendChoice::CgroupV1 => return Err(forced(choice, f)),
             Err(f) => skipped.push(format!("cgroup v1 {f} (fix: {})", f.fix)),

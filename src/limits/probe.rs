@@ -130,7 +130,7 @@ pub fn probe_with(fs: &dyn CgroupFs, host: &HostPaths) -> Probe {
     )
 }
 
-/// [`probe_with`], asking `scope` whether a delegated scope can be had (see [`super::prepare`]).
+/// [`probe_with`], asking `scope` whether a delegated scope can be had (see [`super::prepare_deferred`]).
 pub fn probe_with_scope(fs: &dyn CgroupFs, host: &HostPaths, scope: &dyn UserScope) -> Probe {
     let layout = match Layout::discover(fs, host) {
         Ok(l) => l,

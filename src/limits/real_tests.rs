@@ -201,7 +201,11 @@ fn real_probe_predicts_auto() {
     let pr = probe();
     assert!(pr.error.is_none(), "{pr:?}");
     println!("{}", serde_json::to_string_pretty(&pr).unwrap());
-    let p = prepare(&Limits::default(), BackendChoice::Auto, &run_id("probe")).unwrap();
+    let mut p =
+        prepare_deferred(&Limits::default(), BackendChoice::Auto, &run_id("probe")).unwrap();
+    if let Some(cg) = p.cgroup.as_mut() {
+        cg.create_pending().unwrap();
+    }
     let got = match p.cgroup.as_ref().map(Cgroup::backend) {
         Some(Backend::CgroupV2) => "cgroup-v2",
         Some(Backend::CgroupV1) => "cgroup-v1",
@@ -264,7 +268,7 @@ fn unprivileged_inner() {
     let uid = nix::unistd::geteuid().as_raw();
     assert_ne!(uid, 0, "the unprivileged copy runs as root");
     let limits = Limits::default();
-    let p = prepare(&limits, BackendChoice::Auto, &run_id("unpriv")).unwrap();
+    let p = prepare_deferred(&limits, BackendChoice::Auto, &run_id("unpriv")).unwrap();
     assert!(
         p.cgroup.is_none(),
         "{}",
@@ -284,7 +288,7 @@ fn unprivileged_inner() {
         Enforcement::NotEnforced
     );
     assert!(p.rlimits.iter().any(|r| r.resource == libc::RLIMIT_DATA));
-    let err = prepare(&limits, BackendChoice::CgroupV1, &run_id("unpriv"))
+    let err = prepare_deferred(&limits, BackendChoice::CgroupV1, &run_id("unpriv"))
         .unwrap_err()
         .to_string();
     assert!(

@@ -1097,7 +1097,6 @@ fn prep_deferred(fs: &Arc<FakeFs>, choice: BackendChoice) -> Result<Prepared, Li
         choice,
         "r1",
         None,
-        true,
     )
 }
 

@@ -56,20 +56,6 @@ pub fn check(fs: &dyn CgroupFs, layout: &Layout, host: &HostPaths) -> Result<(),
     Ok(())
 }
 
-/// Creates `own/name` in every hierarchy and writes the limits; on failure removes what it made.
-pub fn create(
-    fs: &dyn CgroupFs,
-    layout: &Layout,
-    host: &HostPaths,
-    name: &str,
-    limits: &Limits,
-) -> Result<(V1Dirs, V1Applied), Failure> {
-    check(fs, layout, host)?;
-    let dirs = dirs(layout, name);
-    let applied = make(fs, &dirs, host, limits)?;
-    Ok((dirs, applied))
-}
-
 /// The sandbox's directory `name` in each hierarchy (nothing is created).
 pub fn dirs(layout: &Layout, name: &str) -> V1Dirs {
     let dir = |c: &str| layout.v1[c].own.join(name);
