@@ -621,6 +621,10 @@ pub fn overlay_lower_only(lowerdir: &std::ffi::CStr) -> Result<OwnedFd, (&'stati
 /// `bpf(2)` commands and constants from `include/uapi/linux/bpf.h` (libc does not carry them).
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_PROG_ATTACH: libc::c_long = 8;
+const BPF_PROG_DETACH: libc::c_long = 9;
+const BPF_PROG_GET_FD_BY_ID: libc::c_long = 13;
+const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+const BPF_PROG_QUERY: libc::c_long = 16;
 /// `enum bpf_prog_type`: BPF_PROG_TYPE_CGROUP_DEVICE.
 const BPF_PROG_TYPE_CGROUP_DEVICE: u32 = 15;
 /// `enum bpf_attach_type`: BPF_CGROUP_DEVICE.
@@ -727,6 +731,164 @@ pub fn bpf_attach_device_program(
         return Err(Errno::last());
     }
     Ok(())
+}
+
+/// Detaches the device program open as `prog` from the cgroup open as `cgroup` (the same
+/// attr as `BPF_PROG_ATTACH`; the kernel finds the attachment by program, as it must for
+/// programs attached with `BPF_F_ALLOW_MULTI`).
+pub fn bpf_detach_device_program(
+    cgroup: std::os::fd::BorrowedFd<'_>,
+    prog: std::os::fd::BorrowedFd<'_>,
+) -> Result<(), Errno> {
+    use std::os::fd::AsRawFd;
+    let mut attr = BpfProgAttachAttr {
+        target_fd: cgroup.as_raw_fd() as u32,
+        attach_bpf_fd: prog.as_raw_fd() as u32,
+        attach_type: BPF_CGROUP_DEVICE,
+        attach_flags: 0,
+        replace_bpf_fd: 0,
+        pad: [0; 124],
+    };
+    // SAFETY: `attr` is a fully initialised bpf_attr of the size passed, naming two fds the
+    // caller keeps open for the call; the kernel only reads it.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_DETACH,
+            &mut attr as *mut BpfProgAttachAttr,
+            std::mem::size_of::<BpfProgAttachAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
+/// The `BPF_PROG_QUERY` part of `union bpf_attr`, zero-padded likewise (the zeros past
+/// `prog_cnt` leave the newer output pointers, `prog_attach_flags` and the link ones, unset).
+#[repr(C, align(8))]
+struct BpfProgQueryAttr {
+    target_fd: u32,
+    attach_type: u32,
+    query_flags: u32,
+    attach_flags: u32,
+    prog_ids: u64,
+    prog_cnt: u32,
+    pad: [u8; 116],
+}
+
+/// The ids of the device programs attached directly to the cgroup open as `cgroup` (not
+/// those it inherits from its ancestors: no `BPF_F_QUERY_EFFECTIVE`).
+pub fn bpf_query_device_programs(cgroup: std::os::fd::BorrowedFd<'_>) -> Result<Vec<u32>, Errno> {
+    use std::os::fd::AsRawFd;
+    let mut ids: Vec<u32> = vec![0; 16];
+    loop {
+        let mut attr = BpfProgQueryAttr {
+            target_fd: cgroup.as_raw_fd() as u32,
+            attach_type: BPF_CGROUP_DEVICE,
+            query_flags: 0,
+            attach_flags: 0,
+            prog_ids: ids.as_mut_ptr() as u64,
+            prog_cnt: ids.len() as u32,
+            pad: [0; 116],
+        };
+        // SAFETY: `attr` is a fully initialised bpf_attr of the size passed; the kernel
+        // writes at most `prog_cnt` u32s to `prog_ids`, which points at `ids`, that many
+        // long and alive for the call, and writes `prog_cnt` and `attach_flags` back into
+        // `attr` (the other output pointers are zero, so it writes nothing else).
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_QUERY,
+                &mut attr as *mut BpfProgQueryAttr,
+                std::mem::size_of::<BpfProgQueryAttr>(),
+            )
+        };
+        let count = attr.prog_cnt as usize;
+        if ret < 0 {
+            let e = Errno::last();
+            // More programs than room: `prog_cnt` now says how many; ask again.
+            if e == Errno::ENOSPC && count > ids.len() {
+                ids = vec![0; count];
+                continue;
+            }
+            return Err(e);
+        }
+        ids.truncate(count);
+        return Ok(ids);
+    }
+}
+
+/// The `BPF_PROG_GET_FD_BY_ID` part of `union bpf_attr`, zero-padded likewise.
+#[repr(C, align(8))]
+struct BpfGetIdAttr {
+    prog_id: u32,
+    next_id: u32,
+    open_flags: u32,
+    pad: [u8; 132],
+}
+
+/// Opens the loaded program whose id is `id` (it takes CAP_SYS_ADMIN).
+pub fn bpf_prog_fd_by_id(id: u32) -> Result<OwnedFd, Errno> {
+    let mut attr = BpfGetIdAttr {
+        prog_id: id,
+        next_id: 0,
+        open_flags: 0,
+        pad: [0; 132],
+    };
+    // SAFETY: `attr` is a fully initialised bpf_attr of the size passed; the kernel only
+    // reads it and returns a new fd.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_GET_FD_BY_ID,
+            &mut attr as *mut BpfGetIdAttr,
+            std::mem::size_of::<BpfGetIdAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: the kernel returned a new file descriptor for the program.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// The `BPF_OBJ_GET_INFO_BY_FD` part of `union bpf_attr`, zero-padded likewise.
+#[repr(C, align(8))]
+struct BpfInfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+    pad: [u8; 128],
+}
+
+/// The id of the program open as `prog` (the `id` of `struct bpf_prog_info`, whose first two
+/// u32 fields are `type` and `id`: only those are asked for).
+pub fn bpf_prog_id(prog: std::os::fd::BorrowedFd<'_>) -> Result<u32, Errno> {
+    use std::os::fd::AsRawFd;
+    let mut info = [0u32; 2];
+    let mut attr = BpfInfoAttr {
+        bpf_fd: prog.as_raw_fd() as u32,
+        info_len: std::mem::size_of_val(&info) as u32,
+        info: info.as_mut_ptr() as u64,
+        pad: [0; 128],
+    };
+    // SAFETY: `attr` is a fully initialised bpf_attr of the size passed; the kernel writes
+    // at most `info_len` bytes to `info`, which points at `info`, that long and alive for
+    // the call, and writes `info_len` back into `attr`.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            &mut attr as *mut BpfInfoAttr,
+            std::mem::size_of::<BpfInfoAttr>(),
+        )
+    };
+    if ret < 0 {
+        return Err(Errno::last());
+    }
+    Ok(info[1])
 }
 
 #[cfg(test)]
