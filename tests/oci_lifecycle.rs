@@ -1010,3 +1010,80 @@ both!(fn device_rules_are_enforced(who) {
     assert!(stderr[1].contains("Operation not permitted"), "deny-all let /dev/tunx open: {}", stderr[1]);
     assert!(!stderr[2].contains("Operation not permitted"), "the allow rule did not let /dev/tunx open: {}", stderr[2]);
 });
+
+// cgroup v2: `update` with linux.resources.devices replaces the container's device program,
+// with cgroup v1's meaning (the update's rules after the container's, then the defaults): a
+// node denied at create (/dev/tunx, 10:200, under deny-all) opens once an update allows it,
+// and no longer once a later update denies it again; the default devices stay allowed
+// throughout. An unprivileged cordon-oci enforces no device rules, so its update of them is
+// refused, naming the field.
+both!(fn cgroup_v2_update_changes_device_rules(who) {
+    if cgroup_layout() != CgroupLayout::PureV2 {
+        println!("SKIP: cgroup_v2_update_changes_device_rules: this host is not pure cgroup v2 (scripts/vm-test runs it in a v2 guest)");
+        return;
+    }
+    if !gets_a_cgroup(who, "cgroup_v2_update_changes_device_rules") {
+        return;
+    }
+    let tun = json!([{"path": "/dev/tunx", "type": "c", "major": 10, "minor": 200, "fileMode": 438, "uid": 0, "gid": 0}]);
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        if who == Who::Root {
+            c["linux"]["devices"] = tun.clone();
+            c["linux"]["resources"] = json!({"devices": [{"allow": false, "access": "rwm"}]});
+        } else {
+            // A limit, so that the unprivileged container gets a cgroup.
+            c["linux"]["resources"] = json!({"pids": {"limit": 17}});
+        }
+    }) else { return };
+    let id = format!("v2dev-{who:?}");
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let update = |devices: Value| {
+        let file = b.path().join("devices.json");
+        std::fs::write(&file, serde_json::to_vec(&json!({"devices": devices})).unwrap()).unwrap();
+        if who == Who::User {
+            b.chown();
+        }
+        b.oci(&["update", "--resources", file.to_str().unwrap(), &id])
+    };
+    let tun_rule = |allow: bool| json!([{"allow": allow, "type": "c", "major": 10, "minor": 200, "access": "rw"}]);
+    if who == Who::User {
+        let out = update(tun_rule(true));
+        assert!(!out.status.success(), "an unprivileged update of the device rules passed: {}", describe(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("linux.resources.devices") && stderr.contains("unprivileged"), "{}", describe(&out));
+        let out = b.oci(&["delete", "--force", &id]);
+        assert!(out.status.success(), "delete: {}", describe(&out));
+        return;
+    }
+    let out = b.oci(&["start", &id]);
+    assert!(out.status.success(), "start: {}", describe(&out));
+    assert_eq!(b.wait_status(&id, "running")["status"], "running");
+    // Whether /dev/tunx opens: reading an unattached tun device fails either way (EBADFD, or
+    // ENODEV where tun is not loaded), with EPERM only when the device rules refuse the open.
+    // /dev/null, a default device, must open every time.
+    let tun_opens = || {
+        let out = b.oci(&["exec", &id, "sh", "-c", "echo x >/dev/null && echo null-ok; cat /dev/tunx"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stdout.contains("null-ok"), "/dev/null did not open: {}", describe(&out));
+        assert!(!out.status.success(), "reading an unattached tun device passed: {}", describe(&out));
+        assert!(!stderr.contains("cordon-oci"), "exec failed: {}", describe(&out));
+        !stderr.contains("Operation not permitted")
+    };
+    assert!(!tun_opens(), "deny-all at create let /dev/tunx open");
+    let out = update(tun_rule(true));
+    assert!(out.status.success(), "update allowing 10:200: {}", describe(&out));
+    assert!(tun_opens(), "the update allowing 10:200 did not let /dev/tunx open");
+    let out = update(tun_rule(false));
+    assert!(out.status.success(), "update denying 10:200: {}", describe(&out));
+    assert!(!tun_opens(), "the update denying 10:200 left /dev/tunx open");
+    // The update's rules come after the container's: one for another device changes nothing
+    // for /dev/tunx.
+    let out = update(json!([{"allow": true, "type": "c", "major": 1, "minor": 11, "access": "r"}]));
+    assert!(out.status.success(), "update allowing 1:11: {}", describe(&out));
+    assert!(!tun_opens(), "an update for another device let /dev/tunx open");
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "delete: {}", describe(&out));
+});

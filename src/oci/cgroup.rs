@@ -466,7 +466,14 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
         write(dirs, "linux.resources.pids", "pids.max", &v)?;
     }
     if let Some(rules) = r.devices() {
-        apply_devices(dirs, rules, v2)?;
+        if v2 {
+            // A second program would only narrow the container's; `update` replaces it.
+            return unsupported(
+                "linux.resources.devices",
+                "on cgroup v2 they are the container's device program, which create attaches and update replaces, not written here (a bug in cordon-oci: please report it)",
+            );
+        }
+        apply_devices(dirs, rules)?;
     }
     Ok(())
 }
@@ -511,12 +518,11 @@ pub fn apply_device_allowlist(dirs: &[PathBuf], list: &[DeviceRule]) -> Result<(
     write_device_rules(dirs, list, is_v2(dirs))
 }
 
-/// An `update`'s device rules: added after the container's (v1; refused on v2 by update).
-fn apply_devices(
-    dirs: &[PathBuf],
+/// What an `update`'s device rules add after the container's: its rules in order, then
+/// [`DEFAULT_ALLOW`] again (as runc), so that no update takes the default devices away.
+fn update_rules(
     rules: &[oci_spec::runtime::LinuxDeviceCgroup],
-    v2: bool,
-) -> Result<(), CgroupError> {
+) -> Result<Vec<DeviceRule>, CgroupError> {
     let mut list = Vec::new();
     for r in rules {
         list.push(DeviceRule::from_oci(r)?);
@@ -524,7 +530,33 @@ fn apply_devices(
     for d in DEFAULT_ALLOW {
         list.push(DeviceRule::parse(true, d).expect("DEFAULT_ALLOW lines parse"));
     }
-    write_device_rules(dirs, &list, v2)
+    Ok(list)
+}
+
+/// An `update`'s device rules on cgroup v1: written after the container's, which the
+/// kernel's devices list keeps (on v2 see [`replace_device_program`]).
+fn apply_devices(
+    dirs: &[PathBuf],
+    rules: &[oci_spec::runtime::LinuxDeviceCgroup],
+) -> Result<(), CgroupError> {
+    write_device_rules(dirs, &update_rules(rules)?, false)
+}
+
+/// The container's device rules after an `update` with `rules`, the same on v1 and v2:
+/// `current` (what the container holds), then [`update_rules`]. The rules before the last
+/// everything-rule are left out: it resets the list, so they decide nothing (see
+/// [`device_program`]), and a container updated many times keeps a short list.
+pub fn updated_device_list(
+    current: &[DeviceRule],
+    rules: &[oci_spec::runtime::LinuxDeviceCgroup],
+) -> Result<Vec<DeviceRule>, CgroupError> {
+    let mut list = current.to_vec();
+    list.extend(update_rules(rules)?);
+    let start = list
+        .iter()
+        .rposition(DeviceRule::is_everything)
+        .unwrap_or(0);
+    Ok(list.split_off(start))
 }
 
 fn write_device_rules(dirs: &[PathBuf], list: &[DeviceRule], v2: bool) -> Result<(), CgroupError> {
@@ -543,8 +575,9 @@ fn write_device_rules(dirs: &[PathBuf], list: &[DeviceRule], v2: bool) -> Result
     Ok(())
 }
 
-/// One rule of linux.resources.devices (or of [`DEFAULT_ALLOW`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One rule of linux.resources.devices (or of [`DEFAULT_ALLOW`]); the container's list is
+/// kept in its state (`state::Stored::device_rules`) for `update`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceRule {
     pub allow: bool,
     /// `a` (every kind), `b` or `c`.
@@ -833,6 +866,83 @@ fn attach_device_program(dirs: &[PathBuf], rules: &[DeviceRule]) -> Result<(), C
             dir.display()
         ))
     })
+}
+
+/// `update`'s device rules on cgroup v2: the container's device program is replaced by one
+/// for `rules` (its whole new list, [`updated_device_list`]). The new program is attached
+/// (`BPF_F_ALLOW_MULTI`) before every other device program attached directly to the cgroup
+/// is detached, so while both are attached the kernel allows a device only where both
+/// allow it: the container never holds fewer restrictions than the old and the new rules
+/// each impose. When `rules` allow everything no new program is attached and the old ones
+/// are detached: the cgroup then restricts nothing of its own, as a v1 cgroup given `a`
+/// (the programs of its ancestors still apply: they are not attached to it). The caller
+/// must keep other `update`s of the container out meanwhile (`state::lock`): one that
+/// detached the other's new program could leave none.
+pub fn replace_device_program(dirs: &[PathBuf], rules: &[DeviceRule]) -> Result<(), CgroupError> {
+    use std::os::fd::AsFd;
+    let bad = |why: String| CgroupError::Resource {
+        field: "linux.resources.devices".into(),
+        why,
+    };
+    let dir = dirs.first().ok_or_else(|| {
+        bad("update: the container has no cgroup to attach a device program to".into())
+    })?;
+    let cg = std::fs::File::open(dir).map_err(io("open the cgroup", dir))?;
+    let keep = if allows_everything(rules) {
+        None
+    } else {
+        let fd = crate::sys::bpf_load_device_program(&device_program(rules)).map_err(|e| {
+            bad(format!(
+                "update: the kernel refused to load the new device program (BPF_PROG_LOAD): {e}; the container's device rules are unchanged (loading one needs CAP_BPF or CAP_SYS_ADMIN: run cordon-oci update as root)"
+            ))
+        })?;
+        // Its id, known before it is attached, tells it from the old ones below.
+        let id = crate::sys::bpf_prog_id(fd.as_fd()).map_err(|e| {
+            bad(format!(
+                "update: cannot read the id of the new device program (BPF_OBJ_GET_INFO_BY_FD): {e}; the container's device rules are unchanged"
+            ))
+        })?;
+        crate::sys::bpf_attach_device_program(cg.as_fd(), fd.as_fd()).map_err(|e| {
+            bad(format!(
+                "update: cannot attach the new device program to {} (BPF_PROG_ATTACH): {e}; the container's device rules are unchanged",
+                dir.display()
+            ))
+        })?;
+        Some(id)
+    };
+    let still = if keep.is_some() {
+        "the new rules are attached and the old ones still also apply (a device is allowed only where both allow it)"
+    } else {
+        "the old rules not yet detached still apply"
+    };
+    let ids = crate::sys::bpf_query_device_programs(cg.as_fd()).map_err(|e| {
+        bad(format!(
+            "update: cannot list the device programs attached to {} (BPF_PROG_QUERY): {e}; {still}: retry the update as root",
+            dir.display()
+        ))
+    })?;
+    // Detaching the others is safe only with the new program among those attached.
+    if let Some(k) = keep.filter(|k| !ids.contains(k)) {
+        return Err(bad(format!(
+            "update: the new device program (id {k}) is not among those attached to {} ({ids:?}); {still}: retry the update as root",
+            dir.display()
+        )));
+    }
+    for id in ids.into_iter().filter(|id| Some(*id) != keep) {
+        let detach = crate::sys::bpf_prog_fd_by_id(id)
+            .map_err(|e| ("open (BPF_PROG_GET_FD_BY_ID)", e))
+            .and_then(|old| {
+                crate::sys::bpf_detach_device_program(cg.as_fd(), old.as_fd())
+                    .map_err(|e| ("detach (BPF_PROG_DETACH)", e))
+            });
+        if let Err((step, e)) = detach {
+            return Err(bad(format!(
+                "update: cannot {step} the old device program {id} of {}: {e}; {still}: retry the update as root",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Moves `pid` into every directory.
@@ -1179,6 +1289,80 @@ mod device_program_tests {
         assert!(allows_everything(&device_allowlist(&all).unwrap()));
     }
 
+    fn oci_rules(json: &str) -> Vec<oci_spec::runtime::LinuxDeviceCgroup> {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn an_update_appends_its_rules_then_the_defaults() {
+        let created = device_allowlist(&[]).unwrap();
+        let tun = oci_rules(r#"[{"allow": true, "type": "c", "major": 10, "minor": 200}]"#);
+        let list = updated_device_list(&created, &tun).unwrap();
+        // The container's list, the update's rule, the defaults again: nothing dropped.
+        assert_eq!(list[..created.len()], created[..]);
+        assert_eq!(list[created.len()], rules(&[(true, "c 10:200 rwm")])[0]);
+        assert_eq!(list.len(), created.len() + 1 + DEFAULT_ALLOW.len());
+        let p = device_program(&list);
+        assert_eq!(run(&p, DEV_CHAR, R | W, 10, 200), 1, "/dev/net/tun now");
+        assert_eq!(run(&p, DEV_CHAR, R | W, 1, 3), 1, "/dev/null still");
+        assert_eq!(run(&p, DEV_BLOCK, R, 8, 0), 0, "a disk still denied");
+        // A second update denying it again: denied, the rest as before.
+        let deny = oci_rules(r#"[{"allow": false, "type": "c", "major": 10, "minor": 200}]"#);
+        let again = updated_device_list(&list, &deny).unwrap();
+        assert_eq!(again[..list.len()], list[..]);
+        let p = device_program(&again);
+        assert_eq!(
+            run(&p, DEV_CHAR, R, 10, 200),
+            0,
+            "/dev/net/tun denied again"
+        );
+        assert_eq!(run(&p, DEV_CHAR, R | W, 1, 3), 1, "/dev/null still");
+        // An update's rule cannot take the defaults away: they come after it.
+        let null = oci_rules(r#"[{"allow": false, "type": "c", "major": 1, "minor": 3}]"#);
+        let p = device_program(&updated_device_list(&created, &null).unwrap());
+        assert_eq!(run(&p, DEV_CHAR, R | W, 1, 3), 1, "/dev/null");
+    }
+
+    #[test]
+    fn an_update_with_an_everything_rule_drops_what_it_resets() {
+        let created = device_allowlist(&[]).unwrap();
+        let all = oci_rules(r#"[{"allow": true, "access": "rwm"}]"#);
+        let list = updated_device_list(&created, &all).unwrap();
+        assert_eq!(list[0], rules(&[(true, "a")])[0]);
+        assert_eq!(list.len(), 1 + DEFAULT_ALLOW.len());
+        assert!(allows_everything(&list));
+        // Then a deny-all and one device: the list starts at the deny-all.
+        let tun = oci_rules(
+            r#"[{"allow": false}, {"allow": true, "type": "c", "major": 10, "minor": 200, "access": "r"}]"#,
+        );
+        let again = updated_device_list(&list, &tun).unwrap();
+        assert_eq!(again[0], rules(&[(false, "a")])[0]);
+        assert_eq!(again.len(), 2 + DEFAULT_ALLOW.len());
+        assert!(!allows_everything(&again));
+        let p = device_program(&again);
+        assert_eq!(run(&p, DEV_CHAR, R, 10, 200), 1);
+        assert_eq!(run(&p, DEV_CHAR, W, 10, 200), 0);
+        assert_eq!(run(&p, DEV_BLOCK, R, 8, 0), 0);
+        // Without an everything-rule anywhere nothing is dropped.
+        let none = rules(&[(false, "c 1:11 w")]);
+        assert_eq!(updated_device_list(&none, &[]).unwrap()[0], none[0]);
+        // A bad rule is an error naming the field.
+        let bad = oci_rules(r#"[{"allow": true, "access": "x"}]"#);
+        let e = updated_device_list(&created, &bad).unwrap_err().to_string();
+        assert!(e.contains("linux.resources.devices"), "{e}");
+    }
+
+    #[test]
+    fn device_rules_survive_the_state_file() {
+        let list = device_allowlist(&oci_rules(
+            r#"[{"allow": true, "type": "b", "major": 8, "access": "r"}]"#,
+        ))
+        .unwrap();
+        let json = serde_json::to_string(&list).unwrap();
+        let back: Vec<DeviceRule> = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, list);
+    }
+
     #[test]
     fn device_allowed_answers_as_the_program() {
         let lists = [
@@ -1345,6 +1529,70 @@ mod device_program_tests {
         for ((name, .., allowed), errno) in KERNEL_CHECKS.iter().zip(got) {
             let want = if *allowed { 0 } else { libc::EPERM };
             assert_eq!(errno, want, "kernel: {name}");
+        }
+    }
+
+    #[test]
+    fn an_update_swaps_the_attached_programs() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP: an_update_swaps_the_attached_programs: attaching needs root");
+            return;
+        }
+        let Some(mount) = hierarchies()
+            .expect("mountinfo")
+            .into_iter()
+            .find_map(|(m, c)| c.is_none().then_some(m))
+        else {
+            eprintln!("SKIP: an_update_swaps_the_attached_programs: no cgroup2 mount");
+            return;
+        };
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .expect("/proc/self/cgroup")
+            .lines()
+            .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+            .expect("a cgroup2 line in /proc/self/cgroup");
+        let dir = mount
+            .join(own.trim_start_matches('/'))
+            .join(format!("cordon-devswap-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("create a test cgroup");
+        let dirs = vec![dir.clone()];
+        let checks = std::panic::catch_unwind(|| {
+            use std::os::fd::AsFd;
+            let cg = std::fs::File::open(&dir).expect("open the test cgroup");
+            let attached = || crate::sys::bpf_query_device_programs(cg.as_fd()).expect("query");
+            assert_eq!(attached(), Vec::<u32>::new());
+            let created = device_allowlist(&[]).unwrap();
+            attach_device_program(&dirs, &created).expect("attach at create");
+            let first = attached();
+            assert_eq!(first.len(), 1, "{first:?}");
+            // Another program attached directly to the cgroup goes too.
+            let other = crate::sys::bpf_load_device_program(&device_program(&rules(&[(
+                false, "c 1:11 r",
+            )])))
+            .expect("load");
+            crate::sys::bpf_attach_device_program(cg.as_fd(), other.as_fd()).expect("attach");
+            let other_id = crate::sys::bpf_prog_id(other.as_fd()).expect("id");
+            assert!(
+                attached().contains(&other_id),
+                "{other_id} not in {:?}",
+                attached()
+            );
+            let tun = oci_rules(r#"[{"allow": true, "type": "c", "major": 10, "minor": 200}]"#);
+            let list = updated_device_list(&created, &tun).unwrap();
+            replace_device_program(&dirs, &list).expect("replace");
+            let second = attached();
+            assert_eq!(second.len(), 1, "{second:?}");
+            assert!(!second.contains(&first[0]) && !second.contains(&other_id));
+            // An update that allows everything leaves the cgroup no program of its own.
+            let all = oci_rules(r#"[{"allow": true, "access": "rwm"}]"#);
+            let list = updated_device_list(&list, &all).unwrap();
+            assert!(allows_everything(&list));
+            replace_device_program(&dirs, &list).expect("replace with none");
+            assert_eq!(attached(), Vec::<u32>::new());
+        });
+        let _ = std::fs::remove_dir(&dir);
+        if let Err(p) = checks {
+            std::panic::resume_unwind(p);
         }
     }
 

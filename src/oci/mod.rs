@@ -424,6 +424,9 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             eprintln!("cordon-oci: warning: {msg}");
         }
     }
+    // The rules the cgroup enforces, kept in the state for `update` (config.json may have
+    // changed by then).
+    let mut enforced_devices = None;
     match cgroup::create(&dirs) {
         Ok(()) => {
             cleanup.cgroups = dirs.clone();
@@ -432,6 +435,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             }
             if !rootless() {
                 cgroup::apply_device_allowlist(&dirs, &allowlist)?;
+                enforced_devices = Some(allowlist);
             }
         }
         // An unprivileged user usually may not create cgroups: fine when no limit was asked.
@@ -578,6 +582,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         owner: nix::unistd::geteuid().as_raw(),
         own_pid_ns: c.new_namespaces() & libc::CLONE_NEWPID != 0,
         has_process: c.has_process,
+        device_rules: enforced_devices,
     };
     state::save(&dir, &stored)?;
     // The config as checked now: `exec` uses it, not whatever config.json holds later.
@@ -1099,15 +1104,40 @@ fn update(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
             a.id
         )));
     }
-    if r.devices().is_some() && cgroup::is_v2(&s.cgroup_dirs) {
-        // A second device program would only narrow the first (the kernel allows a device
-        // when every attached program does); replacing it is not implemented.
+    let Some(device_rules) = r.devices().clone() else {
+        return Ok(cgroup::apply(&s.cgroup_dirs, &r)?);
+    };
+    // The device rules: the container's list (from the state, read again under the lock),
+    // then the update's, as the v1 devices list appends them.
+    let _lock = state::lock(&dir)?;
+    let (_, mut s) = state::load(&ctx.root, &a.id)?;
+    if !cgroup::is_v2(&s.cgroup_dirs) {
+        // The kernel's v1 list is the container's: the update's rules are written after it.
+        cgroup::apply(&s.cgroup_dirs, &r)?;
+        if let Some(current) = &s.device_rules {
+            s.device_rules = Some(cgroup::updated_device_list(current, &device_rules)?);
+            state::save(&dir, &s)?;
+        }
+        return Ok(());
+    }
+    let Some(current) = &s.device_rules else {
+        let why = if s.rootless {
+            "it was created by an unprivileged cordon-oci, which cannot enforce device rules (loading a device program takes CAP_BPF or CAP_SYS_ADMIN): create it as root to change them"
+        } else {
+            "its state does not record the device rules it was created with (it was created by an older cordon-oci), and a new device program built without them could allow what they deny: recreate the container to change them"
+        };
         return Err(OciError::Usage(format!(
-            "container {}: `linux.resources.devices` cannot be changed by update on cgroup v2 (its device program is fixed at create); leave devices out of the update",
+            "container {}: `linux.resources.devices` cannot be updated on cgroup v2: {why}",
             a.id
         )));
-    }
-    Ok(cgroup::apply(&s.cgroup_dirs, &r)?)
+    };
+    let updated = cgroup::updated_device_list(current, &device_rules)?;
+    r.set_devices(None);
+    cgroup::apply(&s.cgroup_dirs, &r)?;
+    cgroup::replace_device_program(&s.cgroup_dirs, &updated)?;
+    s.device_rules = Some(updated);
+    state::save(&dir, &s)?;
+    Ok(())
 }
 
 fn stats(s: &Stored) -> serde_json::Value {

@@ -82,6 +82,12 @@ pub struct Stored {
     /// config.json had a `process`.
     #[serde(default = "yes")]
     pub has_process: bool,
+    /// The device rules the container's cgroup enforces (`cgroup::device_allowlist` at
+    /// create, then each `update`'s), which an `update` on cgroup v2 builds its new device
+    /// program from. `None`: none were enforced (created unprivileged or without a cgroup),
+    /// or the container was created by a cordon-oci that did not keep them.
+    #[serde(default)]
+    pub device_rules: Option<Vec<crate::oci::cgroup::DeviceRule>>,
 }
 
 fn yes() -> bool {
@@ -231,6 +237,21 @@ pub fn save_config(dir: &Path, json: &[u8]) -> Result<(), StateError> {
     std::io::Write::write_all(&mut f, json).map_err(io("write", &path))
 }
 
+/// Holds an exclusive `flock(2)` on the state directory until dropped: taken by the
+/// commands that read, change and write back what the container enforces (`update`), so
+/// that two of them do not interleave.
+pub fn lock(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, StateError> {
+    let mut f = std::fs::File::open(dir).map_err(io("open", dir))?;
+    loop {
+        match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive) {
+            Ok(l) => return Ok(l),
+            // A signal interrupted the wait: wait again.
+            Err((back, nix::errno::Errno::EINTR)) => f = back,
+            Err((_, e)) => return Err(io("lock (flock)", dir)(e.into())),
+        }
+    }
+}
+
 /// The config `create` kept (see [`save_config`]), checked like `state.json`.
 pub fn load_config(dir: &Path) -> Result<Vec<u8>, StateError> {
     let path = dir.join("config.json");
@@ -372,6 +393,7 @@ mod tests {
             owner: 0,
             own_pid_ns: true,
             has_process: true,
+            device_rules: None,
         }
     }
 
@@ -431,6 +453,32 @@ mod tests {
         }
         save(&d, &sample("c1")).unwrap();
         assert!(load(&root, "c1").is_ok());
+    }
+
+    #[test]
+    fn a_state_without_device_rules_still_loads() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        let d = create_dir(&root, "c1").unwrap();
+        let mut s = sample("c1");
+        s.device_rules = Some(crate::oci::cgroup::device_allowlist(&[]).unwrap());
+        save(&d, &s).unwrap();
+        let (_, back) = load(&root, "c1").unwrap();
+        assert_eq!(back.device_rules, s.device_rules);
+        // A state.json written before the field existed.
+        let mut v = serde_json::to_value(&s).unwrap();
+        v.as_object_mut().unwrap().remove("deviceRules").unwrap();
+        let old = serde_json::to_vec(&v).unwrap();
+        assert!(!String::from_utf8_lossy(&old).contains("deviceRules"));
+        // (Written over the saved file, which keeps its mode 0600.)
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(d.join("state.json"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, &old).unwrap();
+        drop(f);
+        assert_eq!(load(&root, "c1").unwrap().1.device_rules, None);
     }
 
     #[test]
