@@ -580,6 +580,111 @@ both!(fn case28_a_shared_anonymous_mapping_counts_at_its_length_under_rlimit(who
     assert_polled_shared_mapping_kill(&r, "1 GiB mapping", 1 << 30);
 });
 
+/// Shared anonymous mappings of 1 and 2 MiB (300 MiB in all, on `THREADS` threads), each
+/// filled and then cut down to its first page at once by `HOW`: munmap of the rest, mremap
+/// shrinking it, or mmap(MAP_FIXED) of inaccessible private memory over the rest. Each mapping
+/// is whole for well under one sample interval; the shmem objects keep every page.
+const CUT_DOWN_BOMB: &str = r#"
+import ctypes, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.mremap.restype = ctypes.c_void_p
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+PAGE = 4096
+failed = []
+def bomb(total):
+    made, i = 0, 0
+    while made < total:
+        size = (1 + i % 2) << 20
+        # PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS
+        a = libc.mmap(None, size, 3, 0x21, -1, 0)
+        if a in (None, ctypes.c_void_p(-1).value):
+            failed.append(("mmap", ctypes.get_errno()))
+            return
+        ctypes.memset(a, 1, size)
+        if HOW == "munmap":
+            ok = libc.munmap(a + PAGE, size - PAGE) == 0
+        elif HOW == "mremap":
+            ok = libc.mremap(a, size, PAGE, 0) == a
+        else:
+            # MAP_PRIVATE|MAP_ANONYMOUS|MAP_FIXED over all but the first page, PROT_NONE (a
+            # writable private mapping would count against RLIMIT_DATA)
+            ok = libc.mmap(a + PAGE, size - PAGE, 0, 0x22 | 0x10, -1, 0) == a + PAGE
+        if not ok:
+            failed.append((HOW, ctypes.get_errno()))
+            return
+        made += size
+        i += 1
+threads = [threading.Thread(target=bomb, args=((300 << 20) // THREADS,)) for _ in range(THREADS)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("FAILED" if failed else "NOT LIMITED", failed, flush=True)
+"#;
+
+both!(fn case28_shared_mappings_cut_down_between_samples_are_counted_under_rlimit(who) {
+    // Each mmap with MAP_SHARED waits for the supervisor, which records its length: the objects
+    // count at the length they were made with however short-lived their whole mappings were.
+    // Without that, the run held 300 MiB and ended ok.
+    for (how, threads) in [("munmap", 1), ("mremap", 1), ("fixed", 1), ("munmap", 4)] {
+        let name = format!("{how}, {threads} thread(s)");
+        let code = format!("HOW = {how:?}\nTHREADS = {threads}\n{CUT_DOWN_BOMB}");
+        let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &code]);
+        assert!(!r.output().contains("FAILED"), "{name}: a call failed:\n{}", r.describe());
+        assert_polled_memory_limit(&r, &name);
+    }
+});
+
+/// An ordinary program that maps, shrinks and frees memory all the time, under the limit:
+/// shared anonymous buffers of 1-2 MiB filled, shrunk to half with mremap, checked and
+/// unmapped; private buffers (Python's, through malloc: mmap and munmap) filled and freed;
+/// a private mapping partly replaced with MAP_FIXED by a shared one. Prints a checksum of
+/// what it read back.
+const MAPPING_CHURN: &str = r#"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.mremap.restype = ctypes.c_void_p
+libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+total = 0
+for i in range(N):
+    size = (1 + i % 2) << 20
+    a = libc.mmap(None, size, 3, 0x21, -1, 0)
+    assert a not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+    ctypes.memset(a, i % 251, size)
+    assert libc.mremap(a, size, size // 2, 0) == a, ctypes.get_errno()
+    total += sum(ctypes.string_at(a + size // 2 - 16, 16))
+    assert libc.munmap(a, size // 2) == 0, ctypes.get_errno()
+    b = bytearray(size)
+    b[-1] = i % 256
+    total += b[-1]
+    del b
+    p = libc.mmap(None, size, 3, 0x22, -1, 0)
+    assert libc.mmap(p + size // 2, size // 2, 3, 0x21 | 0x10, -1, 0) == p + size // 2
+    ctypes.memset(p, 7, size)
+    total += ctypes.string_at(p + size - 1, 1)[0]
+    assert libc.munmap(p, size) == 0
+print(total, flush=True)
+"#;
+
+both!(fn case28_programs_that_map_and_unmap_a_lot_are_not_killed_under_rlimit(who) {
+    // Every shared mapping's creation waits for the supervisor's answer: the program must still
+    // get its right results, and buffers made and freed all the time must not be charged as if
+    // kept (each iteration holds at most 2 MiB at once).
+    const N: u64 = 600;
+    let want: u64 = (0..N).map(|i| 16 * (i % 251) + i % 256 + 7).sum();
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("N = {N}\n{MAPPING_CHURN}")]);
+    assert_eq!(r.expect_ok(), format!("{want}\n"), "{}", r.describe());
+    assert_eq!(r.get("/oomKilled").as_bool(), Some(false), "{}", r.describe());
+    let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
+    assert!(used < 128 << 20, "peak {used}:\n{}", r.describe());
+});
+
 /// Which of memfd_create and memfd_secret the sandbox may call.
 const MEMFD_PROBE: &str = r#"
 import ctypes, errno

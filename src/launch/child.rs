@@ -485,13 +485,32 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
         status: ll.status,
         abi: ll.abi,
     });
-    // Every fd but 0-2 and the report pipe (close-on-exec) goes now.
-    let keep = ctx.report.fd().as_raw_fd();
-    sys::close_fds_except(&[keep]).map_err(e("close inherited file descriptors"))?;
-    // The memory watch's filter first: the run's own policy may deny seccomp(2) itself.
+    // Every fd but 0-2 and the report pipe (close-on-exec) goes now; under the memory watch
+    // also the socket to cordon (close-on-exec), which the watch's listener goes through.
+    let mut keep = vec![ctx.report.fd().as_raw_fd()];
+    let watch_sock = ctx
+        .seccomp_watch
+        .and(ctx.proc_handover.as_ref())
+        .map(|s| s.as_raw_fd());
+    keep.extend(watch_sock);
+    sys::close_fds_except(&keep).map_err(e("close inherited file descriptors"))?;
+    // The memory watch's filter first: the run's own policy may deny seccomp(2) itself. Its
+    // listener goes to cordon before exec; from here on, every mmap with MAP_SHARED waits for
+    // cordon's answer (nothing of cordon's own code below makes one).
     if let Some(w) = ctx.seccomp_watch {
-        crate::security::seccomp::install(w)
+        let Some(sock) = watch_sock else {
+            return Err((
+                "install the memory watch's seccomp filter",
+                "no channel to cordon to hand its listener over (a bug in cordon: report it)"
+                    .into(),
+            ));
+        };
+        let listener = crate::security::seccomp::install_with_listener(w)
             .map_err(|err| ("install the memory watch's seccomp filter", err.to_string()))?;
+        super::memwatch::send_listener(sock, &listener)
+            .map_err(|m| ("hand the memory watch's seccomp listener to cordon", m))?;
+        // This copy goes now, the socket's at exec (close-on-exec; init keeps its own).
+        drop(listener);
     }
     crate::security::seccomp::install(ctx.seccomp)
         .map_err(|err| ("install seccomp", err.to_string()))?;

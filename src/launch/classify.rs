@@ -257,10 +257,11 @@ pub fn outcome(
     let (memory_used, memory_used_source) = match (metrics.peak_memory, ended.rusage_maxrss) {
         (Some(p), _) => (Some(p), cgroup_source),
         // The watch's peak is a sum over the sandbox; ru_maxrss the largest single process.
+        // (A kill at a cut the watch was shown, before any sample, has its estimate as peak.)
         (None, r)
             if watch
                 .as_ref()
-                .is_some_and(|w| w.samples > 0 && Some(w.peak) >= r) =>
+                .is_some_and(|w| (w.samples > 0 || w.over) && Some(w.peak) >= r) =>
         {
             (watch.as_ref().map(|w| w.peak), MetricSource::Polled)
         }
@@ -464,6 +465,7 @@ mod tests {
                 samples: 4,
                 over: true,
                 error: None,
+                ..Default::default()
             })
         };
         let o = run(

@@ -23,9 +23,8 @@
 //!   user namespace). So a 1 GiB shared mapping counts 1 GiB however little of it is touched,
 //!   as RLIMIT_AS would count it. A mapping cut down (munmap, mremap) leaves the rest in the
 //!   object: the object keeps the largest size it was counted at while a mapping of it
-//!   remains ([`MemWatch::object_sizes`]). What the watch cannot see: a mapping made, filled
-//!   and cut down between two samples keeps what was cut off out of sight (a cgroup counts
-//!   it);
+//!   remains ([`MemWatch::object_sizes`]). A mapping made, filled and cut down between two
+//!   samples is never seen whole: its creation is (see "Creations" below);
 //! - every SysV shm segment of the sandbox's IPC namespace, at its resident + swapped size
 //!   (init also hands over its open `/proc/sysvipc/shm`, which lists the segments of the IPC
 //!   namespace it was opened in), less what mappings of it already counted (a segment a
@@ -41,6 +40,30 @@
 //! init itself is not counted: it is cordon's own code, runs nothing of the program's, holds a
 //! fixed few hundred KiB, and (non-dumpable) cannot be read by an unprivileged caller.
 //!
+//! # Creations
+//!
+//! Under the watch, the memory-watch seccomp filter (`profiles/seccomp/memory-watch.toml`)
+//! stops every mmap with MAP_SHARED in a user notification. The payload installs it with a
+//! listener, which it sends to cordon over init's handover socket ([`send_listener`]) before
+//! it execs; the supervisor polls the listener with everything else and, in
+//! [`MemWatch::notified`], records the call's length with the number of complete samples so
+//! far, then lets it go on (SECCOMP_USER_NOTIF_FLAG_CONTINUE). Nothing else is shown: private
+//! mappings, munmap, mremap and the rest run at full speed, and a program's start makes no
+//! shared mapping. A shared anonymous object's size is fixed when it is made (faults past it
+//! get SIGBUS), so its creation's length bounds what it can ever hold, however its mappings
+//! are cut down later. Each sample notes the complete sample in which every shmem object
+//! shown only by mappings first appeared; an object appears in the first complete sample after
+//! its creation, or the next one if the creating thread had not finished its mmap when the
+//! first read its mappings ([`CREATION_WINDOW`]). Which creation made which object is not
+//! known (an object shows only its inode, a creation only its arguments), so the objects alive
+//! count at the largest total any pairing of them with distinct creations in their windows
+//! gives ([`creation_bound`]): never less than what they hold, and, for a program that makes
+//! and frees shared buffers all the time, each alive one at about the largest buffer made
+//! around its time, not the sum of all. An object that no creation can have made (its mmap
+//! was not shown: a file descriptor swapped for /dev/zero's during the call, say) blinds the
+//! watch, and the sandbox is killed (fail closed). If cordon is gone, the listener is closed
+//! and such calls fail with ENOSYS.
+//!
 //! A process whose memory cannot be read (`EACCES`: only before the payload's exec, or after an
 //! exec of a binary the sandbox may not read) is tolerated for [`UNREADABLE_GRACE`]; past it the
 //! watch reports itself blind and the supervisor kills the sandbox (fail closed). A process whose
@@ -49,11 +72,12 @@
 //! also bounded for the sandbox as a whole ([`SANDBOX_WINDOW`]), so that short-lived
 //! processes taking turns cannot each hide within their own.
 
+use crate::sys;
 use nix::errno::Errno;
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
 use std::collections::{HashMap, HashSet};
 use std::io::IoSliceMut;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};
 
@@ -93,6 +117,8 @@ pub struct WatchReport {
     /// The largest sum seen, in bytes.
     pub peak: u64,
     pub samples: u64,
+    /// Shared mappings whose creation the watch was shown (see [`MemWatch::notified`]).
+    pub notifications: u64,
     /// The watch ended the run: the sum exceeded the limit.
     pub over: bool,
     /// The watch could not do its work (why); the supervisor killed the sandbox.
@@ -113,6 +139,15 @@ pub struct MemWatch {
     /// The size each shmem object shown only by mappings was last counted at (see
     /// [`MemWatch::object_sizes`]), kept while some mapping of it remains.
     known: HashMap<ObjectKey, u64>,
+    /// cordon's end of the memory-watch filter's listener (see [`MemWatch::notified`]).
+    listener: Option<OwnedFd>,
+    /// The shared mappings' creations shown since (see [`creation_bound`]), kept while an
+    /// object they may have made can be alive or still appear.
+    creations: Vec<Creation>,
+    /// Each shmem object shown only by mappings, with the complete sample it first appeared in.
+    appeared: HashMap<ObjectKey, u64>,
+    /// How many samples saw every process of the sandbox.
+    complete: u64,
     armed_at: Option<Instant>,
     next: Option<Instant>,
     unreadable: HashMap<u32, (Instant, String)>,
@@ -134,6 +169,10 @@ impl MemWatch {
             mounts: Vec::new(),
             shm_dev: None,
             known: HashMap::new(),
+            listener: None,
+            creations: Vec::new(),
+            appeared: HashMap::new(),
+            complete: 0,
             armed_at: None,
             next: None,
             unreadable: HashMap::new(),
@@ -309,7 +348,11 @@ impl MemWatch {
         if let Some(why) = self.note_hiding(hid_fds, unreadable) {
             return Verdict::Blind(why);
         }
-        self.object_sizes(&mut objects, extents, hid_fds || unreadable);
+        let created = match self.object_sizes(&mut objects, extents, hid_fds || unreadable) {
+            Ok(extra) => extra,
+            Err(why) => return Verdict::Blind(why),
+        };
+        total = total.saturating_add(created);
         if !objects.is_empty() {
             // What the mappings of these objects already counted, so a page is not counted
             // twice. (Unreadable smaps: nothing subtracted, the object counts in full.)
@@ -346,13 +389,29 @@ impl MemWatch {
     /// munmap or mremap that shrinks the mapping leaves the pages beyond it in the object.
     /// `partial`: some process could not be read in this sample, so an object no mapping
     /// showed may still be mapped there; what was known is kept.
+    ///
+    /// A mapping made, filled and cut down between two samples is never seen whole; its
+    /// creation was (see "Creations" in the module's documentation): returns what the objects'
+    /// creations say they may hold beyond the sizes counted here ([`creation_bound`]), or why
+    /// the watch is blind (an object no creation can have made).
     fn object_sizes(
         &mut self,
         objects: &mut HashMap<Object, u64>,
         extents: HashMap<ObjectKey, u64>,
         partial: bool,
-    ) {
+    ) -> Result<u64, String> {
+        if !partial {
+            self.complete += 1;
+        }
+        // The complete sample this one counts as for objects it shows first (a partial one
+        // counts as the next complete one: an object may have been out of sight in it).
+        let now = if partial {
+            self.complete + 1
+        } else {
+            self.complete
+        };
         let mut known = HashMap::new();
+        let mut counted: u64 = 0;
         for (key, extent) in extents {
             let size = match objects.get(&Object::File(key)) {
                 Some(by_fd) => *by_fd,
@@ -360,13 +419,32 @@ impl MemWatch {
             };
             objects.insert(Object::File(key), size);
             known.insert(key, size);
+            counted = counted.saturating_add(size);
+            self.appeared.entry(key).or_insert(now);
         }
         if partial {
             for (k, v) in &self.known {
                 known.entry(*k).or_insert(*v);
             }
+        } else {
+            self.appeared.retain(|k, _| known.contains_key(k));
         }
         self.known = known;
+        let appeared: Vec<u64> = self.appeared.values().copied().collect();
+        // Creations no alive object can have made, and that no object still to appear can
+        // have made either, are of no further use.
+        let seen: HashSet<u64> = appeared.iter().copied().collect();
+        let complete = self.complete;
+        self.creations.retain(|c| {
+            c.after + CREATION_WINDOW > complete
+                || (c.after + 1..=c.after + CREATION_WINDOW).any(|k| seen.contains(&k))
+        });
+        match creation_bound(&appeared, &self.creations) {
+            Ok(bound) => Ok(bound.saturating_sub(counted)),
+            Err(n) => Err(format!(
+                "{n} shared memory object(s) appeared in the sandbox's mappings that no mmap shown to the watch can have made (each shared mapping's creation waits for the watch; a descriptor swapped during the call, or a mapping made where the watch could not look); the memory limit cannot be enforced"
+            )),
+        }
     }
 
     /// Records whether some process hid its descriptors / its memory from this sample; the
@@ -615,6 +693,189 @@ pub fn shared_mappings(
     }
 }
 
+impl MemWatch {
+    /// Takes cordon's end of the memory-watch filter's listener (the payload sends it before
+    /// it execs).
+    pub fn set_listener(&mut self, fd: OwnedFd) {
+        // A speed-up only (Linux 6.6+): without it each answer is a cross-CPU wake-up.
+        let _ = sys::notif_sync_wake_up(fd.as_fd());
+        self.listener = Some(fd);
+    }
+
+    /// The listener, to poll (readable: a notification is pending).
+    pub fn listener(&self) -> Option<BorrowedFd<'_>> {
+        self.listener.as_ref().map(|f| f.as_fd())
+    }
+
+    /// Every process the filter was on has exited (the listener hung up).
+    pub fn close_listener(&mut self) {
+        self.listener = None;
+    }
+
+    /// Handles one notification of the memory-watch filter (the listener polled readable):
+    /// an mmap with MAP_SHARED, about to make a mapping. Records its length as a creation (see
+    /// [`creation_bound`]) and lets it go on. None: handled (or its caller is gone). Blind: the
+    /// call could not be received or answered; the sandbox must be killed (an unanswered call
+    /// cannot proceed, and a notification lost is a creation unseen).
+    pub fn notified(&mut self) -> Option<Verdict> {
+        let listener = self.listener.take()?;
+        let verdict = self.answer(listener.as_fd());
+        self.listener = Some(listener);
+        verdict
+    }
+
+    fn answer(&mut self, listener: BorrowedFd) -> Option<Verdict> {
+        let n = match sys::notif_recv(listener) {
+            Ok(n) => n,
+            // The caller died (or took a signal) before the notification was read: its mmap
+            // made nothing (a restarted call notifies again).
+            Err(Errno::ENOENT | Errno::EINTR) => return None,
+            Err(e) => {
+                return Some(Verdict::Blind(format!(
+                    "cannot receive a call the memory watch must see (SECCOMP_IOCTL_NOTIF_RECV: {e}); the memory limit cannot be enforced"
+                )));
+            }
+        };
+        self.report.notifications += 1;
+        if i64::from(n.nr) == libc::SYS_mmap {
+            // Page-rounded, as the kernel sizes the mapping; a length the kernel refuses makes
+            // no object (the record only ever raises a bound).
+            let len = n.args[1].saturating_add(PAGE - 1) & !(PAGE - 1);
+            self.creations.push(Creation {
+                after: self.complete,
+                len,
+            });
+        }
+        match sys::notif_continue(listener, n.id) {
+            Ok(()) | Err(Errno::ENOENT) => None,
+            Err(e) => Some(Verdict::Blind(format!(
+                "cannot let a call of the sandbox's process {} go on after the memory watch saw it (SECCOMP_IOCTL_NOTIF_SEND: {e}); the sandbox cannot proceed",
+                n.pid
+            ))),
+        }
+    }
+}
+
+const PAGE: u64 = 4096;
+
+/// A shared mapping's creation, shown to the watch before it took effect
+/// ([`MemWatch::notified`]): how many complete samples there had been, and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Creation {
+    pub after: u64,
+    pub len: u64,
+}
+
+/// In how many complete samples after its creation a shared object appears at the latest:
+/// the first, unless the creating thread had not finished its mmap when that sample read
+/// its mappings (it runs on at once: the listener wakes it on the supervisor's CPU), then the
+/// next one.
+pub const CREATION_WINDOW: u64 = 2;
+
+/// Above this many creations in reach of the alive objects, [`creation_bound`] takes a
+/// cheaper bound, larger or equal.
+const EXACT_BOUND_MAX: usize = 2048;
+
+/// The most that the shared objects alive now can hold, from their creations: each object
+/// (given by the complete sample it first appeared in) was made by one distinct creation with
+/// `after < appeared <= after + CREATION_WINDOW`, and holds at most that creation's length (a
+/// shared anonymous object's size is fixed when it is made). Which creation made which object
+/// is not known (an object is seen only by its inode, a creation only by its arguments), so
+/// this is the largest total any such pairing gives: a maximum-weight matching, found
+/// greedily (the sets of creations that can be paired with distinct objects form a transversal
+/// matroid, on which the greedy choice by weight is optimal). Err(n): n objects have no
+/// creation that can have made them.
+pub fn creation_bound(appeared: &[u64], creations: &[Creation]) -> Result<u64, usize> {
+    if appeared.is_empty() {
+        return Ok(0);
+    }
+    let fits = |c: &Creation, k: u64| c.after < k && k <= c.after + CREATION_WINDOW;
+    // How many objects first appeared in each complete sample.
+    let mut objects: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+    for &k in appeared {
+        *objects.entry(k).or_default() += 1;
+    }
+    let mut usable: Vec<Creation> = creations
+        .iter()
+        .copied()
+        .filter(|c| objects.keys().any(|&k| fits(c, k)))
+        .collect();
+    // Every object needs a creation: the largest pairing by count takes the samples in order,
+    // each object the free creation whose window ends first (all windows are as long).
+    usable.sort_unstable_by_key(|c| c.after);
+    let mut taken = vec![false; usable.len()];
+    let mut missing = 0;
+    let mut lo = 0;
+    for (&k, &n) in &objects {
+        while lo < usable.len() && usable[lo].after + CREATION_WINDOW < k {
+            lo += 1;
+        }
+        let mut need = n;
+        let mut i = lo;
+        while need > 0 && i < usable.len() && usable[i].after < k {
+            if !taken[i] {
+                taken[i] = true;
+                need -= 1;
+            }
+            i += 1;
+        }
+        missing += need;
+    }
+    if missing > 0 {
+        return Err(missing);
+    }
+    usable.sort_unstable_by_key(|c| std::cmp::Reverse(c.len));
+    if usable.len() > EXACT_BOUND_MAX {
+        // Each sample's objects at the largest creations that fit them (a creation may then
+        // count for two samples: larger or equal).
+        return Ok(objects
+            .iter()
+            .map(|(&k, &n)| {
+                usable
+                    .iter()
+                    .filter(|c| fits(c, k))
+                    .take(n)
+                    .fold(0u64, |t, c| t.saturating_add(c.len))
+            })
+            .fold(0u64, u64::saturating_add));
+    }
+    let mut chosen: Vec<Creation> = Vec::new();
+    let mut total: u64 = 0;
+    for c in usable {
+        if chosen.len() == appeared.len() {
+            break;
+        }
+        chosen.push(c);
+        if pairs_with_distinct_objects(&chosen, &objects) {
+            total = total.saturating_add(c.len);
+        } else {
+            chosen.pop();
+        }
+    }
+    Ok(total)
+}
+
+/// Whether every creation of `chosen` can be paired with a distinct object (`objects`: how
+/// many first appeared in each complete sample): creations by window end, each taking an
+/// object of the earliest sample its window holds that has one left.
+fn pairs_with_distinct_objects(
+    chosen: &[Creation],
+    objects: &std::collections::BTreeMap<u64, usize>,
+) -> bool {
+    let mut order: Vec<u64> = chosen.iter().map(|c| c.after).collect();
+    order.sort_unstable();
+    let mut left = objects.clone();
+    order.iter().all(|&after| {
+        (after + 1..=after + CREATION_WINDOW).any(|k| match left.get_mut(&k) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        })
+    })
+}
+
 /// A mapping, as a maps or smaps header line shows it.
 #[derive(Debug, PartialEq, Eq)]
 struct Mapping<'a> {
@@ -711,9 +972,28 @@ pub fn send_proc(to_parent: &OwnedFd) -> Result<(), String> {
     Ok(())
 }
 
+/// In the payload, once it installed the memory-watch filter: sends cordon the filter's
+/// listener over init's handover socket (`sock`, the payload's copy), before it execs.
+pub fn send_listener(sock: RawFd, listener: &OwnedFd) -> Result<(), String> {
+    sys::send_fd_no_alloc(sock, LISTENER_TAG[0], listener.as_raw_fd())
+        .map_err(|e| format!("send the seccomp listener to cordon (SCM_RIGHTS): {e}"))
+}
+
+/// The byte that comes with the listener.
+const LISTENER_TAG: &[u8] = b"L";
+
+/// What came in on the handover socket.
+pub enum Received {
+    /// init's descriptors ([`send_proc`]).
+    Handover(Handover),
+    /// The memory-watch filter's listener ([`send_listener`]).
+    Listener(OwnedFd),
+}
+
 /// In the supervisor, when the handover socket polls readable: Ok(Some(_)) when init sent its
-/// descriptors, Ok(None) to try again later, Err at end-of-file without them.
-pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Handover>, String> {
+/// descriptors or the payload its listener, Ok(None) to try again later, Err at end-of-file
+/// without them.
+pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
     let mut byte = [0u8; 1];
     let mut iov = [IoSliceMut::new(&mut byte)];
     let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2 + TMPFS_MOUNTS.len()]);
@@ -736,26 +1016,36 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Handover>, String> {
             }
         }
     }
+    let bytes = msg.bytes;
+    if bytes == 1 && byte == LISTENER_TAG {
+        return match <[OwnedFd; 1]>::try_from(got) {
+            Ok([listener]) => Ok(Some(Received::Listener(listener))),
+            Err(got) => Err(format!(
+                "the sandbox's payload sent {} descriptors for the memory watch's seccomp listener, not 1; the memory limit cannot be enforced",
+                got.len()
+            )),
+        };
+    }
     if got.len() > TMPFS_MOUNTS.len() {
         let mut got = got.into_iter();
         let Some(proc_dir) = got.next() else {
             unreachable!("checked length")
         };
         let mounts: Vec<OwnedFd> = got.by_ref().take(TMPFS_MOUNTS.len()).collect();
-        return Ok(Some(Handover {
+        return Ok(Some(Received::Handover(Handover {
             proc_dir,
             mounts,
             sysv: got.next(),
-        }));
+        })));
     }
-    match (got.is_empty(), msg.bytes) {
+    match (got.is_empty(), bytes) {
         (false, _) => Err(format!(
             "the sandbox's init sent {} descriptors for the memory watch, not {}; the memory limit cannot be enforced",
             got.len(),
             TMPFS_MOUNTS.len() + 1
         )),
         (true, 0) => Err(
-            "the sandbox's init closed the memory watch's channel without sending its /proc; the memory limit cannot be enforced".into(),
+            "the sandbox's init closed the memory watch's channel without sending its /proc and the seccomp listener; the memory limit cannot be enforced".into(),
         ),
         (true, _) => Ok(None),
     }
@@ -946,7 +1236,12 @@ Pss:                 100 kB
                 objects.insert(Object::File(key(11)), size);
             }
             let extents = extent.map(|e| (key(11), e)).into_iter().collect();
-            w.object_sizes(&mut objects, extents, partial);
+            // Each object's creation was shown (none of them counts: length 0).
+            w.creations.push(Creation {
+                after: w.complete,
+                len: 0,
+            });
+            assert_eq!(w.object_sizes(&mut objects, extents, partial), Ok(0));
             objects.get(&Object::File(key(11))).copied()
         };
         // A descriptor shows the allocated size, whatever is mapped.
@@ -972,6 +1267,41 @@ Pss:                 100 kB
     }
 
     #[test]
+    fn an_object_cut_down_before_any_sample_counts_at_its_creation() {
+        let mut w = MemWatch::new(1 << 30);
+        let extents = |e: u64| [(key(12), e)].into_iter().collect::<HashMap<_, _>>();
+        // A 100 MiB shared mapping made, filled and cut down to a page before the first
+        // sample: its creation says what the page's object holds.
+        w.creations.push(Creation {
+            after: 0,
+            len: 100 << 20,
+        });
+        let mut objects = HashMap::new();
+        assert_eq!(
+            w.object_sizes(&mut objects, extents(4096), false),
+            Ok((100 << 20) - 4096)
+        );
+        // Still mapped later: still counted, though its creation is long past.
+        for _ in 0..5 {
+            let mut objects = HashMap::new();
+            assert_eq!(
+                w.object_sizes(&mut objects, extents(4096), false),
+                Ok((100 << 20) - 4096)
+            );
+        }
+        // Gone: so is the count, and its creation.
+        let mut objects = HashMap::new();
+        assert_eq!(w.object_sizes(&mut objects, HashMap::new(), false), Ok(0));
+        assert!(w.creations.is_empty(), "{:?}", w.creations);
+        // An object whose creation the watch was not shown blinds it.
+        let mut objects = HashMap::new();
+        let err = w
+            .object_sizes(&mut objects, extents(4096), false)
+            .unwrap_err();
+        assert!(err.contains("no mmap shown to the watch"), "{err}");
+    }
+
+    #[test]
     fn sysv_segments_rss_and_swap() {
         let text = "       key      shmid perms                  size  cpid  lpid nattch   uid   gid  cuid  cgid      atime      dtime      ctime                   rss                  swap
          0          0   600               1048576 29313 29313      1     0     0     0     0 1796013122          0 1796013122                 12288                     0
@@ -979,5 +1309,77 @@ Pss:                 100 kB
 ";
         assert_eq!(sysv_segments(text), vec![(0, 12288), (32, 16777216 + 4096)]);
         assert_eq!(sysv_segments(""), vec![]);
+    }
+
+    fn made(after: u64, mib: u64) -> Creation {
+        Creation {
+            after,
+            len: mib << 20,
+        }
+    }
+
+    #[test]
+    fn an_object_counts_at_the_length_it_was_made_with() {
+        // Made after sample 3, seen (cut down to a page) in sample 4: 100 MiB.
+        assert_eq!(creation_bound(&[4], &[made(3, 100)]), Ok(100 << 20));
+        // Or in sample 5, its mmap still unfinished when sample 4 read the mappings.
+        assert_eq!(creation_bound(&[5], &[made(3, 100)]), Ok(100 << 20));
+        // Never later: an object no creation can have made is the watch's blindness.
+        assert_eq!(creation_bound(&[6], &[made(3, 100)]), Err(1));
+        assert_eq!(creation_bound(&[4], &[]), Err(1));
+        assert_eq!(creation_bound(&[4, 4], &[made(3, 1)]), Err(1));
+        // Nor earlier than its creation.
+        assert_eq!(creation_bound(&[3], &[made(3, 100)]), Err(1));
+        assert_eq!(creation_bound(&[], &[made(3, 100)]), Ok(0));
+    }
+
+    #[test]
+    fn which_creation_made_which_object_is_resolved_to_the_largest_total() {
+        // Two objects, three creations (one mmap failed or its object is gone): the two
+        // largest, whichever object is which.
+        assert_eq!(
+            creation_bound(&[4, 4], &[made(3, 1), made(3, 100), made(3, 2)]),
+            Ok(102 << 20)
+        );
+        // A stream of creations, few objects alive: each alive object at the largest
+        // creation it can have come from, not at the sum of the stream.
+        let stream: Vec<Creation> = (0..600).map(|i| made(i / 30, 1 + i % 2)).collect();
+        assert_eq!(creation_bound(&[20], &stream), Ok(2 << 20));
+        // A creation whose object appears a sample late cannot also count for an object of
+        // the sample before: a big one made after 3 and seen in 5, a small one made after 3
+        // and seen in 4, and one made after 4 seen in 5.
+        assert_eq!(
+            creation_bound(&[4, 5, 5], &[made(3, 100), made(3, 1), made(4, 1)]),
+            Ok(102 << 20)
+        );
+        // An object of sample 4 cannot take a creation made after sample 4.
+        assert_eq!(
+            creation_bound(&[4, 5], &[made(3, 1), made(4, 100)]),
+            Ok(101 << 20)
+        );
+        // The big creation is spent on one object: an old object alive since sample 1 and
+        // a new one in 9 each take a creation in their own windows.
+        assert_eq!(
+            creation_bound(&[1, 9], &[made(0, 400), made(8, 1)]),
+            Ok(401 << 20)
+        );
+    }
+
+    #[test]
+    fn many_creations_take_a_cheaper_bound_that_is_not_smaller() {
+        let n = EXACT_BOUND_MAX as u64 + 10;
+        let creations: Vec<Creation> = (0..n)
+            .map(|i| Creation {
+                after: i % 2,
+                len: (i + 1) << 12,
+            })
+            .collect();
+        let objects = [1, 2, 2];
+        let cheap = creation_bound(&objects, &creations).unwrap();
+        let exact =
+            creation_bound(&objects, &creations[creations.len() - EXACT_BOUND_MAX..]).unwrap();
+        assert!(cheap >= exact, "{cheap} < {exact}");
+        // The three largest creations, the largest counted twice at most.
+        assert!(cheap <= 4 * (n << 12), "{cheap}");
     }
 }

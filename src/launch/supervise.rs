@@ -2,7 +2,7 @@
 //! a pidfd for init and a signalfd, with the wall-clock deadline as its timeout. No threads.
 
 use super::channel::{Msg, MsgReader};
-use super::memwatch::{MemWatch, Verdict, WatchReport};
+use super::memwatch::{MemWatch, Received, Verdict, WatchReport};
 use crate::limits::Cgroup;
 use crate::spec::{SandboxSpec, StdinSource};
 use crate::sys;
@@ -282,8 +282,8 @@ pub fn supervise(
         };
 
         // Build the poll set; remember which slot is which.
-        let mut fds: Vec<PollFd> = Vec::with_capacity(7);
-        let mut slots: Vec<u8> = Vec::with_capacity(7);
+        let mut fds: Vec<PollFd> = Vec::with_capacity(8);
+        let mut slots: Vec<u8> = Vec::with_capacity(8);
         let pin = PollFlags::POLLIN;
         if let Some(f) = &out
             && ended.stdout.accepting()
@@ -320,6 +320,12 @@ pub fn supervise(
         if !init_exited && let Some(m) = &watch_sock {
             fds.push(PollFd::new(m.as_fd(), pin));
             slots.push(b'm');
+        }
+        // The memory-watch filter's notifications: a call that could cut a shared mapping
+        // down waits until it is answered here (see memwatch::MemWatch::notified).
+        if !init_exited && let Some(l) = watch.as_ref().and_then(MemWatch::listener) {
+            fds.push(PollFd::new(l, pin));
+            slots.push(b'n');
         }
         if let Some(p) = &stdin_pipe {
             if !stdin_buf.is_empty() {
@@ -437,8 +443,8 @@ pub fn supervise(
                         continue;
                     };
                     match super::memwatch::receive_proc(sock) {
-                        Ok(Some(h)) => {
-                            watch_sock = None;
+                        // The payload's listener comes next, before it execs.
+                        Ok(Some(Received::Handover(h))) => {
                             if let Err(e) = w.arm(h, Instant::now()) {
                                 w.report.error = Some(e);
                                 if !killed {
@@ -447,10 +453,41 @@ pub fn supervise(
                                 }
                             }
                         }
+                        Ok(Some(Received::Listener(fd))) => {
+                            watch_sock = None;
+                            w.set_listener(fd);
+                        }
                         Ok(None) => {}
                         Err(e) => {
                             watch_sock = None;
                             w.report.error = Some(e);
+                            if !killed {
+                                killed = true;
+                                stopper.stop(child, cgroup);
+                            }
+                        }
+                    }
+                }
+                b'n' => {
+                    let Some(w) = watch.as_mut() else { continue };
+                    if !rev.contains(PollFlags::POLLIN) {
+                        // Every process under the filter has exited.
+                        w.close_listener();
+                        continue;
+                    }
+                    match w.notified() {
+                        None | Some(Verdict::Under) => {}
+                        Some(Verdict::Over(_)) => {
+                            w.report.over = true;
+                            if !killed {
+                                killed = true;
+                                stopper.stop(child, cgroup);
+                            }
+                        }
+                        Some(Verdict::Blind(why)) => {
+                            if w.report.error.is_none() && !w.report.over {
+                                w.report.error = Some(why);
+                            }
                             if !killed {
                                 killed = true;
                                 stopper.stop(child, cgroup);

@@ -197,7 +197,7 @@ fn chain(
     nr: u32,
     alternatives: &[Vec<Condition>],
 ) -> Result<BpfProgram, SeccompError> {
-    let ret = u32::from(seccomp_action(action));
+    let ret = action_ret(action);
     if alternatives.is_empty() {
         return Ok(vec![stmt(BPF_RET_K, ret)]);
     }
@@ -242,7 +242,7 @@ fn chain(
                 && last.code == BPF_RET_K
                 && last.k == libc::SECCOMP_RET_ALLOW =>
         {
-            Ok(body.to_vec())
+            Ok(body.iter().map(|i| user_notif_ret(action, i)).collect())
         }
         _ => Err(layout(
             "the chain does not start with `jeq nr` or does not end with `ret ALLOW`",
@@ -324,10 +324,16 @@ pub(super) fn compile_stacked(policy: &Policy) -> Vec<BpfProgram> {
             TargetArch::x86_64,
         )
         .unwrap();
-        programs.push(BpfProgram::try_from(filter).unwrap());
+        let program = BpfProgram::try_from(filter).unwrap();
+        programs.push(program.iter().map(|i| user_notif_ret(*action, i)).collect());
     }
     programs
 }
+
+/// seccompiler 0.5 has no USER_NOTIF action: its rule chains for one are built with
+/// `Trace(USER_NOTIF_PLACEHOLDER)`, and [`user_notif_ret`] turns that return into
+/// `SECCOMP_RET_USER_NOTIF`. No policy can ask for TRACE, so the placeholder is unambiguous.
+const USER_NOTIF_PLACEHOLDER: u32 = 0x4e4f;
 
 fn seccomp_action(a: Action) -> SeccompAction {
     match a {
@@ -335,7 +341,26 @@ fn seccomp_action(a: Action) -> SeccompAction {
         Action::Trap => SeccompAction::Trap,
         // errno values from libc are small positive numbers; the kernel keeps 16 bits of data.
         Action::Errno(e) => SeccompAction::Errno(e.unsigned_abs()),
+        Action::UserNotif => SeccompAction::Trace(USER_NOTIF_PLACEHOLDER),
         Action::Log => SeccompAction::Log,
+    }
+}
+
+/// What a matching call's `ret` returns.
+pub(super) fn action_ret(a: Action) -> u32 {
+    match a {
+        Action::UserNotif => libc::SECCOMP_RET_USER_NOTIF,
+        other => u32::from(seccomp_action(other)),
+    }
+}
+
+/// `i`, with the placeholder return of a USER_NOTIF chain made `ret USER_NOTIF`.
+fn user_notif_ret(a: Action, i: &sock_filter) -> sock_filter {
+    let placeholder = u32::from(SeccompAction::Trace(USER_NOTIF_PLACEHOLDER));
+    if a == Action::UserNotif && i.code == BPF_RET_K && i.k == placeholder {
+        stmt(BPF_RET_K, libc::SECCOMP_RET_USER_NOTIF)
+    } else {
+        i.clone()
     }
 }
 

@@ -64,6 +64,23 @@ pub enum SeccompError {
     },
 
     #[error(
+        "seccomp policy `{policy}` uses `action = \"user_notif\"`, which only cordon's own \
+         memory-watch filter may use (cordon answers its notifications; nothing would answer \
+         a user policy's); use errno, kill_process, trap or log"
+    )]
+    UserNotifReserved { policy: String },
+
+    #[error(
+        "cannot install the memory watch's seccomp filter with a listener \
+         (SECCOMP_FILTER_FLAG_NEW_LISTENER): {errno}; EBUSY means cordon itself runs under a \
+         seccomp filter that already has a listener (a container runtime's), EINVAL a kernel \
+         older than 5.0: without it the rlimit backend cannot hold --memory, so run with a \
+         cgroup (`--limits-backend` cgroup v1/v2, see `cordon doctor`) or without a memory \
+         limit (`--memory 0`)"
+    )]
+    Listener { errno: std::io::Error },
+
+    #[error(
         "the compiled seccomp policy has no program to install; refusing to run the payload \
          without one (this is a bug in the caller: build `Compiled` with compile_builtin)"
     )]

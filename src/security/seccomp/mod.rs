@@ -73,6 +73,11 @@ pub fn compile_builtin(name: &str) -> Result<Compiled, SeccompError> {
 pub fn compile_policy_str(text: &str) -> Result<Compiled, SeccompError> {
     check_arch()?;
     let policy = policy::parse("the given policy text", text)?;
+    if policy.groups.contains_key(&policy::Action::UserNotif) {
+        return Err(SeccompError::UserNotifReserved {
+            policy: policy.name,
+        });
+    }
     let program = compile::compile(&policy)?;
     Ok(Compiled {
         name: policy.name,
@@ -119,6 +124,18 @@ pub fn compile_memory_watch() -> Result<Compiled, SeccompError> {
 }
 
 const MEMORY_WATCH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-memory-watch.bpf"));
+
+/// Installs the memory watch's filter ([`compile_memory_watch`]) on the calling thread with a
+/// listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose descriptor (close-on-exec) is returned
+/// for the supervisor to answer the notifications on. `no_new_privs` must be set first.
+pub fn install_with_listener(c: &Compiled) -> Result<std::os::fd::OwnedFd, SeccompError> {
+    if c.program.is_empty() {
+        return Err(SeccompError::NothingToInstall);
+    }
+    crate::sys::seccomp_set_filter_listener(&c.program).map_err(|e| SeccompError::Listener {
+        errno: std::io::Error::from_raw_os_error(e as i32),
+    })
+}
 
 /// Installs the program on the calling thread. Meant for the payload, last step before
 /// `execve`, after `no_new_privs` (seccompiler sets it again, harmlessly). Allocates nothing:

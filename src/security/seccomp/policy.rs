@@ -73,6 +73,10 @@ pub(super) enum ActionName {
     Errno,
     KillProcess,
     Trap,
+    /// Only in cordon's own memory-watch filter (`profiles/seccomp/memory-watch.toml`): the
+    /// payload installs it with a listener that cordon's supervisor answers. A user policy
+    /// cannot use it (nothing would answer; `compile_policy_str` refuses it).
+    UserNotif,
     Log,
 }
 
@@ -112,6 +116,7 @@ pub enum Action {
     KillProcess,
     Trap,
     Errno(i32),
+    UserNotif,
     Log,
 }
 
@@ -122,6 +127,7 @@ impl Action {
             Action::KillProcess => "kill_process".into(),
             Action::Trap => "trap".into(),
             Action::Errno(e) => format!("errno {}", errno_name(e).unwrap_or("?")),
+            Action::UserNotif => "user_notif".into(),
             Action::Log => "log".into(),
         }
     }
@@ -210,6 +216,7 @@ fn validate(file: PolicyFile) -> Result<Policy, SeccompError> {
             },
             (ActionName::KillProcess, None) => Action::KillProcess,
             (ActionName::Trap, None) => Action::Trap,
+            (ActionName::UserNotif, None) => Action::UserNotif,
             (ActionName::Log, None) => Action::Log,
             (_, Some(_)) => return Err(fail(EntryProblem::ErrnoWithoutErrnoAction)),
         };

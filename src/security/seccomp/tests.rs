@@ -620,7 +620,7 @@ fn install_refuses_an_empty_compiled_policy() {
 }
 
 #[test]
-fn the_memory_watch_filter_stacked_on_default_denies_memfds_only() {
+fn the_memory_watch_filter_stacked_on_default_denies_memfds_and_shows_cuts() {
     let watch = super::compile_memory_watch().expect("memory-watch.toml compiles");
     assert_eq!(watch.name, "memory-watch");
     assert!(
@@ -631,7 +631,8 @@ fn the_memory_watch_filter_stacked_on_default_denies_memfds_only() {
     // Installed as the payload installs them: the watch's filter first, then the policy.
     let both = [watch.program.clone(), default.program.clone()];
     let nr = |name| super::syscall_number(name).expect(name);
-    for name in ["memfd_create", "memfd_secret"] {
+    let notif = libc::SECCOMP_RET_USER_NOTIF;
+    for name in ["memfd_create", "memfd_secret", "remap_file_pages"] {
         assert_eq!(
             run_all(&both, &Data::x86_64(nr(name), &[0, 0])),
             errno(libc::ENOSYS),
@@ -643,16 +644,68 @@ fn the_memory_watch_filter_stacked_on_default_denies_memfds_only() {
             "{name}"
         );
     }
-    for name in ["mmap", "munmap", "mremap", "madvise", "openat", "sendmsg"] {
+    // Every call that can cut a shared mapping down goes to the supervisor first.
+    for name in ["munmap", "mremap", "brk"] {
+        assert_eq!(
+            run_all(&both, &Data::x86_64(nr(name), &[0x7f00_0000_0000, 4096])),
+            notif,
+            "{name}"
+        );
+    }
+    // brk(0) only asks where the break is.
+    assert_eq!(run_all(&both, &Data::x86_64(nr("brk"), &[0])), ALLOW);
+    // mmap only with MAP_FIXED (0x10) in its flags (argument 3), whatever else is set;
+    // MAP_FIXED_NOREPLACE (0x100000) cannot replace anything.
+    let mmap = |flags: u64| run_all(&both, &Data::x86_64(nr("mmap"), &[0, 4096, 3, flags]));
+    for flags in [0x10, 0x11, 0x12, 0x32, 0x21 | 0x10, 0xffff_ffff] {
+        assert_eq!(mmap(flags), notif, "mmap flags {flags:#x}");
+    }
+    for flags in [
+        0x01,
+        0x02,
+        0x21,
+        0x22,
+        0x100000 | 0x22,
+        0x100000 | 0x21,
+        0xffff_ffef,
+    ] {
+        assert_eq!(mmap(flags), ALLOW, "mmap flags {flags:#x}");
+    }
+    // shmat only with SHM_REMAP (0x4000) in its flags (argument 2).
+    let shmat = |flags: u64| run_all(&both, &Data::x86_64(nr("shmat"), &[7, 0, flags]));
+    assert_eq!(shmat(0x4000), notif);
+    assert_eq!(shmat(0x4000 | 0o10000), notif);
+    assert_eq!(shmat(0), ALLOW);
+    assert_eq!(shmat(0o10000), ALLOW);
+    for name in [
+        "madvise",
+        "mprotect",
+        "openat",
+        "sendmsg",
+        "shmdt",
+        "exit_group",
+    ] {
         assert_eq!(
             run_all(&both, &Data::x86_64(nr(name), &[0, 0])),
             ALLOW,
             "{name}"
         );
     }
-    // The policy's own denials stand.
+    // The policy's own denials stand (ERRNO outranks USER_NOTIF in the kernel's precedence).
     assert_eq!(
         run_all(&both, &Data::x86_64(nr("clone3"), &[0, 88])),
         errno(libc::ENOSYS)
     );
+}
+
+#[test]
+fn a_user_policy_cannot_ask_for_notifications() {
+    let text =
+        "name = \"n\"\n[[deny]]\nsyscall = \"munmap\"\naction = \"user_notif\"\nwhy = \"w\"\n";
+    let err = compile_policy_str(text).expect_err("nothing would answer");
+    assert!(
+        matches!(err, SeccompError::UserNotifReserved { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("memory-watch"), "{err}");
 }
