@@ -638,6 +638,71 @@ both!(fn case28_shared_mappings_cut_down_between_samples_are_counted_under_rlimi
     }
 });
 
+/// A 64 MiB shared anonymous mapping, filled and cut down to one page, handed down a chain
+/// of processes that each fork and exit (the last one keeps the page), `ROUNDS` times: an
+/// object whose holder keeps changing between the listing of the sandbox's processes and the
+/// reading of their mappings. Four rounds hold 256 MiB.
+const FORK_CHAIN: &str = r#"
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+OBJ, PAGE = 64 << 20, 4096
+for r in range(ROUNDS):
+    rd, wr = os.pipe()
+    if os.fork() == 0:
+        os.close(rd)
+        a = libc.mmap(None, OBJ, 3, 0x21, -1, 0)
+        ctypes.memset(a, 1, OBJ)
+        libc.munmap(a + PAGE, OBJ - PAGE)
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            if os.fork() > 0:
+                os._exit(0)
+        os.write(wr, b"x")
+        while True:
+            time.sleep(1)
+    os.close(wr)
+    os.read(rd, 1)
+    os.close(rd)
+    time.sleep(0.3)
+print("NOT LIMITED", flush=True)
+"#;
+
+both!(fn case28_a_shared_object_handed_down_a_fork_chain_is_still_counted_under_rlimit(who) {
+    // Each sample lists the sandbox's processes again until no new one shows up, so the object
+    // is seen in every sample, and counts at the length it was made with.
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("ROUNDS = 4\n{FORK_CHAIN}")]);
+    assert_polled_memory_limit(&r, "fork chain");
+});
+
+both!(fn case28_dev_zero_reads_zeros_but_cannot_be_mapped_under_rlimit(who) {
+    // A shared mapping of /dev/zero would make an object the watch cannot attribute (its
+    // notification would show only a descriptor number): under the watch /dev/zero is
+    // /dev/full, which reads the same zeros and cannot be mapped.
+    let code = r#"
+import errno, mmap
+with open("/dev/zero", "rb") as f:
+    print(f.read(8) == bytes(8))
+    for flags in (mmap.MAP_SHARED, mmap.MAP_PRIVATE):
+        try:
+            mmap.mmap(f.fileno(), 4096, flags=flags, prot=mmap.PROT_READ)
+            print("mapped")
+        except OSError as e:
+            print(errno.errorcode[e.errno])
+"#;
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", code]);
+    assert_eq!(r.expect_ok(), "True\nENODEV\nENODEV\n", "{}", r.describe());
+    // Without the watch (root: a cgroup holds the memory limit), /dev/zero is the host's.
+    if who == Who::Root {
+        let r = exec_json_run(who, &["--memory", "128M"], &[PY, "-c", code]);
+        if r.backend() != "rlimit" {
+            assert_eq!(r.expect_ok(), "True\nmapped\nmapped\n", "{}", r.describe());
+        }
+    }
+});
+
 /// An ordinary program that maps, shrinks and frees memory all the time, under the limit:
 /// shared anonymous buffers of 1-2 MiB filled, shrunk to half with mremap, checked and
 /// unmapped; private buffers (Python's, through malloc: mmap and munmap) filled and freed;

@@ -137,6 +137,22 @@ impl HostView {
     }
 }
 
+/// Under the rlimit backend's memory watch: the sandbox's /dev/zero is a bind of the host's
+/// /dev/full, which reads the same zeros (writes fail with ENOSPC) and has no `mmap`
+/// (ENODEV). A `MAP_SHARED` mapping of /dev/zero makes a shared memory object like
+/// `MAP_SHARED|MAP_ANONYMOUS` does, but its seccomp notification shows only a descriptor
+/// number, which another thread can point elsewhere before the kernel reads it: the watch
+/// could not know that the call makes an object (see launch::memwatch, "Creations").
+pub fn watch_devices(ops: &mut [Op]) {
+    for op in ops {
+        if let Op::BindDev { src, dst } = op
+            && dst == Path::new("/dev/zero")
+        {
+            *src = PathBuf::from("/dev/full");
+        }
+    }
+}
+
 /// Builds the whole mount plan for `rootfs`.
 /// The ops that bind the spec's extra host directories (after everything else: each gets a
 /// new top-level directory on the staging root).

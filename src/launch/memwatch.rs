@@ -43,26 +43,32 @@
 //! # Creations
 //!
 //! Under the watch, the memory-watch seccomp filter (`profiles/seccomp/memory-watch.toml`)
-//! stops every mmap with MAP_SHARED in a user notification. The payload installs it with a
-//! listener, which it sends to cordon over init's handover socket ([`send_listener`]) before
-//! it execs; the supervisor polls the listener with everything else and, in
+//! stops every mmap with MAP_SHARED|MAP_ANONYMOUS in a user notification. The payload installs
+//! it with a listener, which it sends to cordon over init's handover socket ([`send_listener`])
+//! before it execs; the supervisor polls the listener with everything else and, in
 //! [`MemWatch::notified`], records the call's length with the number of complete samples so
 //! far, then lets it go on (SECCOMP_USER_NOTIF_FLAG_CONTINUE). Nothing else is shown: private
-//! mappings, munmap, mremap and the rest run at full speed, and a program's start makes no
-//! shared mapping. A shared anonymous object's size is fixed when it is made (faults past it
-//! get SIGBUS), so its creation's length bounds what it can ever hold, however its mappings
-//! are cut down later. Each sample notes the complete sample in which every shmem object
-//! shown only by mappings first appeared; an object appears in the first complete sample after
-//! its creation, or the next one if the creating thread had not finished its mmap when the
-//! first read its mappings ([`CREATION_WINDOW`]). Which creation made which object is not
-//! known (an object shows only its inode, a creation only its arguments), so the objects alive
-//! count at the largest total any pairing of them with distinct creations in their windows
-//! gives ([`creation_bound`]): never less than what they hold, and, for a program that makes
-//! and frees shared buffers all the time, each alive one at about the largest buffer made
-//! around its time, not the sum of all. An object that no creation can have made (its mmap
-//! was not shown: a file descriptor swapped for /dev/zero's during the call, say) blinds the
-//! watch, and the sandbox is killed (fail closed). If cordon is gone, the listener is closed
-//! and such calls fail with ENOSYS.
+//! and file mappings, munmap, mremap and the rest run at full speed, and a program's start
+//! makes no shared anonymous mapping. The one file whose shared mapping would also make such
+//! an object, /dev/zero, is the host's /dev/full in the sandbox under the watch (it reads the
+//! same zeros and cannot be mapped: `fs::plan::watch_devices`), since a notification shows a
+//! descriptor only as a number, which another thread can point elsewhere before the kernel
+//! reads it. A shared anonymous object's size is fixed when it is made (faults past it get
+//! SIGBUS, however its mapping is grown), so its creation's length bounds what it can ever
+//! hold, however its mappings are cut down later.
+//!
+//! Each sample notes the complete sample in which every shmem object shown only by mappings
+//! first appeared. A process cannot take such an object except by being forked with it, and
+//! a sample lists the sandbox's processes again until no new one shows up, so an alive object
+//! is in every complete sample from the first after its creation (or the next one, if the
+//! creating thread had not finished its mmap when the first read its mappings:
+//! [`CREATION_WINDOW`]). Which creation made which object is not known (an object shows only
+//! its inode, a creation only its arguments), so the objects alive count at the largest total
+//! any pairing of them with distinct creations in their windows gives ([`creation_bound`]):
+//! never less than what they hold, and, for a program that makes and frees shared buffers all
+//! the time, each alive one at about the largest buffer made around its time, not the sum of
+//! all. An object that no creation can have made blinds the watch, and the sandbox is killed
+//! (fail closed). If cordon is gone, the listener is closed and such calls fail with ENOSYS.
 //!
 //! A process whose memory cannot be read (`EACCES`: only before the payload's exec, or after an
 //! exec of a binary the sandbox may not read) is tolerated for [`UNREADABLE_GRACE`]; past it the
@@ -230,13 +236,9 @@ impl MemWatch {
             return Verdict::Under;
         };
         let root = format!("/proc/self/fd/{}", dir.as_raw_fd());
-        let entries = match std::fs::read_dir(&root) {
-            Ok(e) => e,
-            Err(e) => {
-                return Verdict::Blind(format!(
-                    "cannot list the sandbox's processes (its /proc): {e}"
-                ));
-            }
+        let mut pending = match list_pids(&root) {
+            Ok(p) => p,
+            Err(why) => return Verdict::Blind(why),
         };
         self.report.samples += 1;
         let mut total: u64 = 0;
@@ -285,27 +287,35 @@ impl MemWatch {
                 }
             }
         }
-        for entry in entries {
-            // A listing cut short would leave the remaining processes uncounted.
-            let entry = match entry {
-                Ok(e) => e,
-                Err(e) => {
-                    return Verdict::Blind(format!(
-                        "cannot list the sandbox's processes (reading its /proc failed midway): {e}"
-                    ));
-                }
+        // A process forked after a listing can hold what one read (or gone) before held, and
+        // no process can take a shared anonymous object it was not forked with: so the
+        // sandbox's /proc is listed again until a listing shows no new process. A sandbox
+        // that keeps forking faster than that makes the sample partial (what was known is
+        // kept; bounded like other hiding, see `note_hiding`).
+        let mut relisted = 0;
+        while let Some(pid) = pending.pop().or_else(|| {
+            let Ok(listed) = list_pids(&root) else {
+                unreadable = true;
+                return None;
             };
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if pid == 1 {
+            let again: Vec<u32> = listed
+                .into_iter()
+                .filter(|p| *p != 1 && !seen.contains(p))
+                .collect();
+            if again.is_empty() {
+                return None;
+            }
+            relisted += 1;
+            if relisted > RELIST_ROUNDS {
+                unreadable = true;
+                return None;
+            }
+            pending = again;
+            pending.pop()
+        }) {
+            if pid == 1 || !seen.insert(pid) {
                 continue;
             }
-            seen.insert(pid);
             let result = read_process(&root, pid, shm_dev, &mut objects, &mut extents);
             if !matches!(result, Err(ReadError::HiddenFds { .. })) {
                 self.hidden_fds.remove(&pid);
@@ -442,7 +452,7 @@ impl MemWatch {
         match creation_bound(&appeared, &self.creations) {
             Ok(bound) => Ok(bound.saturating_sub(counted)),
             Err(n) => Err(format!(
-                "{n} shared memory object(s) appeared in the sandbox's mappings that no mmap shown to the watch can have made (each shared mapping's creation waits for the watch; a descriptor swapped during the call, or a mapping made where the watch could not look); the memory limit cannot be enforced"
+                "{n} shared memory object(s) appeared in the sandbox's mappings that no mmap shown to the watch can have made (each shared anonymous mapping's creation waits for the watch, and a process holding one is seen in every sample from then on); the memory limit cannot be enforced"
             )),
         }
     }
@@ -467,6 +477,26 @@ impl MemWatch {
             None
         }
     }
+}
+
+/// How many times a sample lists the sandbox's processes again for ones forked meanwhile.
+const RELIST_ROUNDS: u32 = 8;
+
+/// The pids in the sandbox's /proc (`root`), init's included.
+fn list_pids(root: &str) -> Result<Vec<u32>, String> {
+    let entries = std::fs::read_dir(root)
+        .map_err(|e| format!("cannot list the sandbox's processes (its /proc): {e}"))?;
+    let mut pids = Vec::new();
+    for entry in entries {
+        // A listing cut short would leave the remaining processes uncounted.
+        let entry = entry.map_err(|e| {
+            format!("cannot list the sandbox's processes (reading its /proc failed midway): {e}")
+        })?;
+        if let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
 }
 
 enum ReadError {
@@ -713,7 +743,7 @@ impl MemWatch {
     }
 
     /// Handles one notification of the memory-watch filter (the listener polled readable):
-    /// an mmap with MAP_SHARED, about to make a mapping. Records its length as a creation (see
+    /// an mmap with MAP_SHARED|MAP_ANONYMOUS, about to make a mapping. Records its length as a creation (see
     /// [`creation_bound`]) and lets it go on. None: handled (or its caller is gone). Blind: the
     /// call could not be received or answered; the sandbox must be killed (an unanswered call
     /// cannot proceed, and a notification lost is a creation unseen).
@@ -786,6 +816,15 @@ const EXACT_BOUND_MAX: usize = 2048;
 /// matroid, on which the greedy choice by weight is optimal). Err(n): n objects have no
 /// creation that can have made them.
 pub fn creation_bound(appeared: &[u64], creations: &[Creation]) -> Result<u64, usize> {
+    creation_bound_upto(appeared, creations, EXACT_BOUND_MAX)
+}
+
+/// [`creation_bound`], exact up to `exact_max` usable creations.
+fn creation_bound_upto(
+    appeared: &[u64],
+    creations: &[Creation],
+    exact_max: usize,
+) -> Result<u64, usize> {
     if appeared.is_empty() {
         return Ok(0);
     }
@@ -825,7 +864,7 @@ pub fn creation_bound(appeared: &[u64], creations: &[Creation]) -> Result<u64, u
         return Err(missing);
     }
     usable.sort_unstable_by_key(|c| std::cmp::Reverse(c.len));
-    if usable.len() > EXACT_BOUND_MAX {
+    if usable.len() > exact_max {
         // Each sample's objects at the largest creations that fit them (a creation may then
         // count for two samples: larger or equal).
         return Ok(objects
@@ -1367,19 +1406,26 @@ Pss:                 100 kB
 
     #[test]
     fn many_creations_take_a_cheaper_bound_that_is_not_smaller() {
-        let n = EXACT_BOUND_MAX as u64 + 10;
-        let creations: Vec<Creation> = (0..n)
+        let creations: Vec<Creation> = (0..50u64)
             .map(|i| Creation {
-                after: i % 2,
-                len: (i + 1) << 12,
+                after: i % 3,
+                len: ((i * 37) % 50 + 1) << 12,
             })
             .collect();
-        let objects = [1, 2, 2];
-        let cheap = creation_bound(&objects, &creations).unwrap();
-        let exact =
-            creation_bound(&objects, &creations[creations.len() - EXACT_BOUND_MAX..]).unwrap();
-        assert!(cheap >= exact, "{cheap} < {exact}");
-        // The three largest creations, the largest counted twice at most.
-        assert!(cheap <= 4 * (n << 12), "{cheap}");
+        for objects in [&[1u64, 2, 2][..], &[2, 3, 3, 3], &[1, 1, 1, 1, 2, 3, 4]] {
+            let exact = creation_bound_upto(objects, &creations, usize::MAX).unwrap();
+            let cheap = creation_bound_upto(objects, &creations, 0).unwrap();
+            assert!(cheap >= exact, "{objects:?}: {cheap} < {exact}");
+            // At most each object's largest fitting creation.
+            assert!(cheap <= objects.len() as u64 * (50 << 12), "{cheap}");
+        }
+        // Above the cap, creation_bound takes the cheap one.
+        let many: Vec<Creation> = (0..EXACT_BOUND_MAX as u64 + 1)
+            .map(|i| Creation { after: 0, len: i })
+            .collect();
+        assert_eq!(
+            creation_bound(&[1, 1], &many),
+            creation_bound_upto(&[1, 1], &many, 0)
+        );
     }
 }

@@ -211,7 +211,13 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     {
         m.note = Some(limits::memory_note(root_caller));
     }
-    // What the watch cannot count is not offered: memfds (see profiles/seccomp/memory-watch.toml).
+    // What the watch cannot count is not offered: memfds (see profiles/seccomp/memory-watch.toml),
+    // and shared mappings of /dev/zero, whose objects it could not tell from a file's mapping
+    // when the call is made (the descriptor is only a number then; another thread may swap
+    // it). /dev/zero is the host's /dev/full: it reads the same zeros, and cannot be mapped.
+    if watch_limit.is_some() {
+        plan::watch_devices(&mut ops);
+    }
     let watch_filter = match watch_limit {
         Some(_) => Some(seccomp::compile_memory_watch()?),
         None => None,

@@ -82,20 +82,6 @@ pub fn notif_continue(listener: BorrowedFd, id: u64) -> Result<(), Errno> {
     if ret < 0 { Err(Errno::last()) } else { Ok(()) }
 }
 
-/// Whether notification `id` is still pending (`SECCOMP_IOCTL_NOTIF_ID_VALID`): its caller
-/// is alive and waiting, so a pid it was read with still names it.
-pub fn notif_id_valid(listener: BorrowedFd, id: u64) -> bool {
-    // SAFETY: the ioctl reads one u64 from the pointer, which is valid for the call.
-    let ret = unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
-            &id as *const u64,
-        )
-    };
-    ret == 0
-}
-
 /// include/uapi/linux/seccomp.h `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (Linux 6.6).
 const SYNC_WAKE_UP: u64 = 1;
 
