@@ -703,6 +703,44 @@ with open("/dev/zero", "rb") as f:
     }
 });
 
+/// Processes whose main thread exits (the `exit` system call, not `exit_group`) while a
+/// worker thread holds `KIND` memory: /proc/PID then shows no memory for them.
+const EXITED_MAIN_THREAD: &str = r#"
+import ctypes, mmap, os, threading, time
+def worker(n):
+    time.sleep(0.3)
+    if KIND == "shared":
+        m = mmap.mmap(-1, n << 20)
+        for i in range(0, len(m), 4096):
+            m[i] = 1
+    else:
+        b = bytearray(n << 20)
+    time.sleep(3)
+    os.write(1, b"NOT LIMITED\n")
+    os._exit(0)
+pids = []
+for k in range(PROCS):
+    pid = os.fork()
+    if pid == 0:
+        threading.Thread(target=worker, args=(300 // PROCS,)).start()
+        time.sleep(0.1)
+        ctypes.CDLL(None).syscall(60, 0)
+    pids.append(pid)
+for p in pids:
+    os.waitpid(p, 0)
+"#;
+
+both!(fn case28_memory_held_by_threads_of_an_exited_main_thread_is_counted_under_rlimit(who) {
+    // The watch reads such a process through a live thread's /proc/PID/task/TID. Without
+    // that, 300 MiB of shared memory in one process, or 100 MiB private in each of three (each
+    // under RLIMIT_DATA), ran to the end under --memory 128M.
+    for (kind, procs) in [("shared", 1), ("private", 3)] {
+        let code = format!("KIND = {kind:?}\nPROCS = {procs}\n{EXITED_MAIN_THREAD}");
+        let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &code]);
+        assert_polled_memory_limit(&r, &format!("{kind}, {procs} process(es)"));
+    }
+});
+
 /// An ordinary program that maps, shrinks and frees memory all the time, under the limit:
 /// shared anonymous buffers of 1-2 MiB filled, shrunk to half with mremap, checked and
 /// unmapped; private buffers (Python's, through malloc: mmap and munmap) filled and freed;

@@ -143,14 +143,18 @@ impl HostView {
 /// `MAP_SHARED|MAP_ANONYMOUS` does, but its seccomp notification shows only a descriptor
 /// number, which another thread can point elsewhere before the kernel reads it: the watch
 /// could not know that the call makes an object (see launch::memwatch, "Creations").
-pub fn watch_devices(ops: &mut [Op]) {
+/// Whether the plan had a /dev/zero to replace.
+pub fn watch_devices(ops: &mut [Op]) -> bool {
+    let mut replaced = false;
     for op in ops {
         if let Op::BindDev { src, dst } = op
             && dst == Path::new("/dev/zero")
         {
             *src = PathBuf::from("/dev/full");
+            replaced = true;
         }
     }
+    replaced
 }
 
 /// Builds the whole mount plan for `rootfs`.
@@ -433,6 +437,24 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn under_the_memory_watch_dev_zero_is_dev_full() {
+        let mut ops = build(&Rootfs::Host, &merged_usr(), &Limits::default(), "cordon");
+        assert!(watch_devices(&mut ops));
+        let dev = |dst: &str| {
+            ops.iter().find_map(|op| match op {
+                Op::BindDev { src, dst: d } if d == Path::new(dst) => Some(src.clone()),
+                _ => None,
+            })
+        };
+        assert_eq!(dev("/dev/zero"), Some(PathBuf::from("/dev/full")));
+        assert_eq!(dev("/dev/full"), Some(PathBuf::from("/dev/full")));
+        assert_eq!(dev("/dev/null"), Some(PathBuf::from("/dev/null")));
+        // Nothing to replace is said, not ignored.
+        let mut none = vec![Op::Dir { dst: "/dev".into() }];
+        assert!(!watch_devices(&mut none));
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //!   descriptor in flight in a socket's queue would be out of sight, and secret memory is not
 //!   in any Pss field. This count remains for defence in depth;
 //! - every shmem object mapped shared that no descriptor shows (a shared anonymous mapping,
-//!   `MAP_SHARED|MAP_ANONYMOUS` or of /dev/zero; found by the device of the kernel's shmem
+//!   `MAP_SHARED|MAP_ANONYMOUS`; found by the device of the kernel's shmem
 //!   mount in `/proc/PID/maps`, which walks no page table), at the furthest offset any mapping
 //!   of it reaches, less what its mappings counted: `madvise(MADV_DONTNEED)` drops pages from
 //!   the page tables, not from the object, and an unprivileged caller cannot measure the
@@ -39,6 +39,13 @@
 //!
 //! init itself is not counted: it is cordon's own code, runs nothing of the program's, holds a
 //! fixed few hundred KiB, and (non-dumpable) cannot be read by an unprivileged caller.
+//!
+//! A process whose main thread exited (`exit`, not `exit_group`) while others run shows no
+//! memory under /proc/PID: it is read through a live thread's /proc/PID/task/TID (one address
+//! space for all). (A thread made without CLONE_FILES has a descriptor table of its own, which
+//! is not listed; it could hold no memfd: memfd_create answers ENOSYS under the watch.)
+//! Not counted: huge pages (MAP_HUGETLB, SHM_HUGETLB), which are in no Pss field; they come
+//! only from the pool the host's administrator reserves (`vm.nr_hugepages`, 0 by default).
 //!
 //! # Creations
 //!
@@ -533,7 +540,48 @@ fn read_process(
     objects: &mut HashMap<Object, u64>,
     extents: &mut HashMap<ObjectKey, u64>,
 ) -> Result<(u64, bool), ReadError> {
-    let text = std::fs::read_to_string(format!("{root}/{pid}/smaps_rollup"))
+    match read_process_at(&format!("{root}/{pid}"), shm_dev, objects, extents) {
+        // A process whose main thread exited (`exit`, not `exit_group`) lives on in its other
+        // threads, but /proc/PID shows no memory for it any more: each live thread's
+        // /proc/PID/task/TID does (they share one address space). Without a live thread the
+        // process is gone.
+        Err(ReadError::Gone) => {
+            let tasks = std::fs::read_dir(format!("{root}/{pid}/task"))
+                .map_err(|e| classify_io(&e, "task directory"))?;
+            for task in tasks {
+                let tid = task
+                    .map_err(|e| classify_io(&e, "task directory"))?
+                    .file_name()
+                    .to_str()
+                    .and_then(|s| s.parse::<u32>().ok());
+                let Some(tid) = tid.filter(|t| *t != pid) else {
+                    continue;
+                };
+                match read_process_at(
+                    &format!("{root}/{pid}/task/{tid}"),
+                    shm_dev,
+                    objects,
+                    extents,
+                ) {
+                    Err(ReadError::Gone) => continue,
+                    other => return other,
+                }
+            }
+            Err(ReadError::Gone)
+        }
+        other => other,
+    }
+}
+
+/// [`read_process`] through one /proc directory of the process (`dir`: /proc/PID, or one of
+/// its threads' /proc/PID/task/TID).
+fn read_process_at(
+    dir: &str,
+    shm_dev: Option<(u32, u32)>,
+    objects: &mut HashMap<Object, u64>,
+    extents: &mut HashMap<ObjectKey, u64>,
+) -> Result<(u64, bool), ReadError> {
+    let text = std::fs::read_to_string(format!("{dir}/smaps_rollup"))
         .map_err(|e| classify_io(&e, "smaps_rollup"))?;
     if text.is_empty() {
         // A process without memory (exiting).
@@ -546,10 +594,10 @@ fn read_process(
         ))
     })?;
     // maps, not smaps: listing the mappings walks no page table.
-    let maps = std::fs::read_to_string(format!("{root}/{pid}/maps"))
-        .map_err(|e| classify_io(&e, "maps"))?;
+    let maps =
+        std::fs::read_to_string(format!("{dir}/maps")).map_err(|e| classify_io(&e, "maps"))?;
     shared_mappings(&maps, shm_dev, extents);
-    let fd_dir = format!("{root}/{pid}/fd");
+    let fd_dir = format!("{dir}/fd");
     // A descriptor the watch cannot name may be a memfd: not skipped, the process counts
     // as hiding its descriptors (as when the whole list is refused).
     let hidden = |e: &std::io::Error, what: &str| match classify_io(e, what) {

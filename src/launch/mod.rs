@@ -215,8 +215,12 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // and shared mappings of /dev/zero, whose objects it could not tell from a file's mapping
     // when the call is made (the descriptor is only a number then; another thread may swap
     // it). /dev/zero is the host's /dev/full: it reads the same zeros, and cannot be mapped.
-    if watch_limit.is_some() {
-        plan::watch_devices(&mut ops);
+    if watch_limit.is_some() && !plan::watch_devices(&mut ops) {
+        return Err(LaunchError::Sys {
+            step: "make /dev/zero unmappable for the memory watch",
+            errno: Errno::ENOENT,
+            hint: " (the mount plan has no /dev/zero to replace: a bug in cordon, report it; a cgroup holds --memory without the watch: run as root, or see `cordon doctor`)".into(),
+        });
     }
     let watch_filter = match watch_limit {
         Some(_) => Some(seccomp::compile_memory_watch()?),
