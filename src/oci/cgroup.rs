@@ -1453,6 +1453,25 @@ mod device_program_tests {
         }
     }
 
+    /// A new cgroup `cordon-TAG-PID` under this process's own cgroup of the cgroup2 hierarchy
+    /// (pure v2, or the unified mount of a hybrid host); None without a cgroup2 mount.
+    fn test_cgroup2_dir(tag: &str) -> Option<std::path::PathBuf> {
+        let mount = hierarchies()
+            .expect("mountinfo")
+            .into_iter()
+            .find_map(|(m, c)| c.is_none().then_some(m))?;
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .expect("/proc/self/cgroup")
+            .lines()
+            .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+            .expect("a cgroup2 line in /proc/self/cgroup");
+        let dir = mount
+            .join(own.trim_start_matches('/'))
+            .join(format!("cordon-{tag}-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("create a test cgroup");
+        Some(dir)
+    }
+
     /// The program as the kernel runs it: through the verifier, attached to a new cgroup of
     /// the cgroup2 hierarchy (pure v2, or the unified mount of a hybrid host, where the
     /// device hook runs too), with a process in that cgroup opening and making device nodes;
@@ -1484,23 +1503,10 @@ mod device_program_tests {
             return;
         }
         let fd = loaded.expect("the kernel loads the device program (verifier)");
-        let Some(mount) = hierarchies()
-            .expect("mountinfo")
-            .into_iter()
-            .find_map(|(m, c)| c.is_none().then_some(m))
-        else {
+        let Some(dir) = test_cgroup2_dir("devprog") else {
             eprintln!("no cgroup2 mount: the program was loaded, not attached");
             return;
         };
-        let own = std::fs::read_to_string("/proc/self/cgroup")
-            .expect("/proc/self/cgroup")
-            .lines()
-            .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
-            .expect("a cgroup2 line in /proc/self/cgroup");
-        let dir = mount
-            .join(own.trim_start_matches('/'))
-            .join(format!("cordon-devprog-{}", std::process::id()));
-        std::fs::create_dir(&dir).expect("create a test cgroup");
         let cg = std::fs::File::open(&dir).expect("open the test cgroup");
         use std::os::fd::AsFd;
         let attached = crate::sys::bpf_attach_device_program(cg.as_fd(), fd.as_fd());
@@ -1538,23 +1544,10 @@ mod device_program_tests {
             eprintln!("SKIP: an_update_swaps_the_attached_programs: attaching needs root");
             return;
         }
-        let Some(mount) = hierarchies()
-            .expect("mountinfo")
-            .into_iter()
-            .find_map(|(m, c)| c.is_none().then_some(m))
-        else {
+        let Some(dir) = test_cgroup2_dir("devswap") else {
             eprintln!("SKIP: an_update_swaps_the_attached_programs: no cgroup2 mount");
             return;
         };
-        let own = std::fs::read_to_string("/proc/self/cgroup")
-            .expect("/proc/self/cgroup")
-            .lines()
-            .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
-            .expect("a cgroup2 line in /proc/self/cgroup");
-        let dir = mount
-            .join(own.trim_start_matches('/'))
-            .join(format!("cordon-devswap-{}", std::process::id()));
-        std::fs::create_dir(&dir).expect("create a test cgroup");
         let dirs = vec![dir.clone()];
         let checks = std::panic::catch_unwind(|| {
             use std::os::fd::AsFd;

@@ -522,6 +522,15 @@ pub fn seccomp_set_filter(
     prog: &[seccompiler::sock_filter],
     flags: libc::c_ulong,
 ) -> Result<(), Errno> {
+    seccomp_filter_call(prog, flags).map(drop)
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)`: the kernel's non-negative answer (a new
+/// listener's fd with `SECCOMP_FILTER_FLAG_NEW_LISTENER`), or the errno.
+fn seccomp_filter_call(
+    prog: &[seccompiler::sock_filter],
+    flags: libc::c_ulong,
+) -> Result<libc::c_long, Errno> {
     let fprog = libc::sock_fprog {
         len: prog.len() as libc::c_ushort,
         filter: prog.as_ptr() as *mut libc::sock_filter,
@@ -536,11 +545,7 @@ pub fn seccomp_set_filter(
             &fprog as *const libc::sock_fprog,
         )
     };
-    if ret == -1 {
-        Err(Errno::last())
-    } else {
-        Ok(())
-    }
+    if ret < 0 { Err(Errno::last()) } else { Ok(ret) }
 }
 
 /// Clears close-on-exec on `fd` (for the `--preserve-fds` descriptors an OCI container keeps).
@@ -669,6 +674,20 @@ struct BpfProgAttachAttr {
     pad: [u8; 124],
 }
 
+/// `bpf(cmd, attr, sizeof attr)`: the kernel's non-negative answer, or the errno.
+///
+/// # Safety
+/// `T` must be one of the `#[repr(C)]` `union bpf_attr` parts above, fully initialised, for
+/// `cmd`; every pointer in it must be valid for what `cmd` reads or writes through it for
+/// the duration of the call.
+unsafe fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> Result<libc::c_long, Errno> {
+    // SAFETY: the caller's contract: `attr` is a valid bpf_attr part of the size passed,
+    // whose pointers the kernel may follow for `cmd`.
+    let ret =
+        unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut T, std::mem::size_of::<T>()) };
+    if ret < 0 { Err(Errno::last()) } else { Ok(ret) }
+}
+
 /// Loads a `BPF_PROG_TYPE_CGROUP_DEVICE` program (eBPF instructions, 8 bytes each, as
 /// encoded by `oci::cgroup::device_program`).
 pub fn bpf_load_device_program(insns: &[u64]) -> Result<OwnedFd, Errno> {
@@ -688,23 +707,12 @@ pub fn bpf_load_device_program(insns: &[u64]) -> Result<OwnedFd, Errno> {
         expected_attach_type: BPF_CGROUP_DEVICE,
         pad: [0; 80],
     };
-    // SAFETY: `attr` is a fully initialised bpf_attr of the size passed; the pointers in it
-    // (the instructions, the NUL-terminated license) stay valid for the call, and no log
-    // buffer is given, so the kernel writes nothing into our memory. The returned fd is new
-    // and owned by no one else.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_PROG_LOAD,
-            &mut attr as *mut BpfProgLoadAttr,
-            std::mem::size_of::<BpfProgLoadAttr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(Errno::last());
-    }
-    // SAFETY: the kernel returned a new file descriptor for the program.
-    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+    // SAFETY: a fully initialised BPF_PROG_LOAD attr; the pointers in it (the instructions,
+    // the NUL-terminated license) stay valid for the call, and no log buffer is given, so
+    // the kernel writes nothing into our memory.
+    let fd = unsafe { bpf(BPF_PROG_LOAD, &mut attr) }?;
+    // SAFETY: the kernel returned a new file descriptor for the program, owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// Attaches a loaded device program to the cgroup open as `cgroup` (`BPF_F_ALLOW_MULTI`).
@@ -722,20 +730,9 @@ pub fn bpf_attach_device_program(
         replace_bpf_fd: 0,
         pad: [0; 124],
     };
-    // SAFETY: `attr` is a fully initialised bpf_attr of the size passed, naming two fds the
-    // caller keeps open for the call; the kernel only reads it.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_PROG_ATTACH,
-            &mut attr as *mut BpfProgAttachAttr,
-            std::mem::size_of::<BpfProgAttachAttr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(Errno::last());
-    }
-    Ok(())
+    // SAFETY: a fully initialised BPF_PROG_ATTACH attr naming two fds the caller keeps open
+    // for the call; it holds no pointer.
+    unsafe { bpf(BPF_PROG_ATTACH, &mut attr) }.map(drop)
 }
 
 /// Detaches the device program open as `prog` from the cgroup open as `cgroup` (the same
@@ -754,20 +751,9 @@ pub fn bpf_detach_device_program(
         replace_bpf_fd: 0,
         pad: [0; 124],
     };
-    // SAFETY: `attr` is a fully initialised bpf_attr of the size passed, naming two fds the
-    // caller keeps open for the call; the kernel only reads it.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_PROG_DETACH,
-            &mut attr as *mut BpfProgAttachAttr,
-            std::mem::size_of::<BpfProgAttachAttr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(Errno::last());
-    }
-    Ok(())
+    // SAFETY: a fully initialised BPF_PROG_DETACH attr naming two fds the caller keeps open
+    // for the call; it holds no pointer.
+    unsafe { bpf(BPF_PROG_DETACH, &mut attr) }.map(drop)
 }
 
 /// The `BPF_PROG_QUERY` part of `union bpf_attr`, zero-padded likewise (the zeros past
@@ -798,21 +784,13 @@ pub fn bpf_query_device_programs(cgroup: std::os::fd::BorrowedFd<'_>) -> Result<
             prog_cnt: ids.len() as u32,
             pad: [0; 116],
         };
-        // SAFETY: `attr` is a fully initialised bpf_attr of the size passed; the kernel
-        // writes at most `prog_cnt` u32s to `prog_ids`, which points at `ids`, that many
-        // long and alive for the call, and writes `prog_cnt` and `attach_flags` back into
-        // `attr` (the other output pointers are zero, so it writes nothing else).
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_bpf,
-                BPF_PROG_QUERY,
-                &mut attr as *mut BpfProgQueryAttr,
-                std::mem::size_of::<BpfProgQueryAttr>(),
-            )
-        };
+        // SAFETY: a fully initialised BPF_PROG_QUERY attr; the kernel writes at most
+        // `prog_cnt` u32s to `prog_ids`, which points at `ids`, that many long and alive for
+        // the call, and writes `prog_cnt` and `attach_flags` back into `attr` (the other
+        // output pointers are zero, so it writes nothing else).
+        let ret = unsafe { bpf(BPF_PROG_QUERY, &mut attr) };
         let count = attr.prog_cnt as usize;
-        if ret < 0 {
-            let e = Errno::last();
+        if let Err(e) = ret {
             // More programs than room: `prog_cnt` now says how many; ask again.
             if e == Errno::ENOSPC && count > ids.len() {
                 ids = vec![0; count];
@@ -842,21 +820,10 @@ pub fn bpf_prog_fd_by_id(id: u32) -> Result<OwnedFd, Errno> {
         open_flags: 0,
         pad: [0; 132],
     };
-    // SAFETY: `attr` is a fully initialised bpf_attr of the size passed; the kernel only
-    // reads it and returns a new fd.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_PROG_GET_FD_BY_ID,
-            &mut attr as *mut BpfGetIdAttr,
-            std::mem::size_of::<BpfGetIdAttr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(Errno::last());
-    }
-    // SAFETY: the kernel returned a new file descriptor for the program.
-    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+    // SAFETY: a fully initialised BPF_PROG_GET_FD_BY_ID attr; it holds no pointer.
+    let fd = unsafe { bpf(BPF_PROG_GET_FD_BY_ID, &mut attr) }?;
+    // SAFETY: the kernel returned a new file descriptor for the program, owned by no one else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// The `BPF_OBJ_GET_INFO_BY_FD` part of `union bpf_attr`, zero-padded likewise.
@@ -879,20 +846,10 @@ pub fn bpf_prog_id(prog: std::os::fd::BorrowedFd<'_>) -> Result<u32, Errno> {
         info: info.as_mut_ptr() as u64,
         pad: [0; 128],
     };
-    // SAFETY: `attr` is a fully initialised bpf_attr of the size passed; the kernel writes
-    // at most `info_len` bytes to `info`, which points at `info`, that long and alive for
-    // the call, and writes `info_len` back into `attr`.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            BPF_OBJ_GET_INFO_BY_FD,
-            &mut attr as *mut BpfInfoAttr,
-            std::mem::size_of::<BpfInfoAttr>(),
-        )
-    };
-    if ret < 0 {
-        return Err(Errno::last());
-    }
+    // SAFETY: a fully initialised BPF_OBJ_GET_INFO_BY_FD attr; the kernel writes at most
+    // `info_len` bytes to `info`, which points at `info`, that long and alive for the call,
+    // and writes `info_len` back into `attr`.
+    unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }?;
     Ok(info[1])
 }
 

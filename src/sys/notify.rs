@@ -7,25 +7,12 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 /// Installs `prog` on the calling thread with a new listener, and returns the listener (the
 /// kernel opens it close-on-exec). `no_new_privs` must be set.
 pub fn seccomp_set_filter_listener(prog: &[seccompiler::sock_filter]) -> Result<OwnedFd, Errno> {
-    let fprog = libc::sock_fprog {
-        len: prog.len() as libc::c_ushort,
-        filter: prog.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: `fprog` points to `prog`, a slice of `struct sock_filter` (same layout as
-    // libc's) that outlives the call; the kernel copies the program and does not write to it.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER as libc::c_ulong,
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-            &fprog as *const libc::sock_fprog,
-        )
-    };
-    if ret < 0 {
-        return Err(Errno::last());
-    }
+    let fd = super::seccomp_filter_call(
+        prog,
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as libc::c_ulong,
+    )?;
     // SAFETY: with NEW_LISTENER the kernel returns a new descriptor, which nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(ret as libc::c_int) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
 
 /// One notification: the notification's id, the calling thread (in cordon's pid namespace),
