@@ -328,11 +328,11 @@ impl MemWatch {
                 self.hidden_fds.remove(&pid);
             }
             match result {
-                Ok((bytes, shmem)) => {
+                Ok((bytes, shmem, dir)) => {
                     self.unreadable.remove(&pid);
                     total = total.saturating_add(bytes);
                     if shmem {
-                        mapping_shmem.push(pid);
+                        mapping_shmem.push((dir, bytes));
                     }
                 }
                 Err(ReadError::Gone) => {}
@@ -372,13 +372,22 @@ impl MemWatch {
         total = total.saturating_add(created);
         if !objects.is_empty() {
             // What the mappings of these objects already counted, so a page is not counted
-            // twice. (Unreadable smaps: nothing subtracted, the object counts in full.)
+            // twice. (Unreadable smaps: nothing subtracted, the object counts in full.) A
+            // process that exited since its rollup was read takes its count along: its private
+            // memory went with it, and the objects it mapped count at their own size here.
             let mut mapped: HashMap<Object, u64> = HashMap::new();
-            for pid in &mapping_shmem {
-                if let Ok(text) = std::fs::read_to_string(format!("{root}/{pid}/smaps")) {
-                    for (k, v) in pss_by_object(&text, &objects) {
-                        *mapped.entry(k).or_default() += v;
+            for (dir, bytes) in &mapping_shmem {
+                match std::fs::read_to_string(format!("{dir}/smaps")) {
+                    Ok(text) if !text.is_empty() => {
+                        for (k, v) in pss_by_object(&text, &objects) {
+                            *mapped.entry(k).or_default() += v;
+                        }
                     }
+                    Ok(_) => total = total.saturating_sub(*bytes),
+                    Err(e) if matches!(classify_io(&e, "smaps"), ReadError::Gone) => {
+                        total = total.saturating_sub(*bytes)
+                    }
+                    Err(_) => {}
                 }
             }
             for (k, size) in &objects {
@@ -529,9 +538,9 @@ fn classify_io(e: &std::io::Error, what: &str) -> ReadError {
     }
 }
 
-/// One process's count (its smaps_rollup sum) and whether it maps shared memory (Pss_Shmem
+/// One process's count (its smaps_rollup sum), whether it maps shared memory (Pss_Shmem
 /// above 0: then its full smaps is read, to tell what its mappings of objects counted at
-/// their own size already counted); its memfds go into `objects`, and the extent of its
+/// their own size already counted), and the /proc directory it was read through; its memfds go into `objects`, and the extent of its
 /// shared mappings of objects on the shmem device `shm_dev` into `extents`.
 fn read_process(
     root: &str,
@@ -539,8 +548,9 @@ fn read_process(
     shm_dev: Option<(u32, u32)>,
     objects: &mut HashMap<Object, u64>,
     extents: &mut HashMap<ObjectKey, u64>,
-) -> Result<(u64, bool), ReadError> {
-    match read_process_at(&format!("{root}/{pid}"), shm_dev, objects, extents) {
+) -> Result<(u64, bool, String), ReadError> {
+    let dir = format!("{root}/{pid}");
+    match read_process_at(&dir, shm_dev, objects, extents) {
         // A process whose main thread exited (`exit`, not `exit_group`) lives on in its other
         // threads, but /proc/PID shows no memory for it any more: each live thread's
         // /proc/PID/task/TID does (they share one address space). Without a live thread the
@@ -557,19 +567,15 @@ fn read_process(
                 let Some(tid) = tid.filter(|t| *t != pid) else {
                     continue;
                 };
-                match read_process_at(
-                    &format!("{root}/{pid}/task/{tid}"),
-                    shm_dev,
-                    objects,
-                    extents,
-                ) {
+                let dir = format!("{root}/{pid}/task/{tid}");
+                match read_process_at(&dir, shm_dev, objects, extents) {
                     Err(ReadError::Gone) => continue,
-                    other => return other,
+                    other => return other.map(|(bytes, shmem)| (bytes, shmem, dir)),
                 }
             }
             Err(ReadError::Gone)
         }
-        other => other,
+        other => other.map(|(bytes, shmem)| (bytes, shmem, dir)),
     }
 }
 
