@@ -672,9 +672,22 @@ print("NOT LIMITED", flush=True)
 
 both!(fn case28_a_shared_object_handed_down_a_fork_chain_is_still_counted_under_rlimit(who) {
     // Each sample lists the sandbox's processes again until no new one shows up, so the object
-    // is seen in every sample, and counts at the length it was made with.
+    // is seen in every sample, and counts at the length it was made with: memory_limit. On a
+    // loaded machine the chain's exiting processes may instead hide their descriptors from
+    // too many samples: then the watch calls itself blind and kills the sandbox, saying so.
+    // Either way the memory is not kept.
     let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("ROUNDS = 4\n{FORK_CHAIN}")]);
-    assert_polled_memory_limit(&r, "fork chain");
+    if r.status() == "sandbox_error" {
+        assert!(!r.output().contains("NOT LIMITED"), "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or_default().to_string();
+        assert!(
+            msg.contains("cordon killed the sandbox rather than run it without its memory limit"),
+            "{}",
+            r.describe()
+        );
+    } else {
+        assert_polled_memory_limit(&r, "fork chain");
+    }
 });
 
 both!(fn case28_dev_zero_reads_zeros_but_cannot_be_mapped_under_rlimit(who) {
