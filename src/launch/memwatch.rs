@@ -798,26 +798,27 @@ impl MemWatch {
 
     /// Handles one notification of the memory-watch filter (the listener polled readable):
     /// an mmap with MAP_SHARED|MAP_ANONYMOUS, about to make a mapping. Records its length as a creation (see
-    /// [`creation_bound`]) and lets it go on. None: handled (or its caller is gone). Blind: the
-    /// call could not be received or answered; the sandbox must be killed (an unanswered call
-    /// cannot proceed, and a notification lost is a creation unseen).
-    pub fn notified(&mut self) -> Option<Verdict> {
+    /// [`creation_bound`]) and lets it go on; the creation is counted at the next sample.
+    /// None: handled (or its caller is gone). Some(why): the watch is blind, the call could not
+    /// be received or answered, and the sandbox must be killed (an unanswered call cannot
+    /// proceed, and a notification lost is a creation unseen).
+    pub fn notified(&mut self) -> Option<String> {
         let listener = self.listener.take()?;
-        let verdict = self.answer(listener.as_fd());
+        let blind = self.answer(listener.as_fd());
         self.listener = Some(listener);
-        verdict
+        blind
     }
 
-    fn answer(&mut self, listener: BorrowedFd) -> Option<Verdict> {
+    fn answer(&mut self, listener: BorrowedFd) -> Option<String> {
         let n = match sys::notif_recv(listener) {
             Ok(n) => n,
             // The caller died (or took a signal) before the notification was read: its mmap
             // made nothing (a restarted call notifies again).
             Err(Errno::ENOENT | Errno::EINTR) => return None,
             Err(e) => {
-                return Some(Verdict::Blind(format!(
+                return Some(format!(
                     "cannot receive a call the memory watch must see (SECCOMP_IOCTL_NOTIF_RECV: {e}); the memory limit cannot be enforced"
-                )));
+                ));
             }
         };
         self.report.notifications += 1;
@@ -832,10 +833,10 @@ impl MemWatch {
         }
         match sys::notif_continue(listener, n.id) {
             Ok(()) | Err(Errno::ENOENT) => None,
-            Err(e) => Some(Verdict::Blind(format!(
+            Err(e) => Some(format!(
                 "cannot let a call of the sandbox's process {} go on after the memory watch saw it (SECCOMP_IOCTL_NOTIF_SEND: {e}); the sandbox cannot proceed",
                 n.pid
-            ))),
+            )),
         }
     }
 }

@@ -321,8 +321,8 @@ pub fn supervise(
             fds.push(PollFd::new(m.as_fd(), pin));
             slots.push(b'm');
         }
-        // The memory-watch filter's notifications: a call that could cut a shared mapping
-        // down waits until it is answered here (see memwatch::MemWatch::notified).
+        // The memory-watch filter's notifications: a shared anonymous mapping's creation
+        // waits until it is recorded and answered here (see memwatch::MemWatch::notified).
         if !init_exited && let Some(l) = watch.as_ref().and_then(MemWatch::listener) {
             fds.push(PollFd::new(l, pin));
             slots.push(b'n');
@@ -475,23 +475,13 @@ pub fn supervise(
                         w.close_listener();
                         continue;
                     }
-                    match w.notified() {
-                        None | Some(Verdict::Under) => {}
-                        Some(Verdict::Over(_)) => {
-                            w.report.over = true;
-                            if !killed {
-                                killed = true;
-                                stopper.stop(child, cgroup);
-                            }
+                    if let Some(why) = w.notified() {
+                        if w.report.error.is_none() && !w.report.over {
+                            w.report.error = Some(why);
                         }
-                        Some(Verdict::Blind(why)) => {
-                            if w.report.error.is_none() && !w.report.over {
-                                w.report.error = Some(why);
-                            }
-                            if !killed {
-                                killed = true;
-                                stopper.stop(child, cgroup);
-                            }
+                        if !killed {
+                            killed = true;
+                            stopper.stop(child, cgroup);
                         }
                     }
                 }
