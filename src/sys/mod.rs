@@ -721,15 +721,7 @@ pub fn bpf_attach_device_program(
     cgroup: std::os::fd::BorrowedFd<'_>,
     prog: std::os::fd::BorrowedFd<'_>,
 ) -> Result<(), Errno> {
-    use std::os::fd::AsRawFd;
-    let mut attr = BpfProgAttachAttr {
-        target_fd: cgroup.as_raw_fd() as u32,
-        attach_bpf_fd: prog.as_raw_fd() as u32,
-        attach_type: BPF_CGROUP_DEVICE,
-        attach_flags: BPF_F_ALLOW_MULTI,
-        replace_bpf_fd: 0,
-        pad: [0; 124],
-    };
+    let mut attr = device_attach_attr(cgroup, prog, BPF_F_ALLOW_MULTI);
     // SAFETY: a fully initialised BPF_PROG_ATTACH attr naming two fds the caller keeps open
     // for the call; it holds no pointer.
     unsafe { bpf(BPF_PROG_ATTACH, &mut attr) }.map(drop)
@@ -742,18 +734,27 @@ pub fn bpf_detach_device_program(
     cgroup: std::os::fd::BorrowedFd<'_>,
     prog: std::os::fd::BorrowedFd<'_>,
 ) -> Result<(), Errno> {
-    use std::os::fd::AsRawFd;
-    let mut attr = BpfProgAttachAttr {
-        target_fd: cgroup.as_raw_fd() as u32,
-        attach_bpf_fd: prog.as_raw_fd() as u32,
-        attach_type: BPF_CGROUP_DEVICE,
-        attach_flags: 0,
-        replace_bpf_fd: 0,
-        pad: [0; 124],
-    };
+    let mut attr = device_attach_attr(cgroup, prog, 0);
     // SAFETY: a fully initialised BPF_PROG_DETACH attr naming two fds the caller keeps open
     // for the call; it holds no pointer.
     unsafe { bpf(BPF_PROG_DETACH, &mut attr) }.map(drop)
+}
+
+/// The attr of `BPF_PROG_ATTACH` and `BPF_PROG_DETACH` for a device program and a cgroup.
+fn device_attach_attr(
+    cgroup: std::os::fd::BorrowedFd<'_>,
+    prog: std::os::fd::BorrowedFd<'_>,
+    flags: u32,
+) -> BpfProgAttachAttr {
+    use std::os::fd::AsRawFd;
+    BpfProgAttachAttr {
+        target_fd: cgroup.as_raw_fd() as u32,
+        attach_bpf_fd: prog.as_raw_fd() as u32,
+        attach_type: BPF_CGROUP_DEVICE,
+        attach_flags: flags,
+        replace_bpf_fd: 0,
+        pad: [0; 124],
+    }
 }
 
 /// The `BPF_PROG_QUERY` part of `union bpf_attr`, zero-padded likewise (the zeros past
