@@ -516,12 +516,10 @@ both!(fn case28_shared_memory_under_the_limit_is_not_killed_under_rlimit(who) {
     assert!(used < 128 << 20, "peak {used}:\n{}", r.describe());
 });
 
-/// Shared anonymous mappings of 60 MiB (each under the limit; 480 MiB in all), every page
-/// touched, then dropped from the page tables according to `HOW`: madvise(MADV_DONTNEED) one
-/// MiB at a time as it is filled (the mapping stays), or, once filled, munmap or mremap of
-/// all but its first page. Each shmem object keeps its pages, which no page table shows.
-const DROPPED_PAGES_BOMB: &str = r#"
-import ctypes, time
+/// The ctypes preamble of the programs that map memory themselves: libc, with the argument
+/// and result types of mmap, munmap, mremap and madvise (pointers would be cut to `int`).
+const LIBC_MAPS: &str = r#"
+import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mmap.restype = ctypes.c_void_p
 libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -529,6 +527,14 @@ libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 libc.mremap.restype = ctypes.c_void_p
 libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
+"#;
+
+/// Shared anonymous mappings of 60 MiB (each under the limit; 480 MiB in all), every page
+/// touched, then dropped from the page tables according to `HOW`: madvise(MADV_DONTNEED) one
+/// MiB at a time as it is filled (the mapping stays), or, once filled, munmap or mremap of
+/// all but its first page. Each shmem object keeps its pages, which no page table shows.
+const DROPPED_PAGES_BOMB: &str = r#"
+import ctypes, time
 SIZE, MB = 60 << 20, 1 << 20
 for i in range(8):
     # PROT_READ|PROT_WRITE, MAP_SHARED|MAP_ANONYMOUS
@@ -552,7 +558,7 @@ both!(fn case28_shared_pages_dropped_from_the_page_tables_are_counted_under_rlim
     // Pss sees only the pages in some page table: the watch counts a shared anonymous object
     // at the whole length mapped, and a mapping cut down at the length it was seen at.
     for how in ["dontneed", "munmap", "mremap"] {
-        let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("HOW = {how:?}\n{DROPPED_PAGES_BOMB}")]);
+        let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("HOW = {how:?}\n{LIBC_MAPS}{DROPPED_PAGES_BOMB}")]);
         assert_polled_memory_limit(&r, how);
     }
 });
@@ -586,12 +592,6 @@ both!(fn case28_a_shared_anonymous_mapping_counts_at_its_length_under_rlimit(who
 /// is whole for well under one sample interval; the shmem objects keep every page.
 const CUT_DOWN_BOMB: &str = r#"
 import ctypes, threading
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-libc.mremap.restype = ctypes.c_void_p
-libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
 PAGE = 4096
 failed = []
 def bomb(total):
@@ -631,7 +631,7 @@ both!(fn case28_shared_mappings_cut_down_between_samples_are_counted_under_rlimi
     // Without that, the run held 300 MiB and ended ok.
     for (how, threads) in [("munmap", 1), ("mremap", 1), ("fixed", 1), ("munmap", 4)] {
         let name = format!("{how}, {threads} thread(s)");
-        let code = format!("HOW = {how:?}\nTHREADS = {threads}\n{CUT_DOWN_BOMB}");
+        let code = format!("HOW = {how:?}\nTHREADS = {threads}\n{LIBC_MAPS}{CUT_DOWN_BOMB}");
         let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &code]);
         assert!(!r.output().contains("FAILED"), "{name}: a call failed:\n{}", r.describe());
         assert_polled_memory_limit(&r, &name);
@@ -644,10 +644,6 @@ both!(fn case28_shared_mappings_cut_down_between_samples_are_counted_under_rlimi
 /// reading of their mappings. Four rounds hold 256 MiB.
 const FORK_CHAIN: &str = r#"
 import ctypes, os, time
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 OBJ, PAGE = 64 << 20, 4096
 for r in range(ROUNDS):
     rd, wr = os.pipe()
@@ -676,7 +672,7 @@ both!(fn case28_a_shared_object_handed_down_a_fork_chain_is_still_counted_under_
     // loaded machine the chain's exiting processes may instead hide their descriptors from
     // too many samples: then the watch calls itself blind and kills the sandbox, saying so.
     // Either way the memory is not kept.
-    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("ROUNDS = 4\n{FORK_CHAIN}")]);
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("ROUNDS = 4\n{LIBC_MAPS}{FORK_CHAIN}")]);
     if r.status() == "sandbox_error" {
         assert!(!r.output().contains("NOT LIMITED"), "{}", r.describe());
         let msg = r.get("/message").as_str().unwrap_or_default().to_string();
@@ -761,12 +757,6 @@ both!(fn case28_memory_held_by_threads_of_an_exited_main_thread_is_counted_under
 /// what it read back.
 const MAPPING_CHURN: &str = r#"
 import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-libc.mremap.restype = ctypes.c_void_p
-libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int]
 total = 0
 for i in range(N):
     size = (1 + i % 2) << 20
@@ -794,7 +784,7 @@ both!(fn case28_programs_that_map_and_unmap_a_lot_are_not_killed_under_rlimit(wh
     // kept (each iteration holds at most 2 MiB at once).
     const N: u64 = 600;
     let want: u64 = (0..N).map(|i| 16 * (i % 251) + i % 256 + 7).sum();
-    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("N = {N}\n{MAPPING_CHURN}")]);
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &format!("N = {N}\n{LIBC_MAPS}{MAPPING_CHURN}")]);
     assert_eq!(r.expect_ok(), format!("{want}\n"), "{}", r.describe());
     assert_eq!(r.get("/oomKilled").as_bool(), Some(false), "{}", r.describe());
     let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
@@ -816,9 +806,6 @@ for name, nr, arg in (("memfd_create", 319, b"x"), ("memfd_secret", 447, 0)):
 /// socket's queue (sent with SCM_RIGHTS, never received, closed by the sender).
 const FD_LESS_BOMB: &str = r#"
 import ctypes, os, socket, time
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mmap.restype = ctypes.c_void_p
-libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
 for i in range(8):
     fd = anon_fd()
@@ -857,7 +844,7 @@ both!(fn case28_memfds_are_unavailable_under_rlimit(who) {
     for how in ["mapped", "in flight"] {
         let mut opts = RLIMIT_128M.to_vec();
         opts.extend_from_slice(&["--tmp-size", "1G", "--file-size", "1G"]);
-        let r = exec_json_run(who, &opts, &[PY, "-c", &format!("HOW = {how:?}\n{ANON_FD}{FD_LESS_BOMB}")]);
+        let r = exec_json_run(who, &opts, &[PY, "-c", &format!("HOW = {how:?}\n{LIBC_MAPS}{ANON_FD}{FD_LESS_BOMB}")]);
         assert_polled_memory_limit(&r, how);
     }
 });
