@@ -712,6 +712,138 @@ with open("/dev/zero", "rb") as f:
     }
 });
 
+/// Data held in the kernel's buffers, by `PROCS` processes making `COUNT` objects each, paced:
+/// unix socket pairs with their send side full (`HOW = "unix"`), UDP sockets on `lo` with
+/// datagrams queued to them (`"udp"`), pipes filled (`"pipe"`), or FIFOs made in /workspace
+/// and filled (`"fifo"`). None of it is in any process's memory.
+const KERNEL_BUFFER_BOMB: &str = r#"
+import os, socket, time
+def full_pair():
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    try:
+        while True:
+            a.send(b"x" * 65536)
+    except BlockingIOError:
+        pass
+    return a, b
+tx = None
+def full_udp():
+    global tx
+    if tx is None:
+        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.bind(("127.0.0.1", 0))
+    for i in range(120):
+        tx.sendto(b"x" * 1000, rx.getsockname())
+    return rx
+def full_pipe():
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        while True:
+            os.write(w, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    return r, w
+def full_fifo():
+    path = "/workspace/fifo-%d-%d" % (os.getpid(), time.monotonic_ns())
+    os.mkfifo(path)
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        while True:
+            os.write(fd, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    return fd
+make = {"unix": full_pair, "udp": full_udp, "pipe": full_pipe, "fifo": full_fifo}[HOW]
+done = []
+for p in range(PROCS):
+    r, w = os.pipe()
+    if os.fork() == 0:
+        held = []
+        for i in range(COUNT):
+            held.append(make())
+            time.sleep(0.001)
+        os.write(w, b"1")
+        time.sleep(5)
+        os._exit(0)
+    os.close(w)
+    done.append(r)
+if all(os.read(r, 1) == b"1" for r in done):
+    print("NOT LIMITED", flush=True)
+    time.sleep(1)
+"#;
+
+both!(fn case28_socket_and_pipe_buffers_count_under_rlimit(who) {
+    // Without a cgroup nothing else bounds them: before the watch counted them, 16 processes
+    // holding unix socket pairs kept 650 MiB of the host's memory under --memory 128M, and
+    // ended ok. Now the watch dumps the sandbox's sockets (sock_diag) and counts each pipe a
+    // descriptor holds at its 16-page buffer.
+    for (how, procs, count) in [("unix", 4, 400), ("udp", 4, 500), ("pipe", 8, 480), ("fifo", 8, 480)] {
+        let code = format!("HOW = {how:?}\nPROCS = {procs}\nCOUNT = {count}\n{KERNEL_BUFFER_BOMB}");
+        let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &code]);
+        assert_polled_memory_limit(&r, how);
+        let msg = r.get("/message").as_str().unwrap_or_default().to_string();
+        if how == "unix" || how == "udp" {
+            assert!(msg.contains("of it queued on sockets"), "{how}: {}", r.describe());
+        }
+    }
+});
+
+both!(fn case28_sockets_and_pipes_within_the_limit_run_under_rlimit(who) {
+    // What the watch can count works as usual: pipes to a child, a unix socket pair, UDP over
+    // lo (TCP is Landlock's to refuse with the network off). What it could not count is
+    // refused: a pipe's buffer cannot grow (EPERM, as past fs.pipe-max-size), and a socket
+    // no sock_diag dump of the watch lists (SCTP, through SOCK_SEQPACKET) cannot be made.
+    let code = r#"
+import errno, fcntl, os, socket, subprocess
+out = subprocess.run(["sh", "-c", "echo out; echo err >&2"], capture_output=True)
+print(out.stdout, out.stderr)
+a, b = socket.socketpair()
+a.sendall(b"x" * 100000)
+got = 0
+while got < 100000:
+    got += len(b.recv(1 << 20))
+print(got)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("127.0.0.1", 0))
+u.sendto(b"ping", u.getsockname())
+print(u.recv(16))
+r, w = os.pipe()
+try:
+    fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+    print("resized")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_SEQPACKET)
+    print("made")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+"#;
+    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", code]);
+    assert_eq!(
+        r.expect_ok(),
+        "b'out\\n' b'err\\n'\n100000\nb'ping'\nEPERM\nEAFNOSUPPORT\n",
+        "{}",
+        r.describe()
+    );
+    let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
+    assert!(used < 64 << 20, "memoryUsed {used}: {}", r.describe());
+    let note = r.get("/limits/memoryBytes/note").as_str().unwrap_or("");
+    assert!(note.contains("sandbox's unix, TCP and UDP sockets"), "{}", r.describe());
+    assert!(!note.contains("--net host"), "{}", r.describe());
+    // Sharing the host's network namespace, the sandbox's sockets are among the host's: the
+    // note says they are not counted.
+    let mut opts = RLIMIT_128M.to_vec();
+    opts.extend(["--net", "host"]);
+    let r = exec_json_run(who, &opts, &["true"]);
+    r.expect_ok();
+    let note = r.get("/limits/memoryBytes/note").as_str().unwrap_or("");
+    assert!(note.contains("--net host: the data queued on the sandbox's sockets is not counted"), "{}", r.describe());
+});
+
 /// Processes whose main thread exits (the `exit` system call, not `exit_group`) while a
 /// worker thread holds `KIND` memory: /proc/PID then shows no memory for them.
 const EXITED_MAIN_THREAD: &str = r#"

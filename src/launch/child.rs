@@ -299,7 +299,8 @@ fn setup_init(
     }
     // The sandbox's /proc, for the memory watch (it lists exactly the sandbox's processes).
     if let Some(h) = &ctx.proc_handover {
-        super::memwatch::send_proc(h).map_err(|m| ("hand the sandbox's /proc to cordon", m))?;
+        super::memwatch::send_proc(h, ctx.own_netns)
+            .map_err(|m| ("hand the sandbox's /proc to cordon", m))?;
     }
     Ok(())
 }

@@ -164,8 +164,12 @@ pub fn outcome(
         if let Some(Msg::Signaled { signal: s }) = payload {
             signal = Some(s);
         }
+        let sockets = match w.socket_peak {
+            0 => String::new(),
+            b => format!("; up to {} of it queued on sockets", human_size(b)),
+        };
         message = Some(format!(
-            "the memory limit of {} was exceeded: cordon's memory watch saw {} in the sandbox (its processes' private and shared memory, and its tmpfs files) and killed it (no cgroup here: memory is polled every {}-{} ms); raise it with --memory",
+            "the memory limit of {} was exceeded: cordon's memory watch saw {} in the sandbox (its processes' private and shared memory, its tmpfs files, pipes and socket buffers{sockets}) and killed it (no cgroup here: memory is polled every {}-{} ms); raise it with --memory",
             lim.memory.map(human_size).unwrap_or_else(|| "?".into()),
             human_size(w.peak),
             super::memwatch::FIRST_INTERVAL.as_millis(),

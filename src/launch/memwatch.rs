@@ -132,6 +132,8 @@ pub struct WatchReport {
     pub samples: u64,
     /// Shared mappings whose creation the watch was shown (see [`MemWatch::notified`]).
     pub notifications: u64,
+    /// The most the sandbox's socket buffers held in one sample (part of `peak`'s sums).
+    pub socket_peak: u64,
     /// The watch ended the run: the sum exceeded the limit.
     pub over: bool,
     /// The watch could not do its work (why); the supervisor killed the sandbox.
@@ -144,6 +146,10 @@ pub struct MemWatch {
     proc_dir: Option<OwnedFd>,
     /// init's open `/proc/sysvipc/shm` (it lists the sandbox's IPC namespace).
     sysv: Option<std::fs::File>,
+    /// The pipes cordon made for the sandbox (stdio, reports), which it drains itself.
+    own_pipes: HashSet<ObjectKey>,
+    /// A sock_diag socket of the sandbox's network namespace, and its dumps' sequence number.
+    sockets: Option<(OwnedFd, u32)>,
     /// The sandbox's writable tmpfs mounts, with their device numbers.
     mounts: Vec<(OwnedFd, Object)>,
     /// The device of the kernel's internal shmem mount, where shared anonymous mappings
@@ -174,11 +180,23 @@ pub struct MemWatch {
 }
 
 impl MemWatch {
-    pub fn new(limit: u64) -> MemWatch {
+    /// `own_pipes`: cordon's ends of the pipes it made for the sandbox (not counted).
+    pub fn new(limit: u64, own_pipes: &[BorrowedFd]) -> MemWatch {
+        let own_pipes = own_pipes
+            .iter()
+            .filter_map(|fd| nix::sys::stat::fstat(fd).ok())
+            .map(|st| ObjectKey {
+                major: libc::major(st.st_dev),
+                minor: libc::minor(st.st_dev),
+                ino: st.st_ino,
+            })
+            .collect();
         MemWatch {
             limit,
+            own_pipes,
             proc_dir: None,
             sysv: None,
+            sockets: None,
             mounts: Vec::new(),
             shm_dev: None,
             known: HashMap::new(),
@@ -211,6 +229,7 @@ impl MemWatch {
         self.shm_dev = Some(shm_dev()?);
         self.proc_dir = Some(h.proc_dir);
         self.sysv = h.sysv.map(std::fs::File::from);
+        self.sockets = h.sockets.map(|fd| (fd, 0));
         self.armed_at = Some(now);
         self.next = Some(now + FIRST_INTERVAL);
         Ok(())
@@ -294,6 +313,16 @@ impl MemWatch {
                 }
             }
         }
+        // What the sandbox's sockets hold in the kernel (queued data is in no process's memory).
+        if let Some((diag, seq)) = &mut self.sockets {
+            match super::sockdiag::socket_bytes(diag.as_fd(), seq) {
+                Ok(bytes) => {
+                    total = total.saturating_add(bytes);
+                    self.report.socket_peak = self.report.socket_peak.max(bytes);
+                }
+                Err(why) => return Verdict::Blind(why),
+            }
+        }
         // A process forked after a listing can hold what one read (or gone) before held, and
         // no process can take a shared anonymous object it was not forked with: so the
         // sandbox's /proc is listed again until a listing shows no new process. A sandbox
@@ -362,6 +391,8 @@ impl MemWatch {
         }
         self.unreadable.retain(|pid, _| seen.contains(pid));
         self.hidden_fds.retain(|pid, _| seen.contains(pid));
+        // cordon's own pipes (the sandbox's stdio) are drained by cordon, not the sandbox's.
+        objects.retain(|o, _| !matches!(o, Object::Pipe(k) if self.own_pipes.contains(k)));
         if let Some(why) = self.note_hiding(hid_fds, unreadable) {
             return Verdict::Blind(why);
         }
@@ -620,9 +651,14 @@ fn read_process_at(
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
             Err(e) => return Err(hidden(&e, "a descriptor's link")),
         };
-        if !is_memfd(target.as_os_str().as_encoded_bytes()) {
-            continue;
-        }
+        let link = target.as_os_str().as_encoded_bytes();
+        // A pipe or a memfd must be sized; a file may be a FIFO (whose buffer is a pipe's).
+        let what = match link {
+            l if l.starts_with(b"pipe:") => Some("a pipe"),
+            l if is_memfd(l) => Some("a memfd"),
+            l if l.starts_with(b"/") => None,
+            _ => continue,
+        };
         match std::fs::metadata(&path) {
             Ok(m) => {
                 let key = ObjectKey {
@@ -630,11 +666,21 @@ fn read_process_at(
                     minor: libc::minor(m.dev()),
                     ino: m.ino(),
                 };
-                objects.insert(Object::File(key), m.blocks().saturating_mul(512));
+                if std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()) {
+                    objects.insert(Object::Pipe(key), PIPE_BYTES);
+                } else if is_memfd(link) {
+                    objects.insert(Object::File(key), m.blocks().saturating_mul(512));
+                }
             }
             // Closed meanwhile.
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
-            Err(e) => return Err(classify_io(&e, "a memfd")),
+            Err(e) => {
+                if let Some(what) = what {
+                    return Err(classify_io(&e, what));
+                }
+                // Another file: only a FIFO would count, and one the sandbox made (on its
+                // tmpfs) can always be stat'ed.
+            }
         }
     }
     Ok((bytes, kb_field(&text, "Pss_Shmem").is_some_and(|v| v > 0)))
@@ -666,6 +712,12 @@ pub fn is_memfd(target: &[u8]) -> bool {
     target.starts_with(b"/memfd:")
 }
 
+/// What a pipe (or FIFO) counts for: its whole buffer, 16 pages (`PIPE_DEF_BUFFERS`; each
+/// slot holds at most a page). How much of it is filled cannot be read from outside; a larger
+/// buffer cannot be had under the watch (`F_SETPIPE_SZ` answers EPERM, see
+/// profiles/seccomp/memory-watch.toml).
+pub const PIPE_BYTES: u64 = 16 * 4096;
+
 /// A shmem object, as both stat() and a smaps header name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
@@ -674,14 +726,15 @@ pub struct ObjectKey {
     pub ino: u64,
 }
 
-/// A shared memory object counted at its own size: a memfd (by device and inode), a SysV
-/// segment (by shmid, which the kernel uses as the inode number of its `/SYSV…` mapping), or a
-/// tmpfs mount (by device: every file on it).
+/// A memory object counted at its own size: a memfd (by device and inode), a SysV segment (by
+/// shmid, which the kernel uses as the inode number of its `/SYSV…` mapping), a tmpfs mount
+/// (by device: every file on it), or a pipe or FIFO held by a descriptor (at [`PIPE_BYTES`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Object {
     File(ObjectKey),
     Sysv(u64),
     Fs { major: u32, minor: u32 },
+    Pipe(ObjectKey),
 }
 
 /// `(shmid, rss + swap bytes)` of each segment in a `/proc/sysvipc/shm` text.
@@ -1030,12 +1083,17 @@ pub struct Handover {
     pub mounts: Vec<OwnedFd>,
     /// init's open `/proc/sysvipc/shm`; None on a kernel without SysV IPC.
     pub sysv: Option<OwnedFd>,
+    /// A `NETLINK_SOCK_DIAG` socket of the sandbox's network namespace (see
+    /// [`super::sockdiag`]); None when the sandbox shares the host's (`--net host`), whose
+    /// sockets cannot be told apart.
+    pub sockets: Option<OwnedFd>,
 }
 
 /// In init, once the sandbox's root is built: sends cordon a descriptor of its /proc, of each
-/// of [`TMPFS_MOUNTS`], and its open `/proc/sysvipc/shm` (which lists the segments of the IPC
-/// namespace it was opened in).
-pub fn send_proc(to_parent: &OwnedFd) -> Result<(), String> {
+/// of [`TMPFS_MOUNTS`], its open `/proc/sysvipc/shm` (which lists the segments of the IPC
+/// namespace it was opened in) and, when `sockets` (the sandbox has a network namespace of its
+/// own), a sock_diag socket of that namespace.
+pub fn send_proc(to_parent: &OwnedFd, sockets: bool) -> Result<(), String> {
     use nix::fcntl::OFlag;
     let open = |path: &str, flags: OFlag| {
         nix::fcntl::open(
@@ -1056,11 +1114,19 @@ pub fn send_proc(to_parent: &OwnedFd) -> Result<(), String> {
         Err(_) if !std::path::Path::new("/proc/sysvipc").exists() => None,
         Err(e) => return Err(e),
     };
+    let diag = match sockets {
+        true => Some(super::sockdiag::open()?),
+        false => None,
+    };
     let mut fds = vec![dir.as_raw_fd()];
     fds.extend(mounts.iter().map(|f| f.as_raw_fd()));
     fds.extend(sysv.as_ref().map(|f| f.as_raw_fd()));
+    fds.extend(diag.as_ref().map(|f| f.as_raw_fd()));
+    // Which of the optional descriptors follow the mounts, in this order.
+    let present = u8::from(sysv.is_some()) * HAS_SYSV + u8::from(diag.is_some()) * HAS_SOCKETS;
     let cmsg = [ControlMessage::ScmRights(&fds)];
-    let iov = [std::io::IoSlice::new(b"P")];
+    let tag = [HANDOVER_TAG, present];
+    let iov = [std::io::IoSlice::new(&tag)];
     sendmsg::<()>(to_parent.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), None)
         .map_err(|e| format!("send the sandbox's /proc to cordon (SCM_RIGHTS): {e}"))?;
     Ok(())
@@ -1075,6 +1141,10 @@ pub fn send_listener(sock: RawFd, listener: &OwnedFd) -> Result<(), String> {
 
 /// The byte that comes with the listener.
 const LISTENER_TAG: &[u8] = b"L";
+/// The bytes that come with init's descriptors: this tag, then which optional ones follow.
+const HANDOVER_TAG: u8 = b'P';
+const HAS_SYSV: u8 = 1;
+const HAS_SOCKETS: u8 = 2;
 
 /// What came in on the handover socket.
 pub enum Received {
@@ -1088,9 +1158,9 @@ pub enum Received {
 /// descriptors or the payload its listener, Ok(None) to try again later, Err at end-of-file
 /// without them.
 pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
-    let mut byte = [0u8; 1];
+    let mut byte = [0u8; 2];
     let mut iov = [IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2 + TMPFS_MOUNTS.len()]);
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 3 + TMPFS_MOUNTS.len()]);
     let msg = match recvmsg::<()>(
         from_child.as_raw_fd(),
         &mut iov,
@@ -1111,7 +1181,7 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
         }
     }
     let bytes = msg.bytes;
-    if bytes == 1 && byte == LISTENER_TAG {
+    if bytes == 1 && byte[..1] == *LISTENER_TAG {
         return match <[OwnedFd; 1]>::try_from(got) {
             Ok([listener]) => Ok(Some(Received::Listener(listener))),
             Err(got) => Err(format!(
@@ -1120,23 +1190,38 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
             )),
         };
     }
-    if got.len() > TMPFS_MOUNTS.len() {
+    let present = byte[1];
+    let expected = 1
+        + TMPFS_MOUNTS.len()
+        + usize::from(present & HAS_SYSV != 0)
+        + usize::from(present & HAS_SOCKETS != 0);
+    if bytes == 2 && byte[0] == HANDOVER_TAG && got.len() == expected {
         let mut got = got.into_iter();
         let Some(proc_dir) = got.next() else {
             unreachable!("checked length")
         };
         let mounts: Vec<OwnedFd> = got.by_ref().take(TMPFS_MOUNTS.len()).collect();
+        let sysv = if present & HAS_SYSV != 0 {
+            got.next()
+        } else {
+            None
+        };
+        let sockets = if present & HAS_SOCKETS != 0 {
+            got.next()
+        } else {
+            None
+        };
         return Ok(Some(Received::Handover(Handover {
             proc_dir,
             mounts,
-            sysv: got.next(),
+            sysv,
+            sockets,
         })));
     }
     match (got.is_empty(), bytes) {
         (false, _) => Err(format!(
-            "the sandbox's init sent {} descriptors for the memory watch, not {}; the memory limit cannot be enforced",
+            "the sandbox's init sent {} descriptors for the memory watch, not {expected}; the memory limit cannot be enforced",
             got.len(),
-            TMPFS_MOUNTS.len() + 1
         )),
         (true, 0) => Err(
             "the sandbox's init closed the memory watch's channel without sending its /proc and the seccomp listener; the memory limit cannot be enforced".into(),
@@ -1178,7 +1263,7 @@ Locked:                0 kB
 
     #[test]
     fn hiding_in_many_recent_samples_is_blind_whichever_processes_hid() {
-        let mut w = MemWatch::new(1 << 30);
+        let mut w = MemWatch::new(1 << 30, &[]);
         // Rare transients (an exec, an exit) are tolerated, and so is a process unreadable
         // for less than its grace.
         for i in 0..500 {
@@ -1189,7 +1274,7 @@ Locked:                0 kB
         let why = blind.expect("blind");
         assert!(why.contains("non-dumpable"), "{why}");
         // Nor memory unreadable in most samples, whichever processes it was.
-        let mut w = MemWatch::new(1 << 30);
+        let mut w = MemWatch::new(1 << 30, &[]);
         let blind = (0..SANDBOX_WINDOW).find_map(|i| w.note_hiding(false, i % 5 != 0));
         let why = blind.expect("blind");
         assert!(why.contains("unreadable"), "{why}");
@@ -1323,7 +1408,7 @@ Pss:                 100 kB
 
     #[test]
     fn an_object_shown_only_by_mappings_keeps_its_largest_size_while_mapped() {
-        let mut w = MemWatch::new(1 << 30);
+        let mut w = MemWatch::new(1 << 30, &[]);
         let sample = |w: &mut MemWatch, fd: Option<u64>, extent: Option<u64>, partial| {
             let mut objects = HashMap::new();
             if let Some(size) = fd {
@@ -1362,7 +1447,7 @@ Pss:                 100 kB
 
     #[test]
     fn an_object_cut_down_before_any_sample_counts_at_its_creation() {
-        let mut w = MemWatch::new(1 << 30);
+        let mut w = MemWatch::new(1 << 30, &[]);
         let extents = |e: u64| [(key(12), e)].into_iter().collect::<HashMap<_, _>>();
         // A 100 MiB shared mapping made, filled and cut down to a page before the first
         // sample: its creation says what the page's object holds.

@@ -7,6 +7,7 @@ mod classify;
 mod collect;
 mod keeper;
 mod memwatch;
+mod sockdiag;
 mod supervise;
 
 use crate::fs::plan::{self, HostView};
@@ -209,7 +210,10 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     if watch_limit.is_some()
         && let Some(m) = prepared.report.memory_bytes.as_mut()
     {
-        m.note = Some(limits::memory_note(root_caller));
+        m.note = Some(limits::memory_note(
+            root_caller,
+            spec.network != Network::Host,
+        ));
     }
     // What the watch cannot count is not offered: memfds (see profiles/seccomp/memory-watch.toml),
     // and shared mappings of /dev/zero, whose objects it could not tell from a file's mapping

@@ -221,7 +221,16 @@ pub fn supervise(
         memory_watch,
     } = io;
     let (mut watch, mut watch_sock) = match memory_watch {
-        Some((limit, sock)) => (Some(MemWatch::new(limit)), Some(sock)),
+        Some((limit, sock)) => {
+            let mut own = vec![
+                stdin_pipe.as_fd(),
+                stdout.as_fd(),
+                stderr.as_fd(),
+                report.as_fd(),
+            ];
+            own.extend(stop.as_ref().map(|s| s.as_fd()));
+            (Some(MemWatch::new(limit, &own)), Some(sock))
+        }
         None => (None, None),
     };
     let mut stopper = Stopper {

@@ -6,20 +6,28 @@ use crate::outcome::{Enforcement, LimitReport};
 use crate::spec::Limits;
 
 /// How `--memory` is held without a cgroup (see launch::memwatch for the watch itself).
-pub const NOTE_DATA: &str = "RLIMIT_DATA caps each process's private writable memory; the supervisor also polls the whole sandbox every 20 ms (50 ms after the first second) and kills it when the sum exceeds the limit: per process Pss_Anon + Pss_Shmem + SwapPss (private memory, MAP_SHARED mappings, SysV and /dev/shm pages mapped by a process, shared pages counted once), plus each shared anonymous mapping at its whole length (its pages may have left every page table but not the mapping's object, so it counts as RLIMIT_AS would count it, and a mapping cut down by munmap or mremap still counts at the length it was seen at), each SysV segment, and the files in /tmp, /dev/shm and /workspace (each counted once); memfd_create and memfd_secret answer ENOSYS (a memfd kept only by a partial mapping or by a descriptor in flight on a socket would be out of the watch's sight; programs fall back to /dev/shm). Every mmap with MAP_SHARED|MAP_ANONYMOUS waits for the watch, which records its length: a shared anonymous object counts at no less than the length it was made with, however its mappings are cut down before a sample sees them; an object whose creation the watch was not shown ends the run as a blind watch; /dev/zero is the host's /dev/full (zeros to read, no mmap, ENOSPC to write). Polled: a fast allocator can overshoot by what it allocates in one interval";
+pub const NOTE_DATA: &str = "RLIMIT_DATA caps each process's private writable memory; the supervisor also polls the whole sandbox every 20 ms (50 ms after the first second) and kills it when the sum exceeds the limit: per process Pss_Anon + Pss_Shmem + SwapPss (private memory, MAP_SHARED mappings, SysV and /dev/shm pages mapped by a process, shared pages counted once), plus each shared anonymous mapping at its whole length (its pages may have left every page table but not the mapping's object, so it counts as RLIMIT_AS would count it, and a mapping cut down by munmap or mremap still counts at the length it was seen at), each SysV segment, the files in /tmp, /dev/shm and /workspace (each counted once), each pipe or FIFO a descriptor holds at its whole 16-page buffer (F_SETPIPE_SZ answers EPERM), and the data queued on the sandbox's unix, TCP and UDP sockets, read from the kernel's sock_diag (other socket families and protocols answer EAFNOSUPPORT); memfd_create and memfd_secret answer ENOSYS (a memfd kept only by a partial mapping or by a descriptor in flight on a socket would be out of the watch's sight; programs fall back to /dev/shm). Every mmap with MAP_SHARED|MAP_ANONYMOUS waits for the watch, which records its length: a shared anonymous object counts at no less than the length it was made with, however its mappings are cut down before a sample sees them; an object whose creation the watch was not shown ends the run as a blind watch; /dev/zero is the host's /dev/full (zeros to read, no mmap, ENOSPC to write). Polled: a fast allocator can overshoot by what it allocates in one interval";
 /// SysV shared memory, for a root caller: init sets the IPC namespace's sysctls.
 pub const NOTE_SYSV_SET: &str = "SysV shm: the watch counts every segment of the sandbox's IPC namespace, and kernel.shmmax and kernel.shmall = the limit";
 /// ...and for an unprivileged caller, who cannot.
 pub const NOTE_SYSV_UNSET: &str = "SysV shm: the watch counts every segment of the sandbox's IPC namespace; kernel.shmmax/shmall cannot be set for an unprivileged caller (only the IPC namespace's root uid may write them, and the sandbox's user namespace maps uid 1000 alone)";
 
+/// ...and socket buffers under `--net host`.
+pub const NOTE_HOST_NET: &str = "--net host: the data queued on the sandbox's sockets is not counted (they are in the host's network namespace, among the host's own sockets; a network namespace of its own, the default, lets the watch count them)";
+
 /// The memory note of the rlimit backend.
-pub fn memory_note(root_caller: bool) -> String {
+pub fn memory_note(root_caller: bool, own_netns: bool) -> String {
     format!(
-        "{NOTE_DATA}; {}",
+        "{NOTE_DATA}; {}{}",
         if root_caller {
             NOTE_SYSV_SET
         } else {
             NOTE_SYSV_UNSET
+        },
+        if own_netns {
+            String::new()
+        } else {
+            format!("; {NOTE_HOST_NET}")
         }
     )
 }

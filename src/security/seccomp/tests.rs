@@ -687,6 +687,56 @@ fn the_memory_watch_filter_stacked_on_default_denies_memfds_and_shows_shared_ano
         run_all(&both, &Data::x86_64(nr("clone3"), &[0, 88])),
         errno(libc::ENOSYS)
     );
+    // Sockets: only those the watch's sock_diag dumps list (unix; TCP and UDP over IPv4 and
+    // IPv6), whatever flags ride on the type; the upper half of an int argument is ignored.
+    let socket = |domain: u64, ty: u64, proto: u64| {
+        run_all(&both, &Data::x86_64(nr("socket"), &[domain, ty, proto]))
+    };
+    let (unix, inet, inet6) = (1, 2, 10);
+    let flags = 0x800 | 0x80000; // SOCK_NONBLOCK | SOCK_CLOEXEC
+    for (d, t, p) in [
+        (unix, 1, 0),
+        (unix, 2 | flags, 0),
+        (unix, 5, 0),
+        (inet, 1, 0),
+        (inet, 1 | flags, 6),
+        (inet, 2, 17),
+        (inet6, 1, 6),
+        (inet6, 2 | flags, 0),
+        (inet | 1 << 32, 1, 0),
+    ] {
+        assert_eq!(socket(d, t, p), ALLOW, "socket({d}, {t:#x}, {p})");
+    }
+    let refused = errno(libc::EAFNOSUPPORT);
+    for (d, t, p) in [
+        (inet, 5, 0), // SOCK_SEQPACKET: SCTP when loaded
+        (inet6, 5 | flags, 0),
+        (inet, 6, 0),    // SOCK_DCCP
+        (inet, 3, 1),    // raw ICMP
+        (inet, 1, 132),  // IPPROTO_SCTP
+        (inet6, 1, 262), // IPPROTO_MPTCP
+        (inet, 2, 136),  // IPPROTO_UDPLITE
+        (inet, 2, 1),    // ICMP "ping" sockets
+        (9, 5, 0),       // AF_X25
+        (44, 3, 0),      // AF_XDP
+        (3, 2, 0),       // AF_AX25
+    ] {
+        assert_eq!(socket(d, t, p), refused, "socket({d}, {t:#x}, {p})");
+    }
+    let pair = |domain: u64| run_all(&both, &Data::x86_64(nr("socketpair"), &[domain, 1, 0, 0]));
+    assert_eq!(pair(unix), ALLOW);
+    assert_eq!(pair(inet), refused);
+    // A pipe keeps its default 16 pages, which the watch counts it at.
+    let fcntl = |cmd: u64| run_all(&both, &Data::x86_64(nr("fcntl"), &[3, cmd, 1 << 20]));
+    assert_eq!(fcntl(1031), errno(libc::EPERM), "F_SETPIPE_SZ");
+    assert_eq!(
+        fcntl(1031 | 1 << 32),
+        errno(libc::EPERM),
+        "F_SETPIPE_SZ, upper half set"
+    );
+    for cmd in [1032, 1, 2, 3, 4, 1030] {
+        assert_eq!(fcntl(cmd), ALLOW, "fcntl cmd {cmd}");
+    }
 }
 
 #[test]
