@@ -324,6 +324,9 @@ pub enum DegradeArg {
     /// Bind host directories when the kernel cannot overlay them (file locks on them are then
     /// shared with other sandboxes and the host; reported in the result).
     Overlay,
+    /// Under `--net host` without a cgroup, leave the sandbox's socket buffers out of
+    /// `--memory` (the memory watch cannot tell them from the host's; reported in the result).
+    SocketMemory,
 }
 
 impl DegradeArg {
@@ -332,6 +335,7 @@ impl DegradeArg {
         Degrade {
             landlock: args.contains(&DegradeArg::Landlock),
             overlay: args.contains(&DegradeArg::Overlay),
+            socket_memory: args.contains(&DegradeArg::SocketMemory),
         }
     }
 
@@ -340,6 +344,7 @@ impl DegradeArg {
         match self {
             DegradeArg::Landlock => "landlock",
             DegradeArg::Overlay => "overlay",
+            DegradeArg::SocketMemory => "socket-memory",
         }
     }
 }

@@ -28,7 +28,13 @@
 //! - every SysV shm segment of the sandbox's IPC namespace, at its resident + swapped size
 //!   (init also hands over its open `/proc/sysvipc/shm`, which lists the segments of the IPC
 //!   namespace it was opened in), less what mappings of it already counted (a segment a
-//!   process touched and detached keeps its pages, mapped nowhere);
+//!   process touched and detached keeps its pages, mapped nowhere); and every message queue
+//!   (its queued text and message headers) and semaphore set (per semaphore) of that
+//!   namespace, kernel memory that `/proc/sysvipc/msg` and `sem` show (a 32000-semaphore set
+//!   costs 2 MiB: 200 of them held 405 MiB unseen before they were counted);
+//! - the kernel's own memory for what the sandbox's descriptors hold: each pipe or FIFO at
+//!   its whole buffer, each epoll instance's watched items (its `fdinfo` lists them), and the
+//!   data queued on its sockets (see `launch::sockdiag`);
 //! - the used size of the sandbox's writable tmpfs mounts (`/tmp`, `/dev/shm`, `/workspace`:
 //!   init hands over a descriptor of each), less what mappings of their files counted. A
 //!   cgroup charges tmpfs pages to the sandbox too.
@@ -144,12 +150,14 @@ pub struct MemWatch {
     limit: u64,
     /// The sandbox's procfs, once init has sent it.
     proc_dir: Option<OwnedFd>,
-    /// init's open `/proc/sysvipc/shm` (it lists the sandbox's IPC namespace).
-    sysv: Option<std::fs::File>,
+    /// init's open `/proc/sysvipc/shm`, `msg` and `sem` (they list the sandbox's IPC
+    /// namespace).
+    sysv: Option<[std::fs::File; 3]>,
     /// The pipes cordon made for the sandbox (stdio, reports), which it drains itself.
     own_pipes: HashSet<ObjectKey>,
-    /// A sock_diag socket of the sandbox's network namespace, and its dumps' sequence number.
-    sockets: Option<(OwnedFd, u32)>,
+    /// A sock_diag socket of the sandbox's network namespace, its dumps' sequence number, and
+    /// what a queue whose sender is gone counts for (see `sockdiag::orphan_bytes`).
+    sockets: Option<(OwnedFd, u32, u64)>,
     /// The sandbox's writable tmpfs mounts, with their device numbers.
     mounts: Vec<(OwnedFd, Object)>,
     /// The device of the kernel's internal shmem mount, where shared anonymous mappings
@@ -228,11 +236,16 @@ impl MemWatch {
         }
         self.shm_dev = Some(shm_dev()?);
         self.proc_dir = Some(h.proc_dir);
-        self.sysv = h.sysv.map(std::fs::File::from);
-        self.sockets = h.sockets.map(|fd| (fd, 0));
+        self.sysv = h.sysv.map(|fds| fds.map(std::fs::File::from));
+        self.sockets = h.sockets.map(|fd| (fd, 0, super::sockdiag::orphan_bytes()));
         self.armed_at = Some(now);
         self.next = Some(now + FIRST_INTERVAL);
         Ok(())
+    }
+
+    /// Whether init's hand-over armed the watch.
+    pub fn armed(&self) -> bool {
+        self.armed_at.is_some()
     }
 
     /// When the next sample is due (None before [`MemWatch::arm`]).
@@ -298,24 +311,33 @@ impl MemWatch {
                 }
             }
         }
-        if let Some(f) = &self.sysv {
-            match read_all_at(f) {
-                Ok(text) => objects.extend(
-                    sysv_segments(&text)
-                        .into_iter()
-                        .filter(|(_, b)| *b > 0)
-                        .map(|(id, b)| (Object::Sysv(id), b)),
-                ),
-                Err(e) => {
-                    return Verdict::Blind(format!(
-                        "cannot read the sandbox's SysV shm segments (/proc/sysvipc/shm): {e}"
-                    ));
+        if let Some([shm, msg, sem]) = &self.sysv {
+            let read = |f, what| {
+                read_all_at(f).map_err(|e| {
+                    format!("cannot read the sandbox's SysV {what} (/proc/sysvipc/{what}): {e}")
+                })
+            };
+            let texts =
+                read(shm, "shm").and_then(|shm| Ok((shm, read(msg, "msg")?, read(sem, "sem")?)));
+            match texts {
+                Ok((shm, msg, sem)) => {
+                    objects.extend(
+                        sysv_segments(&shm)
+                            .into_iter()
+                            .filter(|(_, b)| *b > 0)
+                            .map(|(id, b)| (Object::Sysv(id), b)),
+                    );
+                    // Message queues and semaphore sets are kernel memory no mapping shows.
+                    total = total
+                        .saturating_add(sysv_queue_bytes(&msg))
+                        .saturating_add(sysv_semaphore_bytes(&sem));
                 }
+                Err(why) => return Verdict::Blind(why),
             }
         }
         // What the sandbox's sockets hold in the kernel (queued data is in no process's memory).
-        if let Some((diag, seq)) = &mut self.sockets {
-            match super::sockdiag::socket_bytes(diag.as_fd(), seq) {
+        if let Some((diag, seq, orphan)) = &mut self.sockets {
+            match super::sockdiag::socket_bytes(diag.as_fd(), seq, *orphan) {
                 Ok(bytes) => {
                     total = total.saturating_add(bytes);
                     self.report.socket_peak = self.report.socket_peak.max(bytes);
@@ -362,6 +384,13 @@ impl MemWatch {
                     total = total.saturating_add(bytes);
                     if shmem {
                         mapping_shmem.push((dir, bytes));
+                    }
+                    // What is summed so far only grows by the end of the sample: over the
+                    // limit already, the rest need not be read (a sandbox with much to read,
+                    // thousands of epoll items, is killed as soon as it is over).
+                    if total > self.limit {
+                        self.report.peak = self.report.peak.max(total);
+                        return Verdict::Over(total);
                     }
                 }
                 Err(ReadError::Gone) => {}
@@ -642,6 +671,8 @@ fn read_process_at(
         other => other,
     };
     let fds = std::fs::read_dir(&fd_dir).map_err(|e| hidden(&e, "fd directory"))?;
+    // What the process's epoll instances cost the kernel.
+    let mut epolls = 0u64;
     for fd in fds {
         let fd = fd.map_err(|e| hidden(&e, "fd directory"))?;
         let path = fd.path();
@@ -652,11 +683,19 @@ fn read_process_at(
             Err(e) => return Err(hidden(&e, "a descriptor's link")),
         };
         let link = target.as_os_str().as_encoded_bytes();
-        // A pipe or a memfd must be sized; a file may be a FIFO (whose buffer is a pipe's).
+        if link == b"anon_inode:[eventpoll]" {
+            let items = epoll_bytes(dir, &fd.file_name())
+                .map_err(|e| hidden(&e, "an epoll instance's fdinfo"))?;
+            epolls = epolls.saturating_add(items);
+            continue;
+        }
+        // A pipe or a memfd must be sized; a file on the sandbox's tmpfs mounts, where it can
+        // make FIFOs, may be one (whose buffer is a pipe's). Other files are not stat'ed: a
+        // slow filesystem must not stall the supervisor.
         let what = match link {
             l if l.starts_with(b"pipe:") => Some("a pipe"),
             l if is_memfd(l) => Some("a memfd"),
-            l if l.starts_with(b"/") => None,
+            l if on_tmpfs(l) => None,
             _ => continue,
         };
         match std::fs::metadata(&path) {
@@ -683,7 +722,10 @@ fn read_process_at(
             }
         }
     }
-    Ok((bytes, kb_field(&text, "Pss_Shmem").is_some_and(|v| v > 0)))
+    Ok((
+        bytes.saturating_add(epolls),
+        kb_field(&text, "Pss_Shmem").is_some_and(|v| v > 0),
+    ))
 }
 
 /// The smaps_rollup fields the watch adds up.
@@ -710,6 +752,38 @@ fn kb_field(text: &str, name: &str) -> Option<u64> {
 /// A readlink target naming a memfd (`/memfd:NAME (deleted)`).
 pub fn is_memfd(target: &[u8]) -> bool {
     target.starts_with(b"/memfd:")
+}
+
+/// Whether a descriptor's link names a file on one of [`TMPFS_MOUNTS`].
+fn on_tmpfs(link: &[u8]) -> bool {
+    TMPFS_MOUNTS.iter().any(|m| {
+        link.strip_prefix(m.as_bytes())
+            .is_some_and(|rest| rest.starts_with(b"/"))
+    })
+}
+
+/// What each item an epoll instance watches costs the kernel (`struct epitem` and its wait
+/// queue entry: 2 million items held 381 MiB).
+pub const EPOLL_ITEM_BYTES: u64 = 200;
+
+/// The kernel memory of the epoll instance open as descriptor `fd` of the process at `dir`:
+/// one `tfd:` line of its `fdinfo` per watched item. (An instance shared by several processes
+/// counts in each: forks of an event loop hold a few items, not thousands.)
+fn epoll_bytes(dir: &str, fd: &std::ffi::OsStr) -> std::io::Result<u64> {
+    let path = format!("{dir}/fdinfo/{}", fd.to_string_lossy());
+    match std::fs::read(&path) {
+        Ok(info) => Ok(epoll_items(&info).saturating_mul(EPOLL_ITEM_BYTES)),
+        // Closed meanwhile.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// The items an epoll `fdinfo` text lists.
+pub fn epoll_items(info: &[u8]) -> u64 {
+    info.split(|b| *b == b'\n')
+        .filter(|l| l.starts_with(b"tfd:"))
+        .count() as u64
 }
 
 /// What a pipe (or FIFO) counts for: its whole buffer, 16 pages (`PIPE_DEF_BUFFERS`; each
@@ -739,22 +813,63 @@ pub enum Object {
 
 /// `(shmid, rss + swap bytes)` of each segment in a `/proc/sysvipc/shm` text.
 pub fn sysv_segments(text: &str) -> Vec<(u64, u64)> {
+    sysv_rows(text, ["shmid", "rss", "swap"])
+        .into_iter()
+        .map(|[id, rss, swap]| (id, rss.saturating_add(swap)))
+        .collect()
+}
+
+/// The rows of a `/proc/sysvipc/*` text: for each, the values of `names` (columns found by
+/// the header's names; a row or a table without them yields nothing).
+fn sysv_rows<const N: usize>(text: &str, names: [&str; N]) -> Vec<[u64; N]> {
     let mut lines = text.lines();
     let Some(header) = lines.next() else {
         return Vec::new();
     };
     let cols: Vec<&str> = header.split_ascii_whitespace().collect();
-    let col = |name: &str| cols.iter().position(|c| *c == name);
-    let (Some(id), Some(rss), Some(swap)) = (col("shmid"), col("rss"), col("swap")) else {
+    let Some(at) = names
+        .iter()
+        .map(|n| cols.iter().position(|c| c == n))
+        .collect::<Option<Vec<usize>>>()
+    else {
         return Vec::new();
     };
     lines
         .filter_map(|l| {
             let f: Vec<&str> = l.split_ascii_whitespace().collect();
-            let n = |i: usize| f.get(i)?.parse::<u64>().ok();
-            Some((n(id)?, n(rss)?.saturating_add(n(swap)?)))
+            let mut row = [0u64; N];
+            for (v, &i) in row.iter_mut().zip(&at) {
+                *v = f.get(i)?.parse().ok()?;
+            }
+            Some(row)
         })
         .collect()
+}
+
+/// What a message queue costs the kernel besides its messages' text: the queue, and each
+/// message's header (`struct msg_msg`, with its allocation rounded up).
+const MSG_QUEUE_BYTES: u64 = 512;
+const MSG_HEADER_BYTES: u64 = 128;
+/// What each semaphore of a set costs (`struct sem`: measured 66 bytes per semaphore of
+/// 32000-semaphore sets), and the set itself.
+const SEM_BYTES: u64 = 72;
+const SEM_SET_BYTES: u64 = 512;
+
+/// The kernel memory of the message queues in a `/proc/sysvipc/msg` text: their queued text
+/// (`cbytes`) and each message's header (`qnum`).
+pub fn sysv_queue_bytes(text: &str) -> u64 {
+    sysv_rows(text, ["cbytes", "qnum"])
+        .into_iter()
+        .map(|[bytes, n]| MSG_QUEUE_BYTES + bytes + n.saturating_mul(MSG_HEADER_BYTES))
+        .fold(0, u64::saturating_add)
+}
+
+/// The kernel memory of the semaphore sets in a `/proc/sysvipc/sem` text (`nsems` each).
+pub fn sysv_semaphore_bytes(text: &str) -> u64 {
+    sysv_rows(text, ["nsems"])
+        .into_iter()
+        .map(|[n]| SEM_SET_BYTES + n.saturating_mul(SEM_BYTES))
+        .fold(0, u64::saturating_add)
 }
 
 /// The whole of a seq_file, read from offset 0 (the same descriptor is read at every sample).
@@ -1081,8 +1196,8 @@ pub struct Handover {
     pub proc_dir: OwnedFd,
     /// [`TMPFS_MOUNTS`], in order.
     pub mounts: Vec<OwnedFd>,
-    /// init's open `/proc/sysvipc/shm`; None on a kernel without SysV IPC.
-    pub sysv: Option<OwnedFd>,
+    /// init's open `/proc/sysvipc/shm`, `msg` and `sem`; None on a kernel without SysV IPC.
+    pub sysv: Option<[OwnedFd; 3]>,
     /// A `NETLINK_SOCK_DIAG` socket of the sandbox's network namespace (see
     /// [`super::sockdiag`]); None when the sandbox shares the host's (`--net host`), whose
     /// sockets cannot be told apart.
@@ -1090,8 +1205,8 @@ pub struct Handover {
 }
 
 /// In init, once the sandbox's root is built: sends cordon a descriptor of its /proc, of each
-/// of [`TMPFS_MOUNTS`], its open `/proc/sysvipc/shm` (which lists the segments of the IPC
-/// namespace it was opened in) and, when `sockets` (the sandbox has a network namespace of its
+/// of [`TMPFS_MOUNTS`], its open `/proc/sysvipc/shm`, `msg` and `sem` (which list the objects
+/// of the IPC namespace they were opened in) and, when `sockets` (the sandbox has a network namespace of its
 /// own), a sock_diag socket of that namespace.
 pub fn send_proc(to_parent: &OwnedFd, sockets: bool) -> Result<(), String> {
     use nix::fcntl::OFlag;
@@ -1108,19 +1223,29 @@ pub fn send_proc(to_parent: &OwnedFd, sockets: bool) -> Result<(), String> {
         .iter()
         .map(|m| open(m, OFlag::O_RDONLY | OFlag::O_DIRECTORY))
         .collect::<Result<Vec<_>, _>>()?;
-    // A kernel without SysV IPC (CONFIG_SYSVIPC=n) has no segments to count.
-    let sysv = match open("/proc/sysvipc/shm", OFlag::O_RDONLY) {
-        Ok(f) => Some(f),
-        Err(_) if !std::path::Path::new("/proc/sysvipc").exists() => None,
-        Err(e) => return Err(e),
+    // A kernel without SysV IPC (CONFIG_SYSVIPC=n) has no segments, queues or sets to count.
+    let sysv = if std::path::Path::new("/proc/sysvipc").exists() {
+        Some([
+            open("/proc/sysvipc/shm", OFlag::O_RDONLY)?,
+            open("/proc/sysvipc/msg", OFlag::O_RDONLY)?,
+            open("/proc/sysvipc/sem", OFlag::O_RDONLY)?,
+        ])
+    } else {
+        None
     };
     let diag = match sockets {
-        true => Some(super::sockdiag::open()?),
+        true => {
+            let diag = super::sockdiag::open()?;
+            // One dump now, so that a kernel without the sock_diag handlers refuses the run
+            // before the program starts, not at the first sample.
+            super::sockdiag::socket_bytes(diag.as_fd(), &mut 0, 0)?;
+            Some(diag)
+        }
         false => None,
     };
     let mut fds = vec![dir.as_raw_fd()];
     fds.extend(mounts.iter().map(|f| f.as_raw_fd()));
-    fds.extend(sysv.as_ref().map(|f| f.as_raw_fd()));
+    fds.extend(sysv.iter().flatten().map(|f| f.as_raw_fd()));
     fds.extend(diag.as_ref().map(|f| f.as_raw_fd()));
     // Which of the optional descriptors follow the mounts, in this order.
     let present = u8::from(sysv.is_some()) * HAS_SYSV + u8::from(diag.is_some()) * HAS_SOCKETS;
@@ -1160,7 +1285,7 @@ pub enum Received {
 pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
     let mut byte = [0u8; 2];
     let mut iov = [IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 3 + TMPFS_MOUNTS.len()]);
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 5 + TMPFS_MOUNTS.len()]);
     let msg = match recvmsg::<()>(
         from_child.as_raw_fd(),
         &mut iov,
@@ -1181,6 +1306,11 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
         }
     }
     let bytes = msg.bytes;
+    if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
+        return Err(
+            "the descriptors sent for the memory watch were cut short (MSG_CTRUNC); the memory limit cannot be enforced".into(),
+        );
+    }
     if bytes == 1 && byte[..1] == *LISTENER_TAG {
         return match <[OwnedFd; 1]>::try_from(got) {
             Ok([listener]) => Ok(Some(Received::Listener(listener))),
@@ -1193,7 +1323,7 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
     let present = byte[1];
     let expected = 1
         + TMPFS_MOUNTS.len()
-        + usize::from(present & HAS_SYSV != 0)
+        + 3 * usize::from(present & HAS_SYSV != 0)
         + usize::from(present & HAS_SOCKETS != 0);
     if bytes == 2 && byte[0] == HANDOVER_TAG && got.len() == expected {
         let mut got = got.into_iter();
@@ -1201,11 +1331,11 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
             unreachable!("checked length")
         };
         let mounts: Vec<OwnedFd> = got.by_ref().take(TMPFS_MOUNTS.len()).collect();
-        let sysv = if present & HAS_SYSV != 0 {
-            got.next()
-        } else {
-            None
-        };
+        let sysv = match present & HAS_SYSV != 0 {
+            true => got.next().zip(got.next()).zip(got.next()),
+            false => None,
+        }
+        .map(|((shm, msg), sem)| [shm, msg, sem]);
         let sockets = if present & HAS_SOCKETS != 0 {
             got.next()
         } else {
@@ -1218,15 +1348,16 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
             sockets,
         })));
     }
-    match (got.is_empty(), bytes) {
-        (false, _) => Err(format!(
-            "the sandbox's init sent {} descriptors for the memory watch, not {expected}; the memory limit cannot be enforced",
-            got.len(),
-        )),
-        (true, 0) => Err(
+    match bytes {
+        0 if got.is_empty() => Err(
             "the sandbox's init closed the memory watch's channel without sending its /proc and the seccomp listener; the memory limit cannot be enforced".into(),
         ),
-        (true, _) => Ok(None),
+        _ => Err(format!(
+            "the memory watch's channel brought an unexpected message ({bytes} bytes {:?}, {} descriptors; init's hand-over is tag {:?} with {expected} descriptors for those bytes); the memory limit cannot be enforced",
+            &byte[..bytes.min(2)],
+            got.len(),
+            HANDOVER_TAG as char,
+        )),
     }
 }
 
@@ -1286,6 +1417,35 @@ Locked:                0 kB
         assert!(!is_memfd(b"/dev/shm/x"));
         assert!(!is_memfd(b"anon_inode:[memfd]x"));
         assert!(!is_memfd(b"/tmp/memfd:x"));
+    }
+
+    #[test]
+    fn only_files_on_the_sandbox_s_tmpfs_mounts_may_be_its_fifos() {
+        assert!(on_tmpfs(b"/tmp/fifo"));
+        assert!(on_tmpfs(b"/workspace/a/b (deleted)"));
+        assert!(on_tmpfs(b"/dev/shm/x"));
+        assert!(!on_tmpfs(b"/tmpx/fifo"));
+        assert!(!on_tmpfs(b"/usr/lib/python3"));
+        assert!(!on_tmpfs(b"/tmp"));
+    }
+
+    #[test]
+    fn epoll_items_are_the_tfd_lines_of_its_fdinfo() {
+        let info = b"pos:\t0\nflags:\t02\nmnt_id:\t15\nino:\t1057\ntfd:        5 events:       19 data:                5  pos:0 ino:40d sdev:f\ntfd:        7 events:       19 data:                7  pos:0 ino:40d sdev:f\n";
+        assert_eq!(epoll_items(info), 2);
+        assert_eq!(epoll_items(b"pos:\t0\nflags:\t02\n"), 0);
+    }
+
+    #[test]
+    fn sysv_queues_and_semaphore_sets_count_what_they_hold() {
+        let msg = "       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  cuid  cgid      stime      rtime      ctime\n         0          0   600       16000          2   123     0  1000  1000  1000  1000 1700000000          0 1700000000\n         0          1   600           0          0     0     0  1000  1000  1000  1000          0          0 1700000000\n";
+        assert_eq!(
+            sysv_queue_bytes(msg),
+            2 * MSG_QUEUE_BYTES + 16000 + 2 * MSG_HEADER_BYTES
+        );
+        let sem = "       key      semid perms      nsems   uid   gid  cuid  cgid      otime      ctime\n         0          0   600      32000  1000  1000  1000  1000          0 1700000000\n";
+        assert_eq!(sysv_semaphore_bytes(sem), SEM_SET_BYTES + 32000 * SEM_BYTES);
+        assert_eq!(sysv_queue_bytes(""), 0);
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub enum LaunchError {
     #[error("cannot set up `--net allow=`: {0}")]
     Net(#[from] crate::net::NetError),
     #[error(
+        "--net host with --memory under the rlimit backend: the memory watch cannot count the sandbox's socket buffers, which would be among the host's own sockets, so --memory would not hold; give cordon a cgroup (run as root, or see `cordon doctor`), drop --net host, or accept uncounted socket buffers with --allow-degraded socket-memory (reported in the result)"
+    )]
+    HostNetUnwatched,
+    #[error(
         "cordon must start the sandbox from a single-threaded process (the kernel refuses a new user namespace otherwise); this process has {0} threads"
     )]
     Threads(usize),
@@ -207,6 +211,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             .as_ref()
             .is_some_and(|m| m.enforcement == crate::outcome::Enforcement::Rlimit)
     });
+    // Under --net host the watch cannot tell the sandbox's sockets from the host's: refused,
+    // unless the caller accepts socket buffers uncounted.
+    if watch_limit.is_some() && spec.network == Network::Host && !spec.degrade.socket_memory {
+        return Err(LaunchError::HostNetUnwatched);
+    }
     if watch_limit.is_some()
         && let Some(m) = prepared.report.memory_bytes.as_mut()
     {

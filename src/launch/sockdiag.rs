@@ -23,10 +23,16 @@ const NLM_F_DUMP: u16 = 0x300;
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
 const NLMSG_HDRLEN: usize = 16;
+/// Set on a dump's message when the table changed while it was read.
+const NLM_F_DUMP_INTR: u16 = 0x10;
 
-/// `UDIAG_SHOW_MEMINFO`, and the attribute that answers it (`UNIX_DIAG_MEMINFO`).
+/// `UDIAG_SHOW_MEMINFO`, `_RQLEN` and `_PEER`, and the attributes that answer them.
 const UDIAG_SHOW_MEMINFO: u32 = 0x20;
+const UDIAG_SHOW_RQLEN: u32 = 0x10;
+const UDIAG_SHOW_PEER: u32 = 0x04;
 const UNIX_DIAG_MEMINFO: u16 = 5;
+const UNIX_DIAG_RQLEN: u16 = 4;
+const UNIX_DIAG_PEER: u16 = 2;
 /// `INET_DIAG_SKMEMINFO`, requested by its bit in `idiag_ext` (1 << (7 - 1)).
 const INET_DIAG_SKMEMINFO: u16 = 7;
 /// The fixed headers the attributes follow: `struct unix_diag_msg`, `struct inet_diag_msg`.
@@ -96,43 +102,127 @@ pub fn open() -> Result<OwnedFd, String> {
     Ok(fd)
 }
 
+/// What a socket's queues can hold that no live socket's memory shows, once the socket that
+/// sent it is gone (see [`charge`]): a sender's whole send buffer and one more buffer, which
+/// may pass it (a datagram as large as the buffer). Under the watch no socket's send buffer
+/// grows past `net.core.wmem_default` (`SO_SNDBUF` is refused: see
+/// profiles/seccomp/memory-watch.toml), read from the host once.
+pub fn orphan_bytes() -> u64 {
+    let wmem_default = std::fs::read_to_string("/proc/sys/net/core/wmem_default")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        .max(212_992);
+    2 * wmem_default + 4096
+}
+
+/// `net.unix.max_dgram_qlen` of a new network namespace (the sandbox cannot change its own:
+/// that needs CAP_NET_ADMIN): an unconnected datagram socket queues one more than this.
+const UNIX_DGRAM_QLEN: u64 = 10 + 1;
+
 /// The bytes every unix, TCP and UDP socket of the namespace `diag` was opened in holds in
-/// the kernel. Err: a dump failed (why, and what to do), and the watch cannot count them.
-pub fn socket_bytes(diag: BorrowedFd<'_>, seq: &mut u32) -> Result<u64, String> {
+/// the kernel (`orphan`: see [`orphan_bytes`]). Err: a dump failed (why, and what to do), and
+/// the watch cannot count them.
+pub fn socket_bytes(diag: BorrowedFd<'_>, seq: &mut u32, orphan: u64) -> Result<u64, String> {
     let mut total = 0u64;
     let mut buf = vec![0u8; 64 << 10];
     for q in &QUERIES {
-        *seq = seq.wrapping_add(1);
-        let req = request(q, *seq);
-        sendto(
-            diag.as_raw_fd(),
-            &req,
-            &NetlinkAddr::new(0, 0),
-            MsgFlags::empty(),
-        )
-        .map_err(|e| dump_error(q, e))?;
-        loop {
-            let n = recv(diag.as_raw_fd(), &mut buf, MsgFlags::empty())
-                .map_err(|e| dump_error(q, e))?;
-            match parse(&buf[..n], *seq, q.family == libc::AF_UNIX as u8) {
-                Parsed::More(bytes) => total = total.saturating_add(bytes),
-                Parsed::Done(bytes) => {
-                    total = total.saturating_add(bytes);
-                    break;
-                }
-                Parsed::Failed(errno) => return Err(dump_error(q, errno)),
-                Parsed::Malformed(why) => {
+        // A dump the kernel marks inconsistent (its table changed meanwhile) is taken again.
+        let mut tries = 0;
+        let socks = loop {
+            tries += 1;
+            match dump(diag, seq, q, &mut buf)? {
+                Some(socks) => break socks,
+                None if tries < 3 => continue,
+                None => {
                     return Err(format!(
-                        "cannot read the memory of the sandbox's {} sockets: the kernel's sock_diag answer is malformed ({why})",
+                        "cannot read the memory of the sandbox's {} sockets: three sock_diag dumps in a row were interrupted (NLM_F_DUMP_INTR); the memory limit cannot be enforced on socket buffers",
                         q.name
                     ));
                 }
             }
-        }
+        };
+        total = total.saturating_add(charge(&socks, orphan));
     }
     Ok(total)
 }
 
+/// One dump of `q`'s sockets; None when the kernel marked it interrupted.
+fn dump(
+    diag: BorrowedFd<'_>,
+    seq: &mut u32,
+    q: &Query,
+    buf: &mut [u8],
+) -> Result<Option<Vec<Sock>>, String> {
+    *seq = seq.wrapping_add(1);
+    let req = request(q, *seq);
+    sendto(
+        diag.as_raw_fd(),
+        &req,
+        &NetlinkAddr::new(0, 0),
+        MsgFlags::empty(),
+    )
+    .map_err(|e| dump_error(q, e))?;
+    let mut socks = Vec::new();
+    let mut interrupted = false;
+    loop {
+        let n = recv(diag.as_raw_fd(), buf, MsgFlags::empty()).map_err(|e| dump_error(q, e))?;
+        match parse(&buf[..n], *seq, q.family == libc::AF_UNIX as u8, &mut socks) {
+            Parsed::More { interrupted: i } => interrupted |= i,
+            Parsed::Done { interrupted: i } => return Ok((!(interrupted || i)).then_some(socks)),
+            Parsed::Failed(errno) => return Err(dump_error(q, errno)),
+            Parsed::Malformed(why) => {
+                return Err(format!(
+                    "cannot read the memory of the sandbox's {} sockets: the kernel's sock_diag answer is malformed ({why}); the memory limit cannot be enforced on socket buffers",
+                    q.name
+                ));
+            }
+        }
+    }
+}
+
+/// One socket of a dump.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Sock {
+    ino: u32,
+    /// `SOCK_STREAM`, `SOCK_DGRAM`, `SOCK_SEQPACKET` (unix sockets).
+    ty: u8,
+    state: u8,
+    /// The inode of a unix socket's peer (0: none).
+    peer: u32,
+    /// A unix socket's receive queue (`UNIX_DIAG_RQLEN`): bytes on a stream socket, the first
+    /// datagram's length on a datagram socket, pending connections on a listening one.
+    rqueue: u32,
+    /// The counted `SK_MEMINFO_*` fields.
+    mem: u64,
+}
+
+const TCP_LISTEN: u8 = 10;
+
+/// What a dump's sockets hold. Each socket's own memory; and for a unix socket, what its
+/// queue may hold that no listed socket's memory shows. On a unix socket every queued buffer
+/// is charged to the socket that sent it, and a sender that closed leaves the table (and the
+/// dump) while its buffers stay queued; so is a connection not yet accepted, which the dump
+/// does not list. Those queues are counted at the most their sender could have queued
+/// (`orphan`): a non-empty queue whose peer is not listed, each pending connection of a
+/// listening socket, and an unconnected datagram socket's queue (its senders are unknown;
+/// it takes [`UNIX_DGRAM_QLEN`] datagrams at most).
+fn charge(socks: &[Sock], orphan: u64) -> u64 {
+    let listed: std::collections::HashSet<u32> = socks.iter().map(|s| s.ino).collect();
+    socks
+        .iter()
+        .map(|s| {
+            let orphans = match (s.state, s.ty) {
+                _ if s.rqueue == 0 => 0,
+                (TCP_LISTEN, _) => u64::from(s.rqueue),
+                (_, t) if t == libc::SOCK_DGRAM as u8 && s.peer == 0 => UNIX_DGRAM_QLEN,
+                _ if !listed.contains(&s.peer) => 1,
+                _ => 0,
+            };
+            s.mem.saturating_add(orphans.saturating_mul(orphan))
+        })
+        .fold(0, u64::saturating_add)
+}
 fn dump_error(q: &Query, e: Errno) -> String {
     let hint = match e {
         Errno::ENOENT => format!(
@@ -153,20 +243,26 @@ fn dump_error(q: &Query, e: Errno) -> String {
     )
 }
 
+/// The TCP states a dump asks for: all but `TIME_WAIT` (6) and `NEW_SYN_RECV` (12), whose
+/// entries are not full sockets (they hold no buffers and come without memory).
+const INET_STATES: u32 = !((1 << 6) | (1 << 12));
+
 /// A dump request for `q`: a netlink header and `struct unix_diag_req` or
-/// `struct inet_diag_req_v2`, every state, with the sockets' memory.
+/// `struct inet_diag_req_v2`, with the sockets' memory (and a unix socket's peer and queue).
 fn request(q: &Query, seq: u32) -> Vec<u8> {
     let mut body = vec![q.family, q.protocol, 0, 0];
     if q.family == libc::AF_UNIX as u8 {
         // udiag_states, udiag_ino, udiag_show, udiag_cookie[2]
         body.extend_from_slice(&u32::MAX.to_ne_bytes());
         body.extend_from_slice(&0u32.to_ne_bytes());
-        body.extend_from_slice(&UDIAG_SHOW_MEMINFO.to_ne_bytes());
+        body.extend_from_slice(
+            &(UDIAG_SHOW_MEMINFO | UDIAG_SHOW_RQLEN | UDIAG_SHOW_PEER).to_ne_bytes(),
+        );
         body.extend_from_slice(&[0; 8]);
     } else {
         // idiag_ext (byte 2), then idiag_states and a zero `struct inet_diag_sockid`.
         body[2] = 1 << (INET_DIAG_SKMEMINFO - 1);
-        body.extend_from_slice(&u32::MAX.to_ne_bytes());
+        body.extend_from_slice(&INET_STATES.to_ne_bytes());
         body.extend_from_slice(&[0; 48]);
     }
     let mut msg = Vec::with_capacity(NLMSG_HDRLEN + body.len());
@@ -179,13 +275,17 @@ fn request(q: &Query, seq: u32) -> Vec<u8> {
     msg
 }
 
-/// What one datagram of a dump held.
+/// What one datagram of a dump held (its sockets go into the caller's list).
 #[derive(Debug, PartialEq, Eq)]
 enum Parsed {
-    /// Sockets (their bytes); the dump goes on.
-    More(u64),
-    /// The last part (its sockets' bytes).
-    Done(u64),
+    /// The dump goes on; `interrupted`: the kernel marked a part inconsistent.
+    More {
+        interrupted: bool,
+    },
+    /// The last part.
+    Done {
+        interrupted: bool,
+    },
     Failed(Errno),
     Malformed(String),
 }
@@ -203,20 +303,23 @@ const fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
-/// Adds up the sockets' memory in one datagram of a dump with sequence number `seq`
+/// Reads the sockets of one datagram of a dump with sequence number `seq` into `socks`
 /// (messages of another sequence, left from a dump that failed half-way, are skipped).
-fn parse(buf: &[u8], seq: u32, unix: bool) -> Parsed {
-    let (header, attr) = if unix {
-        (UNIX_DIAG_MSG_LEN, UNIX_DIAG_MEMINFO)
+fn parse(buf: &[u8], seq: u32, unix: bool, socks: &mut Vec<Sock>) -> Parsed {
+    let header = if unix {
+        UNIX_DIAG_MSG_LEN
     } else {
-        (INET_DIAG_MSG_LEN, INET_DIAG_SKMEMINFO)
+        INET_DIAG_MSG_LEN
     };
-    let mut total = 0u64;
+    let mut interrupted = false;
     let mut at = 0;
     while at + NLMSG_HDRLEN <= buf.len() {
-        let (Some(len), Some(kind), Some(mseq)) =
-            (u32_at(buf, at), u16_at(buf, at + 4), u32_at(buf, at + 8))
-        else {
+        let (Some(len), Some(kind), Some(flags), Some(mseq)) = (
+            u32_at(buf, at),
+            u16_at(buf, at + 4),
+            u16_at(buf, at + 6),
+            u32_at(buf, at + 8),
+        ) else {
             unreachable!("checked length")
         };
         let len = len as usize;
@@ -228,29 +331,52 @@ fn parse(buf: &[u8], seq: u32, unix: bool) -> Parsed {
         if mseq != seq {
             continue;
         }
+        interrupted |= flags & NLM_F_DUMP_INTR != 0;
+        // NLMSG_DONE carries the dump's own result: a negative errno when it failed part-way.
+        let code = || u32_at(body, 0).map_or(0, |c| c as i32);
         match kind {
-            NLMSG_DONE => return Parsed::Done(total),
-            NLMSG_ERROR => {
-                let code = u32_at(body, 0).map_or(0, |c| c as i32);
-                return Parsed::Failed(Errno::from_raw(-code));
-            }
-            SOCK_DIAG_BY_FAMILY => match meminfo(body, header, attr) {
-                Some(bytes) => total = total.saturating_add(bytes),
+            NLMSG_DONE if code() < 0 => return Parsed::Failed(Errno::from_raw(-code())),
+            NLMSG_DONE => return Parsed::Done { interrupted },
+            NLMSG_ERROR => return Parsed::Failed(Errno::from_raw(-code())),
+            SOCK_DIAG_BY_FAMILY => match sock(body, header, unix) {
+                Some(s) => socks.push(s),
                 None => {
-                    return Parsed::Malformed(format!(
-                        "a socket without its memory (attribute {attr})"
-                    ));
+                    return Parsed::Malformed(
+                        "a socket without its memory, or cut short".to_string(),
+                    );
                 }
             },
             other => return Parsed::Malformed(format!("a message of type {other}")),
         }
     }
-    Parsed::More(total)
+    Parsed::More { interrupted }
 }
 
-/// The counted `SK_MEMINFO_*` fields of one socket's message (`body`: its fixed header of
-/// `header` bytes, then attributes), or None when it has no `attr`.
-fn meminfo(body: &[u8], header: usize, attr: u16) -> Option<u64> {
+/// One socket's message (`body`: its fixed header of `header` bytes, then attributes), or
+/// None when it has no memory attribute or is cut short.
+fn sock(body: &[u8], header: usize, unix: bool) -> Option<Sock> {
+    if body.len() < header {
+        return None;
+    }
+    // unix_diag_msg: family, type, state, pad, ino; inet_diag_msg: family, state, ...
+    let mut s = match unix {
+        true => Sock {
+            ty: body[1],
+            state: body[2],
+            ino: u32_at(body, 4)?,
+            ..Sock::default()
+        },
+        false => Sock {
+            state: body[1],
+            ..Sock::default()
+        },
+    };
+    let meminfo_attr = if unix {
+        UNIX_DIAG_MEMINFO
+    } else {
+        INET_DIAG_SKMEMINFO
+    };
+    let mut mem = None;
     let mut at = header;
     while at + 4 <= body.len() {
         let len = usize::from(u16_at(body, at)?);
@@ -258,18 +384,24 @@ fn meminfo(body: &[u8], header: usize, attr: u16) -> Option<u64> {
         if len < 4 || at + len > body.len() {
             return None;
         }
-        if kind == attr {
-            let fields = &body[at + 4..at + len];
-            return Some(
-                COUNTED
-                    .iter()
-                    .map(|&i| u64::from(u32_at(fields, i * 4).unwrap_or(0)))
-                    .sum(),
-            );
+        let data = &body[at + 4..at + len];
+        match kind {
+            k if k == meminfo_attr => {
+                mem = Some(
+                    COUNTED
+                        .iter()
+                        .map(|&i| u64::from(u32_at(data, i * 4).unwrap_or(0)))
+                        .sum(),
+                );
+            }
+            UNIX_DIAG_PEER if unix => s.peer = u32_at(data, 0)?,
+            UNIX_DIAG_RQLEN if unix => s.rqueue = u32_at(data, 0)?,
+            _ => {}
         }
         at += align4(len);
     }
-    None
+    s.mem = mem?;
+    Some(s)
 }
 
 #[cfg(test)]
@@ -277,11 +409,11 @@ mod tests {
     use super::*;
     use std::os::fd::AsFd;
 
-    fn message(kind: u16, seq: u32, body: &[u8]) -> Vec<u8> {
+    fn message(kind: u16, flags: u16, seq: u32, body: &[u8]) -> Vec<u8> {
         let mut m = Vec::new();
         m.extend_from_slice(&((NLMSG_HDRLEN + body.len()) as u32).to_ne_bytes());
         m.extend_from_slice(&kind.to_ne_bytes());
-        m.extend_from_slice(&0u16.to_ne_bytes());
+        m.extend_from_slice(&flags.to_ne_bytes());
         m.extend_from_slice(&seq.to_ne_bytes());
         m.extend_from_slice(&0u32.to_ne_bytes());
         m.extend_from_slice(body);
@@ -291,47 +423,133 @@ mod tests {
         m
     }
 
-    fn unix_socket(mem: [u32; 9]) -> Vec<u8> {
-        let mut b = vec![0u8; UNIX_DIAG_MSG_LEN];
-        // An RQLEN attribute first, which is skipped.
-        b.extend_from_slice(&12u16.to_ne_bytes());
-        b.extend_from_slice(&4u16.to_ne_bytes());
+    fn attr(b: &mut Vec<u8>, kind: u16, data: &[u8]) {
+        b.extend_from_slice(&(4 + data.len() as u16).to_ne_bytes());
+        b.extend_from_slice(&kind.to_ne_bytes());
+        b.extend_from_slice(data);
+    }
+
+    fn unix_socket(ino: u32, peer: u32, rqueue: u32, mem: [u32; 9]) -> Vec<u8> {
+        let mut b = vec![1, libc::SOCK_STREAM as u8, 1, 0];
+        b.extend_from_slice(&ino.to_ne_bytes());
         b.extend_from_slice(&[0; 8]);
-        b.extend_from_slice(&(4 + 36u16).to_ne_bytes());
-        b.extend_from_slice(&UNIX_DIAG_MEMINFO.to_ne_bytes());
-        for v in mem {
-            b.extend_from_slice(&v.to_ne_bytes());
-        }
+        attr(
+            &mut b,
+            UNIX_DIAG_RQLEN,
+            &[rqueue.to_ne_bytes(), 0u32.to_ne_bytes()].concat(),
+        );
+        attr(&mut b, UNIX_DIAG_PEER, &peer.to_ne_bytes());
+        let mem: Vec<u8> = mem.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        attr(&mut b, UNIX_DIAG_MEMINFO, &mem);
         b
     }
 
     #[test]
-    fn a_dump_adds_up_queued_reserved_and_backlogged_bytes_not_buffer_sizes() {
+    fn a_dump_reads_each_socket_s_queued_reserved_and_backlogged_bytes() {
         // rmem 100, rcvbuf 212992 (a size, not used), wmem 2000, sndbuf (size), fwd 7,
         // queued 30, optmem 4, backlog 5, drops (a count).
-        let one = unix_socket([100, 212992, 2000, 212992, 7, 30, 4, 5, 9]);
-        let mut dgram = message(SOCK_DIAG_BY_FAMILY, 7, &one);
-        dgram.extend(message(SOCK_DIAG_BY_FAMILY, 7, &one));
-        assert_eq!(parse(&dgram, 7, true), Parsed::More(2 * 2146));
-        dgram.extend(message(NLMSG_DONE, 7, &[0; 4]));
-        assert_eq!(parse(&dgram, 7, true), Parsed::Done(2 * 2146));
-        // Another dump's leftovers are skipped.
-        assert_eq!(parse(&dgram, 8, true), Parsed::More(0));
+        let mem = [100, 212992, 2000, 212992, 7, 30, 4, 5, 9];
+        let mut dgram = message(SOCK_DIAG_BY_FAMILY, 0, 7, &unix_socket(11, 12, 0, mem));
+        dgram.extend(message(
+            SOCK_DIAG_BY_FAMILY,
+            0,
+            7,
+            &unix_socket(12, 11, 3, mem),
+        ));
+        let mut socks = Vec::new();
+        assert_eq!(
+            parse(&dgram, 7, true, &mut socks),
+            Parsed::More { interrupted: false }
+        );
+        assert_eq!(socks.len(), 2);
+        assert_eq!(
+            (socks[1].ino, socks[1].peer, socks[1].rqueue, socks[1].mem),
+            (12, 11, 3, 2146)
+        );
+        dgram.extend(message(NLMSG_DONE, 0, 7, &0i32.to_ne_bytes()));
+        assert_eq!(
+            parse(&dgram, 7, true, &mut Vec::new()),
+            Parsed::Done { interrupted: false }
+        );
+        // Another dump's leftovers are skipped; a part marked inconsistent says so.
+        let mut none = Vec::new();
+        assert_eq!(
+            parse(&dgram, 8, true, &mut none),
+            Parsed::More { interrupted: false }
+        );
+        assert!(none.is_empty());
+        let intr = message(
+            SOCK_DIAG_BY_FAMILY,
+            NLM_F_DUMP_INTR,
+            9,
+            &unix_socket(1, 0, 0, mem),
+        );
+        assert_eq!(
+            parse(&intr, 9, true, &mut Vec::new()),
+            Parsed::More { interrupted: true }
+        );
     }
 
     #[test]
-    fn an_error_or_a_socket_without_memory_is_not_zero() {
-        let err = message(NLMSG_ERROR, 3, &(-libc::ENOENT).to_ne_bytes());
-        assert_eq!(parse(&err, 3, false), Parsed::Failed(Errno::ENOENT));
-        let bare = message(SOCK_DIAG_BY_FAMILY, 3, &[0u8; INET_DIAG_MSG_LEN]);
-        assert!(matches!(parse(&bare, 3, false), Parsed::Malformed(_)));
-        let mut cut = message(SOCK_DIAG_BY_FAMILY, 3, &unix_socket([1; 9]));
+    fn an_error_a_failed_dump_or_a_socket_without_memory_is_not_zero() {
+        let err = message(NLMSG_ERROR, 0, 3, &(-libc::ENOENT).to_ne_bytes());
+        assert_eq!(
+            parse(&err, 3, false, &mut Vec::new()),
+            Parsed::Failed(Errno::ENOENT)
+        );
+        // A dump that fails part-way ends with NLMSG_DONE carrying the error.
+        let done = message(NLMSG_DONE, 0, 3, &(-libc::EINTR).to_ne_bytes());
+        assert_eq!(
+            parse(&done, 3, true, &mut Vec::new()),
+            Parsed::Failed(Errno::EINTR)
+        );
+        let bare = message(SOCK_DIAG_BY_FAMILY, 0, 3, &[0u8; INET_DIAG_MSG_LEN]);
+        assert!(matches!(
+            parse(&bare, 3, false, &mut Vec::new()),
+            Parsed::Malformed(_)
+        ));
+        let mut cut = message(SOCK_DIAG_BY_FAMILY, 0, 3, &unix_socket(1, 0, 0, [1; 9]));
         cut.truncate(cut.len() - 8);
-        assert!(matches!(parse(&cut, 3, true), Parsed::Malformed(_)));
+        assert!(matches!(
+            parse(&cut, 3, true, &mut Vec::new()),
+            Parsed::Malformed(_)
+        ));
     }
 
     #[test]
-    fn queued_data_of_a_real_socket_pair_is_counted() {
+    fn queues_whose_sender_is_gone_count_at_a_whole_send_buffer() {
+        let sock = |ino, ty: i32, state, peer, rqueue, mem| Sock {
+            ino,
+            ty: ty as u8,
+            state,
+            peer,
+            rqueue,
+            mem,
+        };
+        let (stream, dgram) = (libc::SOCK_STREAM, libc::SOCK_DGRAM);
+        let orphan = 1000;
+        // A connected pair: the queued data is in the sender's memory; nothing more.
+        let pair = [sock(1, stream, 1, 2, 0, 500), sock(2, stream, 1, 1, 300, 1)];
+        assert_eq!(charge(&pair, orphan), 501);
+        // The sender closed: its peer shows 0 (or an inode no longer listed).
+        assert_eq!(charge(&[sock(2, stream, 1, 0, 300, 1)], orphan), 1001);
+        assert_eq!(charge(&[sock(2, stream, 1, 9, 300, 1)], orphan), 1001);
+        // ...but an empty queue holds nothing.
+        assert_eq!(charge(&[sock(2, stream, 1, 0, 0, 1)], orphan), 1);
+        // Three connections not yet accepted, which no dump lists.
+        assert_eq!(
+            charge(&[sock(3, stream, TCP_LISTEN, 0, 3, 0)], orphan),
+            3000
+        );
+        // An unconnected datagram socket with something queued: its senders are unknown.
+        assert_eq!(
+            charge(&[sock(4, dgram, 7, 0, 20, 0)], orphan),
+            UNIX_DGRAM_QLEN * 1000
+        );
+    }
+
+    #[test]
+    fn queued_data_of_a_real_socket_pair_is_counted_even_after_its_sender_closed() {
         use nix::sys::socket::{send, socketpair};
         // In a network namespace of its own (a thread may unshare one), the dump sees only
         // this test's sockets.
@@ -339,7 +557,9 @@ mod tests {
             nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)?;
             let diag = open().expect("NETLINK_SOCK_DIAG socket");
             let mut seq = 0;
-            let empty = socket_bytes(diag.as_fd(), &mut seq).expect("dump");
+            let orphan = orphan_bytes();
+            let mut count = || socket_bytes(diag.as_fd(), &mut seq, orphan).expect("dump");
+            let empty = count();
             let (a, b) = socketpair(
                 AddressFamily::Unix,
                 SockType::Stream,
@@ -351,14 +571,16 @@ mod tests {
             while let Ok(n) = send(a.as_raw_fd(), &[7u8; 4096], MsgFlags::empty()) {
                 sent += n as u64;
             }
-            let full = socket_bytes(diag.as_fd(), &mut seq).expect("dump");
-            drop((a, b));
-            let closed = socket_bytes(diag.as_fd(), &mut seq).expect("dump");
-            Ok((empty, sent, full, closed))
+            let full = count();
+            drop(a);
+            let orphaned = count();
+            drop(b);
+            let closed = count();
+            Ok((empty, sent, full, orphaned, closed, orphan))
         })
         .join()
         .unwrap();
-        let (empty, sent, full, closed) = match r {
+        let (empty, sent, full, orphaned, closed, orphan) = match r {
             Ok(v) => v,
             Err(e) => {
                 println!(
@@ -374,6 +596,11 @@ mod tests {
             full >= sent && full < 4 * sent,
             "{sent} bytes queued, counted {full}"
         );
+        assert!(
+            orphan > full,
+            "a whole send buffer {orphan} holds what was queued {full}"
+        );
+        assert_eq!(orphaned, orphan, "the sender closed, its data still queued");
         assert_eq!(closed, 0);
     }
 }

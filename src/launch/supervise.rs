@@ -462,9 +462,21 @@ pub fn supervise(
                                 }
                             }
                         }
-                        Ok(Some(Received::Listener(fd))) => {
+                        // The listener comes after init's hand-over: a watch never armed would
+                        // count nothing.
+                        Ok(Some(Received::Listener(fd))) if w.armed() => {
                             watch_sock = None;
                             w.set_listener(fd);
+                        }
+                        Ok(Some(Received::Listener(_))) => {
+                            watch_sock = None;
+                            w.report.error = Some(
+                                "the sandbox's payload sent the memory watch's seccomp listener before init sent its /proc; the memory limit cannot be enforced".into(),
+                            );
+                            if !killed {
+                                killed = true;
+                                stopper.stop(child, cgroup);
+                            }
                         }
                         Ok(None) => {}
                         Err(e) => {

@@ -106,6 +106,9 @@ pub struct Degrade {
     /// namespace (before Linux 5.11): file locks on them are then shared with other sandboxes
     /// and the host (reported in the result).
     pub overlay: bool,
+    /// Under `--net host` with the rlimit backend's memory watch, run without counting the
+    /// sandbox's socket buffers (they are among the host's sockets; reported in the result).
+    pub socket_memory: bool,
 }
 
 /// Where the payload's standard input comes from.

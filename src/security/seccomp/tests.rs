@@ -632,7 +632,16 @@ fn the_memory_watch_filter_stacked_on_default_denies_memfds_and_shows_shared_ano
     let both = [watch.program.clone(), default.program.clone()];
     let nr = |name| super::syscall_number(name).expect(name);
     let notif = libc::SECCOMP_RET_USER_NOTIF;
-    for name in ["memfd_create", "memfd_secret"] {
+    for name in [
+        "memfd_create",
+        "memfd_secret",
+        "inotify_init",
+        "inotify_init1",
+        "vmsplice",
+        "splice",
+        "tee",
+        "sendfile",
+    ] {
         assert_eq!(
             run_all(&both, &Data::x86_64(nr(name), &[0, 0])),
             errno(libc::ENOSYS),
@@ -737,6 +746,30 @@ fn the_memory_watch_filter_stacked_on_default_denies_memfds_and_shows_shared_ano
     for cmd in [1032, 1, 2, 3, 4, 1030] {
         assert_eq!(fcntl(cmd), ALLOW, "fcntl cmd {cmd}");
     }
+    // Zero-copy sends pin pages no socket buffer counts.
+    let sockopt = |level: u64, name: u64| {
+        run_all(
+            &both,
+            &Data::x86_64(nr("setsockopt"), &[3, level, name, 0, 4]),
+        )
+    };
+    assert_eq!(sockopt(1, 60), errno(libc::EOPNOTSUPP), "SO_ZEROCOPY");
+    assert_eq!(sockopt(1, 7), errno(libc::EOPNOTSUPP), "SO_SNDBUF");
+    assert_eq!(sockopt(1, 8), ALLOW, "SO_RCVBUF");
+    assert_eq!(sockopt(6, 60), ALLOW, "level TCP, option 60");
+    // A thread keeps its process's descriptor table (which /proc/PID/fd lists).
+    let clone = |flags: u64| run_all(&both, &Data::x86_64(nr("clone"), &[flags, 0, 0, 0, 0]));
+    let thread = 0x10000 | 0x800 | 0x100 | 0x400; // THREAD | SIGHAND | VM | FILES
+    assert_eq!(clone(thread), ALLOW, "pthread_create's flags");
+    assert_eq!(clone(0x1200011), ALLOW, "fork's flags");
+    assert_eq!(
+        clone(thread & !0x400),
+        errno(libc::EINVAL),
+        "a thread with its own table"
+    );
+    let unshare = |flags: u64| run_all(&both, &Data::x86_64(nr("unshare"), &[flags]));
+    assert_eq!(unshare(0x400), errno(libc::EINVAL), "unshare(CLONE_FILES)");
+    assert_eq!(unshare(0x200), ALLOW, "unshare(CLONE_FS)");
 }
 
 #[test]
