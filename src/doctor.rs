@@ -333,11 +333,26 @@ pub fn report() -> Report {
         ok: true,
         required: false,
         detail: format!(
-            "rlimits are always available; used when no cgroup can be had (memory as RLIMIT_DATA, processes as RLIMIT_NPROC, CPU bandwidth not enforced); this caller gets {}",
+            "rlimits are always available; used when no cgroup can be had (memory as RLIMIT_DATA and a polled watch of the whole sandbox, processes as RLIMIT_NPROC, CPU bandwidth not enforced); this caller gets {}",
             limits.auto_backend
         ),
         fix: (limits.auto_backend == "rlimit").then(|| {
             "for exact memory and CPU limits, run with a delegated cgroup v2 subtree (in a systemd login session cordon asks the user manager for one itself; or `systemd-run --user --scope -p Delegate=yes cordon ...`) or as root".into()
+        }),
+    });
+    // The watch counts socket buffers through sock_diag; without it, runs under the watch are
+    // refused (required when this caller gets the rlimit backend).
+    let sock_diag = crate::launch::sock_diag_probe();
+    checks.push(Check {
+        name: "memory-watch",
+        ok: sock_diag.is_ok(),
+        required: limits.auto_backend == "rlimit",
+        detail: match &sock_diag {
+            Ok(()) => "the rlimit backend's memory watch can read socket buffers (sock_diag: unix, TCP and UDP)".into(),
+            Err(e) => e.clone(),
+        },
+        fix: sock_diag.is_err().then(|| {
+            "load the kernel's sock_diag handlers: `modprobe unix_diag tcp_diag udp_diag` as root (or run with a cgroup, which needs no watch)".into()
         }),
     });
     let kernel = nix::sys::utsname::uname()

@@ -6,7 +6,8 @@
 //! ```text
 //! { ready: bool, uid: int, kernel: str,
 //!   checks: [ { name, ok: bool, required: bool, detail: str, fix?: str } ],   // user-namespace-sysctls,
-//!                                                            // namespaces, overlay, seccomp, landlock, rlimit-fallback
+//!                                                            // namespaces, overlay, seccomp, landlock, rlimit-fallback,
+//!                                                            // memory-watch
 //!   limits: { version, uid, cgroupRoot, v2Mount, v2Cgroup,
 //!             controllers: [ { name, exists, hierarchy, cgroup, writable, fix? } ],
 //!             cgroupV2: { available, reason?, fix? }, cgroupV1: { available, reason?, fix? },
@@ -51,6 +52,14 @@ both!(fn doctor_json_checks_every_mechanism(who) {
     // probe must say so, as cordon exec relies on it.
     let overlay = checks.iter().find(|c| c["name"] == "overlay").unwrap();
     assert_eq!(overlay["ok"], true, "{overlay}");
+    // The memory watch's socket count (sock_diag): the handlers load on demand here, and the
+    // cgroup v2 guest loads them; required exactly when this caller gets the rlimit backend.
+    let watch = checks
+        .iter()
+        .find(|c| c["name"] == "memory-watch")
+        .unwrap_or_else(|| panic!("doctor has no memory-watch check: {names:?}"));
+    assert_eq!(watch["ok"], true, "{watch}");
+    assert_eq!(watch["required"], v["limits"]["autoBackend"] == "rlimit", "{watch}\n{}", f.describe());
     assert!(
         names.iter().any(|n| n.contains("user-namespace") || n.contains("userns")),
         "doctor has no user-namespace check (sysctls / AppArmor): {names:?}"

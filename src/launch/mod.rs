@@ -91,6 +91,14 @@ pub enum LaunchError {
     Threads(usize),
 }
 
+/// Whether the rlimit backend's memory watch can read socket buffers here: one sock_diag
+/// dump of the caller's own network namespace (for `cordon doctor`; a sandbox's init makes
+/// the same dump in its own before the program starts).
+pub fn sock_diag_probe() -> Result<(), String> {
+    let diag = sockdiag::open()?;
+    sockdiag::socket_bytes(std::os::fd::AsFd::as_fd(&diag), &mut 0, 0).map(drop)
+}
+
 fn sys_err(step: &'static str) -> impl Fn(Errno) -> LaunchError {
     move |errno| LaunchError::Sys {
         step,
