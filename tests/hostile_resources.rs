@@ -770,6 +770,32 @@ def sender_closed(kind):
     fill(a)
     a.close()
     return b
+def empty_messages():
+    # An empty message shows no length in its queue but takes its buffer.
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    a.setblocking(False)
+    try:
+        while True:
+            a.send(b"")
+    except BlockingIOError:
+        pass
+    a.close()
+    return b
+peer = None
+def connected_after():
+    # Datagrams from senders since closed, then a connection to a live, listed socket.
+    global peer
+    if peer is None:
+        peer = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        peer.bind("\0cordon-test-peer-%d" % os.getpid())
+    rx = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    rx.bind("\0cordon-test-rx-%d-%d" % (os.getpid(), time.monotonic_ns()))
+    for i in range(10):
+        tx = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        tx.sendto(b"x" * 20000, rx.getsockname())
+        tx.close()
+    rx.connect(peer.getsockname())
+    return rx
 server = None
 def unaccepted():
     global server
@@ -790,6 +816,8 @@ make = {
     "stream sender closed": lambda: sender_closed(socket.SOCK_STREAM),
     "datagram sender closed": lambda: sender_closed(socket.SOCK_DGRAM),
     "connections not accepted": unaccepted,
+    "empty messages, sender closed": empty_messages,
+    "datagram socket connected after filling": connected_after,
 }[HOW]
 done = []
 for p in range(PROCS):
@@ -825,6 +853,9 @@ both!(fn case28_socket_and_pipe_buffers_count_under_rlimit(who) {
         // Counted at 11 send buffers each (an unconnected datagram socket's queue).
         ("datagram sender closed", 4, 800, 0.005),
         ("connections not accepted", 4, 800, 0.002),
+        ("empty messages, sender closed", 4, 800, 0.002),
+        // Counted at 11 datagrams of a send buffer each (any bound datagram socket).
+        ("datagram socket connected after filling", 4, 800, 0.005),
     ] {
         let code =
             format!("HOW = {how:?}\nPROCS = {procs}\nCOUNT = {count}\nPACE = {pace}\n{KERNEL_BUFFER_BOMB}");
@@ -879,17 +910,28 @@ def epolls():
         os.close(w)
         done.append(r)
     assert all(os.read(r, 1) == b"1" for r in done)
-{"sem": sem_sets, "msg": msg_queues, "epoll": epolls}[HOW]()
+def page_tables():
+    # A read-only private region is not data (RLIMIT_DATA): one byte read every 2 MiB maps
+    # the zero page, no resident memory, and makes a page table each.
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    a = libc.mmap(None, 1 << 40, 1, 0x02 | 0x20 | 0x4000, -1, 0)
+    assert a not in (None, ctypes.c_void_p(-1).value), errno.errorcode[ctypes.get_errno()]
+    for i in range(100000):
+        ctypes.c_char.from_address(a + i * (2 << 20)).value
+        if i % 64 == 0:
+            time.sleep(0.001)
+{"sem": sem_sets, "msg": msg_queues, "epoll": epolls, "page tables": page_tables}[HOW]()
 print("NOT LIMITED", flush=True)
 time.sleep(1)
 "#;
 
 both!(fn case28_kernel_objects_count_under_rlimit(who) {
     // Before the watch counted them, 200 semaphore sets held 405 MiB, 2 million epoll items
-    // 381 MiB, under --memory 128M, and ended ok. Semaphores and queues are read from
+    // 381 MiB, page tables 391 MiB (VmPTE), under --memory 128M, and ended ok. Semaphores and queues are read from
     // /proc/sysvipc/{sem,msg} of the sandbox's IPC namespace, epoll items from each instance's
     // fdinfo. (SysV limits would stop a root caller's sandbox first if set; they are not.)
-    for how in ["sem", "msg", "epoll"] {
+    for how in ["sem", "msg", "epoll", "page tables"] {
         let code = format!("HOW = {how:?}\n{KERNEL_OBJECT_BOMB}");
         let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &code]);
         assert_polled_memory_limit(&r, how);
@@ -901,8 +943,8 @@ both!(fn case28_sockets_and_pipes_within_the_limit_run_under_rlimit(who) {
     // lo (TCP is Landlock's to refuse with the network off), epoll. What it could not count
     // is refused: a pipe's buffer cannot grow (EPERM, as past fs.pipe-max-size), a socket no
     // sock_diag dump of the watch lists (SCTP, through SOCK_SEQPACKET) cannot be made, and
-    // inotify answers ENOSYS (its event queue shows nowhere), and so does sendfile (it hands
-    // pages over by reference), which shutil.copyfile falls back from.
+    // inotify answers ENOSYS (its event queue shows nowhere), sendfile EINVAL (it hands pages
+    // over by reference), which shutil.copyfile and Node's fs.copyFileSync fall back from.
     let code = r#"
 import errno, fcntl, os, socket, subprocess
 out = subprocess.run(["sh", "-c", "echo out; echo err >&2"], capture_output=True)
@@ -948,12 +990,17 @@ except OSError as e:
     let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", code]);
     assert_eq!(
         r.expect_ok(),
-        "b'out\\n' b'err\\n'\n100000\nb'ping'\nEPERM\nEAFNOSUPPORT\n-1 ENOSYS\n[]\ncopied\nENOSYS\n",
+        "b'out\\n' b'err\\n'\n100000\nb'ping'\nEPERM\nEAFNOSUPPORT\n-1 ENOSYS\n[]\ncopied\nEINVAL\n",
         "{}",
         r.describe()
     );
     let used = r.get("/memoryUsed").as_u64().unwrap_or(0);
     assert!(used < 64 << 20, "memoryUsed {used}: {}", r.describe());
+    // Node's fs.copyFileSync tries copy_file_range, then sendfile, and copies by read and
+    // write after EINVAL (not after ENOSYS).
+    let node = "const fs = require('fs'); fs.copyFileSync('/usr/bin/env', '/tmp/env'); console.log(fs.statSync('/tmp/env').size === fs.statSync('/usr/bin/env').size)";
+    let r = exec_json_run(who, RLIMIT_128M, &["/usr/bin/node", "-e", node]);
+    assert_eq!(r.expect_ok(), "true\n", "{}", r.describe());
     let note = r.get("/limits/memoryBytes/note").as_str().unwrap_or("");
     assert!(note.contains("sandbox's unix, TCP and UDP sockets"), "{}", r.describe());
     assert!(!note.contains("--net host"), "{}", r.describe());

@@ -156,8 +156,8 @@ pub struct MemWatch {
     /// The pipes cordon made for the sandbox (stdio, reports), which it drains itself.
     own_pipes: HashSet<ObjectKey>,
     /// A sock_diag socket of the sandbox's network namespace, its dumps' sequence number, and
-    /// what a queue whose sender is gone counts for (see `sockdiag::orphan_bytes`).
-    sockets: Option<(OwnedFd, u32, u64)>,
+    /// what a queue whose sender is gone counts for (see `sockdiag::allowance`).
+    sockets: Option<(OwnedFd, u32, super::sockdiag::Allowance)>,
     /// The sandbox's writable tmpfs mounts, with their device numbers.
     mounts: Vec<(OwnedFd, Object)>,
     /// The device of the kernel's internal shmem mount, where shared anonymous mappings
@@ -237,7 +237,7 @@ impl MemWatch {
         self.shm_dev = Some(shm_dev()?);
         self.proc_dir = Some(h.proc_dir);
         self.sysv = h.sysv.map(|fds| fds.map(std::fs::File::from));
-        self.sockets = h.sockets.map(|fd| (fd, 0, super::sockdiag::orphan_bytes()));
+        self.sockets = h.sockets.map(|fd| (fd, 0, super::sockdiag::allowance()));
         self.armed_at = Some(now);
         self.next = Some(now + FIRST_INTERVAL);
         Ok(())
@@ -336,8 +336,8 @@ impl MemWatch {
             }
         }
         // What the sandbox's sockets hold in the kernel (queued data is in no process's memory).
-        if let Some((diag, seq, orphan)) = &mut self.sockets {
-            match super::sockdiag::socket_bytes(diag.as_fd(), seq, *orphan) {
+        if let Some((diag, seq, allow)) = &mut self.sockets {
+            match super::sockdiag::socket_bytes(diag.as_fd(), seq, *allow) {
                 Ok(bytes) => {
                     total = total.saturating_add(bytes);
                     self.report.socket_peak = self.report.socket_peak.max(bytes);
@@ -659,6 +659,11 @@ fn read_process_at(
             ROLLUP_FIELDS.join("/")
         ))
     })?;
+    // The process's page tables (VmPTE): kernel memory a program makes by touching one byte
+    // every 2 MiB of a large region, which shows no resident memory when only read.
+    let status =
+        std::fs::read_to_string(format!("{dir}/status")).map_err(|e| classify_io(&e, "status"))?;
+    let bytes = bytes.saturating_add(kb_field(&status, "VmPTE").unwrap_or(0).saturating_mul(1024));
     // maps, not smaps: listing the mappings walks no page table.
     let maps =
         std::fs::read_to_string(format!("{dir}/maps")).map_err(|e| classify_io(&e, "maps"))?;
@@ -1238,7 +1243,7 @@ pub fn send_proc(to_parent: &OwnedFd, sockets: bool) -> Result<(), String> {
             let diag = super::sockdiag::open()?;
             // One dump now, so that a kernel without the sock_diag handlers refuses the run
             // before the program starts, not at the first sample.
-            super::sockdiag::socket_bytes(diag.as_fd(), &mut 0, 0)?;
+            super::sockdiag::socket_bytes(diag.as_fd(), &mut 0, Default::default())?;
             Some(diag)
         }
         false => None,

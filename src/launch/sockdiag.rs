@@ -30,6 +30,9 @@ const NLM_F_DUMP_INTR: u16 = 0x10;
 const UDIAG_SHOW_MEMINFO: u32 = 0x20;
 const UDIAG_SHOW_RQLEN: u32 = 0x10;
 const UDIAG_SHOW_PEER: u32 = 0x04;
+const UDIAG_SHOW_NAME: u32 = 0x01;
+const UNIX_DIAG_NAME: u16 = 0;
+const UNIX_DIAG_SHUTDOWN: u16 = 6;
 const UNIX_DIAG_MEMINFO: u16 = 5;
 const UNIX_DIAG_RQLEN: u16 = 4;
 const UNIX_DIAG_PEER: u16 = 2;
@@ -102,18 +105,28 @@ pub fn open() -> Result<OwnedFd, String> {
     Ok(fd)
 }
 
-/// What a socket's queues can hold that no live socket's memory shows, once the socket that
-/// sent it is gone (see [`charge`]): a sender's whole send buffer and one more buffer, which
-/// may pass it (a datagram as large as the buffer). Under the watch no socket's send buffer
-/// grows past `net.core.wmem_default` (`SO_SNDBUF` is refused: see
-/// profiles/seccomp/memory-watch.toml), read from the host once.
-pub fn orphan_bytes() -> u64 {
+/// What a unix queue no listed socket's memory shows is counted at (see [`charge`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Allowance {
+    /// A sender's whole send buffer and one more buffer, which may pass it.
+    pub orphan: u64,
+    /// One datagram, at most a send buffer.
+    pub datagram: u64,
+}
+
+/// The [`Allowance`] on this host. Under the watch no socket's send buffer grows past
+/// `net.core.wmem_default` (`SO_SNDBUF` is refused: see profiles/seccomp/memory-watch.toml),
+/// read from the host once.
+pub fn allowance() -> Allowance {
     let wmem_default = std::fs::read_to_string("/proc/sys/net/core/wmem_default")
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
         .unwrap_or(0)
         .max(212_992);
-    2 * wmem_default + 4096
+    Allowance {
+        orphan: 2 * wmem_default + 4096,
+        datagram: wmem_default + 4096,
+    }
 }
 
 /// `net.unix.max_dgram_qlen` of a new network namespace (the sandbox cannot change its own:
@@ -121,9 +134,9 @@ pub fn orphan_bytes() -> u64 {
 const UNIX_DGRAM_QLEN: u64 = 10 + 1;
 
 /// The bytes every unix, TCP and UDP socket of the namespace `diag` was opened in holds in
-/// the kernel (`orphan`: see [`orphan_bytes`]). Err: a dump failed (why, and what to do), and
-/// the watch cannot count them.
-pub fn socket_bytes(diag: BorrowedFd<'_>, seq: &mut u32, orphan: u64) -> Result<u64, String> {
+/// the kernel (with `allow` for what no listed socket shows: see [`charge`]). Err: a dump
+/// failed (why, and what to do), and the watch cannot count them.
+pub fn socket_bytes(diag: BorrowedFd<'_>, seq: &mut u32, allow: Allowance) -> Result<u64, String> {
     let mut total = 0u64;
     let mut buf = vec![0u8; 64 << 10];
     for q in &QUERIES {
@@ -142,7 +155,7 @@ pub fn socket_bytes(diag: BorrowedFd<'_>, seq: &mut u32, orphan: u64) -> Result<
                 }
             }
         };
-        total = total.saturating_add(charge(&socks, orphan));
+        total = total.saturating_add(charge(&socks, allow.orphan, allow.datagram));
     }
     Ok(total)
 }
@@ -193,36 +206,64 @@ struct Sock {
     /// A unix socket's receive queue (`UNIX_DIAG_RQLEN`): bytes on a stream socket, the first
     /// datagram's length on a datagram socket, pending connections on a listening one.
     rqueue: u32,
+    /// A unix socket has an address (anyone may have sent to it).
+    bound: bool,
+    /// A unix socket's `sk_shutdown` (both bits set once its connected peer closed).
+    shutdown: u8,
     /// The counted `SK_MEMINFO_*` fields.
     mem: u64,
 }
 
+const TCP_ESTABLISHED: u8 = 1;
 const TCP_LISTEN: u8 = 10;
 
-/// What a dump's sockets hold. Each socket's own memory; and for a unix socket, what its
-/// queue may hold that no listed socket's memory shows. On a unix socket every queued buffer
-/// is charged to the socket that sent it, and a sender that closed leaves the table (and the
-/// dump) while its buffers stay queued; so is a connection not yet accepted, which the dump
-/// does not list. Those queues are counted at the most their sender could have queued
-/// (`orphan`): a non-empty queue whose peer is not listed, each pending connection of a
-/// listening socket, and an unconnected datagram socket's queue (its senders are unknown;
-/// it takes [`UNIX_DGRAM_QLEN`] datagrams at most).
-fn charge(socks: &[Sock], orphan: u64) -> u64 {
+/// What a dump's sockets hold: each socket's own memory, and for unix sockets what their
+/// queues may hold that no listed socket's memory shows. A unix socket's queued buffers are
+/// charged to the socket that sent them; a sender that closed leaves the table (and the
+/// dump) while its buffers stay queued, and a connection not yet accepted is never listed.
+/// How much such a queue holds cannot be read (its length in bytes says nothing of a queue
+/// of empty messages), so it counts at the most its senders could have queued:
+/// - a connected stream socket with data queued, or a connected seqpacket or datagram
+///   socket, whose peer is gone: one sender's buffer and one more (`orphan`);
+/// - each connection pending on a listening socket, but for those whose client is listed
+///   and alive (connected, peer not listed, not shut down): `orphan` each;
+/// - a datagram socket with an address, which anyone may have sent to (and which may since
+///   have connected to a listed peer): [`UNIX_DGRAM_QLEN`] datagrams of at most a send
+///   buffer each (`datagram`).
+fn charge(socks: &[Sock], orphan: u64, datagram: u64) -> u64 {
     let listed: std::collections::HashSet<u32> = socks.iter().map(|s| s.ino).collect();
+    let (stream, seqpacket, dgram) = (
+        libc::SOCK_STREAM as u8,
+        libc::SOCK_SEQPACKET as u8,
+        libc::SOCK_DGRAM as u8,
+    );
+    let peer_gone = |s: &Sock| s.state == TCP_ESTABLISHED && !listed.contains(&s.peer);
+    let pending: u64 = socks
+        .iter()
+        .filter(|s| s.state == TCP_LISTEN)
+        .map(|s| u64::from(s.rqueue))
+        .sum();
+    let waiting_clients = socks
+        .iter()
+        .filter(|s| s.ty != dgram && peer_gone(s) && s.shutdown == 0)
+        .count() as u64;
+    let queues = socks.iter().map(|s| match s.ty {
+        t if t == dgram && s.bound => UNIX_DGRAM_QLEN.saturating_mul(datagram),
+        t if t == dgram && peer_gone(s) => orphan,
+        t if t == seqpacket && peer_gone(s) && s.shutdown != 0 => orphan,
+        t if t == stream && peer_gone(s) && s.shutdown != 0 && s.rqueue > 0 => orphan,
+        _ => 0,
+    });
     socks
         .iter()
-        .map(|s| {
-            let orphans = match (s.state, s.ty) {
-                _ if s.rqueue == 0 => 0,
-                (TCP_LISTEN, _) => u64::from(s.rqueue),
-                (_, t) if t == libc::SOCK_DGRAM as u8 && s.peer == 0 => UNIX_DGRAM_QLEN,
-                _ if !listed.contains(&s.peer) => 1,
-                _ => 0,
-            };
-            s.mem.saturating_add(orphans.saturating_mul(orphan))
-        })
+        .map(|s| s.mem)
+        .chain(queues)
+        .chain([pending
+            .saturating_sub(waiting_clients)
+            .saturating_mul(orphan)])
         .fold(0, u64::saturating_add)
 }
+
 fn dump_error(q: &Query, e: Errno) -> String {
     let hint = match e {
         Errno::ENOENT => format!(
@@ -256,7 +297,8 @@ fn request(q: &Query, seq: u32) -> Vec<u8> {
         body.extend_from_slice(&u32::MAX.to_ne_bytes());
         body.extend_from_slice(&0u32.to_ne_bytes());
         body.extend_from_slice(
-            &(UDIAG_SHOW_MEMINFO | UDIAG_SHOW_RQLEN | UDIAG_SHOW_PEER).to_ne_bytes(),
+            &(UDIAG_SHOW_MEMINFO | UDIAG_SHOW_RQLEN | UDIAG_SHOW_PEER | UDIAG_SHOW_NAME)
+                .to_ne_bytes(),
         );
         body.extend_from_slice(&[0; 8]);
     } else {
@@ -395,6 +437,8 @@ fn sock(body: &[u8], header: usize, unix: bool) -> Option<Sock> {
                 );
             }
             UNIX_DIAG_PEER if unix => s.peer = u32_at(data, 0)?,
+            UNIX_DIAG_NAME if unix => s.bound = true,
+            UNIX_DIAG_SHUTDOWN if unix => s.shutdown = *data.first()?,
             UNIX_DIAG_RQLEN if unix => s.rqueue = u32_at(data, 0)?,
             _ => {}
         }
@@ -518,33 +562,60 @@ mod tests {
 
     #[test]
     fn queues_whose_sender_is_gone_count_at_a_whole_send_buffer() {
-        let sock = |ino, ty: i32, state, peer, rqueue, mem| Sock {
+        let (stream, seqpacket, dgram) =
+            (libc::SOCK_STREAM, libc::SOCK_SEQPACKET, libc::SOCK_DGRAM);
+        let sock = |ino, ty: i32, state, peer, rqueue, shutdown| Sock {
             ino,
             ty: ty as u8,
             state,
             peer,
             rqueue,
-            mem,
+            shutdown,
+            bound: false,
+            mem: 1,
         };
-        let (stream, dgram) = (libc::SOCK_STREAM, libc::SOCK_DGRAM);
-        let orphan = 1000;
+        let (est, closed) = (TCP_ESTABLISHED, 7);
+        let c = |socks: &[Sock]| charge(socks, 1000, 100) - socks.len() as u64;
         // A connected pair: the queued data is in the sender's memory; nothing more.
-        let pair = [sock(1, stream, 1, 2, 0, 500), sock(2, stream, 1, 1, 300, 1)];
-        assert_eq!(charge(&pair, orphan), 501);
-        // The sender closed: its peer shows 0 (or an inode no longer listed).
-        assert_eq!(charge(&[sock(2, stream, 1, 0, 300, 1)], orphan), 1001);
-        assert_eq!(charge(&[sock(2, stream, 1, 9, 300, 1)], orphan), 1001);
-        // ...but an empty queue holds nothing.
-        assert_eq!(charge(&[sock(2, stream, 1, 0, 0, 1)], orphan), 1);
-        // Three connections not yet accepted, which no dump lists.
         assert_eq!(
-            charge(&[sock(3, stream, TCP_LISTEN, 0, 3, 0)], orphan),
-            3000
+            c(&[
+                sock(1, stream, est, 2, 0, 0),
+                sock(2, stream, est, 1, 300, 0)
+            ]),
+            0
         );
-        // An unconnected datagram socket with something queued: its senders are unknown.
+        // The sender closed (the survivor is shut down, its peer no longer listed).
+        assert_eq!(c(&[sock(2, stream, est, 0, 300, 3)]), 1000);
+        assert_eq!(c(&[sock(2, stream, est, 9, 300, 3)]), 1000);
+        // ...an empty stream holds nothing; a seqpacket or datagram queue of empty messages
+        // shows no length, so it counts whatever its length.
+        assert_eq!(c(&[sock(2, stream, est, 0, 0, 3)]), 0);
+        assert_eq!(c(&[sock(2, seqpacket, est, 0, 0, 3)]), 1000);
+        assert_eq!(c(&[sock(2, dgram, est, 0, 0, 0)]), 1000);
+        // A socket never connected holds nothing.
         assert_eq!(
-            charge(&[sock(4, dgram, 7, 0, 20, 0)], orphan),
-            UNIX_DGRAM_QLEN * 1000
+            c(&[
+                sock(2, dgram, closed, 0, 0, 0),
+                sock(3, stream, closed, 0, 0, 0)
+            ]),
+            0
+        );
+        // Three connections pending, which no dump lists; one's client is listed and alive
+        // (connected to the unlisted connection, not shut down): two count.
+        let listener = Sock {
+            rqueue: 3,
+            ..sock(4, stream, TCP_LISTEN, 0, 3, 0)
+        };
+        assert_eq!(c(&[listener, sock(5, stream, est, 0, 0, 0)]), 2000);
+        // A datagram socket with an address: anyone may have queued to it, whatever its
+        // queue and peer now show.
+        let bound = Sock {
+            bound: true,
+            ..sock(6, dgram, est, 5, 0, 0)
+        };
+        assert_eq!(
+            c(&[bound, sock(5, dgram, est, 6, 0, 0)]),
+            UNIX_DGRAM_QLEN * 100
         );
     }
 
@@ -557,8 +628,9 @@ mod tests {
             nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)?;
             let diag = open().expect("NETLINK_SOCK_DIAG socket");
             let mut seq = 0;
-            let orphan = orphan_bytes();
-            let mut count = || socket_bytes(diag.as_fd(), &mut seq, orphan).expect("dump");
+            let allow = allowance();
+            let orphan = allow.orphan;
+            let mut count = || socket_bytes(diag.as_fd(), &mut seq, allow).expect("dump");
             let empty = count();
             let (a, b) = socketpair(
                 AddressFamily::Unix,

@@ -638,9 +638,7 @@ fn the_memory_watch_filter_stacked_on_default_denies_memfds_and_shows_shared_ano
         "inotify_init",
         "inotify_init1",
         "vmsplice",
-        "splice",
         "tee",
-        "sendfile",
     ] {
         assert_eq!(
             run_all(&both, &Data::x86_64(nr(name), &[0, 0])),
@@ -745,6 +743,13 @@ fn the_memory_watch_filter_stacked_on_default_denies_memfds_and_shows_shared_ano
     );
     for cmd in [1032, 1, 2, 3, 4, 1030] {
         assert_eq!(fcntl(cmd), ALLOW, "fcntl cmd {cmd}");
+    }
+    for name in ["splice", "sendfile"] {
+        assert_eq!(
+            run_all(&both, &Data::x86_64(nr(name), &[0, 0])),
+            errno(libc::EINVAL),
+            "{name}"
+        );
     }
     // Zero-copy sends pin pages no socket buffer counts.
     let sockopt = |level: u64, name: u64| {
