@@ -720,14 +720,23 @@ with open("/dev/zero", "rb") as f:
 /// of it is in any process's memory, and the last three are in no listed socket's either.
 const KERNEL_BUFFER_BOMB: &str = r#"
 import os, socket, time
-def full_pair():
-    a, b = socket.socketpair()
-    a.setblocking(False)
+def fill(s):
+    s.setblocking(False)
     try:
         while True:
-            a.send(b"x" * 65536)
+            s.send(b"x" * 65536)
     except BlockingIOError:
         pass
+def fill_fd(fd):
+    os.set_blocking(fd, False)
+    try:
+        while True:
+            os.write(fd, b"x" * 4096)
+    except BlockingIOError:
+        pass
+def full_pair():
+    a, b = socket.socketpair()
+    fill(a)
     return a, b
 tx = None
 def full_udp():
@@ -741,30 +750,14 @@ def full_udp():
     return rx
 def full_pipe():
     r, w = os.pipe()
-    os.set_blocking(w, False)
-    try:
-        while True:
-            os.write(w, b"x" * 4096)
-    except BlockingIOError:
-        pass
+    fill_fd(w)
     return r, w
 def full_fifo():
     path = "/workspace/fifo-%d-%d" % (os.getpid(), time.monotonic_ns())
     os.mkfifo(path)
-    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
-    try:
-        while True:
-            os.write(fd, b"x" * 4096)
-    except BlockingIOError:
-        pass
+    fd = os.open(path, os.O_RDWR)
+    fill_fd(fd)
     return fd
-def fill(s):
-    s.setblocking(False)
-    try:
-        while True:
-            s.send(b"x" * 65536)
-    except BlockingIOError:
-        pass
 def sender_closed(kind):
     a, b = socket.socketpair(socket.AF_UNIX, kind)
     fill(a)
@@ -976,6 +969,15 @@ print(libc.inotify_init1(0), errno.errorcode[ctypes.get_errno()])
 ep = select.epoll()
 ep.register(r, select.EPOLLIN)
 print(ep.poll(0))
+server = socket.socket(socket.AF_UNIX)
+server.bind("\0cordon-waiting")
+server.listen(4096)
+clients = []
+for i in range(400):
+    c = socket.socket(socket.AF_UNIX)
+    c.connect("\0cordon-waiting")
+    clients.append(c)
+print(len(clients), "waiting")
 import shutil
 with open("/tmp/a", "w") as f:
     f.write("copied")
@@ -990,7 +992,7 @@ except OSError as e:
     let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", code]);
     assert_eq!(
         r.expect_ok(),
-        "b'out\\n' b'err\\n'\n100000\nb'ping'\nEPERM\nEAFNOSUPPORT\n-1 ENOSYS\n[]\ncopied\nEINVAL\n",
+        "b'out\\n' b'err\\n'\n100000\nb'ping'\nEPERM\nEAFNOSUPPORT\n-1 ENOSYS\n[]\n400 waiting\ncopied\nEINVAL\n",
         "{}",
         r.describe()
     );

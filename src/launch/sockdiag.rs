@@ -31,6 +31,8 @@ const UDIAG_SHOW_MEMINFO: u32 = 0x20;
 const UDIAG_SHOW_RQLEN: u32 = 0x10;
 const UDIAG_SHOW_PEER: u32 = 0x04;
 const UDIAG_SHOW_NAME: u32 = 0x01;
+const UDIAG_SHOW_ICONS: u32 = 0x08;
+const UNIX_DIAG_ICONS: u16 = 3;
 const UNIX_DIAG_NAME: u16 = 0;
 const UNIX_DIAG_SHUTDOWN: u16 = 6;
 const UNIX_DIAG_MEMINFO: u16 = 5;
@@ -55,32 +57,20 @@ struct Query {
     name: &'static str,
 }
 
+const fn query(family: i32, protocol: i32, name: &'static str) -> Query {
+    Query {
+        family: family as u8,
+        protocol: protocol as u8,
+        name,
+    }
+}
+
 const QUERIES: [Query; 5] = [
-    Query {
-        family: libc::AF_UNIX as u8,
-        protocol: 0,
-        name: "unix",
-    },
-    Query {
-        family: libc::AF_INET as u8,
-        protocol: libc::IPPROTO_TCP as u8,
-        name: "TCP over IPv4",
-    },
-    Query {
-        family: libc::AF_INET6 as u8,
-        protocol: libc::IPPROTO_TCP as u8,
-        name: "TCP over IPv6",
-    },
-    Query {
-        family: libc::AF_INET as u8,
-        protocol: libc::IPPROTO_UDP as u8,
-        name: "UDP over IPv4",
-    },
-    Query {
-        family: libc::AF_INET6 as u8,
-        protocol: libc::IPPROTO_UDP as u8,
-        name: "UDP over IPv6",
-    },
+    query(libc::AF_UNIX, 0, "unix"),
+    query(libc::AF_INET, libc::IPPROTO_TCP, "TCP over IPv4"),
+    query(libc::AF_INET6, libc::IPPROTO_TCP, "TCP over IPv6"),
+    query(libc::AF_INET, libc::IPPROTO_UDP, "UDP over IPv4"),
+    query(libc::AF_INET6, libc::IPPROTO_UDP, "UDP over IPv6"),
 ];
 
 /// In init, inside the sandbox's network namespace: the netlink socket the watch dumps that
@@ -108,9 +98,11 @@ pub fn open() -> Result<OwnedFd, String> {
 /// What a unix queue no listed socket's memory shows is counted at (see [`charge`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Allowance {
-    /// A sender's whole send buffer and one more buffer, which may pass it.
+    /// What one sender may have queued: its send buffer, and one more message, which may
+    /// pass it.
     pub orphan: u64,
-    /// One datagram, at most a send buffer.
+    /// One message (a datagram or seqpacket message as large as a send buffer is allocated
+    /// with its head rounded up to a power of two: measured 332,032 bytes for 212,960).
     pub datagram: u64,
 }
 
@@ -123,9 +115,10 @@ pub fn allowance() -> Allowance {
         .and_then(|s| s.trim().parse::<u64>().ok())
         .unwrap_or(0)
         .max(212_992);
+    let datagram = 2 * wmem_default + 4096;
     Allowance {
-        orphan: 2 * wmem_default + 4096,
-        datagram: wmem_default + 4096,
+        orphan: wmem_default + datagram,
+        datagram,
     }
 }
 
@@ -140,33 +133,20 @@ pub fn socket_bytes(diag: BorrowedFd<'_>, seq: &mut u32, allow: Allowance) -> Re
     let mut total = 0u64;
     let mut buf = vec![0u8; 64 << 10];
     for q in &QUERIES {
-        // A dump the kernel marks inconsistent (its table changed meanwhile) is taken again.
-        let mut tries = 0;
-        let socks = loop {
-            tries += 1;
-            match dump(diag, seq, q, &mut buf)? {
-                Some(socks) => break socks,
-                None if tries < 3 => continue,
-                None => {
-                    return Err(format!(
-                        "cannot read the memory of the sandbox's {} sockets: three sock_diag dumps in a row were interrupted (NLM_F_DUMP_INTR); the memory limit cannot be enforced on socket buffers",
-                        q.name
-                    ));
-                }
-            }
-        };
-        total = total.saturating_add(charge(&socks, allow.orphan, allow.datagram));
+        let socks = dump(diag, seq, q, &mut buf)?;
+        total = total.saturating_add(charge(&socks, allow, q.family == libc::AF_UNIX as u8));
     }
     Ok(total)
 }
 
-/// One dump of `q`'s sockets; None when the kernel marked it interrupted.
+/// One dump of `q`'s sockets. A dump the kernel marks inconsistent (its table changed while
+/// it was read; no sock_diag handler sets the flag today) is an error, not a partial count.
 fn dump(
     diag: BorrowedFd<'_>,
     seq: &mut u32,
     q: &Query,
     buf: &mut [u8],
-) -> Result<Option<Vec<Sock>>, String> {
+) -> Result<Vec<Sock>, String> {
     *seq = seq.wrapping_add(1);
     let req = request(q, *seq);
     sendto(
@@ -182,7 +162,13 @@ fn dump(
         let n = recv(diag.as_raw_fd(), buf, MsgFlags::empty()).map_err(|e| dump_error(q, e))?;
         match parse(&buf[..n], *seq, q.family == libc::AF_UNIX as u8, &mut socks) {
             Parsed::More { interrupted: i } => interrupted |= i,
-            Parsed::Done { interrupted: i } => return Ok((!(interrupted || i)).then_some(socks)),
+            Parsed::Done { interrupted: i } if !(interrupted || i) => return Ok(socks),
+            Parsed::Done { .. } => {
+                return Err(format!(
+                    "cannot read the memory of the sandbox's {} sockets: the kernel marked its sock_diag dump inconsistent (NLM_F_DUMP_INTR); the memory limit cannot be enforced on socket buffers",
+                    q.name
+                ));
+            }
             Parsed::Failed(errno) => return Err(dump_error(q, errno)),
             Parsed::Malformed(why) => {
                 return Err(format!(
@@ -210,27 +196,43 @@ struct Sock {
     bound: bool,
     /// A unix socket's `sk_shutdown` (both bits set once its connected peer closed).
     shutdown: u8,
+    /// A listening unix socket's pending connections, and those whose client closed.
+    pending: u32,
+    orphaned: u32,
     /// The counted `SK_MEMINFO_*` fields.
     mem: u64,
 }
 
 const TCP_ESTABLISHED: u8 = 1;
-const TCP_LISTEN: u8 = 10;
 
-/// What a dump's sockets hold: each socket's own memory, and for unix sockets what their
-/// queues may hold that no listed socket's memory shows. A unix socket's queued buffers are
-/// charged to the socket that sent them; a sender that closed leaves the table (and the
-/// dump) while its buffers stay queued, and a connection not yet accepted is never listed.
-/// How much such a queue holds cannot be read (its length in bytes says nothing of a queue
-/// of empty messages), so it counts at the most its senders could have queued:
+/// What a socket object costs besides its buffers (a unix socket about 2.2 KiB of slab, a
+/// pending connection's own socket about as much again).
+const SOCKET_BYTES: u64 = 2048;
+
+/// What a dump's sockets hold: each socket's own memory and object, and for unix sockets
+/// (`unix`) what their queues may hold that no listed socket's memory shows. A unix
+/// socket's queued buffers are charged to the socket that sent them; a sender that closed
+/// leaves the table (and the dump) while its buffers stay queued, and a connection not yet
+/// accepted is never listed. How much such a queue holds cannot be read (its length in bytes
+/// says nothing of a queue of empty messages), so it counts at the most its senders could
+/// have queued (`allow`):
 /// - a connected stream socket with data queued, or a connected seqpacket or datagram
-///   socket, whose peer is gone: one sender's buffer and one more (`orphan`);
-/// - each connection pending on a listening socket, but for those whose client is listed
-///   and alive (connected, peer not listed, not shut down): `orphan` each;
+///   socket, whose peer is gone: one sender's worth (`orphan`);
+/// - each pending connection of a listening socket: its own socket, and `orphan` when its
+///   client closed (the listener's `UNIX_DIAG_ICONS`, read under its queue's lock, shows the
+///   client as 0; a live client is listed, and its queued data with it);
 /// - a datagram socket with an address, which anyone may have sent to (and which may since
-///   have connected to a listed peer): [`UNIX_DGRAM_QLEN`] datagrams of at most a send
-///   buffer each (`datagram`).
-fn charge(socks: &[Sock], orphan: u64, datagram: u64) -> u64 {
+///   have connected): the [`UNIX_DGRAM_QLEN`] messages its queue takes, and one sender's
+///   worth more once its peer is gone.
+fn charge(socks: &[Sock], allow: Allowance, unix: bool) -> u64 {
+    let objects = (socks.len() as u64).saturating_mul(SOCKET_BYTES);
+    let mem = socks
+        .iter()
+        .map(|s| s.mem)
+        .fold(objects, u64::saturating_add);
+    if !unix {
+        return mem;
+    }
     let listed: std::collections::HashSet<u32> = socks.iter().map(|s| s.ino).collect();
     let (stream, seqpacket, dgram) = (
         libc::SOCK_STREAM as u8,
@@ -238,30 +240,23 @@ fn charge(socks: &[Sock], orphan: u64, datagram: u64) -> u64 {
         libc::SOCK_DGRAM as u8,
     );
     let peer_gone = |s: &Sock| s.state == TCP_ESTABLISHED && !listed.contains(&s.peer);
-    let pending: u64 = socks
-        .iter()
-        .filter(|s| s.state == TCP_LISTEN)
-        .map(|s| u64::from(s.rqueue))
-        .sum();
-    let waiting_clients = socks
-        .iter()
-        .filter(|s| s.ty != dgram && peer_gone(s) && s.shutdown == 0)
-        .count() as u64;
-    let queues = socks.iter().map(|s| match s.ty {
-        t if t == dgram && s.bound => UNIX_DGRAM_QLEN.saturating_mul(datagram),
-        t if t == dgram && peer_gone(s) => orphan,
-        t if t == seqpacket && peer_gone(s) && s.shutdown != 0 => orphan,
-        t if t == stream && peer_gone(s) && s.shutdown != 0 && s.rqueue > 0 => orphan,
-        _ => 0,
+    let orphan = allow.orphan;
+    let queues = socks.iter().map(|s| {
+        let pending = u64::from(s.pending)
+            .saturating_mul(SOCKET_BYTES)
+            .saturating_add(u64::from(s.orphaned).saturating_mul(orphan));
+        let queue = match s.ty {
+            t if t == dgram && s.bound => UNIX_DGRAM_QLEN
+                .saturating_mul(allow.datagram)
+                .saturating_add(if peer_gone(s) { orphan } else { 0 }),
+            t if t == dgram && peer_gone(s) => orphan,
+            t if t == seqpacket && peer_gone(s) && s.shutdown != 0 => orphan,
+            t if t == stream && peer_gone(s) && s.shutdown != 0 && s.rqueue > 0 => orphan,
+            _ => 0,
+        };
+        pending.saturating_add(queue)
     });
-    socks
-        .iter()
-        .map(|s| s.mem)
-        .chain(queues)
-        .chain([pending
-            .saturating_sub(waiting_clients)
-            .saturating_mul(orphan)])
-        .fold(0, u64::saturating_add)
+    queues.fold(mem, u64::saturating_add)
 }
 
 fn dump_error(q: &Query, e: Errno) -> String {
@@ -297,7 +292,11 @@ fn request(q: &Query, seq: u32) -> Vec<u8> {
         body.extend_from_slice(&u32::MAX.to_ne_bytes());
         body.extend_from_slice(&0u32.to_ne_bytes());
         body.extend_from_slice(
-            &(UDIAG_SHOW_MEMINFO | UDIAG_SHOW_RQLEN | UDIAG_SHOW_PEER | UDIAG_SHOW_NAME)
+            &(UDIAG_SHOW_MEMINFO
+                | UDIAG_SHOW_RQLEN
+                | UDIAG_SHOW_PEER
+                | UDIAG_SHOW_NAME
+                | UDIAG_SHOW_ICONS)
                 .to_ne_bytes(),
         );
         body.extend_from_slice(&[0; 8]);
@@ -439,6 +438,14 @@ fn sock(body: &[u8], header: usize, unix: bool) -> Option<Sock> {
             UNIX_DIAG_PEER if unix => s.peer = u32_at(data, 0)?,
             UNIX_DIAG_NAME if unix => s.bound = true,
             UNIX_DIAG_SHUTDOWN if unix => s.shutdown = *data.first()?,
+            // One client inode per pending connection, 0 for a client that closed.
+            UNIX_DIAG_ICONS if unix => {
+                let icons = data
+                    .chunks_exact(4)
+                    .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]));
+                s.pending = icons.clone().count() as u32;
+                s.orphaned = icons.filter(|i| *i == 0).count() as u32;
+            }
             UNIX_DIAG_RQLEN if unix => s.rqueue = u32_at(data, 0)?,
             _ => {}
         }
@@ -571,11 +578,17 @@ mod tests {
             peer,
             rqueue,
             shutdown,
-            bound: false,
             mem: 1,
+            ..Sock::default()
         };
-        let (est, closed) = (TCP_ESTABLISHED, 7);
-        let c = |socks: &[Sock]| charge(socks, 1000, 100) - socks.len() as u64;
+        let (est, closed, listen) = (TCP_ESTABLISHED, 7, 10);
+        let allow = Allowance {
+            orphan: 1000,
+            datagram: 100,
+        };
+        // What a dump costs besides its sockets' own memory and objects.
+        let c =
+            |socks: &[Sock]| charge(socks, allow, true) - socks.len() as u64 * (SOCKET_BYTES + 1);
         // A connected pair: the queued data is in the sender's memory; nothing more.
         assert_eq!(
             c(&[
@@ -600,15 +613,16 @@ mod tests {
             ]),
             0
         );
-        // Three connections pending, which no dump lists; one's client is listed and alive
-        // (connected to the unlisted connection, not shut down): two count.
+        // Three connections pending, which no dump lists: each its own socket, and one whose
+        // client closed (its icon 0) a sender's worth.
         let listener = Sock {
-            rqueue: 3,
-            ..sock(4, stream, TCP_LISTEN, 0, 3, 0)
+            pending: 3,
+            orphaned: 1,
+            ..sock(4, stream, listen, 0, 3, 0)
         };
-        assert_eq!(c(&[listener, sock(5, stream, est, 0, 0, 0)]), 2000);
+        assert_eq!(c(&[listener]), 3 * SOCKET_BYTES + 1000);
         // A datagram socket with an address: anyone may have queued to it, whatever its
-        // queue and peer now show.
+        // queue and peer now show; once its peer is gone, that peer's worth more.
         let bound = Sock {
             bound: true,
             ..sock(6, dgram, est, 5, 0, 0)
@@ -617,6 +631,10 @@ mod tests {
             c(&[bound, sock(5, dgram, est, 6, 0, 0)]),
             UNIX_DGRAM_QLEN * 100
         );
+        assert_eq!(c(&[bound]), UNIX_DGRAM_QLEN * 100 + 1000);
+        // TCP and UDP sockets count their own memory and objects only.
+        let inet = [sock(0, stream, est, 0, 0, 3), sock(0, dgram, est, 0, 0, 0)];
+        assert_eq!(charge(&inet, allow, false), 2 * (SOCKET_BYTES + 1));
     }
 
     #[test]
@@ -663,16 +681,21 @@ mod tests {
         };
         assert_eq!(empty, 0);
         assert!(sent >= 64 << 10, "sent {sent}");
-        // Each queued buffer is charged with its overhead: at least what was sent.
+        // Each queued buffer is charged with its overhead: at least what was sent (and the
+        // two sockets' objects).
         assert!(
-            full >= sent && full < 4 * sent,
+            full >= sent + 2 * SOCKET_BYTES && full < 4 * sent,
             "{sent} bytes queued, counted {full}"
         );
         assert!(
             orphan > full,
-            "a whole send buffer {orphan} holds what was queued {full}"
+            "one sender's worth {orphan} holds what was queued {full}"
         );
-        assert_eq!(orphaned, orphan, "the sender closed, its data still queued");
+        assert_eq!(
+            orphaned,
+            orphan + SOCKET_BYTES,
+            "the sender closed, its data still queued"
+        );
         assert_eq!(closed, 0);
     }
 }

@@ -762,6 +762,20 @@ fn the_memory_watch_filter_stacked_on_default_denies_memfds_and_shows_shared_ano
     assert_eq!(sockopt(1, 7), errno(libc::EOPNOTSUPP), "SO_SNDBUF");
     assert_eq!(sockopt(1, 8), ALLOW, "SO_RCVBUF");
     assert_eq!(sockopt(6, 60), ALLOW, "level TCP, option 60");
+    // Out-of-band data: refused; other flags go through.
+    let send = |name: &'static str, at: usize, flags: u64| {
+        let mut args = [3u64, 0x7f00_0000_0000, 10, 0, 0, 0];
+        args[at] = flags;
+        run_all(&both, &Data::x86_64(nr(name), &args))
+    };
+    for (name, at) in [("sendto", 3), ("sendmmsg", 3), ("sendmsg", 2)] {
+        assert_eq!(send(name, at, 1), errno(libc::EOPNOTSUPP), "{name} MSG_OOB");
+        assert_eq!(
+            send(name, at, 0x4040),
+            ALLOW,
+            "{name} MSG_DONTWAIT|MSG_NOSIGNAL"
+        );
+    }
     // A thread keeps its process's descriptor table (which /proc/PID/fd lists).
     let clone = |flags: u64| run_all(&both, &Data::x86_64(nr("clone"), &[flags, 0, 0, 0, 0]));
     let thread = 0x10000 | 0x800 | 0x100 | 0x400; // THREAD | SIGHAND | VM | FILES
