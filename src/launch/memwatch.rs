@@ -1241,9 +1241,9 @@ pub fn send_proc(to_parent: &OwnedFd, sockets: bool) -> Result<(), String> {
     let diag = match sockets {
         true => {
             let diag = super::sockdiag::open()?;
-            // One dump now, so that a kernel without the sock_diag handlers refuses the run
-            // before the program starts, not at the first sample.
-            super::sockdiag::socket_bytes(diag.as_fd(), &mut 0, Default::default())?;
+            // One dump now, so that a kernel without unix_diag refuses the run before the
+            // program starts, not at the first sample.
+            super::sockdiag::probe(diag.as_fd())?;
             Some(diag)
         }
         false => None,
