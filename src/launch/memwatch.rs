@@ -385,10 +385,15 @@ impl MemWatch {
                     if shmem {
                         mapping_shmem.push((dir, bytes));
                     }
-                    // What is summed so far only grows by the end of the sample: over the
-                    // limit already, the rest need not be read (a sandbox with much to read,
-                    // thousands of epoll items, is killed as soon as it is over).
-                    if total > self.limit {
+                    // Over the limit already, the rest need not be read (a sandbox with much to
+                    // read, thousands of epoll items, is killed as soon as it is over). The
+                    // sum only grows by the end of the sample but for the rollups of processes
+                    // with shared memory, which are taken back if they exit meanwhile: those
+                    // are left out of this early test.
+                    let settled = mapping_shmem
+                        .iter()
+                        .fold(total, |t, (_, b)| t.saturating_sub(*b));
+                    if settled > self.limit {
                         self.report.peak = self.report.peak.max(total);
                         return Verdict::Over(total);
                     }
