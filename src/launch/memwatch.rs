@@ -312,25 +312,36 @@ impl MemWatch {
             }
         }
         if let Some([shm, msg, sem]) = &self.sysv {
-            let read = |f, what| {
-                read_all_at(f).map_err(|e| {
-                    format!("cannot read the sandbox's SysV {what} (/proc/sysvipc/{what}): {e}")
-                })
-            };
-            let texts =
-                read(shm, "shm").and_then(|shm| Ok((shm, read(msg, "msg")?, read(sem, "sem")?)));
-            match texts {
-                Ok((shm, msg, sem)) => {
+            // Each table read and parsed; `what` names it in the error.
+            fn table<T>(
+                f: &std::fs::File,
+                what: &str,
+                parse: impl Fn(&str) -> Result<T, String>,
+            ) -> Result<T, String> {
+                read_all_at(f)
+                    .map_err(|e| e.to_string())
+                    .and_then(|text| parse(&text))
+                    .map_err(|e| {
+                        format!("cannot read the sandbox's SysV {what} (/proc/sysvipc/{what}): {e}")
+                    })
+            }
+            let tables = table(shm, "shm", sysv_segments).and_then(|segments| {
+                Ok((
+                    segments,
+                    table(msg, "msg", sysv_queue_bytes)?,
+                    table(sem, "sem", sysv_semaphore_bytes)?,
+                ))
+            });
+            match tables {
+                Ok((segments, queues, semaphores)) => {
                     objects.extend(
-                        sysv_segments(&shm)
+                        segments
                             .into_iter()
                             .filter(|(_, b)| *b > 0)
                             .map(|(id, b)| (Object::Sysv(id), b)),
                     );
                     // Message queues and semaphore sets are kernel memory no mapping shows.
-                    total = total
-                        .saturating_add(sysv_queue_bytes(&msg))
-                        .saturating_add(sysv_semaphore_bytes(&sem));
+                    total = total.saturating_add(queues).saturating_add(semaphores);
                 }
                 Err(why) => return Verdict::Blind(why),
             }
@@ -822,36 +833,41 @@ pub enum Object {
 }
 
 /// `(shmid, rss + swap bytes)` of each segment in a `/proc/sysvipc/shm` text.
-pub fn sysv_segments(text: &str) -> Vec<(u64, u64)> {
-    sysv_rows(text, ["shmid", "rss", "swap"])
+pub fn sysv_segments(text: &str) -> Result<Vec<(u64, u64)>, String> {
+    Ok(sysv_rows(text, ["shmid", "rss", "swap"])?
         .into_iter()
         .map(|[id, rss, swap]| (id, rss.saturating_add(swap)))
-        .collect()
+        .collect())
 }
 
 /// The rows of a `/proc/sysvipc/*` text: for each, the values of `names` (columns found by
-/// the header's names; a row or a table without them yields nothing).
-fn sysv_rows<const N: usize>(text: &str, names: [&str; N]) -> Vec<[u64; N]> {
+/// the header's names). The kernel always writes the header: a text without it, without one
+/// of the columns, or with a row that does not parse is an error (counting such a table as
+/// empty would hide what it holds).
+fn sysv_rows<const N: usize>(text: &str, names: [&str; N]) -> Result<Vec<[u64; N]>, String> {
     let mut lines = text.lines();
-    let Some(header) = lines.next() else {
-        return Vec::new();
-    };
+    let header = lines.next().unwrap_or_default();
     let cols: Vec<&str> = header.split_ascii_whitespace().collect();
-    let Some(at) = names
+    let at = names
         .iter()
-        .map(|n| cols.iter().position(|c| c == n))
-        .collect::<Option<Vec<usize>>>()
-    else {
-        return Vec::new();
-    };
+        .map(|n| {
+            cols.iter()
+                .position(|c| c == n)
+                .ok_or_else(|| format!("its header has no `{n}` column: {header:?}"))
+        })
+        .collect::<Result<Vec<usize>, String>>()?;
     lines
-        .filter_map(|l| {
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
             let f: Vec<&str> = l.split_ascii_whitespace().collect();
             let mut row = [0u64; N];
             for (v, &i) in row.iter_mut().zip(&at) {
-                *v = f.get(i)?.parse().ok()?;
+                *v = f
+                    .get(i)
+                    .and_then(|x| x.parse().ok())
+                    .ok_or_else(|| format!("a row does not parse: {l:?}"))?;
             }
-            Some(row)
+            Ok(row)
         })
         .collect()
 }
@@ -867,19 +883,19 @@ const SEM_SET_BYTES: u64 = 512;
 
 /// The kernel memory of the message queues in a `/proc/sysvipc/msg` text: their queued text
 /// (`cbytes`) and each message's header (`qnum`).
-pub fn sysv_queue_bytes(text: &str) -> u64 {
-    sysv_rows(text, ["cbytes", "qnum"])
+pub fn sysv_queue_bytes(text: &str) -> Result<u64, String> {
+    Ok(sysv_rows(text, ["cbytes", "qnum"])?
         .into_iter()
         .map(|[bytes, n]| MSG_QUEUE_BYTES + bytes + n.saturating_mul(MSG_HEADER_BYTES))
-        .fold(0, u64::saturating_add)
+        .fold(0, u64::saturating_add))
 }
 
 /// The kernel memory of the semaphore sets in a `/proc/sysvipc/sem` text (`nsems` each).
-pub fn sysv_semaphore_bytes(text: &str) -> u64 {
-    sysv_rows(text, ["nsems"])
+pub fn sysv_semaphore_bytes(text: &str) -> Result<u64, String> {
+    Ok(sysv_rows(text, ["nsems"])?
         .into_iter()
         .map(|[n]| SEM_SET_BYTES + n.saturating_mul(SEM_BYTES))
-        .fold(0, u64::saturating_add)
+        .fold(0, u64::saturating_add))
 }
 
 /// The whole of a seq_file, read from offset 0 (the same descriptor is read at every sample).
@@ -1451,11 +1467,39 @@ Locked:                0 kB
         let msg = "       key      msqid perms      cbytes       qnum lspid lrpid   uid   gid  cuid  cgid      stime      rtime      ctime\n         0          0   600       16000          2   123     0  1000  1000  1000  1000 1700000000          0 1700000000\n         0          1   600           0          0     0     0  1000  1000  1000  1000          0          0 1700000000\n";
         assert_eq!(
             sysv_queue_bytes(msg),
-            2 * MSG_QUEUE_BYTES + 16000 + 2 * MSG_HEADER_BYTES
+            Ok(2 * MSG_QUEUE_BYTES + 16000 + 2 * MSG_HEADER_BYTES)
         );
         let sem = "       key      semid perms      nsems   uid   gid  cuid  cgid      otime      ctime\n         0          0   600      32000  1000  1000  1000  1000          0 1700000000\n";
-        assert_eq!(sysv_semaphore_bytes(sem), SEM_SET_BYTES + 32000 * SEM_BYTES);
-        assert_eq!(sysv_queue_bytes(""), 0);
+        assert_eq!(
+            sysv_semaphore_bytes(sem),
+            Ok(SEM_SET_BYTES + 32000 * SEM_BYTES)
+        );
+        // A table with only its header holds nothing; a table without a header, without a
+        // column the count needs, or with a row that does not parse is an error, not 0.
+        let header_only = msg.lines().next().unwrap();
+        assert_eq!(sysv_queue_bytes(header_only), Ok(0));
+        assert!(
+            sysv_queue_bytes("")
+                .unwrap_err()
+                .contains("no `cbytes` column")
+        );
+        let no_qnum = "       key      msqid perms      cbytes lspid\n         0          0   600       16000   123\n";
+        assert!(
+            sysv_queue_bytes(no_qnum)
+                .unwrap_err()
+                .contains("no `qnum` column")
+        );
+        let bad_row = format!("{header_only}\n         0          0   600       lots          2\n");
+        assert!(
+            sysv_queue_bytes(&bad_row)
+                .unwrap_err()
+                .contains("does not parse")
+        );
+        let short_row = format!(
+            "{}\n         0          0   600\n",
+            sem.lines().next().unwrap()
+        );
+        assert!(sysv_semaphore_bytes(&short_row).is_err());
     }
 
     #[test]
@@ -1656,8 +1700,19 @@ Pss:                 100 kB
          0          0   600               1048576 29313 29313      1     0     0     0     0 1796013122          0 1796013122                 12288                     0
          0         32   600              16777216    12    12      0  1000  1000  1000  1000 1796013122 1796013123 1796013122              16777216                  4096
 ";
-        assert_eq!(sysv_segments(text), vec![(0, 12288), (32, 16777216 + 4096)]);
-        assert_eq!(sysv_segments(""), vec![]);
+        assert_eq!(
+            sysv_segments(text),
+            Ok(vec![(0, 12288), (32, 16777216 + 4096)])
+        );
+        assert_eq!(sysv_segments(text.lines().next().unwrap()), Ok(vec![]));
+        assert!(sysv_segments("").is_err());
+        // A kernel whose table lacks the swap column is not read as holding nothing.
+        let old = text.replace("swap", "swp");
+        assert!(
+            sysv_segments(&old)
+                .unwrap_err()
+                .contains("no `swap` column")
+        );
     }
 
     fn made(after: u64, mib: u64) -> Creation {
