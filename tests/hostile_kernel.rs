@@ -359,3 +359,34 @@ both!(fn case26_landlock_denies_where_the_mount_allows(who) {
     }
     assert_eq!(r.get("/isolation/landlock").as_str(), Some("enforced"), "{}", r.describe());
 });
+
+// Landlock's TCP rules hold on the sandbox's own loopback too: a listener may bind an
+// ephemeral port (listen autobinds, which Landlock does not see), but nothing in the sandbox
+// can connect to it, neither with connect(2) nor with a TCP Fast Open send (which connects
+// without calling connect and so passes Landlock; seccomp refuses MSG_FASTOPEN with
+// EOPNOTSUPP, which Python names ENOTSUP, the same number on Linux).
+const TCP_LOOPBACK: &str = r#"
+import errno, socket
+def name(e): return errno.errorcode.get(e.errno, str(e.errno))
+l = socket.socket(); l.listen(8); port = l.getsockname()[1]; l.setblocking(False)
+print("listen", "OK" if port else "no port")
+c = socket.socket()
+try: c.connect(("127.0.0.1", port)); print("connect OK")
+except OSError as e: print("connect", name(e))
+for label, flags in (("fastopen", socket.MSG_FASTOPEN), ("fastopen-dontwait", socket.MSG_FASTOPEN | socket.MSG_DONTWAIT)):
+    f = socket.socket()
+    try: f.sendto(b"x", flags, ("127.0.0.1", port)); print(label, "OK")
+    except OSError as e: print(label, name(e))
+try: l.accept(); print("accept OK")
+except OSError as e: print("accept", name(e))
+"#;
+
+both!(fn case26_tcp_on_the_sandbox_loopback_cannot_connect(who) {
+    let r = py_ok(who, TCP_LOOPBACK);
+    let got = results(r.output());
+    expect(&r, &got, "listen", &["OK"]);
+    expect(&r, &got, "connect", &["EACCES"]);
+    expect(&r, &got, "fastopen", &["EOPNOTSUPP", "ENOTSUP"]);
+    expect(&r, &got, "fastopen-dontwait", &["EOPNOTSUPP", "ENOTSUP"]);
+    expect(&r, &got, "accept", &["EAGAIN"]);
+});

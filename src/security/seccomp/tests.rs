@@ -288,6 +288,26 @@ fn dangerous_socket_families_are_denied_ordinary_ones_allowed() {
 }
 
 #[test]
+fn tcp_fast_open_sends_are_refused_other_sends_allowed() {
+    const EOPNOTSUPP: u32 = libc::SECCOMP_RET_ERRNO | libc::EOPNOTSUPP as u32;
+    for (name, at) in [("sendto", 3), ("sendmmsg", 3), ("sendmsg", 2)] {
+        let send = |flags: u64| {
+            let mut args = [3u64, 0x7f00_0000_0000, 10, 0, 0, 0];
+            args[at] = flags;
+            decide(name, &args)
+        };
+        assert_eq!(send(0x2000_0000), EOPNOTSUPP, "{name} MSG_FASTOPEN");
+        assert_eq!(
+            send(0x2000_4040),
+            EOPNOTSUPP,
+            "{name} MSG_FASTOPEN among other flags"
+        );
+        assert_eq!(send(0x4040), ALLOW, "{name} MSG_DONTWAIT|MSG_NOSIGNAL");
+        assert_eq!(send(0), ALLOW, "{name} no flags");
+    }
+}
+
+#[test]
 fn foreign_architectures_and_x32_numbers_are_killed() {
     let c = compile_builtin("default").unwrap();
     // i386 getpid (20) through int 0x80.
