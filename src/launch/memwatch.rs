@@ -158,6 +158,10 @@ pub struct MemWatch {
     /// A sock_diag socket of the sandbox's network namespace, its dumps' sequence number, and
     /// what a queue whose sender is gone counts for (see `sockdiag::allowance`).
     sockets: Option<(OwnedFd, u32, super::sockdiag::Allowance)>,
+    /// The sandbox's `/proc/net/sockstat` and `sockstat6` (init's, in the sandbox's network
+    /// namespace): which socket tables need a dump (see `sockdiag::tables_in_use`). None
+    /// when they could not be opened: every table is dumped.
+    sockstat: Option<[std::fs::File; 2]>,
     /// The sandbox's writable tmpfs mounts, with their device numbers.
     mounts: Vec<(OwnedFd, Object)>,
     /// The device of the kernel's internal shmem mount, where shared anonymous mappings
@@ -205,6 +209,7 @@ impl MemWatch {
             proc_dir: None,
             sysv: None,
             sockets: None,
+            sockstat: None,
             mounts: Vec::new(),
             shm_dev: None,
             known: HashMap::new(),
@@ -235,9 +240,25 @@ impl MemWatch {
             self.mounts.push((fd, dev));
         }
         self.shm_dev = Some(shm_dev()?);
-        self.proc_dir = Some(h.proc_dir);
         self.sysv = h.sysv.map(|fds| fds.map(std::fs::File::from));
         self.sockets = h.sockets.map(|fd| (fd, 0, super::sockdiag::allowance()));
+        if self.sockets.is_some() {
+            // pid 1 of the sandbox is init, alive until the end, in its network namespace.
+            let open = |name: &str| {
+                nix::fcntl::openat(
+                    &h.proc_dir,
+                    name,
+                    nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+                    nix::sys::stat::Mode::empty(),
+                )
+                .ok()
+                .map(std::fs::File::from)
+            };
+            self.sockstat = open("1/net/sockstat")
+                .zip(open("1/net/sockstat6"))
+                .map(<[_; 2]>::from);
+        }
+        self.proc_dir = Some(h.proc_dir);
         self.armed_at = Some(now);
         self.next = Some(now + FIRST_INTERVAL);
         Ok(())
@@ -348,7 +369,11 @@ impl MemWatch {
         }
         // What the sandbox's sockets hold in the kernel (queued data is in no process's memory).
         if let Some((diag, seq, allow)) = &mut self.sockets {
-            match super::sockdiag::socket_bytes(diag.as_fd(), seq, *allow) {
+            // Which tables hold a socket (a count that cannot be read: dump them all).
+            let in_use = self.sockstat.as_ref().and_then(|[v4, v6]| {
+                super::sockdiag::tables_in_use(&read_all_at(v4).ok()?, &read_all_at(v6).ok()?)
+            });
+            match super::sockdiag::socket_bytes(diag.as_fd(), seq, *allow, in_use) {
                 Ok(bytes) => {
                     total = total.saturating_add(bytes);
                     self.report.socket_peak = self.report.socket_peak.max(bytes);

@@ -96,7 +96,13 @@ pub enum LaunchError {
 /// the same dump in its own before the program starts).
 pub fn sock_diag_probe() -> Result<(), String> {
     let diag = sockdiag::open()?;
-    sockdiag::socket_bytes(std::os::fd::AsFd::as_fd(&diag), &mut 0, Default::default()).map(drop)
+    sockdiag::socket_bytes(
+        std::os::fd::AsFd::as_fd(&diag),
+        &mut 0,
+        Default::default(),
+        None,
+    )
+    .map(drop)
 }
 
 fn sys_err(step: &'static str) -> impl Fn(Errno) -> LaunchError {
