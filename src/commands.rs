@@ -109,15 +109,15 @@ fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
             r.note.as_deref().unwrap_or("")
         );
     }
+    // The whole account of what the watch counts is in the JSON result's limits (a page of
+    // text); the terminal gets what it means for the caller.
     if memory
-        && let Some(r) = l
-            .memory_bytes
+        && l.memory_bytes
             .as_ref()
-            .filter(|r| r.enforcement == Enforcement::Rlimit)
+            .is_some_and(|r| r.enforcement == Enforcement::Rlimit)
     {
         eprintln!(
-            "cordon: warning: --memory is not held by a cgroup here, but by rlimits and a polled sum: {} (no cgroup available; see `cordon doctor`)",
-            r.note.as_deref().unwrap_or("")
+            "cordon: warning: --memory is not held by a cgroup here (none is available; see `cordon doctor`), but by RLIMIT_DATA and a sum over the sandbox polled every 20-50 ms: a fast allocation can overshoot it by one interval before the kill, and some kernel memory is refused or not counted (`--json` lists how it was enforced)"
         );
     }
 }

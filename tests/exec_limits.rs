@@ -373,3 +373,25 @@ fn realtime_caller_on_cgroup_v1_is_told_why() {
         "{v}"
     );
 }
+
+// Without --json, a --memory that no cgroup holds is said on stderr, in a few lines: what
+// holds it and what that means (the full account is in the JSON result). A memory limit the
+// caller did not ask for, or one a cgroup holds, is not warned about.
+both!(fn memory_without_a_cgroup_is_warned_about_briefly(who) {
+    let asked = exec_plain(who, &["--memory", "100M"], &["true"]);
+    let default = exec_plain(who, &[] as &[&str], &["true"]);
+    assert_eq!((asked.code, default.code), (0, 0), "{}", asked.describe());
+    assert_eq!(default.stderr_str(), "", "no --memory given: {}", default.describe());
+    let err = asked.stderr_str();
+    if expected_auto_backend(who) == Some("rlimit") {
+        assert!(
+            err.starts_with("cordon: warning: --memory is not held by a cgroup here"),
+            "{}",
+            asked.describe()
+        );
+        assert!(err.contains("cordon doctor") && err.contains("--json"), "{err}");
+        assert!(err.len() < 500, "{} bytes of warning: {err}", err.len());
+    } else {
+        assert_eq!(err, "", "a cgroup holds --memory: {}", asked.describe());
+    }
+});
