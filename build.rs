@@ -43,6 +43,10 @@ fn main() {
         };
         std::fs::write(out.join(format!("seccomp-{name}.bpf")), bytes)
             .unwrap_or_else(|e| panic!("cannot write the compiled {path}: {e}"));
+        // The text compiled, beside its program: the library checks at compile time that it
+        // is the file as it is now (see `src/security/seccomp/mod.rs`).
+        std::fs::copy(&path, out.join(format!("seccomp-{name}.toml")))
+            .unwrap_or_else(|e| panic!("cannot copy {path}: {e}"));
     }
 }
 

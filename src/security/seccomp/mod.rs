@@ -125,6 +125,43 @@ pub fn compile_memory_watch() -> Result<Compiled, SeccompError> {
 
 const MEMORY_WATCH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-memory-watch.bpf"));
 
+/// Whether two byte strings are equal, at compile time.
+const fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The embedded programs are of the policy files as they are: cargo reruns the build script
+/// when a file's modification time is newer than its last run, which a target directory
+/// shared with another checkout (or a file restored with its old time) defeats, and a stale
+/// program would enforce an older policy while the result describes the current one. So the
+/// build script keeps a copy of each text it compiled, and a difference fails the build.
+macro_rules! assert_compiled_from_current {
+    ($($name:literal),*) => {$(
+        const _: () = assert!(
+            same_bytes(
+                include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-", $name, ".toml")),
+                include_bytes!(concat!("../../../profiles/seccomp/", $name, ".toml")),
+            ),
+            concat!(
+                "the embedded seccomp program of profiles/seccomp/", $name,
+                ".toml was compiled from another version of the file (a stale build-script ",
+                "output); run `touch build.rs` and build again"
+            )
+        );
+    )*};
+}
+assert_compiled_from_current!("default", "memory-watch");
+
 /// Installs the memory watch's filter ([`compile_memory_watch`]) on the calling thread with a
 /// listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose descriptor (close-on-exec) is returned
 /// for the supervisor to answer the notifications on. `no_new_privs` must be set first.

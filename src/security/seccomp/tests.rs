@@ -430,12 +430,22 @@ fn builtin_program_is_the_runtime_compile_of_its_file() {
     let embedded = compile_builtin("default").unwrap();
     let runtime = compile_policy_str(DEFAULT).unwrap();
     assert_eq!(embedded.name, runtime.name);
-    assert_eq!(embedded.program.len(), runtime.program.len());
-    for (i, (a, b)) in embedded.program.iter().zip(&runtime.program).enumerate() {
+    assert_same_program(&embedded.program, &runtime.program, "default");
+    // The memory watch's filter too (its notifications keep it from compile_policy_str).
+    let text = include_str!("../../../profiles/seccomp/memory-watch.toml");
+    let runtime =
+        super::compile::compile(&policy::parse("memory-watch.toml", text).unwrap()).unwrap();
+    let embedded = super::compile_memory_watch().unwrap();
+    assert_same_program(&embedded.program, &runtime, "memory-watch");
+}
+
+fn assert_same_program(a: &[seccompiler::sock_filter], b: &[seccompiler::sock_filter], name: &str) {
+    assert_eq!(a.len(), b.len(), "{name}: program length");
+    for (i, (a, b)) in a.iter().zip(b).enumerate() {
         assert_eq!(
             (a.code, a.jt, a.jf, a.k),
             (b.code, b.jt, b.jf, b.k),
-            "instruction {i}"
+            "{name}: instruction {i}"
         );
     }
 }
