@@ -390,3 +390,57 @@ both!(fn case26_tcp_on_the_sandbox_loopback_cannot_connect(who) {
     expect(&r, &got, "fastopen-dontwait", &["EOPNOTSUPP", "ENOTSUP"]);
     expect(&r, &got, "accept", &["EAGAIN"]);
 });
+
+// Kernel surface and per-user budgets that reach past the sandbox: inotify (its instances are
+// charged to the caller's per-user count on the host, and a watch on a device node bound
+// from the host saw the host's activity), socket families and protocols past Landlock's
+// reach (MPTCP connected where TCP was refused), line disciplines, another process's limits
+// (init's), and the caller's budgets of queued signals and message-queue bytes.
+const KERNEL_REACH: &str = r#"
+import ctypes, errno, fcntl, os, resource, signal, socket, struct
+libc = ctypes.CDLL(None, use_errno=True)
+def name(e): return errno.errorcode.get(e, str(e))
+r = libc.inotify_init1(0)
+print("inotify", "OK" if r >= 0 else name(ctypes.get_errno()))
+for label, args in (("mptcp", (socket.AF_INET, socket.SOCK_STREAM, 262)),
+                    ("sctp", (socket.AF_INET, socket.SOCK_SEQPACKET, 0)),
+                    ("can", (29, socket.SOCK_RAW, 1)),
+                    ("tcp", (socket.AF_INET, socket.SOCK_STREAM, 0))):
+    try: socket.socket(*args).close(); print(label, "OK")
+    except OSError as e: print(label, name(e.errno))
+try: resource.prlimit(1, resource.RLIMIT_NOFILE, (0, 0)); print("prlimit-init OK")
+except OSError as e: print("prlimit-init", name(e.errno))
+print("prlimit-read-init", "OK" if resource.prlimit(1, resource.RLIMIT_NOFILE)[1] > 0 else "zero")
+resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512)); print("setrlimit-own OK")
+m = os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY)
+try: fcntl.ioctl(m, 0x5423, struct.pack("i", 0)); print("tiocsetd OK")
+except OSError as e: print("tiocsetd", name(e.errno))
+print("sigpending-limit", resource.getrlimit(resource.RLIMIT_SIGPENDING)[0])
+print("msgqueue-limit", resource.getrlimit(resource.RLIMIT_MSGQUEUE)[0])
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+libc.sigqueue.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
+queued = 0
+while queued < 100000 and libc.sigqueue(os.getpid(), signal.SIGRTMIN, None) == 0:
+    queued += 1
+print("queued", queued, name(ctypes.get_errno()))
+"#;
+
+both!(fn kernel_reach_past_the_sandbox_is_refused(who) {
+    let r = py_ok(who, KERNEL_REACH);
+    let got = results(r.output());
+    expect(&r, &got, "inotify", &["ENOSYS"]);
+    for label in ["mptcp", "sctp", "can"] {
+        expect(&r, &got, label, &["EPERM"]);
+    }
+    expect(&r, &got, "tcp", &["OK"]);
+    expect(&r, &got, "prlimit-init", &["EPERM"]);
+    expect(&r, &got, "prlimit-read-init", &["OK"]);
+    expect(&r, &got, "setrlimit-own", &["OK"]);
+    expect(&r, &got, "tiocsetd", &["EPERM"]);
+    expect(&r, &got, "sigpending-limit", &["1024"]);
+    expect(&r, &got, "msgqueue-limit", &["131072"]);
+    // At most the sandbox's own budget is queued (a few may be pending elsewhere in it).
+    let queued = got.get("queued").map(String::as_str).unwrap_or("");
+    let n: u64 = queued.split(' ').next().unwrap_or("").parse().unwrap_or(u64::MAX);
+    assert!((900..=1024).contains(&n) && queued.ends_with("EAGAIN"), "queued {queued}:\n{}", r.describe());
+});

@@ -45,7 +45,26 @@ pub fn cpu_seconds(cpu_time: std::time::Duration) -> u64 {
     }
 }
 
-/// The rlimits for `backend`: always NOFILE, CORE=0, FSIZE and CPU when set; AS and NPROC
+/// Queued signals (and POSIX timers, which hold one each) the sandbox may have pending at
+/// once. The kernel counts them per user up the user-namespace chain: without a limit of its
+/// own a sandbox could take the whole of its caller's (`RLIMIT_SIGPENDING`, about 96,000
+/// here), and the caller's other processes and sandboxes would get EAGAIN.
+pub const SIGPENDING: u64 = 1024;
+/// Bytes of POSIX message queues the sandbox may create, counted the same way against its
+/// caller's `RLIMIT_MSGQUEUE` (800 KiB by default): room for one queue of the default size
+/// (10 messages of 8 KiB).
+pub const MSGQUEUE: u64 = 128 << 10;
+
+/// `value`, or the caller's own hard limit of `resource` when that is lower (lowering is
+/// always allowed; raising past it is not).
+fn at_most_callers(resource: super::RlimitResource, value: u64) -> u64 {
+    nix_resource(resource)
+        .and_then(|r| nix::sys::resource::getrlimit(r).ok())
+        .map_or(value, |(_, hard)| value.min(hard))
+}
+
+/// The rlimits for `backend`: always NOFILE, CORE=0, SIGPENDING and MSGQUEUE (the caller's
+/// per-user budgets, which a sandbox must not exhaust), FSIZE and CPU when set; AS and NPROC
 /// only when no cgroup enforces memory and pids.
 pub fn rlimits(limits: &Limits, backend: Backend) -> Vec<Rlimit> {
     let mut out = vec![
@@ -56,6 +75,14 @@ pub fn rlimits(limits: &Limits, backend: Backend) -> Vec<Rlimit> {
         Rlimit {
             resource: libc::RLIMIT_CORE,
             value: 0,
+        },
+        Rlimit {
+            resource: libc::RLIMIT_SIGPENDING,
+            value: at_most_callers(libc::RLIMIT_SIGPENDING, SIGPENDING),
+        },
+        Rlimit {
+            resource: libc::RLIMIT_MSGQUEUE,
+            value: at_most_callers(libc::RLIMIT_MSGQUEUE, MSGQUEUE),
         },
     ];
     if let Some(f) = limits.file_size {
@@ -160,6 +187,8 @@ mod tests {
         let with_cg = rlimits(&limits, Backend::CgroupV1);
         assert_eq!(find(&with_cg, libc::RLIMIT_NOFILE), Some(1024));
         assert_eq!(find(&with_cg, libc::RLIMIT_CORE), Some(0));
+        assert_eq!(find(&with_cg, libc::RLIMIT_SIGPENDING), Some(SIGPENDING));
+        assert_eq!(find(&with_cg, libc::RLIMIT_MSGQUEUE), Some(MSGQUEUE));
         assert_eq!(find(&with_cg, libc::RLIMIT_FSIZE), Some(256 << 20));
         assert_eq!(find(&with_cg, libc::RLIMIT_CPU), Some(3));
         assert_eq!(find(&with_cg, libc::RLIMIT_DATA), None);
@@ -176,6 +205,6 @@ mod tests {
             ..Limits::default()
         };
         let v = rlimits(&none, Backend::Rlimit);
-        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(v.len(), 4, "{v:?}");
     }
 }

@@ -58,7 +58,7 @@ pub(super) enum SyscallNames {
 }
 
 impl SyscallNames {
-    fn as_slice(&self) -> &[String] {
+    pub(super) fn as_slice(&self) -> &[String] {
         match self {
             SyscallNames::One(s) => std::slice::from_ref(s),
             SyscallNames::Many(v) => v,
