@@ -395,3 +395,15 @@ both!(fn memory_without_a_cgroup_is_warned_about_briefly(who) {
         assert_eq!(err, "", "a cgroup holds --memory: {}", asked.describe());
     }
 });
+
+// Under RLIMIT_DATA a memory failure is inferred from what the runtime prints, as its own
+// phrase: an ordinary error message that mentions allocating is the program's own failure.
+both!(fn an_ordinary_error_is_not_taken_for_a_memory_failure_under_rlimit(who) {
+    let opts = ["--limits-backend", "rlimit", "--memory", "256M"];
+    let r = exec_json_run(who, &opts, &["sh", "-c", "echo 'error: cannot allocate widget' >&2; exit 3"]);
+    assert_eq!((r.status(), r.code()), ("runtime_error", 3), "{}", r.describe());
+    assert_eq!(r.get("/oomKilled").as_bool(), Some(false), "{}", r.describe());
+    let r = exec_json_run(who, &opts, &[PY, "-c", "raise MemoryError"]);
+    assert_eq!(r.status(), "memory_limit", "{}", r.describe());
+    assert_eq!(r.get("/oomKilledSource").as_str(), Some("inferred"), "{}", r.describe());
+});

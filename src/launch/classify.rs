@@ -11,22 +11,61 @@ use crate::outcome::{
 use crate::spec::SandboxSpec;
 use base64::Engine;
 
-/// What programs print when an allocation fails at an address-space (rlimit) limit. Used
-/// only when memory is limited by RLIMIT_DATA, and the status then says `inferred`.
+/// What runtimes print when an allocation fails at an address-space (rlimit) limit, as the
+/// whole phrase they use (a bare "cannot allocate" or "failed to allocate" is in ordinary
+/// error messages too). Used only when memory is limited by RLIMIT_DATA, only on the start
+/// and the end of stderr (a runtime's last words, or the head of its crash dump: Go's
+/// goroutine dump follows its message), and the status then says `inferred`.
 const OOM_MARKERS: &[&str] = &[
-    "memoryerror",          // Python
-    "cannot allocate",      // glibc strerror(ENOMEM), bash's xmalloc
-    "out of memory",        // Go runtime, V8, many C programs
-    "std::bad_alloc",       // C++
-    "memory allocation of", // Rust's alloc error handler
-    "failed to allocate",   // various
-    "allocation failed",    // Node.js Buffer/ArrayBuffer
+    "cannot allocate memory",        // glibc strerror(ENOMEM)
+    "runtime: out of memory",        // Go
+    "javascript heap out of memory", // V8 (Node.js)
+    "allocation failed",             // V8's "Allocation failed - process out of memory", Buffers
+    "std::bad_alloc",                // C++
+    "out of memory",                 // many C programs, Ruby's NoMemoryError
 ];
 
-/// Whether stderr reads like an allocation failure (case-insensitive).
+/// How much of the start and of the end of stderr is read for [`OOM_MARKERS`].
+const OOM_SPAN: usize = 8192;
+
+/// Whether the end of stderr reads like an allocation failure (case-insensitive): a marker
+/// phrase, Python's `MemoryError` ending a traceback (a line of its own or `MemoryError: ...`),
+/// Rust's `memory allocation of N bytes failed`, or bash's `xmalloc: ...: cannot allocate N
+/// bytes`.
 fn looks_like_oom(stderr: &str) -> bool {
-    let lower = stderr.to_ascii_lowercase();
-    OOM_MARKERS.iter().any(|m| lower.contains(m))
+    let (mut head, mut tail) = (
+        OOM_SPAN.min(stderr.len()),
+        stderr.len().saturating_sub(OOM_SPAN),
+    );
+    while !stderr.is_char_boundary(head) {
+        head -= 1;
+    }
+    while !stderr.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let lower = if tail <= head {
+        stderr.to_ascii_lowercase()
+    } else {
+        format!("{}\n{}", &stderr[..head], &stderr[tail..]).to_ascii_lowercase()
+    };
+    if OOM_MARKERS.iter().any(|m| lower.contains(m)) {
+        return true;
+    }
+    let bytes_phrase = |line: &str, head: &str, tail: &str| {
+        line.split(head).skip(1).any(|rest| {
+            let digits = rest.trim_start().split(' ').next().unwrap_or("");
+            !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && rest.trim_start()[digits.len()..].starts_with(tail)
+        })
+    };
+    lower.lines().any(|l| {
+        let l = l.trim();
+        l == "memoryerror"
+            || l.starts_with("memoryerror:")
+            || bytes_phrase(l, "memory allocation of", " bytes failed")
+            || bytes_phrase(l, "cannot allocate", " bytes")
+    })
 }
 
 fn human_size(b: u64) -> String {
@@ -415,6 +454,40 @@ mod tests {
             Default::default(),
         );
         assert_eq!(o.status, Status::Timeout);
+    }
+
+    #[test]
+    fn allocation_failures_are_told_from_ordinary_errors() {
+        for real in [
+            "Traceback (most recent call last):\n  File \"<string>\", line 1\nMemoryError\n",
+            "Traceback...\nMemoryError: cannot allocate array\n",
+            "memory allocation of 1073741824 bytes failed\n",
+            "fatal error: runtime: out of memory\n\ngoroutine 1 [running]:\n",
+            "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory\n",
+            "terminate called after throwing an instance of 'std::bad_alloc'\n",
+            "bash: xmalloc: ../bash/make_cmd.c:100: cannot allocate 1048576 bytes (0 bytes allocated)\n",
+            "sort: Cannot allocate memory\n",
+        ] {
+            assert!(looks_like_oom(real), "{real}");
+        }
+        for ordinary in [
+            "error: cannot allocate widget\n",
+            "failed to allocate a port: address in use\n",
+            "ValueError: MemoryError is not a value\n",
+            "memory allocation of the cache failed\n",
+            "cannot allocate 3 widgets\n",
+        ] {
+            assert!(!looks_like_oom(ordinary), "{ordinary}");
+        }
+        // The start and the end of stderr count: Go's message heads a long goroutine dump;
+        // a mention in the middle of a long log is not the program's last word.
+        let go = format!(
+            "fatal error: runtime: out of memory\n{}",
+            "goroutine\n".repeat(5000)
+        );
+        assert!(looks_like_oom(&go));
+        let middle = format!("{0}MemoryError\n{0}", "log line\n".repeat(2000));
+        assert!(!looks_like_oom(&middle));
     }
 
     #[test]
