@@ -159,6 +159,7 @@ fn run_options(args: &RunArgs) -> RunOptions {
         cache: !args.no_cache,
         history: !args.no_history,
         collect: true,
+        output_root: args.output_root.clone(),
     }
 }
 
@@ -228,7 +229,12 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
 fn run_json_text(text: &str, opts: &RunOptions) -> (JsonResult, i32) {
     let outcome = crate::request::parse(text)
         .and_then(|r| r.into_run())
-        .and_then(|r| crate::run::execute(&r, opts));
+        .and_then(|mut r| {
+            if let (Some(root), Some(dir)) = (&opts.output_root, &r.output_dir) {
+                r.output_dir = Some(crate::run::confine_output_dir(dir, root)?);
+            }
+            crate::run::execute(&r, opts)
+        });
     match outcome {
         Ok(o) => {
             let code = o.cli_exit_code;
@@ -340,6 +346,9 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     }
     for d in &args.allow_degraded {
         common.extend(["--allow-degraded".into(), d.name().into()]);
+    }
+    if let Some(root) = &args.output_root {
+        common.extend(["--output-root".into(), root.display().to_string()]);
     }
     let backend = match args.limits_backend {
         crate::cli::BackendArg::Auto => "auto",

@@ -194,6 +194,27 @@ impl JsonRequest {
             _ => {}
         }
         let c = &self.config;
+        // 0 lifts a limit on the command line; a request can only set one (the operator lifts
+        // limits, with cordon run's flags or a profile).
+        for (name, v) in [
+            ("timeout", c.timeout),
+            ("memoryLimit", c.memory_limit),
+            ("pids", c.pids),
+            ("outputLimit", c.output_limit),
+            ("compileTimeout", c.compile_timeout),
+            ("cpuTime", c.cpu_time),
+        ] {
+            if v == Some(0) {
+                return Err(bad(format!(
+                    "invalid request: config.{name} is 0, which would lift the limit; a request can only set a limit (give a positive value); the operator lifts limits with cordon run's flags or a profile"
+                )));
+            }
+        }
+        if c.cpu_limit.is_some_and(|v| !(v > 0.0 && v.is_finite())) {
+            return Err(bad(
+                "invalid request: config.cpuLimit must be a positive number of CPUs; a request cannot lift the CPU limit",
+            ));
+        }
         let ms = |v: Option<u64>| v.map(|v| format!("{v}ms"));
         let limits = LimitOverrides {
             timeout: ms(c.timeout),
@@ -266,6 +287,56 @@ mod tests {
         assert_eq!(r.limits.memory.as_deref(), Some("64M"));
         assert_eq!(r.compile_limits.timeout.as_deref(), Some("9000ms"));
         assert_eq!(r.stdin, StdinSource::Bytes(b"in".to_vec()));
+    }
+
+    #[test]
+    fn a_request_cannot_lift_a_limit() {
+        for field in [
+            "timeout",
+            "memoryLimit",
+            "pids",
+            "outputLimit",
+            "compileTimeout",
+            "cpuTime",
+            "cpuLimit",
+        ] {
+            let text = format!(r#"{{"language":"python","code":"x","config":{{"{field}":0}}}}"#);
+            let e = parse(&text).unwrap().into_run().unwrap_err().to_string();
+            assert!(e.contains(&format!("config.{field}")), "{field}: {e}");
+        }
+        let e = parse(r#"{"language":"python","code":"x","config":{"cpuLimit":-1}}"#)
+            .unwrap()
+            .into_run()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cpuLimit"), "{e}");
+    }
+
+    #[test]
+    fn output_dir_is_confined_to_the_output_root() {
+        use crate::run::confine_output_dir;
+        use std::path::Path;
+        let root = Path::new("/srv/out");
+        assert_eq!(
+            confine_output_dir(Path::new("job1"), root).unwrap(),
+            Path::new("/srv/out/job1")
+        );
+        assert_eq!(
+            confine_output_dir(Path::new("/srv/out/a/b"), root).unwrap(),
+            Path::new("/srv/out/a/b")
+        );
+        for outside in [
+            "/root/.ssh",
+            "/srv/outer",
+            "../x",
+            "/srv/out/../../etc",
+            "a/../../b",
+        ] {
+            let e = confine_output_dir(Path::new(outside), root)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--output-root"), "{outside}: {e}");
+        }
     }
 
     #[test]

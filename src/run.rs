@@ -97,6 +97,9 @@ pub struct RunOptions {
     pub history: bool,
     /// Collect files the program wrote (always, when `output_dir` is set).
     pub collect: bool,
+    /// Where a JSON request's `outputDir` may point (`--output-root`): a relative one is
+    /// taken under it, an absolute one must be inside it. None: anywhere the caller may write.
+    pub output_root: Option<PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -110,8 +113,30 @@ impl Default for RunOptions {
             cache: true,
             history: true,
             collect: true,
+            output_root: None,
         }
     }
+}
+
+/// A request's `outputDir` confined to `root` (see [`RunOptions::output_root`]): relative,
+/// it is taken under `root`; absolute, it must be inside it; `..` is refused either way.
+pub fn confine_output_dir(dir: &Path, root: &Path) -> Result<PathBuf, RunError> {
+    use std::path::Component;
+    if dir.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(RunError::Request(format!(
+            "invalid request: outputDir {} has a `..` component; give a directory under --output-root {}",
+            dir.display(),
+            root.display()
+        )));
+    }
+    if dir.is_absolute() && !dir.starts_with(root) {
+        return Err(RunError::Request(format!(
+            "invalid request: outputDir {} is outside --output-root {}; give a path under it, or a relative one",
+            dir.display(),
+            root.display()
+        )));
+    }
+    Ok(root.join(dir))
 }
 
 /// Which root filesystem a profile runs on: `--rootfs` first, then the profile's `rootfs`

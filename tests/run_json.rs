@@ -454,3 +454,45 @@ both!(
         }
     }
 );
+
+both!(
+    /// With `--output-root`, a request's outputDir lands under it (a relative one) or is
+    /// refused (outside it, or with `..`) before anything runs: a request written by code the
+    /// operator does not trust cannot make cordon write the program's files anywhere the
+    /// operator can. A request cannot lift a limit either (0 lifts one on the command line).
+    fn output_root_confines_output_dir_and_zero_limits_are_refused(who) {
+        let root = writable_dir(who);
+        let elsewhere = writable_dir(who);
+        let code = |out: &str| {
+            json!({"language": "python", "code": "open('f.txt','w').write('hi')", "outputDir": out})
+                .to_string()
+        };
+        let confined = |text: String| {
+            cordon(who, "run")
+                .args(["--output-root", root.path().to_str().unwrap(), "--request", "-"])
+                .stdin(Input::Bytes(text.into_bytes()))
+                .run_json()
+        };
+        let r = confined(code("job1"));
+        assert_eq!(r.status(), "ok", "{}", r.describe());
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("job1/f.txt")).ok().as_deref(),
+            Some("hi"),
+            "{}",
+            r.describe()
+        );
+        // (cordon would have made the directory, had the request run.)
+        let away = elsewhere.path().join("out");
+        for out in [away.to_str().unwrap(), "../out", "job/../../out"] {
+            let r = confined(code(out));
+            assert_refused(&r, out, &["--output-root"], &away);
+        }
+        let r = request(
+            who,
+            json!({"language": "python", "code": "print(1)", "config": {"memoryLimit": 0}})
+                .to_string()
+                .as_bytes(),
+        );
+        assert_refused(&r, "memoryLimit 0", &["config.memoryLimit", "lift"], &away);
+    }
+);

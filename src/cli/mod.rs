@@ -272,6 +272,11 @@ pub struct RunArgs {
     /// Copy what the program wrote in /workspace here after the run.
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
+    /// Confine a JSON request's outputDir to this directory: a relative outputDir is taken
+    /// under it, an absolute one must be inside it (give it when requests come from code you
+    /// do not trust: cordon writes the program's files where outputDir says, as you).
+    #[arg(long, value_name = "DIR")]
+    pub output_root: Option<PathBuf>,
     /// Feed this file to the program's stdin.
     #[arg(long, value_name = "FILE")]
     pub stdin: Option<PathBuf>,
