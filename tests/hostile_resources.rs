@@ -1173,7 +1173,7 @@ both!(fn case28_memfds_are_unavailable_under_rlimit(who) {
     assert_eq!(r.expect_ok(), "memfd_create ENOSYS\nmemfd_secret ENOSYS\n", "{}", r.describe());
     assert_eq!(r.get("/isolation/seccomp").as_str(), Some("default+memory-watch"), "{}", r.describe());
     let note = r.get("/limits/memoryBytes/note").as_str().unwrap_or("");
-    assert!(note.contains("memfd_create, memfd_secret, inotify_init and fanotify_init answer ENOSYS"), "{}", r.describe());
+    assert!(note.contains("memfd_create, memfd_secret, inotify_init, fanotify_init and landlock_create_ruleset answer ENOSYS"), "{}", r.describe());
     // Only there: a run whose memory a cgroup holds keeps them.
     let r = exec_json_run(who, &["--memory", "128M"], &[PY, "-c", MEMFD_PROBE]);
     let out = r.expect_ok();
