@@ -927,6 +927,15 @@ both!(fn case28_kernel_objects_count_under_rlimit(who) {
     for how in ["sem", "msg", "epoll", "page tables"] {
         let code = format!("HOW = {how:?}\n{KERNEL_OBJECT_BOMB}");
         let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &code]);
+        // Reading a million epoll items' fdinfo costs about a second of the supervisor's
+        // CPU: the sample may pass its budget before the sum passes the limit, which ends
+        // the run too, as sandbox_error saying so.
+        let costly = r.status() == "sandbox_error"
+            && r.get("/message").as_str().unwrap_or("").contains("of CPU in one sample");
+        if how == "epoll" && costly {
+            assert!(!r.output().contains("NOT LIMITED"), "{how}:\n{}", r.describe());
+            continue;
+        }
         assert_polled_memory_limit(&r, how);
     }
 });
