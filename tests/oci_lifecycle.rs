@@ -1087,3 +1087,50 @@ both!(fn cgroup_v2_update_changes_device_rules(who) {
     let out = b.oci(&["delete", "--force", &id]);
     assert!(out.status.success(), "delete: {}", describe(&out));
 });
+
+// F1 of the OCI review: on a cgroup v1/hybrid host a `cgroup` mount used to bind the host's
+// whole /sys/fs/cgroup (every hierarchy's root, read-write below the tmpfs): the container's
+// root rewrote host cgroups and moved itself out of its limits. Now each hierarchy shows the
+// container's own cgroup, and with `ro` every mount below the destination is read-only.
+both!(fn cgroup_v1_mount_shows_only_the_containers_cgroups(who) {
+    if cgroup_layout() != CgroupLayout::HybridOrV1 {
+        println!("SKIP: cgroup_v1_mount_shows_only_the_containers_cgroups: not a cgroup v1 host");
+        return;
+    }
+    let victim = format!("cordon-test-victim-{who:?}");
+    let host_victim = Path::new("/sys/fs/cgroup/memory").join(&victim);
+    if running_as_root() {
+        let _ = std::fs::create_dir(&host_victim);
+    }
+    let script = format!(
+        "ls /sys/fs/cgroup/memory | grep -c {victim}; \
+         echo $$ > /sys/fs/cgroup/memory/cgroup.procs && echo MOVED; \
+         echo 1 > /sys/fs/cgroup/memory/memory.limit_in_bytes && echo WROTE; \
+         grep ' /sys/fs/cgroup' /proc/self/mountinfo"
+    );
+    let Some(b) = Bundle::new(who, &["sh", "-c", &script], |c| {
+        if who == Who::Root {
+            c["linux"]["resources"] = json!({"memory": {"limit": 67108864}});
+        }
+    }) else { return };
+    let out = b.run(&format!("cg1-{who:?}"));
+    let _ = std::fs::remove_dir(&host_victim);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("0\n"), "the host's cgroups are visible: {}", describe(&out));
+    assert!(!stdout.contains("MOVED") && !stdout.contains("WROTE"), "{}", describe(&out));
+    // From the cgroup mount's tmpfs on (the rootless config binds the host's /sys first:
+    // its cgroup mounts are listed, covered by the tmpfs).
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.contains(" /sys/fs/cgroup")).collect();
+    let top = lines.iter().rposition(|l| l.split(' ').nth(4) == Some("/sys/fs/cgroup")).unwrap();
+    let mounts = &lines[top..];
+    assert!(mounts.len() > 2, "{}", describe(&out));
+    for l in mounts {
+        let opts = l.split(' ').nth(5).unwrap();
+        assert!(l.contains(" - tmpfs ") || l.contains(" - cgroup"), "{l}");
+        assert!(opts.split(',').any(|o| o == "ro"), "not read-only: {l}\n{}", describe(&out));
+        if l.contains(" /sys/fs/cgroup/memory ") && who == Who::Root {
+            // The container's own memory cgroup, at the hierarchy's mount point.
+            assert_eq!(l.split(' ').nth(3), Some("/"), "{l}");
+        }
+    }
+});

@@ -66,6 +66,136 @@ pub fn parse_mountinfo(text: &str) -> Vec<Hierarchy> {
     out
 }
 
+/// What a `cgroup` mount shows on a cgroup v1 (or hybrid) host; empty elsewhere.
+#[derive(Debug, Clone, Default)]
+pub struct V1View {
+    pub binds: Vec<V1Bind>,
+    pub links: Vec<(String, String)>,
+}
+
+/// [`V1View`] for a container whose own cgroups are `own`, read from this process's
+/// /proc/self/mountinfo and /proc/self/cgroup (the init it clones starts in the same
+/// cgroups, then moves into `own`).
+pub fn v1_view(own: &[PathBuf]) -> Result<V1View, CgroupError> {
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").map_err(CgroupError::Mounts)?;
+    let me = std::fs::read_to_string("/proc/self/cgroup")
+        .map_err(io("read", Path::new("/proc/self/cgroup")))?;
+    Ok(V1View {
+        binds: v1_mount_plan(&mi, &me, own),
+        links: v1_links(),
+    })
+}
+
+/// One hierarchy of a `cgroup` mount on a cgroup v1 (or hybrid) host, as the container sees
+/// it: at `<destination>/<name>`, the container's own cgroup of that hierarchy, not the
+/// hierarchy's root (as runc: a tmpfs, and one bind per hierarchy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct V1Bind {
+    /// The mount point's name below /sys/fs/cgroup (`memory`, `cpu,cpuacct`, `unified`).
+    pub name: String,
+    /// The host directory bound there: the container's cgroup of that hierarchy.
+    pub src: PathBuf,
+    /// Whether that cgroup is the container's own (created for it). A hierarchy cordon
+    /// does not place the container in leaves it in the caller's cgroup, which the
+    /// container must not change: always bound read-only.
+    pub own: bool,
+}
+
+/// What a `cgroup` mount shows on a v1/hybrid host: per hierarchy mounted directly below
+/// /sys/fs/cgroup (`mountinfo`), the cgroup the container's init is in: one of `own` (the
+/// directories created for the container) when one lies in that hierarchy, else the
+/// caller's (`self_cgroup`, the text of /proc/self/cgroup). A hierarchy whose cgroup lies
+/// outside what its mount shows (another cgroup namespace's) is left out. `links`: the
+/// host's symlinks in /sys/fs/cgroup (`cpu` → `cpu,cpuacct`), recreated as they are.
+pub fn v1_mount_plan(mountinfo: &str, self_cgroup: &str, own: &[PathBuf]) -> Vec<V1Bind> {
+    let base = Path::new("/sys/fs/cgroup");
+    let mut out = Vec::new();
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let l: Vec<&str> = left.split(' ').collect();
+        let (Some(root), Some(mp)) = (l.get(3), l.get(4)) else {
+            continue;
+        };
+        let mp = Path::new(mp);
+        let Some(name) = mp
+            .strip_prefix(base)
+            .ok()
+            .filter(|n| n.components().count() == 1)
+            .and_then(|n| n.to_str())
+        else {
+            continue;
+        };
+        let mut r = right.split(' ');
+        let fstype = r.next().unwrap_or("");
+        let opts: Vec<&str> = r.nth(1).unwrap_or("").split(',').collect();
+        // The /proc/self/cgroup line of this hierarchy: `0::` for cgroup2, else the one
+        // whose controllers (or `name=`) are all options of this mount.
+        let path = self_cgroup.lines().find_map(|cl| {
+            let mut f = cl.splitn(3, ':');
+            let (id, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+            let hit = match fstype {
+                "cgroup2" => id == "0" && ctrls.is_empty(),
+                "cgroup" => !ctrls.is_empty() && ctrls.split(',').all(|c| opts.contains(&c)),
+                _ => false,
+            };
+            hit.then_some(path)
+        });
+        let Some(path) = path else { continue };
+        if let Some(dir) = own
+            .iter()
+            .find(|d| d.parent().is_some() && d.starts_with(mp))
+        {
+            out.push(V1Bind {
+                name: name.to_string(),
+                src: dir.clone(),
+                own: true,
+            });
+            continue;
+        }
+        let root = Path::new(root);
+        let Ok(below) = Path::new(path).strip_prefix(root) else {
+            continue;
+        };
+        if below
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            continue;
+        }
+        out.push(V1Bind {
+            name: name.to_string(),
+            src: mp.join(below),
+            own: false,
+        });
+    }
+    out
+}
+
+/// The symlinks directly in the host's /sys/fs/cgroup (`cpu` → `cpu,cpuacct`), for
+/// [`v1_mount_plan`]'s tmpfs: (name, target), targets that are plain names only.
+pub fn v1_links() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let Ok(t) = std::fs::read_link(e.path()) else {
+            continue;
+        };
+        let (Some(n), Some(t)) = (e.file_name().to_str().map(String::from), t.to_str()) else {
+            continue;
+        };
+        if !t.contains('/') && !t.is_empty() && t != ".." && t != "." {
+            out.push((n, t.to_string()));
+        }
+    }
+    out.sort();
+    out
+}
+
 /// `linux.cgroupsPath` → a path below each hierarchy's root. `--systemd-cgroup` paths
 /// (`slice:prefix:name`) become `slice/prefix-name.scope` (there is no systemd to ask here).
 /// An absolute path is below the hierarchy's root. Without one: `cordon/<id>` for root,
@@ -1088,6 +1218,59 @@ pub fn read_u64(dirs: &[PathBuf], file: &str, key: Option<&str>) -> Option<u64> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn v1_mount_plan_binds_the_containers_own_cgroups() {
+        let mi = "\
+30 25 0:26 / /sys/fs/cgroup ro,nosuid shared:9 - tmpfs tmpfs ro,mode=755
+31 30 0:27 / /sys/fs/cgroup/unified rw shared:10 - cgroup2 cgroup2 rw,nsdelegate
+32 30 0:28 / /sys/fs/cgroup/systemd rw shared:11 - cgroup cgroup rw,xattr,name=systemd
+33 30 0:29 / /sys/fs/cgroup/memory rw shared:13 - cgroup cgroup rw,memory
+34 30 0:30 / /sys/fs/cgroup/cpu,cpuacct rw shared:14 - cgroup cgroup rw,cpu,cpuacct
+35 30 0:31 /../.. /sys/fs/cgroup/blkio rw shared:15 - cgroup cgroup rw,blkio
+36 30 0:32 /outer /sys/fs/cgroup/pids rw shared:16 - cgroup cgroup rw,pids
+37 25 0:33 / /elsewhere/freezer rw shared:17 - cgroup cgroup rw,freezer
+";
+        let me = "\
+9:freezer:/user.slice
+8:pids:/outer/inner
+7:blkio:/user.slice
+4:memory:/user.slice
+3:cpu,cpuacct:/user.slice
+1:name=systemd:/user.slice/session-1.scope
+0::/user.slice/session-1.scope
+";
+        let own = [
+            PathBuf::from("/sys/fs/cgroup/memory/cordon/c1"),
+            PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/cordon/c1"),
+        ];
+        let plan = v1_mount_plan(mi, me, &own);
+        let b = |name: &str, src: &str, own: bool| V1Bind {
+            name: name.into(),
+            src: src.into(),
+            own,
+        };
+        assert_eq!(
+            plan,
+            [
+                b(
+                    "unified",
+                    "/sys/fs/cgroup/unified/user.slice/session-1.scope",
+                    false
+                ),
+                b(
+                    "systemd",
+                    "/sys/fs/cgroup/systemd/user.slice/session-1.scope",
+                    false
+                ),
+                b("memory", "/sys/fs/cgroup/memory/cordon/c1", true),
+                b("cpu,cpuacct", "/sys/fs/cgroup/cpu,cpuacct/cordon/c1", true),
+                // blkio's mount shows another namespace's root: left out; freezer is not
+                // below /sys/fs/cgroup.
+                b("pids", "/sys/fs/cgroup/pids/inner", false),
+            ]
+        );
+    }
 
     #[test]
     fn mountinfo_hybrid() {

@@ -36,6 +36,8 @@ pub struct InitArgs<'a> {
     pub no_pivot: bool,
     /// Whether the host is pure cgroup v2 (`cgroup` mounts become cgroup2 mounts).
     pub cgroup2: bool,
+    /// On a v1/hybrid host: what a `cgroup` mount shows (the container's own cgroups).
+    pub cgroup_v1: &'a super::cgroup::V1View,
     /// Whether cordon-oci itself runs in a user namespace (rootless podman): no mknod there.
     pub caller_in_userns: bool,
     /// When init moves itself into the container's cgroup (no new user namespace: it still
@@ -147,7 +149,7 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
         sys::set_domainname(d).map_err(e("set the domainname"))?;
     }
     let in_userns = c.has_namespace(libc::CLONE_NEWUSER) || a.caller_in_userns;
-    build_root(c, in_userns, a.cgroup2)?;
+    build_root(c, in_userns, a.cgroup2, a.cgroup_v1)?;
     if let Some(hooks) = c
         .spec
         .hooks()
@@ -225,7 +227,12 @@ fn to_ms(bits: libc::c_ulong) -> MsFlags {
     MsFlags::from_bits_retain(bits)
 }
 
-fn build_root(c: &Container, in_userns: bool, cgroup2: bool) -> Result<(), Step> {
+fn build_root(
+    c: &Container,
+    in_userns: bool,
+    cgroup2: bool,
+    v1: &super::cgroup::V1View,
+) -> Result<(), Step> {
     let none: Option<&str> = None;
     // Nothing mounted below propagates back to the host: `/` becomes a slave (or private,
     // when the config asks for that); a shared or unbindable rootfsPropagation is applied
@@ -249,7 +256,7 @@ fn build_root(c: &Container, in_userns: bool, cgroup2: bool) -> Result<(), Step>
     mount(none, &c.rootfs, none, MsFlags::MS_PRIVATE, none)
         .map_err(ep("make the root mount private", &c.rootfs))?;
     for m in &c.mounts {
-        do_mount(c, m, in_userns, cgroup2)?;
+        do_mount(c, m, in_userns, cgroup2, v1)?;
     }
     if c.default_devices {
         make_devices(c, in_userns)?;
@@ -381,7 +388,13 @@ fn make_mount_point(root: &OwnedFd, path: &Path, file: bool) -> Result<(), Step>
     Ok(())
 }
 
-fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Result<(), Step> {
+fn do_mount(
+    c: &Container,
+    m: &MountOp,
+    in_userns: bool,
+    cgroup2: bool,
+    v1: &super::cgroup::V1View,
+) -> Result<(), Step> {
     use nix::fcntl::OFlag;
     let none: Option<&str> = None;
     let root = nix::fcntl::open(
@@ -439,9 +452,19 @@ fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Resul
     };
     match m.kind.as_str() {
         "bind" => bind(&m.src, m.recursive)?,
-        "cgroup" | "cgroup2" if !cgroup2 || in_userns && m.kind == "cgroup" => {
-            // A v1 (or hybrid) host: the hierarchies, bound read-only unless asked otherwise.
+        "cgroup" | "cgroup2" if !cgroup2 => {
+            // A v1 (or hybrid) host: a tmpfs with, per hierarchy, the container's own cgroup
+            // (as runc), never the hierarchies' roots.
+            make_mount_point(&root, &create_at, false)?;
+            mount_cgroup_v1(m, v1, &target)?;
+        }
+        "cgroup" if in_userns => {
+            // Pure v2 in a user namespace that may not mount cgroup2: the host's hierarchy,
+            // read-only (all of it) unless asked otherwise.
             bind(Path::new("/sys/fs/cgroup"), true)?;
+            if m.flags & libc::MS_RDONLY != 0 {
+                read_only_below(&target(OFlag::O_PATH)?, &m.dst)?;
+            }
         }
         kind => {
             make_mount_point(&root, &create_at, false)?;
@@ -461,7 +484,10 @@ fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Resul
                 (Err(Errno::EPERM), "sysfs") if in_userns => bind(Path::new("/sys"), true)?,
                 (Err(Errno::EPERM), "mqueue") if in_userns => bind(Path::new("/dev/mqueue"), true)?,
                 (Err(Errno::EPERM), "cgroup2") if in_userns => {
-                    bind(Path::new("/sys/fs/cgroup"), true)?
+                    bind(Path::new("/sys/fs/cgroup"), true)?;
+                    if m.flags & libc::MS_RDONLY != 0 {
+                        read_only_below(&target(OFlag::O_PATH)?, &m.dst)?;
+                    }
                 }
                 (r, _) => r.map_err(ep("mount", &m.dst))?,
             }
@@ -481,6 +507,107 @@ fn do_mount(c: &Container, m: &MountOp, in_userns: bool, cgroup2: bool) -> Resul
         let t = target(OFlag::O_PATH)?;
         mount(none, &fd_path(&t), none, to_ms(*p), none)
             .map_err(ep("set the propagation of", &m.dst))?;
+    }
+    Ok(())
+}
+
+/// Makes the mount `fd` is on and every mount below it read-only, nosuid, nodev and noexec
+/// (mount_setattr AT_RECURSIVE; a remount of the top alone leaves submounts writable).
+fn read_only_below(fd: &OwnedFd, dst: &Path) -> Result<(), Step> {
+    let attrs = libc::MOUNT_ATTR_RDONLY
+        | libc::MOUNT_ATTR_NOSUID
+        | libc::MOUNT_ATTR_NODEV
+        | libc::MOUNT_ATTR_NOEXEC;
+    sys::mount_setattr_recursive(fd.as_raw_fd(), attrs).map_err(|err| {
+        (
+            "make a cgroup mount read-only with every mount below it (mount_setattr, kernel 5.12+)",
+            format!("{}: {err}", dst.display()),
+        )
+    })
+}
+
+/// A `cgroup` mount on a cgroup v1 (or hybrid) host, as runc makes it: a tmpfs, and in it,
+/// per hierarchy, a bind of the container's own cgroup of that hierarchy (never the
+/// hierarchy's root: from there the container's root could rewrite any host cgroup's limits
+/// and move itself out of its own). A hierarchy the container has no cgroup of its own in
+/// (it stays in the caller's) is always read-only; with `ro` (`cordon-oci spec` and the
+/// usual configs) everything is, submounts included.
+fn mount_cgroup_v1(
+    m: &MountOp,
+    v1: &super::cgroup::V1View,
+    target: &dyn Fn(nix::fcntl::OFlag) -> Result<OwnedFd, Step>,
+) -> Result<(), Step> {
+    use nix::fcntl::OFlag;
+    let none: Option<&str> = None;
+    let ro = m.flags & libc::MS_RDONLY != 0;
+    let safe = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    let keep = m.flags & !(libc::MS_RDONLY | libc::MS_REMOUNT | libc::MS_BIND | libc::MS_REC);
+    let t = target(OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+    mount(
+        Some("tmpfs"),
+        &fd_path(&t),
+        Some("tmpfs"),
+        to_ms(safe | keep),
+        Some("mode=755"),
+    )
+    .map_err(ep("mount the tmpfs of a cgroup mount", &m.dst))?;
+    drop(t);
+    let dir = target(OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+    let sub = |name: &str| {
+        nix::fcntl::openat(
+            &dir,
+            name,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|err| {
+            (
+                "open a cgroup hierarchy's mount point",
+                format!("{}/{name}: {err}", m.dst.display()),
+            )
+        })
+    };
+    for b in &v1.binds {
+        nix::sys::stat::mkdirat(&dir, b.name.as_str(), Mode::from_bits_truncate(0o755)).map_err(
+            |err| {
+                (
+                    "create a cgroup hierarchy's mount point",
+                    format!("{}/{}: {err}", m.dst.display(), b.name),
+                )
+            },
+        )?;
+        // Not recursive: the cgroup alone, nothing mounted below it on the host.
+        mount(
+            Some(&b.src),
+            &fd_path(&sub(&b.name)?),
+            none,
+            MsFlags::MS_BIND,
+            none,
+        )
+        .map_err(ep("bind the container's cgroup", &b.src))?;
+        let flags = if ro || !b.own {
+            safe | libc::MS_RDONLY
+        } else {
+            safe
+        };
+        remount_bind(&fd_path(&sub(&b.name)?), flags)?;
+    }
+    for (name, to) in &v1.links {
+        match nix::unistd::symlinkat(to.as_str(), &dir, name.as_str()) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(err) => {
+                return Err((
+                    "create a cgroup hierarchy's symlink",
+                    format!("{}/{name} -> {to}: {err}", m.dst.display()),
+                ));
+            }
+        }
+    }
+    drop(dir);
+    if ro {
+        let top = target(OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+        remount_bind(&fd_path(&top), safe | keep | libc::MS_RDONLY)?;
+        read_only_below(&top, &m.dst)?;
     }
     Ok(())
 }

@@ -513,6 +513,16 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     } else {
         (None, None)
     };
+    // A `cgroup` mount on a v1/hybrid host shows the container's own cgroups only.
+    let cgroup_v1 = if !cgroup2
+        && c.mounts
+            .iter()
+            .any(|m| m.kind == "cgroup" || m.kind == "cgroup2")
+    {
+        cgroup::v1_view(&cleanup.cgroups)?
+    } else {
+        cgroup::V1View::default()
+    };
     let child = match sys::clone_namespaces(flags) {
         Ok(CloneResult::Child) => {
             drop((go_w, ready_r, attached_r));
@@ -530,6 +540,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 join,
                 no_pivot: a.no_pivot,
                 cgroup2,
+                cgroup_v1: &cgroup_v1,
                 caller_in_userns: !in_initial_userns(),
                 self_attach: attached_w.map(|w| (cleanup_dirs.as_slice(), w)),
             })
