@@ -1134,3 +1134,38 @@ both!(fn cgroup_v1_mount_shows_only_the_containers_cgroups(who) {
         }
     }
 });
+
+// F2 of the OCI review: startContainer hooks (the container's own files) ran before the
+// process's identity was applied: every capability, uid 0, no seccomp, no no_new_privs. They
+// now run as runc runs them, with the process's final privileges and seccomp filter.
+both!(fn start_container_hooks_run_with_the_process_privileges(who) {
+    let report = "grep -E 'CapEff|NoNewPrivs|Seccomp:' /proc/self/status; id -u";
+    let hook = format!("({report}; mkdir /tmp/d || echo HOOK_MKDIR_DENIED) > /tmp/hookout 2>&1");
+    let process = format!("cat /tmp/hookout; echo ---; {report}");
+    let Some(b) = Bundle::new(who, &["sh", "-c", &process], |c| {
+        c["mounts"].as_array_mut().unwrap().push(
+            json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["mode=1777"]}),
+        );
+        if who == Who::Root {
+            c["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+        }
+        c["process"]["noNewPrivileges"] = json!(true);
+        c["linux"]["seccomp"] = json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38}]
+        });
+        c["hooks"] = json!({"startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", hook]}]});
+    }) else { return };
+    let out = b.run(&format!("sc-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (hook_out, process_out) = stdout.split_once("---\n").unwrap();
+    assert!(hook_out.contains("HOOK_MKDIR_DENIED"), "the hook escaped seccomp: {}", describe(&out));
+    let report_of = |s: &str| s.lines().filter(|l| !l.contains("mkdir") && !l.contains("HOOK_")).map(String::from).collect::<Vec<_>>();
+    assert_eq!(report_of(hook_out), report_of(process_out), "{}", describe(&out));
+    assert!(process_out.contains("NoNewPrivs:\t1") && process_out.contains("Seccomp:\t2"), "{}", describe(&out));
+    if who == Who::Root {
+        assert!(process_out.ends_with("1000\n"), "{}", describe(&out));
+    }
+});

@@ -5,9 +5,10 @@
 //! written, cgroup joined, createRuntime hooks run) →
 //! join namespaces given by path → cgroup namespace → hostname → mounts, devices →
 //! createContainer hooks → pivot_root → sysctl, masked and read-only paths → console →
-//! tell the parent "ready" → block on exec.fifo until `start` → startContainer hooks →
-//! session and terminal → rlimits → (seccomp here when no_new_privs is off: installing it
-//! needs CAP_SYS_ADMIN) → capabilities and ids → no_new_privs → seccomp → execve.
+//! tell the parent "ready" → block on exec.fifo until `start` → session and terminal →
+//! rlimits → (seccomp here when no_new_privs is off: installing it needs CAP_SYS_ADMIN) →
+//! capabilities and ids → no_new_privs → seccomp → startContainer hooks (with the process's
+//! own privileges and filter, as runc) → execve.
 
 use super::config::{Container, DEFAULT_DEVICES, MountOp};
 use super::seccomp::OciFilter;
@@ -863,6 +864,14 @@ fn run_payload_after_start(
         eprintln!("cordon-oci: cannot {step}: {msg}");
         sys::exit_now(code)
     };
+    if let Err((step, msg)) = prepare(c, filter, slave, preserve_fds) {
+        fail(step, msg, 1);
+    }
+    // startContainer hooks run the container's own files (their paths resolve after
+    // pivot_root): with the process's final identity, capabilities, no_new_privs and seccomp
+    // filter, as runc runs them (after finalizeNamespace and seccomp, right before the
+    // execve), never with init's full privileges. A filter that refuses what running a hook
+    // takes (fork, execve, wait4, pipes) fails the hook, and so the container.
     if let Some(hooks) = c
         .spec
         .hooks()
@@ -871,9 +880,6 @@ fn run_payload_after_start(
         && let Err(err) = super::hooks::run("startContainer", &hooks, state)
     {
         fail("run the startContainer hooks", err.to_string(), 1);
-    }
-    if let Err((step, msg)) = prepare(c, filter, slave, preserve_fds) {
-        fail(step, msg, 1);
     }
     exec(c)
 }
