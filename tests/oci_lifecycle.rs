@@ -1169,3 +1169,21 @@ both!(fn start_container_hooks_run_with_the_process_privileges(who) {
         assert!(process_out.ends_with("1000\n"), "{}", describe(&out));
     }
 });
+
+// F3 of the OCI review: several `args` on the same index were ANDed, so an entry denying
+// socket(AF_NETLINK) and socket(AF_PACKET) denied neither; they are alternatives (runc).
+both!(fn seccomp_conditions_on_one_argument_are_alternatives(who) {
+    // busybox ip opens an AF_NETLINK (16) socket; AF_PACKET is 17.
+    let Some(b) = Bundle::new(who, &["sh", "-c", "ip link >/dev/null && echo NETLINK_ALLOWED || echo NETLINK_DENIED"], |c| {
+        c["linux"]["seccomp"] = json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["socket"], "action": "SCMP_ACT_ERRNO",
+                "args": [{"index": 0, "value": 16, "op": "SCMP_CMP_EQ"},
+                         {"index": 0, "value": 17, "op": "SCMP_CMP_EQ"}]}]
+        });
+    }) else { return };
+    std::os::unix::fs::symlink("busybox", b.path().join("rootfs/bin/ip")).unwrap();
+    let out = b.run(&format!("sa-{who:?}"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "NETLINK_DENIED\n", "{}", describe(&out));
+});

@@ -4,7 +4,8 @@
 //! guard:  ld arch; jeq AUDIT_ARCH_X86_64 or ret KILL_PROCESS   (i386 `int 0x80`, ...)
 //!         ld nr;   nr >= 0x40000000 → ret KILL_PROCESS           (x32)
 //! rules:  per (syscall, entry), in config order: ld nr; jeq NR or skip; the argument
-//!         comparisons (64-bit, as libseccomp compares them) or skip; ret ACTION
+//!         comparisons (64-bit, as libseccomp compares them) or skip; ret ACTION. Several
+//!         conditions on one argument are alternatives: one such rule per combination.
 //! end:    ret defaultAction
 //! ```
 //!
@@ -67,6 +68,7 @@ enum Tgt {
     Pass,
 }
 
+#[derive(Clone)]
 struct Ins {
     code: u16,
     k: u32,
@@ -260,61 +262,14 @@ pub fn compile(s: &LinuxSeccomp) -> Result<OciFilter, OciSeccompError> {
             entry.errno_ret(),
             &format!("{field}.action"),
         )?;
-        // Condition blocks, shared by every name of the entry.
-        let mut conds: Vec<Vec<Ins>> = Vec::new();
-        for (j, a) in entry.args().iter().flatten().enumerate() {
-            if a.index() > 5 {
-                return Err(OciSeccompError::Invalid {
-                    field: format!("{field}.args[{j}].index"),
-                    why: format!("{} is not an argument index (0-5)", a.index()),
-                });
-            }
-            conds.push(condition(
-                a.index(),
-                a.op(),
-                a.value(),
-                a.value_two().unwrap_or(0),
-            ));
-        }
+        let alternatives = alternatives(entry.args().as_deref().unwrap_or(&[]), &field)?;
         for name in entry.names() {
             let Some(nr) = crate::security::seccomp::syscall_number(name) else {
                 unknown.push(name.clone());
                 continue;
             };
-            // Lay the rule out: ld nr; jeq nr; conditions; ret.
-            let mut rule: Vec<(Ins, usize)> = Vec::new(); // (instruction, end of its block)
-            rule.push((ins(LD_W_ABS, 0), 0));
-            rule.push((jmp(JEQ, nr, Tgt::Next, Tgt::Fail), 0));
-            for c in &conds {
-                let end = rule.len() + c.len();
-                for x in c {
-                    rule.push((
-                        Ins {
-                            code: x.code,
-                            k: x.k,
-                            jt: x.jt,
-                            jf: x.jf,
-                        },
-                        end,
-                    ));
-                }
-            }
-            rule.push((ins(RET, ret), 0));
-            let fail = rule.len();
-            for (pos, (x, end)) in rule.iter().enumerate() {
-                let resolve = |t: Tgt| -> Result<u8, OciSeccompError> {
-                    match t {
-                        Tgt::Next => Ok(0),
-                        Tgt::Fail => offset(pos, fail, &field),
-                        Tgt::Pass => offset(pos, *end, &field),
-                    }
-                };
-                prog.push(sock_filter {
-                    code: x.code,
-                    jt: resolve(x.jt)?,
-                    jf: resolve(x.jf)?,
-                    k: x.k,
-                });
+            for conds in &alternatives {
+                push_rule(&mut prog, nr, conds, ret, &field)?;
             }
         }
     }
@@ -338,6 +293,89 @@ pub fn compile(s: &LinuxSeccomp) -> Result<OciFilter, OciSeccompError> {
         flags,
         unknown,
     })
+}
+
+/// An entry's `args` as alternatives, each a list of condition blocks that must all hold:
+/// as runc and libseccomp read them, conditions on different arguments are ANDed, and
+/// several conditions on the SAME argument are alternatives (`socket` with `index 0 == 16`
+/// and `index 0 == 17` matches either family; ANDed it would match nothing and the rule
+/// would never apply). So one rule per combination of one condition per argument.
+fn alternatives(
+    args: &[oci_spec::runtime::LinuxSeccompArg],
+    field: &str,
+) -> Result<Vec<Vec<Vec<Ins>>>, OciSeccompError> {
+    // Per argument index (0-5), its condition blocks, in config order.
+    let mut by_index: Vec<Vec<Vec<Ins>>> = vec![Vec::new(); 6];
+    for (j, a) in args.iter().enumerate() {
+        if a.index() > 5 {
+            return Err(OciSeccompError::Invalid {
+                field: format!("{field}.args[{j}].index"),
+                why: format!("{} is not an argument index (0-5)", a.index()),
+            });
+        }
+        by_index[a.index()].push(condition(
+            a.index(),
+            a.op(),
+            a.value(),
+            a.value_two().unwrap_or(0),
+        ));
+    }
+    let mut out: Vec<Vec<Vec<Ins>>> = vec![Vec::new()];
+    for blocks in by_index.into_iter().filter(|b| !b.is_empty()) {
+        if out.len() * blocks.len() > 256 {
+            return Err(OciSeccompError::Invalid {
+                field: format!("{field}.args"),
+                why: "more than 256 combinations of conditions (conditions on the same argument are alternatives, each combined with those on the other arguments); split the entry".into(),
+            });
+        }
+        out = out
+            .iter()
+            .flat_map(|prefix| {
+                blocks.iter().map(move |b| {
+                    let mut v = prefix.clone();
+                    v.push(b.clone());
+                    v
+                })
+            })
+            .collect();
+    }
+    Ok(out)
+}
+
+/// Appends one rule: ld nr; jeq nr; the condition blocks (all must hold); ret `ret`.
+fn push_rule(
+    prog: &mut Vec<sock_filter>,
+    nr: u32,
+    conds: &[Vec<Ins>],
+    ret: u32,
+    field: &str,
+) -> Result<(), OciSeccompError> {
+    // Lay the rule out: ld nr; jeq nr; conditions; ret.
+    let mut rule: Vec<(Ins, usize)> = Vec::new(); // (instruction, end of its block)
+    rule.push((ins(LD_W_ABS, 0), 0));
+    rule.push((jmp(JEQ, nr, Tgt::Next, Tgt::Fail), 0));
+    for c in conds {
+        let end = rule.len() + c.len();
+        rule.extend(c.iter().map(|x| (x.clone(), end)));
+    }
+    rule.push((ins(RET, ret), 0));
+    let fail = rule.len();
+    for (pos, (x, end)) in rule.iter().enumerate() {
+        let resolve = |t: Tgt| -> Result<u8, OciSeccompError> {
+            match t {
+                Tgt::Next => Ok(0),
+                Tgt::Fail => offset(pos, fail, field),
+                Tgt::Pass => offset(pos, *end, field),
+            }
+        };
+        prog.push(sock_filter {
+            code: x.code,
+            jt: resolve(x.jt)?,
+            jf: resolve(x.jf)?,
+            k: x.k,
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -410,6 +448,67 @@ mod tests {
         assert_eq!(r("dup2", &[3, 10]), RET_ALLOW);
         assert_eq!(r("dup2", &[4, 11]), RET_ALLOW);
         assert_eq!(r("dup2", &[4, 1 << 32]), RET_ALLOW);
+    }
+
+    #[test]
+    fn conditions_on_the_same_argument_are_alternatives() {
+        // As runc/libseccomp: index 0 == 16 OR index 0 == 17 (ANDed, the rule never matched).
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [{"names": ["socket"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 16, "op": "SCMP_CMP_EQ"},
+                            {"index": 0, "value": 17, "op": "SCMP_CMP_EQ"}]}]}"#,
+        );
+        let r = |args: &[u64]| run(&f.program, &Data::x86_64(nr("socket"), args));
+        assert_eq!(r(&[16, 3]), RET_ERRNO | 1);
+        assert_eq!(r(&[17, 3]), RET_ERRNO | 1);
+        assert_eq!(r(&[2, 1]), RET_ALLOW);
+        // Different arguments are still ANDed: (a0 == 1 or a0 == 2) and a1 <= 10.
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [{"names": ["dup2", "dup3"], "action": "SCMP_ACT_TRAP",
+                   "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_EQ"},
+                            {"index": 1, "value": 10, "op": "SCMP_CMP_LE"},
+                            {"index": 0, "value": 2, "op": "SCMP_CMP_EQ"}]}]}"#,
+        );
+        for name in ["dup2", "dup3"] {
+            let r = |args: &[u64]| run(&f.program, &Data::x86_64(nr(name), args));
+            assert_eq!(r(&[1, 10]), RET_TRAP);
+            assert_eq!(r(&[2, 0]), RET_TRAP);
+            assert_eq!(r(&[1, 11]), RET_ALLOW);
+            assert_eq!(r(&[3, 5]), RET_ALLOW);
+        }
+        // An allow-list entry with alternatives allows each, nothing else.
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ERRNO",
+                "syscalls": [{"names": ["personality"], "action": "SCMP_ACT_ALLOW",
+                   "args": [{"index": 0, "value": 0, "op": "SCMP_CMP_EQ"},
+                            {"index": 0, "value": 8, "op": "SCMP_CMP_EQ"},
+                            {"index": 0, "value": 4294967295, "op": "SCMP_CMP_EQ"}]}]}"#,
+        );
+        let r = |args: &[u64]| run(&f.program, &Data::x86_64(nr("personality"), args));
+        for ok in [0, 8, 4294967295] {
+            assert_eq!(r(&[ok]), RET_ALLOW, "{ok}");
+        }
+        assert_eq!(r(&[9]), RET_ERRNO | 1);
+    }
+
+    #[test]
+    fn too_many_combinations_name_the_entry() {
+        let args: Vec<String> = (0..6)
+            .flat_map(|i| {
+                (0..3)
+                    .map(move |v| format!(r#"{{"index": {i}, "value": {v}, "op": "SCMP_CMP_EQ"}}"#))
+            })
+            .collect();
+        let json = format!(
+            r#"{{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{{"names": ["read"], "action": "SCMP_ACT_ERRNO", "args": [{}]}}]}}"#,
+            args.join(",")
+        );
+        let e = compile(&serde_json::from_str(&json).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("linux.seccomp.syscalls[0].args"), "{e}");
     }
 
     #[test]
