@@ -493,9 +493,8 @@ fn do_mount(
                 (r, _) => r.map_err(ep("mount", &m.dst))?,
             }
             if let Some(f) = under {
-                let src = fd_path(&f);
-                let now = target(OFlag::O_PATH | OFlag::O_DIRECTORY)?;
-                copy_tree(&src, &fd_path(&now)).map_err(|err| {
+                let now = target(OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
+                copy_tree(&f, &now, &m.dst).map_err(|err| {
                     (
                         "copy up into a tmpfs (tmpcopyup)",
                         format!("{}: {err}", m.dst.display()),
@@ -613,32 +612,119 @@ fn mount_cgroup_v1(
     Ok(())
 }
 
-/// Copies a directory tree (files, directories, symlinks; modes and owners) into `dst`.
-fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    for entry in std::fs::read_dir(src)? {
-        let entry = entry?;
-        let md = std::fs::symlink_metadata(entry.path())?;
-        let to = dst.join(entry.file_name());
-        let ft = md.file_type();
-        if ft.is_symlink() {
-            std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &to)?;
-        } else if ft.is_dir() {
-            std::fs::create_dir(&to)?;
-            copy_tree(&entry.path(), &to)?;
-        } else if ft.is_file() {
-            std::fs::copy(entry.path(), &to)?;
-        } else {
-            continue;
+/// Copies the directory tree under `src` (files, directories, symlinks; modes and owners)
+/// into `dst`, both directories opened O_RDONLY. Every entry is reached relative to its
+/// parent's descriptor, opened with O_NOFOLLOW (O_DIRECTORY for a directory) and checked
+/// with fstat on that descriptor; no path is ever resolved again, so an entry swapped for a
+/// symlink during the copy (this runs before pivot_root, with the host's root) cannot make
+/// it read a host file (CVE-2021-30465 class). Symlinks are recreated, never followed; an
+/// entry whose type changes between fstatat and open fails the copy. `rel` names the
+/// directory in errors.
+fn copy_tree(src: &OwnedFd, dst: &OwnedFd, rel: &Path) -> std::io::Result<()> {
+    use nix::fcntl::{AtFlags, OFlag, openat};
+    use nix::sys::stat::{FileStat, fchmod, fstat, fstatat};
+    let fail = |what: &str, name: &std::ffi::OsStr, err: Errno| {
+        std::io::Error::other(format!("{}: {what}: {err}", rel.join(name).display()))
+    };
+    let kind = |st: &FileStat| SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+    let perm = |st: &FileStat| Mode::from_bits_truncate(st.st_mode & 0o7777);
+    let owner = |st: &FileStat| (Some(st.st_uid.into()), Some(st.st_gid.into()));
+    // A fresh open file description of `src` to read the entries from.
+    let listing = openat(
+        src,
+        ".",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|err| fail("open", "".as_ref(), err))?;
+    let mut names = Vec::new();
+    for entry in nix::dir::Dir::from_fd(listing)
+        .map_err(|err| fail("read the directory", "".as_ref(), err))?
+        .iter()
+    {
+        let entry = entry.map_err(|err| fail("read the directory", "".as_ref(), err))?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(
+                <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name).to_os_string(),
+            );
         }
-        if !ft.is_symlink() {
-            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(md.mode() & 0o7777))?;
-        }
-        std::os::unix::fs::lchown(&to, Some(md.uid()), Some(md.gid()))?;
     }
-    let md = std::fs::metadata(src)?;
-    std::fs::set_permissions(dst, std::fs::Permissions::from_mode(md.mode() & 0o7777))?;
-    std::os::unix::fs::chown(dst, Some(md.uid()), Some(md.gid()))
+    for name in &names {
+        let name = name.as_os_str();
+        let st = fstatat(src, name, AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map_err(|err| fail("stat", name, err))?;
+        let k = kind(&st);
+        if k == SFlag::S_IFLNK {
+            let to =
+                nix::fcntl::readlinkat(src, name).map_err(|err| fail("readlink", name, err))?;
+            nix::unistd::symlinkat(to.as_os_str(), dst, name)
+                .map_err(|err| fail("create the symlink", name, err))?;
+            let (u, g) = owner(&st);
+            nix::unistd::fchownat(dst, name, u, g, AtFlags::AT_SYMLINK_NOFOLLOW)
+                .map_err(|err| fail("set the owner", name, err))?;
+        } else if k == SFlag::S_IFDIR {
+            let from = openat(
+                src,
+                name,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|err| fail("open the directory", name, err))?;
+            nix::sys::stat::mkdirat(dst, name, Mode::from_bits_truncate(0o700))
+                .map_err(|err| fail("create the directory", name, err))?;
+            let to = openat(
+                dst,
+                name,
+                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|err| fail("open the new directory", name, err))?;
+            copy_tree(&from, &to, &rel.join(name))?;
+        } else if k == SFlag::S_IFREG {
+            // O_NONBLOCK: a fifo swapped in would not block the open (and is refused below).
+            let from = openat(
+                src,
+                name,
+                OFlag::O_RDONLY
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_NONBLOCK
+                    | OFlag::O_NOCTTY
+                    | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|err| fail("open", name, err))?;
+            let st = fstat(&from).map_err(|err| fail("stat", name, err))?;
+            if kind(&st) != SFlag::S_IFREG {
+                return Err(fail("changed type during the copy", name, Errno::EINVAL));
+            }
+            let to = openat(
+                dst,
+                name,
+                OFlag::O_WRONLY
+                    | OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_NOFOLLOW
+                    | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o600),
+            )
+            .map_err(|err| fail("create", name, err))?;
+            let (mut r, mut w) = (std::fs::File::from(from), std::fs::File::from(to));
+            std::io::copy(&mut r, &mut w).map_err(|err| {
+                std::io::Error::other(format!("{}: copy: {err}", rel.join(name).display()))
+            })?;
+            let (u, g) = owner(&st);
+            // Owner first: chown clears set-id bits that fchmod then sets.
+            nix::unistd::fchown(&w, u, g).map_err(|err| fail("set the owner", name, err))?;
+            fchmod(&w, perm(&st)).map_err(|err| fail("set the mode", name, err))?;
+        }
+        // Devices, fifos and sockets are not copied (as before).
+    }
+    let st = fstat(src).map_err(|err| fail("stat", "".as_ref(), err))?;
+    let (u, g) = owner(&st);
+    nix::unistd::fchown(dst, u, g).map_err(|err| fail("set the owner", "".as_ref(), err))?;
+    fchmod(dst, perm(&st)).map_err(|err| fail("set the mode", "".as_ref(), err))?;
+    Ok(())
 }
 
 fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
