@@ -1247,3 +1247,38 @@ both!(fn tmpcopyup_copies_without_following_swapped_symlinks(who) {
     let _ = racer.wait();
     assert!(leaked.is_empty(), "runs {leaked:?} copied the host's file into the container");
 });
+
+// F6 of the OCI review: `nosymfollow` and any other unknown option of a bind mount were
+// dropped without a word, and so were mounts[].uidMappings/gidMappings.
+both!(fn bind_mount_options_are_honoured_or_refused(who) {
+    let Some(b) = Bundle::new(who, &["sh", "-c", "grep ' /data ' /proc/self/mountinfo | cut -d' ' -f6; cat /data/link"], |_| {}) else { return };
+    let host = b.path().join("hostdir");
+    std::fs::create_dir(&host).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", host.join("link")).unwrap();
+    let cfg_path = b.path().join("config.json");
+    let base: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+    let with_mount = |m: Value| {
+        let mut cfg = base.clone();
+        cfg["mounts"].as_array_mut().unwrap().push(m);
+        std::fs::write(&cfg_path, serde_json::to_vec(&cfg).unwrap()).unwrap();
+        if who == Who::User {
+            b.chown();
+        }
+    };
+    let src = host.display().to_string();
+    with_mount(json!({"destination": "/data", "type": "bind", "source": src, "options": ["rbind", "nosymfollow"]}));
+    let out = b.run(&format!("mo1-{who:?}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.split(',').any(|o| o.trim() == "nosymfollow"), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symbolic links"), "{}", describe(&out));
+    with_mount(json!({"destination": "/data", "type": "bind", "source": src, "options": ["rbind", "nosymlinks"]}));
+    let out = b.run(&format!("mo2-{who:?}"));
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"nosymlinks\""), "{}", describe(&out));
+    with_mount(json!({"destination": "/data", "type": "bind", "source": src, "options": ["rbind"],
+        "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 1000}],
+        "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 1000}]}));
+    let out = b.run(&format!("mo3-{who:?}"));
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("uidMappings`"), "{}", describe(&out));
+});

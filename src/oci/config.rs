@@ -213,6 +213,7 @@ impl Container {
             path: "config.json".into(),
             why: e.to_string(),
         })?;
+        refuse_mount_id_mappings(text)?;
         Container::from_spec(spec, bundle)
     }
 
@@ -619,6 +620,43 @@ fn rlimit_resource(t: PosixRlimitType) -> crate::limits::RlimitResource {
     }
 }
 
+/// `mounts[].uidMappings` / `gidMappings` (id-mapped mounts, runtime spec 1.1): oci-spec's
+/// `Mount` has no such fields, so serde would drop them and the mount would be made without
+/// the mapping. They are refused here, from the raw JSON.
+fn refuse_mount_id_mappings(text: &[u8]) -> Result<(), OciConfigError> {
+    use serde::de::IgnoredAny;
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        #[serde(default)]
+        mounts: Option<Vec<MountProbe>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct MountProbe {
+        #[serde(rename = "uidMappings", default)]
+        uid: Option<IgnoredAny>,
+        #[serde(rename = "gidMappings", default)]
+        gid: Option<IgnoredAny>,
+    }
+    // The text already parsed as a Spec: a failure here is not this check's to report.
+    let Ok(p) = serde_json::from_slice::<Probe>(text) else {
+        return Ok(());
+    };
+    for (i, m) in p.mounts.iter().flatten().enumerate() {
+        for (name, present) in [
+            ("uidMappings", m.uid.is_some()),
+            ("gidMappings", m.gid.is_some()),
+        ] {
+            if present {
+                return Err(unsupported(
+                    format!("mounts[{i}].{name}"),
+                    "id-mapped mounts are not implemented; remove the mapping (or map ids with linux.uidMappings and a user namespace)",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A propagation option name → its mount(2) flags.
 pub fn propagation_flag(name: &str) -> Option<libc::c_ulong> {
     Some(match name {
@@ -660,8 +698,19 @@ const FLAG_OPTIONS: &[(&str, bool, libc::c_ulong)] = &[
     ("nostrictatime", false, libc::MS_STRICTATIME),
     ("silent", true, libc::MS_SILENT),
     ("loud", false, libc::MS_SILENT),
+    ("nosymfollow", true, libc::MS_NOSYMFOLLOW),
+    ("symfollow", false, libc::MS_NOSYMFOLLOW),
+    ("lazytime", true, libc::MS_LAZYTIME),
+    ("nolazytime", false, libc::MS_LAZYTIME),
+    ("iversion", true, libc::MS_I_VERSION),
+    ("noiversion", false, libc::MS_I_VERSION),
     ("defaults", false, 0),
 ];
+
+/// Options that are instructions to the engine, not to the runtime: nothing to do here.
+/// `z`/`Z`: SELinux relabelling, done by podman before `create` (cordon-oci applies no
+/// labels); `notmpcopyup`: the default.
+const NO_OP_OPTIONS: &[&str] = &["z", "Z", "notmpcopyup"];
 
 /// maskedPaths / readonlyPaths: absolute paths inside the container, without `..` (a relative
 /// one would be resolved against whatever init's working directory is when it applies them).
@@ -721,6 +770,7 @@ fn mount_op(i: usize, m: &Mount, bundle: &Path) -> Result<MountOp, OciConfigErro
             }
         } else if o == "tmpcopyup" {
             copy_up = true;
+        } else if NO_OP_OPTIONS.contains(&o) {
         } else if matches!(
             o,
             "idmap" | "ridmap" | "rro" | "rrw" | "rnosuid" | "rnodev" | "rnoexec"
@@ -738,6 +788,21 @@ fn mount_op(i: usize, m: &Mount, bundle: &Path) -> Result<MountOp, OciConfigErro
     let kind = m.typ().clone().unwrap_or_default();
     if kind == "bind" {
         bind = true;
+    }
+    // A filesystem's own options (`mode=`, `size=`, `newinstance`, `lowerdir=`) go to
+    // mount(2), which refuses those it does not know; a bind mount has no such options, so
+    // anything left is an option cordon-oci would otherwise drop without a word.
+    if bind && !data.is_empty() {
+        return Err(unsupported(
+            field("options"),
+            format!(
+                "{}: not a mount option cordon-oci knows for a bind mount (bind, rbind, ro, rw, nosuid, nodev, noexec, nosymfollow, the atime options, propagation); remove it",
+                data.iter()
+                    .map(|o| format!("{o:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
     }
     let source = m.source().clone().unwrap_or_default();
     let (kind, src) = if bind {
@@ -930,6 +995,38 @@ mod tests {
         assert!(e.contains("`linux.uidMappings`"), "{e}");
         let e = error_of(|v| v["linux"]["rootfsPropagation"] = "sideways".into());
         assert!(e.contains("`linux.rootfsPropagation`"), "{e}");
+    }
+
+    #[test]
+    fn mount_options_are_honoured_or_refused() {
+        // Review F6: nosymfollow was dropped, unknown bind options ignored, per-mount id
+        // mappings dropped by serde.
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        v["mounts"][2]["options"] = serde_json::json!(["rbind", "nosymfollow", "z", "rprivate"]);
+        let c = Container::from_spec(serde_json::from_value(v.clone()).unwrap(), Path::new("/b"))
+            .unwrap();
+        assert_eq!(c.mounts[2].flags, libc::MS_NOSYMFOLLOW);
+        assert_eq!(c.mounts[2].data, "");
+        let e = error_of(|v| {
+            v["mounts"][2]["options"] = serde_json::json!(["rbind", "ro", "nosymlinks", "x=1"])
+        });
+        assert!(
+            e.contains("`mounts[2].options`") && e.contains("\"nosymlinks\", \"x=1\""),
+            "{e}"
+        );
+        // A filesystem's own options still go to mount(2) (which checks them).
+        let c = Container::from_spec(spec(BASE), Path::new("/b")).unwrap();
+        assert_eq!(c.mounts[1].data, "mode=755,size=65536k");
+        for key in ["uidMappings", "gidMappings"] {
+            let mut v = v.clone();
+            v["mounts"][2][key] =
+                serde_json::json!([{"containerID": 0, "hostID": 100000, "size": 1000}]);
+            let text = serde_json::to_vec(&v).unwrap();
+            let e = Container::from_json(&text, Path::new("/b"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("`mounts[2].{key}`")), "{e}");
+        }
     }
 
     #[test]
