@@ -1282,3 +1282,13 @@ both!(fn bind_mount_options_are_honoured_or_refused(who) {
     assert!(!out.status.success(), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("uidMappings`"), "{}", describe(&out));
 });
+
+// F7 of the OCI review: `cordon-oci spec` wrote an inheritable set (CVE-2022-29162 class);
+// runc's spec has none since.
+both!(fn spec_writes_no_inheritable_capabilities(who) {
+    let Some(b) = Bundle::new(who, &["sh", "-c", "grep CapInh /proc/self/status"], |c| {
+        assert!(c["process"]["capabilities"].get("inheritable").is_none(), "{c}");
+    }) else { return };
+    let out = b.run(&format!("ci-{who:?}"));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "CapInh:\t0000000000000000\n", "{}", describe(&out));
+});

@@ -188,6 +188,38 @@ pub struct CapSets {
     pub ambient: BTreeSet<String>,
 }
 
+impl CapSets {
+    /// An error naming the first set with capabilities that `known` (the running kernel's
+    /// list) lacks: a set cordon-oci cannot give as written is refused, not cut down
+    /// silently. (runc logs "ignoring unknown or unavailable capabilities" and goes on; that
+    /// is not documented behaviour, and cordon-oci fails closed on config it cannot honour.)
+    pub fn check_known(&self, known: impl Fn(&str) -> bool) -> Result<(), OciConfigError> {
+        for (name, set) in [
+            ("bounding", &self.bounding),
+            ("effective", &self.effective),
+            ("inheritable", &self.inheritable),
+            ("permitted", &self.permitted),
+            ("ambient", &self.ambient),
+        ] {
+            let missing: Vec<&str> = set
+                .iter()
+                .map(String::as_str)
+                .filter(|c| !known(c))
+                .collect();
+            if !missing.is_empty() {
+                return Err(unsupported(
+                    format!("process.capabilities.{name}"),
+                    format!(
+                        "{}: not known to the running kernel; remove them (or run on a kernel that has them)",
+                        missing.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Container {
     /// Loads `bundle/config.json` and checks it.
     pub fn load(bundle: &Path) -> Result<Container, OciConfigError> {
@@ -334,6 +366,21 @@ impl Container {
                 }
             })
             .unwrap_or_default();
+        let not_raisable: Vec<&str> = caps
+            .ambient
+            .iter()
+            .filter(|c| !caps.inheritable.contains(*c) || !caps.permitted.contains(*c))
+            .map(String::as_str)
+            .collect();
+        if !not_raisable.is_empty() {
+            return Err(invalid(
+                "process.capabilities.ambient",
+                format!(
+                    "{}: an ambient capability must also be in the inheritable and permitted sets (the kernel refuses to raise it otherwise); add it there or remove it from ambient",
+                    not_raisable.join(", ")
+                ),
+            ));
+        }
 
         let linux = spec
             .linux()
@@ -1027,6 +1074,37 @@ mod tests {
                 .to_string();
             assert!(e.contains(&format!("`mounts[2].{key}`")), "{e}");
         }
+    }
+
+    #[test]
+    fn ambient_capabilities_must_be_inheritable_and_permitted() {
+        let e = error_of(|v| {
+            v["process"]["capabilities"] = serde_json::json!({
+                "permitted": ["CAP_KILL", "CAP_CHOWN"], "inheritable": ["CAP_CHOWN"],
+                "ambient": ["CAP_KILL", "CAP_CHOWN"]})
+        });
+        assert!(
+            e.contains("`process.capabilities.ambient`") && e.contains("CAP_KILL:"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn capabilities_the_kernel_lacks_are_named() {
+        let sets = CapSets {
+            bounding: ["CAP_KILL", "CAP_BPF"].map(String::from).into(),
+            effective: ["CAP_KILL"].map(String::from).into(),
+            ..Default::default()
+        };
+        assert!(sets.check_known(|_| true).is_ok());
+        let e = sets
+            .check_known(|c| c != "CAP_BPF")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`process.capabilities.bounding`") && e.contains("CAP_BPF"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -337,6 +337,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     };
     let mut c = Container::load(&bundle)?;
     c.rootfs = std::fs::canonicalize(&c.rootfs).map_err(io_err("open root.path", &c.rootfs))?;
+    c.caps.check_known(kernel_knows_cap)?;
     ctx.log("debug", &format!("create {}: config checked", a.id));
     let filter = match c.spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
         Some(s) => {
@@ -967,6 +968,12 @@ fn ps(ctx: &Ctx, id: &str, format: &str, ps_args: &[String]) -> Result<(), OciEr
     Ok(())
 }
 
+/// Whether the running kernel has the capability `name` (`CAP_BPF`).
+fn kernel_knows_cap(name: &str) -> bool {
+    name.parse::<caps::Capability>()
+        .is_ok_and(|c| caps::runtime::thread_all_supported().contains(&c))
+}
+
 fn spec(bundle: &Path, rootless_spec: bool) -> Result<(), OciError> {
     use oci_spec::runtime::Spec;
     let path = bundle.join("config.json");
@@ -988,6 +995,17 @@ fn spec(bundle: &Path, rootless_spec: bool) -> Result<(), OciError> {
     // nothing cordon-oci reads needs 1.2.
     s.set_version(SPEC_VERSION.into());
     s.set_hostname(Some("cordon".into()));
+    // No inheritable set (as runc since CVE-2022-29162): with one, a non-root program whose
+    // file has inheritable capabilities would gain them at execve. No ambient set either: an
+    // ambient capability must be inheritable (runc's spec keeps one, which its runtime then
+    // fails to raise, with a warning; cordon-oci refuses such a config).
+    if let Some(p) = s.process_mut()
+        && let Some(mut c) = p.capabilities().clone()
+    {
+        c.set_inheritable(None);
+        c.set_ambient(None);
+        p.set_capabilities(Some(c));
+    }
     s.save(&path)
         .map_err(|e| OciError::Usage(format!("cannot write {}: {e}", path.display())))
 }
@@ -1241,6 +1259,7 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         }
         c.terminal = a.tty;
     }
+    c.caps.check_known(kernel_knows_cap)?;
     let console = if c.terminal || a.tty {
         let p = a.console_socket.as_ref().ok_or_else(|| {
             OciError::Usage("a terminal (--tty or process.terminal) needs --console-socket".into())
