@@ -1292,3 +1292,23 @@ both!(fn spec_writes_no_inheritable_capabilities(who) {
     let out = b.run(&format!("ci-{who:?}"));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "CapInh:\t0000000000000000\n", "{}", describe(&out));
 });
+
+// F4 of the OCI review: net.* and IPC sysctls were written into a namespace joined by path
+// even when that was the host's (cordon-oci's own); refused now, as runc refuses it.
+both!(fn sysctls_of_the_hosts_namespaces_are_refused(who) {
+    let before = std::fs::read_to_string("/proc/sys/net/core/somaxconn").unwrap();
+    for (ns, key, value) in [("network", "net.core.somaxconn", "4097"), ("ipc", "kernel.shmmni", "4097")] {
+        let Some(b) = Bundle::new(who, &["true"], |c| {
+            let list = c["linux"]["namespaces"].as_array_mut().unwrap();
+            list.retain(|n| n["type"] != ns);
+            // cordon-oci's own namespace, whoever runs it.
+            list.push(json!({"type": ns, "path": format!("/proc/self/ns/{}", if ns == "network" { "net" } else { ns })}));
+            c["linux"]["sysctl"] = json!({key: value});
+        }) else { return };
+        let out = b.run(&format!("sy-{ns}-{who:?}"));
+        assert!(!out.status.success(), "{}", describe(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("linux.sysctl[{key}]")) && err.contains("host"), "{}", describe(&out));
+    }
+    assert_eq!(std::fs::read_to_string("/proc/sys/net/core/somaxconn").unwrap(), before);
+});

@@ -26,17 +26,8 @@ fn unsupported(field: impl Into<String>, why: impl Into<String>) -> OciConfigErr
     }
 }
 
-/// Whether the container may set sysctl `key`: only those scoped by a namespace the
-/// container creates itself. Any other is the host's: the init writes /proc/sys as root, and
-/// with `kernel.core_pattern` a container config would run a program as root on the host. A
-/// namespace joined by `path` is not the container's own (it may be the host's: runc refuses
-/// "sysctl ... not allowed in host network namespace"), so its sysctls are refused too.
-/// `has`: the namespace exists (new or joined), `has_new`: the container creates it.
-fn sysctl_allowed(
-    key: &str,
-    has: impl Fn(libc::c_int) -> bool,
-    has_new: impl Fn(libc::c_int) -> bool,
-) -> Result<(), String> {
+/// The namespace that scopes sysctl `key` (`CLONE_NEW*` flag and config name), if any.
+pub fn sysctl_namespace(key: &str) -> Option<(libc::c_int, &'static str)> {
     const IPC: [&str; 8] = [
         "kernel.msgmax",
         "kernel.msgmnb",
@@ -47,21 +38,28 @@ fn sysctl_allowed(
         "kernel.shmmni",
         "kernel.shm_rmid_forced",
     ];
-    let (flag, ns) = if IPC.contains(&key) || key.starts_with("fs.mqueue.") {
-        (libc::CLONE_NEWIPC, "ipc")
+    if IPC.contains(&key) || key.starts_with("fs.mqueue.") {
+        Some((libc::CLONE_NEWIPC, "ipc"))
     } else if key.starts_with("net.") {
-        (libc::CLONE_NEWNET, "network")
+        Some((libc::CLONE_NEWNET, "network"))
     } else if key == "kernel.hostname" || key == "kernel.domainname" {
-        (libc::CLONE_NEWUTS, "uts")
+        Some((libc::CLONE_NEWUTS, "uts"))
     } else {
+        None
+    }
+}
+
+/// Whether the container may set sysctl `key`: only those its own namespaces scope (as
+/// runc decides). Any other is the host's: the init writes /proc/sys as root, and with
+/// `kernel.core_pattern` a container config would run a program as root on the host. A
+/// namespace joined by `path` must not be cordon-oci's own (the host's): `create` checks
+/// that ([`Container::sysctl_joined`]), this pure check cannot.
+fn sysctl_allowed(key: &str, has: impl Fn(libc::c_int) -> bool) -> Result<(), String> {
+    let Some((flag, ns)) = sysctl_namespace(key) else {
         return Err("not a namespaced sysctl: setting it would change the host; remove it".into());
     };
-    if has_new(flag) {
+    if has(flag) {
         Ok(())
-    } else if has(flag) {
-        Err(format!(
-            "the {ns} namespace is joined by linux.namespaces[{ns}].path, not created by the container: the value would change that namespace (perhaps the host's); set it where that namespace is created, or give the container a new {ns} namespace"
-        ))
     } else {
         Err(format!(
             "it would change the host's value: the container needs a {ns} namespace (linux.namespaces) to set it"
@@ -567,7 +565,7 @@ impl Container {
                 return Err(invalid(format!("linux.sysctl[{k}]"), "not a sysctl name"));
             }
             let has = |flag| namespaces.iter().any(|n: &Namespace| n.flag == flag);
-            if let Err(why) = sysctl_allowed(k, has, has_new) {
+            if let Err(why) = sysctl_allowed(k, has) {
                 return Err(invalid(format!("linux.sysctl[{k}]"), why));
             }
         }
@@ -626,6 +624,20 @@ impl Container {
             .iter()
             .filter(|n| n.path.is_none())
             .fold(0, |acc, n| acc | n.flag)
+    }
+
+    /// The sysctls whose namespace is joined by path: (key, namespace name, path). `create`
+    /// refuses them when that namespace is its own (the host's), as runc does for the
+    /// network namespace.
+    pub fn sysctl_joined(&self) -> Vec<(&str, &'static str, &Path)> {
+        self.sysctl
+            .iter()
+            .filter_map(|(k, _)| {
+                let (flag, name) = sysctl_namespace(k)?;
+                let ns = self.namespaces.iter().find(|n| n.flag == flag)?;
+                Some((k.as_str(), name, ns.path.as_deref()?))
+            })
+            .collect()
     }
 
     /// Whether the container has a namespace (new or joined) of this kind.
@@ -926,32 +938,27 @@ mod tests {
                 .map(|c| c.sysctl.len())
                 .map_err(|e| e.to_string())
         };
-        // BASE has new uts and pid namespaces, a network one joined by path, no ipc one.
-        assert_eq!(with(r#"{"kernel.domainname": "d"}"#), Ok(1));
-        // Review F4: a namespace joined by path may be the host's: its sysctls are refused.
-        let e = with(r#"{"net.core.somaxconn": "4097"}"#).unwrap_err();
-        assert!(
-            e.contains("linux.sysctl[net.core.somaxconn]") && e.contains("joined"),
-            "{e}"
+        // BASE has uts and network namespaces (network joined by path), no ipc one.
+        assert_eq!(
+            with(r#"{"net.ipv4.ip_forward": "1", "kernel.domainname": "d"}"#),
+            Ok(2)
         );
+        // Review F4: the sysctls of a namespace joined by path are listed for create's check.
         let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
-        v["linux"]["namespaces"][3] = serde_json::json!({"type": "network"});
         v["linux"]["namespaces"]
             .as_array_mut()
             .unwrap()
             .push(serde_json::json!({"type": "ipc", "path": "/proc/1/ns/ipc"}));
-        v["linux"]["sysctl"] =
-            serde_json::json!({"net.ipv4.ip_forward": "1", "kernel.shmmni": "4097"});
-        let e = Container::from_spec(serde_json::from_value(v.clone()).unwrap(), Path::new("/b"))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("linux.sysctl[kernel.shmmni]") && e.contains("joined"),
-            "{e}"
-        );
-        v["linux"]["sysctl"] = serde_json::json!({"net.ipv4.ip_forward": "1"});
+        v["linux"]["sysctl"] = serde_json::json!({"net.core.somaxconn": "4097",
+            "kernel.shmmni": "4097", "kernel.domainname": "d"});
         let c = Container::from_spec(serde_json::from_value(v).unwrap(), Path::new("/b")).unwrap();
-        assert_eq!(c.sysctl.len(), 1);
+        assert_eq!(
+            c.sysctl_joined(),
+            [
+                ("kernel.shmmni", "ipc", Path::new("/proc/1/ns/ipc")),
+                ("net.core.somaxconn", "network", Path::new("/run/netns/x")),
+            ]
+        );
         let e = with(r#"{"kernel.core_pattern": "|/tmp/x"}"#).unwrap_err();
         assert!(
             e.contains("linux.sysctl[kernel.core_pattern]") && e.contains("host"),

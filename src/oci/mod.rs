@@ -338,6 +338,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     let mut c = Container::load(&bundle)?;
     c.rootfs = std::fs::canonicalize(&c.rootfs).map_err(io_err("open root.path", &c.rootfs))?;
     c.caps.check_known(kernel_knows_cap)?;
+    refuse_own_namespace_sysctls(&c)?;
     ctx.log("debug", &format!("create {}: config checked", a.id));
     let filter = match c.spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
         Some(s) => {
@@ -963,6 +964,37 @@ fn ps(ctx: &Ctx, id: &str, format: &str, ps_args: &[String]) -> Result<(), OciEr
             && pids.contains(&p)
         {
             println!("{l}");
+        }
+    }
+    Ok(())
+}
+
+/// A sysctl of a namespace joined by path is refused when that namespace is cordon-oci's
+/// own (the host's, usually): init would write the host's value as root. runc refuses this
+/// for the network namespace ("not allowed in host network namespace"); cordon-oci for the
+/// ipc and uts ones too. A namespace made elsewhere for the container (podman's netns,
+/// a pod's) is the container's, and its sysctls are set.
+fn refuse_own_namespace_sysctls(c: &Container) -> Result<(), OciError> {
+    use std::os::unix::fs::MetadataExt;
+    for (key, ns, path) in c.sysctl_joined() {
+        let own_name = match ns {
+            "network" => "net",
+            other => other,
+        };
+        let id = |p: &Path| std::fs::metadata(p).map(|m| (m.dev(), m.ino()));
+        let joined = id(path).map_err(io_err("open a namespace to join", path))?;
+        let own = format!("/proc/self/ns/{own_name}");
+        let own =
+            id(Path::new(&own)).map_err(io_err("read cordon-oci's namespace", Path::new(&own)))?;
+        if joined == own {
+            return Err(OciConfigError::Invalid {
+                field: format!("linux.sysctl[{key}]"),
+                why: format!(
+                    "linux.namespaces[{ns}].path {} is cordon-oci's own {ns} namespace (the host's): setting it would change the host's value; remove the sysctl or give the container its own {ns} namespace",
+                    path.display()
+                ),
+            }
+            .into());
         }
     }
     Ok(())
