@@ -1050,7 +1050,9 @@ fn features() -> serde_json::Value {
         "mountOptions": ["ro", "rw", "nosuid", "suid", "nodev", "dev", "noexec", "exec", "sync", "async",
             "dirsync", "remount", "mand", "nomand", "atime", "noatime", "diratime", "nodiratime",
             "relatime", "norelatime", "strictatime", "nostrictatime", "bind", "rbind",
-            "private", "rprivate", "shared", "rshared", "slave", "rslave", "unbindable", "runbindable"],
+            "private", "rprivate", "shared", "rshared", "slave", "rslave", "unbindable", "runbindable",
+            "silent", "loud", "nosymfollow", "symfollow", "lazytime", "nolazytime", "iversion",
+            "noiversion", "tmpcopyup", "notmpcopyup"],
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "user", "uts"],
             "capabilities": caps::all().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
