@@ -883,6 +883,31 @@ mod spawn_shared_tests {
     }
 }
 
+/// `mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, {attr_set: set})`: sets mount
+/// attributes (`MOUNT_ATTR_RDONLY`, ...) on the mount `fd` was opened on and on every mount
+/// below it (kernel 5.12+; ENOSYS before).
+pub fn mount_setattr_recursive(fd: RawFd, set: u64) -> Result<(), Errno> {
+    let attr = libc::mount_attr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: the path is a NUL-terminated empty string literal, `attr` a live `struct
+    // mount_attr` whose size is passed with it; the kernel only reads both during the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd,
+            c"".as_ptr(),
+            (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if ret < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
 #[cfg(test)]
 mod tests {
     fn listed() -> usize {
@@ -991,29 +1016,4 @@ mod tests {
         t.join().unwrap();
         assert!(checked, "the task list never held still");
     }
-}
-
-/// `mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, {attr_set: set})`: sets mount
-/// attributes (`MOUNT_ATTR_RDONLY`, ...) on the mount `fd` was opened on and on every mount
-/// below it (kernel 5.12+; ENOSYS before).
-pub fn mount_setattr_recursive(fd: RawFd, set: u64) -> Result<(), Errno> {
-    let attr = libc::mount_attr {
-        attr_set: set,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: 0,
-    };
-    // SAFETY: the path is a NUL-terminated empty string literal, `attr` a live `struct
-    // mount_attr` whose size is passed with it; the kernel only reads both during the call.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            fd,
-            c"".as_ptr(),
-            (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
-            &attr as *const libc::mount_attr,
-            std::mem::size_of::<libc::mount_attr>(),
-        )
-    };
-    if ret < 0 { Err(Errno::last()) } else { Ok(()) }
 }
