@@ -99,34 +99,67 @@ impl Reporter {
 /// is about 86 MiB as base64.
 const MAX_LINE: usize = 96 << 20;
 
-/// Reassembles JSON lines from the report pipe.
+/// Reassembles JSON lines from the report pipe. Linear in what it is fed: only the bytes of
+/// each read are searched for a line's end (never the part of a line already held), and a
+/// line is copied only when it spans reads (a line within one read is parsed where it lies).
 #[derive(Default)]
 pub struct MsgReader {
-    buf: Vec<u8>,
+    /// The start of a line whose end has not arrived yet.
+    partial: Vec<u8>,
+    /// The current line went over [`MAX_LINE`] (already reported): skip to its end.
+    skipping: bool,
+}
+
+fn too_long() -> Msg {
+    Msg::SetupFailed {
+        step: "report".into(),
+        message: format!("a message from the sandbox exceeded {MAX_LINE} bytes"),
+        exit_code: 125,
+    }
+}
+
+fn parse_line(line: &[u8]) -> Msg {
+    serde_json::from_slice::<Msg>(line).unwrap_or_else(|e| Msg::SetupFailed {
+        step: "report".into(),
+        message: format!("garbled message from the sandbox: {e}"),
+        exit_code: 125,
+    })
 }
 
 impl MsgReader {
     /// Feeds bytes read from the pipe and returns the complete messages among them.
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Msg> {
-        self.buf.extend_from_slice(bytes);
-        if self.buf.len() > MAX_LINE && !self.buf.contains(&b'\n') {
-            self.buf.clear();
-            return vec![Msg::SetupFailed {
-                step: "report".into(),
-                message: format!("a message from the sandbox exceeded {MAX_LINE} bytes"),
-                exit_code: 125,
-            }];
-        }
         let mut out = Vec::new();
-        while let Some(nl) = self.buf.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.buf.drain(..=nl).collect();
-            match serde_json::from_slice::<Msg>(&line[..line.len() - 1]) {
-                Ok(m) => out.push(m),
-                Err(e) => out.push(Msg::SetupFailed {
-                    step: "report".into(),
-                    message: format!("garbled message from the sandbox: {e}"),
-                    exit_code: 125,
-                }),
+        let mut rest = bytes;
+        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+            let head = &rest[..nl];
+            rest = &rest[nl + 1..];
+            if std::mem::take(&mut self.skipping) {
+                continue;
+            }
+            if self.partial.is_empty() {
+                if head.len() > MAX_LINE {
+                    out.push(too_long());
+                } else {
+                    out.push(parse_line(head));
+                }
+            } else {
+                if self.partial.len() + head.len() > MAX_LINE {
+                    out.push(too_long());
+                } else {
+                    self.partial.extend_from_slice(head);
+                    out.push(parse_line(&self.partial));
+                }
+                self.partial.clear();
+            }
+        }
+        if !self.skipping {
+            if self.partial.len() + rest.len() > MAX_LINE {
+                self.partial = Vec::new();
+                self.skipping = true;
+                out.push(too_long());
+            } else {
+                self.partial.extend_from_slice(rest);
             }
         }
         out
@@ -270,6 +303,44 @@ mod tests {
         assert_eq!(send_fds(&a, &[]).unwrap_err(), Errno::EINVAL);
         drop(a);
         assert_eq!(recv_fds(&b).unwrap_err(), Errno::EPIPE);
+    }
+
+    /// The same stream fed whole, byte by byte and in pieces of other sizes (a long line
+    /// among short ones, a line split just before and just after its newline) gives the same
+    /// messages, in order.
+    #[test]
+    fn reader_reassembles_lines_fed_in_small_pieces() {
+        let long: String = (0..200_000u32)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let msgs = vec![
+            Msg::Exited { code: 0 },
+            Msg::FileOmitted {
+                path: "x/y".into(),
+                reason: long.clone(),
+            },
+            Msg::Signaled { signal: 9 },
+            Msg::HostViews {
+                status: "ok".into(),
+            },
+        ];
+        let mut stream = Vec::new();
+        for m in &msgs {
+            serde_json::to_writer(&mut stream, m).unwrap();
+            stream.push(b'\n');
+        }
+        for piece in [1, 2, 3, 7, 64, 4096, 65536, stream.len()] {
+            let mut r = MsgReader::default();
+            let mut got = Vec::new();
+            for p in stream.chunks(piece) {
+                got.extend(r.feed(p));
+            }
+            assert_eq!(got, msgs, "fed in pieces of {piece} bytes");
+            assert!(
+                r.partial.is_empty(),
+                "pieces of {piece}: a complete stream leaves nothing held"
+            );
+        }
     }
 
     #[test]
