@@ -32,15 +32,30 @@ pub enum Msg {
     Exited { code: i32 },
     /// The payload's main process was killed by this signal.
     Signaled { signal: i32 },
-    /// A file collected from /workspace after the run (contents in base64).
-    File {
-        path: String,
-        mode: u32,
-        data: String,
-    },
-    /// A file left behind, and why.
+    /// A file collected from /workspace after the run begins: its contents follow in
+    /// [`Msg::FileData`] chunks, then [`Msg::FileEnd`]. `size` is what `fstat` said (a hint
+    /// for the receiver's allocation; `FileEnd` has what was sent).
+    FileStart { path: String, mode: u32, size: u64 },
+    /// The next `len` bytes on the pipe, right after this line, are the file's contents, raw
+    /// (at most [`FILE_CHUNK`]). [`MsgReader`] reads them and gives [`Msg::FileBytes`] in its
+    /// place.
+    FileData { len: usize },
+    /// The bytes a [`Msg::FileData`] announced. Never sent as JSON.
+    #[serde(skip)]
+    FileBytes(Vec<u8>),
+    /// The file begun is complete: `size` bytes were sent.
+    FileEnd { size: u64 },
+    /// A file left behind, and why. For the file begun, this ends it: its data is dropped.
     FileOmitted { path: String, reason: String },
+    /// init walked all of /workspace: every file it sent is complete. Without this message
+    /// the collection was cut short (init was killed).
+    CollectDone,
 }
+
+/// The largest piece of a file in one [`Msg::FileData`]. Raw bytes, not base64 in JSON: the
+/// collection costs a copy, not an encoding, in init (whose CPU time is the sandbox's) and in
+/// cordon.
+pub const FILE_CHUNK: usize = 64 << 10;
 
 /// The sending side of the report pipe.
 pub struct Reporter {
@@ -75,7 +90,19 @@ impl Reporter {
     pub fn send_large(&self, msg: &Msg) -> Result<(), Errno> {
         let mut line = serde_json::to_vec(msg).unwrap_or_default();
         line.push(b'\n');
-        let mut rest = &line[..];
+        self.write_all(&line)
+    }
+
+    /// Sends `bytes` (at most [`FILE_CHUNK`]) as one [`Msg::FileData`]: its line, then the
+    /// bytes. Like [`Self::send_large`], only for init once it is alone: nothing may come
+    /// between the two.
+    pub fn send_chunk(&self, bytes: &[u8]) -> Result<(), Errno> {
+        debug_assert!(bytes.len() <= FILE_CHUNK);
+        self.send_large(&Msg::FileData { len: bytes.len() })?;
+        self.write_all(bytes)
+    }
+
+    fn write_all(&self, mut rest: &[u8]) -> Result<(), Errno> {
         while !rest.is_empty() {
             match write(&self.fd, rest) {
                 Ok(n) => rest = &rest[n..],
@@ -95,19 +122,26 @@ impl Reporter {
     }
 }
 
-/// The longest report line accepted: a collected file is capped at 64 MiB by default, which
-/// is about 86 MiB as base64.
-const MAX_LINE: usize = 96 << 20;
+/// The longest report line accepted. The longest sent is a [`Msg::FileOmitted`] (a path and
+/// a reason, a few KiB at most); file contents are not in lines (see [`Msg::FileData`]).
+const MAX_LINE: usize = 1 << 20;
 
-/// Reassembles JSON lines from the report pipe. Linear in what it is fed: only the bytes of
-/// each read are searched for a line's end (never the part of a line already held), and a
-/// line is copied only when it spans reads (a line within one read is parsed where it lies).
+/// Reassembles JSON lines from the report pipe, and the raw bytes that follow a
+/// [`Msg::FileData`] line. Linear in what it is fed: only the bytes of each read are searched
+/// for a line's end (never the part of a line already held), and a line is copied only when
+/// it spans reads (a line within one read is parsed where it lies).
 #[derive(Default)]
 pub struct MsgReader {
     /// The start of a line whose end has not arrived yet.
     partial: Vec<u8>,
     /// The current line went over [`MAX_LINE`] (already reported): skip to its end.
     skipping: bool,
+    /// The raw bytes of a [`Msg::FileData`] being read, and how many are still to come.
+    raw: Vec<u8>,
+    raw_left: usize,
+    /// A [`Msg::FileData`] announced more than [`FILE_CHUNK`]: where the next line starts is
+    /// unknown, so nothing after it is read (reported once).
+    lost: bool,
 }
 
 fn too_long() -> Msg {
@@ -131,26 +165,61 @@ impl MsgReader {
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<Msg> {
         let mut out = Vec::new();
         let mut rest = bytes;
-        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+        loop {
+            if self.lost {
+                return out;
+            }
+            if self.raw_left > 0 {
+                let n = self.raw_left.min(rest.len());
+                self.raw.extend_from_slice(&rest[..n]);
+                rest = &rest[n..];
+                self.raw_left -= n;
+                if self.raw_left > 0 {
+                    return out;
+                }
+                out.push(Msg::FileBytes(std::mem::take(&mut self.raw)));
+            }
+            let Some(nl) = rest.iter().position(|&b| b == b'\n') else {
+                break;
+            };
             let head = &rest[..nl];
             rest = &rest[nl + 1..];
             if std::mem::take(&mut self.skipping) {
                 continue;
             }
-            if self.partial.is_empty() {
+            let msg = if self.partial.is_empty() {
                 if head.len() > MAX_LINE {
-                    out.push(too_long());
+                    too_long()
                 } else {
-                    out.push(parse_line(head));
+                    parse_line(head)
                 }
             } else {
-                if self.partial.len() + head.len() > MAX_LINE {
-                    out.push(too_long());
+                let m = if self.partial.len() + head.len() > MAX_LINE {
+                    too_long()
                 } else {
                     self.partial.extend_from_slice(head);
-                    out.push(parse_line(&self.partial));
-                }
+                    parse_line(&self.partial)
+                };
                 self.partial.clear();
+                m
+            };
+            match msg {
+                Msg::FileData { len } if len > FILE_CHUNK => {
+                    self.lost = true;
+                    out.push(Msg::SetupFailed {
+                        step: "report".into(),
+                        message: format!(
+                            "garbled message from the sandbox: a file chunk of {len} bytes (at most {FILE_CHUNK})"
+                        ),
+                        exit_code: 125,
+                    });
+                }
+                Msg::FileData { len: 0 } => out.push(Msg::FileBytes(Vec::new())),
+                Msg::FileData { len } => {
+                    self.raw = Vec::with_capacity(len);
+                    self.raw_left = len;
+                }
+                m => out.push(m),
             }
         }
         if !self.skipping {
@@ -305,29 +374,55 @@ mod tests {
         assert_eq!(recv_fds(&b).unwrap_err(), Errno::EPIPE);
     }
 
-    /// The same stream fed whole, byte by byte and in pieces of other sizes (a long line
-    /// among short ones, a line split just before and just after its newline) gives the same
+    /// The same stream fed whole, byte by byte and in pieces of other sizes (lines split
+    /// anywhere, raw file chunks between lines, a chunk split across reads) gives the same
     /// messages, in order.
     #[test]
     fn reader_reassembles_lines_fed_in_small_pieces() {
         let long: String = (0..200_000u32)
             .map(|i| char::from(b'a' + (i % 26) as u8))
             .collect();
-        let msgs = vec![
+        // Raw bytes that look like lines: newlines and JSON must not confuse the reader.
+        let mut raw: Vec<u8> = b"{\"Exited\":{\"code\":1}}\n\n".to_vec();
+        raw.extend((0..FILE_CHUNK - raw.len()).map(|i| (i % 251) as u8));
+        let mut stream = Vec::new();
+        let mut want = Vec::new();
+        let line = |m: Msg, stream: &mut Vec<u8>| {
+            serde_json::to_writer(&mut *stream, &m).unwrap();
+            stream.push(b'\n');
+        };
+        for m in [
             Msg::Exited { code: 0 },
             Msg::FileOmitted {
                 path: "x/y".into(),
                 reason: long.clone(),
             },
-            Msg::Signaled { signal: 9 },
-            Msg::HostViews {
-                status: "ok".into(),
+            Msg::FileStart {
+                path: "f".into(),
+                mode: 0o644,
+                size: raw.len() as u64 + 3,
             },
-        ];
-        let mut stream = Vec::new();
-        for m in &msgs {
-            serde_json::to_writer(&mut stream, m).unwrap();
-            stream.push(b'\n');
+        ] {
+            line(m.clone(), &mut stream);
+            want.push(m);
+        }
+        line(Msg::FileData { len: raw.len() }, &mut stream);
+        stream.extend_from_slice(&raw);
+        want.push(Msg::FileBytes(raw.clone()));
+        line(Msg::FileData { len: 3 }, &mut stream);
+        stream.extend_from_slice(b"\n\n\n");
+        want.push(Msg::FileBytes(b"\n\n\n".to_vec()));
+        line(Msg::FileData { len: 0 }, &mut stream);
+        want.push(Msg::FileBytes(Vec::new()));
+        for m in [
+            Msg::FileEnd {
+                size: raw.len() as u64 + 3,
+            },
+            Msg::CollectDone,
+            Msg::Signaled { signal: 9 },
+        ] {
+            line(m.clone(), &mut stream);
+            want.push(m);
         }
         for piece in [1, 2, 3, 7, 64, 4096, 65536, stream.len()] {
             let mut r = MsgReader::default();
@@ -335,12 +430,72 @@ mod tests {
             for p in stream.chunks(piece) {
                 got.extend(r.feed(p));
             }
-            assert_eq!(got, msgs, "fed in pieces of {piece} bytes");
+            assert_eq!(got, want, "fed in pieces of {piece} bytes");
             assert!(
-                r.partial.is_empty(),
+                r.partial.is_empty() && r.raw_left == 0,
                 "pieces of {piece}: a complete stream leaves nothing held"
             );
         }
+    }
+
+    /// A line over MAX_LINE is reported once and skipped to its end; the next line is read.
+    #[test]
+    fn reader_skips_an_over_long_line() {
+        let mut r = MsgReader::default();
+        let mut got = Vec::new();
+        for _ in 0..=MAX_LINE / 4096 {
+            got.extend(r.feed(&[b'x'; 4096]));
+        }
+        got.extend(r.feed(b"xxx\n{\"Exited\":{\"code\":4}}\n"));
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            matches!(&got[0], Msg::SetupFailed { message, .. } if message.contains("exceeded")),
+            "{got:?}"
+        );
+        assert_eq!(got[1], Msg::Exited { code: 4 });
+    }
+
+    /// A chunk announced over FILE_CHUNK: the stream cannot be followed past it, so it is
+    /// one failure and nothing after it (not the raw bytes read as messages).
+    #[test]
+    fn reader_stops_at_an_oversized_chunk() {
+        let mut r = MsgReader::default();
+        let m = r.feed(
+            format!(
+                "{{\"FileData\":{{\"len\":{}}}}}\n{{\"Exited\":{{\"code\":0}}}}\n",
+                FILE_CHUNK + 1
+            )
+            .as_bytes(),
+        );
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!(
+            matches!(&m[0], Msg::SetupFailed { exit_code: 125, message, .. } if message.contains("file chunk")),
+            "{m:?}"
+        );
+        assert!(r.feed(b"{\"Exited\":{\"code\":0}}\n").is_empty());
+    }
+
+    /// What send_chunk writes is what the reader gives back.
+    #[test]
+    fn send_chunk_round_trips() {
+        let (rd, wr) = nix::unistd::pipe().unwrap();
+        let rep = Reporter::new(wr);
+        rep.send_chunk(b"ab\ncd").unwrap();
+        rep.send_large(&Msg::CollectDone).unwrap();
+        drop(rep);
+        let mut r = MsgReader::default();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 7];
+        loop {
+            match read(&rd, &mut buf).unwrap() {
+                0 => break,
+                n => got.extend(r.feed(&buf[..n])),
+            }
+        }
+        assert_eq!(
+            got,
+            vec![Msg::FileBytes(b"ab\ncd".to_vec()), Msg::CollectDone]
+        );
     }
 
     #[test]

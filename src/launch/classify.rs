@@ -5,11 +5,10 @@ use super::channel::Msg;
 use super::supervise::Ended;
 use crate::limits::CgroupMetrics;
 use crate::outcome::{
-    Enforcement, IsolationReport, LimitsReport, MetricSource, OmittedFile, Outcome, OutputFile,
-    Status, exit_codes, signal_name,
+    Enforcement, IsolationReport, LimitsReport, MetricSource, Outcome, Status, exit_codes,
+    signal_name,
 };
 use crate::spec::SandboxSpec;
-use base64::Engine;
 
 /// What runtimes print when an allocation fails at an address-space (rlimit) limit, as the
 /// whole phrase they use (a bare "cannot allocate" or "failed to allocate" is in ordinary
@@ -97,8 +96,7 @@ pub fn outcome(
 ) -> Outcome {
     let mut setup_failure = None;
     let mut payload: Option<Msg> = None;
-    let mut files = Vec::new();
-    let mut omitted = Vec::new();
+    let collected = std::mem::take(&mut ended.collected);
     for m in &ended.msgs {
         match m {
             Msg::Landlock { status, abi } => {
@@ -108,24 +106,6 @@ pub fn outcome(
             Msg::HostViews { status } => isolation.host_views = status.clone(),
             Msg::SetupFailed { .. } if setup_failure.is_none() => setup_failure = Some(m.clone()),
             Msg::Exited { .. } | Msg::Signaled { .. } => payload = Some(m.clone()),
-            Msg::File { path, mode, data } => {
-                match base64::engine::general_purpose::STANDARD.decode(data) {
-                    Ok(bytes) => files.push(OutputFile {
-                        path: path.clone(),
-                        size: bytes.len() as u64,
-                        mode: *mode,
-                        data: bytes,
-                    }),
-                    Err(e) => omitted.push(OmittedFile {
-                        path: path.clone(),
-                        reason: format!("garbled transfer: {e}"),
-                    }),
-                }
-            }
-            Msg::FileOmitted { path, reason } => omitted.push(OmittedFile {
-                path: path.clone(),
-                reason: reason.clone(),
-            }),
             _ => {}
         }
     }
@@ -346,8 +326,8 @@ pub fn outcome(
         cli_exit_code: code,
         limits,
         isolation,
-        files,
-        files_omitted: omitted,
+        files: collected.files,
+        files_omitted: collected.omitted,
         language: None,
         compile: None,
         network: None,

@@ -9,18 +9,23 @@
 //! the tree with directory fds only (`openat` + `O_NOFOLLOW`, `fstatat(AT_SYMLINK_NOFOLLOW)`),
 //! sends regular files to the parent over the report pipe, and lists what it left behind
 //! (symlinks, FIFOs, sockets, devices, setuid files, anything over the caps) and why. A FIFO is
-//! never opened, so it cannot hang the collection.
+//! never opened, so it cannot hang the collection. Each file is streamed, [`FILE_CHUNK`] bytes
+//! at a time (a header line, the chunks raw, an end line: see [`Msg::FileStart`]): init is in
+//! the sandbox's memory cgroup, beside the files' own tmpfs pages, and holds one chunk whatever
+//! the file's size. Last comes [`Msg::CollectDone`], so that cordon can tell a collection cut
+//! short (init killed) from a complete one.
+//!
+//! cordon's side, [`ReceivedFiles`], puts each file together in one buffer as it arrives.
 
-use super::channel::{Msg, Reporter};
+use super::channel::{FILE_CHUNK, Msg, Reporter};
+use crate::outcome::{OmittedFile, OutputFile};
 use crate::spec::{Collect, InputFile, WORKSPACE, check_relative_path};
-use base64::Engine;
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat};
 use nix::sys::signal::{Signal, kill};
 use nix::sys::stat::{Mode, SFlag, fstat, fstatat};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
-use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 
@@ -72,16 +77,22 @@ struct Walk<'a> {
     files: usize,
     bytes: u64,
     omitted: usize,
+    /// The report pipe failed (cordon is gone): nothing more is sent.
+    broken: Option<Errno>,
+    /// One chunk of a file: reused for every chunk.
+    buf: Vec<u8>,
 }
 
 impl Walk<'_> {
     fn omit(&mut self, path: &str, reason: &str) {
         self.omitted += 1;
-        if self.omitted <= MAX_OMITTED {
-            let _ = self.report.send_large(&Msg::FileOmitted {
+        if self.omitted <= MAX_OMITTED
+            && let Err(e) = self.report.send_large(&Msg::FileOmitted {
                 path: path.into(),
                 reason: reason.into(),
-            });
+            })
+        {
+            self.broken = Some(e);
         }
     }
 
@@ -106,6 +117,9 @@ impl Walk<'_> {
             }
         };
         for name in names {
+            if self.broken.is_some() {
+                return;
+            }
             let Ok(name_str) = std::str::from_utf8(&name) else {
                 self.omit(
                     &format!("{prefix}{}", String::from_utf8_lossy(&name)),
@@ -170,7 +184,8 @@ impl Walk<'_> {
         if self.files >= self.spec.max_files {
             return self.omit(path, "over the file-count cap");
         }
-        if self.bytes.saturating_add(size) > self.spec.max_bytes {
+        let room = self.spec.max_bytes - self.bytes;
+        if size > room {
             return self.omit(path, "over the total-size cap");
         }
         // O_NONBLOCK: even a FIFO swapped in could not block (none can be: all are dead).
@@ -179,44 +194,106 @@ impl Walk<'_> {
             Ok(fd) => fd,
             Err(e) => return self.omit(path, &format!("cannot open: {e}")),
         };
-        let mode = match fstat(fd.as_fd()) {
+        let (mode, size) = match fstat(fd.as_fd()) {
             Ok(st)
                 if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits())
                     == SFlag::S_IFREG =>
             {
-                st.st_mode & 0o777
+                (st.st_mode & 0o777, st.st_size as u64)
             }
             _ => return self.omit(path, "changed type while being collected"),
         };
-        let mut data = Vec::with_capacity(size as usize);
-        let mut f = std::fs::File::from(fd);
-        if let Err(e) = (&mut f)
-            .take(self.spec.max_bytes - self.bytes + 1)
-            .read_to_end(&mut data)
-        {
-            return self.omit(path, &format!("cannot read: {e}"));
-        }
-        if self.bytes + data.len() as u64 > self.spec.max_bytes {
+        if size > room {
             return self.omit(path, "over the total-size cap");
         }
+        let f = std::fs::File::from(fd);
         // An input file cordon put there and the program left unchanged is not news.
         if self.spec.only.is_none()
             && self
                 .inputs
                 .iter()
-                .any(|i| i.path == path && i.contents == data)
+                .any(|i| i.path == path && same_contents(&f, &i.contents, &mut self.buf))
         {
             return;
         }
-        self.files += 1;
-        self.bytes += data.len() as u64;
-        let data = base64::engine::general_purpose::STANDARD.encode(&data);
-        if let Err(e) = self.report.send_large(&Msg::File {
+        // Streamed: init holds one chunk of the file at a time, whatever its size (init is in
+        // the sandbox's memory cgroup, beside the file's own tmpfs pages).
+        match self.stream(&f, path, mode, size, room) {
+            Ok(Some(sent)) => {
+                self.files += 1;
+                self.bytes += sent;
+            }
+            Ok(None) => {}
+            Err(e) => self.broken = Some(e),
+        }
+    }
+
+    /// Sends the file's contents, at most `room` bytes: the number sent, or `None` when the
+    /// file was ended with an omission instead. An error is the pipe's: cordon is gone.
+    fn stream(
+        &mut self,
+        f: &std::fs::File,
+        path: &str,
+        mode: u32,
+        size: u64,
+        room: u64,
+    ) -> Result<Option<u64>, Errno> {
+        self.report.send_large(&Msg::FileStart {
             path: path.into(),
             mode,
-            data,
-        }) {
-            self.omit(path, &format!("cannot send to cordon: {e}"));
+            size,
+        })?;
+        let mut sent = 0u64;
+        loop {
+            let n = match read_full_at(f, &mut self.buf, sent) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) => {
+                    self.report.send_large(&Msg::FileOmitted {
+                        path: path.into(),
+                        reason: format!("cannot read: {e}"),
+                    })?;
+                    return Ok(None);
+                }
+            };
+            if sent + n as u64 > room {
+                self.report.send_large(&Msg::FileOmitted {
+                    path: path.into(),
+                    reason: "over the total-size cap".into(),
+                })?;
+                return Ok(None);
+            }
+            self.report.send_chunk(&self.buf[..n])?;
+            sent += n as u64;
+        }
+        self.report.send_large(&Msg::FileEnd { size: sent })?;
+        Ok(Some(sent))
+    }
+}
+
+/// Fills `buf` from `offset` on, short only at end-of-file.
+fn read_full_at(f: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut got = 0;
+    while got < buf.len() {
+        match f.read_at(&mut buf[got..], offset + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Whether the file holds exactly `contents`, compared a chunk at a time (a read error: no).
+fn same_contents(f: &std::fs::File, contents: &[u8], buf: &mut [u8]) -> bool {
+    let mut off = 0;
+    loop {
+        match read_full_at(f, buf, off as u64) {
+            Ok(0) => return off == contents.len(),
+            Ok(n) if contents.get(off..off + n) == Some(&buf[..n]) => off += n,
+            _ => return false,
         }
     }
 }
@@ -234,33 +311,268 @@ fn list(dir: &OwnedFd) -> Result<Vec<Vec<u8>>, Errno> {
     Ok(names)
 }
 
-/// Walks /workspace and sends what it finds. Runs in init after [`kill_and_reap_all`].
+/// Walks /workspace and sends what it finds, then [`Msg::CollectDone`]. Runs in init after
+/// [`kill_and_reap_all`].
 pub fn collect(report: &Reporter, spec: &Collect, inputs: &[InputFile]) {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let root = match nix::fcntl::open(WORKSPACE, flags, Mode::empty()) {
-        Ok(fd) => fd,
+    match nix::fcntl::open(WORKSPACE, flags, Mode::empty()) {
+        Ok(root) => {
+            let mut w = Walk {
+                spec,
+                inputs,
+                report,
+                files: 0,
+                bytes: 0,
+                omitted: 0,
+                broken: None,
+                buf: vec![0; FILE_CHUNK],
+            };
+            w.walk(&root, "", 0);
+            if w.broken.is_some() {
+                return;
+            }
+            if w.omitted > MAX_OMITTED {
+                let more = w.omitted - MAX_OMITTED;
+                let _ = report.send_large(&Msg::FileOmitted {
+                    path: "...".into(),
+                    reason: format!("{more} more entries not listed"),
+                });
+            }
+        }
         Err(e) => {
             let _ = report.send_large(&Msg::FileOmitted {
                 path: ".".into(),
                 reason: format!("cannot open /workspace: {e}"),
             });
-            return;
         }
-    };
-    let mut w = Walk {
-        spec,
-        inputs,
-        report,
-        files: 0,
-        bytes: 0,
-        omitted: 0,
-    };
-    w.walk(&root, "", 0);
-    if w.omitted > MAX_OMITTED {
-        let more = w.omitted - MAX_OMITTED;
-        let _ = report.send_large(&Msg::FileOmitted {
-            path: "...".into(),
-            reason: format!("{more} more entries not listed"),
+    }
+    let _ = report.send_large(&Msg::CollectDone);
+}
+
+/// The files init sends, put together by cordon as they arrive: each file's bytes are decoded
+/// chunk by chunk into one buffer (reserved from the size init announced, within the cap).
+#[derive(Debug, Default)]
+pub struct ReceivedFiles {
+    pub files: Vec<OutputFile>,
+    pub omitted: Vec<OmittedFile>,
+    /// init sent [`Msg::CollectDone`]: the collection was not cut short.
+    pub done: bool,
+    /// The file being received.
+    open: Option<OutputFile>,
+    /// Bytes of the files received, and the cap they must fit (the spec's `max_bytes`,
+    /// checked here too: what init sends is not trusted to respect it).
+    bytes: u64,
+    max_bytes: u64,
+}
+
+impl ReceivedFiles {
+    pub fn new(max_bytes: u64) -> Self {
+        ReceivedFiles {
+            max_bytes,
+            ..ReceivedFiles::default()
+        }
+    }
+
+    /// Takes a message about files; gives any other message back.
+    pub fn take(&mut self, msg: Msg) -> Option<Msg> {
+        match msg {
+            Msg::FileStart { path, mode, size } => {
+                self.drop_open("garbled transfer: cut off by the next file");
+                let room = self.max_bytes.saturating_sub(self.bytes);
+                self.open = Some(OutputFile {
+                    path,
+                    size: 0,
+                    mode,
+                    data: Vec::with_capacity(size.min(room) as usize),
+                });
+            }
+            Msg::FileBytes(bytes) => {
+                let Some(f) = self.open.as_mut() else {
+                    self.omitted.push(OmittedFile {
+                        path: ".".into(),
+                        reason: "garbled transfer: file data outside any file".into(),
+                    });
+                    return None;
+                };
+                if self.bytes + (f.data.len() + bytes.len()) as u64 > self.max_bytes {
+                    self.drop_open("over the total-size cap");
+                } else {
+                    f.data.extend_from_slice(&bytes);
+                }
+            }
+            Msg::FileEnd { size } => match self.open.take() {
+                Some(mut f) if f.data.len() as u64 == size => {
+                    f.size = size;
+                    self.bytes += size;
+                    self.files.push(f);
+                }
+                Some(f) => self.omitted.push(OmittedFile {
+                    reason: format!(
+                        "garbled transfer: {} bytes arrived of the {size} sent",
+                        f.data.len()
+                    ),
+                    path: f.path,
+                }),
+                None => self.omitted.push(OmittedFile {
+                    path: ".".into(),
+                    reason: "garbled transfer: the end of a file never begun".into(),
+                }),
+            },
+            Msg::FileOmitted { path, reason } => {
+                if self.open.as_ref().is_some_and(|f| f.path == path) {
+                    self.open = None;
+                } else {
+                    self.drop_open("garbled transfer: cut off by another file's omission");
+                }
+                self.omitted.push(OmittedFile { path, reason });
+            }
+            Msg::CollectDone => {
+                self.drop_open("garbled transfer: the collection ended in the middle of it");
+                self.done = true;
+            }
+            other => return Some(other),
+        }
+        None
+    }
+
+    fn drop_open(&mut self, reason: &str) {
+        if let Some(f) = self.open.take() {
+            self.omitted.push(OmittedFile {
+                path: f.path,
+                reason: reason.into(),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::launch::channel::MsgReader;
+
+    fn start(path: &str, size: u64) -> Msg {
+        Msg::FileStart {
+            path: path.into(),
+            mode: 0o640,
+            size,
+        }
+    }
+
+    /// Files arrive whole; an omission ends the file begun (its bytes dropped); a file whose
+    /// end disagrees with what arrived, or that would pass the cap, is dropped and listed.
+    #[test]
+    fn received_files_are_put_together_and_checked() {
+        let mut r = ReceivedFiles::new(10);
+        let msgs = vec![
+            Msg::Exited { code: 0 },
+            start("a", 5),
+            Msg::FileBytes(b"hel".to_vec()),
+            Msg::FileBytes(b"lo".to_vec()),
+            Msg::FileEnd { size: 5 },
+            start("b", 3),
+            Msg::FileBytes(b"xy".to_vec()),
+            Msg::FileOmitted {
+                path: "b".into(),
+                reason: "cannot read: EIO".into(),
+            },
+            start("c", 2),
+            Msg::FileBytes(b"zz".to_vec()),
+            Msg::FileEnd { size: 3 },
+            start("d", 9),
+            Msg::FileBytes(b"123456".to_vec()),
+            Msg::FileEnd { size: 6 },
+        ];
+        let others: Vec<Msg> = msgs.into_iter().filter_map(|m| r.take(m)).collect();
+        assert_eq!(others, vec![Msg::Exited { code: 0 }]);
+        assert_eq!(r.files.len(), 1, "{:?}", r.files);
+        assert_eq!(
+            (r.files[0].path.as_str(), r.files[0].size, r.files[0].mode),
+            ("a", 5, 0o640)
+        );
+        assert_eq!(r.files[0].data, b"hello");
+        let omitted: Vec<(&str, &str)> = r
+            .omitted
+            .iter()
+            .map(|o| (o.path.as_str(), o.reason.as_str()))
+            .collect();
+        assert_eq!(omitted[0], ("b", "cannot read: EIO"));
+        assert_eq!(omitted[1].0, "c");
+        assert!(
+            omitted[1].1.contains("2 bytes arrived of the 3"),
+            "{omitted:?}"
+        );
+        assert_eq!(omitted[2], ("d", "over the total-size cap"));
+        assert!(!r.done);
+        r.take(Msg::CollectDone);
+        assert!(r.done);
+    }
+
+    /// init's side: a file several chunks long goes through the pipe in pieces and arrives
+    /// whole; a file the same as an input file is recognised, a different one is not.
+    #[test]
+    fn a_file_is_streamed_in_chunks() {
+        let data: Vec<u8> = (0..FILE_CHUNK * 3 + 17).map(|i| (i % 253) as u8).collect();
+        let mut tmp = tempfile::tempfile().unwrap();
+        std::io::Write::write_all(&mut tmp, &data).unwrap();
+        let mut buf = vec![0; FILE_CHUNK];
+        assert!(same_contents(&tmp, &data, &mut buf));
+        assert!(!same_contents(&tmp, &data[1..], &mut buf));
+        let mut other = data.clone();
+        *other.last_mut().unwrap() ^= 1;
+        assert!(!same_contents(&tmp, &other, &mut buf));
+
+        let (rd, wr) = nix::unistd::pipe().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut r = MsgReader::default();
+            let mut got = ReceivedFiles::new(1 << 30);
+            let mut chunks = 0;
+            let mut b = vec![0u8; 4096];
+            loop {
+                match nix::unistd::read(&rd, &mut b).unwrap() {
+                    0 => break,
+                    n => {
+                        for m in r.feed(&b[..n]) {
+                            chunks += usize::from(matches!(m, Msg::FileBytes(_)));
+                            assert!(got.take(m).is_none());
+                        }
+                    }
+                }
+            }
+            (got, chunks)
         });
+        let report = Reporter::new(wr);
+        let spec = Collect::default();
+        let mut w = Walk {
+            spec: &spec,
+            inputs: &[],
+            report: &report,
+            files: 0,
+            bytes: 0,
+            omitted: 0,
+            broken: None,
+            buf,
+        };
+        let sent = w
+            .stream(&tmp, "out/f.bin", 0o600, data.len() as u64, 1 << 30)
+            .unwrap();
+        assert_eq!(sent, Some(data.len() as u64));
+        // Over the room left: ended with an omission, not a file.
+        let cut = w.stream(&tmp, "g", 0o600, 0, 100).unwrap();
+        assert_eq!(cut, None);
+        drop(report);
+        let (got, chunks) = reader.join().unwrap();
+        assert_eq!(
+            chunks, 4,
+            "3 full chunks and a short one; none of g, whose first chunk is over its room"
+        );
+        assert_eq!(got.files.len(), 1);
+        assert_eq!(got.files[0].path, "out/f.bin");
+        assert_eq!(got.files[0].size, data.len() as u64);
+        assert!(got.files[0].data == data, "the contents differ");
+        assert_eq!(got.omitted.len(), 1);
+        assert_eq!(
+            (got.omitted[0].path.as_str(), got.omitted[0].reason.as_str()),
+            ("g", "over the total-size cap")
+        );
     }
 }

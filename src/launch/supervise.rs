@@ -2,6 +2,7 @@
 //! a pidfd for init and a signalfd, with the wall-clock deadline as its timeout. No threads.
 
 use super::channel::{Msg, MsgReader};
+use super::collect::ReceivedFiles;
 use super::memwatch::{MemWatch, Received, Verdict, WatchReport};
 use crate::limits::Cgroup;
 use crate::spec::{SandboxSpec, StdinSource};
@@ -137,7 +138,10 @@ impl Capture {
 /// Everything the supervisor saw.
 #[derive(Debug, Default)]
 pub struct Ended {
+    /// Every message but the files'...
     pub msgs: Vec<Msg>,
+    /// ...which are put together here as they arrive.
+    pub collected: ReceivedFiles,
     pub init_status: Option<WaitStatus>,
     pub rusage_cpu: Option<Duration>,
     pub rusage_maxrss: Option<u64>,
@@ -185,7 +189,10 @@ pub fn supervise(
     signals: SigSet,
     started: Instant,
 ) -> Ended {
-    let mut ended = Ended::default();
+    let mut ended = Ended {
+        collected: ReceivedFiles::new(spec.collect.as_ref().map_or(0, |c| c.max_bytes)),
+        ..Ended::default()
+    };
     let limits = &spec.limits;
     let deadline = started + limits.wall;
     // Without a signalfd the blocked signals would be ignored: unblock them instead, so that
@@ -413,7 +420,13 @@ pub fn supervise(
                     let Some(fd) = rep.as_ref() else { continue };
                     match read(fd, &mut buf) {
                         Ok(0) => rep = None,
-                        Ok(n) => ended.msgs.extend(reader.feed(&buf[..n])),
+                        Ok(n) => {
+                            for m in reader.feed(&buf[..n]) {
+                                if let Some(m) = ended.collected.take(m) {
+                                    ended.msgs.push(m);
+                                }
+                            }
+                        }
                         Err(Errno::EINTR | Errno::EAGAIN) => {}
                         Err(_) => rep = None,
                     }
