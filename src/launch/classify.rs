@@ -5,10 +5,12 @@ use super::channel::Msg;
 use super::supervise::Ended;
 use crate::limits::CgroupMetrics;
 use crate::outcome::{
-    Enforcement, IsolationReport, LimitsReport, MetricSource, Outcome, Status, exit_codes,
-    signal_name,
+    Enforcement, IsolationReport, LimitsReport, MetricSource, OmittedFile, Outcome, Status,
+    exit_codes, signal_name,
 };
 use crate::spec::SandboxSpec;
+use nix::sys::signal::Signal;
+use nix::sys::wait::WaitStatus;
 
 /// What runtimes print when an allocation fails at an address-space (rlimit) limit, as the
 /// whole phrase they use (a bare "cannot allocate" or "failed to allocate" is in ordinary
@@ -96,7 +98,7 @@ pub fn outcome(
 ) -> Outcome {
     let mut setup_failure = None;
     let mut payload: Option<Msg> = None;
-    let collected = std::mem::take(&mut ended.collected);
+    let mut collected = std::mem::take(&mut ended.collected);
     for m in &ended.msgs {
         match m {
             Msg::Landlock { status, abi } => {
@@ -275,6 +277,70 @@ pub fn outcome(
             )),
             _ => None,
         });
+    }
+
+    // A collection cut short (init killed: OOM, the grace after a stop overrun, anything):
+    // files are missing, and the result says so rather than look complete. Not expected when
+    // init failed before the payload ran (it collects only once the payload has ended).
+    let init_failed_first = setup_failure.is_some() && payload.is_none();
+    if spec.collect.is_some() && !collected.done && !init_failed_first {
+        let why = if ended.grace_expired {
+            format!(
+                "init had not finished {} s after cordon asked it to stop, and cordon killed the sandbox",
+                super::supervise::STOP_GRACE.as_secs()
+            )
+        } else {
+            match ended.init_status {
+                Some(WaitStatus::Signaled(_, Signal::SIGKILL, _)) if oom_reported == Some(true) => {
+                    format!(
+                        "the kernel OOM-killed the sandbox's init at the memory limit of {} (the files in /workspace count toward it; raise it with --memory)",
+                        lim.memory.map(human_size).unwrap_or_else(|| "?".into())
+                    )
+                }
+                Some(WaitStatus::Signaled(_, sig, _)) => {
+                    format!("the sandbox's init was killed by {}", sig.as_str())
+                }
+                Some(WaitStatus::Exited(_, c)) => {
+                    format!("the sandbox's init exited with code {c}")
+                }
+                _ => "the sandbox's init ended".into(),
+            }
+        };
+        let cut = collected.cut_off();
+        let mut note = format!(
+            "cordon could not collect all the files from /workspace: {why} before it had sent them all; the {} file(s) in `files` are complete, any others are missing",
+            collected.files.len()
+        );
+        if let Some(path) = cut {
+            note.push_str(&format!(
+                " ({path} was cut off mid-transfer and is not kept)"
+            ));
+            collected.omitted.push(OmittedFile {
+                path,
+                reason: "cut off mid-transfer: the collection did not finish".into(),
+            });
+        }
+        collected.omitted.push(OmittedFile {
+            path: ".".into(),
+            reason: format!("the collection did not finish: {why}"),
+        });
+        // The program's own outcome stands when it already failed; a success becomes cordon's
+        // failure (as a file that cannot be written into --output-dir turns exit 0 into 125).
+        if status == Status::Ok {
+            status = Status::SandboxError;
+            code = exit_codes::SANDBOX_ERROR;
+        }
+        message = Some(match message.take() {
+            Some(m) => format!("{m}; {note}"),
+            None => note,
+        });
+    } else if status == Status::Ok && oom_reported == Some(true) {
+        // The program succeeded although the kernel killed one of its processes at the memory
+        // limit (a child it tolerated): its status stands, and the kill is explained.
+        message = Some(format!(
+            "the program exited with code 0, but the kernel OOM-killed one of its processes at the memory limit of {} (raise it with --memory)",
+            lim.memory.map(human_size).unwrap_or_else(|| "?".into())
+        ));
     }
 
     let (memory_used, memory_used_source) = match (metrics.peak_memory, ended.rusage_maxrss) {
@@ -586,6 +652,164 @@ mod tests {
         };
         let o = run(vec![failed], blind, Default::default(), Default::default());
         assert!(o.message.unwrap().contains("cannot mount"));
+    }
+
+    /// A run that collects files, with `msgs` from init and the file messages in `files`.
+    fn run_collecting(
+        msgs: Vec<Msg>,
+        files: Vec<Msg>,
+        f: impl FnOnce(&mut Ended),
+        metrics: CgroupMetrics,
+    ) -> Outcome {
+        let mut spec = spec();
+        spec.collect = Some(crate::spec::Collect::default());
+        spec.limits.memory = Some(128 << 20);
+        let mut e = Ended {
+            msgs,
+            collected: crate::launch::collect::ReceivedFiles::new(64 << 20),
+            ..Ended::default()
+        };
+        for m in files {
+            assert!(e.collected.take(m).is_none());
+        }
+        f(&mut e);
+        outcome(&spec, e, metrics, Default::default(), Default::default())
+    }
+
+    fn a_file(path: &str) -> Vec<Msg> {
+        vec![
+            Msg::FileStart {
+                path: path.into(),
+                mode: 0o644,
+                size: 2,
+            },
+            Msg::FileBytes(b"ok".to_vec()),
+            Msg::FileEnd { size: 2 },
+        ]
+    }
+
+    fn oom() -> CgroupMetrics {
+        CgroupMetrics {
+            oom_kills: Some(1),
+            source: Some(MetricSource::CgroupV1),
+            ..Default::default()
+        }
+    }
+
+    /// init OOM-killed in the middle of a file after the program exited 0: not a success,
+    /// the message says what happened, and the cut-off file is listed.
+    #[test]
+    fn a_collection_cut_short_is_not_a_success() {
+        let mut files = a_file("small.txt");
+        files.push(Msg::FileStart {
+            path: "big.bin".into(),
+            mode: 0o644,
+            size: 30 << 20,
+        });
+        files.push(Msg::FileBytes(vec![b'a'; 1000]));
+        let killed = |e: &mut Ended| {
+            e.init_status = Some(WaitStatus::Signaled(
+                nix::unistd::Pid::from_raw(7),
+                Signal::SIGKILL,
+                false,
+            ))
+        };
+        let o = run_collecting(vec![Msg::Exited { code: 0 }], files.clone(), killed, oom());
+        assert_eq!(
+            (
+                o.status,
+                o.cli_exit_code,
+                o.success,
+                o.exit_code,
+                o.oom_killed
+            ),
+            (Status::SandboxError, 125, false, Some(0), true)
+        );
+        let m = o.message.unwrap();
+        assert!(
+            m.contains("OOM-killed the sandbox's init at the memory limit of 128 MiB"),
+            "{m}"
+        );
+        assert!(m.contains("big.bin was cut off"), "{m}");
+        assert_eq!(o.files.len(), 1);
+        assert_eq!(o.files[0].path, "small.txt");
+        let omitted: Vec<&str> = o.files_omitted.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(omitted, ["big.bin", "."]);
+        assert!(o.files_omitted[1].reason.contains("did not finish"));
+
+        // Killed otherwise, after a timeout whose grace init overran: the timeout stands and
+        // the message has both.
+        let o = run_collecting(
+            vec![],
+            files,
+            |e| {
+                killed(e);
+                e.timed_out = true;
+                e.grace_expired = true;
+            },
+            Default::default(),
+        );
+        assert_eq!((o.status, o.cli_exit_code), (Status::Timeout, 124));
+        let m = o.message.unwrap();
+        assert!(
+            m.contains("wall-clock limit") && m.contains("had not finished 5 s"),
+            "{m}"
+        );
+    }
+
+    /// The same exit with the collection complete is a success; with no collection asked
+    /// for, or init failing before the payload ran, no collection is missed.
+    #[test]
+    fn a_complete_collection_or_none_is_not_reported() {
+        let mut files = a_file("small.txt");
+        files.push(Msg::CollectDone);
+        let o = run_collecting(
+            vec![Msg::Exited { code: 0 }],
+            files,
+            |_| {},
+            Default::default(),
+        );
+        assert_eq!(
+            (o.status, o.cli_exit_code, o.message),
+            (Status::Ok, 0, None)
+        );
+        assert_eq!(o.files.len(), 1);
+        assert!(o.files_omitted.is_empty());
+
+        let o = run(
+            vec![Msg::Exited { code: 0 }],
+            |_| {},
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!((o.status, o.message), (Status::Ok, None));
+
+        let failed = Msg::SetupFailed {
+            step: "mount".into(),
+            message: "EPERM".into(),
+            exit_code: 125,
+        };
+        let o = run_collecting(vec![failed], vec![], |_| {}, Default::default());
+        let m = o.message.unwrap();
+        assert!(m.contains("cannot mount") && !m.contains("collect"), "{m}");
+    }
+
+    /// Exit 0 with an OOM kill in the sandbox (a child the program tolerated) and every file
+    /// collected: still ok, and the kill is explained rather than left beside `ok` unexplained.
+    #[test]
+    fn an_oom_kill_beside_exit_0_is_explained() {
+        let o = run_collecting(
+            vec![Msg::Exited { code: 0 }],
+            vec![Msg::CollectDone],
+            |_| {},
+            oom(),
+        );
+        assert_eq!((o.status, o.oom_killed), (Status::Ok, true));
+        let m = o.message.unwrap();
+        assert!(
+            m.contains("exited with code 0, but the kernel OOM-killed"),
+            "{m}"
+        );
     }
 
     #[test]

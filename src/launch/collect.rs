@@ -435,6 +435,11 @@ impl ReceivedFiles {
         None
     }
 
+    /// The file being received when the messages stopped (init died mid-transfer), dropped.
+    pub fn cut_off(&mut self) -> Option<String> {
+        self.open.take().map(|f| f.path)
+    }
+
     fn drop_open(&mut self, reason: &str) {
         if let Some(f) = self.open.take() {
             self.omitted.push(OmittedFile {
@@ -502,6 +507,10 @@ mod tests {
             "{omitted:?}"
         );
         assert_eq!(omitted[2], ("d", "over the total-size cap"));
+        assert!(!r.done);
+        // Cut short: the file begun is what was being sent.
+        r.take(start("e", 1));
+        assert_eq!(r.cut_off().as_deref(), Some("e"));
         assert!(!r.done);
         r.take(Msg::CollectDone);
         assert!(r.done);

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// After "stop" (see [`Stopper`]), how long init may take to kill the rest and collect the
 /// files before the whole sandbox is SIGKILLed, files or not.
-const STOP_GRACE: Duration = Duration::from_secs(5);
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How often the CPU-time limit is checked against the cgroup's counter.
 const CPU_CHECK_EVERY: Duration = Duration::from_millis(100);
 const CHUNK: usize = 64 * 1024;
@@ -46,6 +46,8 @@ pub struct Io {
 struct Stopper {
     stop: Option<OwnedFd>,
     grace_until: Option<Instant>,
+    /// init overran its grace and the sandbox was SIGKILLed.
+    expired: bool,
 }
 
 impl Stopper {
@@ -69,6 +71,7 @@ impl Stopper {
         match self.grace_until {
             Some(t) if now >= t => {
                 self.grace_until = None;
+                self.expired = true;
                 kill_all(child, cgroup);
                 None
             }
@@ -153,6 +156,8 @@ pub struct Ended {
     pub stderr: Capture,
     pub wall: Duration,
     pub internal_error: Option<String>,
+    /// init did not exit within [`STOP_GRACE`] of being asked to stop: cordon SIGKILLed it.
+    pub grace_expired: bool,
     /// The rlimit backend's memory watch, when it ran (see [`super::memwatch`]).
     pub memory_watch: Option<WatchReport>,
 }
@@ -243,6 +248,7 @@ pub fn supervise(
     let mut stopper = Stopper {
         stop,
         grace_until: None,
+        expired: false,
     };
     let mut stdin_pipe = Some(stdin_pipe);
     let mut stdin_buf: Vec<u8> = Vec::new();
@@ -583,6 +589,7 @@ pub fn supervise(
         }
     }
     ended.memory_watch = watch.map(|w| w.report);
+    ended.grace_expired = stopper.expired;
     if ended.wall.is_zero() {
         ended.wall = started.elapsed();
     }
