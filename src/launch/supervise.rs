@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 /// After init exits, how long to keep reading output that is still in the pipes. Every
 /// writer died with the pid namespace, so this only bounds a pathological case.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
-/// After "stop" (see [`Stopper`]), how long init may take to kill the rest and collect the
-/// files before the whole sandbox is SIGKILLed, files or not.
+/// After "stop" (see [`Stopper`]), or after the payload's main process ended by itself, how
+/// long init may take to kill the rest and collect the files before the whole sandbox is
+/// SIGKILLed, files or not (the result then says the collection was cut short).
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How often the CPU-time limit is checked against the cgroup's counter.
 const CPU_CHECK_EVERY: Duration = Duration::from_millis(100);
@@ -55,7 +56,9 @@ impl Stopper {
         if let Some(fd) = self.stop.take()
             && super::channel::send_stop(&fd).is_ok()
         {
-            self.grace_until = Some(Instant::now() + STOP_GRACE);
+            // A grace already running (init collecting after the payload ended) is not extended.
+            self.grace_until
+                .get_or_insert_with(|| Instant::now() + STOP_GRACE);
             return;
         }
         kill_all(child, cgroup);
@@ -277,6 +280,10 @@ pub fn supervise(
     let mut init_exited = pidfd.is_none();
     let mut drain_deadline: Option<Instant> = None;
     let mut killed = false;
+    // The payload's main process has ended and init is collecting the files (it has killed
+    // every other process first): the program's wall-clock and CPU-time limits no longer
+    // apply, init's grace does.
+    let mut collecting = false;
     let mut buf = vec![0u8; CHUNK];
     let host_out = std::io::stdout();
     let host_err = std::io::stderr();
@@ -292,7 +299,7 @@ pub fn supervise(
             if (out.is_none() && err.is_none() && rep.is_none() && flushed) || now >= dl {
                 break;
             }
-        } else if now >= deadline && !killed {
+        } else if now >= deadline && !killed && !collecting {
             ended.timed_out = true;
             killed = true;
             stopper.stop(child, cgroup);
@@ -360,6 +367,9 @@ pub fn supervise(
         }
         let until = if init_exited {
             drain_deadline.unwrap_or(now)
+        } else if collecting {
+            // Until init's grace ends; once it overran (SIGKILLed), until init is reaped.
+            grace.unwrap_or(now + Duration::from_millis(10))
         } else {
             grace.map_or(deadline, |g| g.min(deadline.max(now)))
         };
@@ -428,6 +438,15 @@ pub fn supervise(
                         Ok(0) => rep = None,
                         Ok(n) => {
                             for m in reader.feed(&buf[..n]) {
+                                if spec.collect.is_some()
+                                    && !collecting
+                                    && matches!(m, Msg::Exited { .. } | Msg::Signaled { .. })
+                                {
+                                    collecting = true;
+                                    stopper
+                                        .grace_until
+                                        .get_or_insert_with(|| Instant::now() + STOP_GRACE);
+                                }
                                 if let Some(m) = ended.collected.take(m) {
                                     ended.msgs.push(m);
                                 }
@@ -561,6 +580,7 @@ pub fn supervise(
         if let (Some(limit), Some(cg)) = (limits.cpu_time, cgroup)
             && !killed
             && !init_exited
+            && !collecting
             && cg.metrics().cpu_time.is_some_and(|t| t > limit)
         {
             ended.cpu_timed_out = true;
