@@ -496,3 +496,181 @@ both!(
         assert_refused(&r, "memoryLimit 0", &["config.memoryLimit", "lift"], &away);
     }
 );
+
+// ---------------------------------------------------------------------------------------------
+// Large files, and a collection cut short.
+
+/// Writes `big.bin`: argv[1] MiB of seeded pseudo-random bytes, 1 MiB at a time (so the
+/// program itself never holds much), and prints their SHA-256.
+const BIG_FILE: &str = r#"import hashlib, random, sys
+rng, h = random.Random(7), hashlib.sha256()
+with open("big.bin", "wb") as f:
+    for _ in range(int(sys.argv[1])):
+        block = rng.randbytes(1 << 20)
+        h.update(block)
+        f.write(block)
+print(h.hexdigest())
+"#;
+
+fn sha256_hex(data: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Runs BIG_FILE for `mib` MiB under `memory_mb` and checks that big.bin arrives whole in
+/// outputDir, with status ok and no OOM kill.
+fn big_file_arrives_whole(who: Who, mib: u64, memory_mb: u64) {
+    let out_parent = writable_dir(who);
+    let out = out_parent.path().join("out");
+    let req = json!({
+        "language": "python", "code": BIG_FILE, "args": [mib.to_string()],
+        "outputDir": out,
+        "config": {"timeout": 60000, "memoryLimit": memory_mb},
+    });
+    let r = cordon(who, "run")
+        .args(["--request", "-", "--no-history"])
+        .stdin(Input::Bytes(serde_json::to_vec(&req).unwrap()))
+        .deadline(Duration::from_secs(120))
+        .run_json();
+    let what = format!("{mib} MiB under {memory_mb} MB");
+    assert_eq!(r.status(), "ok", "{what}:\n{}", r.describe());
+    assert_eq!(r.code(), 0, "{what}:\n{}", r.describe());
+    assert_eq!(
+        r.get("/oomKilled"),
+        &json!(false),
+        "{what}:\n{}",
+        r.describe()
+    );
+    assert_eq!(r.get("/message"), &Value::Null, "{what}:\n{}", r.describe());
+    assert_eq!(
+        r.files(),
+        [("big.bin".to_string(), mib << 20)],
+        "{what}:\n{}",
+        r.describe()
+    );
+    let data = std::fs::read(out.join("big.bin"))
+        .unwrap_or_else(|e| panic!("{what}: outputDir/big.bin: {e}\n{}", r.describe()));
+    assert_eq!(data.len() as u64, mib << 20, "{what}: size in outputDir");
+    assert_eq!(
+        sha256_hex(&data),
+        r.output().trim(),
+        "{what}: the contents differ from what the program wrote"
+    );
+}
+
+both!(
+    /// A 40 MiB file (under the 64 MiB collection cap) is collected whole, with status ok.
+    /// (It used to be sent as one JSON line that cordon re-scanned on every read: quadratic,
+    /// past a 20 s timeout, and the file was lost.)
+    fn a_large_file_is_collected_whole(who) {
+        big_file_arrives_whole(who, 40, 512);
+    }
+);
+
+both!(
+    /// A 30 MiB file under a 128 MB memory limit is collected whole: init streams it in
+    /// chunks. (init used to hold it about 4.5 times over in the sandbox's memory cgroup, was
+    /// OOM-killed mid-collection, and the run still said ok, with no files.)
+    fn a_file_near_the_memory_limit_is_collected(who) {
+        big_file_arrives_whole(who, 30, 128);
+    }
+);
+
+/// Writes a 4 MiB file, then waits in `sleep MARKER` until SIGTERM, on which it exits 0.
+/// Its argument is `m=MARKER` (cordon's own argv must not hold the marker as an element).
+const CUT_SHORT: &str = r#"import os, signal, subprocess, sys
+open("big.bin", "wb").write(b"a" * (4 << 20))
+signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
+subprocess.run(["sleep", "3600", sys.argv[1][2:]])
+"#;
+
+/// The command name of `pid`.
+fn comm(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// The parent pid of `pid`, from /proc/PID/stat.
+fn ppid(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+    after
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0)
+}
+
+both!(
+    /// init killed in the middle of the collection, deterministically: cordon is stopped,
+    /// the program exits 0, init blocks in write(2) on the full report pipe in the middle of
+    /// big.bin, and is SIGKILLed there. The run must not pass for a success with the file
+    /// silently missing: sandbox_error, exit 125, exitCode 0, a message saying the collection
+    /// was cut short, big.bin listed as cut off, nothing in outputDir.
+    fn a_collection_cut_short_is_reported(who) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        if !running_as_root() {
+            println!("SKIP: a_collection_cut_short_is_reported: reading init's /proc/PID/syscall needs root");
+            return;
+        }
+        let mark = marker(who, 41);
+        let out_parent = writable_dir(who);
+        let out = out_parent.path().join("out");
+        let run = cordon(who, "run")
+            .args(["--lang", "python", "--json", "--no-history", "--timeout", "60s"])
+            .arg("--output-dir")
+            .arg(&out)
+            .args(["-c", CUT_SHORT, "--", &format!("m={mark}")]);
+        let start = std::time::Instant::now();
+        let child = run.spawn(std::process::Stdio::piped(), std::process::Stdio::piped());
+        let mut sleeper = 0;
+        let found = wait_until(Duration::from_secs(30), || {
+            sleeper = procs_matching(&mark).first().map_or(0, |p| *p as i32);
+            sleeper != 0
+        });
+        assert!(found, "the program never reached `sleep {mark}`");
+        let py = ppid(sleeper);
+        let init = ppid(py);
+        let cordon_pid = ppid(init);
+        // Checked before any signal: a wrong pid here must not stop or kill anything else.
+        let chain = [(sleeper, "sleep"), (py, "python3"), (init, "cordon"), (cordon_pid, "cordon")];
+        let names: Vec<String> = chain.iter().map(|(p, _)| comm(*p)).collect();
+        assert!(
+            chain.iter().zip(&names).all(|((p, want), got)| *p > 1 && got.starts_with(want)),
+            "unexpected process chain: {chain:?} are {names:?}"
+        );
+        kill(Pid::from_raw(cordon_pid), Signal::SIGSTOP).unwrap();
+        kill(Pid::from_raw(py), Signal::SIGTERM).unwrap();
+        // x86_64 write(2) is syscall 1: init is blocked sending big.bin (4 MiB > the pipe).
+        let blocked = wait_until(Duration::from_secs(20), || {
+            std::fs::read_to_string(format!("/proc/{init}/syscall")).is_ok_and(|s| s.starts_with("1 "))
+        });
+        let _ = kill(Pid::from_raw(init), Signal::SIGKILL);
+        kill(Pid::from_raw(cordon_pid), Signal::SIGCONT).unwrap();
+        let finished = wait_with_deadline(child, start, Duration::from_secs(60), run.argv());
+        assert!(blocked, "init never blocked writing to the report pipe:\n{}", finished.describe());
+        let json: Value = serde_json::from_slice(&finished.stdout)
+            .unwrap_or_else(|e| panic!("not one JSON object ({e}):\n{}", finished.describe()));
+        let r = JsonRun { json, finished };
+        assert_eq!(r.status(), "sandbox_error", "{}", r.describe());
+        assert_eq!(r.code(), 125, "{}", r.describe());
+        assert_eq!(r.get("/exitCode"), &json!(0), "the program's own exit stands:\n{}", r.describe());
+        assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+        let message = r.get("/message").as_str().unwrap_or("");
+        assert!(
+            message.contains("could not collect all the files") && message.contains("killed by SIGKILL") && message.contains("big.bin was cut off"),
+            "message:\n{}", r.describe()
+        );
+        assert_eq!(r.files(), [], "{}", r.describe());
+        let omitted: Vec<&str> = r.get("/filesOmitted").as_array().map(|a| a.iter().filter_map(|o| o["path"].as_str()).collect()).unwrap_or_default();
+        assert_eq!(omitted, ["big.bin", "."], "{}", r.describe());
+        assert!(!out.join("big.bin").exists(), "a cut-off file must not reach outputDir:\n{}", r.describe());
+        assert_none_left(&mark, Duration::from_secs(5), &r.describe());
+    }
+);
