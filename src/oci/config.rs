@@ -696,10 +696,14 @@ fn refuse_mount_id_mappings(text: &[u8]) -> Result<(), OciConfigError> {
         #[serde(rename = "gidMappings", default)]
         gid: Option<IgnoredAny>,
     }
-    // The text already parsed as a Spec: a failure here is not this check's to report.
-    let Ok(p) = serde_json::from_slice::<Probe>(text) else {
-        return Ok(());
-    };
+    // The text already parsed as a Spec, so this parse fails only where the two shapes
+    // differ; the check must not pass unread.
+    let p = serde_json::from_slice::<Probe>(text).map_err(|e| {
+        invalid(
+            "mounts".to_string(),
+            format!("cannot read the mounts to look for id mappings: {e}"),
+        )
+    })?;
     for (i, m) in p.mounts.iter().flatten().enumerate() {
         for (name, present) in [
             ("uidMappings", m.uid.is_some()),

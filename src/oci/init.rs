@@ -451,6 +451,15 @@ fn do_mount(
         }
         Ok(())
     };
+    // The host's cgroup2 hierarchy, recursively, read-only with every mount below it when
+    // the mount asks for `ro`.
+    let bind_host_cgroup2 = || -> Result<(), Step> {
+        bind(Path::new("/sys/fs/cgroup"), true)?;
+        if m.flags & libc::MS_RDONLY != 0 {
+            read_only_below(&target(OFlag::O_PATH)?, &m.dst)?;
+        }
+        Ok(())
+    };
     match m.kind.as_str() {
         "bind" => bind(&m.src, m.recursive)?,
         "cgroup" | "cgroup2" if !cgroup2 => {
@@ -459,14 +468,9 @@ fn do_mount(
             make_mount_point(&root, &create_at, false)?;
             mount_cgroup_v1(m, v1, &target)?;
         }
-        "cgroup" if in_userns => {
-            // Pure v2 in a user namespace that may not mount cgroup2: the host's hierarchy,
-            // read-only (all of it) unless asked otherwise.
-            bind(Path::new("/sys/fs/cgroup"), true)?;
-            if m.flags & libc::MS_RDONLY != 0 {
-                read_only_below(&target(OFlag::O_PATH)?, &m.dst)?;
-            }
-        }
+        // Pure v2 in a user namespace that may not mount cgroup2: the host's hierarchy,
+        // read-only (all of it) unless asked otherwise.
+        "cgroup" if in_userns => bind_host_cgroup2()?,
         kind => {
             make_mount_point(&root, &create_at, false)?;
             // tmpcopyup: keep a handle on what the tmpfs will cover, copy it in afterwards.
@@ -484,12 +488,7 @@ fn do_mount(
                 // may not mount these: bind the host's, as runc does for rootless containers.
                 (Err(Errno::EPERM), "sysfs") if in_userns => bind(Path::new("/sys"), true)?,
                 (Err(Errno::EPERM), "mqueue") if in_userns => bind(Path::new("/dev/mqueue"), true)?,
-                (Err(Errno::EPERM), "cgroup2") if in_userns => {
-                    bind(Path::new("/sys/fs/cgroup"), true)?;
-                    if m.flags & libc::MS_RDONLY != 0 {
-                        read_only_below(&target(OFlag::O_PATH)?, &m.dst)?;
-                    }
-                }
+                (Err(Errno::EPERM), "cgroup2") if in_userns => bind_host_cgroup2()?,
                 (r, _) => r.map_err(ep("mount", &m.dst))?,
             }
             if let Some(f) = under {
@@ -519,9 +518,14 @@ fn read_only_below(fd: &OwnedFd, dst: &Path) -> Result<(), Step> {
         | libc::MOUNT_ATTR_NODEV
         | libc::MOUNT_ATTR_NOEXEC;
     sys::mount_setattr_recursive(fd.as_raw_fd(), attrs).map_err(|err| {
+        let hint = if err == Errno::ENOSYS {
+            "; this kernel has no mount_setattr (Linux 5.12+): upgrade it, or drop `ro` from the mount (the cgroup tree is then writable as far as the container's user namespace allows)"
+        } else {
+            ""
+        };
         (
-            "make a cgroup mount read-only with every mount below it (mount_setattr, kernel 5.12+)",
-            format!("{}: {err}", dst.display()),
+            "make a cgroup mount read-only with every mount below it (mount_setattr)",
+            format!("{}: {err}{hint}", dst.display()),
         )
     })
 }
@@ -606,8 +610,8 @@ fn mount_cgroup_v1(
     drop(dir);
     if ro {
         let top = target(OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+        // The tmpfs; each hierarchy is a bind of its own (not recursive), remounted above.
         remount_bind(&fd_path(&top), safe | keep | libc::MS_RDONLY)?;
-        read_only_below(&top, &m.dst)?;
     }
     Ok(())
 }
@@ -664,22 +668,18 @@ fn copy_tree(src: &OwnedFd, dst: &OwnedFd, rel: &Path) -> std::io::Result<()> {
             nix::unistd::fchownat(dst, name, u, g, AtFlags::AT_SYMLINK_NOFOLLOW)
                 .map_err(|err| fail("set the owner", name, err))?;
         } else if k == SFlag::S_IFDIR {
-            let from = openat(
-                src,
-                name,
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(|err| fail("open the directory", name, err))?;
+            let open_dir = |at: &OwnedFd| {
+                openat(
+                    at,
+                    name,
+                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+            };
+            let from = open_dir(src).map_err(|err| fail("open the directory", name, err))?;
             nix::sys::stat::mkdirat(dst, name, Mode::from_bits_truncate(0o700))
                 .map_err(|err| fail("create the directory", name, err))?;
-            let to = openat(
-                dst,
-                name,
-                OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(|err| fail("open the new directory", name, err))?;
+            let to = open_dir(dst).map_err(|err| fail("open the new directory", name, err))?;
             copy_tree(&from, &to, &rel.join(name))?;
         } else if k == SFlag::S_IFREG {
             // O_NONBLOCK: a fifo swapped in would not block the open (and is refused below).
