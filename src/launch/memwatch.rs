@@ -308,6 +308,8 @@ impl MemWatch {
         // Processes with shared memory mapped: only their mappings can overlap an object
         // counted at its own size (reading a full smaps costs more than its rollup).
         let mut mapping_shmem = Vec::new();
+        // The Pss_Shmem of the processes in `mapping_shmem`.
+        let mut takeable = 0u64;
         let mut objects: HashMap<Object, u64> = HashMap::new();
         // The extent of every shmem object mapped shared, by object.
         let mut extents: HashMap<ObjectKey, u64> = HashMap::new();
@@ -387,8 +389,16 @@ impl MemWatch {
         // that keeps forking faster than that makes the sample partial (what was known is
         // kept; bounded like other hiding, see `note_hiding`).
         let mut relisted = 0;
-        let cpu_start = thread_cpu();
-        let costly = || thread_cpu().saturating_sub(cpu_start) > SAMPLE_CPU;
+        // The sample's CPU so far; without the thread's clock, its wall time (never less, so
+        // the budget only gets stricter).
+        let (wall_start, cpu_start) = (Instant::now(), thread_cpu());
+        let costly = || {
+            let spent = match (cpu_start, thread_cpu()) {
+                (Some(a), Some(b)) => b.saturating_sub(a),
+                _ => wall_start.elapsed(),
+            };
+            spent > SAMPLE_CPU
+        };
         while let Some(pid) = pending.pop().or_else(|| {
             let Ok(listed) = list_pids(&root) else {
                 unreadable = true;
@@ -420,21 +430,19 @@ impl MemWatch {
                 self.hidden_fds.remove(&pid);
             }
             match result {
-                Ok((bytes, shmem, dir)) => {
+                Ok((bytes, shared)) => {
                     self.unreadable.remove(&pid);
                     total = total.saturating_add(bytes);
-                    if shmem {
-                        mapping_shmem.push((dir, bytes));
+                    if let SharedPages::Smaps { shared, pss_shmem } = shared {
+                        mapping_shmem.push(shared);
+                        takeable = takeable.saturating_add(pss_shmem);
                     }
                     // Over the limit already, the rest need not be read (a sandbox with much to
-                    // read, thousands of epoll items, is killed as soon as it is over). The
-                    // sum only grows by the end of the sample but for the rollups of processes
-                    // with shared memory, which are taken back if they exit meanwhile: those
-                    // are left out of this early test.
-                    let settled = mapping_shmem
-                        .iter()
-                        .fold(total, |t, (_, b)| t.saturating_sub(*b));
-                    if settled > self.limit {
+                    // read, thousands of epoll items, is killed as soon as it is over). By the
+                    // end of the sample the sum only grows, but for what the objects counted
+                    // at their own size take back of the rollups' shared memory: that is left
+                    // out of this early test.
+                    if total.saturating_sub(takeable) > self.limit {
                         self.report.peak = self.report.peak.max(total);
                         return Verdict::Over(total);
                     }
@@ -478,30 +486,25 @@ impl MemWatch {
         total = total.saturating_add(created);
         if !objects.is_empty() {
             // What the mappings of these objects already counted, so a page is not counted
-            // twice. (Unreadable smaps: nothing subtracted, the object counts in full.) A
-            // process that exited since its rollup was read takes its count along: its private
-            // memory went with it, and the objects it mapped count at their own size here.
+            // twice (each process's smaps was read with its rollup; unreadable smaps:
+            // nothing subtracted, the object counts in full).
             let mut mapped: HashMap<Object, u64> = HashMap::new();
-            for (dir, bytes) in &mapping_shmem {
-                if costly() {
-                    return too_costly(seen.len(), total);
-                }
-                match std::fs::read_to_string(format!("{dir}/smaps")) {
-                    Ok(text) if !text.is_empty() => {
-                        for (k, v) in pss_by_object(&text, &objects) {
-                            *mapped.entry(k).or_default() += v;
-                        }
-                    }
-                    Ok(_) => total = total.saturating_sub(*bytes),
-                    Err(e) if matches!(classify_io(&e, "smaps"), ReadError::Gone) => {
-                        total = total.saturating_sub(*bytes)
-                    }
-                    Err(_) => {}
+            for shared in &mapping_shmem {
+                for (k, v) in objects_pss(shared, &objects) {
+                    *mapped.entry(k).or_default() += v;
                 }
             }
-            for (k, size) in &objects {
-                total = total.saturating_add(size.saturating_sub(*mapped.get(k).unwrap_or(&0)));
-            }
+            // Each object counts at its own size, and what the rollups counted of it comes
+            // out (each process's smaps was read with its rollup, so a process never gives back
+            // more than it added). Taking each object's larger figure instead would count a
+            // page twice whenever processes' reads, made at different instants, together show
+            // more of an object than it ever held at once (one process read before another
+            // faulted the pages in, the other after): a program holding 86 MiB was killed at
+            // 139 MiB that way. An object that grew while the sample ran is under-counted by
+            // that growth until the next sample, like any growth between two samples.
+            let own = objects.values().fold(0u64, |t, v| t.saturating_add(*v));
+            let shown = mapped.values().fold(0u64, |t, v| t.saturating_add(*v));
+            total = total.saturating_add(own).saturating_sub(shown);
         }
         self.report.peak = self.report.peak.max(total);
         if total > self.limit {
@@ -647,17 +650,33 @@ fn classify_io(e: &std::io::Error, what: &str) -> ReadError {
     }
 }
 
-/// One process's count (its smaps_rollup sum), whether it maps shared memory (Pss_Shmem
-/// above 0: then its full smaps is read, to tell what its mappings of objects counted at
-/// their own size already counted), and the /proc directory it was read through; its memfds go into `objects`, and the extent of its
-/// shared mappings of objects on the shmem device `shm_dev` into `extents`.
+/// What a process's shared memory pages show, read with its rollup (see [`read_process`]).
+enum SharedPages {
+    /// It maps no shared memory (Pss_Shmem 0).
+    None,
+    /// The Pss of its shared mappings ([`shared_pss`] of its full smaps, read right after its
+    /// rollup): its mappings of the objects counted at their own size are taken out of those
+    /// objects (the same instant as the rollup, so a page that moved between the reads is not
+    /// counted twice); and the rollup's Pss_Shmem in bytes (the most those can take out of
+    /// this process's count).
+    Smaps {
+        shared: HashMap<SharedKey, u64>,
+        pss_shmem: u64,
+    },
+    /// Its smaps could not be read: nothing is taken out, the objects count in full.
+    Unreadable,
+}
+
+/// One process's count (its smaps_rollup sum) and its [`SharedPages`]; its memfds go into
+/// `objects`, and the extent of its shared mappings of objects on the shmem device `shm_dev`
+/// into `extents`.
 fn read_process(
     root: &str,
     pid: u32,
     shm_dev: Option<(u32, u32)>,
     objects: &mut HashMap<Object, u64>,
     extents: &mut HashMap<ObjectKey, u64>,
-) -> Result<(u64, bool, String), ReadError> {
+) -> Result<(u64, SharedPages), ReadError> {
     let dir = format!("{root}/{pid}");
     match read_process_at(&dir, shm_dev, objects, extents) {
         // A process whose main thread exited (`exit`, not `exit_group`) lives on in its other
@@ -679,12 +698,12 @@ fn read_process(
                 let dir = format!("{root}/{pid}/task/{tid}");
                 match read_process_at(&dir, shm_dev, objects, extents) {
                     Err(ReadError::Gone) => continue,
-                    other => return other.map(|(bytes, shmem)| (bytes, shmem, dir)),
+                    other => return other,
                 }
             }
             Err(ReadError::Gone)
         }
-        other => other.map(|(bytes, shmem)| (bytes, shmem, dir)),
+        other => other,
     }
 }
 
@@ -695,13 +714,31 @@ fn read_process_at(
     shm_dev: Option<(u32, u32)>,
     objects: &mut HashMap<Object, u64>,
     extents: &mut HashMap<ObjectKey, u64>,
-) -> Result<(u64, bool), ReadError> {
+) -> Result<(u64, SharedPages), ReadError> {
     let text = std::fs::read_to_string(format!("{dir}/smaps_rollup"))
         .map_err(|e| classify_io(&e, "smaps_rollup"))?;
     if text.is_empty() {
         // A process without memory (exiting).
         return Err(ReadError::Gone);
     }
+    let pss_shmem = kb_field(&text, "Pss_Shmem")
+        .unwrap_or(0)
+        .saturating_mul(1024);
+    let shared = if pss_shmem > 0 {
+        match std::fs::read_to_string(format!("{dir}/smaps")) {
+            Ok(smaps) if !smaps.is_empty() => SharedPages::Smaps {
+                shared: shared_pss(&smaps),
+                pss_shmem,
+            },
+            Ok(_) => return Err(ReadError::Gone),
+            Err(e) => match classify_io(&e, "smaps") {
+                ReadError::Gone => return Err(ReadError::Gone),
+                _ => SharedPages::Unreadable,
+            },
+        }
+    } else {
+        SharedPages::None
+    };
     let bytes = rollup_bytes(&text).ok_or_else(|| {
         ReadError::Format(format!(
             "the kernel's /proc/PID/smaps_rollup has no {} field (Linux 5.x or later has them): the memory watch cannot count shared memory",
@@ -780,10 +817,7 @@ fn read_process_at(
             }
         }
     }
-    Ok((
-        bytes.saturating_add(epolls),
-        kb_field(&text, "Pss_Shmem").is_some_and(|v| v > 0),
-    ))
+    Ok((bytes.saturating_add(epolls), shared))
 }
 
 /// The smaps_rollup fields the watch adds up.
@@ -862,11 +896,11 @@ pub const MAPPING_BYTES: u64 = 256;
 /// takes a few milliseconds).
 pub const SAMPLE_CPU: Duration = Duration::from_secs(1);
 
-/// CPU time of the calling thread.
-fn thread_cpu() -> Duration {
+/// CPU time of the calling thread (None: the clock could not be read).
+fn thread_cpu() -> Option<Duration> {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .ok()
         .map(Duration::from)
-        .unwrap_or_default()
 }
 
 /// The verdict of a sample that took more than [`SAMPLE_CPU`].
@@ -977,37 +1011,55 @@ fn read_all_at(f: &std::fs::File) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-/// The `Pss` of every shared mapping in a full smaps text whose object is one of `objects`.
-/// Private mappings are left out: their pages written since are anonymous copies (counted as
-/// Pss_Anon, not part of the object), and their other pages, counted twice, only err high.
-pub fn pss_by_object(text: &str, objects: &HashMap<Object, u64>) -> HashMap<Object, u64> {
+/// What a shared mapping maps: its device and inode, and whether it is a SysV segment.
+type SharedKey = (ObjectKey, bool);
+
+/// The `Pss` of the shared mappings (`s` in the permissions) of a full smaps text, summed by
+/// what they map: the few numbers a sample keeps of a process's smaps, read with its rollup
+/// (the text itself may be megabytes). Private mappings are left out: their pages written
+/// since are anonymous copies (counted as Pss_Anon, not part of the object), and their other
+/// pages, counted twice, only err high.
+fn shared_pss(text: &str) -> HashMap<SharedKey, u64> {
     let mut out = HashMap::new();
-    let mut current: Option<Object> = None;
+    let mut current: Option<SharedKey> = None;
     for line in text.lines() {
         if let Some(Mapping {
             key, perms, path, ..
         }) = smaps_header(line)
         {
-            if perms.as_bytes().get(3) != Some(&b's') {
-                current = None;
-                continue;
-            }
-            let fs = Object::Fs {
-                major: key.major,
-                minor: key.minor,
-            };
-            let obj = if path.starts_with("/SYSV") {
-                Object::Sysv(key.ino)
-            } else if objects.contains_key(&fs) {
-                fs
-            } else {
-                Object::File(key)
-            };
-            current = Some(obj).filter(|k| objects.contains_key(k));
+            current =
+                (perms.as_bytes().get(3) == Some(&b's')).then(|| (key, path.starts_with("/SYSV")));
         } else if let Some(k) = current
             && let Some(v) = kb_field(line, "Pss")
         {
             *out.entry(k).or_default() += v * 1024;
+        }
+    }
+    out
+}
+
+/// The Pss of [`shared_pss`] of those shared mappings whose object is one of `objects` (a
+/// SysV segment by its shmid, a file of a tmpfs mount counted whole by the mount's device,
+/// any other by its device and inode), by object.
+fn objects_pss(
+    shared: &HashMap<SharedKey, u64>,
+    objects: &HashMap<Object, u64>,
+) -> HashMap<Object, u64> {
+    let mut out = HashMap::new();
+    for (&(key, sysv), &pss) in shared {
+        let fs = Object::Fs {
+            major: key.major,
+            minor: key.minor,
+        };
+        let obj = if sysv {
+            Object::Sysv(key.ino)
+        } else if objects.contains_key(&fs) {
+            fs
+        } else {
+            Object::File(key)
+        };
+        if objects.contains_key(&obj) {
+            *out.entry(obj).or_default() += pss;
         }
     }
     out
@@ -1605,7 +1657,7 @@ Pss:                  16 kB
         ]
         .into_iter()
         .collect();
-        let got = pss_by_object(smaps, &objects);
+        let got = objects_pss(&shared_pss(smaps), &objects);
         assert_eq!(got.get(&Object::File(a)), Some(&((256 + 64) * 1024)));
         assert_eq!(got.get(&Object::File(other_dev)), Some(&(32 * 1024)));
         assert_eq!(got.get(&Object::Sysv(3)), Some(&(8 * 1024)));
@@ -1625,7 +1677,7 @@ Pss:                 100 kB
             minor: 0x2a,
         };
         let objects: HashMap<_, _> = [(shm, 1 << 30)].into_iter().collect();
-        let got = pss_by_object(smaps, &objects);
+        let got = objects_pss(&shared_pss(smaps), &objects);
         assert_eq!(got, [(shm, 512 * 1024)].into_iter().collect());
     }
 
