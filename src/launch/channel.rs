@@ -78,7 +78,10 @@ impl Reporter {
     /// Sends one message as a single `write` (under PIPE_BUF, so it is never interleaved with
     /// the other writer's messages).
     pub fn send(&self, msg: &Msg) {
-        let mut line = serde_json::to_vec(msg).unwrap_or_default();
+        // Only [`Msg::FileBytes`] cannot be serialised, and it is never sent as a line.
+        let Ok(mut line) = serde_json::to_vec(msg) else {
+            return;
+        };
         line.truncate(libc::PIPE_BUF - 1);
         line.push(b'\n');
         // A parent that is gone cannot be told anything; the send is best-effort by nature.
@@ -88,7 +91,7 @@ impl Reporter {
     /// Sends one message of any size. Only for init, once the payload and every other
     /// process of the sandbox are dead: nothing else writes the pipe then.
     pub fn send_large(&self, msg: &Msg) -> Result<(), Errno> {
-        let mut line = serde_json::to_vec(msg).unwrap_or_default();
+        let mut line = serde_json::to_vec(msg).map_err(|_| Errno::EINVAL)?;
         line.push(b'\n');
         self.write_all(&line)
     }

@@ -2,7 +2,7 @@
 //! the CLI uses, and a sentence for anything that is not a plain exit. Pure: unit-tested.
 
 use super::channel::Msg;
-use super::supervise::Ended;
+use super::supervise::{Ended, Grace};
 use crate::limits::CgroupMetrics;
 use crate::outcome::{
     Enforcement, IsolationReport, LimitsReport, MetricSource, OmittedFile, Outcome, Status,
@@ -284,11 +284,16 @@ pub fn outcome(
     // init failed before the payload ran (it collects only once the payload has ended).
     let init_failed_first = setup_failure.is_some() && payload.is_none();
     if spec.collect.is_some() && !collected.done && !init_failed_first {
-        let why = if ended.grace_expired {
-            format!(
-                "init had not finished {} s after cordon asked it to stop, and cordon killed the sandbox",
-                super::supervise::STOP_GRACE.as_secs()
-            )
+        let grace = super::supervise::STOP_GRACE.as_secs();
+        let why = if let Some(cause) = ended.grace_expired {
+            match cause {
+                Grace::Stopped => format!(
+                    "init had not finished {grace} s after cordon asked it to stop, and cordon killed the sandbox"
+                ),
+                Grace::Collecting => format!(
+                    "init had not finished collecting {grace} s after the program ended (the files are too many or too large to send in that time), and cordon killed the sandbox"
+                ),
+            }
         } else {
             match ended.init_status {
                 Some(WaitStatus::Signaled(_, Signal::SIGKILL, _)) if oom_reported == Some(true) => {
@@ -303,7 +308,9 @@ pub fn outcome(
                 Some(WaitStatus::Exited(_, c)) => {
                     format!("the sandbox's init exited with code {c}")
                 }
-                _ => "the sandbox's init ended".into(),
+                // Not reaped: supervision ended another way (cordon's own failure, said in
+                // the message before this note).
+                _ => "the sandbox's init did not report its end".into(),
             }
         };
         let cut = collected.cut_off();
@@ -326,6 +333,21 @@ pub fn outcome(
         });
         // The program's own outcome stands when it already failed; a success becomes cordon's
         // failure (as a file that cannot be written into --output-dir turns exit 0 into 125).
+        if status == Status::Ok {
+            status = Status::SandboxError;
+            code = exit_codes::SANDBOX_ERROR;
+        }
+        message = Some(match message.take() {
+            Some(m) => format!("{m}; {note}"),
+            None => note,
+        });
+    } else if let Some(why) = collected.garbled.clone() {
+        // A file lost in transit between init and cordon: cordon's failure, said as a
+        // collection cut short is (a bug to report: init and cordon are the same binary).
+        let note = format!(
+            "cordon lost a file the sandbox's init sent ({why}); the {} file(s) in `files` are complete; please report this as a cordon bug",
+            collected.files.len()
+        );
         if status == Status::Ok {
             status = Status::SandboxError;
             code = exit_codes::SANDBOX_ERROR;
@@ -666,7 +688,7 @@ mod tests {
         spec.limits.memory = Some(128 << 20);
         let mut e = Ended {
             msgs,
-            collected: crate::launch::collect::ReceivedFiles::new(64 << 20),
+            collected: crate::launch::collect::ReceivedFiles::new(64 << 20, 1000),
             ..Ended::default()
         };
         for m in files {
@@ -745,7 +767,7 @@ mod tests {
             |e| {
                 killed(e);
                 e.timed_out = true;
-                e.grace_expired = true;
+                e.grace_expired = Some(Grace::Stopped);
             },
             Default::default(),
         );
@@ -755,6 +777,61 @@ mod tests {
             m.contains("wall-clock limit") && m.contains("had not finished 5 s"),
             "{m}"
         );
+    }
+
+    /// A file lost between init and cordon (its end disagreeing with what arrived) turns a
+    /// success into cordon's failure, saying which file; a grace that began when the program
+    /// ended is said as such, not as a stop cordon asked for.
+    #[test]
+    fn a_file_lost_in_transit_or_a_slow_collection_is_reported() {
+        let mut files = a_file("small.txt");
+        files.push(Msg::FileStart {
+            path: "lost.bin".into(),
+            mode: 0o644,
+            size: 4,
+        });
+        files.push(Msg::FileBytes(b"abc".to_vec()));
+        files.push(Msg::FileEnd { size: 4 });
+        files.push(Msg::CollectDone);
+        let o = run_collecting(
+            vec![Msg::Exited { code: 0 }],
+            files,
+            |_| {},
+            Default::default(),
+        );
+        assert_eq!(
+            (o.status, o.cli_exit_code, o.exit_code),
+            (Status::SandboxError, 125, Some(0))
+        );
+        let m = o.message.unwrap();
+        assert!(
+            m.contains("cordon lost a file") && m.contains("lost.bin"),
+            "{m}"
+        );
+        assert_eq!(o.files.len(), 1);
+        assert_eq!(o.files_omitted.len(), 1);
+        assert_eq!(o.files_omitted[0].path, "lost.bin");
+
+        let o = run_collecting(
+            vec![Msg::Exited { code: 0 }],
+            a_file("small.txt"),
+            |e| {
+                e.init_status = Some(WaitStatus::Signaled(
+                    nix::unistd::Pid::from_raw(7),
+                    Signal::SIGKILL,
+                    false,
+                ));
+                e.grace_expired = Some(Grace::Collecting);
+            },
+            Default::default(),
+        );
+        assert_eq!((o.status, o.cli_exit_code), (Status::SandboxError, 125));
+        let m = o.message.unwrap();
+        assert!(
+            m.contains("had not finished collecting 5 s after the program ended"),
+            "{m}"
+        );
+        assert!(!m.contains("asked it to stop"), "{m}");
     }
 
     /// The same exit with the collection complete is a success; with no collection asked

@@ -357,27 +357,59 @@ pub struct ReceivedFiles {
     pub omitted: Vec<OmittedFile>,
     /// init sent [`Msg::CollectDone`]: the collection was not cut short.
     pub done: bool,
+    /// The first transfer that did not add up (a file's end disagreeing with what arrived,
+    /// data outside a file, a file cut off by another): a file was lost in transit, which
+    /// the result must say as it says a collection cut short.
+    pub garbled: Option<String>,
     /// The file being received.
     open: Option<OutputFile>,
+    /// The file being received went over the cap and was dropped: its remaining data and its
+    /// end are skipped.
+    discarding: bool,
     /// Bytes of the files received, and the cap they must fit (the spec's `max_bytes`,
     /// checked here too: what init sends is not trusted to respect it).
     bytes: u64,
     max_bytes: u64,
+    /// The spec's `max_files`, checked here too.
+    max_files: usize,
+    /// Omissions past [`RECEIVED_OMITTED_MAX`], counted in the list's last entry.
+    unlisted: u64,
 }
 
+/// The most "omitted" entries cordon keeps of what init sends (init lists at most
+/// [`MAX_OMITTED`], plus a file's own read error or cap as it is sent); the rest are counted
+/// in one entry, so that no sandbox can grow cordon's memory or its result without bound.
+const RECEIVED_OMITTED_MAX: usize = 4 * MAX_OMITTED;
+
 impl ReceivedFiles {
-    pub fn new(max_bytes: u64) -> Self {
+    pub fn new(max_bytes: u64, max_files: usize) -> Self {
         ReceivedFiles {
             max_bytes,
+            max_files,
             ..ReceivedFiles::default()
         }
     }
 
     /// Takes a message about files; gives any other message back.
     pub fn take(&mut self, msg: Msg) -> Option<Msg> {
+        if self.discarding {
+            match msg {
+                Msg::FileBytes(_) => return None,
+                Msg::FileEnd { .. } => {
+                    self.discarding = false;
+                    return None;
+                }
+                _ => self.discarding = false,
+            }
+        }
         match msg {
             Msg::FileStart { path, mode, size } => {
                 self.drop_open("garbled transfer: cut off by the next file");
+                if self.files.len() >= self.max_files {
+                    self.omit(path, "over the file-count cap".into());
+                    self.discarding = true;
+                    return None;
+                }
                 let room = self.max_bytes.saturating_sub(self.bytes);
                 self.open = Some(OutputFile {
                     path,
@@ -388,14 +420,15 @@ impl ReceivedFiles {
             }
             Msg::FileBytes(bytes) => {
                 let Some(f) = self.open.as_mut() else {
-                    self.omitted.push(OmittedFile {
-                        path: ".".into(),
-                        reason: "garbled transfer: file data outside any file".into(),
-                    });
+                    self.garble(
+                        ".".into(),
+                        "garbled transfer: file data outside any file".into(),
+                    );
                     return None;
                 };
                 if self.bytes + (f.data.len() + bytes.len()) as u64 > self.max_bytes {
                     self.drop_open("over the total-size cap");
+                    self.discarding = true;
                 } else {
                     f.data.extend_from_slice(&bytes);
                 }
@@ -406,17 +439,17 @@ impl ReceivedFiles {
                     self.bytes += size;
                     self.files.push(f);
                 }
-                Some(f) => self.omitted.push(OmittedFile {
-                    reason: format!(
+                Some(f) => {
+                    let why = format!(
                         "garbled transfer: {} bytes arrived of the {size} sent",
                         f.data.len()
-                    ),
-                    path: f.path,
-                }),
-                None => self.omitted.push(OmittedFile {
-                    path: ".".into(),
-                    reason: "garbled transfer: the end of a file never begun".into(),
-                }),
+                    );
+                    self.garble(f.path, why);
+                }
+                None => self.garble(
+                    ".".into(),
+                    "garbled transfer: the end of a file never begun".into(),
+                ),
             },
             Msg::FileOmitted { path, reason } => {
                 if self.open.as_ref().is_some_and(|f| f.path == path) {
@@ -424,7 +457,7 @@ impl ReceivedFiles {
                 } else {
                     self.drop_open("garbled transfer: cut off by another file's omission");
                 }
-                self.omitted.push(OmittedFile { path, reason });
+                self.omit(path, reason);
             }
             Msg::CollectDone => {
                 self.drop_open("garbled transfer: the collection ended in the middle of it");
@@ -442,11 +475,37 @@ impl ReceivedFiles {
 
     fn drop_open(&mut self, reason: &str) {
         if let Some(f) = self.open.take() {
-            self.omitted.push(OmittedFile {
-                path: f.path,
-                reason: reason.into(),
-            });
+            if reason.starts_with("garbled") {
+                self.garble(f.path, reason.into());
+            } else {
+                self.omit(f.path, reason.into());
+            }
         }
+    }
+
+    /// Lists an omission, or past [`RECEIVED_OMITTED_MAX`] counts it in the last entry.
+    fn omit(&mut self, path: String, reason: String) {
+        if self.omitted.len() < RECEIVED_OMITTED_MAX {
+            return self.omitted.push(OmittedFile { path, reason });
+        }
+        self.unlisted += 1;
+        let counted = OmittedFile {
+            path: "...".into(),
+            reason: format!("{} more entries not listed", self.unlisted),
+        };
+        if self.unlisted == 1 {
+            self.omitted.push(counted);
+        } else if let Some(last) = self.omitted.last_mut() {
+            *last = counted;
+        }
+    }
+
+    /// Lists `path` as lost in transit, and keeps the first such reason for the result.
+    fn garble(&mut self, path: String, reason: String) {
+        if self.garbled.is_none() {
+            self.garbled = Some(format!("{path}: {reason}"));
+        }
+        self.omit(path, reason);
     }
 }
 
@@ -467,7 +526,7 @@ mod tests {
     /// end disagrees with what arrived, or that would pass the cap, is dropped and listed.
     #[test]
     fn received_files_are_put_together_and_checked() {
-        let mut r = ReceivedFiles::new(10);
+        let mut r = ReceivedFiles::new(10, 1000);
         let msgs = vec![
             Msg::Exited { code: 0 },
             start("a", 5),
@@ -485,7 +544,9 @@ mod tests {
             Msg::FileEnd { size: 3 },
             start("d", 9),
             Msg::FileBytes(b"123456".to_vec()),
-            Msg::FileEnd { size: 6 },
+            // The rest of a file dropped over the cap, and its end, are skipped quietly.
+            Msg::FileBytes(b"789".to_vec()),
+            Msg::FileEnd { size: 9 },
         ];
         let others: Vec<Msg> = msgs.into_iter().filter_map(|m| r.take(m)).collect();
         assert_eq!(others, vec![Msg::Exited { code: 0 }]);
@@ -507,6 +568,16 @@ mod tests {
             "{omitted:?}"
         );
         assert_eq!(omitted[2], ("d", "over the total-size cap"));
+        assert_eq!(omitted.len(), 3, "{omitted:?}");
+        // The size mismatch is a file lost in transit, which the result reports; a file
+        // over the cap is an ordinary omission.
+        let garbled = r.garbled.clone().expect("the mismatch of \"c\" is kept");
+        assert!(garbled.starts_with("c: garbled"), "{garbled}");
+        // Data outside any file after the skipped end is garbling again, but the first
+        // reason is the one kept.
+        r.take(Msg::FileBytes(b"!".to_vec()));
+        assert_eq!(r.omitted.len(), 4);
+        assert_eq!(r.garbled.as_deref(), Some(garbled.as_str()));
         assert!(!r.done);
         // Cut short: the file begun is what was being sent.
         r.take(start("e", 1));
@@ -514,6 +585,39 @@ mod tests {
         assert!(!r.done);
         r.take(Msg::CollectDone);
         assert!(r.done);
+    }
+
+    /// What init sends is held to the spec's caps by cordon too: files past `max_files` are
+    /// omitted (their data skipped), and omissions past the list's cap are counted in one
+    /// entry, so a flood of messages cannot grow cordon's memory.
+    #[test]
+    fn received_files_are_held_to_the_caps() {
+        let mut r = ReceivedFiles::new(1 << 20, 2);
+        for name in ["a", "b", "c"] {
+            r.take(start(name, 1));
+            r.take(Msg::FileBytes(b"x".to_vec()));
+            assert!(r.take(Msg::FileEnd { size: 1 }).is_none());
+        }
+        let names: Vec<&str> = r.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(r.omitted.len(), 1);
+        assert_eq!(
+            (r.omitted[0].path.as_str(), r.omitted[0].reason.as_str()),
+            ("c", "over the file-count cap")
+        );
+        assert!(r.garbled.is_none(), "{:?}", r.garbled);
+        for i in 0..RECEIVED_OMITTED_MAX + 50 {
+            r.take(Msg::FileOmitted {
+                path: format!("f{i}"),
+                reason: "over the file-count cap".into(),
+            });
+        }
+        assert_eq!(r.omitted.len(), RECEIVED_OMITTED_MAX + 1);
+        let last = r.omitted.last().unwrap();
+        assert_eq!(
+            (last.path.as_str(), last.reason.as_str()),
+            ("...", "51 more entries not listed")
+        );
     }
 
     /// init's side: a file several chunks long goes through the pipe in pieces and arrives
@@ -533,7 +637,7 @@ mod tests {
         let (rd, wr) = nix::unistd::pipe().unwrap();
         let reader = std::thread::spawn(move || {
             let mut r = MsgReader::default();
-            let mut got = ReceivedFiles::new(1 << 30);
+            let mut got = ReceivedFiles::new(1 << 30, 1000);
             let mut chunks = 0;
             let mut b = vec![0u8; 4096];
             loop {

@@ -47,8 +47,19 @@ pub struct Io {
 struct Stopper {
     stop: Option<OwnedFd>,
     grace_until: Option<Instant>,
+    /// Why init's grace began (the first cause: a grace is never extended).
+    grace_cause: Option<Grace>,
     /// init overran its grace and the sandbox was SIGKILLed.
     expired: bool,
+}
+
+/// Why init was given [`STOP_GRACE`] to finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grace {
+    /// cordon asked it to stop (a limit, a signal to cordon).
+    Stopped,
+    /// The program ended and init was collecting the files.
+    Collecting,
 }
 
 impl Stopper {
@@ -56,12 +67,18 @@ impl Stopper {
         if let Some(fd) = self.stop.take()
             && super::channel::send_stop(&fd).is_ok()
         {
-            // A grace already running (init collecting after the payload ended) is not extended.
-            self.grace_until
-                .get_or_insert_with(|| Instant::now() + STOP_GRACE);
+            self.start_grace(Grace::Stopped);
             return;
         }
         kill_all(child, cgroup);
+    }
+
+    /// Gives init [`STOP_GRACE`] from now; a grace already running is not extended.
+    fn start_grace(&mut self, cause: Grace) {
+        if self.grace_until.is_none() && !self.expired {
+            self.grace_until = Some(Instant::now() + STOP_GRACE);
+            self.grace_cause = Some(cause);
+        }
     }
 
     /// SIGKILLs the sandbox if init overran its grace; returns when to check again.
@@ -159,8 +176,9 @@ pub struct Ended {
     pub stderr: Capture,
     pub wall: Duration,
     pub internal_error: Option<String>,
-    /// init did not exit within [`STOP_GRACE`] of being asked to stop: cordon SIGKILLed it.
-    pub grace_expired: bool,
+    /// init did not exit within [`STOP_GRACE`] of being asked to stop, or of the program's
+    /// end while it collected files: cordon SIGKILLed it. Holds why the grace began.
+    pub grace_expired: Option<Grace>,
     /// The rlimit backend's memory watch, when it ran (see [`super::memwatch`]).
     pub memory_watch: Option<WatchReport>,
 }
@@ -198,7 +216,9 @@ pub fn supervise(
     started: Instant,
 ) -> Ended {
     let mut ended = Ended {
-        collected: ReceivedFiles::new(spec.collect.as_ref().map_or(0, |c| c.max_bytes)),
+        collected: spec.collect.as_ref().map_or(ReceivedFiles::default(), |c| {
+            ReceivedFiles::new(c.max_bytes, c.max_files)
+        }),
         ..Ended::default()
     };
     let limits = &spec.limits;
@@ -251,6 +271,7 @@ pub fn supervise(
     let mut stopper = Stopper {
         stop,
         grace_until: None,
+        grace_cause: None,
         expired: false,
     };
     let mut stdin_pipe = Some(stdin_pipe);
@@ -443,9 +464,7 @@ pub fn supervise(
                                     && matches!(m, Msg::Exited { .. } | Msg::Signaled { .. })
                                 {
                                     collecting = true;
-                                    stopper
-                                        .grace_until
-                                        .get_or_insert_with(|| Instant::now() + STOP_GRACE);
+                                    stopper.start_grace(Grace::Collecting);
                                 }
                                 if let Some(m) = ended.collected.take(m) {
                                     ended.msgs.push(m);
@@ -609,7 +628,7 @@ pub fn supervise(
         }
     }
     ended.memory_watch = watch.map(|w| w.report);
-    ended.grace_expired = stopper.expired;
+    ended.grace_expired = stopper.expired.then_some(stopper.grace_cause).flatten();
     if ended.wall.is_zero() {
         ended.wall = started.elapsed();
     }
