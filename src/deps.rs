@@ -551,13 +551,39 @@ pub fn prepare(
         failed.dependencies = Some(rep);
         return Ok(Prepared::Failed(Box::new(failed)));
     }
-    // A root caller's install wrote as the sandbox's own host uid: hand the set to root before
-    // it is published (later runs read it through the "other" permission bits).
-    if nix::unistd::geteuid().is_root()
-        && let Err(e) = chown_tree(&temp)
-    {
-        let _ = std::fs::remove_dir_all(&temp);
-        return Err(cache_err(&temp, format!("cannot give the installed set to root: {e}")).into());
+    // The set is made fit to publish (special files and outward symlinks removed, modes
+    // stripped, a size cap), and a root caller's install, which wrote as the sandbox's own
+    // host uid, is handed to root (later runs read it through the "other" permission bits).
+    let mut rep = rep;
+    match settle_tree(&temp, nix::unistd::geteuid().is_root(), MAX_SET_BYTES) {
+        Ok(settled) => {
+            if !settled.removed.is_empty() {
+                let n = settled.removed.len();
+                let shown: Vec<&str> = settled.removed.iter().take(5).map(String::as_str).collect();
+                rep.error.push_str(&format!(
+                    "\ncordon removed {n} special file(s) or symlink(s) leading out of the set from the installed packages: {}{}\n",
+                    shown.join(", "),
+                    if n > 5 { ", ..." } else { "" }
+                ));
+            }
+        }
+        Err(why) => {
+            let _ = std::fs::remove_dir_all(&temp);
+            let mut failed = out;
+            failed.message = Some(format!(
+                "the installed packages cannot be used: {why}; cordon keeps at most {} GiB and {MAX_SET_DEPTH} directory levels per set",
+                MAX_SET_BYTES >> 30
+            ));
+            failed.status = Status::DependencyError;
+            failed.success = false;
+            failed.cli_exit_code = 1;
+            failed.files.clear();
+            failed.files_omitted.clear();
+            failed.output = String::new();
+            failed.error = String::new();
+            failed.dependencies = Some(rep);
+            return Ok(Prepared::Failed(Box::new(failed)));
+        }
     }
     // Publish atomically; a concurrent install of the same key that got there first wins.
     if let Err(e) = std::fs::rename(&temp, &final_dir) {
@@ -622,23 +648,206 @@ fn evict(dir: &Path, keep: &str) {
     }
 }
 
-/// `lchown -R 0:0`, without following symlinks.
-fn chown_tree(dir: &Path) -> std::io::Result<()> {
-    std::os::unix::fs::lchown(dir, Some(0), Some(0))?;
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        if e.file_type()?.is_dir() {
-            chown_tree(&e.path())?;
+/// The most disk space an installed set may take; a larger one is refused, not published.
+pub const MAX_SET_BYTES: u64 = 4 << 30;
+/// The deepest directory nesting an installed set may have.
+const MAX_SET_DEPTH: usize = 128;
+
+/// An installed set made fit to publish.
+#[derive(Debug, Default)]
+struct Settled {
+    /// Disk space of its files (allocated blocks: a sparse file counts what it holds).
+    bytes: u64,
+    /// What was removed: special files and symlinks that lead out of the set.
+    removed: Vec<String>,
+    /// The cap on `bytes` ([`MAX_SET_BYTES`]).
+    max_bytes: u64,
+}
+
+/// Makes an installed set fit to publish, before anything else sees it: the install ran code
+/// from the packages, which may have left anything behind. Regular files and directories stay,
+/// without setuid, setgid, sticky or group/other write bits; symlinks stay when they are
+/// relative and lead nowhere above the set (`..` only at their start, no more of them than
+/// the link is deep); FIFOs, sockets and device nodes are removed. For a root caller
+/// everything is handed to root (the install wrote as the sandbox's host uid). A set over
+/// [`MAX_SET_BYTES`] or deeper than [`MAX_SET_DEPTH`] is refused. Nothing is followed: the
+/// install's processes are all gone, so the tree holds still.
+fn settle_tree(top: &Path, to_root: bool, max_bytes: u64) -> Result<Settled, String> {
+    let mut st = Settled {
+        max_bytes,
+        ..Settled::default()
+    };
+    settle_dir(top, top, 0, to_root, &mut st)?;
+    settle_entry(
+        top,
+        &std::fs::symlink_metadata(top).map_err(|e| e.to_string())?,
+        to_root,
+    )?;
+    Ok(st)
+}
+
+fn settle_dir(
+    top: &Path,
+    dir: &Path,
+    depth: usize,
+    to_root: bool,
+    st: &mut Settled,
+) -> Result<(), String> {
+    let rel = |p: &Path| {
+        p.strip_prefix(top)
+            .unwrap_or(p)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", rel(dir)))?;
+    for e in rd {
+        let e = e.map_err(|e| format!("{}: {e}", rel(dir)))?;
+        let path = e.path();
+        let m = std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", rel(&path)))?;
+        let ft = m.file_type();
+        if ft.is_dir() {
+            if depth + 1 > MAX_SET_DEPTH {
+                return Err(format!(
+                    "{}: directories nested deeper than {MAX_SET_DEPTH} levels",
+                    rel(&path)
+                ));
+            }
+            settle_dir(top, &path, depth + 1, to_root, st)?;
+        } else if ft.is_file() {
+            st.bytes += m.blocks() * 512;
+            if st.bytes > st.max_bytes {
+                return Err(format!(
+                    "the installed packages take more than {} MiB of disk",
+                    st.max_bytes >> 20
+                ));
+            }
+        } else if ft.is_symlink() {
+            let target = std::fs::read_link(&path).map_err(|e| format!("{}: {e}", rel(&path)))?;
+            if !link_stays_inside(&target, depth) {
+                std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", rel(&path)))?;
+                st.removed
+                    .push(format!("{} -> {}", rel(&path), target.display()));
+                continue;
+            }
         } else {
-            std::os::unix::fs::lchown(e.path(), Some(0), Some(0))?;
+            std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", rel(&path)))?;
+            st.removed.push(rel(&path));
+            continue;
+        }
+        settle_entry(&path, &m, to_root).map_err(|e| format!("{}: {e}", rel(&path)))?;
+    }
+    Ok(())
+}
+
+/// Strips a file's or directory's mode to at most 0755, and hands it to root when asked.
+fn settle_entry(path: &Path, m: &std::fs::Metadata, to_root: bool) -> Result<(), String> {
+    if to_root {
+        std::os::unix::fs::lchown(path, Some(0), Some(0)).map_err(|e| e.to_string())?;
+    }
+    if !m.file_type().is_symlink() {
+        let mode = m.mode() & 0o7777;
+        if mode & !0o755 != 0 {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o755))
+                .map_err(|e| e.to_string())?;
         }
     }
     Ok(())
 }
 
+/// Whether a symlink `depth` directories below the set's top, pointing at `target`, resolves
+/// inside the set: relative, with `..` only at its start (each one then climbs a real
+/// directory of the set) and no more of them than `depth`.
+fn link_stays_inside(target: &Path, depth: usize) -> bool {
+    use std::path::Component;
+    let mut ups = 0;
+    let mut descended = false;
+    for c in target.components() {
+        match c {
+            Component::ParentDir if !descended => ups += 1,
+            Component::Normal(_) => descended = true,
+            Component::CurDir => {}
+            _ => return false,
+        }
+    }
+    ups <= depth
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a hostile install can leave is made harmless before the set is published:
+    /// special files and outward symlinks go, setuid and world-writable bits are stripped,
+    /// inward symlinks (node's `.bin` links) and ordinary files stay.
+    #[test]
+    fn an_installed_set_is_settled_before_it_is_published() {
+        use std::os::unix::fs::symlink;
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().join("set");
+        std::fs::create_dir_all(top.join("pkg/bin")).unwrap();
+        std::fs::create_dir_all(top.join(".bin")).unwrap();
+        std::fs::write(top.join("pkg/bin/cli.js"), "x").unwrap();
+        std::fs::write(top.join("pkg/suid"), "x").unwrap();
+        std::fs::set_permissions(
+            top.join("pkg/suid"),
+            std::fs::Permissions::from_mode(0o6777),
+        )
+        .unwrap();
+        std::fs::create_dir(top.join("pkg/shared")).unwrap();
+        std::fs::set_permissions(
+            top.join("pkg/shared"),
+            std::fs::Permissions::from_mode(0o1777),
+        )
+        .unwrap();
+        symlink("../pkg/bin/cli.js", top.join(".bin/cli")).unwrap();
+        symlink("/etc/shadow", top.join("pkg/shadow")).unwrap();
+        symlink("../../x", top.join("pkg/up")).unwrap();
+        symlink("bin/../../../x", top.join("pkg/sneaky")).unwrap();
+        nix::unistd::mkfifo(
+            &top.join("pkg/fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o644),
+        )
+        .unwrap();
+        let sock = std::os::unix::net::UnixListener::bind(top.join("sock")).unwrap();
+        drop(sock);
+
+        let settled = settle_tree(&top, false, MAX_SET_BYTES).unwrap();
+        let mut removed = settled.removed.clone();
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                "pkg/fifo",
+                "pkg/shadow -> /etc/shadow",
+                "pkg/sneaky -> bin/../../../x",
+                "pkg/up -> ../../x",
+                "sock"
+            ]
+        );
+        assert!(settled.bytes > 0);
+        let mode = |p: &str| std::fs::symlink_metadata(top.join(p)).unwrap().mode() & 0o7777;
+        assert_eq!(mode("pkg/suid"), 0o755);
+        assert_eq!(mode("pkg/shared"), 0o755);
+        assert_eq!(
+            std::fs::read_link(top.join(".bin/cli")).unwrap(),
+            Path::new("../pkg/bin/cli.js")
+        );
+        assert_eq!(std::fs::read_to_string(top.join(".bin/cli")).unwrap(), "x");
+
+        // Too deep: refused, with the path.
+        let mut deep = t.path().join("deep");
+        for _ in 0..=MAX_SET_DEPTH {
+            deep.push("d");
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        let e = settle_tree(&t.path().join("deep"), false, MAX_SET_BYTES).unwrap_err();
+        assert!(e.contains("deeper than 128"), "{e}");
+        // Over the size cap (allocated blocks, not the apparent size): refused.
+        std::fs::write(top.join("pkg/big"), vec![7u8; 3 << 20]).unwrap();
+        let e = settle_tree(&top, false, 2 << 20).unwrap_err();
+        assert!(e.contains("more than 2 MiB"), "{e}");
+        assert!(settle_tree(&top, false, 8 << 20).is_ok());
+    }
 
     #[test]
     fn eviction_keeps_recent_sets_and_the_new_one() {
