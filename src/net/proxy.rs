@@ -339,9 +339,10 @@ fn split_authority(auth: &str, default: Option<u16>) -> Result<(String, u16), St
         }
     };
     let port = match (port, default) {
-        (Some(p), _) => p
-            .parse::<u16>()
-            .ok()
+        // Digits only: `parse` would also take `+8080`, which a server may read otherwise.
+        (Some(p), _) => Some(p)
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u16>().ok())
             .filter(|&p| p != 0)
             .ok_or_else(|| format!("bad port in {auth:?}"))?,
         (None, Some(d)) => d,
@@ -788,6 +789,19 @@ mod tests {
         let r = parse_request("CONNECT [::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
         assert_eq!((r.host.as_str(), r.port), ("[::1]", 8443));
         assert!(parse_request("CONNECT pypi.org HTTP/1.1\r\n\r\n").is_err());
+        // A port is digits only (`+443` would be forwarded as written).
+        for port in ["+443", "-443", " 443", "0443x", "", "0"] {
+            let req = format!("CONNECT pypi.org:{port} HTTP/1.1\r\n\r\n");
+            assert!(parse_request(&req).is_err(), "{req:?}");
+            let req = format!("GET http://pypi.org:{port}/ HTTP/1.1\r\n\r\n");
+            assert!(parse_request(&req).is_err(), "{req:?}");
+        }
+        assert_eq!(
+            parse_request("CONNECT pypi.org:0443 HTTP/1.1\r\n\r\n")
+                .unwrap()
+                .port,
+            443
+        );
         let r = parse_request(
             "GET http://example.org:8080/a?b HTTP/1.1\r\nHost: internal.corp\r\nProxy-Connection: keep-alive\r\nProxy-Authorization: x\r\nAccept: */*\r\n\r\n",
         )
