@@ -160,6 +160,7 @@ fn run_options(args: &RunArgs) -> RunOptions {
         history: !args.no_history,
         collect: true,
         output_root: args.output_root.clone(),
+        request_net: args.request_net,
     }
 }
 
@@ -233,6 +234,7 @@ fn run_json_text(text: &str, opts: &RunOptions) -> (JsonResult, i32) {
             if let (Some(root), Some(dir)) = (&opts.output_root, &r.output_dir) {
                 r.output_dir = Some(crate::run::confine_output_dir(dir, root)?);
             }
+            crate::run::confine_request_network(&r, opts.request_net)?;
             crate::run::execute(&r, opts)
         });
     match outcome {
@@ -350,6 +352,12 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     if let Some(root) = &args.output_root {
         common.extend(["--output-root".into(), root.display().to_string()]);
     }
+    let scope = match args.request_net {
+        crate::run::RequestNet::Any => "any",
+        crate::run::RequestNet::Public => "public",
+        crate::run::RequestNet::None => "none",
+    };
+    common.extend(["--request-net".into(), scope.into()]);
     let backend = match args.limits_backend {
         crate::cli::BackendArg::Auto => "auto",
         crate::cli::BackendArg::CgroupV2 => "cgroup-v2",

@@ -339,6 +339,70 @@ mod tests {
         }
     }
 
+    /// `--request-net public` refuses what reaches past the public internet (loopback,
+    /// private, metadata, this host's own addresses, `localhost`, a resolve answer among
+    /// them, the host network) and `none` any network or package install; `any` takes all.
+    #[test]
+    fn request_network_is_confined_to_the_operators_scope() {
+        use crate::run::{RequestNet, confine_request_network};
+        let req = |extra: &str| {
+            parse(&format!(r#"{{"language":"python","code":"x"{extra}}}"#))
+                .unwrap()
+                .into_run()
+                .unwrap()
+        };
+        let own = crate::net::proxy::local_addresses()
+            .unwrap()
+            .into_iter()
+            .find(|a| crate::net::policy::classify(*a).is_none())
+            .map(|a| a.to_string());
+        let mut refused_public = vec![
+            r#","config":{"network":"allow=127.0.0.1:9090"}"#.to_string(),
+            r#","config":{"network":"allow=[::ffff:127.0.0.1]:80"}"#.into(),
+            r#","config":{"network":"allow=169.254.169.254"}"#.into(),
+            r#","config":{"network":"allow=10.1.2.3:443"}"#.into(),
+            r#","config":{"network":"allow=localhost:8080"}"#.into(),
+            r#","config":{"network":"host"}"#.into(),
+            r#","config":{"network":"allow=api.test","networkResolve":{"api.test":"192.168.1.1"}}"#
+                .into(),
+            r#","packages":["x"],"packageIndex":"http://127.0.0.1:9090/simple/""#.into(),
+            r#","packages":["x"],"packageIndex":"http://localhost/simple/""#.into(),
+        ];
+        if let Some(own) = own {
+            // This host's own public address reaches its services on every interface.
+            refused_public.push(format!(r#","config":{{"network":"allow={own}:22"}}"#));
+        }
+        for extra in &refused_public {
+            let e = confine_request_network(&req(extra), RequestNet::Public)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--request-net public"), "{extra}: {e}");
+            confine_request_network(&req(extra), RequestNet::Any).unwrap();
+        }
+        let fine_public = [
+            r#","config":{"network":"allow=pypi.org,*.example.org:8443"}"#,
+            r#","config":{"network":"allow=93.184.216.34:443"}"#,
+            r#","packages":["x"],"packageIndex":"https://mirror.example.org/simple/""#,
+            r#","packages":["x"]"#,
+            "",
+        ];
+        for extra in fine_public {
+            confine_request_network(&req(extra), RequestNet::Public)
+                .unwrap_or_else(|e| panic!("{extra}: {e}"));
+        }
+        for extra in [
+            r#","config":{"network":"allow=pypi.org"}"#,
+            r#","packages":["x"]"#,
+            r#","packagesLock":"a==1\n""#,
+        ] {
+            let e = confine_request_network(&req(extra), RequestNet::None)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--request-net none"), "{extra}: {e}");
+        }
+        confine_request_network(&req(r#","config":{"network":false}"#), RequestNet::None).unwrap();
+    }
+
     #[test]
     fn packages_lock_is_carried_as_bytes() {
         let r = parse(r#"{"language":"python","code":"x","packagesLock":"a==1\n"}"#)

@@ -100,6 +100,25 @@ pub struct RunOptions {
     /// Where a JSON request's `outputDir` may point (`--output-root`): a relative one is
     /// taken under it, an absolute one must be inside it. None: anywhere the caller may write.
     pub output_root: Option<PathBuf>,
+    /// What network a JSON request may ask for (`--request-net`).
+    pub request_net: RequestNet,
+}
+
+/// What network a JSON request may ask for (`cordon run --request-net`): the command line
+/// and [`RunRequest`]s built in code are the operator's own and are not confined.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum RequestNet {
+    /// Whatever the request says.
+    #[default]
+    Any,
+    /// `allow=` lists and package indexes that reach only public addresses: no IP literal of
+    /// loopback, private, link-local, metadata or other special use, none of this host's own
+    /// addresses, no `localhost`, no `--net-resolve` answer among them, no `host` network.
+    /// (Names are checked by the proxy at each connection: one that resolves to such an
+    /// address is refused unless a literal entry lists it, which this forbids.)
+    Public,
+    /// No network at all: `config.network` must be none, and no packages are installed.
+    None,
 }
 
 impl Default for RunOptions {
@@ -114,6 +133,78 @@ impl Default for RunOptions {
             history: true,
             collect: true,
             output_root: None,
+            request_net: RequestNet::Any,
+        }
+    }
+}
+
+/// Refuses a request that asks for more network than `scope` allows (see [`RequestNet`]).
+pub fn confine_request_network(r: &RunRequest, scope: RequestNet) -> Result<(), RunError> {
+    use crate::net::Network;
+    use crate::net::policy::{HostPattern, classify};
+    let refuse = |what: String| {
+        Err(RunError::Request(format!(
+            "invalid request: {what}; this cordon takes requests with --request-net {}",
+            match scope {
+                RequestNet::Any => "any",
+                RequestNet::Public => "public (public addresses only)",
+                RequestNet::None => "none (no network and no packages)",
+            }
+        )))
+    };
+    match scope {
+        RequestNet::Any => Ok(()),
+        RequestNet::None => {
+            if r.network != Network::None {
+                return refuse("config.network asks for network".into());
+            }
+            if !r.packages.is_empty() || r.packages_lock.is_some() {
+                return refuse("packages need the network to install".into());
+            }
+            Ok(())
+        }
+        RequestNet::Public => {
+            let own = crate::net::proxy::local_addresses()
+                .map_err(|e| RunError::Request(format!("invalid request: {e}")))?;
+            let special = |ip: std::net::IpAddr| {
+                classify(ip).is_some()
+                    || own.iter().any(|o| {
+                        crate::net::policy::canonical(*o) == crate::net::policy::canonical(ip)
+                    })
+            };
+            let check = |e: &crate::net::policy::Entry, field: &str| match &e.host {
+                HostPattern::Ip(ip) if special(*ip) => {
+                    refuse(format!("{field} names {e}, which is not a public address"))
+                }
+                HostPattern::Exact(n) if n == "localhost" => {
+                    refuse(format!("{field} names localhost"))
+                }
+                _ => Ok(()),
+            };
+            match &r.network {
+                Network::Host => {
+                    return refuse("config.network asks for the host's network".into());
+                }
+                Network::Allow(a) => {
+                    for e in &a.entries {
+                        check(e, "config.network")?;
+                    }
+                    for (name, ip) in &a.overrides {
+                        if special(*ip) {
+                            return refuse(format!(
+                                "config.networkResolve answers {name} with {ip}, which is not a public address"
+                            ));
+                        }
+                    }
+                }
+                Network::None => {}
+            }
+            if let Some(url) = &r.package_index {
+                let e = crate::deps::index_host(url)
+                    .map_err(|e| RunError::Request(format!("invalid request: packageIndex {e}")))?;
+                check(&e, "packageIndex")?;
+            }
+            Ok(())
         }
     }
 }

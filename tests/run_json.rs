@@ -497,6 +497,75 @@ both!(
     }
 );
 
+both!(
+    /// With `--request-net public`, a request cannot reach the host's loopback (directly, by
+    /// `localhost`, or as its package index) or ask for the host's network, and nothing runs;
+    /// a public name still runs. With `--request-net none` no network at all, also through
+    /// the batch mode's child processes (`--requests --jobs`).
+    fn request_net_confines_what_a_request_may_reach(who) {
+        let out_parent = writable_dir(who);
+        let out = out_parent.path().join("out");
+        let code = "open('f.txt','w').write('hi')";
+        let scoped = |scope: &str, req: Value| {
+            cordon(who, "run")
+                .args(["--request-net", scope, "--no-history", "--request", "-"])
+                .stdin(Input::Bytes(req.to_string().into_bytes()))
+                .run_json()
+        };
+        for (what, extra) in [
+            ("loopback literal", json!({"config": {"network": "allow=127.0.0.1:9090"}})),
+            ("localhost", json!({"config": {"network": "allow=localhost:9090"}})),
+            ("metadata", json!({"config": {"network": "allow=169.254.169.254:80"}})),
+            ("host network", json!({"config": {"network": "host"}})),
+            (
+                "loopback index",
+                json!({"packages": ["x"], "packageIndex": "http://127.0.0.1:9090/simple/"}),
+            ),
+        ] {
+            let mut req = json!({"language": "python", "code": code, "outputDir": out});
+            for (k, v) in extra.as_object().unwrap() {
+                req[k] = v.clone();
+            }
+            let r = scoped("public", req);
+            assert_refused(&r, what, &["--request-net public"], &out);
+        }
+        let r = scoped(
+            "public",
+            json!({"language": "python", "code": "print('public ok')",
+                   "config": {"network": "allow=pypi.org"}}),
+        );
+        assert_eq!(r.status(), "ok", "{}", r.describe());
+        assert_eq!(r.get("/output"), &json!("public ok\n"), "{}", r.describe());
+
+        let r = scoped(
+            "none",
+            json!({"language": "python", "code": code, "outputDir": out,
+                   "config": {"network": "allow=pypi.org"}}),
+        );
+        assert_refused(&r, "network under none", &["--request-net none"], &out);
+
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        let line = json!({"language": "python", "code": code, "outputDir": out,
+                          "config": {"network": "allow=pypi.org"}});
+        write_world_readable(&file, format!("{line}\n").as_bytes());
+        let f = cordon(who, "run")
+            .args(["--request-net", "none", "--no-history", "--jobs", "2", "--requests"])
+            .arg(&file)
+            .run();
+        let v: Value = serde_json::from_str(f.stdout_str().trim()).unwrap_or_else(|e| {
+            panic!("one JSON line ({e}):\n{}", f.describe())
+        });
+        assert_eq!(v["status"], json!("sandbox_error"), "{}", f.describe());
+        assert!(
+            v["message"].as_str().unwrap_or("").contains("--request-net none"),
+            "{}",
+            f.describe()
+        );
+        assert!(!out.exists(), "nothing may run:\n{}", f.describe());
+    }
+);
+
 // ---------------------------------------------------------------------------------------------
 // Large files, and a collection cut short.
 

@@ -515,7 +515,7 @@ fn resolve(policy: &AllowList, name: &str, port: u16) -> Result<Vec<IpAddr>, Str
 
 /// The addresses of this host's interfaces, read at each request (they may change during a
 /// run). Unreadable, the request is refused (fail closed).
-fn local_addresses() -> Result<Vec<IpAddr>, String> {
+pub(crate) fn local_addresses() -> Result<Vec<IpAddr>, String> {
     let mut out = vec![
         IpAddr::V4(Ipv4Addr::LOCALHOST),
         IpAddr::V6(Ipv6Addr::LOCALHOST),
