@@ -530,26 +530,17 @@ pub fn prepare(
     };
     if out.status != Status::Ok {
         let _ = std::fs::remove_dir_all(&temp);
-        let mut failed = out;
         let hint = if rep.error.contains("No module named pip") {
             "; this python has no pip: on --rootfs host `apt-get install python3-pip`, or rebuild the python rootfs (`cordon rootfs build python`)"
         } else {
             ""
         };
-        failed.message = Some(format!(
+        let message = format!(
             "installing the packages failed ({} in the install sandbox); {}'s messages are in `dependencies.error` (on stderr without --json){hint}",
             rep.status.as_str(),
             cfg.installer
-        ));
-        failed.status = Status::DependencyError;
-        failed.success = false;
-        failed.cli_exit_code = 1;
-        failed.files.clear();
-        failed.files_omitted.clear();
-        failed.output = String::new();
-        failed.error = String::new();
-        failed.dependencies = Some(rep);
-        return Ok(Prepared::Failed(Box::new(failed)));
+        );
+        return Ok(install_failed(out, rep, message));
     }
     // The set is made fit to publish (special files and outward symlinks removed, modes
     // stripped, a size cap), and a root caller's install, which wrote as the sandbox's own
@@ -569,20 +560,11 @@ pub fn prepare(
         }
         Err(why) => {
             let _ = std::fs::remove_dir_all(&temp);
-            let mut failed = out;
-            failed.message = Some(format!(
+            let message = format!(
                 "the installed packages cannot be used: {why}; cordon keeps at most {} GiB and {MAX_SET_DEPTH} directory levels per set",
                 MAX_SET_BYTES >> 30
-            ));
-            failed.status = Status::DependencyError;
-            failed.success = false;
-            failed.cli_exit_code = 1;
-            failed.files.clear();
-            failed.files_omitted.clear();
-            failed.output = String::new();
-            failed.error = String::new();
-            failed.dependencies = Some(rep);
-            return Ok(Prepared::Failed(Box::new(failed)));
+            );
+            return Ok(install_failed(out, rep, message));
         }
     }
     // Publish atomically; a concurrent install of the same key that got there first wins.
@@ -607,6 +589,21 @@ pub fn prepare(
         env,
         report: rep,
     })))
+}
+
+/// The result of a run whose packages could not be installed: the code did not run.
+fn install_failed(out: Outcome, rep: DependencyReport, message: String) -> Prepared {
+    let mut failed = out;
+    failed.message = Some(message);
+    failed.status = Status::DependencyError;
+    failed.success = false;
+    failed.cli_exit_code = 1;
+    failed.files.clear();
+    failed.files_omitted.clear();
+    failed.output = String::new();
+    failed.error = String::new();
+    failed.dependencies = Some(rep);
+    Prepared::Failed(Box::new(failed))
 }
 
 /// Keeps at most [`MAX_SETS`] sets: removes the least recently used ones (not `keep`, and none
