@@ -535,8 +535,15 @@ pub fn prepare(
         } else {
             ""
         };
+        // The install sandbox's own account (a limit, cordon's failure) says what the
+        // installer's messages cannot.
+        let why = out
+            .message
+            .as_deref()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
         let message = format!(
-            "installing the packages failed ({} in the install sandbox); {}'s messages are in `dependencies.error` (on stderr without --json){hint}",
+            "installing the packages failed ({} in the install sandbox{why}); {}'s messages are in `dependencies.error` (on stderr without --json){hint}",
             rep.status.as_str(),
             cfg.installer
         );
