@@ -581,14 +581,6 @@ with open("big.bin", "wb") as f:
 print(h.hexdigest())
 "#;
 
-fn sha256_hex(data: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// Runs BIG_FILE for `mib` MiB under `memory_mb` and checks that big.bin arrives whole in
 /// outputDir, with status ok and no OOM kill.
 fn big_file_arrives_whole(who: Who, mib: u64, memory_mb: u64) {
@@ -716,9 +708,11 @@ both!(
         );
         kill(Pid::from_raw(cordon_pid), Signal::SIGSTOP).unwrap();
         kill(Pid::from_raw(py), Signal::SIGTERM).unwrap();
-        // x86_64 write(2) is syscall 1: init is blocked sending big.bin (4 MiB > the pipe).
+        // init is blocked in write(2), sending big.bin (4 MiB > the pipe).
+        let write_nr = format!("{} ", libc::SYS_write);
         let blocked = wait_until(Duration::from_secs(20), || {
-            std::fs::read_to_string(format!("/proc/{init}/syscall")).is_ok_and(|s| s.starts_with("1 "))
+            std::fs::read_to_string(format!("/proc/{init}/syscall"))
+                .is_ok_and(|s| s.starts_with(&write_nr))
         });
         let _ = kill(Pid::from_raw(init), Signal::SIGKILL);
         kill(Pid::from_raw(cordon_pid), Signal::SIGCONT).unwrap();

@@ -1005,3 +1005,12 @@ pub fn user_home() -> std::path::PathBuf {
         .map(|u| u.home)
         .unwrap_or_else(|| format!("/home/{}", test_user_name()).into())
 }
+
+/// The SHA-256 of `data`, in lower-case hex.
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
