@@ -1277,6 +1277,12 @@ both!(fn bind_mount_options_are_honoured_or_refused(who) {
     let out = b.run(&format!("mo2-{who:?}"));
     assert!(!out.status.success(), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"nosymlinks\""), "{}", describe(&out));
+    // A superblock flag cannot be set by a bind (the kernel would ignore it): refused.
+    with_mount(json!({"destination": "/data", "type": "bind", "source": src, "options": ["rbind", "lazytime"]}));
+    let out = b.run(&format!("mo4-{who:?}"));
+    assert!(!out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"lazytime\"") && err.contains("superblock"), "{}", describe(&out));
     with_mount(json!({"destination": "/data", "type": "bind", "source": src, "options": ["rbind"],
         "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 1000}],
         "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 1000}]}));

@@ -22,6 +22,9 @@ pub const STAGE: &str = "/tmp";
 /// only for glibc).
 pub const ST_RELATIME: FsFlags = FsFlags::from_bits_retain(4096);
 
+/// `statvfs`'s `ST_NOSYMFOLLOW` (Linux 5.10+, 0x2000; nix does not name it).
+pub const ST_NOSYMFOLLOW: FsFlags = FsFlags::from_bits_retain(0x2000);
+
 /// The second, empty layer of every read-only overlay (the kernel wants two lower layers when
 /// there is no upper one): the new root's `/proc` directory, made first and held by an
 /// `O_PATH` fd, through which every overlay names it — by path, an overlay made after procfs

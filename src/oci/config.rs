@@ -770,6 +770,10 @@ const FLAG_OPTIONS: &[(&str, bool, libc::c_ulong)] = &[
     ("defaults", false, 0),
 ];
 
+/// Flag options that change the filesystem (its superblock), not the mount: on a bind mount
+/// the kernel ignores them.
+const SUPERBLOCK_ONLY_OPTIONS: &[&str] = &["lazytime", "nolazytime", "iversion", "noiversion"];
+
 /// Options that are instructions to the engine, not to the runtime: nothing to do here.
 /// `z`/`Z`: SELinux relabelling, done by podman before `create` (cordon-oci applies no
 /// labels); `notmpcopyup`: the default.
@@ -860,6 +864,25 @@ fn mount_op(i: usize, m: &Mount, bundle: &Path) -> Result<MountOp, OciConfigErro
     // word: an error.
     if bind {
         data.retain(|o| !o.contains('='));
+        // Superblock flags: a bind shares the source's superblock, and a bind (re)mount
+        // changes only per-mount flags, so the kernel drops these without an error (runc and
+        // crun pass them to that remount, where they do nothing). Refused, not dropped.
+        let sb: Vec<String> = m
+            .options()
+            .iter()
+            .flatten()
+            .filter(|o| SUPERBLOCK_ONLY_OPTIONS.contains(&o.as_str()))
+            .map(|o| format!("{o:?}"))
+            .collect();
+        if !sb.is_empty() {
+            return Err(unsupported(
+                field("options"),
+                format!(
+                    "{}: a filesystem-wide (superblock) flag, which a bind mount cannot set or clear for its own mount point (the kernel would ignore it); remove it, or set it where the source filesystem is mounted",
+                    sb.join(", ")
+                ),
+            ));
+        }
     }
     if bind && !data.is_empty() {
         return Err(unsupported(
@@ -1077,6 +1100,24 @@ mod tests {
         assert!(
             e.contains("`mounts[2].options`") && e.contains("\"nosymlinks\"") && !e.contains("x=1"),
             "{e}"
+        );
+        // Superblock flags cannot be set by a bind: refused, naming them.
+        for o in ["lazytime", "nolazytime", "iversion", "noiversion"] {
+            let e = error_of(|v| v["mounts"][2]["options"] = serde_json::json!(["rbind", "ro", o]));
+            assert!(
+                e.contains("`mounts[2].options`")
+                    && e.contains(&format!("\"{o}\""))
+                    && e.contains("superblock"),
+                "{e}"
+            );
+        }
+        // On a filesystem mount of its own they are flags of mount(2).
+        let mut t = v.clone();
+        t["mounts"][1]["options"] = serde_json::json!(["nosuid", "lazytime", "iversion"]);
+        let c = Container::from_spec(serde_json::from_value(t).unwrap(), Path::new("/b")).unwrap();
+        assert_eq!(
+            c.mounts[1].flags,
+            libc::MS_NOSUID | libc::MS_LAZYTIME | libc::MS_I_VERSION
         );
         // Filesystem data on a bind is ignored, as the kernel ignores it there.
         v["mounts"][2]["options"] = serde_json::json!(["rbind", "nosuid", "mode=755", "size=1k"]);

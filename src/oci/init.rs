@@ -502,12 +502,34 @@ fn do_mount(
             }
         }
     }
+    if m.flags & libc::MS_NOSYMFOLLOW != 0 {
+        let t = target(OFlag::O_PATH)?;
+        let flags = sys::fstatvfs_flags(std::os::fd::AsFd::as_fd(&t))
+            .map_err(ep("read the flags of a mount (statvfs)", &m.dst))?;
+        nosymfollow_held(flags, &m.dst)?;
+    }
     for p in &m.propagation {
         let t = target(OFlag::O_PATH)?;
         mount(none, &fd_path(&t), none, to_ms(*p), none)
             .map_err(ep("set the propagation of", &m.dst))?;
     }
     Ok(())
+}
+
+/// Whether a mount that asked for `nosymfollow` got it (`got`: its statvfs flags). Kernels
+/// before 5.10 take MS_NOSYMFOLLOW without an error and ignore it, which would leave the
+/// container following symlinks the config wanted refused: fail instead.
+fn nosymfollow_held(got: nix::sys::statvfs::FsFlags, dst: &Path) -> Result<(), Step> {
+    if got.contains(crate::fs::ST_NOSYMFOLLOW) {
+        return Ok(());
+    }
+    Err((
+        "apply the mount option nosymfollow",
+        format!(
+            "{}: the mount does not have it after mounting (statvfs shows no ST_NOSYMFOLLOW): this kernel ignores MS_NOSYMFOLLOW (it needs Linux 5.10 or later); drop `nosymfollow` from the mount's options, or upgrade the kernel",
+            dst.display()
+        ),
+    ))
 }
 
 /// Makes the mount `fd` is on and every mount below it read-only, nosuid, nodev and noexec
@@ -1165,5 +1187,18 @@ mod tests {
         );
         assert_eq!(secure_join(root, Path::new("/a/b/up/x")), root.join("x"));
         assert_eq!(secure_join(root, Path::new("/../../x")), root.join("x"));
+    }
+
+    #[test]
+    fn nosymfollow_missing_after_the_mount_is_an_error() {
+        use nix::sys::statvfs::FsFlags;
+        let dst = Path::new("/data");
+        let (step, msg) = nosymfollow_held(FsFlags::ST_NOSUID, dst).unwrap_err();
+        assert!(step.contains("nosymfollow"), "{step}");
+        assert!(
+            msg.contains("/data") && msg.contains("5.10") && msg.contains("drop `nosymfollow`"),
+            "{msg}"
+        );
+        assert!(nosymfollow_held(FsFlags::ST_NOSUID | crate::fs::ST_NOSYMFOLLOW, dst).is_ok());
     }
 }
