@@ -266,9 +266,10 @@ fn build_root(
 }
 
 fn locked_flags(path: &Path) -> libc::c_ulong {
-    use nix::sys::statvfs::{FsFlags, statvfs};
-    let Ok(s) = statvfs(path) else { return 0 };
-    let f = s.flags();
+    use nix::sys::statvfs::FsFlags;
+    let Ok(f) = crate::fs::statvfs_flags(path) else {
+        return 0;
+    };
     let mut out = 0;
     for (fs, ms) in [
         (FsFlags::ST_NOSUID, libc::MS_NOSUID),
