@@ -186,12 +186,30 @@ pub struct CapSets {
     pub ambient: BTreeSet<String>,
 }
 
+/// The capability `name` (`CAP_SYS_ADMIN`) names, or why there is none: a name cordon-oci
+/// cannot parse, or one `supported` (the running kernel's, from
+/// `caps::runtime::thread_all_supported`) lacks. The one place names become capabilities:
+/// create's and exec's check and init's sets all go through it, so no name is dropped.
+pub fn capability(name: &str, supported: &caps::CapsHashSet) -> Result<caps::Capability, String> {
+    let cap = name
+        .parse::<caps::Capability>()
+        .map_err(|_| format!("{name:?}: not a capability cordon-oci knows"))?;
+    if !supported.contains(&cap) {
+        return Err(format!("{name}: not known to the running kernel"));
+    }
+    Ok(cap)
+}
+
 impl CapSets {
-    /// An error naming the first set with capabilities that `known` (the running kernel's
-    /// list) lacks: a set cordon-oci cannot give as written is refused, not cut down
-    /// silently. (runc logs "ignoring unknown or unavailable capabilities" and goes on; that
-    /// is not documented behaviour, and cordon-oci fails closed on config it cannot honour.)
-    pub fn check_known(&self, known: impl Fn(&str) -> bool) -> Result<(), OciConfigError> {
+    /// An error naming the first set with capabilities that `known` (normally
+    /// [`capability`] against the running kernel's list) refuses: a set cordon-oci cannot
+    /// give as written is refused, not cut down silently. (runc logs "ignoring unknown or
+    /// unavailable capabilities" and goes on; that is not documented behaviour, and
+    /// cordon-oci fails closed on config it cannot honour.)
+    pub fn check_known(
+        &self,
+        known: impl Fn(&str) -> Result<caps::Capability, String>,
+    ) -> Result<(), OciConfigError> {
         for (name, set) in [
             ("bounding", &self.bounding),
             ("effective", &self.effective),
@@ -199,16 +217,12 @@ impl CapSets {
             ("permitted", &self.permitted),
             ("ambient", &self.ambient),
         ] {
-            let missing: Vec<&str> = set
-                .iter()
-                .map(String::as_str)
-                .filter(|c| !known(c))
-                .collect();
+            let missing: Vec<String> = set.iter().filter_map(|c| known(c).err()).collect();
             if !missing.is_empty() {
                 return Err(unsupported(
                     format!("process.capabilities.{name}"),
                     format!(
-                        "{}: not known to the running kernel; remove them (or run on a kernel that has them)",
+                        "{}; remove them (or run on a kernel that has them)",
                         missing.join(", ")
                     ),
                 ));
@@ -1162,15 +1176,45 @@ mod tests {
             effective: ["CAP_KILL"].map(String::from).into(),
             ..Default::default()
         };
-        assert!(sets.check_known(|_| true).is_ok());
+        let all = caps::all();
+        assert!(sets.check_known(|n| capability(n, &all)).is_ok());
+        let mut no_bpf = all.clone();
+        no_bpf.remove(&caps::Capability::CAP_BPF);
         let e = sets
-            .check_known(|c| c != "CAP_BPF")
+            .check_known(|n| capability(n, &no_bpf))
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("`process.capabilities.bounding`") && e.contains("CAP_BPF"),
+            e.contains("`process.capabilities.bounding`")
+                && e.contains("CAP_BPF: not known to the running kernel"),
             "{e}"
         );
+        // A name that is no capability at all is named too, not dropped.
+        let odd = CapSets {
+            effective: ["CAP_KILL", "CAP_NO_SUCH"].map(String::from).into(),
+            ..Default::default()
+        };
+        let e = odd
+            .check_known(|n| capability(n, &all))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`process.capabilities.effective`")
+                && e.contains("\"CAP_NO_SUCH\": not a capability"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn capability_parses_names_against_the_supported_list() {
+        let all = caps::all();
+        assert_eq!(
+            capability("CAP_SYS_ADMIN", &all),
+            Ok(caps::Capability::CAP_SYS_ADMIN)
+        );
+        assert!(capability("CAP_SYS_ADMIN", &caps::CapsHashSet::new()).is_err());
+        assert!(capability("", &all).is_err());
+        assert!(capability("cap_kill_all", &all).is_err());
     }
 
     #[test]

@@ -1084,13 +1084,23 @@ pub fn exec_process(
     exec(c)
 }
 
-fn caps_of(names: &std::collections::BTreeSet<String>) -> caps::CapsHashSet {
-    let supported = caps::runtime::thread_all_supported();
+/// The capabilities of `process.capabilities.<set>`; a name that is none, or that the running
+/// kernel lacks, is an error (create checked them already; this holds if that ever changes).
+fn caps_of(
+    set: &str,
+    names: &std::collections::BTreeSet<String>,
+    supported: &caps::CapsHashSet,
+) -> Result<caps::CapsHashSet, Step> {
     names
         .iter()
-        .filter_map(|n| n.parse::<caps::Capability>().ok())
-        .filter(|c| supported.contains(c))
-        .collect()
+        .map(|n| super::config::capability(n, supported))
+        .collect::<Result<_, _>>()
+        .map_err(|why| {
+            (
+                "set capabilities",
+                format!("process.capabilities.{set}: {why}"),
+            )
+        })
 }
 
 fn set_identity(c: &Container) -> Result<(), Step> {
@@ -1098,8 +1108,14 @@ fn set_identity(c: &Container) -> Result<(), Step> {
     let capf = |set: &'static str| {
         move |err: caps::errors::CapsError| ("set capabilities", format!("{set}: {err}"))
     };
-    let bounding = caps_of(&c.caps.bounding);
-    for cap in caps::runtime::thread_all_supported() {
+    let supported = caps::runtime::thread_all_supported();
+    let of = |set: &str, names| caps_of(set, names, &supported);
+    let bounding = of("bounding", &c.caps.bounding)?;
+    let inheritable = of("inheritable", &c.caps.inheritable)?;
+    let ambient = of("ambient", &c.caps.ambient)?;
+    let effective = of("effective", &c.caps.effective)?;
+    let permitted = of("permitted", &c.caps.permitted)?;
+    for cap in supported.iter().copied() {
         if !bounding.contains(&cap) {
             caps::drop(None, CapSet::Bounding, cap).map_err(capf("bounding"))?;
         }
@@ -1115,8 +1131,6 @@ fn set_identity(c: &Container) -> Result<(), Step> {
         .map_err(e("set process.user.gid"))?;
     nix::unistd::setresuid(c.uid.into(), c.uid.into(), c.uid.into())
         .map_err(e("set process.user.uid"))?;
-    let effective = caps_of(&c.caps.effective);
-    let permitted = caps_of(&c.caps.permitted);
     caps::set(
         None,
         CapSet::Effective,
@@ -1128,10 +1142,9 @@ fn set_identity(c: &Container) -> Result<(), Step> {
     .map_err(capf("effective"))?;
     caps::set(None, CapSet::Permitted, &permitted).map_err(capf("permitted"))?;
     caps::set(None, CapSet::Effective, &effective).map_err(capf("effective"))?;
-    caps::set(None, CapSet::Inheritable, &caps_of(&c.caps.inheritable))
-        .map_err(capf("inheritable"))?;
+    caps::set(None, CapSet::Inheritable, &inheritable).map_err(capf("inheritable"))?;
     caps::clear(None, CapSet::Ambient).map_err(capf("ambient"))?;
-    for cap in caps_of(&c.caps.ambient) {
+    for cap in ambient {
         caps::raise(None, CapSet::Ambient, cap).map_err(capf("ambient"))?;
     }
     nix::sys::prctl::set_keepcaps(false).map_err(e("reset keepcaps"))?;
@@ -1188,6 +1201,28 @@ mod tests {
         );
         assert_eq!(secure_join(root, Path::new("/a/b/up/x")), root.join("x"));
         assert_eq!(secure_join(root, Path::new("/../../x")), root.join("x"));
+    }
+
+    #[test]
+    fn caps_of_refuses_a_name_it_cannot_give() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        let all = caps::all();
+        assert_eq!(
+            caps_of("bounding", &names(&["CAP_KILL", "CAP_CHOWN"]), &all),
+            Ok([caps::Capability::CAP_KILL, caps::Capability::CAP_CHOWN].into())
+        );
+        let (_, msg) = caps_of("ambient", &names(&["CAP_KILL", "CAP_NO_SUCH"]), &all).unwrap_err();
+        assert!(
+            msg.contains("process.capabilities.ambient") && msg.contains("CAP_NO_SUCH"),
+            "{msg}"
+        );
+        let only_kill = [caps::Capability::CAP_KILL].into();
+        let (_, msg) =
+            caps_of("permitted", &names(&["CAP_KILL", "CAP_BPF"]), &only_kill).unwrap_err();
+        assert!(
+            msg.contains("CAP_BPF: not known to the running kernel"),
+            "{msg}"
+        );
     }
 
     #[test]
