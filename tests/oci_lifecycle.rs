@@ -309,6 +309,30 @@ both!(fn seccomp_errno(who) {
     );
 });
 
+// A readonlyPath is bound onto itself recursively, which copies its submounts writable; a
+// remount of the top made only that one read-only (the tmpfs at /data/sub stayed writable).
+both!(fn readonly_paths_cover_the_mounts_below(who) {
+    let script = "touch /data/top 2>/dev/null && echo WROTE_TOP; touch /data/sub/x 2>/dev/null && echo WROTE_SUB; \
+                  grep ' /data' /proc/self/mountinfo | cut -d' ' -f5,6";
+    let Some(b) = Bundle::new(who, &["sh", "-c", script], |c| {
+        let m = c["mounts"].as_array_mut().unwrap();
+        m.push(json!({"destination": "/data", "type": "tmpfs", "source": "tmpfs"}));
+        m.push(json!({"destination": "/data/sub", "type": "tmpfs", "source": "tmpfs"}));
+        c["linux"]["readonlyPaths"] = json!(["/data"]);
+    }) else { return };
+    let out = b.run(&format!("ro-below-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("WROTE"), "a mount below a readonlyPath was writable: {}", describe(&out));
+    // Both mounts (the tmpfs and the one below it), as the container sees them: read-only.
+    let lines: Vec<&str> = stdout.lines().collect();
+    for point in ["/data", "/data/sub"] {
+        let top = lines.iter().rev().find(|l| l.split(' ').next() == Some(point));
+        let opts = top.unwrap_or_else(|| panic!("no mount at {point}: {}", describe(&out)));
+        assert!(opts.split(' ').nth(1).unwrap().split(',').any(|o| o == "ro"), "{opts}: {}", describe(&out));
+    }
+});
+
 both!(fn masked_and_readonly_paths(who) {
     let Some(b) = Bundle::new(
         who,

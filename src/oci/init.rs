@@ -457,7 +457,7 @@ fn do_mount(
     let bind_host_cgroup2 = || -> Result<(), Step> {
         bind(Path::new("/sys/fs/cgroup"), true)?;
         if m.flags & libc::MS_RDONLY != 0 {
-            read_only_below(&target(OFlag::O_PATH)?, &m.dst)?;
+            cgroup_read_only_below(&target(OFlag::O_PATH)?, &m.dst)?;
         }
         Ok(())
     };
@@ -535,12 +535,79 @@ fn nosymfollow_held(got: nix::sys::statvfs::FsFlags, dst: &Path) -> Result<(), S
 
 /// Makes the mount `fd` is on and every mount below it read-only, nosuid, nodev and noexec
 /// (mount_setattr AT_RECURSIVE; a remount of the top alone leaves submounts writable).
-fn read_only_below(fd: &OwnedFd, dst: &Path) -> Result<(), Step> {
+/// ENOSYS before Linux 5.12.
+fn read_only_below(fd: &OwnedFd) -> Result<(), Errno> {
     let attrs = libc::MOUNT_ATTR_RDONLY
         | libc::MOUNT_ATTR_NOSUID
         | libc::MOUNT_ATTR_NODEV
         | libc::MOUNT_ATTR_NOEXEC;
-    sys::mount_setattr_recursive(fd.as_raw_fd(), attrs).map_err(|err| {
+    sys::mount_setattr_recursive(fd.as_raw_fd(), attrs)
+}
+
+/// The flags of a read-only remount of a readonlyPath (as runc: nosuid, nodev, noexec too).
+const READ_ONLY_PATH_FLAGS: libc::c_ulong =
+    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+
+/// `linux.readonlyPaths` entry `p` (a path of the container, after pivot_root): bound onto
+/// itself recursively, then that mount and every mount below it read-only. A recursive bind
+/// copies the submounts writable, and a remount reaches the top one only: the tree is made
+/// read-only with mount_setattr (AT_RECURSIVE), or, on a kernel without it (before 5.12),
+/// by remounting each mount below `p` that mountinfo lists.
+fn read_only_path(p: &Path) -> Result<(), Step> {
+    let step = "make read-only (linux.readonlyPaths)";
+    let none: Option<&str> = None;
+    mount(Some(p), p, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
+        .map_err(ep("bind a read-only path", p))?;
+    let fd = nix::fcntl::open(
+        p,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(ep(step, p))?;
+    match read_only_below(&fd) {
+        Ok(()) => Ok(()),
+        Err(Errno::ENOSYS) => {
+            // mountinfo lists the path the kernel resolved `p` to.
+            let at = std::fs::read_link(fd_path(&fd))
+                .map_err(|err| (step, format!("{}: {err}", p.display())))?;
+            remount_read_only_each(&at)
+        }
+        Err(err) => Err(ep(step, p)(err)),
+    }
+}
+
+/// Remounts the mount at `top` and every mount below it that mountinfo lists
+/// read-only ([`READ_ONLY_PATH_FLAGS`]), one by one: what [`read_only_below`] does in one
+/// call where the kernel has mount_setattr.
+fn remount_read_only_each(top: &Path) -> Result<(), Step> {
+    let step = "make read-only (linux.readonlyPaths)";
+    let fail = |why: String| {
+        (
+            step,
+            format!(
+                "{}: list the mounts below it (/proc/thread-self/mountinfo, needed on a kernel without mount_setattr): {why}",
+                top.display()
+            ),
+        )
+    };
+    // thread-self: the mount namespace of this thread (a test's thread may have its own).
+    let text = std::fs::read_to_string("/proc/thread-self/mountinfo")
+        .map_err(|err| fail(err.to_string()))?;
+    let mounts = crate::limits::MountInfo::parse(&text).map_err(fail)?;
+    remount_bind(top, READ_ONLY_PATH_FLAGS)?;
+    for m in mounts
+        .iter()
+        .filter(|m| m.mount_point.starts_with(top) && m.mount_point != top)
+    {
+        remount_bind(&m.mount_point, READ_ONLY_PATH_FLAGS)?;
+    }
+    Ok(())
+}
+
+/// [`read_only_below`] for a cgroup mount that asks for `ro`, with what to do without
+/// mount_setattr.
+fn cgroup_read_only_below(fd: &OwnedFd, dst: &Path) -> Result<(), Step> {
+    read_only_below(fd).map_err(|err| {
         let hint = if err == Errno::ENOSYS {
             "; this kernel has no mount_setattr (Linux 5.12+): upgrade it, or drop `ro` from the mount (the cgroup tree is then writable as far as the container's user namespace allows)"
         } else {
@@ -907,12 +974,7 @@ fn finish_root(c: &Container) -> Result<(), Step> {
             }
             Ok(_) => {}
         }
-        mount(Some(p), p, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
-            .map_err(ep("bind a read-only path", p))?;
-        remount_bind(
-            p,
-            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        )?;
+        read_only_path(p)?;
     }
     if c.readonly_root {
         remount_bind(Path::new("/"), libc::MS_RDONLY)?;
@@ -1201,6 +1263,95 @@ mod tests {
         );
         assert_eq!(secure_join(root, Path::new("/a/b/up/x")), root.join("x"));
         assert_eq!(secure_join(root, Path::new("/../../x")), root.join("x"));
+    }
+
+    /// The variable that makes the re-run of [`read_only_paths_cover_every_mount_below`] the
+    /// process that mounts (in a mount namespace of its own).
+    const RO_CHILD: &str = "CORDON_TEST_READ_ONLY_BELOW";
+
+    /// In a new mount namespace, per way of making a tree read-only: a tmpfs at DIR/WAY with
+    /// a tmpfs at DIR/WAY/sub, made read-only that way; prints `ro WAY top=ERRNO sub=ERRNO`
+    /// for a file created in each afterwards (0: it was writable).
+    fn ro_child(dir: &Path) {
+        use nix::sched::{CloneFlags, unshare};
+        let none: Option<&str> = None;
+        unshare(CloneFlags::CLONE_NEWNS).expect("unshare the mount namespace");
+        mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+            .expect("make / private");
+        type Way = fn(&Path) -> Result<(), Step>;
+        let ways: [(&str, Way); 2] = [
+            ("setattr", read_only_path),
+            ("each", |p| {
+                mount(
+                    Some(p),
+                    p,
+                    None::<&str>,
+                    MsFlags::MS_BIND | MsFlags::MS_REC,
+                    None::<&str>,
+                )
+                .map_err(ep("bind", p))?;
+                remount_read_only_each(p)
+            }),
+        ];
+        for (way, apply) in ways {
+            let top = dir.join(way);
+            std::fs::create_dir(&top).unwrap();
+            mount(Some("tmpfs"), &top, Some("tmpfs"), MsFlags::empty(), none).unwrap();
+            std::fs::create_dir(top.join("sub")).unwrap();
+            mount(
+                Some("tmpfs"),
+                &top.join("sub"),
+                Some("tmpfs"),
+                MsFlags::empty(),
+                none,
+            )
+            .unwrap();
+            // Writable before.
+            std::fs::write(top.join("sub/before"), "").unwrap();
+            apply(&top).unwrap();
+            let errno = |p: PathBuf| {
+                std::fs::write(p, "")
+                    .err()
+                    .and_then(|e| e.raw_os_error())
+                    .unwrap_or(0)
+            };
+            println!(
+                "ro {way} top={} sub={}",
+                errno(top.join("x")),
+                errno(top.join("sub/x"))
+            );
+        }
+    }
+
+    #[test]
+    fn read_only_paths_cover_every_mount_below() {
+        if let Ok(dir) = std::env::var(RO_CHILD) {
+            return ro_child(Path::new(&dir));
+        }
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP: read_only_paths_cover_every_mount_below: mounting needs root");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "oci::init::tests::read_only_paths_cover_every_mount_below",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(RO_CHILD, d.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let erofs = libc::EROFS;
+        for way in ["setattr", "each"] {
+            assert!(
+                stdout.contains(&format!("ro {way} top={erofs} sub={erofs}")),
+                "{way}: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 
     #[test]
