@@ -1257,20 +1257,58 @@ both!(fn tmpcopyup_copies_without_following_swapped_symlinks(who) {
         return;
     }
     // Exchange `d` and the symlink `alt` (renameat2 RENAME_EXCHANGE) while containers copy.
+    // The racer says READY after its first exchange, stops when `stop` exists, and reports
+    // how many exchanges succeeded (and the last errno): a race that never ran proves
+    // nothing.
+    let stop = b.path().join("stop");
     let racer = format!(
-        "import os, ctypes\nl = ctypes.CDLL(None)\nos.chdir({:?})\nwhile True: l.renameat2(-100, b'd', -100, b'alt', 2)",
-        data.display().to_string()
+        "import os, ctypes\n\
+         l = ctypes.CDLL(None, use_errno=True)\n\
+         os.chdir({:?})\n\
+         n, err = 0, 0\n\
+         while not os.path.exists({:?}):\n\
+         \x20   if l.renameat2(-100, b'd', -100, b'alt', 2) == 0:\n\
+         \x20       n += 1\n\
+         \x20       if n == 1: print('READY', flush=True)\n\
+         \x20   else:\n\
+         \x20       err = ctypes.get_errno()\n\
+         \x20       if n == 0: break\n\
+         print('SWAPS', n, 'ERRNO', err, flush=True)\n",
+        data.display().to_string(),
+        stop.display().to_string()
     );
-    let mut racer = Command::new("python3").arg("-c").arg(racer).spawn().unwrap();
+    let mut racer = Command::new("python3")
+        .arg("-c")
+        .arg(racer)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut racer_out = std::io::BufReader::new(racer.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut racer_out, &mut first).unwrap();
     let mut leaked = Vec::new();
-    for i in 0..60 {
-        let out = b.run(&format!("tc-{who:?}-{i}"));
-        if String::from_utf8_lossy(&out.stdout).contains("HOST_SECRET") {
-            leaked.push(i);
+    if first.trim() == "READY" {
+        for i in 0..60 {
+            let out = b.run(&format!("tc-{who:?}-{i}"));
+            if String::from_utf8_lossy(&out.stdout).contains("HOST_SECRET") {
+                leaked.push(i);
+            }
         }
     }
-    let _ = racer.kill();
+    std::fs::write(&stop, "").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut racer_out, &mut rest).unwrap();
     let _ = racer.wait();
+    let report = format!("{first}{rest}");
+    let swaps: u64 = report
+        .lines()
+        .find_map(|l| l.strip_prefix("SWAPS "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the racer did not report: {report:?}"));
+    // 60 container starts take seconds; the racer exchanges thousands of times a second.
+    println!("tmpcopyup race ({who:?}): {swaps} exchanges during 60 runs");
+    assert!(swaps >= 1000, "the racer exchanged only {swaps} times: {report:?}");
     assert!(leaked.is_empty(), "runs {leaked:?} copied the host's file into the container");
 });
 
