@@ -1198,20 +1198,36 @@ both!(fn start_container_hooks_run_with_the_process_privileges(who) {
 
 // F3 of the OCI review: several `args` on the same index were ANDed, so an entry denying
 // socket(AF_NETLINK) and socket(AF_PACKET) denied neither; they are alternatives (runc).
+// A control run without the rule shows `ip link` works in this container, so the denied
+// run's failure is the filter's, and its errno (ENOSYS, errnoRet 38) is checked.
 both!(fn seccomp_conditions_on_one_argument_are_alternatives(who) {
     // busybox ip opens an AF_NETLINK (16) socket; AF_PACKET is 17.
-    let Some(b) = Bundle::new(who, &["sh", "-c", "ip link >/dev/null && echo NETLINK_ALLOWED || echo NETLINK_DENIED"], |c| {
-        c["linux"]["seccomp"] = json!({
-            "defaultAction": "SCMP_ACT_ALLOW",
-            "architectures": ["SCMP_ARCH_X86_64"],
-            "syscalls": [{"names": ["socket"], "action": "SCMP_ACT_ERRNO",
-                "args": [{"index": 0, "value": 16, "op": "SCMP_CMP_EQ"},
-                         {"index": 0, "value": 17, "op": "SCMP_CMP_EQ"}]}]
-        });
-    }) else { return };
-    std::os::unix::fs::symlink("busybox", b.path().join("rootfs/bin/ip")).unwrap();
-    let out = b.run(&format!("sa-{who:?}"));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "NETLINK_DENIED\n", "{}", describe(&out));
+    let run = |deny: bool, name: &str| {
+        let b = Bundle::new(who, &["sh", "-c", "ip link >/dev/null; echo EXIT=$?"], |c| {
+            let rules = if deny {
+                json!([{"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38,
+                    "args": [{"index": 0, "value": 16, "op": "SCMP_CMP_EQ"},
+                             {"index": 0, "value": 17, "op": "SCMP_CMP_EQ"}]}])
+            } else {
+                json!([])
+            };
+            c["linux"]["seccomp"] = json!({
+                "defaultAction": "SCMP_ACT_ALLOW",
+                "architectures": ["SCMP_ARCH_X86_64"],
+                "syscalls": rules
+            });
+        })?;
+        std::os::unix::fs::symlink("busybox", b.path().join("rootfs/bin/ip")).unwrap();
+        Some(b.run(&format!("{name}-{who:?}")))
+    };
+    let Some(control) = run(false, "sa-control") else { return };
+    assert!(control.status.success(), "{}", describe(&control));
+    assert_eq!(String::from_utf8_lossy(&control.stdout), "EXIT=0\n", "control run: {}", describe(&control));
+    let denied = run(true, "sa-denied").unwrap();
+    assert!(denied.status.success(), "{}", describe(&denied));
+    assert_ne!(String::from_utf8_lossy(&denied.stdout), "EXIT=0\n", "{}", describe(&denied));
+    let err = String::from_utf8_lossy(&denied.stderr);
+    assert!(err.contains("ip: socket: Function not implemented"), "{}", describe(&denied));
 });
 
 // F5 of the OCI review: tmpcopyup copied by path before pivot_root, so a directory swapped
