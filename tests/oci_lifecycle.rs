@@ -1161,6 +1161,157 @@ both!(fn cgroup_v1_mount_shows_only_the_containers_cgroups(who) {
     }
 });
 
+// A `cgroup` mount without `ro` on a v1/hybrid host: the container's own cgroups (root's:
+// it gets one per controller cordon uses) are writable, every other hierarchy (the caller's
+// cgroup: blkio, name=systemd, the unified one; all of them for a rootless container, which
+// gets none of its own on v1) stays read-only.
+both!(fn cgroup_v1_mount_without_ro_writes_only_the_containers_own(who) {
+    if cgroup_layout() != CgroupLayout::HybridOrV1 {
+        println!("SKIP: cgroup_v1_mount_without_ro_writes_only_the_containers_own: not a cgroup v1 host");
+        return;
+    }
+    let script = "for h in memory pids blkio systemd; do \
+                      mkdir /sys/fs/cgroup/$h/t 2>/dev/null && rmdir /sys/fs/cgroup/$h/t && echo WROTE_$h; \
+                  done; grep ' /sys/fs/cgroup' /proc/self/mountinfo";
+    let Some(b) = Bundle::new(who, &["sh", "-c", script], |c| {
+        for m in c["mounts"].as_array_mut().unwrap() {
+            if m["type"] == "cgroup" {
+                let opts: Vec<Value> = m["options"].as_array().unwrap().iter().filter(|o| *o != "ro").cloned().collect();
+                assert!(opts.len() < m["options"].as_array().unwrap().len(), "the spec's cgroup mount has no ro");
+                m["options"] = json!(opts);
+            }
+        }
+        if who == Who::Root {
+            c["linux"]["resources"] = json!({"memory": {"limit": 67108864}});
+        }
+    }) else { return };
+    let out = b.run(&format!("cg1rw-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let wrote: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix("WROTE_")).collect();
+    let own: &[&str] = if who == Who::Root { &["memory", "pids"] } else { &[] };
+    assert_eq!(wrote, own, "{}", describe(&out));
+    // The mounts from the cgroup mount's tmpfs on (see the test above).
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.contains(" /sys/fs/cgroup")).collect();
+    let top = lines.iter().rposition(|l| l.split(' ').nth(4) == Some("/sys/fs/cgroup")).unwrap();
+    let mut seen = 0;
+    for l in &lines[top + 1..] {
+        let name = l.split(' ').nth(4).unwrap().trim_start_matches("/sys/fs/cgroup/");
+        let ro = l.split(' ').nth(5).unwrap().split(',').any(|o| o == "ro");
+        if ["memory", "pids", "blkio", "systemd", "unified"].contains(&name) {
+            seen += 1;
+            assert_eq!(ro, !own.contains(&name), "{l}\n{}", describe(&out));
+        }
+    }
+    assert_eq!(seen, 5, "{}", describe(&out));
+});
+
+// The `ro` cgroup mount of a rootless container on a pure cgroup v2 host: a user namespace
+// may not mount cgroup2, so the host's hierarchy is bound recursively and made read-only with
+// every mount below it. This host may be v1/hybrid: cordon-oci runs in a mount namespace of
+// its own whose /sys/fs/cgroup is only a cgroup2 mount (pure v2 as cordon-oci sees it), with
+// a tmpfs on a cgroup below it standing for a submount.
+#[test]
+fn cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below() {
+    if !running_as_root() || test_user().is_none() {
+        println!(
+            "SKIP: cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below: needs root and the test user"
+        );
+        return;
+    }
+    let who = Who::User;
+    let sub = format!("cordon-test-v2ro-{}", std::process::id());
+    let script = format!(
+        "touch /sys/fs/cgroup/{sub}/x 2>/dev/null && echo WROTE_SUB; \
+         mkdir /sys/fs/cgroup/t 2>/dev/null && echo WROTE_TOP; \
+         grep ' /sys/fs/cgroup' /proc/self/mountinfo"
+    );
+    let Some(b) = Bundle::new(who, &["sh", "-c", &script], |c| {
+        let m = c["mounts"].as_array().unwrap();
+        let cg = m
+            .iter()
+            .find(|m| m["type"] == "cgroup")
+            .expect("the rootless spec's cgroup mount");
+        assert!(
+            cg["options"].as_array().unwrap().iter().any(|o| o == "ro"),
+            "{cg}"
+        );
+        assert!(
+            c["linux"]["namespaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n["type"] == "user")
+        );
+    }) else {
+        return;
+    };
+    // Pure v2 for cordon-oci: the v1 hierarchies unmounted, cgroup2 at /sys/fs/cgroup.
+    let setup = format!(
+        "umount -R /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup || exit 125
+         mkdir /sys/fs/cgroup/{sub} && mount -t tmpfs -o mode=777 none /sys/fs/cgroup/{sub} || exit 125
+         \"$@\"; rc=$?
+         umount /sys/fs/cgroup/{sub}; rmdir /sys/fs/cgroup/{sub}; exit $rc"
+    );
+    let a = b.bundle_args("run", "v2ro");
+    let inner = b.command(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = Command::new("timeout")
+        .args([
+            "60",
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &setup,
+            "sh",
+        ])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // In case the namespace's clean-up did not run (a cgroup of the host's hierarchy).
+    for root in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+        let _ = std::fs::remove_dir(Path::new(root).join(&sub));
+    }
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains("WROTE"),
+        "the cgroup mount is writable: {}",
+        describe(&out)
+    );
+    // From the cgroup mount on: the cgroup2 bind and the tmpfs below it, both read-only.
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains(" /sys/fs/cgroup"))
+        .collect();
+    let top = lines
+        .iter()
+        .rposition(|l| l.split(' ').nth(4) == Some("/sys/fs/cgroup"))
+        .unwrap();
+    let mounts = &lines[top..];
+    assert!(mounts[0].contains(" - cgroup2 "), "{}", describe(&out));
+    let below = format!("/sys/fs/cgroup/{sub}");
+    assert!(
+        mounts
+            .iter()
+            .any(|l| l.split(' ').nth(4) == Some(below.as_str())),
+        "{}",
+        describe(&out)
+    );
+    for l in mounts {
+        assert!(
+            l.split(' ').nth(5).unwrap().split(',').any(|o| o == "ro"),
+            "not read-only: {l}\n{}",
+            describe(&out)
+        );
+    }
+}
+
 // F2 of the OCI review: startContainer hooks (the container's own files) ran before the
 // process's identity was applied: every capability, uid 0, no seccomp, no no_new_privs. They
 // now run as runc runs them, with the process's final privileges and seccomp filter.
