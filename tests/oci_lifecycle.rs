@@ -309,6 +309,30 @@ both!(fn seccomp_errno(who) {
     );
 });
 
+// A readonlyPath is bound onto itself recursively, which copies its submounts writable; a
+// remount of the top made only that one read-only (the tmpfs at /data/sub stayed writable).
+both!(fn readonly_paths_cover_the_mounts_below(who) {
+    let script = "touch /data/top 2>/dev/null && echo WROTE_TOP; touch /data/sub/x 2>/dev/null && echo WROTE_SUB; \
+                  grep ' /data' /proc/self/mountinfo | cut -d' ' -f5,6";
+    let Some(b) = Bundle::new(who, &["sh", "-c", script], |c| {
+        let m = c["mounts"].as_array_mut().unwrap();
+        m.push(json!({"destination": "/data", "type": "tmpfs", "source": "tmpfs"}));
+        m.push(json!({"destination": "/data/sub", "type": "tmpfs", "source": "tmpfs"}));
+        c["linux"]["readonlyPaths"] = json!(["/data"]);
+    }) else { return };
+    let out = b.run(&format!("ro-below-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("WROTE"), "a mount below a readonlyPath was writable: {}", describe(&out));
+    // Both mounts (the tmpfs and the one below it), as the container sees them: read-only.
+    let lines: Vec<&str> = stdout.lines().collect();
+    for point in ["/data", "/data/sub"] {
+        let top = lines.iter().rev().find(|l| l.split(' ').next() == Some(point));
+        let opts = top.unwrap_or_else(|| panic!("no mount at {point}: {}", describe(&out)));
+        assert!(opts.split(' ').nth(1).unwrap().split(',').any(|o| o == "ro"), "{opts}: {}", describe(&out));
+    }
+});
+
 both!(fn masked_and_readonly_paths(who) {
     let Some(b) = Bundle::new(
         who,
@@ -1137,6 +1161,157 @@ both!(fn cgroup_v1_mount_shows_only_the_containers_cgroups(who) {
     }
 });
 
+// A `cgroup` mount without `ro` on a v1/hybrid host: the container's own cgroups (root's:
+// it gets one per controller cordon uses) are writable, every other hierarchy (the caller's
+// cgroup: blkio, name=systemd, the unified one; all of them for a rootless container, which
+// gets none of its own on v1) stays read-only.
+both!(fn cgroup_v1_mount_without_ro_writes_only_the_containers_own(who) {
+    if cgroup_layout() != CgroupLayout::HybridOrV1 {
+        println!("SKIP: cgroup_v1_mount_without_ro_writes_only_the_containers_own: not a cgroup v1 host");
+        return;
+    }
+    let script = "for h in memory pids blkio systemd; do \
+                      mkdir /sys/fs/cgroup/$h/t 2>/dev/null && rmdir /sys/fs/cgroup/$h/t && echo WROTE_$h; \
+                  done; grep ' /sys/fs/cgroup' /proc/self/mountinfo";
+    let Some(b) = Bundle::new(who, &["sh", "-c", script], |c| {
+        for m in c["mounts"].as_array_mut().unwrap() {
+            if m["type"] == "cgroup" {
+                let opts: Vec<Value> = m["options"].as_array().unwrap().iter().filter(|o| *o != "ro").cloned().collect();
+                assert!(opts.len() < m["options"].as_array().unwrap().len(), "the spec's cgroup mount has no ro");
+                m["options"] = json!(opts);
+            }
+        }
+        if who == Who::Root {
+            c["linux"]["resources"] = json!({"memory": {"limit": 67108864}});
+        }
+    }) else { return };
+    let out = b.run(&format!("cg1rw-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let wrote: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix("WROTE_")).collect();
+    let own: &[&str] = if who == Who::Root { &["memory", "pids"] } else { &[] };
+    assert_eq!(wrote, own, "{}", describe(&out));
+    // The mounts from the cgroup mount's tmpfs on (see the test above).
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.contains(" /sys/fs/cgroup")).collect();
+    let top = lines.iter().rposition(|l| l.split(' ').nth(4) == Some("/sys/fs/cgroup")).unwrap();
+    let mut seen = 0;
+    for l in &lines[top + 1..] {
+        let name = l.split(' ').nth(4).unwrap().trim_start_matches("/sys/fs/cgroup/");
+        let ro = l.split(' ').nth(5).unwrap().split(',').any(|o| o == "ro");
+        if ["memory", "pids", "blkio", "systemd", "unified"].contains(&name) {
+            seen += 1;
+            assert_eq!(ro, !own.contains(&name), "{l}\n{}", describe(&out));
+        }
+    }
+    assert_eq!(seen, 5, "{}", describe(&out));
+});
+
+// The `ro` cgroup mount of a rootless container on a pure cgroup v2 host: a user namespace
+// may not mount cgroup2, so the host's hierarchy is bound recursively and made read-only with
+// every mount below it. This host may be v1/hybrid: cordon-oci runs in a mount namespace of
+// its own whose /sys/fs/cgroup is only a cgroup2 mount (pure v2 as cordon-oci sees it), with
+// a tmpfs on a cgroup below it standing for a submount.
+#[test]
+fn cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below() {
+    if !running_as_root() || test_user().is_none() {
+        println!(
+            "SKIP: cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below: needs root and the test user"
+        );
+        return;
+    }
+    let who = Who::User;
+    let sub = format!("cordon-test-v2ro-{}", std::process::id());
+    let script = format!(
+        "touch /sys/fs/cgroup/{sub}/x 2>/dev/null && echo WROTE_SUB; \
+         mkdir /sys/fs/cgroup/t 2>/dev/null && echo WROTE_TOP; \
+         grep ' /sys/fs/cgroup' /proc/self/mountinfo"
+    );
+    let Some(b) = Bundle::new(who, &["sh", "-c", &script], |c| {
+        let m = c["mounts"].as_array().unwrap();
+        let cg = m
+            .iter()
+            .find(|m| m["type"] == "cgroup")
+            .expect("the rootless spec's cgroup mount");
+        assert!(
+            cg["options"].as_array().unwrap().iter().any(|o| o == "ro"),
+            "{cg}"
+        );
+        assert!(
+            c["linux"]["namespaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n["type"] == "user")
+        );
+    }) else {
+        return;
+    };
+    // Pure v2 for cordon-oci: the v1 hierarchies unmounted, cgroup2 at /sys/fs/cgroup.
+    let setup = format!(
+        "umount -R /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup || exit 125
+         mkdir /sys/fs/cgroup/{sub} && mount -t tmpfs -o mode=777 none /sys/fs/cgroup/{sub} || exit 125
+         \"$@\"; rc=$?
+         umount /sys/fs/cgroup/{sub}; rmdir /sys/fs/cgroup/{sub}; exit $rc"
+    );
+    let a = b.bundle_args("run", "v2ro");
+    let inner = b.command(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = Command::new("timeout")
+        .args([
+            "60",
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &setup,
+            "sh",
+        ])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // In case the namespace's clean-up did not run (a cgroup of the host's hierarchy).
+    for root in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+        let _ = std::fs::remove_dir(Path::new(root).join(&sub));
+    }
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains("WROTE"),
+        "the cgroup mount is writable: {}",
+        describe(&out)
+    );
+    // From the cgroup mount on: the cgroup2 bind and the tmpfs below it, both read-only.
+    let lines: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains(" /sys/fs/cgroup"))
+        .collect();
+    let top = lines
+        .iter()
+        .rposition(|l| l.split(' ').nth(4) == Some("/sys/fs/cgroup"))
+        .unwrap();
+    let mounts = &lines[top..];
+    assert!(mounts[0].contains(" - cgroup2 "), "{}", describe(&out));
+    let below = format!("/sys/fs/cgroup/{sub}");
+    assert!(
+        mounts
+            .iter()
+            .any(|l| l.split(' ').nth(4) == Some(below.as_str())),
+        "{}",
+        describe(&out)
+    );
+    for l in mounts {
+        assert!(
+            l.split(' ').nth(5).unwrap().split(',').any(|o| o == "ro"),
+            "not read-only: {l}\n{}",
+            describe(&out)
+        );
+    }
+}
+
 // F2 of the OCI review: startContainer hooks (the container's own files) ran before the
 // process's identity was applied: every capability, uid 0, no seccomp, no no_new_privs. They
 // now run as runc runs them, with the process's final privileges and seccomp filter.
@@ -1174,20 +1349,36 @@ both!(fn start_container_hooks_run_with_the_process_privileges(who) {
 
 // F3 of the OCI review: several `args` on the same index were ANDed, so an entry denying
 // socket(AF_NETLINK) and socket(AF_PACKET) denied neither; they are alternatives (runc).
+// A control run without the rule shows `ip link` works in this container, so the denied
+// run's failure is the filter's, and its errno (ENOSYS, errnoRet 38) is checked.
 both!(fn seccomp_conditions_on_one_argument_are_alternatives(who) {
     // busybox ip opens an AF_NETLINK (16) socket; AF_PACKET is 17.
-    let Some(b) = Bundle::new(who, &["sh", "-c", "ip link >/dev/null && echo NETLINK_ALLOWED || echo NETLINK_DENIED"], |c| {
-        c["linux"]["seccomp"] = json!({
-            "defaultAction": "SCMP_ACT_ALLOW",
-            "architectures": ["SCMP_ARCH_X86_64"],
-            "syscalls": [{"names": ["socket"], "action": "SCMP_ACT_ERRNO",
-                "args": [{"index": 0, "value": 16, "op": "SCMP_CMP_EQ"},
-                         {"index": 0, "value": 17, "op": "SCMP_CMP_EQ"}]}]
-        });
-    }) else { return };
-    std::os::unix::fs::symlink("busybox", b.path().join("rootfs/bin/ip")).unwrap();
-    let out = b.run(&format!("sa-{who:?}"));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "NETLINK_DENIED\n", "{}", describe(&out));
+    let run = |deny: bool, name: &str| {
+        let b = Bundle::new(who, &["sh", "-c", "ip link >/dev/null; echo EXIT=$?"], |c| {
+            let rules = if deny {
+                json!([{"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38,
+                    "args": [{"index": 0, "value": 16, "op": "SCMP_CMP_EQ"},
+                             {"index": 0, "value": 17, "op": "SCMP_CMP_EQ"}]}])
+            } else {
+                json!([])
+            };
+            c["linux"]["seccomp"] = json!({
+                "defaultAction": "SCMP_ACT_ALLOW",
+                "architectures": ["SCMP_ARCH_X86_64"],
+                "syscalls": rules
+            });
+        })?;
+        std::os::unix::fs::symlink("busybox", b.path().join("rootfs/bin/ip")).unwrap();
+        Some(b.run(&format!("{name}-{who:?}")))
+    };
+    let Some(control) = run(false, "sa-control") else { return };
+    assert!(control.status.success(), "{}", describe(&control));
+    assert_eq!(String::from_utf8_lossy(&control.stdout), "EXIT=0\n", "control run: {}", describe(&control));
+    let denied = run(true, "sa-denied").unwrap();
+    assert!(denied.status.success(), "{}", describe(&denied));
+    assert_ne!(String::from_utf8_lossy(&denied.stdout), "EXIT=0\n", "{}", describe(&denied));
+    let err = String::from_utf8_lossy(&denied.stderr);
+    assert!(err.contains("ip: socket: Function not implemented"), "{}", describe(&denied));
 });
 
 // F5 of the OCI review: tmpcopyup copied by path before pivot_root, so a directory swapped
@@ -1233,20 +1424,58 @@ both!(fn tmpcopyup_copies_without_following_swapped_symlinks(who) {
         return;
     }
     // Exchange `d` and the symlink `alt` (renameat2 RENAME_EXCHANGE) while containers copy.
+    // The racer says READY after its first exchange, stops when `stop` exists, and reports
+    // how many exchanges succeeded (and the last errno): a race that never ran proves
+    // nothing.
+    let stop = b.path().join("stop");
     let racer = format!(
-        "import os, ctypes\nl = ctypes.CDLL(None)\nos.chdir({:?})\nwhile True: l.renameat2(-100, b'd', -100, b'alt', 2)",
-        data.display().to_string()
+        "import os, ctypes\n\
+         l = ctypes.CDLL(None, use_errno=True)\n\
+         os.chdir({:?})\n\
+         n, err = 0, 0\n\
+         while not os.path.exists({:?}):\n\
+         \x20   if l.renameat2(-100, b'd', -100, b'alt', 2) == 0:\n\
+         \x20       n += 1\n\
+         \x20       if n == 1: print('READY', flush=True)\n\
+         \x20   else:\n\
+         \x20       err = ctypes.get_errno()\n\
+         \x20       if n == 0: break\n\
+         print('SWAPS', n, 'ERRNO', err, flush=True)\n",
+        data.display().to_string(),
+        stop.display().to_string()
     );
-    let mut racer = Command::new("python3").arg("-c").arg(racer).spawn().unwrap();
+    let mut racer = Command::new("python3")
+        .arg("-c")
+        .arg(racer)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut racer_out = std::io::BufReader::new(racer.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut racer_out, &mut first).unwrap();
     let mut leaked = Vec::new();
-    for i in 0..60 {
-        let out = b.run(&format!("tc-{who:?}-{i}"));
-        if String::from_utf8_lossy(&out.stdout).contains("HOST_SECRET") {
-            leaked.push(i);
+    if first.trim() == "READY" {
+        for i in 0..60 {
+            let out = b.run(&format!("tc-{who:?}-{i}"));
+            if String::from_utf8_lossy(&out.stdout).contains("HOST_SECRET") {
+                leaked.push(i);
+            }
         }
     }
-    let _ = racer.kill();
+    std::fs::write(&stop, "").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut racer_out, &mut rest).unwrap();
     let _ = racer.wait();
+    let report = format!("{first}{rest}");
+    let swaps: u64 = report
+        .lines()
+        .find_map(|l| l.strip_prefix("SWAPS "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the racer did not report: {report:?}"));
+    // 60 container starts take seconds; the racer exchanges thousands of times a second.
+    println!("tmpcopyup race ({who:?}): {swaps} exchanges during 60 runs");
+    assert!(swaps >= 1000, "the racer exchanged only {swaps} times: {report:?}");
     assert!(leaked.is_empty(), "runs {leaked:?} copied the host's file into the container");
 });
 
@@ -1277,6 +1506,12 @@ both!(fn bind_mount_options_are_honoured_or_refused(who) {
     let out = b.run(&format!("mo2-{who:?}"));
     assert!(!out.status.success(), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"nosymlinks\""), "{}", describe(&out));
+    // A superblock flag cannot be set by a bind (the kernel would ignore it): refused.
+    with_mount(json!({"destination": "/data", "type": "bind", "source": src, "options": ["rbind", "lazytime"]}));
+    let out = b.run(&format!("mo4-{who:?}"));
+    assert!(!out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"lazytime\"") && err.contains("superblock"), "{}", describe(&out));
     with_mount(json!({"destination": "/data", "type": "bind", "source": src, "options": ["rbind"],
         "uidMappings": [{"containerID": 0, "hostID": 100000, "size": 1000}],
         "gidMappings": [{"containerID": 0, "hostID": 100000, "size": 1000}]}));

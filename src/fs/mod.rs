@@ -7,7 +7,7 @@ use nix::errno::Errno;
 use nix::fcntl::{OFlag, open};
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sys::stat::Mode;
-use nix::sys::statvfs::{FsFlags, statvfs};
+use nix::sys::statvfs::FsFlags;
 use plan::Op;
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -21,6 +21,21 @@ pub const STAGE: &str = "/tmp";
 /// `statvfs`'s `ST_RELATIME` (Linux's value, 4096, under glibc and musl alike; nix names it
 /// only for glibc).
 pub const ST_RELATIME: FsFlags = FsFlags::from_bits_retain(4096);
+
+/// `statvfs`'s `ST_NOSYMFOLLOW` (Linux 5.10+, 0x2000; nix does not name it).
+pub const ST_NOSYMFOLLOW: FsFlags = FsFlags::from_bits_retain(0x2000);
+
+/// statvfs(2)'s flags of the mount at `path`, with the bits nix does not name (nix's
+/// `Statvfs::flags` would drop [`ST_RELATIME`] under musl).
+pub fn statvfs_flags(path: &Path) -> Result<FsFlags, Errno> {
+    use nix::fcntl::OFlag;
+    let fd = nix::fcntl::open(
+        path,
+        OFlag::O_PATH | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )?;
+    crate::sys::fstatvfs_flags(std::os::fd::AsFd::as_fd(&fd))
+}
 
 /// The second, empty layer of every read-only overlay (the kernel wants two lower layers when
 /// there is no upper one): the new root's `/proc` directory, made first and held by an
@@ -69,8 +84,7 @@ fn inside(dst: &Path) -> PathBuf {
 /// (atime flags, nosuid, nodev, noexec: in a user namespace, dropping any is EPERM), plus
 /// read-only, nosuid and nodev.
 fn ro_flags(path: &Path) -> Result<MsFlags, Errno> {
-    let st = statvfs(path)?;
-    let f = st.flags();
+    let f = statvfs_flags(path)?;
     let mut ms = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID;
     let keep = [
         (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
@@ -420,4 +434,39 @@ fn apply_one(
 
 fn io_errno(e: &std::io::Error) -> Errno {
     Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn statvfs_flags_sees_relatime() {
+        // Every mount of this process whose mountinfo says relatime: statvfs must say so too
+        // (nix's Statvfs::flags drops ST_RELATIME under musl).
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mut checked = 0;
+        for line in info.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let (point, opts) = (f[4], f[5]);
+            if !opts.split(',').any(|o| o == "relatime") || point.contains('\\') {
+                continue;
+            }
+            let Ok(flags) = super::statvfs_flags(std::path::Path::new(point)) else {
+                continue;
+            };
+            // A mount hidden by a later one on the same point shows the later one's flags.
+            if !flags.contains(super::ST_RELATIME) {
+                let last = info
+                    .lines()
+                    .rfind(|l| l.split(' ').nth(4) == Some(point))
+                    .unwrap();
+                assert!(
+                    !last.split(' ').nth(5).unwrap().contains("relatime"),
+                    "{point}: {flags:?}"
+                );
+                continue;
+            }
+            checked += 1;
+        }
+        assert!(checked > 0, "no relatime mount to check:\n{info}");
+    }
 }

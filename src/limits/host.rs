@@ -288,6 +288,75 @@ impl ProcCgroup {
     }
 }
 
+/// One line of `/proc/self/mountinfo` (`man 5 proc_pid_mountinfo`): the fields cordon reads,
+/// the paths with the kernel's octal escapes (`\040` for a space) undone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountInfo {
+    pub mount_id: u64,
+    /// What of its filesystem the mount shows (field 4: `/` for all of it).
+    pub root: PathBuf,
+    pub mount_point: PathBuf,
+    /// The filesystem type (`cgroup2`, `cgroup`, `tmpfs`).
+    pub fs_type: String,
+    /// The filesystem's (superblock) options, e.g. `["rw", "memory"]` for a v1 hierarchy.
+    pub super_options: Vec<String>,
+}
+
+impl MountInfo {
+    /// Parses the lines of a mountinfo file: `ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS
+    /// [OPTIONAL...] - FSTYPE SOURCE SUPER-OPTIONS`. A line not of that form is an error
+    /// naming it.
+    pub fn parse(text: &str) -> Result<Vec<MountInfo>, String> {
+        let mut out = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let bad = |why: &str| format!("malformed line {line:?}: {why}");
+            let f: Vec<&str> = line.split(' ').collect();
+            let Some(sep) = f.iter().skip(6).position(|x| *x == "-").map(|i| i + 6) else {
+                return Err(bad("no ` - ` separator after the sixth field"));
+            };
+            let (Some(fs_type), Some(super_options)) = (f.get(sep + 1), f.get(sep + 3)) else {
+                return Err(bad("fewer than three fields after ` - `"));
+            };
+            let mount_id = f[0]
+                .parse()
+                .map_err(|_| bad("the mount id is not a number"))?;
+            out.push(MountInfo {
+                mount_id,
+                root: unescape_mountinfo(f[3]),
+                mount_point: unescape_mountinfo(f[4]),
+                fs_type: fs_type.to_string(),
+                super_options: super_options.split(',').map(String::from).collect(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// A mountinfo path: `\ooo` (three octal digits) is the byte ooo; anything else as is.
+fn unescape_mountinfo(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                let v = d.iter().fold(0u32, |v, c| v * 8 + u32::from(c - b'0'));
+                out.push(v as u8);
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
 /// Which cgroup setup the host has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -428,6 +497,37 @@ mod tests {
 
     const THIS_VM: &str = "9:name=systemd:/\n8:pids:/\n7:blkio:/\n6:freezer:/\n5:devices:/\n\
         4:memory:/process_api/e820\n3:cpuset:/\n2:cpuacct:/\n1:cpu:/\n0::/\n";
+
+    #[test]
+    fn parses_mountinfo() {
+        let text = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw,errors=remount-ro
+35 30 0:31 /../.. /sys/fs/cgroup/cpu,cpuacct rw,nosuid shared:15 master:2 - cgroup cgroup rw,cpu,cpuacct
+40 22 0:40 /a\\040b /mnt/with\\040space\\134x rw - tmpfs tmpfs rw,size=1k
+41 22 0:41 / /no/optional rw - cgroup2 cgroup2 rw,nsdelegate
+";
+        let m = MountInfo::parse(text).unwrap();
+        assert_eq!(m.len(), 4);
+        assert_eq!((m[0].mount_id, m[0].fs_type.as_str()), (22, "ext4"));
+        assert_eq!(m[1].root, Path::new("/../.."));
+        assert_eq!(m[1].mount_point, Path::new("/sys/fs/cgroup/cpu,cpuacct"));
+        assert_eq!(m[1].super_options, ["rw", "cpu", "cpuacct"]);
+        assert_eq!(m[2].root, Path::new("/a b"));
+        assert_eq!(m[2].mount_point, Path::new("/mnt/with space\\x"));
+        assert_eq!(m[3].fs_type, "cgroup2");
+        for bad in [
+            "22 1 8:1 / / rw,relatime shared:1 ext4 /dev/sda1 rw",
+            "x 1 8:1 / / rw - ext4 /dev/sda1 rw",
+            "22 1 8:1 / / rw - ext4",
+        ] {
+            let e = MountInfo::parse(bad).unwrap_err();
+            assert!(e.contains(bad), "{e}");
+        }
+        // This process's own mountinfo parses, and shows its root.
+        let own =
+            MountInfo::parse(&std::fs::read_to_string("/proc/self/mountinfo").unwrap()).unwrap();
+        assert!(own.iter().any(|m| m.mount_point == Path::new("/")));
+    }
 
     #[test]
     fn parses_hybrid_proc_cgroup() {

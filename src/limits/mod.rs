@@ -41,8 +41,8 @@ mod real_tests;
 mod tests;
 
 pub use host::{
-    CgroupFs, CgroupVersion, Failure, HostPaths, Layout, Location, ProcCgroup, RealFs, V1Line,
-    errno_text,
+    CgroupFs, CgroupVersion, Failure, HostPaths, Layout, Location, MountInfo, ProcCgroup, RealFs,
+    V1Line, errno_text,
 };
 pub use probe::{BackendProbe, ControllerProbe, Probe, probe, probe_with, probe_with_scope};
 pub use v1::V1Dirs;

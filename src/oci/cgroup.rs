@@ -3,6 +3,7 @@
 //! with controllers) or v1 (one directory per controller hierarchy; the hybrid layout of
 //! this kind of host). Every resource cordon cannot write is an error naming the field.
 
+use crate::limits::{MountInfo, ProcCgroup};
 use oci_spec::runtime::LinuxResources;
 use std::path::{Path, PathBuf};
 
@@ -18,6 +19,29 @@ pub enum CgroupError {
     Resource { field: String, why: String },
     #[error("cannot read the cgroup mounts (/proc/self/mountinfo): {0}")]
     Mounts(std::io::Error),
+    #[error("cannot parse {path}: {why}")]
+    Parse { path: &'static str, why: String },
+}
+
+/// This process's mounts (/proc/self/mountinfo), parsed.
+fn own_mounts() -> Result<Vec<MountInfo>, CgroupError> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(CgroupError::Mounts)?;
+    MountInfo::parse(&text).map_err(|why| CgroupError::Parse {
+        path: "/proc/self/mountinfo",
+        why,
+    })
+}
+
+const PROC_SELF_CGROUP: &str = "/proc/self/cgroup";
+
+/// This process's cgroups (/proc/self/cgroup), parsed.
+fn own_cgroups() -> Result<ProcCgroup, CgroupError> {
+    let path = Path::new(PROC_SELF_CGROUP);
+    let text = std::fs::read_to_string(path).map_err(io("read", path))?;
+    ProcCgroup::parse(&text).map_err(|why| CgroupError::Parse {
+        path: PROC_SELF_CGROUP,
+        why,
+    })
 }
 
 fn io(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CgroupError {
@@ -34,30 +58,24 @@ pub type Hierarchy = (PathBuf, Option<Vec<String>>);
 
 /// Mount points of the cgroup hierarchies.
 pub fn hierarchies() -> Result<Vec<Hierarchy>, CgroupError> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").map_err(CgroupError::Mounts)?;
-    Ok(parse_mountinfo(&text))
+    Ok(hierarchies_of(&own_mounts()?))
 }
 
-pub fn parse_mountinfo(text: &str) -> Vec<Hierarchy> {
+/// The cgroup2 mounts and the v1 ones with a controller cordon uses (or cpuset), of `mounts`.
+pub fn hierarchies_of(mounts: &[MountInfo]) -> Vec<Hierarchy> {
     let mut out = Vec::new();
-    for line in text.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let mp = left.split(' ').nth(4).unwrap_or("");
-        let mut r = right.split(' ');
-        let fstype = r.next().unwrap_or("");
-        let opts = r.nth(1).unwrap_or("");
-        match fstype {
-            "cgroup2" => out.push((PathBuf::from(mp), None)),
+    for m in mounts {
+        match m.fs_type.as_str() {
+            "cgroup2" => out.push((m.mount_point.clone(), None)),
             "cgroup" => {
-                let ctrls: Vec<String> = opts
-                    .split(',')
-                    .filter(|o| V1_CONTROLLERS.contains(o) || *o == "cpuset")
-                    .map(String::from)
+                let ctrls: Vec<String> = m
+                    .super_options
+                    .iter()
+                    .filter(|o| V1_CONTROLLERS.contains(&o.as_str()) || *o == "cpuset")
+                    .cloned()
                     .collect();
                 if !ctrls.is_empty() {
-                    out.push((PathBuf::from(mp), Some(ctrls)));
+                    out.push((m.mount_point.clone(), Some(ctrls)));
                 }
             }
             _ => {}
@@ -77,12 +95,9 @@ pub struct V1View {
 /// /proc/self/mountinfo and /proc/self/cgroup (the init it clones starts in the same
 /// cgroups, then moves into `own`).
 pub fn v1_view(own: &[PathBuf]) -> Result<V1View, CgroupError> {
-    let mi = std::fs::read_to_string("/proc/self/mountinfo").map_err(CgroupError::Mounts)?;
-    let me = std::fs::read_to_string("/proc/self/cgroup")
-        .map_err(io("read", Path::new("/proc/self/cgroup")))?;
     Ok(V1View {
-        binds: v1_mount_plan(&mi, &me, own),
-        links: v1_links(),
+        binds: v1_mount_plan(&own_mounts()?, &own_cgroups()?, own),
+        links: v1_links(Path::new("/sys/fs/cgroup"))?,
     })
 }
 
@@ -104,21 +119,18 @@ pub struct V1Bind {
 /// What a `cgroup` mount shows on a v1/hybrid host: per hierarchy mounted directly below
 /// /sys/fs/cgroup (`mountinfo`), the cgroup the container's init is in: one of `own` (the
 /// directories created for the container) when one lies in that hierarchy, else the
-/// caller's (`self_cgroup`, the text of /proc/self/cgroup). A hierarchy whose cgroup lies
+/// caller's (`self_cgroup`, /proc/self/cgroup). A hierarchy whose cgroup lies
 /// outside what its mount shows (another cgroup namespace's) is left out. `links`: the
 /// host's symlinks in /sys/fs/cgroup (`cpu` → `cpu,cpuacct`), recreated as they are.
-pub fn v1_mount_plan(mountinfo: &str, self_cgroup: &str, own: &[PathBuf]) -> Vec<V1Bind> {
+pub fn v1_mount_plan(
+    mountinfo: &[MountInfo],
+    self_cgroup: &ProcCgroup,
+    own: &[PathBuf],
+) -> Vec<V1Bind> {
     let base = Path::new("/sys/fs/cgroup");
     let mut out = Vec::new();
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let l: Vec<&str> = left.split(' ').collect();
-        let (Some(root), Some(mp)) = (l.get(3), l.get(4)) else {
-            continue;
-        };
-        let mp = Path::new(mp);
+    for m in mountinfo {
+        let mp = m.mount_point.as_path();
         let Some(name) = mp
             .strip_prefix(base)
             .ok()
@@ -127,21 +139,20 @@ pub fn v1_mount_plan(mountinfo: &str, self_cgroup: &str, own: &[PathBuf]) -> Vec
         else {
             continue;
         };
-        let mut r = right.split(' ');
-        let fstype = r.next().unwrap_or("");
-        let opts: Vec<&str> = r.nth(1).unwrap_or("").split(',').collect();
         // The /proc/self/cgroup line of this hierarchy: `0::` for cgroup2, else the one
         // whose controllers (or `name=`) are all options of this mount.
-        let path = self_cgroup.lines().find_map(|cl| {
-            let mut f = cl.splitn(3, ':');
-            let (id, ctrls, path) = (f.next()?, f.next()?, f.next()?);
-            let hit = match fstype {
-                "cgroup2" => id == "0" && ctrls.is_empty(),
-                "cgroup" => !ctrls.is_empty() && ctrls.split(',').all(|c| opts.contains(&c)),
-                _ => false,
-            };
-            hit.then_some(path)
-        });
+        let path = match m.fs_type.as_str() {
+            "cgroup2" => self_cgroup.unified.as_deref(),
+            "cgroup" => self_cgroup
+                .v1
+                .iter()
+                .find(|l| {
+                    !l.controllers.is_empty()
+                        && l.controllers.iter().all(|c| m.super_options.contains(c))
+                })
+                .map(|l| l.path.as_str()),
+            _ => None,
+        };
         let Some(path) = path else { continue };
         if let Some(dir) = own
             .iter()
@@ -154,8 +165,7 @@ pub fn v1_mount_plan(mountinfo: &str, self_cgroup: &str, own: &[PathBuf]) -> Vec
             });
             continue;
         }
-        let root = Path::new(root);
-        let Ok(below) = Path::new(path).strip_prefix(root) else {
+        let Ok(below) = Path::new(path).strip_prefix(&m.root) else {
             continue;
         };
         if below
@@ -173,18 +183,23 @@ pub fn v1_mount_plan(mountinfo: &str, self_cgroup: &str, own: &[PathBuf]) -> Vec
     out
 }
 
-/// The symlinks directly in the host's /sys/fs/cgroup (`cpu` → `cpu,cpuacct`), for
-/// [`v1_mount_plan`]'s tmpfs: (name, target), targets that are plain names only.
-pub fn v1_links() -> Vec<(String, String)> {
+/// The symlinks directly in `dir`, the host's /sys/fs/cgroup (`cpu` → `cpu,cpuacct`), for
+/// [`v1_mount_plan`]'s tmpfs: (name, target), targets that are plain names only. A directory
+/// or link that cannot be read is an error naming it (the container's cgroup mount would
+/// otherwise lack those names without a word).
+pub fn v1_links(dir: &Path) -> Result<Vec<(String, String)>, CgroupError> {
+    let listing = "list the cgroup hierarchies (for the container's cgroup mount) in";
     let mut out = Vec::new();
-    for e in std::fs::read_dir("/sys/fs/cgroup")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let Ok(t) = std::fs::read_link(e.path()) else {
+    for e in std::fs::read_dir(dir).map_err(io(listing, dir))? {
+        let e = e.map_err(io(listing, dir))?;
+        let path = e.path();
+        let kind = e
+            .file_type()
+            .map_err(io("read the type of a cgroup hierarchy entry", &path))?;
+        if !kind.is_symlink() {
             continue;
-        };
+        }
+        let t = std::fs::read_link(&path).map_err(io("read the cgroup hierarchy link", &path))?;
         let (Some(n), Some(t)) = (e.file_name().to_str().map(String::from), t.to_str()) else {
             continue;
         };
@@ -193,7 +208,7 @@ pub fn v1_links() -> Vec<(String, String)> {
         }
     }
     out.sort();
-    out
+    Ok(out)
 }
 
 /// `linux.cgroupsPath` → a path below each hierarchy's root. `--systemd-cgroup` paths
@@ -263,15 +278,7 @@ pub fn own_v2_cgroup() -> Result<Option<PathBuf>, CgroupError> {
     if h.iter().any(|(_, c)| c.is_some()) || !h.iter().any(|(_, c)| c.is_none()) {
         return Ok(None);
     }
-    let text = std::fs::read_to_string("/proc/self/cgroup").map_err(|source| CgroupError::Io {
-        step: "read",
-        path: "/proc/self/cgroup".into(),
-        source,
-    })?;
-    Ok(text
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(|p| PathBuf::from(p.trim())))
+    Ok(own_cgroups()?.unified.map(PathBuf::from))
 }
 
 /// The container's cgroup directories: the v2 one when the host is pure v2, else one per
@@ -1244,7 +1251,11 @@ mod tests {
             PathBuf::from("/sys/fs/cgroup/memory/cordon/c1"),
             PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/cordon/c1"),
         ];
-        let plan = v1_mount_plan(mi, me, &own);
+        let plan = v1_mount_plan(
+            &MountInfo::parse(mi).unwrap(),
+            &ProcCgroup::parse(me).unwrap(),
+            &own,
+        );
         let b = |name: &str, src: &str, own: bool| V1Bind {
             name: name.into(),
             src: src.into(),
@@ -1273,6 +1284,27 @@ mod tests {
     }
 
     #[test]
+    fn v1_links_lists_plain_name_links_and_names_a_directory_it_cannot_read() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("cpu,cpuacct")).unwrap();
+        std::os::unix::fs::symlink("cpu,cpuacct", d.path().join("cpu")).unwrap();
+        std::os::unix::fs::symlink("/etc", d.path().join("abs")).unwrap();
+        std::fs::write(d.path().join("file"), "").unwrap();
+        assert_eq!(
+            v1_links(d.path()).unwrap(),
+            [("cpu".to_string(), "cpu,cpuacct".to_string())]
+        );
+        let missing = d.path().join("missing");
+        let e = v1_links(&missing).unwrap_err().to_string();
+        assert!(
+            e.contains("list the cgroup hierarchies")
+                && e.contains(&missing.display().to_string())
+                && e.contains("No such file"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn mountinfo_hybrid() {
         let text = "\
 30 25 0:26 / /sys/fs/cgroup ro,nosuid shared:9 - tmpfs tmpfs ro,mode=755
@@ -1281,7 +1313,7 @@ mod tests {
 34 30 0:30 / /sys/fs/cgroup/cpu,cpuacct rw shared:14 - cgroup cgroup rw,cpu,cpuacct
 35 30 0:31 / /sys/fs/cgroup/net_cls rw shared:15 - cgroup cgroup rw,net_cls
 ";
-        let h = parse_mountinfo(text);
+        let h = hierarchies_of(&MountInfo::parse(text).unwrap());
         assert_eq!(h.len(), 3);
         assert_eq!(h[0], (PathBuf::from("/sys/fs/cgroup/unified"), None));
         assert_eq!(
@@ -1643,10 +1675,9 @@ mod device_program_tests {
             .expect("mountinfo")
             .into_iter()
             .find_map(|(m, c)| c.is_none().then_some(m))?;
-        let own = std::fs::read_to_string("/proc/self/cgroup")
+        let own = own_cgroups()
             .expect("/proc/self/cgroup")
-            .lines()
-            .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_string()))
+            .unified
             .expect("a cgroup2 line in /proc/self/cgroup");
         let dir = mount
             .join(own.trim_start_matches('/'))

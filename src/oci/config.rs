@@ -186,12 +186,30 @@ pub struct CapSets {
     pub ambient: BTreeSet<String>,
 }
 
+/// The capability `name` (`CAP_SYS_ADMIN`) names, or why there is none: a name cordon-oci
+/// cannot parse, or one `supported` (the running kernel's, from
+/// `caps::runtime::thread_all_supported`) lacks. The one place names become capabilities:
+/// create's and exec's check and init's sets all go through it, so no name is dropped.
+pub fn capability(name: &str, supported: &caps::CapsHashSet) -> Result<caps::Capability, String> {
+    let cap = name
+        .parse::<caps::Capability>()
+        .map_err(|_| format!("{name:?}: not a capability cordon-oci knows"))?;
+    if !supported.contains(&cap) {
+        return Err(format!("{name}: not known to the running kernel"));
+    }
+    Ok(cap)
+}
+
 impl CapSets {
-    /// An error naming the first set with capabilities that `known` (the running kernel's
-    /// list) lacks: a set cordon-oci cannot give as written is refused, not cut down
-    /// silently. (runc logs "ignoring unknown or unavailable capabilities" and goes on; that
-    /// is not documented behaviour, and cordon-oci fails closed on config it cannot honour.)
-    pub fn check_known(&self, known: impl Fn(&str) -> bool) -> Result<(), OciConfigError> {
+    /// An error naming the first set with capabilities that `known` (normally
+    /// [`capability`] against the running kernel's list) refuses: a set cordon-oci cannot
+    /// give as written is refused, not cut down silently. (runc logs "ignoring unknown or
+    /// unavailable capabilities" and goes on; that is not documented behaviour, and
+    /// cordon-oci fails closed on config it cannot honour.)
+    pub fn check_known(
+        &self,
+        known: impl Fn(&str) -> Result<caps::Capability, String>,
+    ) -> Result<(), OciConfigError> {
         for (name, set) in [
             ("bounding", &self.bounding),
             ("effective", &self.effective),
@@ -199,16 +217,12 @@ impl CapSets {
             ("permitted", &self.permitted),
             ("ambient", &self.ambient),
         ] {
-            let missing: Vec<&str> = set
-                .iter()
-                .map(String::as_str)
-                .filter(|c| !known(c))
-                .collect();
+            let missing: Vec<String> = set.iter().filter_map(|c| known(c).err()).collect();
             if !missing.is_empty() {
                 return Err(unsupported(
                     format!("process.capabilities.{name}"),
                     format!(
-                        "{}: not known to the running kernel; remove them (or run on a kernel that has them)",
+                        "{}; remove them (or run on a kernel that has them)",
                         missing.join(", ")
                     ),
                 ));
@@ -770,6 +784,10 @@ const FLAG_OPTIONS: &[(&str, bool, libc::c_ulong)] = &[
     ("defaults", false, 0),
 ];
 
+/// Flag options that change the filesystem (its superblock), not the mount: on a bind mount
+/// the kernel ignores them.
+const SUPERBLOCK_ONLY_OPTIONS: &[&str] = &["lazytime", "nolazytime", "iversion", "noiversion"];
+
 /// Options that are instructions to the engine, not to the runtime: nothing to do here.
 /// `z`/`Z`: SELinux relabelling, done by podman before `create` (cordon-oci applies no
 /// labels); `notmpcopyup`: the default.
@@ -860,6 +878,25 @@ fn mount_op(i: usize, m: &Mount, bundle: &Path) -> Result<MountOp, OciConfigErro
     // word: an error.
     if bind {
         data.retain(|o| !o.contains('='));
+        // Superblock flags: a bind shares the source's superblock, and a bind (re)mount
+        // changes only per-mount flags, so the kernel drops these without an error (runc and
+        // crun pass them to that remount, where they do nothing). Refused, not dropped.
+        let sb: Vec<String> = m
+            .options()
+            .iter()
+            .flatten()
+            .filter(|o| SUPERBLOCK_ONLY_OPTIONS.contains(&o.as_str()))
+            .map(|o| format!("{o:?}"))
+            .collect();
+        if !sb.is_empty() {
+            return Err(unsupported(
+                field("options"),
+                format!(
+                    "{}: a filesystem-wide (superblock) flag, which a bind mount cannot set or clear for its own mount point (the kernel would ignore it); remove it, or set it where the source filesystem is mounted",
+                    sb.join(", ")
+                ),
+            ));
+        }
     }
     if bind && !data.is_empty() {
         return Err(unsupported(
@@ -1078,6 +1115,24 @@ mod tests {
             e.contains("`mounts[2].options`") && e.contains("\"nosymlinks\"") && !e.contains("x=1"),
             "{e}"
         );
+        // Superblock flags cannot be set by a bind: refused, naming them.
+        for o in ["lazytime", "nolazytime", "iversion", "noiversion"] {
+            let e = error_of(|v| v["mounts"][2]["options"] = serde_json::json!(["rbind", "ro", o]));
+            assert!(
+                e.contains("`mounts[2].options`")
+                    && e.contains(&format!("\"{o}\""))
+                    && e.contains("superblock"),
+                "{e}"
+            );
+        }
+        // On a filesystem mount of its own they are flags of mount(2).
+        let mut t = v.clone();
+        t["mounts"][1]["options"] = serde_json::json!(["nosuid", "lazytime", "iversion"]);
+        let c = Container::from_spec(serde_json::from_value(t).unwrap(), Path::new("/b")).unwrap();
+        assert_eq!(
+            c.mounts[1].flags,
+            libc::MS_NOSUID | libc::MS_LAZYTIME | libc::MS_I_VERSION
+        );
         // Filesystem data on a bind is ignored, as the kernel ignores it there.
         v["mounts"][2]["options"] = serde_json::json!(["rbind", "nosuid", "mode=755", "size=1k"]);
         let c = Container::from_spec(serde_json::from_value(v.clone()).unwrap(), Path::new("/b"))
@@ -1121,15 +1176,45 @@ mod tests {
             effective: ["CAP_KILL"].map(String::from).into(),
             ..Default::default()
         };
-        assert!(sets.check_known(|_| true).is_ok());
+        let all = caps::all();
+        assert!(sets.check_known(|n| capability(n, &all)).is_ok());
+        let mut no_bpf = all.clone();
+        no_bpf.remove(&caps::Capability::CAP_BPF);
         let e = sets
-            .check_known(|c| c != "CAP_BPF")
+            .check_known(|n| capability(n, &no_bpf))
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("`process.capabilities.bounding`") && e.contains("CAP_BPF"),
+            e.contains("`process.capabilities.bounding`")
+                && e.contains("CAP_BPF: not known to the running kernel"),
             "{e}"
         );
+        // A name that is no capability at all is named too, not dropped.
+        let odd = CapSets {
+            effective: ["CAP_KILL", "CAP_NO_SUCH"].map(String::from).into(),
+            ..Default::default()
+        };
+        let e = odd
+            .check_known(|n| capability(n, &all))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`process.capabilities.effective`")
+                && e.contains("\"CAP_NO_SUCH\": not a capability"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn capability_parses_names_against_the_supported_list() {
+        let all = caps::all();
+        assert_eq!(
+            capability("CAP_SYS_ADMIN", &all),
+            Ok(caps::Capability::CAP_SYS_ADMIN)
+        );
+        assert!(capability("CAP_SYS_ADMIN", &caps::CapsHashSet::new()).is_err());
+        assert!(capability("", &all).is_err());
+        assert!(capability("cap_kill_all", &all).is_err());
     }
 
     #[test]

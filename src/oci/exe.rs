@@ -68,7 +68,7 @@ pub fn is_read_only_overlay(fd: impl AsFd + Copy) -> bool {
 
 /// Whether `fd` is on a mount attached nowhere in this process's mount namespace (its
 /// `mnt_id` in `/proc/self/fdinfo` is not listed in `/proc/self/mountinfo`), as the mount
-/// [`overlay_view`] makes is. False when either file cannot be read.
+/// [`overlay_view`] makes is. False when either file cannot be read or parsed.
 ///
 /// A read-only overlay that is attached somewhere may have an upper layer and be remounted
 /// read-write later (`mount -o remount,rw`, or a read-only bind of a writable overlay made
@@ -90,12 +90,10 @@ pub fn is_detached(fd: impl AsFd) -> bool {
     let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return false;
     };
-    !mounts.lines().any(|l| {
-        l.split_ascii_whitespace()
-            .next()
-            .and_then(|v| v.parse::<u64>().ok())
-            == Some(id)
-    })
+    let Ok(mounts) = crate::limits::MountInfo::parse(&mounts) else {
+        return false;
+    };
+    !mounts.iter().any(|m| m.mount_id == id)
 }
 
 /// Whether this process runs from a copy nobody can write: a sealed memfd, or a read-only

@@ -266,9 +266,10 @@ fn build_root(
 }
 
 fn locked_flags(path: &Path) -> libc::c_ulong {
-    use nix::sys::statvfs::{FsFlags, statvfs};
-    let Ok(s) = statvfs(path) else { return 0 };
-    let f = s.flags();
+    use nix::sys::statvfs::FsFlags;
+    let Ok(f) = crate::fs::statvfs_flags(path) else {
+        return 0;
+    };
     let mut out = 0;
     for (fs, ms) in [
         (FsFlags::ST_NOSUID, libc::MS_NOSUID),
@@ -456,7 +457,7 @@ fn do_mount(
     let bind_host_cgroup2 = || -> Result<(), Step> {
         bind(Path::new("/sys/fs/cgroup"), true)?;
         if m.flags & libc::MS_RDONLY != 0 {
-            read_only_below(&target(OFlag::O_PATH)?, &m.dst)?;
+            cgroup_read_only_below(&target(OFlag::O_PATH)?, &m.dst)?;
         }
         Ok(())
     };
@@ -502,6 +503,12 @@ fn do_mount(
             }
         }
     }
+    if m.flags & libc::MS_NOSYMFOLLOW != 0 {
+        let t = target(OFlag::O_PATH)?;
+        let flags = sys::fstatvfs_flags(std::os::fd::AsFd::as_fd(&t))
+            .map_err(ep("read the flags of a mount (statvfs)", &m.dst))?;
+        nosymfollow_held(flags, &m.dst)?;
+    }
     for p in &m.propagation {
         let t = target(OFlag::O_PATH)?;
         mount(none, &fd_path(&t), none, to_ms(*p), none)
@@ -510,14 +517,97 @@ fn do_mount(
     Ok(())
 }
 
+/// Whether a mount that asked for `nosymfollow` got it (`got`: its statvfs flags). Kernels
+/// before 5.10 take MS_NOSYMFOLLOW without an error and ignore it, which would leave the
+/// container following symlinks the config wanted refused: fail instead.
+fn nosymfollow_held(got: nix::sys::statvfs::FsFlags, dst: &Path) -> Result<(), Step> {
+    if got.contains(crate::fs::ST_NOSYMFOLLOW) {
+        return Ok(());
+    }
+    Err((
+        "apply the mount option nosymfollow",
+        format!(
+            "{}: the mount does not have it after mounting (statvfs shows no ST_NOSYMFOLLOW): this kernel ignores MS_NOSYMFOLLOW (it needs Linux 5.10 or later); drop `nosymfollow` from the mount's options, or upgrade the kernel",
+            dst.display()
+        ),
+    ))
+}
+
 /// Makes the mount `fd` is on and every mount below it read-only, nosuid, nodev and noexec
 /// (mount_setattr AT_RECURSIVE; a remount of the top alone leaves submounts writable).
-fn read_only_below(fd: &OwnedFd, dst: &Path) -> Result<(), Step> {
+/// ENOSYS before Linux 5.12.
+fn read_only_below(fd: &OwnedFd) -> Result<(), Errno> {
     let attrs = libc::MOUNT_ATTR_RDONLY
         | libc::MOUNT_ATTR_NOSUID
         | libc::MOUNT_ATTR_NODEV
         | libc::MOUNT_ATTR_NOEXEC;
-    sys::mount_setattr_recursive(fd.as_raw_fd(), attrs).map_err(|err| {
+    sys::mount_setattr_recursive(fd.as_raw_fd(), attrs)
+}
+
+/// The flags of a read-only remount of a readonlyPath (as runc: nosuid, nodev, noexec too).
+const READ_ONLY_PATH_FLAGS: libc::c_ulong =
+    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+
+/// `linux.readonlyPaths` entry `p` (a path of the container, after pivot_root): bound onto
+/// itself recursively, then that mount and every mount below it read-only. A recursive bind
+/// copies the submounts writable, and a remount reaches the top one only: the tree is made
+/// read-only with mount_setattr (AT_RECURSIVE), or, on a kernel without it (before 5.12),
+/// by remounting each mount below `p` that mountinfo lists.
+fn read_only_path(p: &Path) -> Result<(), Step> {
+    let step = "make read-only (linux.readonlyPaths)";
+    let none: Option<&str> = None;
+    mount(Some(p), p, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
+        .map_err(ep("bind a read-only path", p))?;
+    let fd = nix::fcntl::open(
+        p,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(ep(step, p))?;
+    match read_only_below(&fd) {
+        Ok(()) => Ok(()),
+        Err(Errno::ENOSYS) => {
+            // mountinfo lists the path the kernel resolved `p` to.
+            let at = std::fs::read_link(fd_path(&fd))
+                .map_err(|err| (step, format!("{}: {err}", p.display())))?;
+            remount_read_only_each(&at)
+        }
+        Err(err) => Err(ep(step, p)(err)),
+    }
+}
+
+/// Remounts the mount at `top` and every mount below it that mountinfo lists
+/// read-only ([`READ_ONLY_PATH_FLAGS`]), one by one: what [`read_only_below`] does in one
+/// call where the kernel has mount_setattr.
+fn remount_read_only_each(top: &Path) -> Result<(), Step> {
+    let step = "make read-only (linux.readonlyPaths)";
+    let fail = |why: String| {
+        (
+            step,
+            format!(
+                "{}: list the mounts below it (/proc/thread-self/mountinfo, needed on a kernel without mount_setattr): {why}",
+                top.display()
+            ),
+        )
+    };
+    // thread-self: the mount namespace of this thread (a test's thread may have its own).
+    let text = std::fs::read_to_string("/proc/thread-self/mountinfo")
+        .map_err(|err| fail(err.to_string()))?;
+    let mounts = crate::limits::MountInfo::parse(&text).map_err(fail)?;
+    remount_bind(top, READ_ONLY_PATH_FLAGS)?;
+    for m in mounts
+        .iter()
+        .filter(|m| m.mount_point.starts_with(top) && m.mount_point != top)
+    {
+        remount_bind(&m.mount_point, READ_ONLY_PATH_FLAGS)?;
+    }
+    Ok(())
+}
+
+/// [`read_only_below`] for a cgroup mount that asks for `ro`, with what to do without
+/// mount_setattr.
+fn cgroup_read_only_below(fd: &OwnedFd, dst: &Path) -> Result<(), Step> {
+    read_only_below(fd).map_err(|err| {
         let hint = if err == Errno::ENOSYS {
             "; this kernel has no mount_setattr (Linux 5.12+): upgrade it, or drop `ro` from the mount (the cgroup tree is then writable as far as the container's user namespace allows)"
         } else {
@@ -884,12 +974,7 @@ fn finish_root(c: &Container) -> Result<(), Step> {
             }
             Ok(_) => {}
         }
-        mount(Some(p), p, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
-            .map_err(ep("bind a read-only path", p))?;
-        remount_bind(
-            p,
-            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-        )?;
+        read_only_path(p)?;
     }
     if c.readonly_root {
         remount_bind(Path::new("/"), libc::MS_RDONLY)?;
@@ -1061,13 +1146,23 @@ pub fn exec_process(
     exec(c)
 }
 
-fn caps_of(names: &std::collections::BTreeSet<String>) -> caps::CapsHashSet {
-    let supported = caps::runtime::thread_all_supported();
+/// The capabilities of `process.capabilities.<set>`; a name that is none, or that the running
+/// kernel lacks, is an error (create checked them already; this holds if that ever changes).
+fn caps_of(
+    set: &str,
+    names: &std::collections::BTreeSet<String>,
+    supported: &caps::CapsHashSet,
+) -> Result<caps::CapsHashSet, Step> {
     names
         .iter()
-        .filter_map(|n| n.parse::<caps::Capability>().ok())
-        .filter(|c| supported.contains(c))
-        .collect()
+        .map(|n| super::config::capability(n, supported))
+        .collect::<Result<_, _>>()
+        .map_err(|why| {
+            (
+                "set capabilities",
+                format!("process.capabilities.{set}: {why}"),
+            )
+        })
 }
 
 fn set_identity(c: &Container) -> Result<(), Step> {
@@ -1075,8 +1170,14 @@ fn set_identity(c: &Container) -> Result<(), Step> {
     let capf = |set: &'static str| {
         move |err: caps::errors::CapsError| ("set capabilities", format!("{set}: {err}"))
     };
-    let bounding = caps_of(&c.caps.bounding);
-    for cap in caps::runtime::thread_all_supported() {
+    let supported = caps::runtime::thread_all_supported();
+    let of = |set: &str, names| caps_of(set, names, &supported);
+    let bounding = of("bounding", &c.caps.bounding)?;
+    let inheritable = of("inheritable", &c.caps.inheritable)?;
+    let ambient = of("ambient", &c.caps.ambient)?;
+    let effective = of("effective", &c.caps.effective)?;
+    let permitted = of("permitted", &c.caps.permitted)?;
+    for cap in supported.iter().copied() {
         if !bounding.contains(&cap) {
             caps::drop(None, CapSet::Bounding, cap).map_err(capf("bounding"))?;
         }
@@ -1092,8 +1193,6 @@ fn set_identity(c: &Container) -> Result<(), Step> {
         .map_err(e("set process.user.gid"))?;
     nix::unistd::setresuid(c.uid.into(), c.uid.into(), c.uid.into())
         .map_err(e("set process.user.uid"))?;
-    let effective = caps_of(&c.caps.effective);
-    let permitted = caps_of(&c.caps.permitted);
     caps::set(
         None,
         CapSet::Effective,
@@ -1105,10 +1204,9 @@ fn set_identity(c: &Container) -> Result<(), Step> {
     .map_err(capf("effective"))?;
     caps::set(None, CapSet::Permitted, &permitted).map_err(capf("permitted"))?;
     caps::set(None, CapSet::Effective, &effective).map_err(capf("effective"))?;
-    caps::set(None, CapSet::Inheritable, &caps_of(&c.caps.inheritable))
-        .map_err(capf("inheritable"))?;
+    caps::set(None, CapSet::Inheritable, &inheritable).map_err(capf("inheritable"))?;
     caps::clear(None, CapSet::Ambient).map_err(capf("ambient"))?;
-    for cap in caps_of(&c.caps.ambient) {
+    for cap in ambient {
         caps::raise(None, CapSet::Ambient, cap).map_err(capf("ambient"))?;
     }
     nix::sys::prctl::set_keepcaps(false).map_err(e("reset keepcaps"))?;
@@ -1165,5 +1263,129 @@ mod tests {
         );
         assert_eq!(secure_join(root, Path::new("/a/b/up/x")), root.join("x"));
         assert_eq!(secure_join(root, Path::new("/../../x")), root.join("x"));
+    }
+
+    /// The variable that makes the re-run of [`read_only_paths_cover_every_mount_below`] the
+    /// process that mounts (in a mount namespace of its own).
+    const RO_CHILD: &str = "CORDON_TEST_READ_ONLY_BELOW";
+
+    /// In a new mount namespace, per way of making a tree read-only: a tmpfs at DIR/WAY with
+    /// a tmpfs at DIR/WAY/sub, made read-only that way; prints `ro WAY top=ERRNO sub=ERRNO`
+    /// for a file created in each afterwards (0: it was writable).
+    fn ro_child(dir: &Path) {
+        use nix::sched::{CloneFlags, unshare};
+        let none: Option<&str> = None;
+        unshare(CloneFlags::CLONE_NEWNS).expect("unshare the mount namespace");
+        mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+            .expect("make / private");
+        type Way = fn(&Path) -> Result<(), Step>;
+        let ways: [(&str, Way); 2] = [
+            ("setattr", read_only_path),
+            ("each", |p| {
+                mount(
+                    Some(p),
+                    p,
+                    None::<&str>,
+                    MsFlags::MS_BIND | MsFlags::MS_REC,
+                    None::<&str>,
+                )
+                .map_err(ep("bind", p))?;
+                remount_read_only_each(p)
+            }),
+        ];
+        for (way, apply) in ways {
+            let top = dir.join(way);
+            std::fs::create_dir(&top).unwrap();
+            mount(Some("tmpfs"), &top, Some("tmpfs"), MsFlags::empty(), none).unwrap();
+            std::fs::create_dir(top.join("sub")).unwrap();
+            mount(
+                Some("tmpfs"),
+                &top.join("sub"),
+                Some("tmpfs"),
+                MsFlags::empty(),
+                none,
+            )
+            .unwrap();
+            // Writable before.
+            std::fs::write(top.join("sub/before"), "").unwrap();
+            apply(&top).unwrap();
+            let errno = |p: PathBuf| {
+                std::fs::write(p, "")
+                    .err()
+                    .and_then(|e| e.raw_os_error())
+                    .unwrap_or(0)
+            };
+            println!(
+                "ro {way} top={} sub={}",
+                errno(top.join("x")),
+                errno(top.join("sub/x"))
+            );
+        }
+    }
+
+    #[test]
+    fn read_only_paths_cover_every_mount_below() {
+        if let Ok(dir) = std::env::var(RO_CHILD) {
+            return ro_child(Path::new(&dir));
+        }
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP: read_only_paths_cover_every_mount_below: mounting needs root");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "oci::init::tests::read_only_paths_cover_every_mount_below",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(RO_CHILD, d.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let erofs = libc::EROFS;
+        for way in ["setattr", "each"] {
+            assert!(
+                stdout.contains(&format!("ro {way} top={erofs} sub={erofs}")),
+                "{way}: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
+    #[test]
+    fn caps_of_refuses_a_name_it_cannot_give() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        let all = caps::all();
+        assert_eq!(
+            caps_of("bounding", &names(&["CAP_KILL", "CAP_CHOWN"]), &all),
+            Ok([caps::Capability::CAP_KILL, caps::Capability::CAP_CHOWN].into())
+        );
+        let (_, msg) = caps_of("ambient", &names(&["CAP_KILL", "CAP_NO_SUCH"]), &all).unwrap_err();
+        assert!(
+            msg.contains("process.capabilities.ambient") && msg.contains("CAP_NO_SUCH"),
+            "{msg}"
+        );
+        let only_kill = [caps::Capability::CAP_KILL].into();
+        let (_, msg) =
+            caps_of("permitted", &names(&["CAP_KILL", "CAP_BPF"]), &only_kill).unwrap_err();
+        assert!(
+            msg.contains("CAP_BPF: not known to the running kernel"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn nosymfollow_missing_after_the_mount_is_an_error() {
+        use nix::sys::statvfs::FsFlags;
+        let dst = Path::new("/data");
+        let (step, msg) = nosymfollow_held(FsFlags::ST_NOSUID, dst).unwrap_err();
+        assert!(step.contains("nosymfollow"), "{step}");
+        assert!(
+            msg.contains("/data") && msg.contains("5.10") && msg.contains("drop `nosymfollow`"),
+            "{msg}"
+        );
+        assert!(nosymfollow_held(FsFlags::ST_NOSUID | crate::fs::ST_NOSYMFOLLOW, dst).is_ok());
     }
 }

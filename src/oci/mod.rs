@@ -337,7 +337,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     };
     let mut c = Container::load(&bundle)?;
     c.rootfs = std::fs::canonicalize(&c.rootfs).map_err(io_err("open root.path", &c.rootfs))?;
-    c.caps.check_known(kernel_knows_cap)?;
+    c.caps.check_known(kernel_cap)?;
     refuse_own_namespace_sysctls(&c)?;
     ctx.log("debug", &format!("create {}: config checked", a.id));
     let filter = match c.spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
@@ -1000,10 +1000,9 @@ fn refuse_own_namespace_sysctls(c: &Container) -> Result<(), OciError> {
     Ok(())
 }
 
-/// Whether the running kernel has the capability `name` (`CAP_BPF`).
-fn kernel_knows_cap(name: &str) -> bool {
-    name.parse::<caps::Capability>()
-        .is_ok_and(|c| caps::runtime::thread_all_supported().contains(&c))
+/// The capability `name` (`CAP_BPF`), if it is one the running kernel has.
+fn kernel_cap(name: &str) -> Result<caps::Capability, String> {
+    config::capability(name, &caps::runtime::thread_all_supported())
 }
 
 fn spec(bundle: &Path, rootless_spec: bool) -> Result<(), OciError> {
@@ -1293,7 +1292,7 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         }
         c.terminal = a.tty;
     }
-    c.caps.check_known(kernel_knows_cap)?;
+    c.caps.check_known(kernel_cap)?;
     let console = if c.terminal || a.tty {
         let p = a.console_socket.as_ref().ok_or_else(|| {
             OciError::Usage("a terminal (--tty or process.terminal) needs --console-socket".into())

@@ -4,8 +4,8 @@
 //! guard:  ld arch; jeq AUDIT_ARCH_X86_64 or ret KILL_PROCESS   (i386 `int 0x80`, ...)
 //!         ld nr;   nr >= 0x40000000 → ret KILL_PROCESS           (x32)
 //! rules:  per (syscall, entry), in config order: ld nr; jeq NR or skip; the argument
-//!         comparisons (64-bit, as libseccomp compares them) or skip; ret ACTION. Several
-//!         conditions on one argument are alternatives: one such rule per combination.
+//!         comparisons (64-bit, as libseccomp compares them) or skip; ret ACTION. An entry
+//!         whose args name some index twice gives one rule per condition (see `rules`).
 //! end:    ret defaultAction
 //! ```
 //!
@@ -262,13 +262,13 @@ pub fn compile(s: &LinuxSeccomp) -> Result<OciFilter, OciSeccompError> {
             entry.errno_ret(),
             &format!("{field}.action"),
         )?;
-        let alternatives = alternatives(entry.args().as_deref().unwrap_or(&[]), &field)?;
+        let rules = rules(entry.args().as_deref().unwrap_or(&[]), &field)?;
         for name in entry.names() {
             let Some(nr) = crate::security::seccomp::syscall_number(name) else {
                 unknown.push(name.clone());
                 continue;
             };
-            for conds in &alternatives {
+            for conds in &rules {
                 push_rule(&mut prog, nr, conds, ret, &field)?;
             }
         }
@@ -295,17 +295,21 @@ pub fn compile(s: &LinuxSeccomp) -> Result<OciFilter, OciSeccompError> {
     })
 }
 
-/// An entry's `args` as alternatives, each a list of condition blocks that must all hold:
-/// as runc and libseccomp read them, conditions on different arguments are ANDed, and
-/// several conditions on the SAME argument are alternatives (`socket` with `index 0 == 16`
-/// and `index 0 == 17` matches either family; ANDed it would match nothing and the rule
-/// would never apply). So one rule per combination of one condition per argument.
-fn alternatives(
+/// An entry's `args` as rules, each a list of condition blocks that must all hold; the
+/// entry applies when any of its rules matches. This is what runc does (libcontainer/seccomp,
+/// `matchCall`), and profiles are written against runc:
+///
+/// - no argument index appears twice: one rule, all conditions ANDed
+///   (`a0 == 16, a2 == 9` matches only when both hold);
+/// - some index appears more than once: EVERY condition of the entry is a rule of its own,
+///   so all of them are ORed, those on the other indexes too (`a0 == 16, a0 == 17, a2 == 9`
+///   matches `a0 == 16`, `a0 == 17` or `a2 == 9`).
+fn rules(
     args: &[oci_spec::runtime::LinuxSeccompArg],
     field: &str,
 ) -> Result<Vec<Vec<Vec<Ins>>>, OciSeccompError> {
-    // Per argument index (0-5), its condition blocks, in config order.
-    let mut by_index: Vec<Vec<Vec<Ins>>> = vec![Vec::new(); 6];
+    let mut blocks = Vec::with_capacity(args.len());
+    let mut count = [0usize; 6];
     for (j, a) in args.iter().enumerate() {
         if a.index() > 5 {
             return Err(OciSeccompError::Invalid {
@@ -313,33 +317,19 @@ fn alternatives(
                 why: format!("{} is not an argument index (0-5)", a.index()),
             });
         }
-        by_index[a.index()].push(condition(
+        count[a.index()] += 1;
+        blocks.push(condition(
             a.index(),
             a.op(),
             a.value(),
             a.value_two().unwrap_or(0),
         ));
     }
-    let mut out: Vec<Vec<Vec<Ins>>> = vec![Vec::new()];
-    for blocks in by_index.into_iter().filter(|b| !b.is_empty()) {
-        if out.len() * blocks.len() > 256 {
-            return Err(OciSeccompError::Invalid {
-                field: format!("{field}.args"),
-                why: "more than 256 combinations of conditions (conditions on the same argument are alternatives, each combined with those on the other arguments); split the entry".into(),
-            });
-        }
-        out = out
-            .iter()
-            .flat_map(|prefix| {
-                blocks.iter().map(move |b| {
-                    let mut v = prefix.clone();
-                    v.push(b.clone());
-                    v
-                })
-            })
-            .collect();
-    }
-    Ok(out)
+    Ok(if count.iter().any(|&n| n > 1) {
+        blocks.into_iter().map(|b| vec![b]).collect()
+    } else {
+        vec![blocks]
+    })
 }
 
 /// Appends one rule: ld nr; jeq nr; the condition blocks (all must hold); ret `ret`.
@@ -451,19 +441,23 @@ mod tests {
     }
 
     #[test]
-    fn conditions_on_the_same_argument_are_alternatives() {
-        // As runc/libseccomp: index 0 == 16 OR index 0 == 17 (ANDed, the rule never matched).
+    fn a_repeated_index_makes_every_condition_a_rule_of_its_own() {
+        // As runc (matchCall): index 0 appears twice, so each condition is its own rule,
+        // the one on index 2 included: a0 == 16 OR a0 == 17 OR a2 == 9.
         let f = filter(
             r#"{"defaultAction": "SCMP_ACT_ALLOW",
                 "syscalls": [{"names": ["socket"], "action": "SCMP_ACT_ERRNO",
                    "args": [{"index": 0, "value": 16, "op": "SCMP_CMP_EQ"},
-                            {"index": 0, "value": 17, "op": "SCMP_CMP_EQ"}]}]}"#,
+                            {"index": 0, "value": 17, "op": "SCMP_CMP_EQ"},
+                            {"index": 2, "value": 9, "op": "SCMP_CMP_EQ"}]}]}"#,
         );
         let r = |args: &[u64]| run(&f.program, &Data::x86_64(nr("socket"), args));
-        assert_eq!(r(&[16, 3]), RET_ERRNO | 1);
-        assert_eq!(r(&[17, 3]), RET_ERRNO | 1);
-        assert_eq!(r(&[2, 1]), RET_ALLOW);
-        // Different arguments are still ANDed: (a0 == 1 or a0 == 2) and a1 <= 10.
+        assert_eq!(r(&[16, 3, 0]), RET_ERRNO | 1);
+        assert_eq!(r(&[17, 3, 0]), RET_ERRNO | 1);
+        assert_eq!(r(&[5, 3, 9]), RET_ERRNO | 1);
+        assert_eq!(r(&[16, 3, 9]), RET_ERRNO | 1);
+        assert_eq!(r(&[2, 1, 0]), RET_ALLOW);
+        // The repeated index may come after the others; a1 <= 10 alone matches too.
         let f = filter(
             r#"{"defaultAction": "SCMP_ACT_ALLOW",
                 "syscalls": [{"names": ["dup2", "dup3"], "action": "SCMP_ACT_TRAP",
@@ -475,8 +469,9 @@ mod tests {
             let r = |args: &[u64]| run(&f.program, &Data::x86_64(nr(name), args));
             assert_eq!(r(&[1, 10]), RET_TRAP);
             assert_eq!(r(&[2, 0]), RET_TRAP);
-            assert_eq!(r(&[1, 11]), RET_ALLOW);
-            assert_eq!(r(&[3, 5]), RET_ALLOW);
+            assert_eq!(r(&[1, 11]), RET_TRAP);
+            assert_eq!(r(&[3, 5]), RET_TRAP);
+            assert_eq!(r(&[3, 11]), RET_ALLOW);
         }
         // An allow-list entry with alternatives allows each, nothing else.
         let f = filter(
@@ -494,21 +489,56 @@ mod tests {
     }
 
     #[test]
-    fn too_many_combinations_name_the_entry() {
+    fn distinct_indexes_are_one_rule_of_anded_conditions() {
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [{"names": ["socket"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 16, "op": "SCMP_CMP_EQ"},
+                            {"index": 2, "value": 9, "op": "SCMP_CMP_EQ"}]}]}"#,
+        );
+        let r = |args: &[u64]| run(&f.program, &Data::x86_64(nr("socket"), args));
+        assert_eq!(r(&[16, 3, 9]), RET_ERRNO | 1);
+        assert_eq!(r(&[16, 3, 8]), RET_ALLOW);
+        assert_eq!(r(&[5, 3, 9]), RET_ALLOW);
+    }
+
+    #[test]
+    fn many_conditions_on_every_index_compile_and_each_matches() {
+        // 18 conditions, 3 per index: 18 rules (runc's shape), not 3^6 combinations.
         let args: Vec<String> = (0..6)
             .flat_map(|i| {
-                (0..3)
-                    .map(move |v| format!(r#"{{"index": {i}, "value": {v}, "op": "SCMP_CMP_EQ"}}"#))
+                (0..3).map(move |v| {
+                    format!(
+                        r#"{{"index": {i}, "value": {}, "op": "SCMP_CMP_EQ"}}"#,
+                        100 + v
+                    )
+                })
             })
             .collect();
-        let json = format!(
+        let f = filter(&format!(
             r#"{{"defaultAction": "SCMP_ACT_ALLOW", "syscalls": [{{"names": ["read"], "action": "SCMP_ACT_ERRNO", "args": [{}]}}]}}"#,
             args.join(",")
-        );
-        let e = compile(&serde_json::from_str(&json).unwrap())
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("linux.seccomp.syscalls[0].args"), "{e}");
+        ));
+        let r = |args: &[u64]| run(&f.program, &Data::x86_64(nr("read"), args));
+        for i in 0..6 {
+            let mut a = [0u64; 6];
+            a[i] = 102;
+            assert_eq!(r(&a), RET_ERRNO | 1, "index {i}");
+        }
+        assert_eq!(r(&[0; 6]), RET_ALLOW);
+    }
+
+    #[test]
+    fn an_argument_index_out_of_range_names_the_field() {
+        let s: LinuxSeccomp = serde_json::from_str(
+            r#"{"defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [{"names": ["read"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 1, "op": "SCMP_CMP_EQ"},
+                            {"index": 6, "value": 1, "op": "SCMP_CMP_EQ"}]}]}"#,
+        )
+        .unwrap();
+        let e = compile(&s).unwrap_err().to_string();
+        assert!(e.contains("linux.seccomp.syscalls[0].args[1].index"), "{e}");
     }
 
     #[test]

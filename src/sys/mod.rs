@@ -908,10 +908,40 @@ pub fn mount_setattr_recursive(fd: RawFd, set: u64) -> Result<(), Errno> {
     if ret < 0 { Err(Errno::last()) } else { Ok(()) }
 }
 
+/// fstatvfs(2)'s `f_flag` of the filesystem and mount `fd` is on, every bit of it: nix's
+/// `Statvfs::flags` drops the bits nix does not name for the target (under musl
+/// `ST_RELATIME`, and `ST_NOSYMFOLLOW` everywhere).
+pub fn fstatvfs_flags(
+    fd: std::os::fd::BorrowedFd<'_>,
+) -> Result<nix::sys::statvfs::FsFlags, Errno> {
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: `st` is a writable `struct statvfs` the kernel (through libc) fills in; `fd`
+    // is a live descriptor borrowed for the call.
+    let ret = unsafe { libc::fstatvfs(std::os::fd::AsRawFd::as_raw_fd(&fd), st.as_mut_ptr()) };
+    if ret < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: fstatvfs returned 0, so it wrote the whole struct (it was zeroed before, too).
+    let st = unsafe { st.assume_init() };
+    Ok(nix::sys::statvfs::FsFlags::from_bits_retain(st.f_flag))
+}
+
 #[cfg(test)]
 mod tests {
     fn listed() -> usize {
         std::fs::read_dir("/proc/self/task").unwrap().count()
+    }
+
+    #[test]
+    fn fstatvfs_flags_keeps_the_bits_nix_does_not_name() {
+        // The kernel sets ST_VALID (0x20) in every answer; nix names no such flag.
+        let f = std::fs::File::open("/").unwrap();
+        let fd = std::os::fd::AsFd::as_fd(&f);
+        let all = super::fstatvfs_flags(fd).unwrap();
+        assert_ne!(all.bits() & 0x20, 0, "{all:?}");
+        let nix = nix::sys::statvfs::fstatvfs(fd).unwrap().flags();
+        assert_eq!(nix.bits() & 0x20, 0, "nix keeps unnamed bits now: {nix:?}");
+        assert!(all.contains(nix), "{all:?} lacks some of {nix:?}");
     }
 
     #[test]
