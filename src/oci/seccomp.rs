@@ -263,11 +263,18 @@ pub fn compile(s: &LinuxSeccomp) -> Result<OciFilter, OciSeccompError> {
             &format!("{field}.action"),
         )?;
         let rules = rules(entry.args().as_deref().unwrap_or(&[]), &field)?;
+        // An entry whose action is the default's (errno included) changes nothing, and runc
+        // leaves it out: compiled, it would take the call before a later entry for the same
+        // syscall could (an allow-by-default profile's later ERRNO entry would never apply).
+        let same_as_default = ret == default;
         for name in entry.names() {
             let Some(nr) = crate::security::seccomp::syscall_number(name) else {
                 unknown.push(name.clone());
                 continue;
             };
+            if same_as_default {
+                continue;
+            }
             for conds in &rules {
                 push_rule(&mut prog, nr, conds, ret, &field)?;
             }
@@ -438,6 +445,29 @@ mod tests {
         assert_eq!(r("dup2", &[3, 10]), RET_ALLOW);
         assert_eq!(r("dup2", &[4, 11]), RET_ALLOW);
         assert_eq!(r("dup2", &[4, 1 << 32]), RET_ALLOW);
+    }
+
+    /// As runc: an entry with the default's action is left out, so it cannot take a call
+    /// that a later entry for the same syscall acts on.
+    #[test]
+    fn an_entry_with_the_default_action_does_not_shadow_a_later_one() {
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [{"names": ["socket"], "action": "SCMP_ACT_ALLOW"},
+                             {"names": ["socket"], "action": "SCMP_ACT_ERRNO",
+                              "args": [{"index": 0, "value": 16, "op": "SCMP_CMP_EQ"}]}]}"#,
+        );
+        let r = |args: &[u64]| run(&f.program, &Data::x86_64(nr("socket"), args));
+        assert_eq!(r(&[16, 3, 0]), RET_ERRNO | 1);
+        assert_eq!(r(&[2, 1, 0]), RET_ALLOW);
+        // Another errno is another action: that entry stays, first in order.
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ERRNO",
+                "syscalls": [{"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 97},
+                             {"names": ["socket"], "action": "SCMP_ACT_ALLOW"}]}"#,
+        );
+        let r = |args: &[u64]| run(&f.program, &Data::x86_64(nr("socket"), args));
+        assert_eq!(r(&[2, 1, 0]), RET_ERRNO | 97);
     }
 
     #[test]
