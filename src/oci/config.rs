@@ -786,7 +786,17 @@ const FLAG_OPTIONS: &[(&str, bool, libc::c_ulong)] = &[
 
 /// Flag options that change the filesystem (its superblock), not the mount: on a bind mount
 /// the kernel ignores them.
-const SUPERBLOCK_ONLY_OPTIONS: &[&str] = &["lazytime", "nolazytime", "iversion", "noiversion"];
+const SUPERBLOCK_ONLY_OPTIONS: &[&str] = &[
+    "lazytime",
+    "nolazytime",
+    "iversion",
+    "noiversion",
+    "sync",
+    "async",
+    "dirsync",
+    "mand",
+    "nomand",
+];
 
 /// Options that are instructions to the engine, not to the runtime: nothing to do here.
 /// `z`/`Z`: SELinux relabelling, done by podman before `create` (cordon-oci applies no
@@ -1116,7 +1126,7 @@ mod tests {
             "{e}"
         );
         // Superblock flags cannot be set by a bind: refused, naming them.
-        for o in ["lazytime", "nolazytime", "iversion", "noiversion"] {
+        for o in SUPERBLOCK_ONLY_OPTIONS {
             let e = error_of(|v| v["mounts"][2]["options"] = serde_json::json!(["rbind", "ro", o]));
             assert!(
                 e.contains("`mounts[2].options`")
