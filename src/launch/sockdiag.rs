@@ -497,19 +497,22 @@ fn sock(body: &[u8], header: usize, unix: bool) -> Option<Sock> {
     }
     s.mem = match mem {
         Some(m) => m,
-        // A TCP connection in TIME_WAIT is a minisock, and the dump gives it its substate:
-        // FIN_WAIT2 (5) passes the state filter. It comes with idiag_timer 3 and no inode,
-        // and holds no buffers: no memory to count.
-        None if !unix
-            && (s.state == 5 || s.state == 6)
-            && body[2] == 3
-            && u32_at(body, 68)? == 0 =>
-        {
-            0
-        }
+        // Entries that are not full sockets come without memory, and hold no buffers (each
+        // still counts its SOCKET_BYTES): a TCP connection in TIME_WAIT is a minisock, which
+        // the dump lists in its substate (FIN_WAIT2, 5, passes the state filter) with
+        // idiag_timer 3; a connection still in its handshake is a request sock, listed as
+        // SYN_RECV (3) with timer 1 (SYN-ACK retransmits). Neither has an inode. A full
+        // socket (a Fast Open one in SYN_RECV included) always comes with its memory.
+        None if !unix && minisock(s.state, body[2]) && u32_at(body, 68)? == 0 => 0,
         None => return None,
     };
     Some(s)
+}
+
+/// Whether an inet entry's state and timer are those of a TIME_WAIT minisock or a pending
+/// connection's request sock (see [`sock`]).
+fn minisock(state: u8, timer: u8) -> bool {
+    matches!((state, timer), (5 | 6, 3) | (3, 1))
 }
 
 #[cfg(test)]
@@ -790,6 +793,44 @@ mod tests {
             assert!(states.contains(&(5, false)), "{states:?}");
             assert!(states.contains(&(8, true)), "{states:?}");
             drop(server);
+
+            // A connection whose handshake the listener holds back (TCP_DEFER_ACCEPT: no
+            // data yet) stays a request sock in SYN_RECV. (Made by python3, a child of this
+            // thread, so in its network namespace: nix has no TCP_DEFER_ACCEPT.)
+            let mut py = std::process::Command::new("python3")
+                .args(["-c", "import socket,sys\nl=socket.socket()\nl.setsockopt(socket.IPPROTO_TCP,socket.TCP_DEFER_ACCEPT,5)\nl.bind(('127.0.0.1',0))\nl.listen()\nc=socket.create_connection(l.getsockname())\nprint('ready',flush=True)\nsys.stdin.read()"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("python3");
+            let mut line = String::new();
+            std::io::BufRead::read_line(
+                &mut std::io::BufReader::new(py.stdout.take().unwrap()),
+                &mut line,
+            )
+            .unwrap();
+            assert_eq!(line, "ready\n");
+            let pending = || {
+                let tcp = std::fs::read_to_string("/proc/thread-self/net/tcp").unwrap();
+                tcp.lines().skip(1).any(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f.get(3) == Some(&"03") && f.get(5).is_some_and(|t| t.starts_with("01:"))
+                })
+            };
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while !pending() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no SYN_RECV request sock"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let socks = dump(diag.as_fd(), &mut seq, &QUERIES[1], &mut buf)
+                .expect("a dump with a pending handshake");
+            let states: Vec<(u8, bool)> = socks.iter().map(|s| (s.state, s.mem > 0)).collect();
+            assert!(states.contains(&(3, false)), "{states:?}");
+            drop(py.stdin.take());
+            py.wait().unwrap();
         })
         .join()
         .unwrap();
