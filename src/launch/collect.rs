@@ -363,9 +363,9 @@ pub struct ReceivedFiles {
     pub garbled: Option<String>,
     /// The file being received.
     open: Option<OutputFile>,
-    /// The file being received went over the cap and was dropped: its remaining data and its
-    /// end are skipped.
-    discarding: bool,
+    /// The file being received was dropped (over a cap): its remaining data and its end are
+    /// skipped, counting its bytes so far, which its end must confirm.
+    discarding: Option<(String, u64)>,
     /// Bytes of the files received, and the cap they must fit (the spec's `max_bytes`,
     /// checked here too: what init sends is not trusted to respect it).
     bytes: u64,
@@ -392,22 +392,31 @@ impl ReceivedFiles {
 
     /// Takes a message about files; gives any other message back.
     pub fn take(&mut self, msg: Msg) -> Option<Msg> {
-        if self.discarding {
+        if let Some((_, seen)) = self.discarding.as_mut() {
             match msg {
-                Msg::FileBytes(_) => return None,
-                Msg::FileEnd { .. } => {
-                    self.discarding = false;
+                Msg::FileBytes(b) => {
+                    *seen += b.len() as u64;
                     return None;
                 }
-                _ => self.discarding = false,
+                Msg::FileEnd { size } => {
+                    let (path, seen) = self.discarding.take().unwrap_or_default();
+                    if seen != size {
+                        // Not the end of the file dropped: something was lost between.
+                        let why =
+                            format!("garbled transfer: {seen} bytes arrived of the {size} sent");
+                        self.garble(path, why);
+                    }
+                    return None;
+                }
+                _ => self.discarding = None,
             }
         }
         match msg {
             Msg::FileStart { path, mode, size } => {
                 self.drop_open("garbled transfer: cut off by the next file");
                 if self.files.len() >= self.max_files {
-                    self.omit(path, "over the file-count cap".into());
-                    self.discarding = true;
+                    self.omit(path.clone(), "over the file-count cap".into());
+                    self.discarding = Some((path, 0));
                     return None;
                 }
                 let room = self.max_bytes.saturating_sub(self.bytes);
@@ -427,8 +436,10 @@ impl ReceivedFiles {
                     return None;
                 };
                 if self.bytes + (f.data.len() + bytes.len()) as u64 > self.max_bytes {
+                    let seen = (f.data.len() + bytes.len()) as u64;
+                    let path = f.path.clone();
                     self.drop_open("over the total-size cap");
-                    self.discarding = true;
+                    self.discarding = Some((path, seen));
                 } else {
                     f.data.extend_from_slice(&bytes);
                 }
@@ -569,6 +580,24 @@ mod tests {
         );
         assert_eq!(omitted[2], ("d", "over the total-size cap"));
         assert_eq!(omitted.len(), 3, "{omitted:?}");
+        // An end that does not match what arrived of a dropped file: something between was
+        // lost, which is garbling too.
+        let mut d = ReceivedFiles::new(4, 1000);
+        d.take(start("x", 9));
+        d.take(Msg::FileBytes(b"123456".to_vec()));
+        d.take(Msg::FileBytes(b"7".to_vec()));
+        d.take(Msg::FileEnd { size: 7 });
+        assert!(d.garbled.is_none(), "{:?}", d.garbled);
+        d.take(start("y", 9));
+        d.take(Msg::FileBytes(b"123456".to_vec()));
+        d.take(Msg::FileEnd { size: 9 });
+        assert!(
+            d.garbled
+                .as_deref()
+                .is_some_and(|g| g.starts_with("y: garbled")),
+            "{:?}",
+            d.garbled
+        );
         // The size mismatch is a file lost in transit, which the result reports; a file
         // over the cap is an ordinary omission.
         let garbled = r.garbled.clone().expect("the mismatch of \"c\" is kept");
