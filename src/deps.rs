@@ -300,6 +300,35 @@ fn check_ancestors(dir: &Path, euid: u32) -> Result<(), DepsError> {
     }
 }
 
+/// Removes a set or a failed install's directory, best effort. The install's code may have
+/// left directories without write or search permission for their owner (mode 0000), which
+/// `remove_dir_all` cannot empty as an unprivileged caller: those are given back `u+rwx`
+/// first (real directories only, never through a symlink; nothing of the install runs any
+/// more).
+fn remove_tree(path: &Path) {
+    if std::fs::remove_dir_all(path).is_ok() {
+        return;
+    }
+    fn open_up(dir: &Path, depth: usize) {
+        if depth > MAX_SET_DEPTH + 1 {
+            return;
+        }
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                open_up(&e.path(), depth + 1);
+            }
+        }
+    }
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        open_up(path, 0);
+    }
+    let _ = std::fs::remove_dir_all(path);
+}
+
 /// Removes temp directories that crashed installs left behind.
 fn sweep(dir: &Path) {
     let Ok(rd) = std::fs::read_dir(dir) else {
@@ -317,7 +346,7 @@ fn sweep(dir: &Path) {
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age.as_secs() > STALE_TEMP_SECS);
         if old {
-            let _ = std::fs::remove_dir_all(e.path());
+            remove_tree(&e.path());
         }
     }
 }
@@ -393,7 +422,7 @@ pub fn prepare(
 
     let mut h = Sha256::new();
     for part in [
-        "cordon-deps-v1".to_string(),
+        "cordon-deps-v2".to_string(),
         cfg.installer.clone(),
         pkgs.join("\n"),
         index.clone(),
@@ -460,7 +489,7 @@ pub fn prepare(
         std::os::unix::fs::chown(&temp, Some(id), Some(id)).map_err(|e| cache_err(&temp, e))?;
     }
     let cleanup = |e: crate::run::RunError| {
-        let _ = std::fs::remove_dir_all(&temp);
+        remove_tree(&temp);
         e
     };
 
@@ -529,7 +558,7 @@ pub fn prepare(
         network: out.network.clone(),
     };
     if out.status != Status::Ok {
-        let _ = std::fs::remove_dir_all(&temp);
+        remove_tree(&temp);
         let hint = if rep.error.contains("No module named pip") {
             "; this python has no pip: on --rootfs host `apt-get install python3-pip`, or rebuild the python rootfs (`cordon rootfs build python`)"
         } else {
@@ -566,7 +595,7 @@ pub fn prepare(
             }
         }
         Err(why) => {
-            let _ = std::fs::remove_dir_all(&temp);
+            remove_tree(&temp);
             let message = format!(
                 "the installed packages cannot be used: {why}; cordon keeps at most {} GiB and {MAX_SET_DEPTH} directory levels per set",
                 MAX_SET_BYTES >> 30
@@ -576,7 +605,7 @@ pub fn prepare(
     }
     // Publish atomically; a concurrent install of the same key that got there first wins.
     if let Err(e) = std::fs::rename(&temp, &final_dir) {
-        let _ = std::fs::remove_dir_all(&temp);
+        remove_tree(&temp);
         if !final_dir.is_dir() {
             return Err(
                 cache_err(&final_dir, format!("cannot publish the installed set: {e}")).into(),
@@ -647,7 +676,7 @@ fn evict(dir: &Path, keep: &str) {
                 .unwrap_or_default()
         ));
         if std::fs::rename(&path, &trash).is_ok() {
-            let _ = std::fs::remove_dir_all(&trash);
+            remove_tree(&trash);
         }
     }
 }
@@ -851,6 +880,53 @@ mod tests {
         let e = settle_tree(&top, false, 2 << 20).unwrap_err();
         assert!(e.contains("more than 2 MiB"), "{e}");
         assert!(settle_tree(&top, false, 8 << 20).is_ok());
+    }
+
+    /// A failed install's directory goes even when the install left directories its owner
+    /// cannot enter or write (mode 0000 and 0500 with entries): as an unprivileged caller
+    /// `remove_dir_all` alone leaves them on disk for good.
+    #[test]
+    fn a_set_with_closed_directories_is_removed() {
+        // As root, this thread gives up what lets root ignore permissions (capabilities are
+        // per thread), so it meets the modes as their owner does.
+        std::thread::spawn(|| {
+            use caps::{CapSet, Capability};
+            for c in [
+                Capability::CAP_DAC_OVERRIDE,
+                Capability::CAP_DAC_READ_SEARCH,
+            ] {
+                caps::drop(None, CapSet::Effective, c).unwrap();
+            }
+            let t = tempfile::tempdir().unwrap();
+            let make = |top: &Path| {
+                std::fs::create_dir_all(top.join("a/closed/inner")).unwrap();
+                std::fs::write(top.join("a/closed/inner/f"), "x").unwrap();
+                std::fs::create_dir_all(top.join("ro")).unwrap();
+                std::fs::write(top.join("ro/f"), "x").unwrap();
+                std::os::unix::fs::symlink("/etc", top.join("a/etc")).unwrap();
+                let mode = |p: &str, m: u32| {
+                    std::fs::set_permissions(top.join(p), std::fs::Permissions::from_mode(m))
+                        .unwrap()
+                };
+                mode("a/closed/inner", 0o500);
+                mode("a/closed", 0o000);
+                mode("ro", 0o500);
+            };
+            // The control: remove_dir_all alone cannot.
+            let control = t.path().join(".tmp-control");
+            make(&control);
+            assert!(std::fs::remove_dir_all(&control).is_err());
+            let top = t.path().join(".tmp-set");
+            make(&top);
+            remove_tree(&top);
+            assert!(!top.exists(), "the set is still there");
+            // The symlink was removed, not followed.
+            assert!(Path::new("/etc/passwd").exists());
+            remove_tree(&control);
+            assert!(!control.exists());
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
