@@ -471,7 +471,12 @@ pub fn classify(ip: IpAddr) -> Option<AddrClass> {
     match canonical(ip) {
         IpAddr::V4(a) => {
             let o = a.octets();
-            if a == Ipv4Addr::new(169, 254, 169, 254) || a == Ipv4Addr::new(100, 100, 100, 200) {
+            // AWS/GCP/Azure IMDS, Alibaba's, and Azure's WireServer (168.63.129.16: a public
+            // address, which the guest agent firewalls to root, and the proxy may run as root).
+            if a == Ipv4Addr::new(169, 254, 169, 254)
+                || a == Ipv4Addr::new(100, 100, 100, 200)
+                || a == Ipv4Addr::new(168, 63, 129, 16)
+            {
                 Some(AddrClass::Metadata)
             } else if o[0] == 0 {
                 Some(AddrClass::Unspecified)
@@ -716,6 +721,12 @@ mod tests {
         assert_eq!(classify(ip("127.5.5.5")), Some(AddrClass::Loopback));
         assert_eq!(classify(ip("172.31.255.255")), Some(AddrClass::Private));
         assert_eq!(classify(ip("169.254.169.254")), Some(AddrClass::Metadata));
+        assert_eq!(classify(ip("168.63.129.16")), Some(AddrClass::Metadata));
+        assert_eq!(
+            classify(ip("::ffff:168.63.129.16")),
+            Some(AddrClass::Metadata)
+        );
+        assert_eq!(classify(ip("168.63.129.17")), None);
         assert_eq!(classify(ip("fd00:ec2::254")), Some(AddrClass::Metadata));
         assert_eq!(
             classify(ip("::ffff:169.254.169.254")),
