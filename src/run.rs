@@ -342,11 +342,27 @@ fn limits_with(over: &[&LimitOverrides]) -> Result<Limits, ParseError> {
     Ok(l)
 }
 
+/// The entry point goes into the interpreter's or compiler's command line as it is: a name
+/// starting with `-` would be read as an option (`go build -toolexec=...` runs a program of
+/// the request's at compile time, outside the run's limits) and one starting with `@` as a
+/// file of arguments (rustc's `@args`).
+fn check_entry(entry: &str) -> Result<(), RunError> {
+    crate::spec::check_relative_path(entry)?;
+    if entry.starts_with(['-', '@']) {
+        return Err(RunError::Request(format!(
+            "invalid request: the entry point {:?} starts with `{}`, which the interpreter or compiler would read as an option; rename the file",
+            entry.escape_debug().to_string(),
+            &entry[..1]
+        )));
+    }
+    Ok(())
+}
+
 /// Runs one request to completion.
 pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError> {
     let profile = crate::profile::find(&req.language, &opts.profiles)?;
     let entry = req.entry.clone().unwrap_or_else(|| profile.source.clone());
-    crate::spec::check_relative_path(&entry)?;
+    check_entry(&entry)?;
     let mut files = req.files.clone();
     for f in &mut files {
         if f.path.is_empty() {
@@ -651,6 +667,18 @@ pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_point_cannot_be_an_option() {
+        for bad in ["-toolexec=/workspace/x.sh", "@args", "-m", "--", "-"] {
+            let e = check_entry(bad).unwrap_err().to_string();
+            assert!(e.contains("read as an option"), "{bad}: {e}");
+        }
+        for ok in ["main.go", "src/main.rs", "a-b.py", "x@y.js", "dir/-odd.py"] {
+            check_entry(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        assert!(check_entry("../x").is_err());
+    }
 
     #[test]
     fn missing_toolchains_name_the_fix() {

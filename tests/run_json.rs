@@ -204,6 +204,16 @@ both!(
                 vec!["../x.py"],
             ),
             (
+                "an entry point read as a compiler option",
+                with(json!({"language": "go", "files": {"-toolexec=/workspace/x.sh": "", "x.sh": "#!/bin/sh\nexec \"$@\"\n", "main.go": "package main\nfunc main() {}\n"}, "entryPoint": "-toolexec=/workspace/x.sh"})),
+                vec!["-toolexec", "option"],
+            ),
+            (
+                "an entry point read as an arguments file",
+                with(json!({"language": "python", "files": {"@args": code}, "entryPoint": "@args"})),
+                vec!["@args", "option"],
+            ),
+            (
                 "absolute file name",
                 with(json!({"language": "python", "code": code, "files": {"/tmp/x": "x"}})),
                 vec!["/tmp/x", "absolute"],
