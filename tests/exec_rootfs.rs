@@ -66,6 +66,26 @@ both!(fn dir_rootfs_is_the_root_and_read_only(who) {
     assert!(!root.join("workspace").exists(), "cordon must not create /workspace inside the rootfs dir");
 });
 
+both!(
+    /// A socket or FIFO at the top of a rootfs directory is left out: bound in, the socket
+    /// was a channel to the host process listening on it, even with no network (Landlock
+    /// does not govern connecting by path). A regular file beside them is still there.
+    fn special_files_at_the_top_of_a_rootfs_are_left_out(who) {
+        let Some((_keep, root)) = tiny_rootfs("special_files_at_the_top_of_a_rootfs_are_left_out")
+        else {
+            return;
+        };
+        let listener = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+        nix::unistd::mkfifo(&root.join("fifo"), nix::sys::stat::Mode::from_bits_truncate(0o666))
+            .unwrap();
+        write_world_readable(&root.join("top-file"), b"plain\n");
+        let script = "for e in sock fifo top-file; do test -e /$e && echo HAS-$e; done; echo end";
+        let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &["sh", "-c", script]);
+        assert_eq!(r.expect_ok(), "HAS-top-file\nend\n", "{}", r.describe());
+        drop(listener);
+    }
+);
+
 both!(fn missing_rootfs_dir_is_a_cordon_error(who) {
     let r = exec_json_run(who, &["--rootfs", "/nonexistent/cordon-rootfs"], &["true"]);
     assert_eq!(r.code(), 125, "{}", r.describe());

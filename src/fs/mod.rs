@@ -331,10 +331,22 @@ fn apply_one(
                     other => other,
                 },
                 libc::S_IFREG => copy_ro(op, fd, &p),
-                _ => {
-                    bind(op, fd, &p)?;
-                    remount_ro(op, &p, true)
-                }
+                // Only directories and regular files are shown from the host or a rootfs
+                // (the plan leaves the rest out; this catches one swapped in since).
+                other => Err(fail(
+                    op,
+                    match other {
+                        libc::S_IFSOCK => {
+                            "refuse to bind a socket (only directories and files are shown)"
+                        }
+                        libc::S_IFIFO => {
+                            "refuse to bind a FIFO (only directories and files are shown)"
+                        }
+                        _ => "refuse to bind a device node (only directories and files are shown)",
+                    },
+                    src,
+                    Errno::EINVAL,
+                )),
             }
         }
         Op::BindRw { src, dst } => {

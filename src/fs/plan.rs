@@ -115,6 +115,13 @@ impl HostView {
                 ));
             };
             let ft = entry.file_type()?;
+            // A socket, FIFO or device node at the top of a rootfs directory is left out:
+            // bound in, a socket would be a channel to whatever host process listens on it
+            // (Landlock does not govern connecting to a socket by path), a FIFO one a host
+            // writer could feed.
+            if !(ft.is_dir() || ft.is_file() || ft.is_symlink()) {
+                continue;
+            }
             let target = if ft.is_symlink() {
                 Some(std::fs::read_link(entry.path())?)
             } else {
