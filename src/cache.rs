@@ -195,7 +195,7 @@ pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
         let others_may_rename = meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0;
         if (meta.uid() != euid && meta.uid() != 0) || others_may_rename {
             return Some(format!(
-                "{} (owner uid {}, mode {:o}) lets another user replace the cache; it must be owned by uid {euid} or root and not writable by others unless sticky: fix it, or set XDG_CACHE_HOME to a private directory",
+                "{} (owner uid {}, mode {:o}) lets another user replace what cordon keeps below it; it must be owned by uid {euid} or root and not writable by others unless sticky: fix it, or point XDG_CACHE_HOME / XDG_STATE_HOME at a private directory",
                 a.display(),
                 meta.uid(),
                 meta.mode() & 0o7777

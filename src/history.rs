@@ -54,6 +54,9 @@ pub enum HistoryError {
     )]
     Open { path: PathBuf, source: io::Error },
 
+    #[error("the history directory {path} is not safe to write in: {reason}")]
+    Insecure { path: PathBuf, reason: String },
+
     #[error(
         "cannot lock the history file {path} (flock): {errno}; the filesystem may not support \
          flock(2): keep the history on a local filesystem"
@@ -265,11 +268,14 @@ impl History {
         line.push(b'\n');
         self.create_parent()?;
         for _ in 0..MAX_REOPENS {
+            // Never through a symlink: the directory is checked to be the caller's, and the
+            // file must be its own too.
             let file = OpenOptions::new()
                 .read(true)
                 .append(true)
                 .create(true)
                 .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(&self.path)
                 .map_err(|source| self.open_error(source))?;
             let mut locked = self.lock(file, FlockArg::LockExclusive)?;
@@ -414,7 +420,31 @@ impl History {
             .map_err(|source| HistoryError::CreateDir {
                 path: parent.to_path_buf(),
                 source,
-            })
+            })?;
+        // The directory must be the caller's, and no one else may replace it or what is
+        // above it (the fallback under /tmp could be made by anyone first).
+        let euid = nix::unistd::geteuid().as_raw();
+        let insecure = |reason: String| HistoryError::Insecure {
+            path: parent.to_path_buf(),
+            reason,
+        };
+        let meta = std::fs::symlink_metadata(parent).map_err(|e| insecure(e.to_string()))?;
+        if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o022 != 0 {
+            return Err(insecure(format!(
+                "it is owned by uid {} with mode {:o} ({}), where cordon needs a directory of uid {euid} that only it may write; remove it, or point XDG_STATE_HOME at a private directory",
+                meta.uid(),
+                meta.mode() & 0o7777,
+                if meta.is_dir() {
+                    "a directory"
+                } else {
+                    "not a directory"
+                }
+            )));
+        }
+        match crate::cache::unsafe_ancestor(parent, euid) {
+            Some(reason) => Err(insecure(reason)),
+            None => Ok(()),
+        }
     }
 
     /// `flock(2)`, retried when a signal interrupts the wait.
@@ -524,6 +554,54 @@ mod tests {
             .lines()
             .map(str::to_string)
             .collect()
+    }
+
+    /// A history directory someone else made first (the /tmp fallback of a caller without a
+    /// home), or one others may write, is refused; a history file that is a symlink is never
+    /// followed.
+    #[test]
+    fn a_history_others_could_replace_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let r = record(&Record::new_id(), "python");
+        let dir = tmp.path().join("cordon-4242/cordon");
+        fs::create_dir_all(&dir).unwrap();
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = History::new(dir.join("history.jsonl"), DEFAULT_MAX_BYTES)
+            .append(&r)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not safe") && e.contains("777"), "{e}");
+        if nix::unistd::geteuid().is_root() {
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+            std::os::unix::fs::chown(&dir, Some(4343), None).unwrap();
+            let e = History::new(dir.join("history.jsonl"), DEFAULT_MAX_BYTES)
+                .append(&r)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("uid 4343"), "{e}");
+            std::os::unix::fs::chown(&dir, Some(0), None).unwrap();
+            // The directory above, someone else's and writable: refused too.
+            let top = tmp.path().join("cordon-4242");
+            std::os::unix::fs::chown(&top, Some(4343), None).unwrap();
+            let e = History::new(dir.join("history.jsonl"), DEFAULT_MAX_BYTES)
+                .append(&r)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("4343") && e.contains("another user"), "{e}");
+            std::os::unix::fs::chown(&top, Some(0), None).unwrap();
+        } else {
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        let victim = tmp.path().join("victim");
+        fs::write(&victim, "mine\n").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join("history.jsonl")).unwrap();
+        assert!(
+            History::new(dir.join("history.jsonl"), DEFAULT_MAX_BYTES)
+                .append(&r)
+                .is_err()
+        );
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "mine\n");
     }
 
     #[test]
