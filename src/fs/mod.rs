@@ -126,12 +126,16 @@ pub struct Sources {
 /// made fails the run instead of binding whatever the symlink points at.
 pub fn open_sources(ops: &[Op], confined: Option<&Path>) -> Result<Sources, ApplyError> {
     use nix::fcntl::{OpenHow, ResolveFlag, openat2};
+    // The root's path is canonical (no symlinks in it): opened without following any, a
+    // component swapped for a symlink since fails the run instead of leading elsewhere.
     let root_fd = match confined {
         Some(root) => Some(
-            open(
+            openat2(
+                nix::fcntl::AT_FDCWD,
                 root,
-                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                Mode::empty(),
+                OpenHow::new()
+                    .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+                    .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS),
             )
             .map_err(|e| {
                 fail(
