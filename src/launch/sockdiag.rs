@@ -746,6 +746,24 @@ mod tests {
         assert_eq!(charge(&inet, allow, false), 2 * (SOCKET_BYTES + 1));
     }
 
+    /// Waits (5 s at most) until this thread's /proc/net/tcp lists an entry in state `st` with
+    /// timer `timer` (both as the file prints them, in hex).
+    fn wait_for_tcp_entry(st: &str, timer: &str, what: &str) {
+        let listed = || {
+            let tcp = std::fs::read_to_string("/proc/thread-self/net/tcp").unwrap();
+            tcp.lines().skip(1).any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.get(3) == Some(&st)
+                    && f.get(5).is_some_and(|t| t.split(':').next() == Some(timer))
+            })
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !listed() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// A TCP connection whose side closed first while the other still holds it open becomes
     /// a TIME_WAIT minisock in substate FIN_WAIT2, which the dump lists without memory: it
     /// is counted as nothing, not taken for a malformed answer (which killed the sandbox of
@@ -767,22 +785,8 @@ mod tests {
             let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
             let (server, _) = listener.accept().unwrap();
             drop(client);
-            let minisock = || {
-                let tcp = std::fs::read_to_string("/proc/thread-self/net/tcp").unwrap();
-                // st 05 (FIN_WAIT2) with timer 3 (TIME_WAIT): the minisock.
-                tcp.lines().skip(1).any(|l| {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    f.get(3) == Some(&"05") && f.get(5).is_some_and(|t| t.starts_with("03:"))
-                })
-            };
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-            while !minisock() {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "no FIN_WAIT2 minisock"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
+            // st 05 (FIN_WAIT2) with timer 3 (TIME_WAIT): the minisock.
+            wait_for_tcp_entry("05", "03", "no FIN_WAIT2 minisock");
             let mut seq = 0;
             let mut buf = vec![0u8; 64 << 10];
             let socks = dump(diag.as_fd(), &mut seq, &QUERIES[1], &mut buf)
@@ -810,21 +814,8 @@ mod tests {
             )
             .unwrap();
             assert_eq!(line, "ready\n");
-            let pending = || {
-                let tcp = std::fs::read_to_string("/proc/thread-self/net/tcp").unwrap();
-                tcp.lines().skip(1).any(|l| {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    f.get(3) == Some(&"03") && f.get(5).is_some_and(|t| t.starts_with("01:"))
-                })
-            };
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-            while !pending() {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "no SYN_RECV request sock"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
+            // st 03 (SYN_RECV) with timer 1 (SYN-ACK retransmits): the request sock.
+            wait_for_tcp_entry("03", "01", "no SYN_RECV request sock");
             let socks = dump(diag.as_fd(), &mut seq, &QUERIES[1], &mut buf)
                 .expect("a dump with a pending handshake");
             let states: Vec<(u8, bool)> = socks.iter().map(|s| (s.state, s.mem > 0)).collect();
