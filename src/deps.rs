@@ -310,7 +310,9 @@ fn remove_tree(path: &Path) {
         return;
     }
     fn open_up(dir: &Path, depth: usize) {
-        if depth > MAX_SET_DEPTH + 1 {
+        // A path of n levels takes at least 2n bytes: none deeper fits in PATH_MAX. (The
+        // install may have nested far past MAX_SET_DEPTH; that set is refused, and must go.)
+        if depth > libc::PATH_MAX as usize / 2 {
             return;
         }
         let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
@@ -912,6 +914,19 @@ mod tests {
                 mode("a/closed", 0o000);
                 mode("ro", 0o500);
             };
+            // Deeper than a set may be (it was refused), and closed at the bottom.
+            let mut deep = t.path().join(".tmp-deep");
+            for _ in 0..MAX_SET_DEPTH + 20 {
+                deep.push("d");
+            }
+            std::fs::create_dir_all(deep.join("closed/x")).unwrap();
+            std::fs::set_permissions(deep.join("closed"), std::fs::Permissions::from_mode(0o000))
+                .unwrap();
+            remove_tree(&t.path().join(".tmp-deep"));
+            assert!(
+                !t.path().join(".tmp-deep").exists(),
+                "the deep set is still there"
+            );
             // The control: remove_dir_all alone cannot.
             let control = t.path().join(".tmp-control");
             make(&control);
