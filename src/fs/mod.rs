@@ -337,20 +337,21 @@ fn apply_one(
                 libc::S_IFREG => copy_ro(op, fd, &p),
                 // Only directories and regular files are shown from the host or a rootfs
                 // (the plan leaves the rest out; this catches one swapped in since).
-                other => Err(fail(
-                    op,
-                    match other {
+                other => {
+                    let mut err = fail(op, "bind", src, Errno::EINVAL);
+                    err.hint = match other {
                         libc::S_IFSOCK => {
-                            "refuse to bind a socket (only directories and files are shown)"
+                            "; it is a socket, which cordon never shows from a root filesystem (it appeared after the root was planned): remove it from the rootfs directory"
                         }
                         libc::S_IFIFO => {
-                            "refuse to bind a FIFO (only directories and files are shown)"
+                            "; it is a FIFO, which cordon never shows from a root filesystem (it appeared after the root was planned): remove it from the rootfs directory"
                         }
-                        _ => "refuse to bind a device node (only directories and files are shown)",
-                    },
-                    src,
-                    Errno::EINVAL,
-                )),
+                        _ => {
+                            "; it is a device node, which cordon never shows from a root filesystem (it appeared after the root was planned): remove it from the rootfs directory"
+                        }
+                    };
+                    Err(err)
+                }
             }
         }
         Op::BindRw { src, dst } => {
