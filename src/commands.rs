@@ -352,12 +352,7 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     if let Some(root) = &args.output_root {
         common.extend(["--output-root".into(), root.display().to_string()]);
     }
-    let scope = match args.request_net {
-        crate::run::RequestNet::Any => "any",
-        crate::run::RequestNet::Public => "public",
-        crate::run::RequestNet::None => "none",
-    };
-    common.extend(["--request-net".into(), scope.into()]);
+    common.extend(["--request-net".into(), args.request_net.name().into()]);
     let backend = match args.limits_backend {
         crate::cli::BackendArg::Auto => "auto",
         crate::cli::BackendArg::CgroupV2 => "cgroup-v2",

@@ -345,6 +345,11 @@ mod tests {
     #[test]
     fn request_network_is_confined_to_the_operators_scope() {
         use crate::run::{RequestNet, confine_request_network};
+        use clap::ValueEnum;
+        // The name passed to the batch mode's children is the one clap parses.
+        for v in RequestNet::value_variants() {
+            assert_eq!(v.to_possible_value().unwrap().get_name(), v.name());
+        }
         let req = |extra: &str| {
             parse(&format!(r#"{{"language":"python","code":"x"{extra}}}"#))
                 .unwrap()

@@ -121,6 +121,17 @@ pub enum RequestNet {
     None,
 }
 
+impl RequestNet {
+    /// The value `--request-net` takes for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RequestNet::Any => "any",
+            RequestNet::Public => "public",
+            RequestNet::None => "none",
+        }
+    }
+}
+
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
@@ -144,11 +155,11 @@ pub fn confine_request_network(r: &RunRequest, scope: RequestNet) -> Result<(), 
     use crate::net::policy::{HostPattern, classify};
     let refuse = |what: String| {
         Err(RunError::Request(format!(
-            "invalid request: {what}; this cordon takes requests with --request-net {}",
+            "invalid request: {what}; this cordon takes requests with --request-net {} ({}): ask its operator, or leave the network out of the request",
+            scope.name(),
             match scope {
-                RequestNet::Any => "any",
-                RequestNet::Public => "public (public addresses only)",
-                RequestNet::None => "none (no network and no packages)",
+                RequestNet::Public => "public addresses only",
+                _ => "no network and no packages",
             }
         )))
     };
