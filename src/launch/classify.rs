@@ -710,6 +710,15 @@ mod tests {
         ]
     }
 
+    /// The sandbox's init (pid 7 here) was SIGKILLed.
+    fn init_killed(e: &mut Ended) {
+        e.init_status = Some(WaitStatus::Signaled(
+            nix::unistd::Pid::from_raw(7),
+            Signal::SIGKILL,
+            false,
+        ))
+    }
+
     fn oom() -> CgroupMetrics {
         CgroupMetrics {
             oom_kills: Some(1),
@@ -729,14 +738,12 @@ mod tests {
             size: 30 << 20,
         });
         files.push(Msg::FileBytes(vec![b'a'; 1000]));
-        let killed = |e: &mut Ended| {
-            e.init_status = Some(WaitStatus::Signaled(
-                nix::unistd::Pid::from_raw(7),
-                Signal::SIGKILL,
-                false,
-            ))
-        };
-        let o = run_collecting(vec![Msg::Exited { code: 0 }], files.clone(), killed, oom());
+        let o = run_collecting(
+            vec![Msg::Exited { code: 0 }],
+            files.clone(),
+            init_killed,
+            oom(),
+        );
         assert_eq!(
             (
                 o.status,
@@ -765,7 +772,7 @@ mod tests {
             vec![],
             files,
             |e| {
-                killed(e);
+                init_killed(e);
                 e.timed_out = true;
                 e.grace_expired = Some(Grace::Stopped);
             },
@@ -816,11 +823,7 @@ mod tests {
             vec![Msg::Exited { code: 0 }],
             a_file("small.txt"),
             |e| {
-                e.init_status = Some(WaitStatus::Signaled(
-                    nix::unistd::Pid::from_raw(7),
-                    Signal::SIGKILL,
-                    false,
-                ));
+                init_killed(e);
                 e.grace_expired = Some(Grace::Collecting);
             },
             Default::default(),
