@@ -86,6 +86,48 @@ both!(
     }
 );
 
+both!(
+    /// A regular file at the top of a rootfs directory is copied in (a private inode: no
+    /// shared locks), read-only, byte for byte, up to 4 MiB; one over 4 MiB, or more than the
+    /// root's 8 MiB in all, is refused, saying why. (The root's tmpfs was 1 MiB: every file
+    /// over about 1 MiB failed with a bare ENOSPC.)
+    fn top_level_files_are_copied_in_up_to_4_mib(who) {
+        let Some((_keep, root)) = tiny_rootfs("top_level_files_are_copied_in_up_to_4_mib") else {
+            return;
+        };
+        // Not a repeating pattern, so a short or shifted copy shows in the checksum.
+        let data: Vec<u8> = (0u32..300_000).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+        write_world_readable(&root.join("top-file"), &data);
+        let script = "busybox stat -c '%a %s' /top-file; busybox md5sum /top-file; \
+                      echo x >> /top-file 2>/dev/null && echo WROTE; echo end";
+        let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &["sh", "-c", script]);
+        let out = r.expect_ok();
+        let digest = {
+            let o = std::process::Command::new("md5sum").arg(root.join("top-file")).output().unwrap();
+            String::from_utf8(o.stdout).unwrap().split(' ').next().unwrap().to_string()
+        };
+        assert_eq!(out, format!("444 300000\n{digest}  /top-file\nend\n"), "{}", r.describe());
+
+        // 4 MiB exactly is copied; one byte more is refused.
+        write_world_readable(&root.join("top-file"), &vec![7u8; 4 << 20]);
+        let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &["busybox", "stat", "-c", "%s", "/top-file"]);
+        assert_eq!(r.expect_ok(), format!("{}\n", 4 << 20), "{}", r.describe());
+        write_world_readable(&root.join("top-file"), &vec![7u8; (4 << 20) + 1]);
+        let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &["busybox", "true"]);
+        assert_eq!(r.code(), 125, "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(msg.contains("top-file") && msg.contains("at most 4 MiB"), "{}", r.describe());
+        // Files that fit one by one but not together: the message says what to do.
+        for name in ["top-file", "top-file2", "top-file3"] {
+            write_world_readable(&root.join(name), &vec![7u8; 4 << 20]);
+        }
+        let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &["busybox", "true"]);
+        assert_eq!(r.code(), 125, "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(msg.contains("ENOSPC") && msg.contains("put large files in a directory"), "{}", r.describe());
+    }
+);
+
 both!(fn missing_rootfs_dir_is_a_cordon_error(who) {
     let r = exec_json_run(who, &["--rootfs", "/nonexistent/cordon-rootfs"], &["true"]);
     assert_eq!(r.code(), 125, "{}", r.describe());
