@@ -102,6 +102,16 @@ pub fn init_main(mut ctx: ChildCtx) -> ! {
         );
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
+    // The payload's empty bounding set, made now, while cordon writes the id maps (see
+    // security::caps).
+    if let Err(e) = crate::security::caps::drop_bounding() {
+        ctx.report.fail(
+            "drop capabilities",
+            e.to_string(),
+            exit_codes::SANDBOX_ERROR,
+        );
+        sys::exit_now(exit_codes::SANDBOX_ERROR);
+    }
     if !wait_for_go(&ctx.go) {
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }

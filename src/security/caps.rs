@@ -4,8 +4,18 @@
 //! namespace holds every capability in it until it drops them; and uid 0 inside would regain
 //! them on `execve`. So: the bounding set first (that needs CAP_SETPCAP, still held), then
 //! ambient, inheritable, permitted and effective. `no_new_privs` is set separately.
+//!
+//! The bounding set is emptied by the sandbox's init, while it waits for its first go
+//! ([`drop_bounding`]): one `prctl` per capability, each a new set of credentials, which the
+//! payload's start then does not wait for. init keeps its own capabilities (the bounding set
+//! limits only what an `execve` or `capset` could add, and init does neither); the payload
+//! inherits the empty set, and [`drop_all`] checks it again before it empties the others.
 
 use caps::CapSet;
+
+/// Highest capability number tried: the kernel answers EINVAL past its last one (40 on Linux
+/// 6.x); a kernel with more than 64 would be refused rather than half-handled.
+const MAX_CAP: u32 = 63;
 
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -25,12 +35,36 @@ fn err(cap: impl std::fmt::Display, set: &'static str, e: impl std::fmt::Display
     }
 }
 
+/// Empties the calling thread's bounding set: every capability number the kernel knows, not
+/// only those the `caps` crate names, so one added by a newer kernel goes too.
+pub fn drop_bounding() -> Result<(), CapsError> {
+    for cap in 0..=MAX_CAP {
+        match crate::sys::capbset_read(cap) {
+            Ok(true) => {
+                crate::sys::capbset_drop(cap).map_err(|e| err(cap, "bounding", e))?;
+            }
+            Ok(false) => {}
+            // Past the kernel's last capability.
+            Err(nix::errno::Errno::EINVAL) if cap > 0 => return Ok(()),
+            Err(e) => return Err(err(cap, "bounding", e)),
+        }
+    }
+    // Capability 64 exists: this kernel has more than cordon checks.
+    match crate::sys::capbset_read(MAX_CAP + 1) {
+        Err(nix::errno::Errno::EINVAL) => Ok(()),
+        _ => Err(err(
+            MAX_CAP + 1,
+            "bounding",
+            "this kernel has more capabilities than cordon knows how to drop",
+        )),
+    }
+}
+
 /// Empties every capability set of the calling thread and verifies they are empty.
 pub fn drop_all() -> Result<(), CapsError> {
-    let supported = caps::runtime::thread_all_supported();
-    for cap in &supported {
-        caps::drop(None, CapSet::Bounding, *cap).map_err(|e| err(cap, "bounding", e))?;
-    }
+    // Normally already empty (init emptied it before forking the payload): then this only
+    // reads it.
+    drop_bounding()?;
     // Ambient first: the kernel drops ambient caps that leave permitted/inheritable anyway,
     // but clearing it explicitly makes the intent and the check below independent of that.
     for (set, name) in [
@@ -41,8 +75,15 @@ pub fn drop_all() -> Result<(), CapsError> {
     ] {
         caps::clear(None, set).map_err(|e| err("all", name, e))?;
     }
+    for cap in 0..=MAX_CAP {
+        match crate::sys::capbset_read(cap) {
+            Ok(false) => {}
+            Ok(true) => return Err(err(cap, "bounding", "still present after dropping")),
+            Err(nix::errno::Errno::EINVAL) if cap > 0 => break,
+            Err(e) => return Err(err(cap, "bounding", e)),
+        }
+    }
     for (set, name) in [
-        (CapSet::Bounding, "bounding"),
         (CapSet::Ambient, "ambient"),
         (CapSet::Inheritable, "inheritable"),
         (CapSet::Effective, "effective"),

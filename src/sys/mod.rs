@@ -231,6 +231,28 @@ fn guarded_stack(size: usize, shared: bool) -> Result<*mut libc::c_void, Errno> 
     Ok(stack)
 }
 
+/// Whether capability number `cap` is in the calling thread's bounding set
+/// (`PR_CAPBSET_READ`); EINVAL for a number this kernel does not know.
+pub fn capbset_read(cap: u32) -> Result<bool, Errno> {
+    // SAFETY: PR_CAPBSET_READ takes a capability number by value and reads the calling
+    // thread's credentials; no memory is passed.
+    let ret = unsafe { libc::prctl(libc::PR_CAPBSET_READ, libc::c_ulong::from(cap), 0, 0, 0) };
+    match ret {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(Errno::last()),
+    }
+}
+
+/// Removes capability number `cap` from the calling thread's bounding set
+/// (`PR_CAPBSET_DROP`; needs CAP_SETPCAP in the thread's user namespace).
+pub fn capbset_drop(cap: u32) -> Result<(), Errno> {
+    // SAFETY: PR_CAPBSET_DROP takes a capability number by value and changes only the calling
+    // thread's credentials; no memory is passed.
+    let ret = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) };
+    if ret == 0 { Ok(()) } else { Err(Errno::last()) }
+}
+
 /// Whether the calling process runs under a real-time scheduling policy (SCHED_FIFO or
 /// SCHED_RR), for error messages.
 pub fn realtime_policy() -> bool {
