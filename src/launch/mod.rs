@@ -476,6 +476,10 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         Err(_) => None,
     };
     drop(mount_ns);
+    // Stale cgroups of earlier runs go now, while init builds the root (limits::StaleGc).
+    if let Some(gc) = prepared.stale_gc.take() {
+        gc.run();
+    }
     // With files to collect, the go pipe stays: an early end of the run goes through init.
     let stop = spec.collect.is_some().then_some(go_w);
 

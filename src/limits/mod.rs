@@ -21,8 +21,9 @@
 //! error: never a silent fallback.
 //!
 //! Sandbox cgroups are named `cordon-<pid>-<run_id>` and created only under the cgroup cordon
-//! itself runs in (per hierarchy on v1, from `/proc/self/cgroup`). [`prepare_deferred`] also removes
-//! stale `cordon-<pid>-*` cgroups whose owner pid is gone.
+//! itself runs in (per hierarchy on v1, from `/proc/self/cgroup`). [`prepare_deferred`] also finds
+//! where stale `cordon-<pid>-*` cgroups (whose owner pid is gone) would be; the launcher removes
+//! them with [`Prepared::stale_gc`] once the sandbox is under way.
 
 mod host;
 mod probe;
@@ -396,10 +397,30 @@ pub fn gc_stale(fs: &dyn CgroupFs, layout: &Layout, own_pid: u32) -> Vec<PathBuf
     removed
 }
 
+/// Removal of stale `cordon-<pid>-*` cgroups ([`gc_stale`]) in the hierarchies
+/// [`prepare_deferred`] found. The launcher runs it while the sandbox's init builds the root
+/// (cordon only waits then), not before the clone, where listing the parent cgroups of every
+/// hierarchy cost about 0.1 ms of every start.
+#[derive(Debug)]
+pub struct StaleGc {
+    fs: Arc<dyn CgroupFs>,
+    layout: Layout,
+    pid: u32,
+}
+
+impl StaleGc {
+    /// Removes them; returns what was removed.
+    pub fn run(self) -> Vec<PathBuf> {
+        gc_stale(self.fs.as_ref(), &self.layout, self.pid)
+    }
+}
+
 /// The outcome of [`prepare_deferred`].
 #[derive(Debug)]
 pub struct Prepared {
     pub cgroup: Option<Cgroup>,
+    /// Stale cgroups to remove once the sandbox is under way (none without a cgroup layout).
+    pub stale_gc: Option<StaleGc>,
     /// rlimits for the payload: always NOFILE, FSIZE, CORE=0; plus AS/CPU/NPROC fallbacks.
     pub rlimits: Vec<Rlimit>,
     pub report: LimitsReport,
@@ -538,12 +559,39 @@ fn prepare_inner(
             });
         }
     };
-    gc_stale(fs.as_ref(), &layout, host.pid);
+    let stale_gc = StaleGc {
+        fs: fs.clone(),
+        layout: layout.clone(),
+        pid: host.pid,
+    };
+    match choose(fs, host, &layout, limits, choice, run_id, scope) {
+        Ok(mut prepared) => {
+            prepared.stale_gc = Some(stale_gc);
+            Ok(prepared)
+        }
+        Err(e) => {
+            stale_gc.run();
+            Err(e)
+        }
+    }
+}
+
+/// The backend for `choice` on `layout`: the first that works, in the order of the module's
+/// documentation, or the error of a forced one.
+fn choose(
+    fs: Arc<dyn CgroupFs>,
+    host: &HostPaths,
+    layout: &Layout,
+    limits: &Limits,
+    choice: BackendChoice,
+    run_id: &str,
+    scope: Option<&dyn UserScope>,
+) -> Result<Prepared, LimitsError> {
     let name = format!("cordon-{}-{run_id}", host.pid);
     let mut skipped: Vec<String> = Vec::new();
 
     if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV2) {
-        match v2::create(fs.as_ref(), &layout, host, &name, limits) {
+        match v2::create(fs.as_ref(), layout, host, &name, limits) {
             Ok((dir, applied)) => {
                 let text = match &applied.moved_to {
                     Some(leaf) => format!(
@@ -564,7 +612,7 @@ fn prepare_inner(
                     applied.swap_limited,
                 ));
             }
-            Err(f) if let Some(scope) = scope.filter(|_| wants_user_scope(host, &layout)) => {
+            Err(f) if let Some(scope) = scope.filter(|_| wants_user_scope(host, layout)) => {
                 match in_user_scope(fs.as_ref(), host, scope, &name, limits, run_id, &f) {
                     Ok((dir, applied, text)) => {
                         return Ok(with_cgroup(
@@ -586,14 +634,14 @@ fn prepare_inner(
         }
     }
     if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) {
-        match v1::check(fs.as_ref(), &layout, host) {
+        match v1::check(fs.as_ref(), layout, host) {
             Ok(()) => {
-                let swap = limits.memory.is_some() && v1::swap_file_exists(fs.as_ref(), &layout);
+                let swap = limits.memory.is_some() && v1::swap_file_exists(fs.as_ref(), layout);
                 let mut prepared = with_cgroup(
                     fs,
                     host,
                     limits,
-                    (Backend::CgroupV1, Kind::V1(v1::dirs(&layout, &name))),
+                    (Backend::CgroupV1, Kind::V1(v1::dirs(layout, &name))),
                     format!("cgroup v1 ({name} in memory, pids, cpu, cpuacct)"),
                     &skipped,
                     swap,
@@ -731,6 +779,7 @@ fn with_cgroup(
     };
     Prepared {
         cgroup: Some(cgroup),
+        stale_gc: None,
         rlimits: rlimit::rlimits(limits, backend),
         report,
     }
@@ -739,6 +788,7 @@ fn with_cgroup(
 fn rlimit_only(limits: &Limits, backend_text: String) -> Prepared {
     Prepared {
         cgroup: None,
+        stale_gc: None,
         rlimits: rlimit::rlimits(limits, Backend::Rlimit),
         report: report(limits, Backend::Rlimit, backend_text, false),
     }

@@ -725,15 +725,33 @@ fn stale_gc_removes_only_dead_owners_groups() {
     assert!(pids.join("cordon-444-busy").exists());
     assert!(fs.killed().is_empty(), "GC never signals");
 
-    // prepare runs the same GC.
+    // prepare hands the same GC to the launcher, which runs it once the sandbox is under way.
     fs.mkdir(&pids.join("cordon-112-z")).unwrap();
-    let _p = prep(&fs, HYBRID_PROC, BackendChoice::Rlimit).unwrap();
+    let p = prep(&fs, HYBRID_PROC, BackendChoice::Rlimit).unwrap();
+    assert!(p.stale_gc.is_none(), "forced rlimit leaves cgroups alone");
+    let mut p = prep(&fs, HYBRID_PROC, BackendChoice::Auto).unwrap();
     assert!(
         pids.join("cordon-112-z").exists(),
-        "forced rlimit leaves cgroups alone"
+        "prepare itself removes nothing (the GC is off the start's path)"
     );
-    let _p = prep(&fs, HYBRID_PROC, BackendChoice::Auto).unwrap();
+    let gc = p.stale_gc.take().expect("a cgroup layout brings a GC");
+    assert_eq!(gc.run(), vec![pids.join("cordon-112-z")]);
     assert!(!pids.join("cordon-112-z").exists());
+}
+
+#[test]
+fn a_forced_backend_that_fails_still_collects_stale_groups() {
+    // The launcher never gets a GC to run when prepare fails: prepare runs it itself.
+    let fs = fake();
+    hybrid_tree(&fs);
+    let pids = fs.root().join("pids");
+    fs.mkdir(&pids.join("cordon-111-a")).unwrap();
+    let err = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV2).unwrap_err();
+    assert!(
+        matches!(err, LimitsError::BackendUnavailable { .. }),
+        "{err}"
+    );
+    assert!(!pids.join("cordon-111-a").exists());
 }
 
 #[test]
