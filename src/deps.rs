@@ -4,8 +4,11 @@
 //!    index URL, the interpreter's identity as the sandbox sees it (path, size, mtime) and the
 //!    root filesystem. A set already in the cache is used as it is: no install, no network.
 //! 2. Otherwise the installer (pip `--target`, npm `--prefix`) runs in a sandbox whose network
-//!    is `allow=` the profile's registry hosts (or the `--package-index` host alone), with a
-//!    fresh host directory bound writable at `/deps`, under the profile's `[packages.limits]`.
+//!    is `allow=` the profile's registry hosts (or the `--package-index` host alone), under
+//!    the profile's `[packages.limits]`, writing into a tmpfs at `/deps` as large as the
+//!    install sandbox's workspace. Once the installer has exited 0, the sandbox's init copies
+//!    that tree into a fresh host directory (`spec::Export`): an install, or a package's
+//!    install script, cannot write more to the host's disk than the tmpfs holds.
 //! 3. That directory is renamed into the cache atomically (`rename(2)` of a directory: a
 //!    reader sees the whole set or none; of two concurrent installs of one key the first
 //!    rename wins and the other's copy is removed).
@@ -14,7 +17,7 @@
 
 use crate::outcome::{DependencyReport, Outcome, Status};
 use crate::profile::{PackagesConfig, Profile};
-use crate::spec::{Bind, Limits, ParseError, Rootfs, SandboxSpec, StdinSource};
+use crate::spec::{Bind, Export, InputFile, Limits, ParseError, Rootfs, SandboxSpec, StdinSource};
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -495,30 +498,6 @@ pub fn prepare(
         e
     };
 
-    // The lock (and for npm the package.json derived from it) goes where the installer reads
-    // it, in the set's own directory: it also records what the set was built from.
-    for (rel, contents) in &lock_files {
-        let path = temp.join(rel);
-        let written = path
-            .parent()
-            .map_or(Ok(()), |d| {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o755)
-                    .create(d)
-            })
-            .and_then(|()| std::fs::write(&path, contents));
-        if let Err(e) = written {
-            return Err(cleanup(cache_err(&path, e).into()));
-        }
-        if nix::unistd::geteuid().is_root() {
-            let id = crate::launch::root_caller_host_id();
-            for p in [path.parent().unwrap_or(&temp), path.as_path()] {
-                std::os::unix::fs::chown(p, Some(id), Some(id))
-                    .map_err(|e| cleanup(cache_err(p, e).into()))?;
-            }
-        }
-    }
     let mut s = base.clone();
     s.argv = install_argv(cfg, &index, &pkgs, !lock_files.is_empty());
     s.env = vec![
@@ -543,11 +522,25 @@ pub fn prepare(
         overrides: Vec::new(),
         log: false,
     });
-    s.binds = vec![Bind {
-        src: temp.clone(),
-        dst: DEPS_DIR.into(),
-        writable: true,
-    }];
+    // The installer writes into a tmpfs of the install sandbox's own, as large as its
+    // workspace (`[packages.limits]`), which init copies into `temp` once the installer has
+    // exited 0: what it writes is bounded by the tmpfs, where a writable bind of `temp` let
+    // it fill the host's disk for as long as the install ran. The lock (and for npm the
+    // package.json derived from it) is seeded where the installer reads it, in the set's own
+    // directory: it also records what the set was built from.
+    s.binds = Vec::new();
+    s.export = Some(Export {
+        dir: DEPS_DIR.into(),
+        host: temp.clone(),
+        seed: lock_files
+            .iter()
+            .map(|(rel, contents)| InputFile {
+                path: rel.to_string(),
+                contents: contents.clone(),
+                mode: 0o644,
+            })
+            .collect(),
+    });
     let out = crate::launch::run(&s).map_err(|e| cleanup(e.into()))?;
     let rep = DependencyReport {
         installer: cfg.installer.clone(),

@@ -191,6 +191,70 @@ both!(
     }
 );
 
+both!(
+    /// An install cannot fill the host's disk: npm runs a package's install script, which
+    /// here writes 16 MiB into the set, past the install sandbox's 8 MiB workspace (a
+    /// profile's `[packages.limits] workspace_size`). The set is written to a tmpfs of that
+    /// size, copied out only once the installer succeeded: the script gets ENOSPC and the run
+    /// is a dependency error. (It used to write into a host directory bound writable, as much
+    /// as it liked for as long as the install ran, and the set was published.) A script within
+    /// the size runs, and what it wrote is in the set.
+    fn an_install_script_cannot_write_past_the_install_size(who) {
+        if !Path::new("/usr/bin/npm").exists() || !Path::new("/usr/bin/node").exists() {
+            println!("SKIP: an_install_script_cannot_write_past_the_install_size: /usr/bin/npm or /usr/bin/node is missing (apt-get install nodejs npm)");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let Some(srv) = net_support::start("an_install_script_cannot_write_past_the_install_size", Some(root.path()), false) else {
+            return;
+        };
+        let fill = |n: u32, size: &str| {
+            format!("node -e \"for (let i = 0; i < {n}; i++) require('fs').writeFileSync('/deps/node/fill' + i, Buffer.alloc({size}, 1))\"")
+        };
+        net_support::write_npm_package(root.path(), srv.http, "cordon-fill", &fill(4, "4 << 20"));
+        net_support::write_npm_package(root.path(), srv.http, "cordon-fits", &fill(2, "1 << 20"));
+        let dir = shared_tempdir();
+        let profile = dir.path().join("node-small.toml");
+        write_world_readable(&profile, br#"
+name = "node-small-install"
+description = "Node.js, installs bounded to 8 MiB"
+source = "main.js"
+run = ["node", "{source}"]
+version = ["node", "--version"]
+rootfs = "auto"
+[packages]
+installer = "npm"
+index = "https://registry.npmjs.org/"
+hosts = ["registry.npmjs.org"]
+[packages.limits]
+timeout = "120s"
+memory = "1G"
+workspace_size = "8M"
+"#);
+        let index = format!("http://localhost:{}/", srv.http);
+        let run = |pkg: &str, code: &str| {
+            Cordon::new(who)
+                .arg("run")
+                .args_from(&[
+                    "--profile", profile.to_str().unwrap(), "--lang", "node-small-install",
+                    "--rootfs", "host", "--no-history", "--json", "--packages", pkg,
+                    "--package-index", &index, "-c", code,
+                ])
+                .deadline(std::time::Duration::from_secs(240))
+                .run_json()
+        };
+        let r = run("cordon-fill", "console.log('the program ran')");
+        assert_eq!(r.status(), "dependency_error", "{}", r.describe());
+        let err = r.get("/dependencies/error").as_str().unwrap_or("").to_string();
+        assert!(err.contains("ENOSPC"), "the script must hit the tmpfs's size:\n{}", r.describe());
+        assert!(!r.get("/output").as_str().unwrap_or("").contains("the program ran"), "{}", r.describe());
+
+        let r = run("cordon-fits", "console.log(require('fs').statSync('/deps/node/fill1').size)");
+        assert_eq!(r.expect_ok(), "1048576\n", "{}", r.describe());
+        assert_eq!(r.get("/dependencies/cached"), false, "{}", r.describe());
+    }
+);
+
 /// `cordon run --packages-lock FILE` (no --packages) against a local index or registry.
 fn run_with_lock(who: Who, lang: &str, index: &str, lock: &Path, code: &str) -> JsonRun {
     Cordon::new(who)

@@ -187,6 +187,21 @@ pub fn binds(binds: &[crate::spec::Bind]) -> Vec<Op> {
     ops
 }
 
+/// The export tmpfs (see [`crate::spec::Export`]): sized like the workspace.
+pub fn export(e: &crate::spec::Export, limits: &Limits) -> Vec<Op> {
+    let dst = PathBuf::from(&e.dir);
+    vec![
+        Op::Dir { dst: dst.clone() },
+        Op::Tmpfs {
+            dst,
+            size: limits.workspace_size,
+            inodes: limits.workspace_inodes,
+            mode: 0o755,
+            noexec: false,
+        },
+    ]
+}
+
 pub fn build(rootfs: &Rootfs, host: &HostView, limits: &Limits, hostname: &str) -> Vec<Op> {
     let mut ops = Vec::new();
     match rootfs {

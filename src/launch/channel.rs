@@ -50,6 +50,9 @@ pub enum Msg {
     /// init walked all of /workspace: every file it sent is complete. Without this message
     /// the collection was cut short (init was killed).
     CollectDone,
+    /// init copied the export tmpfs to its host directory (`error`: why it could not).
+    /// Without this message after an exit 0 the copy was cut short.
+    Exported { error: Option<String> },
 }
 
 /// The largest piece of a file in one [`Msg::FileData`]. Raw bytes, not base64 in JSON: the

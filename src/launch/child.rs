@@ -31,6 +31,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{Gid, Pid, Uid};
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
 
 /// Everything the child needs, prepared by the parent before `clone` (the child gets a copy).
 pub struct ChildCtx<'a> {
@@ -69,6 +70,8 @@ pub struct ChildCtx<'a> {
     pub files: &'a [crate::spec::InputFile],
     /// Files to bring back after the payload exits.
     pub collect: Option<&'a crate::spec::Collect>,
+    /// The export tmpfs (see `crate::spec::Export`), with the byte and entry caps of its copy.
+    pub export: Option<(&'a crate::spec::Export, u64, u64)>,
     /// `--net allow=`: init's end of the socketpair the proxy's listening socket goes through.
     pub net_handover: Option<OwnedFd>,
     /// The rlimit backend's memory watch: init's end of the socketpair the sandbox's /proc
@@ -149,10 +152,13 @@ pub fn init_main(mut ctx: ChildCtx) -> ! {
             sys::exit_now(exit_codes::SANDBOX_ERROR);
         }
     };
-    if let Err((step, msg)) = setup_init(&ctx, netns) {
-        ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
-        sys::exit_now(exit_codes::SANDBOX_ERROR);
-    }
+    let export_to = match setup_init(&ctx, netns) {
+        Ok(fd) => fd,
+        Err((step, msg)) => {
+            ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
+            sys::exit_now(exit_codes::SANDBOX_ERROR);
+        }
+    };
     // The second go: the sandbox's cgroup exists (cordon made it while we built the root)
     // and, on cgroup v2, cordon has moved us into it. Nothing untrusted runs before this
     // point.
@@ -162,7 +168,12 @@ pub fn init_main(mut ctx: ChildCtx) -> ! {
     if let Err((step, msg)) = enter_cgroup_v1(&ctx).and_then(|()| {
         // Written now, inside the sandbox's cgroup: the memory of the files counts for it.
         super::collect::write_inputs(ctx.files)
-            .map_err(|m| ("write the input files into /workspace", m))
+            .map_err(|m| ("write the input files into /workspace", m))?;
+        match ctx.export {
+            Some((e, _, _)) => super::export::seed(Path::new(&e.dir), &e.seed)
+                .map_err(|m| ("write the seed files into the export directory", m)),
+            None => Ok(()),
+        }
     }) {
         ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
@@ -210,22 +221,34 @@ pub fn init_main(mut ctx: ChildCtx) -> ! {
         report,
         files,
         collect,
+        export,
         go,
         ..
     } = ctx;
     drop((stdin, stdout, stderr));
-    reap(payload, &report, &go, &sfd, |report| {
+    reap(payload, &report, &go, &sfd, |report, exited_ok| {
         if let Some(spec) = collect {
             super::collect::kill_and_reap_all();
             super::collect::collect(report, spec, files);
         }
+        if let (Some((e, max_bytes, max_entries)), Some(to)) = (export, &export_to)
+            && exited_ok
+        {
+            super::collect::kill_and_reap_all();
+            let error = super::export::copy_out(Path::new(&e.dir), to, max_bytes, max_entries)
+                .err()
+                .map(|why| format!("cannot copy {} out of the sandbox: {why}", e.dir));
+            report.send(&Msg::Exported { error });
+        }
     })
 }
 
+/// Builds the sandbox's root and the rest of init's setup; returns the host directory the
+/// export tmpfs is copied into, opened while init still has the caller's host identity.
 fn setup_init(
     ctx: &ChildCtx,
     netns: Option<sys::NetnsMaker>,
-) -> Result<(), (&'static str, String)> {
+) -> Result<Option<OwnedFd>, (&'static str, String)> {
     let e = |step: &'static str| move |err: Errno| (step, err.to_string());
     // Non-dumpable: the payload cannot read init's memory or /proc/1 details that it does not
     // own (it also lacks the capabilities ptrace would need, and seccomp denies ptrace).
@@ -247,6 +270,25 @@ fn setup_init(
     // caller's rootfs may be under /root, which the sandbox's host uid cannot traverse.
     let sources = crate::fs::open_sources(ctx.plan, ctx.rootfs_dir)
         .map_err(|err| ("open the root filesystem's sources", err.to_string()))?;
+    let export_to = match ctx.export {
+        Some((e, _, _)) => Some(
+            nix::fcntl::open(
+                &e.host,
+                nix::fcntl::OFlag::O_PATH
+                    | nix::fcntl::OFlag::O_DIRECTORY
+                    | nix::fcntl::OFlag::O_NOFOLLOW
+                    | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .map_err(|err| {
+                (
+                    "open the export's host directory",
+                    format!("{}: {err}", e.host.display()),
+                )
+            })?,
+        ),
+        None => None,
+    };
     if ctx.root_caller {
         sys::clear_groups().map_err(e("drop supplementary groups"))?;
     }
@@ -309,10 +351,10 @@ fn setup_init(
     }
     // The sandbox's /proc, for the memory watch (it lists exactly the sandbox's processes).
     if let Some(h) = &ctx.proc_handover {
-        super::memwatch::send_proc(h, ctx.own_netns)
+        super::memwatch::send_proc(h, ctx.own_netns, ctx.export.map(|(e, _, _)| e.dir.as_str()))
             .map_err(|m| ("hand the sandbox's /proc to cordon", m))?;
     }
-    Ok(())
+    Ok(export_to)
 }
 
 /// cgroup v1: init moves itself into each of the sandbox's groups through the `tasks` files
@@ -381,7 +423,7 @@ fn reap(
     report: &Reporter,
     go: &OwnedFd,
     sfd: &SignalFd,
-    after: impl FnOnce(&Reporter),
+    after: impl FnOnce(&Reporter, bool),
 ) -> ! {
     let flags = WaitPidFlag::__WALL | WaitPidFlag::WNOHANG;
     let mut watch_go = true;
@@ -390,12 +432,12 @@ fn reap(
             match waitpid(None, Some(flags)) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == payload => {
                     report.send(&Msg::Exited { code });
-                    after(report);
+                    after(report, code == 0);
                     sys::exit_now(0);
                 }
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == payload => {
                     report.send(&Msg::Signaled { signal: sig as i32 });
-                    after(report);
+                    after(report, false);
                     sys::exit_now(0);
                 }
                 Ok(WaitStatus::StillAlive) => break,
@@ -427,7 +469,7 @@ fn reap(
             match nix::unistd::read(go, &mut b) {
                 Ok(1) if &b == super::channel::STOP => {
                     super::collect::kill_and_reap_all();
-                    after(report);
+                    after(report, false);
                     sys::exit_now(0);
                 }
                 Err(Errno::EINTR | Errno::EAGAIN) => {}

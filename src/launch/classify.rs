@@ -279,6 +279,26 @@ pub fn outcome(
         });
     }
 
+    // The export tmpfs: a run that ended well is not done until init copied it out.
+    if spec.export.is_some() && status == Status::Ok {
+        let exported = ended.msgs.iter().find_map(|m| match m {
+            Msg::Exported { error } => Some(error.clone()),
+            _ => None,
+        });
+        let why = match exported {
+            Some(None) => None,
+            Some(Some(e)) => Some(e),
+            None => Some(format!(
+                "the sandbox's init ended before it had copied the export directory out ({:?}); the copy is incomplete",
+                ended.init_status
+            )),
+        };
+        if let Some(why) = why {
+            status = Status::SandboxError;
+            code = exit_codes::SANDBOX_ERROR;
+            message = Some(why);
+        }
+    }
     // A collection cut short (init killed: OOM, the grace after a stop overrun, anything):
     // files are missing, and the result says so rather than look complete. Not expected when
     // init failed before the payload ran (it collects only once the payload has ended).
@@ -445,6 +465,51 @@ mod tests {
         };
         f(&mut e);
         outcome(&spec(), e, metrics, limits, IsolationReport::default())
+    }
+
+    #[test]
+    fn an_export_not_copied_out_is_a_sandbox_error() {
+        let mut s = spec();
+        s.export = Some(crate::spec::Export {
+            dir: "/deps".into(),
+            host: "/tmp/x".into(),
+            seed: Vec::new(),
+        });
+        let with = |msgs: Vec<Msg>| {
+            outcome(
+                &s,
+                Ended {
+                    msgs,
+                    ..Ended::default()
+                },
+                Default::default(),
+                Default::default(),
+                IsolationReport::default(),
+            )
+        };
+        let ok = with(vec![Msg::Exited { code: 0 }, Msg::Exported { error: None }]);
+        assert_eq!((ok.status, ok.cli_exit_code), (Status::Ok, 0));
+        let failed = with(vec![
+            Msg::Exited { code: 0 },
+            Msg::Exported {
+                error: Some("cannot copy /deps out of the sandbox: more than 10 entries".into()),
+            },
+        ]);
+        assert_eq!(
+            (failed.status, failed.cli_exit_code),
+            (Status::SandboxError, 125)
+        );
+        assert!(failed.message.unwrap().contains("more than 10 entries"));
+        let cut = with(vec![Msg::Exited { code: 0 }]);
+        assert_eq!(cut.status, Status::SandboxError);
+        assert!(
+            cut.message
+                .unwrap()
+                .contains("before it had copied the export directory out")
+        );
+        // A program that failed is reported as such: nothing was to be copied.
+        let r = with(vec![Msg::Exited { code: 3 }]);
+        assert_eq!((r.status, r.cli_exit_code), (Status::RuntimeError, 3));
     }
 
     #[test]

@@ -36,7 +36,11 @@ const MAX_OMITTED: usize = 200;
 
 /// Writes the input files into the workspace. Runs in init, before the payload is forked.
 pub fn write_inputs(files: &[InputFile]) -> Result<(), String> {
-    let ws = std::path::Path::new(WORKSPACE);
+    write_files(std::path::Path::new(WORKSPACE), files)
+}
+
+/// Writes `files` (checked relative paths) under `ws`, a fresh tmpfs of the sandbox.
+pub fn write_files(ws: &std::path::Path, files: &[InputFile]) -> Result<(), String> {
     for f in files {
         let path = ws.join(&f.path);
         if let Some(parent) = path.parent() {

@@ -35,8 +35,9 @@
 //! - the kernel's own memory for what the sandbox's descriptors hold: each pipe or FIFO at
 //!   its whole buffer, each epoll instance's watched items (its `fdinfo` lists them), and the
 //!   data queued on its sockets (see `launch::sockdiag`);
-//! - the used size of the sandbox's writable tmpfs mounts (`/tmp`, `/dev/shm`, `/workspace`:
-//!   init hands over a descriptor of each), less what mappings of their files counted. A
+//! - the used size of the sandbox's writable tmpfs mounts (`/tmp`, `/dev/shm`, `/workspace`,
+//!   and the export directory of an install, `/deps`: init hands over a descriptor of each),
+//!   less what mappings of their files counted. A
 //!   cgroup charges tmpfs pages to the sandbox too.
 //!
 //! Full `/proc/PID/smaps` (a page-table walk) is read only for processes with shared memory
@@ -164,6 +165,9 @@ pub struct MemWatch {
     sockstat: Option<[std::fs::File; 2]>,
     /// The sandbox's writable tmpfs mounts, with their device numbers.
     mounts: Vec<(OwnedFd, Object)>,
+    /// A writable tmpfs beside [`TMPFS_MOUNTS`]: the export directory (see
+    /// `crate::spec::Export`), when the run has one.
+    extra_tmpfs: Option<String>,
     /// The device of the kernel's internal shmem mount, where shared anonymous mappings
     /// (and memfds, and SysV segments) have their objects.
     shm_dev: Option<(u32, u32)>,
@@ -206,6 +210,7 @@ impl MemWatch {
         MemWatch {
             limit,
             own_pipes,
+            extra_tmpfs: None,
             proc_dir: None,
             sysv: None,
             sockets: None,
@@ -225,6 +230,12 @@ impl MemWatch {
             unreadable_history: 0,
             report: WatchReport::default(),
         }
+    }
+
+    /// Also counts the files of the writable tmpfs at `dir` (the export directory), whose
+    /// mount init hands over after [`TMPFS_MOUNTS`].
+    pub fn watch_extra_tmpfs(&mut self, dir: &str) {
+        self.extra_tmpfs = Some(dir.to_string());
     }
 
     /// Starts watching what init sent (see [`Handover`]); the first sample is one interval
@@ -422,7 +433,13 @@ impl MemWatch {
             if pid == 1 || !seen.insert(pid) {
                 continue;
             }
-            let result = read_process(&root, pid, shm_dev, &mut objects, &mut extents);
+            let result = read_process(
+                &root,
+                pid,
+                (shm_dev, self.extra_tmpfs.as_deref()),
+                &mut objects,
+                &mut extents,
+            );
             if costly() {
                 return too_costly(seen.len(), total);
             }
@@ -673,12 +690,12 @@ enum SharedPages {
 fn read_process(
     root: &str,
     pid: u32,
-    shm_dev: Option<(u32, u32)>,
+    devs: (Option<(u32, u32)>, Option<&str>),
     objects: &mut HashMap<Object, u64>,
     extents: &mut HashMap<ObjectKey, u64>,
 ) -> Result<(u64, SharedPages), ReadError> {
     let dir = format!("{root}/{pid}");
-    match read_process_at(&dir, shm_dev, objects, extents) {
+    match read_process_at(&dir, devs, objects, extents) {
         // A process whose main thread exited (`exit`, not `exit_group`) lives on in its other
         // threads, but /proc/PID shows no memory for it any more: each live thread's
         // /proc/PID/task/TID does (they share one address space). Without a live thread the
@@ -696,7 +713,7 @@ fn read_process(
                     continue;
                 };
                 let dir = format!("{root}/{pid}/task/{tid}");
-                match read_process_at(&dir, shm_dev, objects, extents) {
+                match read_process_at(&dir, devs, objects, extents) {
                     Err(ReadError::Gone) => continue,
                     other => return other,
                 }
@@ -711,7 +728,7 @@ fn read_process(
 /// its threads' /proc/PID/task/TID).
 fn read_process_at(
     dir: &str,
-    shm_dev: Option<(u32, u32)>,
+    (shm_dev, extra_tmpfs): (Option<(u32, u32)>, Option<&str>),
     objects: &mut HashMap<Object, u64>,
     extents: &mut HashMap<ObjectKey, u64>,
 ) -> Result<(u64, SharedPages), ReadError> {
@@ -790,7 +807,7 @@ fn read_process_at(
         let what = match link {
             l if l.starts_with(b"pipe:") => Some("a pipe"),
             l if is_memfd(l) => Some("a memfd"),
-            l if on_tmpfs(l) => None,
+            l if on_tmpfs(l, extra_tmpfs) => None,
             _ => continue,
         };
         match std::fs::metadata(&path) {
@@ -846,9 +863,10 @@ pub fn is_memfd(target: &[u8]) -> bool {
     target.starts_with(b"/memfd:")
 }
 
-/// Whether a descriptor's link names a file on one of [`TMPFS_MOUNTS`].
-fn on_tmpfs(link: &[u8]) -> bool {
-    TMPFS_MOUNTS.iter().any(|m| {
+/// Whether a descriptor's link names a file on one of [`TMPFS_MOUNTS`] or on `extra` (the
+/// export directory).
+fn on_tmpfs(link: &[u8], extra: Option<&str>) -> bool {
+    TMPFS_MOUNTS.iter().copied().chain(extra).any(|m| {
         link.strip_prefix(m.as_bytes())
             .is_some_and(|rest| rest.starts_with(b"/"))
     })
@@ -1336,7 +1354,7 @@ pub const TMPFS_MOUNTS: [&str; 3] = ["/tmp", "/dev/shm", crate::spec::WORKSPACE]
 pub struct Handover {
     /// The sandbox's procfs.
     pub proc_dir: OwnedFd,
-    /// [`TMPFS_MOUNTS`], in order.
+    /// [`TMPFS_MOUNTS`], in order, then the export directory's when there is one.
     pub mounts: Vec<OwnedFd>,
     /// init's open `/proc/sysvipc/shm`, `msg` and `sem`; None on a kernel without SysV IPC.
     pub sysv: Option<[OwnedFd; 3]>,
@@ -1350,7 +1368,7 @@ pub struct Handover {
 /// of [`TMPFS_MOUNTS`], its open `/proc/sysvipc/shm`, `msg` and `sem` (which list the objects
 /// of the IPC namespace they were opened in) and, when `sockets` (the sandbox has a network namespace of its
 /// own), a sock_diag socket of that namespace.
-pub fn send_proc(to_parent: &OwnedFd, sockets: bool) -> Result<(), String> {
+pub fn send_proc(to_parent: &OwnedFd, sockets: bool, extra: Option<&str>) -> Result<(), String> {
     use nix::fcntl::OFlag;
     let open = |path: &str, flags: OFlag| {
         nix::fcntl::open(
@@ -1363,6 +1381,8 @@ pub fn send_proc(to_parent: &OwnedFd, sockets: bool) -> Result<(), String> {
     let dir = open("/proc", OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
     let mounts = TMPFS_MOUNTS
         .iter()
+        .copied()
+        .chain(extra)
         .map(|m| open(m, OFlag::O_RDONLY | OFlag::O_DIRECTORY))
         .collect::<Result<Vec<_>, _>>()?;
     // A kernel without SysV IPC (CONFIG_SYSVIPC=n) has no segments, queues or sets to count.
@@ -1390,7 +1410,9 @@ pub fn send_proc(to_parent: &OwnedFd, sockets: bool) -> Result<(), String> {
     fds.extend(sysv.iter().flatten().map(|f| f.as_raw_fd()));
     fds.extend(diag.as_ref().map(|f| f.as_raw_fd()));
     // Which of the optional descriptors follow the mounts, in this order.
-    let present = u8::from(sysv.is_some()) * HAS_SYSV + u8::from(diag.is_some()) * HAS_SOCKETS;
+    let present = u8::from(sysv.is_some()) * HAS_SYSV
+        + u8::from(diag.is_some()) * HAS_SOCKETS
+        + u8::from(extra.is_some()) * HAS_EXTRA_MOUNT;
     let cmsg = [ControlMessage::ScmRights(&fds)];
     let tag = [HANDOVER_TAG, present];
     let iov = [std::io::IoSlice::new(&tag)];
@@ -1412,6 +1434,8 @@ const LISTENER_TAG: &[u8] = b"L";
 const HANDOVER_TAG: u8 = b'P';
 const HAS_SYSV: u8 = 1;
 const HAS_SOCKETS: u8 = 2;
+/// A mount beside [`TMPFS_MOUNTS`] follows them: the export directory's.
+const HAS_EXTRA_MOUNT: u8 = 4;
 
 /// What came in on the handover socket.
 pub enum Received {
@@ -1427,7 +1451,7 @@ pub enum Received {
 pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
     let mut byte = [0u8; 2];
     let mut iov = [IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 5 + TMPFS_MOUNTS.len()]);
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 6 + TMPFS_MOUNTS.len()]);
     let msg = match recvmsg::<()>(
         from_child.as_raw_fd(),
         &mut iov,
@@ -1463,8 +1487,9 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
         };
     }
     let present = byte[1];
+    let mount_count = TMPFS_MOUNTS.len() + usize::from(present & HAS_EXTRA_MOUNT != 0);
     let expected = 1
-        + TMPFS_MOUNTS.len()
+        + mount_count
         + 3 * usize::from(present & HAS_SYSV != 0)
         + usize::from(present & HAS_SOCKETS != 0);
     if bytes == 2 && byte[0] == HANDOVER_TAG && got.len() == expected {
@@ -1472,7 +1497,7 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
         let Some(proc_dir) = got.next() else {
             unreachable!("checked length")
         };
-        let mounts: Vec<OwnedFd> = got.by_ref().take(TMPFS_MOUNTS.len()).collect();
+        let mounts: Vec<OwnedFd> = got.by_ref().take(mount_count).collect();
         let sysv = match present & HAS_SYSV != 0 {
             true => got.next().zip(got.next()).zip(got.next()),
             false => None,
@@ -1563,12 +1588,16 @@ Locked:                0 kB
 
     #[test]
     fn only_files_on_the_sandbox_s_tmpfs_mounts_may_be_its_fifos() {
-        assert!(on_tmpfs(b"/tmp/fifo"));
-        assert!(on_tmpfs(b"/workspace/a/b (deleted)"));
-        assert!(on_tmpfs(b"/dev/shm/x"));
-        assert!(!on_tmpfs(b"/tmpx/fifo"));
-        assert!(!on_tmpfs(b"/usr/lib/python3"));
-        assert!(!on_tmpfs(b"/tmp"));
+        assert!(on_tmpfs(b"/tmp/fifo", None));
+        assert!(on_tmpfs(b"/workspace/a/b (deleted)", None));
+        assert!(on_tmpfs(b"/dev/shm/x", None));
+        assert!(!on_tmpfs(b"/tmpx/fifo", None));
+        assert!(!on_tmpfs(b"/usr/lib/python3", None));
+        assert!(!on_tmpfs(b"/tmp", None));
+        // The export directory, when the run has one.
+        assert!(!on_tmpfs(b"/deps/fifo", None));
+        assert!(on_tmpfs(b"/deps/fifo", Some("/deps")));
+        assert!(!on_tmpfs(b"/depsx/fifo", Some("/deps")));
     }
 
     #[test]

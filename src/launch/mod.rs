@@ -5,6 +5,7 @@ mod channel;
 mod child;
 mod classify;
 mod collect;
+mod export;
 mod keeper;
 mod memwatch;
 mod sockdiag;
@@ -166,6 +167,9 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         host_network_etc(&mut ops);
     }
     ops.extend(plan::binds(&spec.binds));
+    if let Some(e) = &spec.export {
+        ops.extend(plan::export(e, &spec.limits));
+    }
     let rootfs_dir = match &rootfs {
         Rootfs::Dir(d) => Some(d.as_path()),
         Rootfs::Host => None,
@@ -347,7 +351,12 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                     .iter()
                     .filter(|b| b.writable)
                     .map(|b| b.dst.as_str())
+                    .chain(spec.export.iter().map(|e| e.dir.as_str()))
                     .collect(),
+                export: spec
+                    .export
+                    .as_ref()
+                    .map(|e| (e, spec.limits.workspace_size, spec.limits.workspace_inodes)),
             })
         }
         Ok(CloneResult::Parent(pid)) => pid,

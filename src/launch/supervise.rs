@@ -264,7 +264,16 @@ pub fn supervise(
                 report.as_fd(),
             ];
             own.extend(stop.as_ref().map(|s| s.as_fd()));
-            (Some(MemWatch::new(limit, &own)), Some(sock))
+            (
+                Some({
+                    let mut w = MemWatch::new(limit, &own);
+                    if let Some(e) = &spec.export {
+                        w.watch_extra_tmpfs(&e.dir);
+                    }
+                    w
+                }),
+                Some(sock),
+            )
         }
         None => (None, None),
     };

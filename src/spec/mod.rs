@@ -252,6 +252,24 @@ pub struct SandboxSpec {
     pub network: crate::net::Network,
     /// Host directories bound into the sandbox.
     pub binds: Vec<Bind>,
+    /// A tmpfs whose tree init copies out to a host directory when the program exits 0.
+    pub export: Option<Export>,
+}
+
+/// A writable tmpfs at `dir`, sized by the workspace limits (`workspace_size`,
+/// `workspace_inodes`), whose tree the sandbox's init copies into the host directory `host`
+/// once the program has exited 0 and every other process of the sandbox is gone. What the
+/// program writes is bounded by the tmpfs, where a writable bind of a host directory would let
+/// it fill the host's disk. `cordon run --packages` installs this way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Export {
+    /// Inside the sandbox: one new top-level directory (e.g. `/deps`).
+    pub dir: String,
+    /// Absolute host path of an existing, empty directory that the sandbox's host uid can
+    /// write; opened by init before the root is built.
+    pub host: PathBuf,
+    /// Files written into the tmpfs before the program starts (paths relative to `dir`).
+    pub seed: Vec<InputFile>,
 }
 
 /// The caller's `$TERM` when it is a plain terminal name, else `dumb`.
@@ -287,6 +305,7 @@ impl SandboxSpec {
             collect: None,
             network: crate::net::Network::None,
             binds: Vec::new(),
+            export: None,
         }
     }
 
@@ -372,20 +391,31 @@ impl SandboxSpec {
                 check_relative_path(p)?;
             }
         }
-        for b in &self.binds {
-            let top = b.dst.strip_prefix('/').unwrap_or("");
+        let dirs = self
+            .binds
+            .iter()
+            .map(|b| ("bind", &b.dst, &b.src))
+            .chain(self.export.iter().map(|e| ("export", &e.dir, &e.host)));
+        let mut seen = Vec::new();
+        for (what, dst, src) in dirs {
+            let top = dst.strip_prefix('/').unwrap_or("");
             if top.is_empty()
                 || top.contains('/')
                 || check_relative_path(top).is_err()
                 || RESERVED_TOP.contains(&top)
-                || !b.src.is_absolute()
+                || !src.is_absolute()
+                || seen.contains(&top)
             {
                 return Err(ParseError::new(
-                    "bind",
-                    &b.dst,
-                    "one new top-level directory inside (e.g. /deps), from an absolute host path",
+                    what,
+                    dst,
+                    "one new top-level directory inside (e.g. /deps), not used twice, from an absolute host path",
                 ));
             }
+            seen.push(top);
+        }
+        for f in self.export.iter().flat_map(|e| &e.seed) {
+            check_relative_path(&f.path)?;
         }
         // It goes into the generated /etc/hosts: RFC 1123 characters only, no newline.
         let ok_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
@@ -406,6 +436,42 @@ impl SandboxSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_export_directory_is_one_new_top_level_directory_used_once() {
+        let mut s = SandboxSpec::new(vec!["true".into()]);
+        let export = |dir: &str| Export {
+            dir: dir.into(),
+            host: "/tmp/set".into(),
+            seed: Vec::new(),
+        };
+        s.export = Some(export("/deps"));
+        assert!(s.validate().is_ok());
+        for bad in ["/", "/usr", "/a/b", "deps", "/.."] {
+            s.export = Some(export(bad));
+            assert!(s.validate().is_err(), "{bad}");
+        }
+        s.export = Some(export("/deps"));
+        s.binds = vec![Bind {
+            src: "/tmp/other".into(),
+            dst: "/deps".into(),
+            writable: false,
+        }];
+        assert!(
+            s.validate().is_err(),
+            "a bind and the export on one directory"
+        );
+        s.binds.clear();
+        s.export.as_mut().unwrap().seed = vec![InputFile {
+            path: "../escape".into(),
+            contents: Vec::new(),
+            mode: 0o644,
+        }];
+        assert!(
+            s.validate().is_err(),
+            "a seed file outside the export directory"
+        );
+    }
 
     #[test]
     fn environment_is_allow_list_plus_overrides() {

@@ -186,11 +186,20 @@ open("simple/cordon-dep/index.html", "w").write(f'<html><body><a href="../../{wh
 /// Writes a one-package npm registry (`cordon-dep` 1.0.0, exporting the string
 /// "installed from the local registry") under `root`, for a server at `localhost:port`.
 pub fn write_npm_registry(root: &Path, port: u16) {
+    write_npm_package(root, port, "cordon-dep", "");
+}
+
+/// Adds `name` 1.0.0 to the registry under `root` (as [`write_npm_registry`] does), with
+/// `postinstall` as its install script when not empty: npm runs it, as the package's author
+/// wrote it, in the install sandbox.
+pub fn write_npm_package(root: &Path, port: u16, name: &str, postinstall: &str) {
     let script = r#"
 import tarfile, io, json, hashlib, base64, os, sys
 os.chdir(sys.argv[1]); port = int(sys.argv[2])
-name, ver = "cordon-dep", "1.0.0"
+name, ver = sys.argv[3], "1.0.0"
 pkg = {"name": name, "version": ver, "main": "index.js"}
+if sys.argv[4]:
+    pkg["scripts"] = {"postinstall": sys.argv[4]}
 files = {"package/package.json": json.dumps(pkg), "package/index.js": "module.exports = 'installed from the local registry';\n"}
 buf = io.BytesIO()
 with tarfile.open(fileobj=buf, mode="w:gz") as t:
@@ -207,6 +216,7 @@ open(name, "w").write(json.dumps(doc))
         .args(["-c", script])
         .arg(root)
         .arg(port.to_string())
+        .args([name, postinstall])
         .status()
         .expect("run python3")
         .success();
