@@ -164,15 +164,24 @@ both!(
     }
 );
 
+/// The directory an npm registry is written into and its server on loopback; `None` (after a
+/// SKIP line) without npm and node.
+fn npm_registry_server(test: &str) -> Option<(tempfile::TempDir, net_support::Servers)> {
+    if !Path::new("/usr/bin/npm").exists() || !Path::new("/usr/bin/node").exists() {
+        println!(
+            "SKIP: {test}: /usr/bin/npm or /usr/bin/node is missing (apt-get install nodejs npm)"
+        );
+        return None;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let srv = net_support::start(test, Some(root.path()), false)?;
+    Some((root, srv))
+}
+
 both!(
     /// npm from a one-package registry on loopback: installed, require()-able, cached.
     fn npm_install_and_cache_hit(who) {
-        if !Path::new("/usr/bin/npm").exists() || !Path::new("/usr/bin/node").exists() {
-            println!("SKIP: npm_install_and_cache_hit: /usr/bin/npm or /usr/bin/node is missing (apt-get install nodejs npm)");
-            return;
-        }
-        let root = tempfile::tempdir().unwrap();
-        let Some(srv) = net_support::start("npm_install_and_cache_hit", Some(root.path()), false) else {
+        let Some((root, srv)) = npm_registry_server("npm_install_and_cache_hit") else {
             return;
         };
         net_support::write_npm_registry(root.path(), srv.http);
@@ -200,12 +209,7 @@ both!(
     /// as it liked for as long as the install ran, and the set was published.) A script within
     /// the size runs, and what it wrote is in the set.
     fn an_install_script_cannot_write_past_the_install_size(who) {
-        if !Path::new("/usr/bin/npm").exists() || !Path::new("/usr/bin/node").exists() {
-            println!("SKIP: an_install_script_cannot_write_past_the_install_size: /usr/bin/npm or /usr/bin/node is missing (apt-get install nodejs npm)");
-            return;
-        }
-        let root = tempfile::tempdir().unwrap();
-        let Some(srv) = net_support::start("an_install_script_cannot_write_past_the_install_size", Some(root.path()), false) else {
+        let Some((root, srv)) = npm_registry_server("an_install_script_cannot_write_past_the_install_size") else {
             return;
         };
         let fill = |n: u32, size: &str| {
@@ -311,12 +315,7 @@ both!(
 both!(
     /// npm from a package-lock.json (`npm ci`): installed as locked, and cached.
     fn npm_lock_is_installed_with_npm_ci(who) {
-        if !Path::new("/usr/bin/npm").exists() || !Path::new("/usr/bin/node").exists() {
-            println!("SKIP: npm_lock_is_installed_with_npm_ci: /usr/bin/npm or /usr/bin/node is missing (apt-get install nodejs npm)");
-            return;
-        }
-        let root = tempfile::tempdir().unwrap();
-        let Some(srv) = net_support::start("npm_lock", Some(root.path()), false) else {
+        let Some((root, srv)) = npm_registry_server("npm_lock_is_installed_with_npm_ci") else {
             return;
         };
         net_support::write_npm_registry(root.path(), srv.http);
