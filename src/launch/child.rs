@@ -238,7 +238,8 @@ pub fn init_main(mut ctx: ChildCtx) -> ! {
             let error = super::export::copy_out(Path::new(&e.dir), to, max_bytes, max_entries)
                 .err()
                 .map(|why| format!("cannot copy {} out of the sandbox: {why}", e.dir));
-            report.send(&Msg::Exported { error });
+            // Whole, however long the path in the error: init is the only process left.
+            let _ = report.send_large(&Msg::Exported { error });
         }
     })
 }

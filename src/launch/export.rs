@@ -19,6 +19,10 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+/// What a directory or symlink is charged against the byte cap: one block of a host
+/// filesystem.
+pub const ENTRY_BYTES: u64 = 4096;
+
 /// Deepest directory level copied (a dependency set may have at most as many: see deps).
 pub const MAX_DEPTH: usize = 128;
 
@@ -105,7 +109,21 @@ impl Copier {
                     self.shown(&path)
                 ));
             }
+            // A directory or symlink takes a block of the host's disk (ext4: 4 KiB) where
+            // the tmpfs may hold it for almost nothing: each counts one block against the
+            // byte cap, a symlink its target's length too.
+            self.copied.bytes = self.copied.bytes.saturating_add(match kind {
+                SFlag::S_IFREG => 0,
+                SFlag::S_IFLNK => ENTRY_BYTES.saturating_add(st.st_size as u64),
+                _ => ENTRY_BYTES,
+            });
             let shown = self.shown(&path);
+            if self.copied.bytes > self.max_bytes {
+                return Err(format!(
+                    "more than {} bytes (at {shown}; each directory and symlink counts {ENTRY_BYTES} bytes); raise the install's workspace_size",
+                    self.max_bytes
+                ));
+            }
             let err = |step: &str, e: Errno| format!("{step} {shown}: {e}");
             if kind == SFlag::S_IFDIR {
                 mkdirat(dst, name, Mode::from_bits_truncate(0o700)).map_err(|e| err("mkdir", e))?;
@@ -239,7 +257,7 @@ mod tests {
             c,
             Copied {
                 entries: 6,
-                bytes: 16,
+                bytes: 16 + 4 * ENTRY_BYTES + 20, // files, 2 directories, 2 symlinks (targets of 9 and 11 bytes)
                 skipped: 2
             }
         );
@@ -293,6 +311,16 @@ mod tests {
     }
 
     #[test]
+    fn empty_directories_and_symlinks_count_against_the_bytes() {
+        let t = tempfile::tempdir().unwrap();
+        for i in 0..100 {
+            std::fs::create_dir(t.path().join(format!("d{i}"))).unwrap();
+        }
+        let (_out, r) = copy(t.path(), 50 * ENTRY_BYTES, 10_000);
+        assert!(r.unwrap_err().contains("each directory and symlink counts"));
+    }
+
+    #[test]
     fn entry_count_and_depth_are_bounded() {
         let t = tempfile::tempdir().unwrap();
         for i in 0..20 {
@@ -307,7 +335,7 @@ mod tests {
             p.push("d");
         }
         std::fs::create_dir_all(&p).unwrap();
-        let (_out, r) = copy(t.path(), 1 << 20, 10_000);
+        let (_out, r) = copy(t.path(), 16 << 20, 10_000);
         let e = r.unwrap_err();
         assert!(e.contains("more than 128 directory levels"), "{e}");
     }
