@@ -55,6 +55,8 @@ pub struct LimitOverrides {
     pub file_size: Option<String>,
     pub open_files: Option<u64>,
     pub workspace_size: Option<String>,
+    /// Files, directories and symlinks /workspace may hold (its tmpfs's inode count).
+    pub workspace_inodes: Option<u64>,
     pub tmp_size: Option<String>,
 }
 
@@ -62,6 +64,15 @@ impl LimitOverrides {
     /// Applies these overrides on top of `base`.
     pub fn apply(&self, base: &mut Limits) -> Result<(), ParseError> {
         let size = |v: &Option<String>| v.as_deref().map(spec::parse_size).transpose();
+        // tmpfs reads 0 as "no cap" (see SandboxSpec::validate): refused here already, with
+        // the key's own name.
+        let zero = |key: &str| {
+            ParseError::new(
+                key,
+                "0",
+                "a tmpfs of 0 would have no cap at all; give a positive value",
+            )
+        };
         let dur = |v: &Option<String>| v.as_deref().map(spec::parse_duration).transpose();
         if let Some(t) = dur(&self.timeout)? {
             base.wall = t;
@@ -88,10 +99,15 @@ impl LimitOverrides {
             base.open_files = n;
         }
         if let Some(w) = size(&self.workspace_size)? {
-            base.workspace_size = w;
+            base.workspace_size = (w > 0).then_some(w).ok_or_else(|| zero("workspace_size"))?;
+        }
+        if let Some(n) = self.workspace_inodes {
+            base.workspace_inodes = (n > 0)
+                .then_some(n)
+                .ok_or_else(|| zero("workspace_inodes"))?;
         }
         if let Some(t) = size(&self.tmp_size)? {
-            base.tmp_size = t;
+            base.tmp_size = (t > 0).then_some(t).ok_or_else(|| zero("tmp_size"))?;
         }
         Ok(())
     }
@@ -383,5 +399,25 @@ mod tests {
         assert_eq!(l.wall, std::time::Duration::from_secs(5));
         assert_eq!(l.memory, None);
         assert_eq!(l.pids, Some(7));
+
+        let inodes = |v: u64| LimitOverrides {
+            workspace_inodes: Some(v),
+            ..Default::default()
+        };
+        inodes(100).apply(&mut l).unwrap();
+        assert_eq!(l.workspace_inodes, 100);
+        let e = inodes(0).apply(&mut l).unwrap_err();
+        assert!(e.to_string().contains("workspace_inodes"), "{e}");
+        let size0 = LimitOverrides {
+            tmp_size: Some("0".into()),
+            ..Default::default()
+        };
+        assert!(
+            size0
+                .apply(&mut l)
+                .unwrap_err()
+                .to_string()
+                .contains("no cap")
+        );
     }
 }

@@ -276,6 +276,32 @@ both!(fn workspace_and_tmp_size_limits(who) {
     assert!(sizes[1] <= 2 * MIB, "/tmp held {} bytes under --tmp-size 2M", sizes[1]);
 });
 
+both!(fn workspace_inode_limit(who) {
+    let r = exec_json_run(
+        who,
+        &["--workspace-inodes", "40"],
+        &[
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 200 ] && touch /workspace/f$i 2>/dev/null; do i=$((i+1)); done; echo $i",
+        ],
+    );
+    let n: u64 = r.expect_ok().trim().parse().unwrap_or_else(|_| panic!("{}", r.describe()));
+    assert!((20..40).contains(&n), "{n} files under --workspace-inodes 40:\n{}", r.describe());
+    let reported = r.get("/limits/workspaceBytes/note").as_str().unwrap_or_default().to_string();
+    assert!(reported.contains("40 inodes"), "the result must say the cap: {reported}\n{}", r.describe());
+});
+
+// tmpfs reads 0 as "no cap": a 0 is refused, never a /workspace bounded only by memory.
+both!(fn a_zero_tmpfs_cap_is_refused(who) {
+    for flag in ["--workspace-size", "--workspace-inodes", "--tmp-size"] {
+        let f = exec_plain(who, &[flag, "0"], &["true"]);
+        assert_eq!(f.code, 125, "{flag} 0:\n{}", f.describe());
+        let err = f.stderr_str();
+        assert!(err.contains(flag) && err.contains("no cap"), "{flag} 0: {err}");
+    }
+});
+
 both!(fn open_files_limit(who) {
     let r = exec_json_run(
         who,

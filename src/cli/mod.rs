@@ -185,6 +185,9 @@ pub struct RunLimitArgs {
     /// Size of /workspace.
     #[arg(long, value_name = "SIZE")]
     pub workspace_size: Option<String>,
+    /// Files, directories and symlinks /workspace may hold (default 16384).
+    #[arg(long, value_name = "N")]
+    pub workspace_inodes: Option<u64>,
     /// Size of /tmp.
     #[arg(long, value_name = "SIZE")]
     pub tmp_size: Option<String>,
@@ -211,6 +214,7 @@ impl RunLimitArgs {
             file_size: self.file_size.clone(),
             open_files: self.open_files,
             workspace_size: self.workspace_size.clone(),
+            workspace_inodes: self.workspace_inodes,
             tmp_size: self.tmp_size.clone(),
         }
     }
@@ -392,6 +396,9 @@ pub struct ExecArgs {
     /// Size of the /workspace tmpfs.
     #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = spec::parse_size)]
     pub workspace_size: u64,
+    /// Files, directories and symlinks the /workspace tmpfs may hold.
+    #[arg(long, value_name = "N", default_value_t = spec::Limits::default().workspace_inodes)]
+    pub workspace_inodes: u64,
     /// Size of the /tmp and /dev/shm tmpfs.
     #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = spec::parse_size)]
     pub tmp_size: u64,
@@ -453,6 +460,7 @@ impl ExecArgs {
         l.file_size = nonzero(self.file_size);
         l.open_files = self.open_files;
         l.workspace_size = self.workspace_size;
+        l.workspace_inodes = self.workspace_inodes;
         l.tmp_size = self.tmp_size;
         s.passthrough = !self.json;
         Ok(s)

@@ -383,6 +383,30 @@ impl SandboxSpec {
                 "at least one process is needed",
             ));
         }
+        // tmpfs reads a size or inode count of 0 as "unbounded": a cap cannot be lifted that
+        // way (the memory limit would be all that held a full /workspace).
+        for (what, v, hint) in [
+            (
+                "--workspace-size",
+                self.limits.workspace_size,
+                "a size, e.g. 1G",
+            ),
+            (
+                "--workspace-inodes",
+                self.limits.workspace_inodes,
+                "a number of files, e.g. 100000",
+            ),
+            ("--tmp-size", self.limits.tmp_size, "a size, e.g. 256M"),
+            ("tmp inodes", self.limits.tmp_inodes, "a number of files"),
+        ] {
+            if v == 0 {
+                return Err(ParseError::new(
+                    what,
+                    "0",
+                    &format!("a tmpfs of 0 would have no cap at all; give {hint}"),
+                ));
+            }
+        }
         for f in &self.files {
             check_relative_path(&f.path)?;
         }
