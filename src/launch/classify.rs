@@ -79,6 +79,31 @@ fn human_size(b: u64) -> String {
     }
 }
 
+/// How the sandbox's init ended, for a note on work it had not finished (collection, the
+/// export copy); `counted` says what counts toward the memory limit and how to raise it.
+fn init_end(
+    ended: &super::supervise::Ended,
+    oom_reported: Option<bool>,
+    lim: &crate::spec::Limits,
+    counted: &str,
+) -> String {
+    match ended.init_status {
+        Some(WaitStatus::Signaled(_, Signal::SIGKILL, _)) if oom_reported == Some(true) => {
+            format!(
+                "the kernel OOM-killed the sandbox's init at the memory limit of {} ({counted})",
+                lim.memory.map(human_size).unwrap_or_else(|| "?".into())
+            )
+        }
+        Some(WaitStatus::Signaled(_, sig, _)) => {
+            format!("the sandbox's init was killed by {}", sig.as_str())
+        }
+        Some(WaitStatus::Exited(_, c)) => format!("the sandbox's init exited with code {c}"),
+        // Not reaped: supervision ended another way (cordon's own failure, said in the
+        // message before this note).
+        _ => "the sandbox's init did not report its end".into(),
+    }
+}
+
 /// Captured bytes as text, without a second copy when they are valid UTF-8 (an output of
 /// 10 MiB must not cost cordon several times that); invalid sequences become U+FFFD, and the
 /// flag says so.
@@ -289,8 +314,14 @@ pub fn outcome(
             Some(None) => None,
             Some(Some(e)) => Some(e),
             None => Some(format!(
-                "the sandbox's init ended before it had copied the export directory out ({:?}); the copy is incomplete",
-                ended.init_status
+                "{} before it had copied {} out of the sandbox; the copy is incomplete",
+                init_end(
+                    &ended,
+                    oom_reported,
+                    lim,
+                    "the files in the export directory count toward it; for a package install raise memory in the profile's [packages.limits]"
+                ),
+                spec.export.as_ref().map(|e| e.dir.as_str()).unwrap_or("?"),
             )),
         };
         if let Some(why) = why {
@@ -315,23 +346,12 @@ pub fn outcome(
                 ),
             }
         } else {
-            match ended.init_status {
-                Some(WaitStatus::Signaled(_, Signal::SIGKILL, _)) if oom_reported == Some(true) => {
-                    format!(
-                        "the kernel OOM-killed the sandbox's init at the memory limit of {} (the files in /workspace count toward it; raise it with --memory)",
-                        lim.memory.map(human_size).unwrap_or_else(|| "?".into())
-                    )
-                }
-                Some(WaitStatus::Signaled(_, sig, _)) => {
-                    format!("the sandbox's init was killed by {}", sig.as_str())
-                }
-                Some(WaitStatus::Exited(_, c)) => {
-                    format!("the sandbox's init exited with code {c}")
-                }
-                // Not reaped: supervision ended another way (cordon's own failure, said in
-                // the message before this note).
-                _ => "the sandbox's init did not report its end".into(),
-            }
+            init_end(
+                &ended,
+                oom_reported,
+                lim,
+                "the files in /workspace count toward it; raise it with --memory",
+            )
         };
         let cut = collected.cut_off();
         let mut note = format!(
@@ -475,18 +495,23 @@ mod tests {
             host: "/tmp/x".into(),
             seed: Vec::new(),
         });
-        let with = |msgs: Vec<Msg>| {
+        let with_end = |msgs: Vec<Msg>, killed: bool, metrics: CgroupMetrics| {
+            let mut e = Ended {
+                msgs,
+                ..Ended::default()
+            };
+            if killed {
+                init_killed(&mut e);
+            }
             outcome(
                 &s,
-                Ended {
-                    msgs,
-                    ..Ended::default()
-                },
-                Default::default(),
+                e,
+                metrics,
                 Default::default(),
                 IsolationReport::default(),
             )
         };
+        let with = |msgs: Vec<Msg>| with_end(msgs, false, Default::default());
         let ok = with(vec![Msg::Exited { code: 0 }, Msg::Exported { error: None }]);
         assert_eq!((ok.status, ok.cli_exit_code), (Status::Ok, 0));
         let failed = with(vec![
@@ -502,10 +527,22 @@ mod tests {
         assert!(failed.message.unwrap().contains("more than 10 entries"));
         let cut = with(vec![Msg::Exited { code: 0 }]);
         assert_eq!(cut.status, Status::SandboxError);
+        let m = cut.message.unwrap();
+        assert!(m.contains("before it had copied /deps out"), "{m}");
+        // Killed mid-copy: what killed it, and what to raise.
+        let m = with_end(vec![Msg::Exited { code: 0 }], true, Default::default())
+            .message
+            .unwrap();
         assert!(
-            cut.message
-                .unwrap()
-                .contains("before it had copied the export directory out")
+            m.contains("init was killed by SIGKILL before it had copied /deps"),
+            "{m}"
+        );
+        let oomed = with_end(vec![Msg::Exited { code: 0 }], true, oom());
+        assert_eq!(oomed.status, Status::SandboxError);
+        let m = oomed.message.unwrap();
+        assert!(
+            m.contains("OOM-killed") && m.contains("[packages.limits]"),
+            "{m}"
         );
         // A program that failed is reported as such: nothing was to be copied.
         let r = with(vec![Msg::Exited { code: 3 }]);

@@ -23,6 +23,12 @@ use std::path::{Path, PathBuf};
 /// filesystem.
 pub const ENTRY_BYTES: u64 = 4096;
 
+/// What to do when the tree is over a cap (the caps are the export tmpfs's own).
+const RAISE_SIZE: &str =
+    "raise workspace_size (for a package install: the profile's [packages.limits])";
+const RAISE_INODES: &str =
+    "raise workspace_inodes (for a package install: the profile's [packages.limits])";
+
 /// Deepest directory level copied (a dependency set may have at most as many: see deps).
 pub const MAX_DEPTH: usize = 128;
 
@@ -104,7 +110,7 @@ impl Copier {
             self.copied.entries += 1;
             if self.copied.entries > self.max_entries {
                 return Err(format!(
-                    "more than {} entries (at {})",
+                    "more than {} entries (at {}; each name of a hard-linked file counts); {RAISE_INODES}",
                     self.max_entries,
                     self.shown(&path)
                 ));
@@ -120,7 +126,7 @@ impl Copier {
             let shown = self.shown(&path);
             if self.copied.bytes > self.max_bytes {
                 return Err(format!(
-                    "more than {} bytes (at {shown}; each directory and symlink counts {ENTRY_BYTES} bytes); raise the install's workspace_size",
+                    "more than {} bytes (at {shown}; each directory and symlink counts {ENTRY_BYTES} bytes); {RAISE_SIZE}",
                     self.max_bytes
                 ));
             }
@@ -168,7 +174,7 @@ impl Copier {
         self.copied.bytes = self.copied.bytes.saturating_add(size);
         if self.copied.bytes > self.max_bytes {
             return Err(format!(
-                "more than {} bytes of files (at {shown}, {size} bytes; sparse and hard-linked files count at their full size)",
+                "more than {} bytes of files (at {shown}, {size} bytes; sparse and hard-linked files count at their full size); {RAISE_SIZE}",
                 self.max_bytes
             ));
         }
@@ -295,7 +301,9 @@ mod tests {
         let (_out, r) = copy(t.path(), 4 << 20, 100);
         let e = r.unwrap_err();
         assert!(
-            e.contains("more than 4194304 bytes") && e.contains("sparse"),
+            e.contains("more than 4194304 bytes")
+                && e.contains("sparse")
+                && e.contains("raise workspace_size"),
             "{e}"
         );
 
@@ -327,7 +335,11 @@ mod tests {
             std::fs::write(t.path().join(format!("f{i}")), b"").unwrap();
         }
         let (_out, r) = copy(t.path(), 1 << 20, 10);
-        assert!(r.unwrap_err().contains("more than 10 entries"));
+        let e = r.unwrap_err();
+        assert!(
+            e.contains("more than 10 entries") && e.contains("raise workspace_inodes"),
+            "{e}"
+        );
 
         let t = tempfile::tempdir().unwrap();
         let mut p = t.path().to_path_buf();
