@@ -283,6 +283,34 @@ fn toolchain_identity(program: &str, rootfs: &Rootfs) -> String {
     }
 }
 
+/// The compile cache's key: everything the artifact is made from — the compiler (its path,
+/// size and mtime), its argv and environment, the root, and each file's name, mode and bytes
+/// (a mode can change the build: an executable build script, a file only its owner reads).
+fn compile_key(profile: &Profile, argv: &[String], rootfs: &Rootfs, files: &[InputFile]) -> Key {
+    // A BTreeMap: in key order already.
+    let env = &profile.compile_env;
+    let mut parts: Vec<Vec<u8>> = vec![
+        b"cordon-compile-v2".to_vec(),
+        profile.name.as_bytes().to_vec(),
+        argv.join("\0").into_bytes(),
+        env.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("\0")
+            .into_bytes(),
+        toolchain_identity(&argv[0], rootfs).into_bytes(),
+        format!("{rootfs:?}").into_bytes(),
+    ];
+    let mut sorted: Vec<&InputFile> = files.iter().collect();
+    sorted.sort_by(|a, b| a.path.cmp(&b.path));
+    for f in sorted {
+        parts.push(f.path.as_bytes().to_vec());
+        parts.push(f.mode.to_le_bytes().to_vec());
+        parts.push(f.contents.clone());
+    }
+    Key::new(&parts.iter().map(|p| p.as_slice()).collect::<Vec<_>>())
+}
+
 /// Debian's package for each built-in toolchain, for the fix in [`check_toolchain`].
 const PACKAGES: &[(&str, &str)] = &[
     ("python3", "python3"),
@@ -418,31 +446,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     let mut run_files = files.clone();
     if let (Some(compile), Some(artifact)) = (&profile.compile, &profile.artifact) {
         let argv = profile.expand(compile, &entry);
-        let mut env: Vec<(String, String)> = profile
-            .compile_env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        env.sort();
-        let mut parts: Vec<Vec<u8>> = vec![
-            b"cordon-compile-v1".to_vec(),
-            profile.name.as_bytes().to_vec(),
-            argv.join("\0").into_bytes(),
-            env.iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join("\0")
-                .into_bytes(),
-            toolchain_identity(&argv[0], &rootfs).into_bytes(),
-            format!("{rootfs:?}").into_bytes(),
-        ];
-        let mut sorted: Vec<&InputFile> = files.iter().collect();
-        sorted.sort_by(|a, b| a.path.cmp(&b.path));
-        for f in sorted {
-            parts.push(f.path.as_bytes().to_vec());
-            parts.push(f.contents.clone());
-        }
-        let key = Key::new(&parts.iter().map(|p| p.as_slice()).collect::<Vec<_>>());
+        let key = compile_key(&profile, &argv, &rootfs, &files);
         let cache = if opts.cache {
             match Cache::open(Cache::default_dir(), CACHE_MAX_BYTES) {
                 Ok(c) => Some(c),
@@ -471,7 +475,11 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
             }
             None => {
                 let mut s = base_spec(argv, &rootfs, opts, &profile);
-                s.env = env.clone();
+                s.env = profile
+                    .compile_env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 s.limits = limits_with(&[&profile.compile_limits, &req.compile_limits])?;
                 s.stdin = StdinSource::Null;
                 s.files = files.clone();
@@ -707,6 +715,41 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not in the root filesystem"), "{e}");
+    }
+
+    #[test]
+    fn the_compile_key_covers_names_modes_bytes_and_the_compiler() {
+        let p = crate::profile::find("go", &[]).unwrap();
+        let argv = p.expand(p.compile.as_ref().unwrap(), "main.go");
+        let file = |path: &str, mode: u32, contents: &[u8]| InputFile {
+            path: path.into(),
+            contents: contents.to_vec(),
+            mode,
+        };
+        let base = vec![
+            file("main.go", 0o644, b"package main"),
+            file("b.sh", 0o644, b"x"),
+        ];
+        let key = |files: &[InputFile]| compile_key(&p, &argv, &Rootfs::Host, files);
+        let k = key(&base);
+        // The order files are given in does not matter.
+        let mut swapped = base.clone();
+        swapped.reverse();
+        assert_eq!(key(&swapped), k);
+        let mut m = base.clone();
+        m[1].mode = 0o755;
+        assert_ne!(key(&m), k, "a file's mode must change the key");
+        let mut c = base.clone();
+        c[1].contents = b"y".to_vec();
+        assert_ne!(key(&c), k);
+        let mut n = base.clone();
+        n[1].path = "c.sh".into();
+        assert_ne!(key(&n), k);
+        let d = tempfile::tempdir().unwrap();
+        assert_ne!(
+            compile_key(&p, &argv, &Rootfs::Dir(d.path().into()), &base),
+            k
+        );
     }
 
     #[test]
