@@ -218,6 +218,9 @@ pub struct Outcome {
     /// Whether the kernel OOM-killed a process of the sandbox.
     pub oom_killed: bool,
     pub oom_killed_source: MetricSource,
+    /// How many times a fork or clone failed at the pids limit (the cgroup's `pids.events`);
+    /// null where nothing counts them (the rlimit backend: RLIMIT_NPROC has no counter).
+    pub pids_limit_hits: Option<u64>,
     /// True when stdout or stderr was cut at the output limit.
     pub output_truncated: bool,
     pub stdout_bytes: u64,

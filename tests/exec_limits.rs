@@ -54,6 +54,14 @@ both!(fn timeout_kills_stopped_process(who) {
     assert_within(&r, Duration::from_secs(6));
 });
 
+// Case 31: pause() in the main process and in a child that ignores SIGTERM.
+both!(fn timeout_kills_paused_processes(who) {
+    let code = "import os, signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nif os.fork() == 0:\n    signal.pause()\nsignal.pause()\n";
+    let r = exec_json_run(who, &["--timeout", "1s"], &[PY, "-c", code]);
+    assert_eq!((r.status(), r.code()), ("timeout", 124), "{}", r.describe());
+    assert_within(&r, Duration::from_secs(6));
+});
+
 both!(fn duration_and_size_syntax(who) {
     for (timeout, ms) in [("30", 30_000.0), ("1.5s", 1_500.0), ("4500ms", 4_500.0), ("2m", 120_000.0)] {
         let r = exec_json_run(who, &["--timeout", timeout, "--memory", "256M"], &["true"]);
@@ -194,6 +202,30 @@ both!(fn fork_bomb_is_contained(who) {
 
 both!(fn fork_bomb_with_forced_rlimit_is_contained(who) {
     fork_bomb(who, &["--limits-backend", "rlimit"]);
+});
+
+// Case 27, unbounded: a shell fork bomb and `while True: os.fork()` in every process, which
+// never stop on their own. The pids limit holds them, the timeout ends the run on time (cordon
+// stays responsive), and the result counts the refused forks where the kernel does (cgroup
+// pids.events; RLIMIT_NPROC has no counter: null).
+both!(fn unbounded_fork_bombs_are_held_and_reported(who) {
+    let py = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n";
+    for (name, argv) in [
+        ("shell", ["sh", "-c", "bomb() { bomb | bomb & }; bomb; wait; sleep 100"]),
+        ("python", [PY, "-c", py]),
+    ] {
+        let r = exec_json_run(who, &["--pids", "32", "--timeout", "3s"], &argv);
+        assert_eq!((r.status(), r.code()), ("timeout", 124), "{name}:\n{}", r.describe());
+        assert_within(&r, Duration::from_secs(3 + 7));
+        let hits = r.get("/pidsLimitHits");
+        if r.backend().starts_with("cgroup") {
+            assert!(hits.as_u64().is_some_and(|n| n > 0), "{name}: pidsLimitHits {hits}:\n{}", r.describe());
+            let msg = r.get("/message").as_str().unwrap_or_default();
+            assert!(msg.contains("fork or clone failed") && msg.contains("32"), "{name}: {msg}");
+        } else {
+            assert!(hits.is_null(), "{name}: nothing counts refused forks under rlimit:\n{}", r.describe());
+        }
+    }
 });
 
 fn output_flood(who: Who, to_stderr: bool) {
@@ -348,7 +380,7 @@ fn names_cgroup_v2(text: &str) -> bool {
 
 both!(fn forced_unavailable_backend_is_error_125(who) {
     if cgroup_layout() == CgroupLayout::PureV2 {
-        println!("SKIP: cgroup v2 is available on this host; nothing unavailable to force");
+        skip!("SKIP: cgroup v2 is available on this host; nothing unavailable to force");
         return;
     }
     let plain = exec_plain(who, &["--limits-backend", "cgroup-v2"], &["true"]);
@@ -373,13 +405,13 @@ both!(fn forced_unavailable_backend_is_error_125(who) {
 #[test]
 fn realtime_caller_on_cgroup_v1_is_told_why() {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("SKIP: needs root (only root may set SCHED_FIFO)");
+        skip!("SKIP: needs root (only root may set SCHED_FIFO)");
         return;
     }
     let plain = exec_json_run(Who::Root, &[] as &[&str], &["true"]);
     plain.expect_ok();
     if plain.backend() != "cgroup-v1" {
-        eprintln!(
+        skip!(
             "SKIP: the auto backend here is {}, not cgroup-v1",
             plain.backend()
         );

@@ -405,6 +405,19 @@ pub fn outcome(
         ));
     }
 
+    // A fork bomb, or a program that ran short of processes: the counter says what the
+    // status cannot (a run that timed out or failed because it could not fork).
+    if let (Some(n), Some(max)) = (metrics.pids_limit_hits.filter(|&n| n > 0), lim.pids)
+        && status != Status::SandboxError
+    {
+        let note = format!(
+            "fork or clone failed {n} time(s) at the limit of {max} processes and threads (raise it with --pids)"
+        );
+        message = Some(match message {
+            Some(m) => format!("{m}; {note}"),
+            None => note,
+        });
+    }
     let (memory_used, memory_used_source) = match (metrics.peak_memory, ended.rusage_maxrss) {
         (Some(p), _) => (Some(p), cgroup_source),
         // The watch's peak is a sum over the sandbox; ru_maxrss the largest single process.
@@ -446,6 +459,7 @@ pub fn outcome(
         memory_used_source,
         oom_killed,
         oom_killed_source,
+        pids_limit_hits: metrics.pids_limit_hits,
         output_truncated: ended.stdout.truncated || ended.stderr.truncated,
         stdout_bytes: ended.stdout.total,
         stderr_bytes: ended.stderr.total,
@@ -547,6 +561,58 @@ mod tests {
         // A program that failed is reported as such: nothing was to be copied.
         let r = with(vec![Msg::Exited { code: 3 }]);
         assert_eq!((r.status, r.cli_exit_code), (Status::RuntimeError, 3));
+    }
+
+    #[test]
+    fn forks_refused_at_the_pids_limit_are_reported() {
+        let hits = |n| CgroupMetrics {
+            pids_limit_hits: Some(n),
+            source: Some(MetricSource::CgroupV1),
+            ..Default::default()
+        };
+        let o = run(
+            vec![Msg::Exited { code: 1 }],
+            |_| {},
+            hits(5),
+            Default::default(),
+        );
+        assert_eq!(
+            (o.status, o.pids_limit_hits),
+            (Status::RuntimeError, Some(5))
+        );
+        let m = o.message.unwrap();
+        assert!(
+            m.contains("fork or clone failed 5 time(s)") && m.contains("--pids"),
+            "{m}"
+        );
+        // A fork bomb stopped by the timeout: both causes are said.
+        let o = run(
+            vec![],
+            |e| e.timed_out = true,
+            hits(1000),
+            Default::default(),
+        );
+        assert_eq!(o.status, Status::Timeout);
+        let m = o.message.unwrap();
+        assert!(
+            m.contains("wall-clock") && m.contains("failed 1000 time(s)"),
+            "{m}"
+        );
+        // None refused, or nothing counts them (rlimit): no note.
+        let o = run(
+            vec![Msg::Exited { code: 1 }],
+            |_| {},
+            hits(0),
+            Default::default(),
+        );
+        assert_eq!((o.message, o.pids_limit_hits), (None, Some(0)));
+        let o = run(
+            vec![Msg::Exited { code: 1 }],
+            |_| {},
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(o.pids_limit_hits, None);
     }
 
     #[test]

@@ -108,6 +108,8 @@ pub struct CgroupMetrics {
     pub cpu_time: Option<Duration>,
     pub peak_memory: Option<u64>,
     pub oom_kills: Option<u64>,
+    /// Forks and clones the pids controller refused at the limit (`pids.events` `max`).
+    pub pids_limit_hits: Option<u64>,
     pub source: Option<MetricSource>,
 }
 

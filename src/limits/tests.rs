@@ -559,10 +559,12 @@ fn v2_metrics_are_parsed() {
         &dir.join("memory.events"),
         "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n",
     );
+    fs.set(&dir.join("pids.events"), "max 7\n");
     let m = cg.metrics();
     assert_eq!(m.peak_memory, Some(64 << 20));
     assert_eq!(m.cpu_time, Some(Duration::from_micros(1_234_567)));
     assert_eq!(m.oom_kills, Some(1));
+    assert_eq!(m.pids_limit_hits, Some(7));
     assert_eq!(m.source, Some(MetricSource::CgroupV2));
     // memory.peak is absent before Linux 5.19: no value, not zero.
     std::fs::remove_file(dir.join("memory.peak")).unwrap();
@@ -582,9 +584,12 @@ fn v1_metrics_are_parsed() {
         "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n",
     );
     fs.set(&d[3].join("cpuacct.usage"), "2500000000\n");
+    assert!(d[1].parent().unwrap().ends_with("pids"), "{d:?}");
+    fs.set(&d[1].join("pids.events"), "max 41\n");
     let m = cg.metrics();
     assert_eq!(m.peak_memory, Some(70_000_640));
     assert_eq!(m.oom_kills, Some(3));
+    assert_eq!(m.pids_limit_hits, Some(41));
     assert_eq!(m.cpu_time, Some(Duration::from_millis(2500)));
     assert_eq!(m.source, Some(MetricSource::CgroupV1));
 }

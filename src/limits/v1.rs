@@ -173,7 +173,8 @@ pub fn write_limits(
     Ok(V1Applied { swap_limited })
 }
 
-/// `memory.max_usage_in_bytes`, `cpuacct.usage` (ns), `memory.oom_control` `oom_kill`.
+/// `memory.max_usage_in_bytes`, `cpuacct.usage` (ns), `memory.oom_control` `oom_kill`,
+/// `pids.events` `max`.
 pub fn metrics(fs: &dyn CgroupFs, dirs: &V1Dirs) -> CgroupMetrics {
     let read = |d: &Path, f: &str| fs.read(&d.join(f)).ok();
     CgroupMetrics {
@@ -184,6 +185,7 @@ pub fn metrics(fs: &dyn CgroupFs, dirs: &V1Dirs) -> CgroupMetrics {
             .map(Duration::from_nanos),
         oom_kills: read(&dirs.memory, "memory.oom_control")
             .and_then(|t| keyed_value(&t, "oom_kill")),
+        pids_limit_hits: read(&dirs.pids, "pids.events").and_then(|t| keyed_value(&t, "max")),
         source: Some(MetricSource::CgroupV1),
     }
 }

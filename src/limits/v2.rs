@@ -351,7 +351,8 @@ pub fn write_limits(fs: &dyn CgroupFs, dir: &Path, limits: &Limits) -> Result<V2
     })
 }
 
-/// `memory.peak` (bytes), `cpu.stat` `usage_usec`, `memory.events` `oom_kill`.
+/// `memory.peak` (bytes), `cpu.stat` `usage_usec`, `memory.events` `oom_kill`,
+/// `pids.events` `max`.
 pub fn metrics(fs: &dyn CgroupFs, dir: &Path) -> CgroupMetrics {
     let read = |f: &str| fs.read(&dir.join(f)).ok();
     CgroupMetrics {
@@ -360,6 +361,7 @@ pub fn metrics(fs: &dyn CgroupFs, dir: &Path) -> CgroupMetrics {
             .and_then(|t| keyed_value(&t, "usage_usec"))
             .map(Duration::from_micros),
         oom_kills: read("memory.events").and_then(|t| keyed_value(&t, "oom_kill")),
+        pids_limit_hits: read("pids.events").and_then(|t| keyed_value(&t, "max")),
         source: Some(MetricSource::CgroupV2),
     }
 }
