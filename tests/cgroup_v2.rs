@@ -37,7 +37,7 @@ fn v2_ready(who: Who, test: &str) -> bool {
         );
     }
     if cgroup_layout() != CgroupLayout::PureV2 {
-        println!(
+        skip!(
             "SKIP: {test}: the host is not pure cgroup v2 ({:?}); scripts/vm-test runs this in a cgroup v2 guest",
             cgroup_layout()
         );
@@ -48,7 +48,7 @@ fn v2_ready(who: Who, test: &str) -> bool {
     }
     let r = exec_json_run(who, &[] as &[&str], &["true"]);
     if r.backend() != "cgroup-v2" {
-        println!(
+        skip!(
             "SKIP: {test}: cordon gets no cgroup v2 here ({}); set CORDON_TEST_CGROUP_SCOPES (scripts/vm-test does)",
             r.get("/limits/backendNote").as_str().unwrap_or("")
         );
@@ -226,15 +226,13 @@ impl Drop for TestCgroup {
 /// The parent for the test's own cgroups: the scopes directory of this variant.
 fn scopes_parent(who: Who, test: &str) -> Option<PathBuf> {
     if !running_as_root() {
-        println!("SKIP: {test}: needs root to place cordon in a given cgroup");
+        skip!("SKIP: {test}: needs root to place cordon in a given cgroup");
         return None;
     }
     match cgroup_scopes() {
         Some(p) => Some(p.join(who.scope_dir())),
         None => {
-            println!(
-                "SKIP: {test}: CORDON_TEST_CGROUP_SCOPES is not set (scripts/vm-test sets it)"
-            );
+            skip!("SKIP: {test}: CORDON_TEST_CGROUP_SCOPES is not set (scripts/vm-test sets it)");
             None
         }
     }
@@ -312,7 +310,7 @@ fn unprivileged_without_delegation_falls_back_and_says_how_to_fix() {
         return;
     }
     if cgroup_layout() != CgroupLayout::PureV2 {
-        println!(
+        skip!(
             "SKIP: {test}: the host is not pure cgroup v2 ({:?})",
             cgroup_layout()
         );
@@ -327,7 +325,7 @@ fn unprivileged_without_delegation_falls_back_and_says_how_to_fix() {
         .to_string();
     let dir = Path::new("/sys/fs/cgroup").join(own.trim_start_matches('/'));
     if nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok() && !running_as_root() {
-        println!(
+        skip!(
             "SKIP: {test}: this user's cgroup {} is writable (delegated)",
             dir.display()
         );
@@ -421,7 +419,7 @@ fn root_in_the_root_cgroup_needs_no_leaf() {
     }
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     if !own.lines().any(|l| l == "0::/") {
-        println!("SKIP: {test}: the tests do not run in the root cgroup here ({own:?})");
+        skip!("SKIP: {test}: the tests do not run in the root cgroup here ({own:?})");
         return;
     }
     // The root cgroup is exempt from the no-internal-processes rule: cordon creates its
@@ -457,7 +455,7 @@ fn user_manager(test: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
         !required,
         "{test}: CORDON_TEST_REQUIRE_USER_MANAGER=1 without CORDON_TEST_USER_MANAGER={v:?}"
     );
-    println!(
+    skip!(
         "SKIP: {test}: no systemd user manager for the test user (CORDON_TEST_USER_MANAGER; scripts/vm-test starts one)"
     );
     None
@@ -656,7 +654,7 @@ fn unprivileged_with_a_dead_session_bus_falls_back_with_the_bus_error() {
     let who = Who::User;
     let test = "unprivileged_with_a_dead_session_bus";
     if !who.ready(test) || cgroup_layout() != CgroupLayout::PureV2 {
-        println!("SKIP: {test}: needs the test user on a pure cgroup v2 host");
+        skip!("SKIP: {test}: needs the test user on a pure cgroup v2 host");
         return;
     }
     let r = Cordon::exec(
@@ -673,7 +671,7 @@ fn unprivileged_with_a_dead_session_bus_falls_back_with_the_bus_error() {
     .run_json();
     r.expect_ok();
     if r.backend() == "cgroup-v2" {
-        println!("SKIP: {test}: the test process's cgroup is delegated to the test user");
+        skip!("SKIP: {test}: the test process's cgroup is delegated to the test user");
         return;
     }
     assert_eq!(r.backend(), "rlimit", "{}", r.describe());
@@ -745,7 +743,7 @@ fn unprivileged_whose_scope_job_fails_falls_back_with_the_reason() {
         .to_string();
     let own_dir = Path::new("/sys/fs/cgroup").join(own.trim_start_matches('/'));
     if own_dir.starts_with(&manager) {
-        println!("SKIP: {test}: the tests run inside the user manager's tree");
+        skip!("SKIP: {test}: the tests run inside the user manager's tree");
         return;
     }
     let r = Cordon::exec(who, &["--json", "--memory", "64M"], &["true"])

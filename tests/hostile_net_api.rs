@@ -251,7 +251,7 @@ both!(fn case42_userns_disabled_is_refused_with_the_fix(who) {
         .expect("spawn unshare");
     let f = wait_with_deadline(child, start, Duration::from_secs(30), vec!["unshare".into()]);
     if f.code == 99 {
-        println!("SKIP: cannot set user.max_user_namespaces in a child user namespace here");
+        skip!("SKIP: cannot set user.max_user_namespaces in a child user namespace here");
         return;
     }
     assert_eq!(f.code, 125, "cordon must refuse:\n{}", f.describe());

@@ -54,7 +54,7 @@ struct Bundle {
 impl Bundle {
     fn new(who: Who, args: &[&str], edit: impl FnOnce(&mut Value)) -> Option<Bundle> {
         let Some(bb) = busybox() else {
-            println!("SKIP: busybox not installed (apt-get install busybox-static)");
+            skip!("SKIP: busybox not installed (apt-get install busybox-static)");
             return None;
         };
         let dir = shared_tempdir();
@@ -386,13 +386,13 @@ fn gets_a_cgroup(who: Who, test: &str) -> bool {
         return true;
     }
     if cgroup_layout() != CgroupLayout::PureV2 {
-        println!(
+        skip!(
             "SKIP: {test} as user: rootless containers get no cgroup on this host (cgroup v1 controllers cannot be delegated)"
         );
         return false;
     }
     if cgroup_scopes().is_none() || !running_as_root() {
-        println!(
+        skip!(
             "SKIP: {test} as user: no delegated cgroup to start cordon-oci in (set CORDON_TEST_CGROUP_SCOPES, as scripts/vm-test does)"
         );
         return false;
@@ -458,11 +458,11 @@ both!(fn resources_are_applied(who) {
 // --memory limit reaches the container's memory cgroup.
 both!(fn podman_runs_containers(who) {
     if let Ok(why) = std::env::var("CORDON_TEST_NO_PODMAN") {
-        println!("SKIP: podman_runs_containers: {why} (CORDON_TEST_NO_PODMAN)");
+        skip!("SKIP: podman_runs_containers: {why} (CORDON_TEST_NO_PODMAN)");
         return;
     }
     if Command::new("podman").arg("--version").output().is_err() {
-        println!("SKIP: podman not installed (apt-get install podman)");
+        skip!("SKIP: podman not installed (apt-get install podman)");
         return;
     }
     let Some(b) = Bundle::new(who, &["true"], |_| {}) else {
@@ -598,11 +598,11 @@ both!(fn pause_and_resume(who) {
 #[test]
 fn containerd_runs_a_container() {
     if !running_as_root() {
-        println!("SKIP: the containerd test runs as root");
+        skip!("SKIP: the containerd test runs as root");
         return;
     }
     if !Path::new("/run/containerd/containerd.sock").exists() {
-        println!("SKIP: containerd is not running (no /run/containerd/containerd.sock)");
+        skip!("SKIP: containerd is not running (no /run/containerd/containerd.sock)");
         return;
     }
     match Command::new("ctr")
@@ -611,7 +611,7 @@ fn containerd_runs_a_container() {
     {
         Ok(o) if o.status.success() => {}
         _ => {
-            println!("SKIP: containerd is not installed or not running (`ctr version` failed)");
+            skip!("SKIP: containerd is not installed or not running (`ctr version` failed)");
             return;
         }
     }
@@ -899,7 +899,7 @@ fn read_trim(p: &Path) -> String {
 // freezes it (cgroup.freeze, cgroup.events) and reads `paused`, and delete removes it.
 both!(fn cgroup_v2_resources_update_pause_delete(who) {
     if cgroup_layout() != CgroupLayout::PureV2 {
-        println!("SKIP: cgroup_v2_resources_update_pause_delete: this host is not pure cgroup v2 (scripts/vm-test runs it in a v2 guest)");
+        skip!("SKIP: cgroup_v2_resources_update_pause_delete: this host is not pure cgroup v2 (scripts/vm-test runs it in a v2 guest)");
         return;
     }
     if !gets_a_cgroup(who, "cgroup_v2_resources_update_pause_delete") {
@@ -1045,7 +1045,7 @@ both!(fn device_rules_are_enforced(who) {
 // refused, naming the field.
 both!(fn cgroup_v2_update_changes_device_rules(who) {
     if cgroup_layout() != CgroupLayout::PureV2 {
-        println!("SKIP: cgroup_v2_update_changes_device_rules: this host is not pure cgroup v2 (scripts/vm-test runs it in a v2 guest)");
+        skip!("SKIP: cgroup_v2_update_changes_device_rules: this host is not pure cgroup v2 (scripts/vm-test runs it in a v2 guest)");
         return;
     }
     if !gets_a_cgroup(who, "cgroup_v2_update_changes_device_rules") {
@@ -1120,7 +1120,7 @@ both!(fn cgroup_v2_update_changes_device_rules(who) {
 // container's own cgroup, and with `ro` every mount below the destination is read-only.
 both!(fn cgroup_v1_mount_shows_only_the_containers_cgroups(who) {
     if cgroup_layout() != CgroupLayout::HybridOrV1 {
-        println!("SKIP: cgroup_v1_mount_shows_only_the_containers_cgroups: not a cgroup v1 host");
+        skip!("SKIP: cgroup_v1_mount_shows_only_the_containers_cgroups: not a cgroup v1 host");
         return;
     }
     let victim = format!("cordon-test-victim-{who:?}");
@@ -1167,7 +1167,7 @@ both!(fn cgroup_v1_mount_shows_only_the_containers_cgroups(who) {
 // gets none of its own on v1) stays read-only.
 both!(fn cgroup_v1_mount_without_ro_writes_only_the_containers_own(who) {
     if cgroup_layout() != CgroupLayout::HybridOrV1 {
-        println!("SKIP: cgroup_v1_mount_without_ro_writes_only_the_containers_own: not a cgroup v1 host");
+        skip!("SKIP: cgroup_v1_mount_without_ro_writes_only_the_containers_own: not a cgroup v1 host");
         return;
     }
     let script = "for h in memory pids blkio systemd; do \
@@ -1214,7 +1214,7 @@ both!(fn cgroup_v1_mount_without_ro_writes_only_the_containers_own(who) {
 #[test]
 fn cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below() {
     if !running_as_root() || test_user().is_none() {
-        println!(
+        skip!(
             "SKIP: cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below: needs root and the test user"
         );
         return;
@@ -1420,7 +1420,7 @@ both!(fn tmpcopyup_copies_without_following_swapped_symlinks(who) {
         describe(&out)
     );
     if Command::new("python3").arg("-c").arg("").status().is_err() {
-        println!("SKIP: the race part of tmpcopyup_copies_without_following_swapped_symlinks: no python3");
+        skip!("SKIP: the race part of tmpcopyup_copies_without_following_swapped_symlinks: no python3");
         return;
     }
     // Exchange `d` and the symlink `alt` (renameat2 RENAME_EXCHANGE) while containers copy.

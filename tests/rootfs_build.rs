@@ -25,7 +25,7 @@ const LANG: &str = "python";
 fn python_rootfs(test: &str) -> Option<PathBuf> {
     let mode = std::env::var("CORDON_TEST_BUILD_ROOTFS").unwrap_or_default();
     if mode != "1" && mode != "reuse" {
-        println!(
+        skip!(
             "SKIP: {test}: set CORDON_TEST_BUILD_ROOTFS=1 to build the python rootfs (minutes) \
              and test it, or =reuse to test an already built one"
         );

@@ -49,7 +49,7 @@ fn history_available(who: Who, test: &str) -> bool {
         .arg("--json")
         .run();
     if f.code != 0 && f.stderr_str().contains("not available") {
-        println!(
+        skip!(
             "SKIP: {test}: this build has no history yet ({})",
             f.stderr_str().trim()
         );

@@ -687,7 +687,7 @@ both!(
         use nix::sys::signal::{Signal, kill};
         use nix::unistd::Pid;
         if !running_as_root() {
-            println!("SKIP: a_collection_cut_short_is_reported: reading init's /proc/PID/syscall needs root");
+            skip!("SKIP: a_collection_cut_short_is_reported: reading init's /proc/PID/syscall needs root");
             return;
         }
         let mark = marker(who, 41);

@@ -31,6 +31,15 @@ use std::time::{Duration, Instant};
 /// The python interpreter inside the sandbox (the host rootfs binds the host's /usr).
 pub const PY: &str = "/usr/bin/python3";
 
+/// Prints a `SKIP:` line and records it in the file `$CORDON_TEST_SKIP_LOG` names (when set),
+/// which `scripts/test` counts and lists: libtest shows a passing test's output only with
+/// `--nocapture`, so a skip would otherwise pass unseen.
+macro_rules! skip {
+    ($($arg:tt)*) => {
+        $crate::common::record_skip(&format!($($arg)*))
+    };
+}
+
 /// Generates `mod $name { #[test] fn root(); #[test] fn user(); }` around one test body, so a
 /// failure names the variant (`exec_limits::timeout::user`).
 ///
@@ -136,7 +145,7 @@ impl Who {
                 if running_as_root() {
                     true
                 } else {
-                    println!("SKIP: {test} as root: not running as root");
+                    skip!("SKIP: {test} as root: not running as root");
                     false
                 }
             }
@@ -151,7 +160,7 @@ impl Who {
                          (create it: useradd -m {name})"
                     );
                 }
-                println!("SKIP: {test} as user: no user {name:?} (create it: useradd -m {name})");
+                skip!("SKIP: {test} as user: no user {name:?} (create it: useradd -m {name})");
                 false
             }
         }
@@ -994,7 +1003,7 @@ pub fn toolchain_ready(lang: &str, test: &str) -> bool {
             "{test}: /usr/bin/{tool} is missing; .ci/run installs it (apt-get install {package})"
         );
     }
-    println!("SKIP: {test}: /usr/bin/{tool} is missing (apt-get install {package})");
+    skip!("SKIP: {test}: /usr/bin/{tool} is missing (apt-get install {package})");
     false
 }
 
@@ -1013,4 +1022,30 @@ pub fn sha256_hex(data: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// See [`skip!`].
+pub fn record_skip(line: &str) {
+    println!("{line}");
+    if let Some(path) = std::env::var_os("CORDON_TEST_SKIP_LOG") {
+        use std::io::Write;
+        let bin = std::env::args().next().unwrap_or_default();
+        let bin = Path::new(&bin)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // One line per skip, written whole (O_APPEND): test threads and binaries share the file.
+        let entry = format!(
+            "{}: {}\n",
+            bin.split('-').next().unwrap_or(&bin),
+            line.replace('\n', " ")
+        );
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+        {
+            let _ = f.write_all(entry.as_bytes());
+        }
+    }
 }
