@@ -17,7 +17,7 @@ fn tiny_rootfs(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
         if std::env::var("CORDON_TEST_REQUIRE_USER").as_deref() == Ok("1") {
             panic!("{test}: {BUSYBOX} is missing; .ci/run installs busybox-static");
         }
-        println!("SKIP: {test}: {BUSYBOX} missing (apt-get install busybox-static)");
+        skip!("SKIP: {test}: {BUSYBOX} missing (apt-get install busybox-static)");
         return None;
     }
     let dir = shared_tempdir();
@@ -150,7 +150,7 @@ impl Drop for HostMounts {
 both!(fn overlay_refused_is_an_error_or_an_allowed_downgrade(who) {
     const TEST: &str = "overlay_refused_is_an_error_or_an_allowed_downgrade";
     if !running_as_root() {
-        println!("SKIP: {TEST}: needs root to stack overlays on the host");
+        skip!("SKIP: {TEST}: needs root to stack overlays on the host");
         return;
     }
     let Some((keep, root)) = tiny_rootfs(TEST) else { return };
@@ -191,4 +191,80 @@ both!(fn overlay_refused_is_an_error_or_an_allowed_downgrade(who) {
     let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &script);
     assert_eq!(r.get("/isolation/hostViews").as_str(), Some("private read-only overlays"), "{}", r.describe());
     drop(mounts);
+});
+
+// Case 11 with a setuid-root program: a root filesystem may hold setuid-root binaries (su,
+// passwd, mount). A static probe, owned by host root and mode 4755, prints its real and
+// effective uid and its capabilities. Run by an unprivileged user on the host it is root (the
+// control: the attack works outside); in the sandbox it stays the sandbox user, no capability.
+const SUID_PROBE: &str = r#"
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(void) {
+    printf("%d %d", (int)getuid(), (int)geteuid());
+    FILE *f = fopen("/proc/self/status", "r");
+    char l[256];
+    while (f && fgets(l, sizeof l, f))
+        if (!strncmp(l, "CapEff:", 7) || !strncmp(l, "CapPrm:", 7)) {
+            l[strcspn(l, "\n")] = 0;
+            printf(" %s", l);
+        }
+    printf("\n");
+    return 0;
+}
+"#;
+
+both!(fn a_setuid_root_binary_in_the_rootfs_stays_unprivileged(who) {
+    let test = "a_setuid_root_binary_in_the_rootfs_stays_unprivileged";
+    if !running_as_root() {
+        skip!("SKIP: {test}: only root can make a setuid-root file");
+        return;
+    }
+    let Some((_keep, root)) = tiny_rootfs(test) else { return };
+    let src = root.join("probe.c");
+    std::fs::write(&src, SUID_PROBE).unwrap();
+    let probe = root.join("bin/suid-probe");
+    let cc = std::process::Command::new("gcc")
+        .args(["-static", "-O1", "-o"])
+        .arg(&probe)
+        .arg(&src)
+        .output();
+    match cc {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!("gcc -static failed: {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) if std::env::var("CORDON_TEST_REQUIRE_USER").as_deref() == Ok("1") => {
+            panic!("{test}: gcc: {e}; .ci/run installs gcc and libc6-dev")
+        }
+        Err(e) => {
+            skip!("SKIP: {test}: gcc: {e} (apt-get install gcc libc6-dev)");
+            return;
+        }
+    }
+    std::fs::remove_file(&src).unwrap();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let meta = std::fs::metadata(&probe).unwrap();
+    assert_eq!((meta.uid(), meta.mode() & 0o7777), (0, 0o4755));
+    // The control: on the host, the test user running it becomes root.
+    if let Some(u) = test_user() {
+        let out = std::process::Command::new("setpriv")
+            .args([format!("--reuid={}", u.uid), format!("--regid={}", u.gid), "--clear-groups".into()])
+            .arg(&probe)
+            .output()
+            .unwrap();
+        let host = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            host.starts_with(&format!("{} 0 ", u.uid)),
+            "the probe must be a working setuid-root program on the host: {host}"
+        );
+    }
+    let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &["/bin/suid-probe"]);
+    let out = r.expect_ok();
+    assert_eq!(
+        out.split_whitespace().collect::<Vec<_>>(),
+        ["1000", "1000", "CapPrm:", "0000000000000000", "CapEff:", "0000000000000000"],
+        "the setuid-root binary gained privileges in the sandbox:\n{}",
+        r.describe()
+    );
 });

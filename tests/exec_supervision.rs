@@ -44,6 +44,19 @@ both!(fn no_process_survives_main_exit(who) {
     assert!(r.elapsed() < Duration::from_secs(10), "{}", r.describe());
 });
 
+// Case 32 as a daemon does it: fork, setsid, fork again, close stdio, chdir /, and the
+// parent exits 0 at once. The daemon must not outlive the run.
+both!(fn a_daemonized_process_does_not_survive(who) {
+    let m = marker(who, 7);
+    let code = format!(
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.chdir('/')\n        for fd in (0, 1, 2):\n            os.close(fd)\n        os.execvp('sleep', ['sleep', '{m}'])\n    os._exit(0)\nos.wait()\ndef seen():\n    for p in os.listdir('/proc'):\n        try:\n            if b'{m}' in open('/proc/%s/cmdline' % p, 'rb').read():\n                return True\n        except OSError:\n            pass\n    return False\nfor _ in range(100):\n    if seen():\n        print('daemon-running')\n        break\n    time.sleep(0.02)\nprint('parent-done')\n"
+    );
+    let r = exec_json_run(who, &["--timeout", "20s"], &[PY, "-c", &code]);
+    assert_eq!((r.status(), r.output()), ("ok", "daemon-running\nparent-done\n"), "{}", r.describe());
+    assert!(r.elapsed() < Duration::from_secs(8), "cordon waited for the daemon:\n{}", r.describe());
+    assert_none_left(&m, Duration::ZERO, &format!("the daemon survived the run:\n{}", r.describe()));
+});
+
 both!(fn grandchild_holding_stdout_does_not_hang(who) {
     // A double-forked grandchild keeps the stdout pipe open after the main process exits.
     let m = marker(who, 3);
@@ -72,6 +85,7 @@ both!(fn sigkill_of_cordon_kills_the_sandbox(who) {
     if expected_auto_backend(who).is_some_and(|b| b.starts_with("cgroup")) {
         assert!(!cgroups.is_empty(), "no cgroup cordon-{cordon_pid}-* found while the sandbox runs");
     }
+    let before = mount_points();
     child.kill().expect("SIGKILL cordon");
     child.wait().expect("reap cordon");
     assert_none_left(&m, Duration::from_secs(1), "after SIGKILL of the cordon process");
@@ -84,21 +98,41 @@ both!(fn sigkill_of_cordon_kills_the_sandbox(who) {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains("lowerdir=/proc/self/fd/"),
         "a sandbox mount shows in the host's mount table:\n{mounts}");
+    let added: Vec<_> = mount_points().into_iter().filter(|p| !before.contains(p)).collect();
+    assert!(added.is_empty(), "mounts added to the host's table by the killed run: {added:?}");
 });
 
-both!(fn sigterm_of_cordon_kills_the_sandbox(who) {
-    let m = marker(who, 5);
-    let c = Cordon::exec(who, &["--json", "--timeout", "60s"], &["sh", "-c", &format!("sleep {m}")]);
-    let start = Instant::now();
-    let mut child = c.spawn(Stdio::piped(), Stdio::piped());
-    wait_for_marker(&m, &mut child);
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGTERM)
-        .expect("SIGTERM cordon");
-    let finished = wait_with_deadline(child, start, Duration::from_secs(20), c.argv());
-    assert_none_left(&m, Duration::ZERO, &format!("after SIGTERM of cordon:\n{}", finished.describe()));
-    // cordon reports the interruption as status `killed` when it had time to print a result.
-    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&finished.stdout) {
-        assert_eq!(v["status"], "killed", "{}", finished.describe());
+both!(fn sigterm_and_sigint_of_cordon_kill_the_sandbox(who) {
+    for (i, sig) in [nix::sys::signal::SIGTERM, nix::sys::signal::SIGINT].into_iter().enumerate() {
+        let m = marker(who, 5 + i as u32);
+        let c = Cordon::exec(who, &["--json", "--timeout", "60s"], &["sh", "-c", &format!("sleep {m}")]);
+        let start = Instant::now();
+        let mut child = c.spawn(Stdio::piped(), Stdio::piped());
+        wait_for_marker(&m, &mut child);
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig)
+            .unwrap_or_else(|e| panic!("{sig} to cordon: {e}"));
+        let finished = wait_with_deadline(child, start, Duration::from_secs(20), c.argv());
+        assert_none_left(&m, Duration::ZERO, &format!("after {sig} of cordon:\n{}", finished.describe()));
+        // The sandbox is killed, and the result is still printed: status `killed`, 128+signal.
+        let v: serde_json::Value = serde_json::from_slice(&finished.stdout)
+            .unwrap_or_else(|e| panic!("no JSON result after {sig} ({e}):\n{}", finished.describe()));
+        assert_eq!(v["status"], "killed", "{sig}:\n{}", finished.describe());
+        assert_eq!(finished.code, 128 + sig as i32, "{sig}:\n{}", finished.describe());
+        assert_eq!(v["cliExitCode"], 128 + sig as i32, "{sig}:\n{}", finished.describe());
+        let msg = v["message"].as_str().unwrap_or_default();
+        assert!(msg.contains(sig.as_str()), "the message must name {sig}: {msg}");
     }
-    assert_ne!(finished.code, 0, "{}", finished.describe());
 });
+
+/// The host's mount points with their sources and types (mountinfo fields 5, 9 and 10).
+fn mount_points() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let sep = f.iter().position(|x| *x == "-").unwrap_or(f.len());
+            format!("{} {}", f.get(4).unwrap_or(&"?"), f[sep..].join(" "))
+        })
+        .collect()
+}

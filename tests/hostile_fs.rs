@@ -455,6 +455,28 @@ except OSError as e:
     );
     assert!(r.finished.stdout.len() < 1 << 20, "the result grew to {} bytes", r.finished.stdout.len());
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), listed, "{}", r.describe());
+
+    // /tmp and /dev/shm have their own inode caps (4096 each).
+    let code = r#"
+import errno
+for d in ("/tmp", "/dev/shm"):
+    n = 0
+    try:
+        while n < 100000:
+            open("%s/f%06d" % (d, n), "w").close(); n += 1
+        print(d, "NOT LIMITED")
+    except OSError as e:
+        print(d, n, errno.errorcode.get(e.errno, e.errno))
+"#;
+    let r = exec_json_run(who, &["--timeout", "60s"], &[PY, "-c", code]);
+    let out = r.expect_ok();
+    for (line, dir) in out.lines().zip(["/tmp", "/dev/shm"]) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!((f[0], f.get(2).copied()), (dir, Some("ENOSPC")), "{}", r.describe());
+        let n: u64 = f[1].parse().unwrap();
+        assert!((1000..4096).contains(&n), "{n} files in {dir}:\n{}", r.describe());
+    }
+    assert_eq!(out.lines().count(), 2, "{}", r.describe());
 });
 
 // ---------------------------------------------------------------------------------------------
