@@ -444,3 +444,64 @@ both!(fn kernel_reach_past_the_sandbox_is_refused(who) {
     let n: u64 = queued.split(' ').next().unwrap_or("").parse().unwrap_or(u64::MAX);
     assert!((900..=1024).contains(&n) && queued.ends_with("EAGAIN"), "queued {queued}:\n{}", r.describe());
 });
+
+// ---------------------------------------------------------------------------------------------
+// Case 21: system calls through another ABI (i386 `int 0x80`, x32 numbers) kill the process.
+// The filter's guard (src/security/seccomp/compile.rs) returns KILL_PROCESS for both, before
+// any rule: the i386 and x32 tables are not what the rules describe.
+
+/// i386 getpid through `int 0x80` from a page written, then made executable (W^X).
+const INT80: &str = r#"
+import ctypes, mmap
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+code = bytes([0xb8, 0x14, 0, 0, 0, 0xcd, 0x80, 0xc3])  # mov eax, 20 (i386 getpid); int 0x80; ret
+page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+page.write(code)
+addr = ctypes.addressof(ctypes.c_char.from_buffer(page))
+assert libc.mprotect(addr, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_EXEC) == 0, ctypes.get_errno()
+print("calling", flush=True)
+print("int80-getpid returned", ctypes.CFUNCTYPE(ctypes.c_int)(addr)(), flush=True)
+"#;
+
+/// x32 getpid: `__X32_SYSCALL_BIT | 39` (a kernel without x32 would answer ENOSYS).
+const X32: &str = r#"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print("calling", flush=True)
+r = libc.syscall(0x40000000 | 39)
+print("x32-getpid returned", r, ctypes.get_errno(), flush=True)
+"#;
+
+fn assert_killed_by_sigsys(r: &JsonRun) {
+    assert_eq!(r.status(), "signaled", "{}", r.describe());
+    assert_eq!(r.get("/signal").as_i64(), Some(31), "{}", r.describe());
+    assert_eq!(
+        r.get("/signalName").as_str(),
+        Some("SIGSYS"),
+        "{}",
+        r.describe()
+    );
+    assert_eq!(r.code(), 128 + 31, "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(
+        msg.contains("SIGSYS"),
+        "the message must name SIGSYS: {msg:?}\n{}",
+        r.describe()
+    );
+    // The line before the call made it out, the one after it never ran.
+    assert_eq!(
+        r.output(),
+        "calling\n",
+        "the process outlived the call:\n{}",
+        r.describe()
+    );
+}
+
+both!(fn case21_i386_int80_kills_the_process(who) {
+    assert_killed_by_sigsys(&exec_json_run(who, &[] as &[&str], &[PY, "-c", INT80]));
+});
+
+both!(fn case21_x32_syscall_number_kills_the_process(who) {
+    assert_killed_by_sigsys(&exec_json_run(who, &[] as &[&str], &[PY, "-c", X32]));
+});
