@@ -505,3 +505,55 @@ both!(fn case21_i386_int80_kills_the_process(who) {
 both!(fn case21_x32_syscall_number_kills_the_process(who) {
     assert_killed_by_sigsys(&exec_json_run(who, &[] as &[&str], &[PY, "-c", X32]));
 });
+
+// ---------------------------------------------------------------------------------------------
+// Case 22: TIOCSTI and TIOCLINUX, with and without bit 32 set in the request, on a terminal
+// that is the caller's controlling tty (so the kernel itself would let TIOCSTI through: the
+// request is an `unsigned int`, the upper half ignored). fds 0-2 are pipes under cordon, so
+// the program makes its own pty: a child opens /dev/pts/N as a new session's first tty.
+
+const PTY_INJECT: &str = r#"
+import ctypes, errno, fcntl, os, struct, termios, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ioctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_char_p]
+libc.ioctl.restype = ctypes.c_int
+def name(e): return errno.errorcode.get(e, str(e))
+m = os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY)
+print("grantpt", libc.grantpt(m), "unlockpt", libc.unlockpt(m), flush=True)
+libc.ptsname.restype = ctypes.c_char_p
+pts = libc.ptsname(m).decode()
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    s = os.open(pts, os.O_RDWR)  # a session leader's first tty: its controlling terminal
+    try: os.close(os.open("/dev/tty", os.O_RDWR)); print("ctty", True, flush=True)
+    except OSError as e: print("ctty", name(e.errno), flush=True)
+    a = termios.tcgetattr(s); a[3] &= ~termios.ICANON; termios.tcsetattr(s, termios.TCSANOW, a)
+    for label, req in (("tiocsti", 0x5412), ("tiocsti-hi", 0x5412 | 1 << 32),
+                       ("tioclinux", 0x541C), ("tioclinux-hi", 0x541C | 1 << 32)):
+        ctypes.set_errno(0)
+        r = libc.ioctl(s, req, b"x")
+        print(label, "OK" if r != -1 else name(ctypes.get_errno()), flush=True)
+    time.sleep(0.2)
+    queued = struct.unpack("i", fcntl.ioctl(s, termios.FIONREAD, b"\0" * 4))[0]
+    print("slave-queued", queued, flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+os.set_blocking(m, False)
+try: print("master-read", repr(os.read(m, 100)))
+except OSError as e: print("master-read", name(e.errno))
+"#;
+
+both!(fn case22_tiocsti_on_a_controlling_tty_is_denied(who) {
+    let r = py_ok(who, PTY_INJECT);
+    let got = results(r.output());
+    expect(&r, &got, "grantpt", &["0 unlockpt 0"]);
+    // The premise: the kernel alone would accept TIOCSTI here.
+    expect(&r, &got, "ctty", &["True"]);
+    for label in ["tiocsti", "tiocsti-hi", "tioclinux", "tioclinux-hi"] {
+        expect(&r, &got, label, &["EPERM"]);
+    }
+    expect(&r, &got, "slave-queued", &["0"]);
+    // Nothing was echoed back to the master either (EAGAIN: empty; EIO: the slave closed).
+    expect(&r, &got, "master-read", &["EAGAIN", "EIO"]);
+});
