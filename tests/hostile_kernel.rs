@@ -226,84 +226,98 @@ both!(fn case25_more_dangerous_syscalls_denied(who) {
 // ---------------------------------------------------------------------------------------------
 // Case 24: two concurrent sandboxes cannot talk.
 
-/// Sandbox A: creates SysV shm/msg/sem objects with a fixed key, an abstract socket, and holds.
+/// Sandbox A: creates SysV shm/msg/sem objects with a fixed key, a POSIX message queue, an
+/// abstract socket, and holds them until its stdin is closed. The queue is created but cannot
+/// be opened: Landlock refuses the open of a file on the mqueue filesystem, which lies under
+/// none of its rules (EACCES); O_EXCL then shows it exists.
 const IPC_A: &str = r#"
-import ctypes, errno, socket, sys, time
+import ctypes, errno, os, socket, sys
 libc = ctypes.CDLL(None, use_errno=True)
+def name(): return errno.errorcode.get(ctypes.get_errno(), "?")
 key = int(sys.argv[1])
 print("shm", libc.shmget(key, 4096, 0o1666) >= 0)
 print("msg", libc.msgget(key, 0o1666) >= 0)
 print("sem", libc.semget(key, 1, 0o1666) >= 0)
+mq = b"/" + sys.argv[2].encode()
+print("mq-create", "OK" if libc.mq_open(mq, os.O_CREAT | os.O_RDWR, 0o600, None) >= 0 else name())
+print("mq-exists", "NO" if libc.mq_open(mq, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600, None) >= 0 else name())
 s = socket.socket(socket.AF_UNIX); s.bind("\0" + sys.argv[2]); s.listen(1)
-print("abstract", True, flush=True)
-time.sleep(3)
+print("abstract", True)
+print("ready", flush=True)
+sys.stdin.read()
+print("done")
 "#;
 
-/// Sandbox B: for 2 s, looks for A's objects.
+/// Sandbox B, started once A is ready and while A waits: looks for A's objects.
 const IPC_B: &str = r#"
-import ctypes, errno, socket, sys, time
+import ctypes, errno, os, socket, sys
 libc = ctypes.CDLL(None, use_errno=True)
+def name(): return errno.errorcode.get(ctypes.get_errno(), "?")
 key = int(sys.argv[1])
-seen = set()
-end = time.time() + 2.0
-while time.time() < end:
-    if libc.shmget(key, 0, 0) >= 0: seen.add("shm")
-    if libc.msgget(key, 0) >= 0: seen.add("msg")
-    if libc.semget(key, 0, 0) >= 0: seen.add("sem")
-    s = socket.socket(socket.AF_UNIX)
-    try:
-        s.connect("\0" + sys.argv[2]); seen.add("abstract")
-    except OSError:
-        pass
-    s.close()
-    time.sleep(0.05)
-print("seen", sorted(seen))
+print("shm", "FOUND" if libc.shmget(key, 0, 0) >= 0 else name())
+print("msg", "FOUND" if libc.msgget(key, 0) >= 0 else name())
+print("sem", "FOUND" if libc.semget(key, 0, 0) >= 0 else name())
+print("mq", "FOUND" if libc.mq_open(b"/" + sys.argv[2].encode(), os.O_RDWR) >= 0 else name())
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("\0" + sys.argv[2]); print("abstract FOUND")
+except OSError as e:
+    print("abstract", errno.errorcode.get(e.errno, e.errno))
 "#;
 
 both!(fn case24_concurrent_sandboxes_cannot_talk_ipc(who) {
     let key = (std::process::id() % 100_000 + 0xC0_0000).to_string();
     let name = format!("cordon-ipc-{key}-{who:?}");
-    let a = Cordon::exec(who, &["--json"], &[PY, "-c", IPC_A, &key, &name]);
-    let b = Cordon::exec(who, &["--json"], &[PY, "-c", IPC_B, &key, &name]);
-    let ha = std::thread::spawn(move || a.run_json());
-    std::thread::sleep(Duration::from_millis(300));
-    let rb = b.run_json();
-    let ra = ha.join().unwrap();
-    assert_eq!(ra.expect_ok(), "shm True\nmsg True\nsem True\nabstract True\n", "{}", ra.describe());
-    assert_eq!(rb.expect_ok(), "seen []\n", "sandbox B saw sandbox A's IPC objects:\n{}", rb.describe());
+    let mut a = Cordon::exec(who, &[] as &[&str], &[PY, "-c", IPC_A, &key, &name]).hold();
+    a.wait_for_line("ready");
+    let rb = exec_json_run(who, &[] as &[&str], &[PY, "-c", IPC_B, &key, &name]);
+    let fa = a.finish();
+    assert_eq!(fa.code, 0, "{}", fa.describe());
+    let a_out = fa.stdout_str();
+    let a_got = results(&a_out);
+    for label in ["shm", "msg", "sem", "abstract"] {
+        assert_eq!(a_got.get(label).map(String::as_str), Some("True"), "{label}:\n{}", fa.describe());
+    }
+    assert!(
+        ["OK", "EACCES"].contains(&a_got.get("mq-create").map_or("", String::as_str)),
+        "{}",
+        fa.describe()
+    );
+    assert_eq!(a_got.get("mq-exists").map(String::as_str), Some("EEXIST"), "{}", fa.describe());
+    assert!(a_out.ends_with("ready\ndone\n"), "A did not wait for B:\n{}", fa.describe());
+    // B: ENOENT, where a shared namespace would answer EACCES (the queue exists).
+    let got = results(rb.expect_ok());
+    for label in ["shm", "msg", "sem", "mq"] {
+        expect(&rb, &got, label, &["ENOENT"]);
+    }
+    expect(&rb, &got, "abstract", &["ECONNREFUSED"]);
 });
 
-/// Sandbox A: takes an exclusive flock on a read-only file both sandboxes share, holds it 3 s.
+/// Sandbox A: takes an exclusive flock on a read-only file both sandboxes share and holds it
+/// until its stdin is closed.
 const FLOCK_A: &str = r#"
-import fcntl, time
+import fcntl, sys
 f = open("/usr/bin/python3", "rb")
 fcntl.flock(f, fcntl.LOCK_EX)
 print("held", flush=True)
-time.sleep(3)
+sys.stdin.read()
 "#;
 
-/// Sandbox B: for 2 s, probes the lock: a conflict is one bit received from A.
+/// Sandbox B, started while A holds its lock: a conflict is one bit received from A.
 const FLOCK_B: &str = r#"
-import fcntl, time
+import fcntl
 f = open("/usr/bin/python3", "rb")
-busy = 0
-end = time.time() + 2.0
-while time.time() < end:
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); fcntl.flock(f, fcntl.LOCK_UN)
-    except BlockingIOError:
-        busy += 1
-    time.sleep(0.05)
-print("busy", busy)
+try:
+    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB); print("free")
+except BlockingIOError:
+    print("busy")
 "#;
 
 // A lock on a file every sandbox can read is a lock on the sandbox's own overlay inode
 // (`fs::overlay_ro`), not on the host's: neither another sandbox nor the host sees it.
 both!(fn case24_concurrent_sandboxes_cannot_talk_flock(who) {
-    let a = Cordon::exec(who, &["--json"], &[PY, "-c", FLOCK_A]);
-    let b = Cordon::exec(who, &["--json"], &[PY, "-c", FLOCK_B]);
-    let ha = std::thread::spawn(move || a.run_json());
-    std::thread::sleep(Duration::from_millis(500));
+    let mut a = Cordon::exec(who, &[] as &[&str], &[PY, "-c", FLOCK_A]).hold();
+    a.wait_for_line("held");
     // The host, too: a host process flocking the same file must not be blocked by a sandbox.
     // A shared lock: it conflicts with the sandbox's exclusive one, not with another test's
     // probe running at the same time.
@@ -311,12 +325,12 @@ both!(fn case24_concurrent_sandboxes_cannot_talk_flock(who) {
         .args(["-n", "-s", "/usr/bin/python3", "true"])
         .status()
         .unwrap();
-    let rb = b.run_json();
-    let ra = ha.join().unwrap();
-    assert_eq!(ra.expect_ok(), "held\n", "{}", ra.describe());
+    let rb = Cordon::exec(who, &["--json"], &[PY, "-c", FLOCK_B]).run_json();
+    let fa = a.finish();
+    assert_eq!((fa.code, fa.stdout_str().as_str()), (0, "held\n"), "{}", fa.describe());
     assert_eq!(
         rb.expect_ok(),
-        "busy 0\n",
+        "free\n",
         "sandbox B saw sandbox A's lock:\n{}",
         rb.describe()
     );
