@@ -626,3 +626,71 @@ both!(fn case17_raw_clone_newuser_is_denied(who) {
     expect(&r, &got, "clone-newuser", &["EPERM"]);
     expect(&r, &got, "clone-newuser-hi", &["EPERM"]);
 });
+
+// ---------------------------------------------------------------------------------------------
+// Case 19 under either limits backend: the sandbox cannot raise its own limits. The rlimit
+// backend's limits are the sandbox's hard limits; raising one needs CAP_SYS_RESOURCE in the
+// host's user namespace, which the sandbox never has.
+
+const RAISE_RLIMITS: &str = r#"
+import errno, resource as R
+for name in ("NPROC", "DATA", "AS", "FSIZE", "CPU", "NOFILE"):
+    res = getattr(R, "RLIMIT_" + name)
+    soft, hard = R.getrlimit(res)
+    if hard == R.RLIM_INFINITY:
+        # Nothing lies above infinity: lower the hard limit, then try to take it back.
+        hard = 1 << 40
+        soft = hard if soft == R.RLIM_INFINITY else min(soft, hard)
+        R.setrlimit(res, (soft, hard))
+        print(name + "-limit", "lowered")
+    else:
+        print(name + "-limit", "set")
+    try:
+        R.setrlimit(res, (soft, hard + 1)); print(name, "RAISED")
+    except ValueError as e:  # CPython's ValueError for EPERM
+        print(name, "EPERM" if "not allowed to raise" in str(e) else repr(str(e)))
+    except OSError as e:
+        print(name, errno.errorcode.get(e.errno, e.errno))
+    now = R.getrlimit(res)[1]
+    print(name + "-hard", "unchanged" if now == hard else now)
+# The file-size limit still holds (CPython ignores SIGXFSZ, so the write fails with EFBIG).
+soft, hard = R.getrlimit(R.RLIMIT_FSIZE)
+print("fsize", soft, hard)
+try:
+    with open("/workspace/big", "wb") as f:
+        f.write(b"x" * (hard + 4096))
+    print("fsize-write OK")
+except OSError as e:
+    print("fsize-write", errno.errorcode.get(e.errno, e.errno))
+import os
+print("fsize-file", os.path.getsize("/workspace/big"))
+"#;
+
+both!(fn case19_the_sandbox_cannot_raise_its_own_limits(who) {
+    let limits = ["--cpu-time", "20s", "--memory", "256M", "--pids", "64", "--file-size", "1M", "--open-files", "256"];
+    for forced in [None, Some("rlimit")] {
+        let mut opts: Vec<&str> = limits.to_vec();
+        if let Some(b) = forced {
+            opts.extend(["--limits-backend", b]);
+        }
+        let r = exec_json_run(who, &opts, &[PY, "-c", RAISE_RLIMITS]);
+        let got = results(r.expect_ok());
+        let rlimit = r.backend() == "rlimit";
+        assert!(forced.is_none() || rlimit, "{}", r.describe());
+        for name in ["NPROC", "DATA", "AS", "FSIZE", "CPU", "NOFILE"] {
+            expect(&r, &got, name, &["EPERM"]);
+            expect(&r, &got, &format!("{name}-hard"), &["unchanged"]);
+        }
+        // The limits cordon sets are there to be raised in the first place.
+        let mut set = vec!["FSIZE", "CPU", "NOFILE"];
+        if rlimit {
+            set.extend(["NPROC", "DATA"]);
+        }
+        for name in set {
+            expect(&r, &got, &format!("{name}-limit"), &["set"]);
+        }
+        expect(&r, &got, "fsize", &["1048576 1048576"]);
+        expect(&r, &got, "fsize-write", &["EFBIG"]);
+        expect(&r, &got, "fsize-file", &["1048576"]);
+    }
+});
