@@ -36,6 +36,7 @@ def sc(label, ret):
 t("self-exe-w", lambda: os.open("/proc/self/exe", os.O_WRONLY))
 t("self-exe-rw", lambda: os.open("/proc/self/exe", os.O_RDWR))
 t("init-exe-w", lambda: os.open("/proc/1/exe", os.O_WRONLY))
+t("init-exe-rw", lambda: os.open("/proc/1/exe", os.O_RDWR))
 t("init-exe-r", lambda: os.open("/proc/1/exe", os.O_RDONLY))
 t("init-mem-r", lambda: os.read(os.open("/proc/1/mem", os.O_RDONLY), 1))
 t("init-environ", lambda: os.read(os.open("/proc/1/environ", os.O_RDONLY), 1))
@@ -51,26 +52,60 @@ remote = IoVec(0x400000, 8)
 sc("pvr-1", libc.process_vm_readv(1, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0))
 sc("pvw-1", libc.process_vm_writev(1, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0))
 sc("pidfd-getfd-1", libc.syscall(438, libc.syscall(434, 1, 0), 0, 0))
+# Every mapping of init (the cordon binary among them) and of this process, opened for writing.
+for who in ("1", "self"):
+    try:
+        names = os.listdir("/proc/%s/map_files" % who)
+    except OSError as e:
+        print("map-files-" + who, errno.errorcode.get(e.errno, e.errno)); continue
+    seen = set()
+    for n in names:
+        for flag in (os.O_WRONLY, os.O_RDWR):
+            try:
+                os.close(os.open("/proc/%s/map_files/%s" % (who, n), flag)); seen.add("OK")
+            except OSError as e:
+                seen.add(errno.errorcode.get(e.errno, str(e.errno)))
+    print("map-files-" + who, ",".join(sorted(seen)) if names else "empty")
 "#;
 
 both!(fn case13_proc_exe_and_init_untouchable(who) {
-    let bin = cordon_bin();
-    let before = std::fs::read(bin).expect("read the cordon binary");
-    let r = py_ok(who, PROC_EXE);
+    // The user variant runs a copy of cordon owned by the caller, as a user's own install
+    // would be: the sandbox's uid maps to the caller's, so file modes alone would let it
+    // write the binary through /proc/1/exe; only the other layers stand in the way.
+    let own = shared_tempdir();
+    let bin = match who {
+        Who::Root => cordon_bin().to_path_buf(),
+        Who::User => {
+            use std::os::unix::fs::PermissionsExt;
+            let p = own.path().join("cordon");
+            std::fs::copy(cordon_bin(), &p).expect("copy the cordon binary");
+            std::os::unix::fs::chown(&p, Some(who.caller_uid()), Some(who.caller_gid()))
+                .expect("chown the copy to the caller");
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+            p
+        }
+    };
+    let before = sha256_hex(&std::fs::read(&bin).expect("read the cordon binary"));
+    let r = Cordon::exec(who, &["--json"], &[PY, "-c", PROC_EXE]).bin(&bin).run_json();
+    r.expect_ok();
     let got = results(r.output());
     // /usr is a read-only overlay: EROFS, before Landlock (EACCES) or ETXTBSY would answer.
     for label in ["self-exe-w", "self-exe-rw"] {
         expect(&r, &got, label, &["EROFS", "EACCES", "ETXTBSY", "EPERM"]);
     }
-    for label in ["init-exe-w", "init-exe-r", "init-mem-r", "init-environ", "init-root"] {
+    for label in ["init-exe-w", "init-exe-rw", "init-exe-r", "init-mem-r", "init-environ", "init-root"] {
         expect(&r, &got, label, &["EACCES", "EPERM"]);
     }
     expect(&r, &got, "python-w", &["EROFS", "EACCES"]);
     for label in ["ptrace-attach-1", "ptrace-seize-1", "pvr-1", "pvw-1", "pidfd-getfd-1"] {
         expect(&r, &got, label, &["EPERM", "EACCES", "ENOSYS", "EBADF"]);
     }
-    assert!(!got.values().any(|v| v == "OK"), "something succeeded:\n{}", r.describe());
-    assert_eq!(std::fs::read(bin).unwrap(), before, "the cordon binary changed");
+    // map_files needs CAP_SYS_ADMIN over the host's user namespace (and init's, ptrace access).
+    expect(&r, &got, "map-files-1", &["EACCES", "EPERM"]);
+    expect(&r, &got, "map-files-self", &["EPERM", "EACCES"]);
+    assert!(!got.values().any(|v| v.split(',').any(|x| x == "OK")), "something succeeded:\n{}", r.describe());
+    let after = sha256_hex(&std::fs::read(&bin).expect("read the cordon binary"));
+    assert_eq!(after, before, "the cordon binary {} changed:\n{}", bin.display(), r.describe());
 });
 
 // ---------------------------------------------------------------------------------------------
