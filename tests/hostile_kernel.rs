@@ -1,7 +1,8 @@
-//! Hostile-input battery (issue 4), /proc, kill semantics, mounts, IPC and the kernel surface:
-//! cases 13, 16, 18, 19, 24, 25 (the rest of the denied syscalls) and 26. Each test is a real
-//! attack program run through `cordon exec`, as root and as the unprivileged user. See
-//! tests/hostile/README.md for the case → test map.
+//! Hostile-input battery (issue 4), /proc, kill semantics, mounts, limits, IPC and the kernel
+//! surface: cases 13, 15 (the sysrq-trigger write), 16, 17 (raw clone), 18, 19, 21 (foreign
+//! ABIs), 22 (terminal injection), 24, 25 (the rest of the denied syscalls) and 26. Each test
+//! is a real attack program run through `cordon exec`, as root and as the unprivileged user.
+//! See tests/hostile/README.md for the case → test map.
 
 #[macro_use]
 mod common;
@@ -728,4 +729,42 @@ both!(fn case19_the_sandbox_cannot_raise_its_own_limits(who) {
         expect(&r, &got, "fsize-write", &["EFBIG"]);
         expect(&r, &got, "fsize-file", &["1048576"]);
     }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Case 15: a write to /proc/sysrq-trigger. The file is masked by a bind of /dev/null
+// (src/fs/plan.rs, PROC_MASKED_FILES): the write fails or lands in /dev/null, never in the
+// kernel's sysrq handler. The key written is `h` (print the sysrq help to the kernel log), not
+// `b` (reboot): were the mask and every other layer gone, the test must not take the machine
+// down with it.
+
+const SYSRQ: &str = r#"
+import errno, os
+st = os.stat("/proc/sysrq-trigger")
+print("rdev", os.major(st.st_rdev), os.minor(st.st_rdev))
+print("mounted-over", any(l.split()[4] == "/proc/sysrq-trigger" for l in open("/proc/self/mountinfo")))
+try:
+    fd = os.open("/proc/sysrq-trigger", os.O_WRONLY)
+    print("write", os.write(fd, b"h"))
+except OSError as e:
+    print("write", errno.errorcode.get(e.errno, e.errno))
+print("read", len(open("/proc/sysrq-trigger", "rb").read()))
+"#;
+
+both!(fn case15_sysrq_trigger_write_goes_nowhere(who) {
+    if !std::path::Path::new("/proc/sysrq-trigger").exists() {
+        // A kernel without CONFIG_MAGIC_SYSRQ: nothing to mask, nothing to write to.
+        let r = py_ok(who, "import os\nprint(os.path.exists('/proc/sysrq-trigger'))");
+        assert_eq!(r.output(), "False\n", "{}", r.describe());
+        println!("SKIP: {}: this kernel has no /proc/sysrq-trigger (no CONFIG_MAGIC_SYSRQ)", module_path!());
+        return;
+    }
+    let r = py_ok(who, SYSRQ);
+    let got = results(r.output());
+    // /dev/null, char 1:3: the mask is in place.
+    expect(&r, &got, "rdev", &["1 3"]);
+    expect(&r, &got, "mounted-over", &["True"]);
+    // Landlock allows writing /dev/null, whose inode this is: the byte is discarded.
+    expect(&r, &got, "write", &["1", "EACCES", "EPERM", "EROFS"]);
+    expect(&r, &got, "read", &["0"]);
 });
