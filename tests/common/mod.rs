@@ -315,6 +315,8 @@ pub fn write_world_readable(path: &Path, contents: &[u8]) {
 pub enum Input {
     Null,
     Bytes(Vec<u8>),
+    /// A pipe left open in `Child::stdin` for the test to write to and close (see [`Held`]).
+    Piped,
 }
 
 /// `$CORDON_TEST_CGROUP_SCOPES`: a cgroup v2 directory under which, when the tests run as root,
@@ -376,6 +378,8 @@ pub struct Cordon {
     extra_fds: Option<String>,
     deadline: Duration,
     scope: Scope,
+    /// Run this copy of the cordon binary instead of [`cordon_bin`].
+    bin: Option<PathBuf>,
 }
 
 /// A finished cordon process.
@@ -431,7 +435,14 @@ impl Cordon {
             extra_fds: None,
             deadline: Duration::from_secs(90),
             scope: Scope::Fresh,
+            bin: None,
         }
+    }
+
+    /// Runs `path` (a copy of the cordon binary) instead of the shared copy.
+    pub fn bin(mut self, path: &Path) -> Self {
+        self.bin = Some(path.to_path_buf());
+        self
     }
 
     /// Where this invocation starts, when the cgroup scopes are on (see [`cgroup_scopes`]).
@@ -530,7 +541,11 @@ impl Cordon {
                 .map(OsString::from),
             );
         }
-        argv.push(cordon_bin().as_os_str().to_owned());
+        let bin: &Path = match &self.bin {
+            Some(b) => b,
+            None => cordon_bin(),
+        };
+        argv.push(bin.as_os_str().to_owned());
         argv.extend(self.args.iter().cloned());
         argv
     }
@@ -561,7 +576,7 @@ impl Cordon {
         let mut cmd = self.command();
         cmd.stdin(match self.stdin {
             Input::Null => Stdio::null(),
-            Input::Bytes(_) => Stdio::piped(),
+            Input::Bytes(_) | Input::Piped => Stdio::piped(),
         })
         .stdout(stdout)
         .stderr(stderr);
@@ -577,6 +592,39 @@ impl Cordon {
             });
         }
         child
+    }
+
+    /// Starts cordon (without `--json`: the program's output passes through as it is written)
+    /// with its stdin a pipe the test holds, so that the program can block reading it until
+    /// the test is done with it. See [`Held`].
+    pub fn hold(self) -> Held {
+        let argv = self.argv();
+        let deadline = self.deadline;
+        let start = Instant::now();
+        let mut child = self
+            .stdin(Input::Piped)
+            .spawn(Stdio::piped(), Stdio::piped());
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout pipe");
+        let (tx, lines) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Held {
+            child: Some(child),
+            stdin,
+            lines,
+            seen: Vec::new(),
+            start,
+            deadline,
+            argv,
+        }
     }
 
     /// Runs cordon to completion, capturing stdout and stderr; panics if it outlives the
@@ -612,6 +660,70 @@ impl Cordon {
             );
         }
         JsonRun { json, finished }
+    }
+}
+
+/// A running cordon whose stdin the test holds open ([`Cordon::hold`]): the program prints a
+/// line when it is ready and then blocks reading its stdin, so a second sandbox started after
+/// [`Held::wait_for_line`] certainly runs while the first one still holds its objects.
+pub struct Held {
+    child: Option<Child>,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+    start: Instant,
+    deadline: Duration,
+    argv: Vec<OsString>,
+}
+
+impl Held {
+    /// Waits (30 s at most) until the program printed the line `want`; panics with what it
+    /// printed (and cordon's stderr) otherwise.
+    pub fn wait_for_line(&mut self, want: &str) {
+        let until = Instant::now() + Duration::from_secs(30);
+        while !self.seen.iter().any(|l| l == want) {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => {
+                    let lines = self.seen.clone();
+                    let finished = self.finish();
+                    panic!(
+                        "the held sandbox never printed {want:?} (lines {lines:?}):\n{}",
+                        finished.describe()
+                    );
+                }
+            }
+        }
+    }
+
+    /// Closes the program's stdin and waits for cordon to exit; stdout holds every line the
+    /// program printed.
+    pub fn finish(&mut self) -> Finished {
+        drop(self.stdin.take());
+        let child = self.child.take().expect("Held::finish called twice");
+        let mut finished = wait_with_deadline(child, self.start, self.deadline, self.argv.clone());
+        // The reader thread sends the rest and hangs up at end of file (bounded: a process
+        // that outlived cordon and holds the pipe is reported by what is missing).
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(10)) {
+            self.seen.push(line);
+        }
+        let mut out = self.seen.join("\n");
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        finished.stdout = out.into_bytes();
+        finished
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // A test that panicked before finish(): do not leave the sandbox waiting on its stdin.
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
