@@ -756,7 +756,7 @@ both!(fn case15_sysrq_trigger_write_goes_nowhere(who) {
         // A kernel without CONFIG_MAGIC_SYSRQ: nothing to mask, nothing to write to.
         let r = py_ok(who, "import os\nprint(os.path.exists('/proc/sysrq-trigger'))");
         assert_eq!(r.output(), "False\n", "{}", r.describe());
-        println!("SKIP: {}: this kernel has no /proc/sysrq-trigger (no CONFIG_MAGIC_SYSRQ)", module_path!());
+        skip!("SKIP: {}: this kernel has no /proc/sysrq-trigger (no CONFIG_MAGIC_SYSRQ)", module_path!());
         return;
     }
     let r = py_ok(who, SYSRQ);
