@@ -30,8 +30,9 @@ fn main() {
     }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let x86_64 = std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64");
-    // The built-in policies, and the memory watch's extra filter (not a policy of its own).
-    for name in policy::BUILTINS.iter().chain(&["memory-watch"]) {
+    // The built-in policies, and the extra filters of the rlimit backend (the memory watch's,
+    // the CPU pin's: not policies of their own).
+    for name in policy::BUILTINS.iter().chain(&["memory-watch", "cpu-pin"]) {
         let path = format!("profiles/seccomp/{name}.toml");
         println!("cargo::rerun-if-changed={path}");
         // The syscall table and the guard are x86_64's; elsewhere the library refuses seccomp

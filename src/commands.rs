@@ -98,16 +98,20 @@ fn fail(e: impl std::fmt::Display, json: bool) -> i32 {
 fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
     use crate::outcome::Enforcement;
     let l = &outcome.limits;
-    if cpus
-        && let Some(r) = l
-            .cpus
-            .as_ref()
-            .filter(|r| r.enforcement == Enforcement::NotEnforced)
-    {
-        eprintln!(
-            "cordon: warning: --cpus is not enforced on this host: {}",
-            r.note.as_deref().unwrap_or("")
-        );
+    if cpus && let Some(r) = l.cpus.as_ref() {
+        let fraction = r.value.is_some_and(|v| v.fract() != 0.0);
+        if r.enforcement == Enforcement::NotEnforced {
+            eprintln!(
+                "cordon: warning: --cpus is not enforced on this host: {}",
+                r.note.as_deref().unwrap_or("")
+            );
+        } else if r.enforcement == Enforcement::Affinity && fraction {
+            eprintln!(
+                "cordon: warning: --cpus {} is held as whole CPUs here (no cgroup: {})",
+                r.value.unwrap_or_default(),
+                r.note.as_deref().unwrap_or("")
+            );
+        }
     }
     // The whole account of what the watch counts is in the JSON result's limits (a page of
     // text); the terminal gets what it means for the caller.

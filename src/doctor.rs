@@ -333,7 +333,7 @@ pub fn report() -> Report {
         ok: true,
         required: false,
         detail: format!(
-            "rlimits are always available; used when no cgroup can be had (memory as RLIMIT_DATA and a polled watch of the whole sandbox, processes as RLIMIT_NPROC, CPU bandwidth not enforced); this caller gets {}",
+            "rlimits are always available; used when no cgroup can be had (memory as RLIMIT_DATA and a polled watch of the whole sandbox, processes as RLIMIT_NPROC, --cpus as CPU affinity in whole CPUs); this caller gets {}",
             limits.auto_backend
         ),
         fix: (limits.auto_backend == "rlimit").then(|| {

@@ -57,6 +57,8 @@ pub enum Enforcement {
     Rlimit,
     /// A size/inode cap on a tmpfs mount.
     Tmpfs,
+    /// The CPUs the sandbox may run on (`--cpus` without a cgroup: whole CPUs).
+    Affinity,
     /// cordon's supervisor (wall clock, output capture).
     Supervisor,
     /// The limit was requested but this host gave no way to enforce it.

@@ -293,7 +293,7 @@ both!(fn other_processes_in_cordons_cgroup_are_reported(who) {
     assert_eq!(r.backend(), "rlimit", "{}", r.describe());
     let note = r.get("/limits/backendNote").as_str().unwrap_or("");
     assert!(note.contains(&format!("pids {}", sleeper.id())), "the note must name the other pid:\n{}", r.describe());
-    assert_eq!(r.get("/limits/cpus/enforcement"), &json!("not-enforced"), "{}", r.describe());
+    assert_eq!(r.get("/limits/cpus/enforcement"), &json!("affinity"), "{}", r.describe());
     // forced: an error, with the fix.
     assert_eq!(forced.code(), 125, "{}", forced.describe());
     let msg = forced.get("/message").as_str().unwrap_or("");
@@ -369,7 +369,7 @@ fn unprivileged_without_delegation_falls_back_and_says_how_to_fix() {
     );
     assert_eq!(
         r.get("/limits/cpus/enforcement"),
-        &json!("not-enforced"),
+        &json!("affinity"),
         "{}",
         r.describe()
     );

@@ -356,7 +356,7 @@ both!(fn default_backend_matches_host(who) {
     assert_eq!(r.get("/limits/memoryBytes/enforcement"), &json!(backend), "{}", r.describe());
     assert_eq!(r.get("/limits/pids/enforcement"), &json!(backend), "{}", r.describe());
     if backend == "rlimit" {
-        assert_eq!(r.get("/limits/cpus/enforcement"), &json!("not-enforced"), "{}", r.describe());
+        assert_eq!(r.get("/limits/cpus/enforcement"), &json!("affinity"), "{}", r.describe());
     } else {
         assert_eq!(r.get("/limits/cpus/enforcement"), &json!(backend), "{}", r.describe());
     }
@@ -368,7 +368,7 @@ both!(fn forced_rlimit_backend(who) {
     assert_eq!(r.backend(), "rlimit", "{}", r.describe());
     assert_eq!(r.get("/limits/memoryBytes/enforcement"), &json!("rlimit"), "{}", r.describe());
     assert_eq!(r.get("/limits/pids/enforcement"), &json!("rlimit"), "{}", r.describe());
-    assert_eq!(r.get("/limits/cpus/enforcement"), &json!("not-enforced"), "{}", r.describe());
+    assert_eq!(r.get("/limits/cpus/enforcement"), &json!("affinity"), "{}", r.describe());
 });
 
 fn names_cgroup_v2(text: &str) -> bool {

@@ -151,7 +151,7 @@ both!(fn json_result_fields_present_and_typed(who) {
 
     // limits: each {value, enforcement, note?}
     r.backend(); // exactly cgroup-v2, cgroup-v1 or rlimit
-    let enforcement = ["cgroup-v2", "cgroup-v1", "rlimit", "tmpfs", "supervisor", "not-enforced"];
+    let enforcement = ["cgroup-v2", "cgroup-v1", "rlimit", "tmpfs", "supervisor", "affinity", "not-enforced"];
     for (key, default) in [
         ("wallTimeMs", Some(30_000.0)),
         ("memoryBytes", Some(512.0 * 1024.0 * 1024.0)),

@@ -271,19 +271,24 @@ both!(fn case42_forced_backends_refused_or_reported(who) {
         let msg = r.get("/message").as_str().unwrap_or("").to_lowercase();
         assert!(msg.contains("cgroup v2") || msg.contains("cgroup2") || msg.contains("cgroup-v2"), "{}", r.describe());
     }
-    // rlimit forced ("no cgroup delegation"): runs, and says --cpus is not enforced, with a note.
+    // rlimit forced ("no cgroup delegation"): --cpus is held by CPU affinity, in whole CPUs,
+    // and the note says how and what would hold a fraction.
     let r = exec_json_run(who, &["--limits-backend", "rlimit", "--cpus", "1"], &["true"]);
     r.expect_ok();
-    assert_eq!(r.get("/limits/cpus/enforcement").as_str(), Some("not-enforced"), "{}", r.describe());
+    assert_eq!(r.get("/limits/cpus/enforcement").as_str(), Some("affinity"), "{}", r.describe());
     assert!(
-        r.get("/limits/cpus/note").as_str().is_some_and(|n| !n.is_empty()),
-        "a not-enforced limit must carry the reason:\n{}",
+        r.get("/limits/cpus/note").as_str().is_some_and(|n| n.contains("pinned to CPU") && n.contains("Delegate=yes")),
+        "the note must say how --cpus is held and the fix for a fraction:\n{}",
         r.describe()
     );
-    // Without --json, an explicit --cpus that is not enforced is warned about on stderr.
-    let plain = exec_plain(who, &["--limits-backend", "rlimit", "--cpus", "1"], &["true"]);
+    assert!(r.get("/isolation/seccomp").as_str().is_some_and(|s| s.ends_with("+cpu-pin")), "{}", r.describe());
+    // Without --json, a fraction that is held as a whole CPU is warned about on stderr; a
+    // whole number is not.
+    let plain = exec_plain(who, &["--limits-backend", "rlimit", "--cpus", "0.5"], &["true"]);
     assert_eq!(plain.code, 0, "{}", plain.describe());
-    assert!(plain.stderr_str().to_lowercase().contains("cpu"), "no warning about --cpus:\n{}", plain.describe());
+    assert!(plain.stderr_str().contains("--cpus 0.5 is held as whole CPUs"), "no warning about --cpus:\n{}", plain.describe());
+    let plain = exec_plain(who, &["--limits-backend", "rlimit", "--cpus", "1"], &["true"]);
+    assert!(!plain.stderr_str().contains("--cpus"), "{}", plain.describe());
 });
 
 /// Runs `cordon ARGS...` as `who` under a seccomp filter (classic BPF: `(code, jt, jf, k)`),

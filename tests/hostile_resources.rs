@@ -18,10 +18,19 @@ both!(fn case30_cpu_burn_held_to_cpus(who) {
     let cpu = r.get("/cpuTime").as_f64().unwrap_or_else(|| panic!("no cpuTime:\n{}", r.describe()));
     assert!(wall >= 2000.0, "the burn ran {wall} ms:\n{}", r.describe());
     if backend == "rlimit" {
-        // No CPU controller: the result must say so, and still report CPU time (rusage).
-        assert_eq!(r.get("/limits/cpus/enforcement").as_str(), Some("not-enforced"), "{}", r.describe());
+        // No CPU controller: held by CPU affinity to one whole CPU (0.5 rounds up), which the
+        // sandbox may not widen; CPU time from rusage. 4 spinning threads on 2 cores would
+        // use up to 2 x wall.
+        assert_eq!(r.get("/limits/cpus/enforcement").as_str(), Some("affinity"), "{}", r.describe());
         assert_eq!(r.get("/cpuTimeSource").as_str(), Some("rusage"), "{}", r.describe());
         assert!(cpu > 0.2 * wall, "rusage CPU time {cpu} ms for a {wall} ms burn:\n{}", r.describe());
+        assert!(cpu < 1.2 * wall, "CPU time {cpu} ms over {wall} ms wall pinned to one CPU:\n{}", r.describe());
+        let probe = exec_json_run(
+            who,
+            &["--cpus", "0.5", "--limits-backend", "rlimit"],
+            &[PY, "-c", "import os\nprint(len(os.sched_getaffinity(0)))\ntry:\n    os.sched_setaffinity(0, range(os.cpu_count()))\n    print('WIDENED')\nexcept OSError as e:\n    print(e.errno)\n"],
+        );
+        assert_eq!(probe.expect_ok(), "1\n1\n", "one CPU, and EPERM on widening:\n{}", probe.describe());
     } else {
         assert_eq!(r.get("/limits/cpus/enforcement").as_str(), Some(backend.as_str()), "{}", r.describe());
         assert_eq!(r.get("/cpuTimeSource").as_str(), Some(backend.as_str()), "{}", r.describe());

@@ -46,6 +46,9 @@ pub struct ChildCtx<'a> {
     /// Under the rlimit backend's memory watch, a second filter (installed first):
     /// `profiles/seccomp/memory-watch.toml`.
     pub seccomp_watch: Option<&'a Compiled>,
+    /// Under the rlimit backend with `--cpus`: the CPUs the payload pins itself to, and the
+    /// filter that keeps it there (`profiles/seccomp/cpu-pin.toml`).
+    pub cpu_pin: Option<(nix::sched::CpuSet, &'a Compiled)>,
     pub allow_degraded_landlock: bool,
     /// Bind host directories where the kernel refuses to overlay them.
     pub allow_degraded_overlay: bool,
@@ -527,6 +530,11 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
             )
         })?;
     }
+    // --cpus without a cgroup: this process and everything it starts run on these CPUs only.
+    if let Some((set, _)) = &ctx.cpu_pin {
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), set)
+            .map_err(e("pin the sandbox to its CPUs (--cpus)"))?;
+    }
     crate::security::caps::drop_all().map_err(|err| ("drop capabilities", err.to_string()))?;
     nix::sys::prctl::set_no_new_privs().map_err(e("set no_new_privs"))?;
     let ll = crate::security::landlock::restrict(
@@ -548,7 +556,12 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
         .map(|s| s.as_raw_fd());
     keep.extend(watch_sock);
     sys::close_fds_except(&keep).map_err(e("close inherited file descriptors"))?;
-    // The memory watch's filter first: the run's own policy may deny seccomp(2) itself. Its
+    // The extra filters first: the run's own policy may deny seccomp(2) itself.
+    if let Some((_, pin)) = ctx.cpu_pin {
+        crate::security::seccomp::install(pin)
+            .map_err(|err| ("install the CPU pin's seccomp filter", err.to_string()))?;
+    }
+    // The memory watch's filter: its
     // listener goes to cordon before exec; from here on, every mmap with MAP_SHARED waits for
     // cordon's answer (nothing of cordon's own code below makes one).
     if let Some(w) = ctx.seccomp_watch {

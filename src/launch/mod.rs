@@ -257,6 +257,18 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         Some(_) => Some(seccomp::compile_memory_watch()?),
         None => None,
     };
+    // --cpus without a cgroup: the CPUs the payload pins itself to (limits::cpu_pin), and the
+    // filter that keeps it there.
+    let cpu_pin = match &prepared.cpu_pin {
+        Some(cpus) => {
+            let mut set = nix::sched::CpuSet::new();
+            for &c in cpus {
+                set.set(c).map_err(sys_err("make the CPU set of --cpus"))?;
+            }
+            Some((set, seccomp::compile_cpu_pin()?))
+        }
+        None => None,
+    };
     let (watch_parent, watch_child) = socketpair_if(
         watch_limit.is_some(),
         "create the memory watch's socketpair",
@@ -325,6 +337,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 rlimits: &prepared.rlimits,
                 seccomp: &filter,
                 seccomp_watch: watch_filter.as_ref(),
+                cpu_pin: cpu_pin.as_ref().map(|(set, f)| (*set, f)),
                 allow_degraded_landlock: spec.degrade.landlock,
                 allow_degraded_overlay: spec.degrade.overlay,
                 root_caller,
@@ -504,10 +517,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         gid: SANDBOX_GID,
         landlock: "not applied (the payload did not start)".into(),
         landlock_abi: None,
-        seccomp: match &watch_filter {
-            Some(w) => format!("{}+{}", filter.name, w.name),
-            None => filter.name.clone(),
-        },
+        seccomp: std::iter::once(filter.name.as_str())
+            .chain(watch_filter.as_ref().map(|w| w.name.as_str()))
+            .chain(cpu_pin.as_ref().map(|(_, p)| p.name.as_str()))
+            .collect::<Vec<_>>()
+            .join("+"),
         network: match &spec.network {
             Network::None => "none (loopback only)".into(),
             Network::Allow(a) => format!(

@@ -487,7 +487,7 @@ pub mod fixes {
          (`systemd-run --user --scope -p Delegate=yes cordon ...`)";
     pub const V1_MOUNT: &str = "mount the controller's v1 hierarchy (`mount -t cgroup -o <controller> cgroup \
          /sys/fs/cgroup/<controller>`), or use a cgroup v2 host";
-    pub const CPUS_NO_CGROUP: &str = "CPU bandwidth needs a cgroup (rlimits cannot cap it): run as root for cgroup v1, \
+    pub const CPUS_NO_CGROUP: &str = "a fraction of a CPU's time needs a cgroup: run as root for cgroup v1, \
          or on a cgroup v2 host `systemd-run --user --scope -p Delegate=yes cordon ...`";
 }
 

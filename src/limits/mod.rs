@@ -425,7 +425,30 @@ pub struct Prepared {
     pub stale_gc: Option<StaleGc>,
     /// rlimits for the payload: always NOFILE, FSIZE, CORE=0; plus AS/CPU/NPROC fallbacks.
     pub rlimits: Vec<Rlimit>,
+    /// Under the rlimit backend, the CPUs the payload is pinned to for `--cpus` (see
+    /// [`cpu_pin`]).
+    pub cpu_pin: Option<Vec<usize>>,
     pub report: LimitsReport,
+}
+
+/// The CPUs a sandbox without a cgroup is pinned to for `--cpus c`: `ceil(c)` of those cordon
+/// may run on (at most all of them), starting at one chosen by cordon's pid so that
+/// concurrent sandboxes spread over the machine. The payload sets its affinity before it
+/// execs and may not change it (`profiles/seccomp/cpu-pin.toml`): what rlimits cannot do,
+/// a CPU set does, in whole CPUs.
+pub fn cpu_pin(c: f64) -> Result<Vec<usize>, nix::Error> {
+    let set = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))?;
+    let allowed: Vec<usize> = (0..nix::sched::CpuSet::count())
+        .filter(|&i| set.is_set(i).unwrap_or(false))
+        .collect();
+    if allowed.is_empty() {
+        return Err(nix::Error::EINVAL);
+    }
+    let n = (c.ceil() as usize).clamp(1, allowed.len());
+    let start = std::process::id() as usize % allowed.len();
+    Ok((0..n)
+        .map(|k| allowed[(start + k) % allowed.len()])
+        .collect())
 }
 
 /// Chooses the backend and checks it; a cgroup v2 is created with its limits at once. `run_id`
@@ -783,16 +806,59 @@ fn with_cgroup(
         cgroup: Some(cgroup),
         stale_gc: None,
         rlimits: rlimit::rlimits(limits, backend),
+        cpu_pin: None,
         report,
     }
 }
 
 fn rlimit_only(limits: &Limits, backend_text: String) -> Prepared {
+    let pin = limits.cpus.map(cpu_pin);
+    let mut report = report(limits, Backend::Rlimit, backend_text, false);
+    if let (Some(c), Some(pin)) = (limits.cpus, &pin) {
+        report.cpus = Some(pin_report(c, pin.as_deref()));
+    }
     Prepared {
         cgroup: None,
         stale_gc: None,
         rlimits: rlimit::rlimits(limits, Backend::Rlimit),
-        report: report(limits, Backend::Rlimit, backend_text, false),
+        cpu_pin: pin.and_then(Result::ok),
+        report,
+    }
+}
+
+/// How `--cpus c` is held without a cgroup: the CPU set of [`cpu_pin`], or why not.
+fn pin_report(c: f64, pin: Result<&[usize], &nix::Error>) -> LimitReport {
+    match pin {
+        Ok(cpus) => {
+            let list = cpus
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(",");
+            let rounded = if (cpus.len() as f64) > c {
+                format!("; {c} rounds up to {} whole CPU(s)", cpus.len())
+            } else if (cpus.len() as f64) < c {
+                format!("; only {} CPU(s) are available to cordon", cpus.len())
+            } else {
+                String::new()
+            };
+            entry(
+                c,
+                Enforcement::Affinity,
+                format!(
+                    "CPU affinity: pinned to CPU {list} (no cgroup here: the sandbox may not change its affinity, sched_setaffinity answers EPERM{rounded}); {}",
+                    host::fixes::CPUS_NO_CGROUP
+                ),
+            )
+        }
+        Err(e) => entry(
+            c,
+            Enforcement::NotEnforced,
+            format!(
+                "cannot read the CPUs cordon may use (sched_getaffinity: {e}); {}",
+                host::fixes::CPUS_NO_CGROUP
+            ),
+        ),
     }
 }
 

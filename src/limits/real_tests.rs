@@ -285,8 +285,9 @@ fn unprivileged_inner() {
     assert!(b.contains("EACCES"), "{b}");
     assert_eq!(
         p.report.cpus.as_ref().unwrap().enforcement,
-        Enforcement::NotEnforced
+        Enforcement::Affinity
     );
+    assert!(p.cpu_pin.as_ref().is_some_and(|c| !c.is_empty()));
     assert!(p.rlimits.iter().any(|r| r.resource == libc::RLIMIT_DATA));
     let err = prepare_deferred(&limits, BackendChoice::CgroupV1, &run_id("unpriv"))
         .unwrap_err()

@@ -389,9 +389,12 @@ fn v1_not_writable_falls_back_to_rlimit_with_the_reason() {
             .starts_with("RLIMIT_DATA caps each process's private writable memory; the supervisor also polls the whole sandbox")
     );
     assert_eq!(r.pids.as_ref().unwrap().enforcement, Enforcement::Rlimit);
-    assert_eq!(
-        r.cpus.as_ref().unwrap().enforcement,
-        Enforcement::NotEnforced
+    assert_eq!(r.cpus.as_ref().unwrap().enforcement, Enforcement::Affinity);
+    // 1.5 CPUs: two whole ones where there are two.
+    assert!(
+        p.cpu_pin
+            .as_ref()
+            .is_some_and(|c| (1..=2).contains(&c.len()))
     );
     assert!(
         r.cpus
@@ -1199,4 +1202,31 @@ fn deferred_choice_keeps_v1_checks_and_falls_back_like_prepare() {
     let b = p.report.backend_note.clone().unwrap_or_default();
     assert!(b.starts_with("rlimit (") && b.contains("cgroup v1"), "{b}");
     assert!(prep_deferred(&fs, BackendChoice::CgroupV1).is_err());
+}
+
+#[test]
+fn cpu_pin_takes_whole_cpus_of_those_allowed() {
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).unwrap();
+    let total = (0..nix::sched::CpuSet::count())
+        .filter(|&i| allowed.is_set(i).unwrap())
+        .count();
+    for (c, want) in [(0.5, 1), (1.0, 1), (1.5, 2.min(total)), (1000.0, total)] {
+        let pin = cpu_pin(c).unwrap();
+        assert_eq!(pin.len(), want, "--cpus {c}: {pin:?}");
+        let mut distinct = pin.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), pin.len(), "{pin:?}");
+        assert!(pin.iter().all(|&i| allowed.is_set(i).unwrap()), "{pin:?}");
+    }
+    // The report says how it is held, and when a fraction was rounded up.
+    let r = pin_report(0.5, Ok(&[1]));
+    assert_eq!(r.enforcement, Enforcement::Affinity);
+    let note = r.note.unwrap();
+    assert!(
+        note.contains("pinned to CPU 1") && note.contains("rounds up"),
+        "{note}"
+    );
+    let r = pin_report(2.0, Err(&nix::Error::EPERM));
+    assert_eq!(r.enforcement, Enforcement::NotEnforced);
 }

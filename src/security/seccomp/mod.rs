@@ -125,6 +125,19 @@ pub fn compile_memory_watch() -> Result<Compiled, SeccompError> {
 
 const MEMORY_WATCH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-memory-watch.bpf"));
 
+/// The filter that keeps a sandbox pinned to the CPUs of `--cpus` when no cgroup holds it
+/// (`profiles/seccomp/cpu-pin.toml`: sched_setaffinity answers EPERM). Compiled at build
+/// time; it allows everything else, so it is never a run's only policy.
+pub fn compile_cpu_pin() -> Result<Compiled, SeccompError> {
+    check_arch()?;
+    Ok(Compiled {
+        name: "cpu-pin".to_string(),
+        program: decode(CPU_PIN),
+    })
+}
+
+const CPU_PIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-cpu-pin.bpf"));
+
 /// Whether two byte strings are equal, at compile time.
 const fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -160,7 +173,7 @@ macro_rules! assert_compiled_from_current {
         );
     )*};
 }
-assert_compiled_from_current!("default", "memory-watch");
+assert_compiled_from_current!("default", "memory-watch", "cpu-pin");
 
 /// Installs the memory watch's filter ([`compile_memory_watch`]) on the calling thread with a
 /// listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose descriptor (close-on-exec) is returned

@@ -523,6 +523,40 @@ fn builtin_program_is_the_runtime_compile_of_its_file() {
         super::compile::compile(&policy::parse("memory-watch.toml", text).unwrap()).unwrap();
     let embedded = super::compile_memory_watch().unwrap();
     assert_same_program(&embedded.program, &runtime, "memory-watch");
+    let text = include_str!("../../../profiles/seccomp/cpu-pin.toml");
+    let runtime = super::compile::compile(&policy::parse("cpu-pin.toml", text).unwrap()).unwrap();
+    let embedded = super::compile_cpu_pin().unwrap();
+    assert_same_program(&embedded.program, &runtime, "cpu-pin");
+}
+
+#[test]
+fn the_cpu_pin_filter_denies_changing_the_affinity_only() {
+    let pin = super::compile_cpu_pin().expect("cpu-pin.toml compiles");
+    assert!(
+        !builtin_names().contains(&"cpu-pin"),
+        "not a policy to run under alone"
+    );
+    let default = compile_builtin("default").expect("default");
+    let both = [pin.program.clone(), default.program.clone()];
+    let nr = |name| super::syscall_number(name).expect(name);
+    assert_eq!(
+        run_all(&both, &Data::x86_64(nr("sched_setaffinity"), &[0, 8])),
+        errno(libc::EPERM)
+    );
+    assert_eq!(
+        run(
+            &default.program,
+            &Data::x86_64(nr("sched_setaffinity"), &[0, 8])
+        ),
+        ALLOW
+    );
+    for name in ["sched_getaffinity", "sched_yield", "read", "clone"] {
+        assert_eq!(
+            run_all(&both, &Data::x86_64(nr(name), &[0, 0])),
+            ALLOW,
+            "{name}"
+        );
+    }
 }
 
 fn assert_same_program(a: &[seccompiler::sock_filter], b: &[seccompiler::sock_filter], name: &str) {
