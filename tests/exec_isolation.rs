@@ -327,6 +327,42 @@ both!(fn inherited_fds_are_closed(who) {
     fd_listing(who, Some("7</etc/hostname 9>/dev/null"));
 });
 
+// Case 14 across processes: no process of the sandbox shows a descriptor of the host
+// (init's are unreadable: it is not dumpable; the program's own and its children's are
+// pipes, /dev nodes and what it opened itself).
+both!(fn no_host_descriptor_through_any_proc_fd(who) {
+    let code = r#"
+import os, subprocess
+child = subprocess.Popen(["sleep", "5"])
+for p in sorted(os.listdir("/proc")):
+    if not p.isdigit():
+        continue
+    try:
+        fds = os.listdir("/proc/%s/fd" % p)
+    except OSError as e:
+        print(p, "unlisted", e.errno)
+        continue
+    for fd in fds:
+        try:
+            print(p, fd, os.readlink("/proc/%s/fd/%s" % (p, fd)))
+        except OSError:
+            pass
+child.kill()
+"#;
+    let r = exec_json_run(who, &[] as &[&str], &[PY, "-c", code]);
+    let out = r.expect_ok();
+    assert!(out.lines().any(|l| l == "1 unlisted 13"), "init's descriptors must be unreadable (EACCES):\n{}", r.describe());
+    let mut listed = 0;
+    for l in out.lines().filter(|l| !l.contains(" unlisted ")) {
+        let target = l.splitn(3, ' ').nth(2).unwrap_or_default();
+        let inside = ["pipe:", "socket:", "anon_inode:", "/dev/", "/proc/"].iter().any(|p| target.starts_with(p))
+            || target == "/dev/null";
+        assert!(inside, "a descriptor points outside the sandbox's own objects: {l}\n{}", r.describe());
+        listed += 1;
+    }
+    assert!(listed >= 6, "the program's and its child's descriptors must be listed:\n{}", r.describe());
+});
+
 both!(fn hostname_is_cordon(who) {
     let r = sh_ok(who, "uname -n; cat /proc/sys/kernel/hostname");
     assert_eq!(r.output(), "cordon\ncordon\n", "{}", r.describe());

@@ -114,22 +114,31 @@ fn assert_nothing_followed(dir: &Path, r: &JsonRun) {
 // Case 3: a surviving process flips an output file between a regular file and a symlink.
 
 const FLIPPER: &str = r#"
-import os, sys, time
+import os, shutil, sys, time
 open("steady.txt", "w").write("steady\n")
+# A symlink to a directory outside (case 2, for a directory).
+os.symlink("/etc", "etc-link")
+def real_dir():
+    os.mkdir("flipdir"); open("flipdir/inner.txt", "w").write("inner\n")
 if os.fork() == 0:
-    # The flipper: never exits on its own; flip.txt alternates file / symlink to /etc/passwd.
+    # The flipper: never exits on its own; flip.txt alternates file / symlink to /etc/passwd,
+    # flipdir a directory holding a file / a symlink to /etc.
     os.setsid()
     while True:
-        for make in (lambda: open("flip.txt", "w").write("regular\n"),
-                     lambda: os.symlink("/etc/passwd", "flip.txt")):
-            try:
-                os.unlink("flip.txt")
-            except FileNotFoundError:
-                pass
-            try:
-                make()
-            except OSError:
-                pass
+        for make, makedir in ((lambda: open("flip.txt", "w").write("regular\n"), real_dir),
+                              (lambda: os.symlink("/etc/passwd", "flip.txt"), lambda: os.symlink("/etc", "flipdir"))):
+            for name, f in (("flip.txt", make), ("flipdir", makedir)):
+                try:
+                    if os.path.islink(name) or not os.path.isdir(name):
+                        os.unlink(name)
+                    else:
+                        shutil.rmtree(name)
+                except FileNotFoundError:
+                    pass
+                try:
+                    f()
+                except OSError:
+                    pass
 time.sleep(0.3)
 print("main-exits", flush=True)
 "#;
@@ -161,6 +170,21 @@ both!(fn case03_flipper_cannot_race_collection(who) {
                 assert!(std::fs::symlink_metadata(out.join("flip.txt")).is_err(), "{}", r.describe());
             }
         }
+        // flipdir: the directory it was (with at most its one file) or a symlink left out;
+        // etc-link, a symlink to /etc, is never walked.
+        for (path, _) in &listed {
+            assert!(
+                path == "steady.txt" || path == "flip.txt" || path == "flipdir/inner.txt",
+                "round {round}: {path} collected:\n{}",
+                r.describe()
+            );
+        }
+        assert!(std::fs::symlink_metadata(out.join("etc-link")).is_err(), "{}", r.describe());
+        assert!(
+            omitted_reason(&r, "etc-link").is_some_and(|w| w.contains("symbolic link")),
+            "etc-link must be listed as omitted, a symbolic link:\n{}",
+            r.describe()
+        );
         assert_nothing_followed(&out, &r);
     }
 });
@@ -250,7 +274,14 @@ t("usr-python", lambda: os.link("/usr/bin/python3", "/workspace/b"))
 t("ld-cache", lambda: os.link("/etc/ld.so.cache", "/workspace/c"))
 t("tmp-file", lambda: os.link("/tmp/t", "/workspace/d"))
 t("proc-fd", lambda: os.link("/proc/self/fd/%d" % fd, "/workspace/e", follow_symlinks=True))
-t("empty-path", lambda: os.link("", "/workspace/f", src_dir_fd=fd, follow_symlinks=True))
+# linkat(fd, "", AT_FDCWD, dst, AT_EMPTY_PATH): links the open file itself (CAP_DAC_READ_SEARCH
+# only; and across filesystems never).
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def empty_path():
+    if libc.linkat(fd, b"", -100, b"/workspace/f", 0x1000) != 0:
+        e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+t("empty-path", empty_path)
 print(sorted(os.listdir("/workspace")))
 "#;
 
@@ -261,6 +292,12 @@ both!(fn case05_hard_links_out_of_the_workspace_fail(who) {
     for label in ["etc-passwd", "usr-python", "ld-cache", "tmp-file", "proc-fd"] {
         assert!(out.contains(&format!("{label} EXDEV")), "{label} must fail with EXDEV:\n{}", r.describe());
     }
+    // No CAP_DAC_READ_SEARCH: ENOENT before the filesystem is even compared.
+    assert!(
+        out.contains("empty-path ENOENT") || out.contains("empty-path EXDEV"),
+        "linkat(AT_EMPTY_PATH) must fail:\n{}",
+        r.describe()
+    );
     assert!(out.ends_with("[]\n"), "nothing may appear in /workspace:\n{}", r.describe());
 });
 
