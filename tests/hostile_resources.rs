@@ -41,6 +41,11 @@ both!(fn case30_cpu_burn_held_to_cpus(who) {
     }
 });
 
+/// Whether `who`'s runs get a cgroup on this host (the auto backend).
+fn r_backend_is_cgroup(who: Who) -> bool {
+    expected_auto_backend(who).is_some_and(|b| b.starts_with("cgroup"))
+}
+
 /// The child cgroups under this process's own memory cgroup (where cordon creates its groups,
 /// as root on a v1 host).
 fn memory_cgroup_children() -> Option<BTreeSet<String>> {
@@ -76,10 +81,24 @@ both!(fn case41_concurrent_runs_not_cross_wired(who) {
             std::thread::spawn(move || (token, host, c.run_json()))
         })
         .collect();
+    let mut groups = BTreeSet::new();
+    let mut host_uids = BTreeSet::new();
     for h in handles {
         let (token, host, r) = h.join().expect("a run panicked");
         assert_eq!(r.expect_ok(), format!("{token}\n{host}\n/tmp: t  /workspace: "), "cross-wired or leaked state:\n{}", r.describe());
+        // Each run's cgroup is its own (named in the backend note: `cgroup v1 (cordon-PID-ID in ...`).
+        let note = r.get("/limits/backendNote").as_str().unwrap_or_default().to_string();
+        if let Some(name) = note.split_whitespace().find(|w| w.starts_with("(cordon-") || w.starts_with("cordon-")) {
+            assert!(groups.insert(name.trim_start_matches('(').to_string()), "two runs shared the cgroup {name}");
+        }
+        host_uids.insert(r.get("/isolation/hostUid").as_u64().unwrap_or(0));
     }
+    if r_backend_is_cgroup(who) {
+        assert_eq!(groups.len(), RUNS, "every run must name its own cgroup");
+    }
+    // A root caller's sandboxes each run as a host uid of their own; a user's, as that user.
+    let want_uids = if who == Who::Root { RUNS } else { 1 };
+    assert_eq!(host_uids.len(), want_uids, "host uids of the sandboxes: {host_uids:?}");
     // No cgroup left behind (only checkable where cordon uses v1 groups under ours).
     if let Some(before) = before {
         let clean = wait_until(Duration::from_secs(10), || {
