@@ -407,8 +407,10 @@ pub fn outcome(
 
     // A fork bomb, or a program that ran short of processes: the counter says what the
     // status cannot (a run that timed out or failed because it could not fork).
+    // (A program that handled the failed forks and exited 0 keeps a plain result; the count
+    // is in pidsLimitHits.)
     if let (Some(n), Some(max)) = (metrics.pids_limit_hits.filter(|&n| n > 0), lim.pids)
-        && status != Status::SandboxError
+        && !matches!(status, Status::SandboxError | Status::Ok)
     {
         let note = format!(
             "fork or clone failed {n} time(s) at the limit of {max} processes and threads (raise it with --pids)"
@@ -597,6 +599,17 @@ mod tests {
         assert!(
             m.contains("wall-clock") && m.contains("failed 1000 time(s)"),
             "{m}"
+        );
+        // A program that handled the refusals and exited 0: counted, no note.
+        let o = run(
+            vec![Msg::Exited { code: 0 }],
+            |_| {},
+            hits(3),
+            Default::default(),
+        );
+        assert_eq!(
+            (o.status, o.message, o.pids_limit_hits),
+            (Status::Ok, None, Some(3))
         );
         // None refused, or nothing counts them (rlimit): no note.
         let o = run(

@@ -563,11 +563,13 @@ fn v2_metrics_are_parsed() {
         "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n",
     );
     fs.set(&dir.join("pids.events"), "max 7\n");
+    assert_eq!(cg.metrics().pids_limit_hits, Some(7));
+    fs.set(&dir.join("pids.events.local"), "max 5\n");
     let m = cg.metrics();
     assert_eq!(m.peak_memory, Some(64 << 20));
     assert_eq!(m.cpu_time, Some(Duration::from_micros(1_234_567)));
     assert_eq!(m.oom_kills, Some(1));
-    assert_eq!(m.pids_limit_hits, Some(7));
+    assert_eq!(m.pids_limit_hits, Some(5), "the local count first");
     assert_eq!(m.source, Some(MetricSource::CgroupV2));
     // memory.peak is absent before Linux 5.19: no value, not zero.
     std::fs::remove_file(dir.join("memory.peak")).unwrap();

@@ -352,7 +352,7 @@ pub fn write_limits(fs: &dyn CgroupFs, dir: &Path, limits: &Limits) -> Result<V2
 }
 
 /// `memory.peak` (bytes), `cpu.stat` `usage_usec`, `memory.events` `oom_kill`,
-/// `pids.events` `max`.
+/// `pids.events.local` (else `pids.events`) `max`.
 pub fn metrics(fs: &dyn CgroupFs, dir: &Path) -> CgroupMetrics {
     let read = |f: &str| fs.read(&dir.join(f)).ok();
     CgroupMetrics {
@@ -361,7 +361,11 @@ pub fn metrics(fs: &dyn CgroupFs, dir: &Path) -> CgroupMetrics {
             .and_then(|t| keyed_value(&t, "usage_usec"))
             .map(Duration::from_micros),
         oom_kills: read("memory.events").and_then(|t| keyed_value(&t, "oom_kill")),
-        pids_limit_hits: read("pids.events").and_then(|t| keyed_value(&t, "max")),
+        // pids.events.local (Linux 6.10+) counts only this group's own limit; pids.events
+        // before it, whose `max` a fork refused by an ancestor's limit also raises.
+        pids_limit_hits: read("pids.events.local")
+            .or_else(|| read("pids.events"))
+            .and_then(|t| keyed_value(&t, "max")),
         source: Some(MetricSource::CgroupV2),
     }
 }

@@ -550,6 +550,15 @@ fn the_cpu_pin_filter_denies_changing_the_affinity_only() {
         ),
         ALLOW
     );
+    // io_uring's kernel threads follow the cpuset, not the affinity: denied by this filter
+    // on its own too.
+    for name in ["io_uring_setup", "io_uring_register"] {
+        assert_eq!(
+            run(&pin.program, &Data::x86_64(nr(name), &[0, 0])),
+            errno(libc::EPERM),
+            "{name}"
+        );
+    }
     for name in ["sched_getaffinity", "sched_yield", "read", "clone"] {
         assert_eq!(
             run_all(&both, &Data::x86_64(nr(name), &[0, 0])),
