@@ -25,12 +25,6 @@ both!(fn case30_cpu_burn_held_to_cpus(who) {
         assert_eq!(r.get("/cpuTimeSource").as_str(), Some("rusage"), "{}", r.describe());
         assert!(cpu > 0.2 * wall, "rusage CPU time {cpu} ms for a {wall} ms burn:\n{}", r.describe());
         assert!(cpu < 1.2 * wall, "CPU time {cpu} ms over {wall} ms wall pinned to one CPU:\n{}", r.describe());
-        let probe = exec_json_run(
-            who,
-            &["--cpus", "0.5", "--limits-backend", "rlimit"],
-            &[PY, "-c", "import os\nprint(len(os.sched_getaffinity(0)))\ntry:\n    os.sched_setaffinity(0, range(os.cpu_count()))\n    print('WIDENED')\nexcept OSError as e:\n    print(e.errno)\n"],
-        );
-        assert_eq!(probe.expect_ok(), "1\n1\n", "one CPU, and EPERM on widening:\n{}", probe.describe());
     } else {
         assert_eq!(r.get("/limits/cpus/enforcement").as_str(), Some(backend.as_str()), "{}", r.describe());
         assert_eq!(r.get("/cpuTimeSource").as_str(), Some(backend.as_str()), "{}", r.describe());
@@ -39,7 +33,39 @@ both!(fn case30_cpu_burn_held_to_cpus(who) {
         assert!(cpu < 0.8 * wall, "CPU time {cpu} ms over {wall} ms wall under --cpus 0.5:\n{}", r.describe());
         assert!(cpu > 0.2 * wall, "CPU time {cpu} ms is too low to be the kernel's count:\n{}", r.describe());
     }
+    // The pin itself, in both variants (forced to the rlimit backend): one CPU; widening it
+    // is refused for the process, a child (by pid) and a thread; a child inherits the one CPU.
+    let probe = exec_json_run(who, &["--cpus", "0.5", "--limits-backend", "rlimit"], &[PY, "-c", AFFINITY_PROBE]);
+    assert_eq!(
+        probe.expect_ok(),
+        "1\nself 1\nchild 1\nthread 1\ninherited 1\n",
+        "one CPU, EPERM on every widening:\n{}",
+        probe.describe()
+    );
 });
+
+const AFFINITY_PROBE: &str = r#"
+import os, threading
+print(len(os.sched_getaffinity(0)))
+every = range(os.cpu_count())
+def widen(label, pid):
+    try:
+        os.sched_setaffinity(pid, every)
+        print(label, "WIDENED")
+    except OSError as e:
+        print(label, e.errno)
+widen("self", 0)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.read(r, 1)
+    os._exit(len(os.sched_getaffinity(0)))
+widen("child", pid)
+t = threading.Thread(target=lambda: widen("thread", 0))
+t.start(); t.join()
+os.write(w, b"x")
+print("inherited", os.waitpid(pid, 0)[1] >> 8)
+"#;
 
 /// Whether `who`'s runs get a cgroup on this host (the auto backend).
 fn r_backend_is_cgroup(who: Who) -> bool {
