@@ -76,7 +76,10 @@ both!(fn grandchild_holding_stdout_does_not_hang(who) {
 
 both!(fn sigkill_of_cordon_kills_the_sandbox(who) {
     let m = marker(who, 4);
-    let c = Cordon::exec(who, &["--timeout", "60s"], &["sh", "-c", &format!("sleep {m} & sleep {m}; wait")]);
+    // A temp directory of its own: nothing of the run may be left there (nor anywhere else).
+    let tmp = shared_tempdir();
+    let c = Cordon::exec(who, &["--timeout", "60s"], &["sh", "-c", &format!("sleep {m} & sleep {m}; wait")])
+        .env("TMPDIR", tmp.path());
     let mut child = c.spawn(Stdio::null(), Stdio::null());
     wait_for_marker(&m, &mut child);
     // With setpriv, setpriv execs cordon: the child's pid is cordon's pid.
@@ -100,6 +103,8 @@ both!(fn sigkill_of_cordon_kills_the_sandbox(who) {
         "a sandbox mount shows in the host's mount table:\n{mounts}");
     let added: Vec<_> = mount_points().into_iter().filter(|p| !before.contains(p)).collect();
     assert!(added.is_empty(), "mounts added to the host's table by the killed run: {added:?}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "the killed run left {left:?} in its TMPDIR");
 });
 
 both!(fn sigterm_and_sigint_of_cordon_kill_the_sandbox(who) {

@@ -260,7 +260,7 @@ both!(fn case42_userns_disabled_is_refused_with_the_fix(who) {
     assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
     let msg = v["message"].as_str().unwrap_or("");
     assert!(msg.contains("max_user_namespaces"), "the message must name the mechanism:\n{}", f.describe());
-    assert!(msg.contains("sysctl"), "the message must give the fix:\n{}", f.describe());
+    assert!(msg.contains("sysctl -w user.max_user_namespaces="), "the message must give the fix:\n{}", f.describe());
 });
 
 both!(fn case42_forced_backends_refused_or_reported(who) {
