@@ -660,6 +660,25 @@ enum ReadError {
     Format(String),
 }
 
+/// Whether the process at `dir` is gone or exiting: no status, a zombie or dead state, or no
+/// address space (`VmSize` is shown only while the process has one; a non-dumpable process
+/// that hides its descriptors still has its).
+fn exiting(dir: &str) -> bool {
+    match std::fs::read_to_string(format!("{dir}/status")) {
+        Ok(status) => status_says_exiting(&status),
+        Err(_) => true,
+    }
+}
+
+fn status_says_exiting(status: &str) -> bool {
+    let state = status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .map(str::trim_start)
+        .and_then(|s| s.chars().next());
+    matches!(state, Some('Z' | 'X') | None) || !status.lines().any(|l| l.starts_with("VmSize:"))
+}
+
 fn classify_io(e: &std::io::Error, what: &str) -> ReadError {
     match e.raw_os_error().map(Errno::from_raw) {
         Some(Errno::ENOENT | Errno::ESRCH) => ReadError::Gone,
@@ -778,7 +797,12 @@ fn read_process_at(
     let fd_dir = format!("{dir}/fd");
     // A descriptor the watch cannot name may be a memfd: not skipped, the process counts
     // as hiding its descriptors (as when the whole list is refused).
+    // A process that began to exit since its memory was read has no address space any more,
+    // and the kernel then shows its fd directory as root's (EACCES for an unprivileged
+    // caller): it is closing its descriptors, not hiding them. A fork bomb's failing shells
+    // exit by the hundred, and were taken for hiding ones.
     let hidden = |e: &std::io::Error, what: &str| match classify_io(e, what) {
+        ReadError::Unreadable(_) if exiting(dir) => ReadError::Gone,
         ReadError::Unreadable(why) => ReadError::HiddenFds { bytes, why },
         other => other,
     };
@@ -1531,6 +1555,25 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exiting_process_is_told_from_one_that_hides_its_descriptors() {
+        let live = "Name:\tsh\nState:\tS (sleeping)\nVmSize:\t    2480 kB\nVmRSS:\t 900 kB\n";
+        let no_mm = "Name:\tsh\nState:\tR (running)\nThreads:\t1\n";
+        let zombie = "Name:\tsh\nState:\tZ (zombie)\n";
+        assert!(
+            !status_says_exiting(live),
+            "a live process (non-dumpable or not) keeps its address space"
+        );
+        assert!(
+            status_says_exiting(no_mm),
+            "no VmSize: its address space is gone"
+        );
+        assert!(status_says_exiting(zombie));
+        assert!(status_says_exiting(""));
+        assert!(exiting("/proc/no-such-pid"));
+        assert!(!exiting(&format!("/proc/{}", std::process::id())));
+    }
 
     const ROLLUP: &str =
         "556daae56000-7ffe1f17a000 ---p 00000000 00:00 0                          [rollup]
