@@ -666,7 +666,9 @@ enum ReadError {
 fn exiting(dir: &str) -> bool {
     match std::fs::read_to_string(format!("{dir}/status")) {
         Ok(status) => status_says_exiting(&status),
-        Err(_) => true,
+        // Gone. Any other failure keeps the process as one hiding its descriptors (fails
+        // closed): the watch must not skip a live process it cannot read.
+        Err(e) => matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)),
     }
 }
 
@@ -1571,7 +1573,11 @@ mod tests {
         );
         assert!(status_says_exiting(zombie));
         assert!(status_says_exiting(""));
-        assert!(exiting("/proc/no-such-pid"));
+        assert!(exiting("/proc/999999999"), "a process that is gone");
+        assert!(
+            !exiting("/proc/self/fd/0/not-a-dir"),
+            "ENOTDIR is not gone: fails closed"
+        );
         assert!(!exiting(&format!("/proc/{}", std::process::id())));
     }
 
