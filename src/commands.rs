@@ -133,7 +133,10 @@ pub fn exec(args: &ExecArgs) -> i32 {
         Err(e) => return fail(e, args.json),
     };
     match crate::run_spec(&spec) {
-        Ok(outcome) => {
+        Ok(mut outcome) => {
+            if let Some(dir) = &args.output_dir {
+                crate::output::deliver(&mut outcome, dir);
+            }
             if !args.json {
                 warn_weak_limits(
                     &outcome,

@@ -50,6 +50,22 @@ fn open_dir_at(parent: &OwnedFd, name: &str, shown: &Path) -> Result<OwnedFd, Ou
     })
 }
 
+/// Writes the run's collected files into `dir`. The program's result stands; a failure to
+/// write its files is reported with it, and turns a successful exit into 125, so a script
+/// notices.
+pub fn deliver(out: &mut crate::outcome::Outcome, dir: &Path) {
+    if let Err(e) = write_all(dir, &out.files) {
+        let note = format!("cordon could not write the program's files to --output-dir: {e}");
+        out.message = Some(match out.message.take() {
+            Some(m) => format!("{m}; {note}"),
+            None => note,
+        });
+        if out.cli_exit_code == 0 {
+            out.cli_exit_code = crate::outcome::exit_codes::SANDBOX_ERROR;
+        }
+    }
+}
+
 /// Writes `files` under `dir` (created if missing). Existing regular files are replaced.
 pub fn write_all(dir: &Path, files: &[OutputFile]) -> Result<(), OutputError> {
     std::fs::create_dir_all(dir).map_err(|e| OutputError::Io {

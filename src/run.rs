@@ -611,18 +611,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     out.dependencies = deps_report;
     out.language = Some(profile.name.clone());
     if let Some(dir) = &req.output_dir {
-        // The program's result stands; a failure to write its files is reported with it (and
-        // turns a successful exit into 125, so a script notices).
-        if let Err(e) = crate::output::write_all(dir, &out.files) {
-            let note = format!("cordon could not write the program's files to --output-dir: {e}");
-            out.message = Some(match out.message.take() {
-                Some(m) => format!("{m}; {note}"),
-                None => note,
-            });
-            if out.cli_exit_code == 0 {
-                out.cli_exit_code = crate::outcome::exit_codes::SANDBOX_ERROR;
-            }
-        }
+        crate::output::deliver(&mut out, dir);
     }
     Ok(finish(out, &profile, code_length, opts))
 }

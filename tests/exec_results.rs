@@ -200,3 +200,105 @@ both!(fn unknown_option_is_a_cordon_error(who) {
     assert!(plain.code == 125 || plain.code == 2, "{}", plain.describe());
     assert!(!plain.stderr.is_empty(), "a usage error must say what is wrong:\n{}", plain.describe());
 });
+
+/// An empty directory the caller of cordon owns (it writes `--output-dir` as itself).
+fn caller_owned_dir(who: Who, parent: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let d = parent.join(name);
+    std::fs::create_dir(&d).expect("mkdir");
+    std::os::unix::fs::chown(&d, Some(who.caller_uid()), Some(who.caller_gid())).expect("chown");
+    d
+}
+
+both!(fn files_go_in_with_file_and_come_back_with_output_dir(who) {
+    use std::os::unix::fs::MetadataExt;
+    let dir = shared_tempdir();
+    let input = dir.path().join("in.txt");
+    write_world_readable(&input, b"from the host\n");
+    let out = caller_owned_dir(who, dir.path(), "out");
+    let script = "cat data/in.txt; mkdir -p res; tr a-z A-Z < data/in.txt > res/upper.txt; echo x > top.txt";
+    let file_arg = format!("data/in.txt={}", input.display());
+    let r = exec_json_run(who, &["--file", &file_arg, "--output-dir", out.to_str().unwrap()], &["sh", "-c", script]);
+    assert_eq!(r.expect_ok(), "from the host\n", "the --file must be in /workspace:\n{}", r.describe());
+    // What the program wrote is listed and copied out; the input file it was given is not.
+    assert_eq!(
+        r.files(),
+        [("res/upper.txt".to_string(), 14), ("top.txt".to_string(), 2)],
+        "{}",
+        r.describe()
+    );
+    assert_eq!(std::fs::read_to_string(out.join("res/upper.txt")).unwrap(), "FROM THE HOST\n");
+    assert_eq!(std::fs::read_to_string(out.join("top.txt")).unwrap(), "x\n");
+    assert!(!out.join("data").exists(), "the input file must not be copied back:\n{}", r.describe());
+    let meta = std::fs::metadata(out.join("res/upper.txt")).unwrap();
+    assert_eq!(meta.uid(), who.caller_uid(), "--output-dir files belong to the caller");
+
+    // Without --json too: output passes through, the exit code is the program's.
+    let out2 = caller_owned_dir(who, dir.path(), "out2");
+    let plain = exec_plain(who, &["--file", &file_arg, "--output-dir", out2.to_str().unwrap()], &["sh", "-c", "cp data/in.txt copy.txt; exit 3"]);
+    assert_eq!(plain.code, 3, "{}", plain.describe());
+    assert_eq!(std::fs::read_to_string(out2.join("copy.txt")).unwrap(), "from the host\n", "{}", plain.describe());
+});
+
+both!(fn output_dir_that_cannot_be_written_is_reported(who) {
+    let dir = shared_tempdir();
+    // A regular file where the directory should be: nobody can write files below it.
+    let blocked = dir.path().join("not-a-dir");
+    write_world_readable(&blocked, b"");
+    let r = exec_json_run(who, &["--output-dir", blocked.to_str().unwrap()], &["sh", "-c", "echo x > f.txt"]);
+    assert_eq!(r.code(), 125, "a run whose files could not be delivered must not exit 0:\n{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("--output-dir"), "the message must say what failed:\n{}", r.describe());
+    assert_eq!(r.files(), [("f.txt".to_string(), 2)], "{}", r.describe());
+});
+
+both!(fn ro_bind_shows_a_host_directory_read_only(who) {
+    let dir = shared_tempdir();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    write_world_readable(&data.join("table.csv"), b"a,b\n1,2\n");
+    let bind = format!("{}:/data", data.display());
+    let script = "cat /data/table.csv; \
+        if echo x > /data/new 2>/dev/null; then echo WROTE-NEW; fi; \
+        if echo x >> /data/table.csv 2>/dev/null; then echo WROTE-OLD; fi; \
+        grep ' /data ' /proc/self/mountinfo";
+    let r = exec_json_run(who, &["--ro-bind", &bind], &["sh", "-c", script]);
+    let out = r.expect_ok();
+    assert!(out.starts_with("a,b\n1,2\n"), "the host directory's files must be readable:\n{}", r.describe());
+    assert!(!out.contains("WROTE"), "/data must be read-only:\n{}", r.describe());
+    let mountinfo = out.lines().last().unwrap_or("");
+    for flag in ["ro", "nosuid", "nodev"] {
+        assert!(
+            mountinfo.split_whitespace().nth(5).unwrap_or("").split(',').any(|f| f == flag),
+            "/data must be mounted {flag}:\n{}",
+            r.describe()
+        );
+    }
+    assert!(!data.join("new").exists(), "nothing may appear in the host directory");
+    assert_eq!(std::fs::read(data.join("table.csv")).unwrap(), b"a,b\n1,2\n");
+});
+
+both!(fn bad_file_and_bind_arguments_are_refused_before_anything_runs(who) {
+    let dir = shared_tempdir();
+    let file = dir.path().join("f.txt");
+    write_world_readable(&file, b"x");
+    let d = dir.path().display().to_string();
+    let f = file.display().to_string();
+    for (opts, says) in [
+        (vec!["--ro-bind".to_string(), format!("{d}:/usr")], "one of the sandbox's own directories"),
+        (vec!["--ro-bind".to_string(), format!("{d}:/workspace")], "one of the sandbox's own directories"),
+        (vec!["--ro-bind".to_string(), format!("{d}:/a/b")], "one new top-level directory"),
+        (vec!["--ro-bind".to_string(), format!("{d}:/data"), "--ro-bind".to_string(), format!("{d}:/data")], "used twice"),
+        (vec!["--ro-bind".to_string(), format!("{f}:/data")], "not a directory"),
+        (vec!["--ro-bind".to_string(), format!("{d}/missing:/data")], "cannot resolve"),
+        (vec!["--ro-bind".to_string(), d.clone()], "SRC:DST"),
+        (vec!["--file".to_string(), format!("../x={f}")], "`..`"),
+        (vec!["--file".to_string(), format!("/etc/x={f}")], "relative"),
+        (vec!["--file".to_string(), format!("x={d}/missing")], "cannot read"),
+    ] {
+        let plain = exec_plain(who, &opts, &["sh", "-c", "echo RAN"]);
+        assert_eq!(plain.code, 125, "{opts:?}:\n{}", plain.describe());
+        assert!(!plain.stdout_str().contains("RAN"), "{opts:?}: nothing may run:\n{}", plain.describe());
+        assert!(plain.stderr_str().contains(says), "{opts:?}: the error must say {says:?}:\n{}", plain.describe());
+    }
+});

@@ -408,6 +408,18 @@ pub struct ExecArgs {
     /// Feed this file to the program's stdin (default: cordon's own stdin, through a pipe).
     #[arg(long, value_name = "FILE")]
     pub stdin: Option<PathBuf>,
+    /// Copy a host file into /workspace as NAME before the program starts (repeatable; at
+    /// most 64 MiB in all: bind larger data with --ro-bind).
+    #[arg(long = "file", value_name = "NAME=PATH")]
+    pub files: Vec<String>,
+    /// Show a host directory read-only at DST, one new top-level directory (`/data`), as a
+    /// private overlay like the host's /usr (repeatable).
+    #[arg(long = "ro-bind", value_name = "SRC:DST")]
+    pub ro_binds: Vec<String>,
+    /// Copy what the program wrote in /workspace into this host directory after the run
+    /// (as the caller; the files are listed in the `--json` result too).
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
     /// `host` (read-only /usr of this machine) or a root filesystem directory.
     #[arg(long, value_name = "host|DIR", default_value = "host")]
     pub rootfs: String,
@@ -428,11 +440,33 @@ pub struct ExecArgs {
 }
 
 impl ExecArgs {
-    /// The sandbox these arguments describe.
-    pub fn to_spec(&self) -> Result<SandboxSpec, crate::net::PolicyError> {
+    /// The sandbox these arguments describe (reads the `--file` files).
+    pub fn to_spec(&self) -> Result<SandboxSpec, String> {
         let nonzero = |v: u64| if v == 0 { None } else { Some(v) };
         let mut s = SandboxSpec::new(self.command.clone());
-        s.network = self.net.network()?.unwrap_or_default();
+        s.network = self
+            .net
+            .network()
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        let mut total = 0u64;
+        for f in &self.files {
+            let file = crate::run::read_input_file(f).map_err(|e| e.to_string())?;
+            total += file.contents.len() as u64;
+            if total > crate::run::MAX_INPUT_BYTES {
+                return Err(format!(
+                    "--file: the files add up to more than the {}-byte input cap; show large data read-only with --ro-bind SRC:/data instead",
+                    crate::run::MAX_INPUT_BYTES
+                ));
+            }
+            s.files.push(file);
+        }
+        for b in &self.ro_binds {
+            s.binds.push(ro_bind(b)?);
+        }
+        if self.json || self.output_dir.is_some() {
+            s.collect = Some(crate::spec::Collect::default());
+        }
         s.env = self.env.clone();
         s.hostname = self.hostname.clone();
         s.rootfs = if self.rootfs == "host" {
@@ -465,6 +499,28 @@ impl ExecArgs {
         s.passthrough = !self.json;
         Ok(s)
     }
+}
+
+/// `--ro-bind SRC:DST`: SRC an existing host directory (resolved now, symlinks and all, so
+/// the sandbox gets what the caller named), DST one new top-level directory (checked with the
+/// rest of the spec).
+fn ro_bind(arg: &str) -> Result<crate::spec::Bind, String> {
+    let (src, dst) = arg.rsplit_once(':').ok_or_else(|| {
+        format!("--ro-bind `{arg}`: write it as SRC:DST, e.g. --ro-bind ./data:/data")
+    })?;
+    let resolved = std::fs::canonicalize(src)
+        .map_err(|e| format!("--ro-bind {arg}: cannot resolve {src}: {e}"))?;
+    if !resolved.is_dir() {
+        return Err(format!(
+            "--ro-bind {arg}: {} is not a directory; pass a single file with --file NAME=PATH",
+            resolved.display()
+        ));
+    }
+    Ok(crate::spec::Bind {
+        src: resolved,
+        dst: dst.to_string(),
+        writable: false,
+    })
 }
 
 #[cfg(test)]
@@ -549,6 +605,49 @@ mod tests {
         assert_eq!(s.limits.wall, std::time::Duration::from_secs(2));
         assert_eq!(s.env, vec![("A".to_string(), "1".to_string())]);
         assert!(!s.passthrough);
+    }
+
+    #[test]
+    fn files_binds_and_output_dir_map_to_the_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.sh");
+        std::fs::write(&input, "echo hi\n").unwrap();
+        std::fs::set_permissions(&input, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+        let exec = |extra: &[&str]| {
+            let mut argv = vec!["cordon", "exec"];
+            argv.extend_from_slice(extra);
+            argv.extend_from_slice(&["--", "true"]);
+            let Command::Exec(a) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("exec expected")
+            };
+            a.to_spec()
+        };
+        let file_arg = format!("bin/in.sh={}", input.display());
+        let bind_arg = format!("{}/./:/data", dir.path().display());
+        let s = exec(&["--file", &file_arg, "--ro-bind", &bind_arg]).unwrap();
+        assert_eq!(s.files.len(), 1);
+        assert_eq!(s.files[0].path, "bin/in.sh");
+        assert_eq!(s.files[0].contents, b"echo hi\n");
+        assert_eq!(
+            s.files[0].mode, 0o755,
+            "an executable input stays executable"
+        );
+        let canonical = std::fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(
+            s.binds,
+            [crate::spec::Bind {
+                src: canonical,
+                dst: "/data".into(),
+                writable: false
+            }]
+        );
+        // Files are collected only when they are reported or delivered.
+        assert!(s.collect.is_none());
+        assert!(exec(&["--json"]).unwrap().collect.is_some());
+        assert!(exec(&["--output-dir", "/tmp/x"]).unwrap().collect.is_some());
+        let e = exec(&["--file", "noequals"]).unwrap_err();
+        assert!(e.contains("NAME=PATH"), "{e}");
     }
 
     #[test]

@@ -423,18 +423,21 @@ impl SandboxSpec {
         let mut seen = Vec::new();
         for (what, dst, src) in dirs {
             let top = dst.strip_prefix('/').unwrap_or("");
-            if top.is_empty()
-                || top.contains('/')
-                || check_relative_path(top).is_err()
-                || RESERVED_TOP.contains(&top)
-                || !src.is_absolute()
-                || seen.contains(&top)
-            {
-                return Err(ParseError::new(
-                    what,
-                    dst,
-                    "one new top-level directory inside (e.g. /deps), not used twice, from an absolute host path",
-                ));
+            let why = if top.is_empty() || top.contains('/') || check_relative_path(top).is_err() {
+                Some("give one new top-level directory inside, such as /data")
+            } else if RESERVED_TOP.contains(&top) {
+                Some(
+                    "that is one of the sandbox's own directories; give a new top-level name, such as /data",
+                )
+            } else if seen.contains(&top) {
+                Some("that directory is used twice; give each its own name")
+            } else if !src.is_absolute() {
+                Some("the host path must be absolute")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(ParseError::new(what, dst, why));
             }
             seen.push(top);
         }
