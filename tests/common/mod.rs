@@ -1150,7 +1150,9 @@ pub fn record_skip(line: &str) {
         let entry = format!(
             "{}: {}\n",
             bin.split('-').next().unwrap_or(&bin),
-            line.replace('\n', " ")
+            line.strip_prefix("SKIP: ")
+                .unwrap_or(line)
+                .replace('\n', " ")
         );
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .append(true)
