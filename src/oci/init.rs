@@ -1177,11 +1177,8 @@ fn set_identity(c: &Container) -> Result<(), Step> {
     let ambient = of("ambient", &c.caps.ambient)?;
     let effective = of("effective", &c.caps.effective)?;
     let permitted = of("permitted", &c.caps.permitted)?;
-    for cap in supported.iter().copied() {
-        if !bounding.contains(&cap) {
-            caps::drop(None, CapSet::Bounding, cap).map_err(capf("bounding"))?;
-        }
-    }
+    crate::security::caps::drop_bounding_except(&bounding)
+        .map_err(|err| ("set capabilities", format!("bounding: {err}")))?;
     nix::sys::prctl::set_keepcaps(true).map_err(e("keep capabilities across the uid change"))?;
     let gids: Vec<nix::unistd::Gid> = c.additional_gids.iter().map(|g| (*g).into()).collect();
     let setgroups_denied =

@@ -38,7 +38,18 @@ fn err(cap: impl std::fmt::Display, set: &'static str, e: impl std::fmt::Display
 /// Empties the calling thread's bounding set: every capability number the kernel knows, not
 /// only those the `caps` crate names, so one added by a newer kernel goes too.
 pub fn drop_bounding() -> Result<(), CapsError> {
+    drop_bounding_except(&caps::CapsHashSet::new())
+}
+
+/// Drops from the calling thread's bounding set every capability number the kernel knows but
+/// `keep` (an OCI container's `process.capabilities.bounding`), numbers the `caps` crate
+/// cannot name included: a capability a newer kernel adds is dropped, never kept by default.
+pub fn drop_bounding_except(keep: &caps::CapsHashSet) -> Result<(), CapsError> {
+    let kept: u64 = keep.iter().fold(0, |m, c| m | (1u64 << c.index()));
     for cap in 0..=MAX_CAP {
+        if kept & (1u64 << cap) != 0 {
+            continue;
+        }
         match crate::sys::capbset_read(cap) {
             Ok(true) => {
                 crate::sys::capbset_drop(cap).map_err(|e| err(cap, "bounding", e))?;
