@@ -132,10 +132,20 @@ pub fn exec(args: &ExecArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(e, args.json),
     };
+    // Opened before the run: a bad directory is reported now, not after it.
+    let output_dir = match args
+        .output_dir
+        .as_deref()
+        .map(crate::output::OutputDir::open)
+    {
+        Some(Err(e)) => return fail(e, args.json),
+        Some(Ok(d)) => Some(d),
+        None => None,
+    };
     match crate::run_spec(&spec) {
         Ok(mut outcome) => {
-            if let Some(dir) = &args.output_dir {
-                crate::output::deliver(&mut outcome, dir);
+            if let Some(dir) = &output_dir {
+                dir.deliver(&mut outcome);
             }
             if !args.json {
                 warn_weak_limits(

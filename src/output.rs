@@ -24,97 +24,163 @@ pub enum OutputError {
     },
     #[error("refusing to write {0}: {1}")]
     BadName(String, String),
+    #[error("refusing to write into {path}: {why}")]
+    Refused { path: PathBuf, why: String },
 }
 
 const HINT: &str =
     "check that --output-dir is a writable directory (symlinks inside it are not followed)";
 
+fn io(step: &'static str, path: &Path) -> impl Fn(Errno) -> OutputError {
+    let path = path.to_path_buf();
+    move |errno| OutputError::Io {
+        step,
+        path: path.clone(),
+        errno,
+        hint: HINT,
+    }
+}
+
+/// A root caller writes only into directories root owns: in another user's directory that
+/// user could swap what cordon writes through (rename a directory away mid-write, read the
+/// files). An unprivileged caller may use any directory it can write.
+fn check_owner(fd: &OwnedFd, shown: &Path) -> Result<(), OutputError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let st = nix::sys::stat::fstat(fd).map_err(io("inspect", shown))?;
+    if st.st_uid != 0 {
+        return Err(OutputError::Refused {
+            path: shown.into(),
+            why: format!(
+                "it belongs to uid {}, and cordon running as root writes only into directories root owns; give a directory of root's (or run cordon as that user)",
+                st.st_uid
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn open_dir_at(parent: &OwnedFd, name: &str, shown: &Path) -> Result<OwnedFd, OutputError> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     match mkdirat(parent, name, Mode::from_bits_truncate(0o755)) {
         Ok(()) | Err(Errno::EEXIST) => {}
-        Err(errno) => {
-            return Err(OutputError::Io {
-                step: "create directory",
-                path: shown.into(),
-                errno,
-                hint: HINT,
+        Err(errno) => return Err(io("create directory", shown)(errno)),
+    }
+    let fd = openat(parent, name, flags, Mode::empty()).map_err(io("open directory", shown))?;
+    check_owner(&fd, shown)?;
+    Ok(fd)
+}
+
+/// The caller's `--output-dir`, opened (and created if missing) before the program runs, so
+/// that a bad directory is reported before a long run rather than after it, and so that what
+/// the directory's path names cannot change in between. Its last component must not be a
+/// symlink (one planted there would send the program's files elsewhere).
+pub struct OutputDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+impl OutputDir {
+    pub fn open(dir: &Path) -> Result<OutputDir, OutputError> {
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                io("create", parent)(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+            })?;
+        }
+        match nix::unistd::mkdir(dir, Mode::from_bits_truncate(0o755)) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(errno) => return Err(io("create", dir)(errno)),
+        }
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = open(dir, flags, Mode::empty()).map_err(|errno| match errno {
+            // O_NOFOLLOW with O_DIRECTORY answers a symlink with either.
+            Errno::ELOOP | Errno::ENOTDIR => OutputError::Refused {
+                path: dir.into(),
+                why: if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_symlink()) {
+                    "it is a symlink; give the directory it points to".into()
+                } else {
+                    "it is not a directory".into()
+                },
+            },
+            e => io("open", dir)(e),
+        })?;
+        check_owner(&fd, dir)?;
+        Ok(OutputDir {
+            fd,
+            path: dir.to_path_buf(),
+        })
+    }
+
+    /// Writes the run's collected files here. The program's result stands; a failure to
+    /// write its files is reported with it, and turns a successful exit into 125, so a script
+    /// notices.
+    pub fn deliver(&self, out: &mut crate::outcome::Outcome) {
+        if let Err(e) = self.write_all(&out.files) {
+            let note = format!("cordon could not write the program's files to --output-dir: {e}");
+            out.message = Some(match out.message.take() {
+                Some(m) => format!("{m}; {note}"),
+                None => note,
             });
+            if out.cli_exit_code == 0 {
+                out.cli_exit_code = crate::outcome::exit_codes::SANDBOX_ERROR;
+            }
         }
     }
-    openat(parent, name, flags, Mode::empty()).map_err(|errno| OutputError::Io {
-        step: "open directory",
-        path: shown.into(),
-        errno,
-        hint: HINT,
-    })
-}
 
-/// Writes the run's collected files into `dir`. The program's result stands; a failure to
-/// write its files is reported with it, and turns a successful exit into 125, so a script
-/// notices.
-pub fn deliver(out: &mut crate::outcome::Outcome, dir: &Path) {
-    if let Err(e) = write_all(dir, &out.files) {
-        let note = format!("cordon could not write the program's files to --output-dir: {e}");
-        out.message = Some(match out.message.take() {
-            Some(m) => format!("{m}; {note}"),
-            None => note,
-        });
-        if out.cli_exit_code == 0 {
-            out.cli_exit_code = crate::outcome::exit_codes::SANDBOX_ERROR;
+    /// Writes `files` here. A regular file already under a name is replaced: unlinked, then
+    /// created anew (`O_EXCL`), so a hard link there is never written through and the file
+    /// is the caller's own; any other entry under the name (a symlink, a FIFO, a directory)
+    /// is an error, never followed or opened.
+    pub fn write_all(&self, files: &[OutputFile]) -> Result<(), OutputError> {
+        for f in files {
+            check_relative_path(&f.path)
+                .map_err(|e| OutputError::BadName(f.path.clone(), e.hint))?;
+            let parts: Vec<&str> = f.path.split('/').collect();
+            let (name, parents) = parts.split_last().expect("a checked path has a component");
+            let mut cur: Option<OwnedFd> = None;
+            let mut shown = self.path.clone();
+            for p in parents {
+                shown.push(p);
+                let next = open_dir_at(cur.as_ref().unwrap_or(&self.fd), p, &shown)?;
+                cur = Some(next);
+            }
+            shown.push(name);
+            let parent = cur.as_ref().unwrap_or(&self.fd);
+            match nix::sys::stat::fstatat(parent, *name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Err(Errno::ENOENT) => {}
+                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => {
+                    nix::unistd::unlinkat(parent, *name, nix::unistd::UnlinkatFlags::NoRemoveDir)
+                        .or_else(|e| if e == Errno::ENOENT { Ok(()) } else { Err(e) })
+                        .map_err(io("replace", &shown))?;
+                }
+                Ok(_) => {
+                    return Err(OutputError::Refused {
+                        path: shown,
+                        why: "something other than a regular file (a symlink, FIFO, directory...) is there under that name; cordon neither follows nor replaces it".into(),
+                    });
+                }
+                Err(errno) => return Err(io("inspect", &shown)(errno)),
+            }
+            let mode = Mode::from_bits_truncate(if f.mode & 0o111 != 0 { 0o755 } else { 0o644 });
+            let wflags = OFlag::O_WRONLY
+                | OFlag::O_CREAT
+                | OFlag::O_EXCL
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_CLOEXEC;
+            let fd = openat(parent, *name, wflags, mode).map_err(io("create", &shown))?;
+            let mut file = std::fs::File::from(fd);
+            std::io::Write::write_all(&mut file, &f.data).map_err(|e| {
+                io("write", &shown)(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+            })?;
         }
+        Ok(())
     }
 }
 
-/// Writes `files` under `dir` (created if missing). Existing regular files are replaced.
+/// Opens `dir` and writes `files` into it (see [`OutputDir`]).
 pub fn write_all(dir: &Path, files: &[OutputFile]) -> Result<(), OutputError> {
-    std::fs::create_dir_all(dir).map_err(|e| OutputError::Io {
-        step: "create",
-        path: dir.into(),
-        errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-        hint: HINT,
-    })?;
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let root = open(dir, flags, Mode::empty()).map_err(|errno| OutputError::Io {
-        step: "open",
-        path: dir.into(),
-        errno,
-        hint: HINT,
-    })?;
-    for f in files {
-        check_relative_path(&f.path).map_err(|e| OutputError::BadName(f.path.clone(), e.hint))?;
-        let parts: Vec<&str> = f.path.split('/').collect();
-        let (name, parents) = parts.split_last().expect("a checked path has a component");
-        let mut cur: Option<OwnedFd> = None;
-        let mut shown = dir.to_path_buf();
-        for p in parents {
-            shown.push(p);
-            let next = open_dir_at(cur.as_ref().unwrap_or(&root), p, &shown)?;
-            cur = Some(next);
-        }
-        shown.push(name);
-        let parent = cur.as_ref().unwrap_or(&root);
-        let mode = Mode::from_bits_truncate(if f.mode & 0o111 != 0 { 0o755 } else { 0o644 });
-        let wflags = OFlag::O_WRONLY
-            | OFlag::O_CREAT
-            | OFlag::O_TRUNC
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_CLOEXEC;
-        let fd = openat(parent, *name, wflags, mode).map_err(|errno| OutputError::Io {
-            step: "create",
-            path: shown.clone(),
-            errno,
-            hint: HINT,
-        })?;
-        let mut file = std::fs::File::from(fd);
-        std::io::Write::write_all(&mut file, &f.data).map_err(|e| OutputError::Io {
-            step: "write",
-            path: shown.clone(),
-            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-            hint: HINT,
-        })?;
-    }
-    Ok(())
+    OutputDir::open(dir)?.write_all(files)
 }
 
 #[cfg(test)]
@@ -155,6 +221,57 @@ mod tests {
         assert!(write_all(d.path(), &[file("sub/y.txt", b"y")]).is_err());
         assert!(!target.path().join("victim").exists());
         assert!(!target.path().join("y.txt").exists());
+    }
+
+    #[test]
+    fn replaces_a_regular_file_without_writing_through_its_links() {
+        let d = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let victim = elsewhere.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        std::fs::hard_link(&victim, d.path().join("out.txt")).unwrap();
+        std::fs::write(d.path().join("old.txt"), b"old").unwrap();
+        write_all(
+            d.path(),
+            &[file("out.txt", b"new"), file("old.txt", b"newer")],
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read(&victim).unwrap(),
+            b"precious",
+            "a hard link was written through"
+        );
+        assert_eq!(std::fs::read(d.path().join("out.txt")).unwrap(), b"new");
+        assert_eq!(std::fs::read(d.path().join("old.txt")).unwrap(), b"newer");
+    }
+
+    #[test]
+    fn a_fifo_under_a_name_is_refused_not_opened() {
+        let d = tempfile::tempdir().unwrap();
+        nix::unistd::mkfifo(&d.path().join("pipe"), Mode::from_bits_truncate(0o644)).unwrap();
+        // Opening the FIFO for writing would block forever: the error must come at once.
+        let e = write_all(d.path(), &[file("pipe", b"x")]).unwrap_err();
+        assert!(matches!(e, OutputError::Refused { .. }), "{e}");
+    }
+
+    #[test]
+    fn the_output_dir_itself_may_not_be_a_symlink_or_a_file() {
+        let d = tempfile::tempdir().unwrap();
+        let target = tempfile::tempdir().unwrap();
+        let link = d.path().join("out");
+        std::os::unix::fs::symlink(target.path(), &link).unwrap();
+        let e = OutputDir::open(&link)
+            .err()
+            .expect("a symlink must be refused");
+        assert!(e.to_string().contains("symlink"), "{e}");
+        let f = d.path().join("file");
+        std::fs::write(&f, b"").unwrap();
+        let e = OutputDir::open(&f).err().expect("a file must be refused");
+        assert!(e.to_string().contains("not a directory"), "{e}");
+        // A missing one is made, parents included.
+        let fresh = d.path().join("a/b/c");
+        OutputDir::open(&fresh).unwrap();
+        assert!(fresh.is_dir());
     }
 
     #[test]

@@ -419,6 +419,12 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
             "no file named `{entry}` to run: give code (-c, a FILE, or `code`), or name an existing file as the entry point"
         )));
     }
+    // Opened (and made) before anything runs: a bad directory is reported now, not after
+    // the run, and a symlink put in its place meanwhile cannot redirect the files.
+    let output_dir = match &req.output_dir {
+        Some(d) => Some(crate::output::OutputDir::open(d)?),
+        None => None,
+    };
     let mut seen = std::collections::HashSet::new();
     for f in &files {
         if !seen.insert(f.path.as_str()) {
@@ -610,8 +616,8 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     out.compile = compile_report;
     out.dependencies = deps_report;
     out.language = Some(profile.name.clone());
-    if let Some(dir) = &req.output_dir {
-        crate::output::deliver(&mut out, dir);
+    if let Some(dir) = &output_dir {
+        dir.deliver(&mut out);
     }
     Ok(finish(out, &profile, code_length, opts))
 }

@@ -239,17 +239,42 @@ both!(fn files_go_in_with_file_and_come_back_with_output_dir(who) {
     assert_eq!(std::fs::read_to_string(out2.join("copy.txt")).unwrap(), "from the host\n", "{}", plain.describe());
 });
 
-both!(fn output_dir_that_cannot_be_written_is_reported(who) {
+both!(fn output_dir_problems_are_reported(who) {
     let dir = shared_tempdir();
-    // A regular file where the directory should be: nobody can write files below it.
+    // Not a directory: refused before anything runs.
     let blocked = dir.path().join("not-a-dir");
     write_world_readable(&blocked, b"");
-    let r = exec_json_run(who, &["--output-dir", blocked.to_str().unwrap()], &["sh", "-c", "echo x > f.txt"]);
+    let plain = exec_plain(who, &["--output-dir", blocked.to_str().unwrap()], &["sh", "-c", "echo RAN"]);
+    assert_eq!(plain.code, 125, "{}", plain.describe());
+    assert!(!plain.stdout_str().contains("RAN"), "nothing may run:\n{}", plain.describe());
+    assert!(plain.stderr_str().contains("not a directory"), "{}", plain.describe());
+    // A symlink as the directory: refused too (it could point anywhere).
+    let out = caller_owned_dir(who, dir.path(), "real");
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&out, &link).unwrap();
+    let plain = exec_plain(who, &["--output-dir", link.to_str().unwrap()], &["sh", "-c", "echo RAN"]);
+    assert_eq!(plain.code, 125, "{}", plain.describe());
+    assert!(plain.stderr_str().contains("symlink"), "{}", plain.describe());
+
+    // A FIFO where the program's file goes: never opened (that would hang cordon), reported
+    // after the run; a successful run then exits 125, a failed one keeps its code.
+    nix_mkfifo(&out.join("f.txt"));
+    let r = exec_json_run(who, &["--output-dir", out.to_str().unwrap()], &["sh", "-c", "echo x > f.txt"]);
     assert_eq!(r.code(), 125, "a run whose files could not be delivered must not exit 0:\n{}", r.describe());
     let msg = r.get("/message").as_str().unwrap_or("");
-    assert!(msg.contains("--output-dir"), "the message must say what failed:\n{}", r.describe());
+    assert!(msg.contains("--output-dir") && msg.contains("f.txt"), "the message must say what failed:\n{}", r.describe());
     assert_eq!(r.files(), [("f.txt".to_string(), 2)], "{}", r.describe());
+    let plain = exec_plain(who, &["--output-dir", out.to_str().unwrap()], &["sh", "-c", "echo x > f.txt; exit 4"]);
+    assert_eq!(plain.code, 4, "the program's own failure code stands:\n{}", plain.describe());
 });
+
+fn nix_mkfifo(path: &std::path::Path) {
+    let st = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo");
+    assert!(st.success());
+}
 
 both!(fn ro_bind_shows_a_host_directory_read_only(who) {
     let dir = shared_tempdir();
