@@ -274,3 +274,24 @@ both!(fn a_setuid_root_binary_in_the_rootfs_stays_unprivileged(who) {
         r.describe()
     );
 });
+
+// --ro-bind over a name the rootfs directory already has is refused: it would hide that
+// entry, or, through a symlink such as `data -> workspace`, land on /workspace itself.
+both!(fn ro_bind_may_not_take_a_name_of_the_rootfs(who) {
+    let Some((keep, root)) = tiny_rootfs("ro_bind_may_not_take_a_name_of_the_rootfs") else { return };
+    std::os::unix::fs::symlink("workspace", root.join("data")).unwrap();
+    std::fs::create_dir(root.join("opt")).unwrap();
+    let src = keep.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let root_arg = root.to_str().unwrap();
+    for (dst, says) in [("/data", "already has /data"), ("/etc", "sandbox's own directories"), ("/opt", "already has /opt")] {
+        let bind = format!("{}:{dst}", src.display());
+        let plain = exec_plain(who, &["--rootfs", root_arg, "--ro-bind", &bind], &["sh", "-c", "echo RAN"]);
+        assert_eq!(plain.code, 125, "{dst}:\n{}", plain.describe());
+        assert!(!plain.stdout_str().contains("RAN"), "{dst}:\n{}", plain.describe());
+        assert!(plain.stderr_str().contains(says), "{dst}: must say {says:?}:\n{}", plain.describe());
+    }
+    let bind = format!("{}:/fresh", src.display());
+    let r = exec_json_run(who, &["--rootfs", root_arg, "--ro-bind", &bind], &["sh", "-c", "test -d /fresh && echo ok"]);
+    assert_eq!(r.expect_ok(), "ok\n", "{}", r.describe());
+});

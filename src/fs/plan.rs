@@ -187,6 +187,39 @@ pub fn binds(binds: &[crate::spec::Bind]) -> Vec<Op> {
     ops
 }
 
+/// A bind's or the export's directory must be new at the top of the root: with `--rootfs DIR`
+/// the plan shows every top-level entry of DIR, and a bind over one of them would hide it, or,
+/// where it is a symlink (`data -> workspace`), land on whatever it points to.
+pub fn check_new_top_dirs(
+    rootfs: &Rootfs,
+    host: &HostView,
+    spec: &crate::spec::SandboxSpec,
+) -> Result<(), crate::spec::ParseError> {
+    let Rootfs::Dir(dir) = rootfs else {
+        // The host root shows only HOST_TOP, which SandboxSpec::validate already reserves.
+        return Ok(());
+    };
+    let dsts = spec
+        .binds
+        .iter()
+        .map(|b| ("bind", &b.dst))
+        .chain(spec.export.iter().map(|e| ("export", &e.dir)));
+    for (what, dst) in dsts {
+        let top = dst.trim_start_matches('/');
+        if host.top.iter().any(|(name, _, _)| name == top) {
+            return Err(crate::spec::ParseError::new(
+                what,
+                dst,
+                &format!(
+                    "the root filesystem {} already has /{top}; give a name it does not have",
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The export tmpfs (see [`crate::spec::Export`]): sized like the workspace.
 pub fn export(e: &crate::spec::Export, limits: &Limits) -> Vec<Op> {
     let dst = PathBuf::from(&e.dir);
@@ -415,6 +448,35 @@ pub fn sources(ops: &[Op]) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bind_may_not_take_a_name_the_rootfs_directory_has() {
+        let mut host = merged_usr();
+        host.top.push(("data".into(), Some("workspace".into()), false));
+        host.top.push(("opt".into(), None, true));
+        let mut spec = crate::spec::SandboxSpec::new(vec!["true".into()]);
+        let dir = Rootfs::Dir("/srv/root".into());
+        for taken in ["/data", "/opt"] {
+            spec.binds = vec![crate::spec::Bind {
+                src: "/srv/x".into(),
+                dst: taken.into(),
+                writable: false,
+            }];
+            let e = check_new_top_dirs(&dir, &host, &spec).unwrap_err().to_string();
+            assert!(e.contains("already has"), "{taken}: {e}");
+            // The host root shows only its /usr family: any other name is free there.
+            check_new_top_dirs(&Rootfs::Host, &host, &spec).unwrap();
+        }
+        spec.binds[0].dst = "/fresh".into();
+        check_new_top_dirs(&dir, &host, &spec).unwrap();
+        spec.binds.clear();
+        spec.export = Some(crate::spec::Export {
+            dir: "/opt".into(),
+            host: "/srv/set".into(),
+            seed: Vec::new(),
+        });
+        assert!(check_new_top_dirs(&dir, &host, &spec).is_err());
+    }
 
     fn merged_usr() -> HostView {
         HostView {

@@ -162,6 +162,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         },
         source,
     })?;
+    plan::check_new_top_dirs(&rootfs, &host, spec)?;
     let mut ops = plan::build(&rootfs, &host, &spec.limits, &spec.hostname);
     if spec.network == Network::Host {
         host_network_etc(&mut ops);
