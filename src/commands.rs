@@ -51,7 +51,10 @@ fn error_json(message: &str) -> serde_json::Value {
 }
 
 /// Prints an outcome the way the CLI does and returns the exit code.
-fn report(outcome: &Outcome, json: bool) -> i32 {
+/// Prints the result (`--json`), or in text mode what the program's own output does not
+/// show: a compile or install failure, cordon's message, refused connections, and files that
+/// `--output-dir` (`delivered`) did not get.
+fn report(outcome: &Outcome, json: bool, delivered: bool) -> i32 {
     if json {
         if print_json(outcome, true) != 0 {
             return exit_codes::SANDBOX_ERROR;
@@ -73,6 +76,14 @@ fn report(outcome: &Outcome, json: bool) -> i32 {
         }
         if let Some(m) = &outcome.message {
             eprintln!("cordon: {}: {m}", outcome.status.as_str());
+        }
+        if let (true, Some(first)) = (delivered, outcome.files_omitted.first()) {
+            eprintln!(
+                "cordon: {} file(s) the program wrote were not copied to --output-dir (first: {}: {}); --json lists them all",
+                outcome.files_omitted.len(),
+                first.path,
+                first.reason
+            );
         }
         if let Some(n) = outcome.network.as_ref().filter(|n| !n.refused.is_empty()) {
             let count: u64 = n.refused.iter().map(|r| r.count).sum();
@@ -154,7 +165,7 @@ pub fn exec(args: &ExecArgs) -> i32 {
                     args.memory.is_some_and(|m| m > 0),
                 );
             }
-            report(&outcome, args.json)
+            report(&outcome, args.json, args.output_dir.is_some())
         }
         Err(e) => fail(e, args.json),
     }
@@ -316,7 +327,7 @@ pub fn run(args: &RunArgs) -> i32 {
                     l.memory.as_deref().is_some_and(|m| m != "0"),
                 );
             }
-            report(&o, args.json)
+            report(&o, args.json, args.output_dir.is_some())
         }
         Err(e) => fail(e, args.json),
     }

@@ -14,6 +14,7 @@ use crate::spec::{
     BackendChoice, Collect, Degrade, InputFile, Limits, ParseError, Rootfs, SandboxSpec,
     StdinSource,
 };
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Bytes of compile artifacts the cache keeps (least recently used evicted first).
@@ -610,7 +611,11 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     s.files = run_files;
     s.network = req.network.clone();
     if opts.collect || req.output_dir.is_some() {
-        s.collect = Some(Collect::default());
+        // The result lists names and sizes; only --output-dir needs the contents.
+        s.collect = Some(Collect {
+            contents: req.output_dir.is_some(),
+            ..Collect::default()
+        });
     }
     let mut out = crate::launch::run(&s)?;
     out.compile = compile_report;
@@ -658,19 +663,37 @@ pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
         ))
     })?;
     crate::spec::check_relative_path(name)?;
-    let p = Path::new(path);
-    let contents = std::fs::read(p)
-        .map_err(|e| RunError::Request(format!("--file {name}: cannot read {path}: {e}")))?;
+    use std::io::Read;
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(p)
-        .map(|m| {
-            if m.permissions().mode() & 0o111 != 0 {
-                0o755
-            } else {
-                0o644
-            }
-        })
-        .unwrap_or(0o644);
+    let cannot =
+        |e: std::io::Error| RunError::Request(format!("--file {name}: cannot read {path}: {e}"));
+    // Opened without blocking (a FIFO would wait for a writer), then checked on the opened
+    // file: only a regular file, and never more than the input cap (/dev/zero never ends).
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(RunError::Request(format!(
+            "--file {name}: {path} is not a regular file"
+        )));
+    }
+    let mut contents = Vec::new();
+    file.take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut contents)
+        .map_err(cannot)?;
+    if contents.len() as u64 > MAX_INPUT_BYTES {
+        return Err(RunError::Request(format!(
+            "--file {name}: {path} is over the {MAX_INPUT_BYTES}-byte input cap (`cordon exec --ro-bind` shows a directory without copying it)"
+        )));
+    }
+    let mode = if meta.permissions().mode() & 0o111 != 0 {
+        0o755
+    } else {
+        0o644
+    };
     Ok(InputFile {
         path: name.into(),
         contents,

@@ -237,6 +237,17 @@ both!(fn files_go_in_with_file_and_come_back_with_output_dir(who) {
     let plain = exec_plain(who, &["--file", &file_arg, "--output-dir", out2.to_str().unwrap()], &["sh", "-c", "cp data/in.txt copy.txt; exit 3"]);
     assert_eq!(plain.code, 3, "{}", plain.describe());
     assert_eq!(std::fs::read_to_string(out2.join("copy.txt")).unwrap(), "from the host\n", "{}", plain.describe());
+
+    // What is not copied (a symlink never is) is said on stderr in text mode too.
+    let out3 = caller_owned_dir(who, dir.path(), "out3");
+    let plain = exec_plain(who, &["--output-dir", out3.to_str().unwrap()], &["sh", "-c", "ln -s /etc/passwd link; echo x > ok.txt"]);
+    assert_eq!(plain.code, 0, "{}", plain.describe());
+    assert!(
+        plain.stderr_str().contains("1 file(s) the program wrote were not copied to --output-dir (first: link:"),
+        "{}",
+        plain.describe()
+    );
+    assert!(out3.join("ok.txt").is_file() && !out3.join("link").exists(), "{}", plain.describe());
 });
 
 both!(fn output_dir_problems_are_reported(who) {
@@ -309,6 +320,8 @@ both!(fn bad_file_and_bind_arguments_are_refused_before_anything_runs(who) {
     write_world_readable(&file, b"x");
     let d = dir.path().display().to_string();
     let f = file.display().to_string();
+    let fifo = dir.path().join("fifo");
+    nix_mkfifo(&fifo);
     for (opts, says) in [
         (vec!["--ro-bind".to_string(), format!("{d}:/usr")], "one of the sandbox's own directories"),
         (vec!["--ro-bind".to_string(), format!("{d}:/workspace")], "one of the sandbox's own directories"),
@@ -320,10 +333,40 @@ both!(fn bad_file_and_bind_arguments_are_refused_before_anything_runs(who) {
         (vec!["--file".to_string(), format!("../x={f}")], "`..`"),
         (vec!["--file".to_string(), format!("/etc/x={f}")], "relative"),
         (vec!["--file".to_string(), format!("x={d}/missing")], "cannot read"),
+        (vec!["--file".to_string(), format!("x={}", fifo.display())], "not a regular file"),
+        (vec!["--file".to_string(), "x=/dev/zero".to_string()], "not a regular file"),
+        (vec!["--file".to_string(), format!("x={f}"), "--file".to_string(), format!("x={f}")], "twice"),
+        (vec!["--file".to_string(), format!("a={f}"), "--file".to_string(), format!("a/b={f}")], "needs a as a directory"),
+        (vec!["--ro-bind".to_string(), "/proc/sys:/data".to_string()], "proc filesystem"),
+        (vec!["--ro-bind".to_string(), "/:/data".to_string()], "mount point below it"),
+        (vec!["--ro-bind".to_string(), format!("{d}:/data"), "--allow-degraded".to_string(), "overlay".to_string()], "--allow-degraded overlay"),
     ] {
         let plain = exec_plain(who, &opts, &["sh", "-c", "echo RAN"]);
         assert_eq!(plain.code, 125, "{opts:?}:\n{}", plain.describe());
         assert!(!plain.stdout_str().contains("RAN"), "{opts:?}: nothing may run:\n{}", plain.describe());
         assert!(plain.stderr_str().contains(says), "{opts:?}: the error must say {says:?}:\n{}", plain.describe());
     }
+});
+
+// `--json` alone lists what the program wrote (names and sizes) without bringing the contents
+// back: a file over the 64 MiB that --output-dir would copy is listed, not omitted.
+both!(fn json_lists_written_files_without_their_contents(who) {
+    let r = exec_json_run(
+        who,
+        &["--memory", "512M"],
+        &["sh", "-c", "head -c 70000000 /dev/zero > big.bin; echo hi > small.txt"],
+    );
+    r.expect_ok();
+    assert_eq!(
+        r.files(),
+        [("big.bin".to_string(), 70_000_000), ("small.txt".to_string(), 3)],
+        "{}",
+        r.describe()
+    );
+    let omitted = r.get("/filesOmitted");
+    assert!(
+        omitted.is_null() || omitted == &json!([]),
+        "nothing may be omitted:\n{}",
+        r.describe()
+    );
 });

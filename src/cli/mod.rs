@@ -461,11 +461,19 @@ impl ExecArgs {
             }
             s.files.push(file);
         }
+        if !self.ro_binds.is_empty() && self.allow_degraded.contains(&DegradeArg::Overlay) {
+            // Degraded, the view would be a plain bind: a unix socket below it would connect
+            // to the host's listener (Landlock does not govern connecting by path).
+            return Err("--ro-bind cannot be combined with --allow-degraded overlay: the directory would then be bound as it is, and a unix socket in it would reach the host process listening on it".into());
+        }
         for b in &self.ro_binds {
             s.binds.push(ro_bind(b)?);
         }
         if self.json || self.output_dir.is_some() {
-            s.collect = Some(crate::spec::Collect::default());
+            s.collect = Some(crate::spec::Collect {
+                contents: self.output_dir.is_some(),
+                ..Default::default()
+            });
         }
         s.env = self.env.clone();
         s.hostname = self.hostname.clone();
@@ -516,6 +524,12 @@ fn ro_bind(arg: &str) -> Result<crate::spec::Bind, String> {
             resolved.display()
         ));
     }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| e.to_string())
+        .and_then(|t| crate::limits::MountInfo::parse(&t))
+        .map_err(|e| format!("--ro-bind {arg}: cannot read /proc/self/mountinfo: {e}"))?;
+    crate::fs::plan::check_bind_source(&resolved, &mounts)
+        .map_err(|why| format!("--ro-bind {arg}: {why}"))?;
     Ok(crate::spec::Bind {
         src: resolved,
         dst: dst.to_string(),

@@ -187,6 +187,57 @@ pub fn binds(binds: &[crate::spec::Bind]) -> Vec<Op> {
     ops
 }
 
+/// Filesystems of the kernel's own state: a host directory on one of them is not data to
+/// show a sandbox (cordon hides /proc's revealing files and gives no /sys at all).
+const KERNEL_FILESYSTEMS: &[&str] = &[
+    "proc",
+    "sysfs",
+    "debugfs",
+    "tracefs",
+    "securityfs",
+    "cgroup",
+    "cgroup2",
+    "bpf",
+    "configfs",
+    "efivarfs",
+    "pstore",
+    "fusectl",
+    "binfmt_misc",
+    "devtmpfs",
+    "devpts",
+];
+
+/// Whether the host directory `src` (canonical) can be shown read-only in a sandbox, given
+/// the caller's mounts: not on a kernel filesystem, and with no mount point below it (a bind
+/// or overlay is not recursive: what is mounted below would not be there, and the kernel
+/// refuses to show a directory whose mounts below it are locked). `Err` says why and what to
+/// do.
+pub fn check_bind_source(src: &Path, mounts: &[crate::limits::MountInfo]) -> Result<(), String> {
+    let holder = mounts
+        .iter()
+        .filter(|m| src.starts_with(&m.mount_point))
+        .max_by_key(|m| m.mount_point.as_os_str().len());
+    if let Some(m) = holder.filter(|m| KERNEL_FILESYSTEMS.contains(&m.fs_type.as_str())) {
+        return Err(format!(
+            "{} is on the kernel's {} filesystem ({}), not data cordon shows a sandbox; bind a directory of files",
+            src.display(),
+            m.fs_type,
+            m.mount_point.display()
+        ));
+    }
+    if let Some(m) = mounts
+        .iter()
+        .find(|m| m.mount_point != src && m.mount_point.starts_with(src))
+    {
+        return Err(format!(
+            "{} has a mount point below it ({}); binds are not recursive: bind a directory without mounts below it, or bind each one on its own",
+            src.display(),
+            m.mount_point.display()
+        ));
+    }
+    Ok(())
+}
+
 /// A bind's or the export's directory must be new at the top of the root: with `--rootfs DIR`
 /// the plan shows every top-level entry of DIR, and a bind over one of them would hide it, or,
 /// where it is a symlink (`data -> workspace`), land on whatever it points to.
@@ -450,9 +501,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_bind_source_is_data_without_mounts_below_it() {
+        let mounts = crate::limits::MountInfo::parse(
+            "1 0 8:1 / / rw - ext4 /dev/sda1 rw\n\
+             2 1 0:5 / /proc rw - proc proc rw\n\
+             3 1 0:6 / /sys rw - sysfs sysfs rw\n\
+             4 3 0:7 / /sys/kernel/debug rw - debugfs debugfs rw\n\
+             5 1 0:8 / /srv/data/cache rw - tmpfs tmpfs rw\n\
+             6 1 0:9 / /srv/data\\040two rw - tmpfs tmpfs rw\n",
+        )
+        .unwrap();
+        let check = |p: &str| check_bind_source(Path::new(p), &mounts);
+        check("/srv/other").unwrap();
+        check("/srv/data/cache").unwrap();
+        check("/srv/data two").unwrap();
+        for (p, says) in [
+            ("/proc/sys", "proc filesystem"),
+            ("/sys/kernel", "sysfs filesystem"),
+            ("/sys/kernel/debug/x", "debugfs filesystem"),
+            ("/srv/data", "mount point below it (/srv/data/cache)"),
+            ("/", "mount point below it"),
+        ] {
+            let e = check(p).unwrap_err();
+            assert!(e.contains(says), "{p}: {e}");
+        }
+        // `/srv/data` is not a prefix of `/srv/data two`'s mount point: whole components only.
+        check("/srv/dat").unwrap();
+    }
+
+    #[test]
     fn a_bind_may_not_take_a_name_the_rootfs_directory_has() {
         let mut host = merged_usr();
-        host.top.push(("data".into(), Some("workspace".into()), false));
+        host.top
+            .push(("data".into(), Some("workspace".into()), false));
         host.top.push(("opt".into(), None, true));
         let mut spec = crate::spec::SandboxSpec::new(vec!["true".into()]);
         let dir = Rootfs::Dir("/srv/root".into());
@@ -462,7 +543,9 @@ mod tests {
                 dst: taken.into(),
                 writable: false,
             }];
-            let e = check_new_top_dirs(&dir, &host, &spec).unwrap_err().to_string();
+            let e = check_new_top_dirs(&dir, &host, &spec)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("already has"), "{taken}: {e}");
             // The host root shows only its /usr family: any other name is free there.
             check_new_top_dirs(&Rootfs::Host, &host, &spec).unwrap();

@@ -45,6 +45,8 @@ pub enum Msg {
     FileBytes(Vec<u8>),
     /// The file begun is complete: `size` bytes were sent.
     FileEnd { size: u64 },
+    /// A file found, listed without its contents ([`crate::spec::Collect::contents`] off).
+    FileListed { path: String, mode: u32, size: u64 },
     /// A file left behind, and why. For the file begun, this ends it: its data is dropped.
     FileOmitted { path: String, reason: String },
     /// init walked all of /workspace: every file it sent is complete. Without this message

@@ -185,11 +185,18 @@ impl Walk<'_> {
     }
 
     fn file(&mut self, dir: &OwnedFd, name: &[u8], path: &str, size: u64) {
-        if self.files >= self.spec.max_files {
+        // An input file cordon put there may be left unchanged: not news, and not counted
+        // against the caps, so it is compared before them.
+        let maybe_input = self.spec.only.is_none()
+            && self
+                .inputs
+                .iter()
+                .any(|i| i.path == path && i.contents.len() as u64 == size);
+        if !maybe_input && self.files >= self.spec.max_files {
             return self.omit(path, "over the file-count cap");
         }
         let room = self.spec.max_bytes - self.bytes;
-        if size > room {
+        if !maybe_input && self.spec.contents && size > room {
             return self.omit(path, "over the total-size cap");
         }
         // O_NONBLOCK: even a FIFO swapped in could not block (none can be: all are dead).
@@ -207,18 +214,31 @@ impl Walk<'_> {
             }
             _ => return self.omit(path, "changed type while being collected"),
         };
-        if size > room {
-            return self.omit(path, "over the total-size cap");
-        }
         let f = std::fs::File::from(fd);
-        // An input file cordon put there and the program left unchanged is not news.
-        if self.spec.only.is_none()
+        if maybe_input
             && self
                 .inputs
                 .iter()
                 .any(|i| i.path == path && same_contents(&f, &i.contents, &mut self.buf))
         {
             return;
+        }
+        if self.files >= self.spec.max_files {
+            return self.omit(path, "over the file-count cap");
+        }
+        if !self.spec.contents {
+            match self.report.send_large(&Msg::FileListed {
+                path: path.into(),
+                mode,
+                size,
+            }) {
+                Ok(()) => self.files += 1,
+                Err(e) => self.broken = Some(e),
+            }
+            return;
+        }
+        if size > room {
+            return self.omit(path, "over the total-size cap");
         }
         // Streamed: init holds one chunk of the file at a time, whatever its size (init is in
         // the sandbox's memory cgroup, beside the file's own tmpfs pages).
@@ -466,6 +486,19 @@ impl ReceivedFiles {
                     "garbled transfer: the end of a file never begun".into(),
                 ),
             },
+            Msg::FileListed { path, mode, size } => {
+                self.drop_open("garbled transfer: cut off by a listed file");
+                if self.files.len() >= self.max_files {
+                    self.omit(path, "over the file-count cap".into());
+                } else {
+                    self.files.push(OutputFile {
+                        path,
+                        size,
+                        mode,
+                        data: Vec::new(),
+                    });
+                }
+            }
             Msg::FileOmitted { path, reason } => {
                 if self.open.as_ref().is_some_and(|f| f.path == path) {
                     self.open = None;
@@ -651,6 +684,30 @@ mod tests {
             (last.path.as_str(), last.reason.as_str()),
             ("...", "51 more entries not listed")
         );
+    }
+
+    /// A listing (no contents) gives names, sizes and modes, held to the file-count cap only:
+    /// a listed file's size is not data cordon receives.
+    #[test]
+    fn listed_files_are_held_to_the_count_cap_only() {
+        let mut r = ReceivedFiles::new(10, 2);
+        for (name, size) in [("big", 1u64 << 30), ("small", 3), ("third", 1)] {
+            let m = Msg::FileListed {
+                path: name.into(),
+                mode: 0o644,
+                size,
+            };
+            assert!(r.take(m).is_none());
+        }
+        let got: Vec<(&str, u64, usize)> = r
+            .files
+            .iter()
+            .map(|f| (f.path.as_str(), f.size, f.data.len()))
+            .collect();
+        assert_eq!(got, [("big", 1 << 30, 0), ("small", 3, 0)]);
+        assert_eq!(r.omitted.len(), 1);
+        assert_eq!(r.omitted[0].reason, "over the file-count cap");
+        assert!(r.garbled.is_none(), "{:?}", r.garbled);
     }
 
     /// init's side: a file several chunks long goes through the pipe in pieces and arrives

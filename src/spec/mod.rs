@@ -145,6 +145,10 @@ pub struct Collect {
     pub max_bytes: u64,
     /// Only these paths (for a compile phase: the artifact); `None` = everything.
     pub only: Option<Vec<String>>,
+    /// Bring the files' contents (for `--output-dir`, a compile's artifact), or only list
+    /// their names and sizes (the `--json` result alone needs no more); a listing is not held
+    /// to `max_bytes`, which bounds what cordon receives.
+    pub contents: bool,
 }
 
 impl Default for Collect {
@@ -153,6 +157,7 @@ impl Default for Collect {
             max_files: 1000,
             max_bytes: 64 * MIB,
             only: None,
+            contents: true,
         }
     }
 }
@@ -221,6 +226,36 @@ pub fn check_relative_path(path: &str) -> Result<(), ParseError> {
             "." | ".." => return bad("`.` and `..` are not allowed"),
             c if c.len() > MAX_NAME_LEN => return bad("has a component longer than 255 bytes"),
             _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Input files must not collide: the same name twice, or a name that another needs as a
+/// directory (`a` and `a/b`), would fail only inside the sandbox, after its setup.
+fn check_distinct_files(files: &[InputFile], what: &str) -> Result<(), ParseError> {
+    let names: std::collections::HashSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+    if names.len() != files.len() {
+        let mut seen = std::collections::HashSet::new();
+        let dup = files
+            .iter()
+            .find(|f| !seen.insert(f.path.as_str()))
+            .map_or("", |f| f.path.as_str());
+        return Err(ParseError::new(what, dup, "the same name is given twice"));
+    }
+    for f in files {
+        let mut prefix = f.path.as_str();
+        while let Some((parent, _)) = prefix.rsplit_once('/') {
+            if names.contains(parent) {
+                return Err(ParseError::new(
+                    what,
+                    &f.path,
+                    &format!(
+                        "it needs {parent} as a directory, and {parent} is also given as a file"
+                    ),
+                ));
+            }
+            prefix = parent;
         }
     }
     Ok(())
@@ -410,6 +445,7 @@ impl SandboxSpec {
         for f in &self.files {
             check_relative_path(&f.path)?;
         }
+        check_distinct_files(&self.files, "file name")?;
         if let Some(only) = self.collect.as_ref().and_then(|c| c.only.as_ref()) {
             for p in only {
                 check_relative_path(p)?;
@@ -444,6 +480,9 @@ impl SandboxSpec {
         for f in self.export.iter().flat_map(|e| &e.seed) {
             check_relative_path(&f.path)?;
         }
+        if let Some(e) = &self.export {
+            check_distinct_files(&e.seed, "export file name")?;
+        }
         // It goes into the generated /etc/hosts: RFC 1123 characters only, no newline.
         let ok_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.';
         if self.hostname.is_empty()
@@ -463,6 +502,23 @@ impl SandboxSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn input_files_may_not_collide() {
+        let file = |p: &str| InputFile {
+            path: p.into(),
+            contents: Vec::new(),
+            mode: 0o644,
+        };
+        let mut s = SandboxSpec::new(vec!["true".into()]);
+        s.files = vec![file("a/b.txt"), file("a/c.txt"), file("d")];
+        s.validate().unwrap();
+        s.files = vec![file("x.txt"), file("x.txt")];
+        assert!(s.validate().unwrap_err().to_string().contains("twice"));
+        s.files = vec![file("a/b/c"), file("a")];
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("needs a as a directory"), "{e}");
+    }
 
     #[test]
     fn an_export_directory_is_one_new_top_level_directory_used_once() {
