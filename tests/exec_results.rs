@@ -323,9 +323,10 @@ both!(fn bad_file_and_bind_arguments_are_refused_before_anything_runs(who) {
     let fifo = dir.path().join("fifo");
     nix_mkfifo(&fifo);
     for (opts, says) in [
-        (vec!["--ro-bind".to_string(), format!("{d}:/usr")], "one of the sandbox's own directories"),
-        (vec!["--ro-bind".to_string(), format!("{d}:/workspace")], "one of the sandbox's own directories"),
+        (vec!["--ro-bind".to_string(), format!("{d}:/usr")], "kept for the sandbox's own root"),
+        (vec!["--ro-bind".to_string(), format!("{d}:/workspace")], "kept for the sandbox's own root"),
         (vec!["--ro-bind".to_string(), format!("{d}:/a/b")], "one new top-level directory"),
+        (vec!["--ro-bind".to_string(), format!("{d}:/da\nta")], "letters, digits"),
         (vec!["--ro-bind".to_string(), format!("{d}:/data"), "--ro-bind".to_string(), format!("{d}:/data")], "used twice"),
         (vec!["--ro-bind".to_string(), format!("{f}:/data")], "not a directory"),
         (vec!["--ro-bind".to_string(), format!("{d}/missing:/data")], "cannot resolve"),

@@ -284,7 +284,7 @@ both!(fn ro_bind_may_not_take_a_name_of_the_rootfs(who) {
     let src = keep.path().join("src");
     std::fs::create_dir(&src).unwrap();
     let root_arg = root.to_str().unwrap();
-    for (dst, says) in [("/data", "already has /data"), ("/etc", "sandbox's own directories"), ("/opt", "already has /opt")] {
+    for (dst, says) in [("/data", "already has /data"), ("/etc", "kept for the sandbox's own root"), ("/opt", "already has /opt")] {
         let bind = format!("{}:{dst}", src.display());
         let plain = exec_plain(who, &["--rootfs", root_arg, "--ro-bind", &bind], &["sh", "-c", "echo RAN"]);
         assert_eq!(plain.code, 125, "{dst}:\n{}", plain.describe());

@@ -454,16 +454,23 @@ impl SandboxSpec {
         let dirs = self
             .binds
             .iter()
-            .map(|b| ("bind", &b.dst, &b.src))
+            .map(|b| ("--ro-bind destination", &b.dst, &b.src))
             .chain(self.export.iter().map(|e| ("export", &e.dir, &e.host)));
         let mut seen = Vec::new();
         for (what, dst, src) in dirs {
             let top = dst.strip_prefix('/').unwrap_or("");
-            let why = if top.is_empty() || top.contains('/') || check_relative_path(top).is_err() {
-                Some("give one new top-level directory inside, such as /data")
+            let plain = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+            let why = if top.is_empty()
+                || top.contains('/')
+                || check_relative_path(top).is_err()
+                || !top.chars().all(plain)
+            {
+                Some(
+                    "give one new top-level directory inside, such as /data (letters, digits, `.`, `_`, `-`)",
+                )
             } else if RESERVED_TOP.contains(&top) {
                 Some(
-                    "that is one of the sandbox's own directories; give a new top-level name, such as /data",
+                    "that name is kept for the sandbox's own root (/usr, /etc, /dev, /proc, /sys, /tmp, /workspace, /home, /root, /run, /var and the /lib and /bin links); give a new one, such as /data",
                 )
             } else if seen.contains(&top) {
                 Some("that directory is used twice; give each its own name")
