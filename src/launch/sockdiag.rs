@@ -844,7 +844,7 @@ mod tests {
                 AddressFamily::Unix,
                 SockType::Stream,
                 None,
-                SockFlag::SOCK_NONBLOCK,
+                SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
             )
             .unwrap();
             let mut sent = 0u64;
@@ -852,10 +852,23 @@ mod tests {
                 sent += n as u64;
             }
             let full = count();
+            // Another test thread forking meanwhile gives its child a copy of these sockets
+            // until it execs or exits: the counts after each close may lag, so they are read
+            // until they settle on the value wanted (or a second has passed).
+            let mut settled = |want: u64| {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+                loop {
+                    let n = count();
+                    if n == want || std::time::Instant::now() > deadline {
+                        return n;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            };
             drop(a);
-            let orphaned = count();
+            let orphaned = settled(orphan + SOCKET_BYTES);
             drop(b);
-            let closed = count();
+            let closed = settled(0);
             Ok((empty, sent, full, orphaned, closed, orphan))
         })
         .join()
