@@ -118,6 +118,10 @@ pub struct IsolationReport {
     /// How read-only host directories are shown: `"private read-only overlays"` (file locks
     /// stay inside the sandbox), or read-only binds when the caller allowed that downgrade.
     pub host_views: String,
+    /// Host directories shown inside (`--ro-bind`, installed packages), as
+    /// `"/data <- /host/dir (read-only)"`; absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub binds: Vec<String>,
     pub capabilities: String,
     pub no_new_privs: bool,
 }

@@ -310,6 +310,13 @@ both!(fn ro_bind_shows_a_host_directory_read_only(who) {
             r.describe()
         );
     }
+    let canonical = std::fs::canonicalize(&data).unwrap();
+    assert_eq!(
+        r.get("/isolation/binds"),
+        &json!([format!("/data <- {} (read-only)", canonical.display())]),
+        "the result must say what was shown:\n{}",
+        r.describe()
+    );
     assert!(!data.join("new").exists(), "nothing may appear in the host directory");
     assert_eq!(std::fs::read(data.join("table.csv")).unwrap(), b"a,b\n1,2\n");
 });

@@ -541,6 +541,18 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                     .unwrap_or("shared with the host, unfiltered")
             ),
         },
+        binds: spec
+            .binds
+            .iter()
+            .map(|b| {
+                let how = if b.writable {
+                    "read-write"
+                } else {
+                    "read-only"
+                };
+                format!("{} <- {} ({how})", b.dst, b.src.display())
+            })
+            .collect(),
         rootfs: match &spec.rootfs {
             Rootfs::Host => "host (read-only /usr)".into(),
             Rootfs::Dir(d) => d.display().to_string(),
