@@ -634,31 +634,57 @@ fn write_maps(
     host_uid: u32,
     host_gid: u32,
 ) -> Result<(), LaunchError> {
-    let proc = format!("/proc/{}", child.as_raw());
-    let write = |file: &str, contents: String, step: &'static str| {
-        std::fs::write(format!("{proc}/{file}"), contents).map_err(|e| LaunchError::Sys {
-            step,
-            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-            hint: "; see `cordon doctor` for user namespace restrictions (AppArmor, sysctls)"
-                .into(),
-        })
+    let one = |container, host| {
+        [crate::spec::IdMap {
+            container,
+            host,
+            size: 1,
+        }]
     };
     // An unprivileged caller may only write gid_map once setgroups is denied. Root keeps
     // setgroups allowed so that init can clear the supplementary groups.
-    if !root_caller {
-        write("setgroups", "deny".into(), "deny setgroups in the sandbox")?;
+    write_id_maps(
+        child,
+        &one(SANDBOX_UID, host_uid),
+        &one(SANDBOX_GID, host_gid),
+        !root_caller,
+    )
+    .map_err(|(step, errno)| LaunchError::Sys {
+        step,
+        errno,
+        hint: "; see `cordon doctor` for user namespace restrictions (AppArmor, sysctls)".into(),
+    })
+}
+
+/// Writes the id maps of `child`'s new user namespace (each file once, as the kernel allows),
+/// denying setgroups first when asked (an unprivileged writer must, before gid_map). The
+/// sandbox's launch and cordon-oci's `create` both map through here. `Err`: the step and
+/// errno.
+pub fn write_id_maps(
+    child: Pid,
+    uids: &[crate::spec::IdMap],
+    gids: &[crate::spec::IdMap],
+    deny_setgroups: bool,
+) -> Result<(), (&'static str, Errno)> {
+    let proc = format!("/proc/{}", child.as_raw());
+    let text = |m: &[crate::spec::IdMap]| -> String {
+        m.iter()
+            .map(|m| format!("{} {} {}\n", m.container, m.host, m.size))
+            .collect()
+    };
+    let write = |file: &str, contents: String, step: &'static str| {
+        std::fs::write(format!("{proc}/{file}"), contents)
+            .map_err(|e| (step, Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO))))
+    };
+    if deny_setgroups {
+        write(
+            "setgroups",
+            "deny".into(),
+            "deny setgroups in the new user namespace",
+        )?;
     }
-    write(
-        "uid_map",
-        format!("{SANDBOX_UID} {host_uid} 1\n"),
-        "write the sandbox uid_map",
-    )?;
-    write(
-        "gid_map",
-        format!("{SANDBOX_GID} {host_gid} 1\n"),
-        "write the sandbox gid_map",
-    )?;
-    Ok(())
+    write("uid_map", text(uids), "write the uid_map")?;
+    write("gid_map", text(gids), "write the gid_map")
 }
 
 fn cstrings(items: impl Iterator<Item = String>) -> Result<Vec<CString>, LaunchError> {

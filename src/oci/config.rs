@@ -104,13 +104,7 @@ pub struct MountOp {
     pub copy_up: bool,
 }
 
-/// An id mapping line of uid_map / gid_map.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IdMap {
-    pub container: u32,
-    pub host: u32,
-    pub size: u32,
-}
+pub use crate::spec::IdMap;
 
 /// A device node to create in /dev.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -668,12 +668,6 @@ fn write_pid_file(p: &Path, pid: i32) -> Result<(), OciError> {
     std::fs::rename(&tmp, p).map_err(io_err("write --pid-file", p))
 }
 
-fn maps_text(m: &[IdMap]) -> String {
-    m.iter()
-        .map(|m| format!("{} {} {}\n", m.container, m.host, m.size))
-        .collect()
-}
-
 /// uid_map/gid_map of the container's user namespace: written directly by root, or by an
 /// unprivileged user mapping only their own ids; other maps go through newuidmap/newgidmap
 /// (the shadow-utils setuid helpers that check /etc/subuid).
@@ -708,15 +702,16 @@ fn write_maps(child: Pid, uids: &[IdMap], gids: &[IdMap]) -> Result<(), OciError
         }
         return Ok(());
     }
-    if unprivileged {
-        std::fs::write(proc.join("setgroups"), "deny")
-            .map_err(io_err("deny setgroups in", &proc))?;
-    }
-    std::fs::write(proc.join("uid_map"), maps_text(uids))
-        .map_err(io_err("write linux.uidMappings to", &proc.join("uid_map")))?;
-    std::fs::write(proc.join("gid_map"), maps_text(gids))
-        .map_err(io_err("write linux.gidMappings to", &proc.join("gid_map")))?;
-    Ok(())
+    crate::launch::write_id_maps(child, uids, gids, unprivileged).map_err(|(step, errno)| {
+        OciError::Sys {
+            step,
+            errno,
+            hint: format!(
+                " (linux.uidMappings/gidMappings of {}; see `cordon doctor` for user namespace restrictions)",
+                proc.display()
+            ),
+        }
+    })
 }
 
 fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {

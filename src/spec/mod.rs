@@ -25,6 +25,16 @@ pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/us
 
 const MIB: u64 = 1024 * 1024;
 
+/// An id mapping line of uid_map / gid_map: `size` ids from `container` inside map to `host`
+/// on. The sandbox maps one (its uid or gid to the caller's, or to a root caller's per-run
+/// id); an OCI container maps what `linux.uidMappings`/`gidMappings` say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdMap {
+    pub container: u32,
+    pub host: u32,
+    pub size: u32,
+}
+
 /// Resource limits. `None` means "no limit of that kind".
 ///
 /// Defaults are the ones README.md documents: 30 s wall, 512 MiB memory, 1 CPU,
