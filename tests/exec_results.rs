@@ -355,26 +355,3 @@ both!(fn bad_file_and_bind_arguments_are_refused_before_anything_runs(who) {
         assert!(plain.stderr_str().contains(says), "{opts:?}: the error must say {says:?}:\n{}", plain.describe());
     }
 });
-
-// `--json` alone lists what the program wrote (names and sizes) without bringing the contents
-// back: a file over the 64 MiB that --output-dir would copy is listed, not omitted.
-both!(fn json_lists_written_files_without_their_contents(who) {
-    let r = exec_json_run(
-        who,
-        &["--memory", "512M"],
-        &["sh", "-c", "head -c 70000000 /dev/zero > big.bin; echo hi > small.txt"],
-    );
-    r.expect_ok();
-    assert_eq!(
-        r.files(),
-        [("big.bin".to_string(), 70_000_000), ("small.txt".to_string(), 3)],
-        "{}",
-        r.describe()
-    );
-    let omitted = r.get("/filesOmitted");
-    assert!(
-        omitted.is_null() || omitted == &json!([]),
-        "nothing may be omitted:\n{}",
-        r.describe()
-    );
-});

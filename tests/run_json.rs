@@ -747,3 +747,28 @@ both!(
         assert_none_left(&mark, Duration::from_secs(5), &r.describe());
     }
 );
+
+both!(
+    /// Without an outputDir the result lists what the program wrote (names and sizes)
+    /// without bringing the contents back: a file over the 64 MiB an outputDir could take is
+    /// listed, not omitted.
+    fn written_files_are_listed_without_their_contents(who) {
+        let r = request(
+            who,
+            br#"{"language": "bash", "code": "head -c 70000000 /dev/zero > big.bin; echo hi > small.txt"}"#,
+        );
+        r.expect_ok();
+        assert_eq!(
+            r.files(),
+            [("big.bin".to_string(), 70_000_000), ("small.txt".to_string(), 3)],
+            "{}",
+            r.describe()
+        );
+        let omitted = r.get("/filesOmitted");
+        assert!(
+            omitted.is_null() || omitted == &serde_json::json!([]),
+            "nothing may be omitted:\n{}",
+            r.describe()
+        );
+    }
+);

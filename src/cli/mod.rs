@@ -469,11 +469,10 @@ impl ExecArgs {
         for b in &self.ro_binds {
             s.binds.push(ro_bind(b)?);
         }
-        if self.json || self.output_dir.is_some() {
-            s.collect = Some(crate::spec::Collect {
-                contents: self.output_dir.is_some(),
-                ..Default::default()
-            });
+        // Collected only for --output-dir: a collection changes how a run that cordon ends
+        // (timeout, memory) stops: through init, which kills the rest and walks /workspace.
+        if self.output_dir.is_some() {
+            s.collect = Some(crate::spec::Collect::default());
         }
         s.env = self.env.clone();
         s.hostname = self.hostname.clone();
@@ -656,9 +655,9 @@ mod tests {
                 writable: false
             }]
         );
-        // Files are collected only when they are reported or delivered.
+        // Files are collected only when they are delivered.
         assert!(s.collect.is_none());
-        assert!(exec(&["--json"]).unwrap().collect.is_some());
+        assert!(exec(&["--json"]).unwrap().collect.is_none());
         assert!(exec(&["--output-dir", "/tmp/x"]).unwrap().collect.is_some());
         let e = exec(&["--file", "noequals"]).unwrap_err();
         assert!(e.contains("NAME=PATH"), "{e}");
