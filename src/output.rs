@@ -26,6 +26,11 @@ pub enum OutputError {
     BadName(String, String),
     #[error("refusing to write into {path}: {why}")]
     Refused { path: PathBuf, why: String },
+    #[error("{first} (and {more} more file(s) not written)")]
+    Several {
+        first: Box<OutputError>,
+        more: usize,
+    },
 }
 
 const HINT: &str =
@@ -41,24 +46,39 @@ fn io(step: &'static str, path: &Path) -> impl Fn(Errno) -> OutputError {
     }
 }
 
-/// A root caller writes only into directories root owns: in another user's directory that
-/// user could swap what cordon writes through (rename a directory away mid-write, read the
-/// files). An unprivileged caller may use any directory it can write.
-fn check_owner(fd: &OwnedFd, shown: &Path) -> Result<(), OutputError> {
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(());
-    }
+/// Whether a directory on the way to (or inside) the output directory can be trusted not to
+/// be swapped under cordon: owned by root or by the caller, and not writable by others
+/// (unless sticky: then only an entry's owner may rename it). For a root caller, not writable
+/// by a group other than root's either. Anyone else who could rename entries there could
+/// send the program's files into a directory of their choosing, as the caller.
+fn check_trusted(fd: &OwnedFd, shown: &Path) -> Result<(), OutputError> {
     let st = nix::sys::stat::fstat(fd).map_err(io("inspect", shown))?;
-    if st.st_uid != 0 {
-        return Err(OutputError::Refused {
+    let euid = nix::unistd::geteuid().as_raw();
+    let sticky = st.st_mode & libc::S_ISVTX != 0;
+    let why = if st.st_uid != 0 && st.st_uid != euid {
+        Some(format!(
+            "it belongs to uid {}, neither to the caller nor to root",
+            st.st_uid
+        ))
+    } else if st.st_mode & 0o002 != 0 && !sticky {
+        Some("anyone may rename entries in it (writable by all, not sticky)".to_string())
+    } else if euid == 0 && st.st_mode & 0o020 != 0 && st.st_gid != 0 && !sticky {
+        Some(format!(
+            "members of group {} may rename entries in it",
+            st.st_gid
+        ))
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(OutputError::Refused {
             path: shown.into(),
             why: format!(
-                "it belongs to uid {}, and cordon running as root writes only into directories root owns; give a directory of root's (or run cordon as that user)",
-                st.st_uid
+                "{why}, so they could redirect the program's files; give a directory on a path only you (or root) control"
             ),
-        });
+        }),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn open_dir_at(parent: &OwnedFd, name: &str, shown: &Path) -> Result<OwnedFd, OutputError> {
@@ -67,8 +87,15 @@ fn open_dir_at(parent: &OwnedFd, name: &str, shown: &Path) -> Result<OwnedFd, Ou
         Ok(()) | Err(Errno::EEXIST) => {}
         Err(errno) => return Err(io("create directory", shown)(errno)),
     }
-    let fd = openat(parent, name, flags, Mode::empty()).map_err(io("open directory", shown))?;
-    check_owner(&fd, shown)?;
+    let fd = openat(parent, name, flags, Mode::empty()).map_err(|errno| match errno {
+        // O_NOFOLLOW with O_DIRECTORY answers a symlink with either.
+        Errno::ELOOP | Errno::ENOTDIR => OutputError::Refused {
+            path: shown.into(),
+            why: "it is not a directory (a symlink is not followed here)".into(),
+        },
+        e => io("open directory", shown)(e),
+    })?;
+    check_trusted(&fd, shown)?;
     Ok(fd)
 }
 
@@ -83,29 +110,86 @@ pub struct OutputDir {
 
 impl OutputDir {
     pub fn open(dir: &Path) -> Result<OutputDir, OutputError> {
-        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                io("create", parent)(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
-            })?;
-        }
-        match nix::unistd::mkdir(dir, Mode::from_bits_truncate(0o755)) {
-            Ok(()) | Err(Errno::EEXIST) => {}
-            Err(errno) => return Err(io("create", dir)(errno)),
-        }
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let fd = open(dir, flags, Mode::empty()).map_err(|errno| match errno {
-            // O_NOFOLLOW with O_DIRECTORY answers a symlink with either.
-            Errno::ELOOP | Errno::ENOTDIR => OutputError::Refused {
+        use std::collections::VecDeque;
+        use std::ffi::OsString;
+        use std::path::Component;
+        if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_symlink()) {
+            return Err(OutputError::Refused {
                 path: dir.into(),
-                why: if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_symlink()) {
-                    "it is a symlink; give the directory it points to".into()
-                } else {
-                    "it is not a directory".into()
-                },
-            },
-            e => io("open", dir)(e),
+                why: "it is a symlink; give the directory it points to".into(),
+            });
+        }
+        let abs = std::path::absolute(dir).map_err(|e| {
+            io("resolve", dir)(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
         })?;
-        check_owner(&fd, dir)?;
+        // Walked from `/` one name at a time, never letting the kernel follow a symlink:
+        // each directory passed through is checked (see check_trusted), a symlink is followed
+        // here only once the directory holding it passed, and what is missing is made one
+        // level at a time. So nobody but the caller and root can steer where the files go.
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let root = || -> Result<OwnedFd, OutputError> {
+            let fd = open("/", flags, Mode::empty()).map_err(io("open", Path::new("/")))?;
+            check_trusted(&fd, Path::new("/"))?;
+            Ok(fd)
+        };
+        let names = |p: &Path| -> VecDeque<OsString> {
+            p.components()
+                .filter_map(|c| match c {
+                    Component::Normal(n) => Some(n.to_owned()),
+                    Component::ParentDir => Some("..".into()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut queue = names(&abs);
+        let mut fd = root()?;
+        let mut shown = PathBuf::from("/");
+        let mut hops = 0;
+        while let Some(name) = queue.pop_front() {
+            if name == ".." {
+                shown.pop();
+                fd = openat(&fd, "..", flags, Mode::empty()).map_err(io("open", &shown))?;
+                check_trusted(&fd, &shown)?;
+                continue;
+            }
+            shown.push(&name);
+            let Some(n) = name.to_str() else {
+                return Err(OutputError::Refused {
+                    path: shown,
+                    why: "its name is not UTF-8".into(),
+                });
+            };
+            match nix::sys::stat::fstatat(&fd, n, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+                Err(Errno::ENOENT) => fd = open_dir_at(&fd, n, &shown)?,
+                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
+                    hops += 1;
+                    if hops > 40 {
+                        return Err(io("resolve", dir)(Errno::ELOOP));
+                    }
+                    let target = nix::fcntl::readlinkat(&fd, n).map_err(io("read", &shown))?;
+                    let target = PathBuf::from(target);
+                    shown.pop();
+                    if target.is_absolute() {
+                        fd = root()?;
+                        shown = PathBuf::from("/");
+                    }
+                    for t in names(&target).into_iter().rev() {
+                        queue.push_front(t);
+                    }
+                }
+                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {
+                    fd = openat(&fd, n, flags, Mode::empty()).map_err(io("open", &shown))?;
+                    check_trusted(&fd, &shown)?;
+                }
+                Ok(_) => {
+                    return Err(OutputError::Refused {
+                        path: shown,
+                        why: "it is not a directory".into(),
+                    });
+                }
+                Err(errno) => return Err(io("inspect", &shown)(errno)),
+            }
+        }
         Ok(OutputDir {
             fd,
             path: dir.to_path_buf(),
@@ -133,48 +217,64 @@ impl OutputDir {
     /// is the caller's own; any other entry under the name (a symlink, a FIFO, a directory)
     /// is an error, never followed or opened.
     pub fn write_all(&self, files: &[OutputFile]) -> Result<(), OutputError> {
-        for f in files {
-            check_relative_path(&f.path)
-                .map_err(|e| OutputError::BadName(f.path.clone(), e.hint))?;
-            let parts: Vec<&str> = f.path.split('/').collect();
-            let (name, parents) = parts.split_last().expect("a checked path has a component");
-            let mut cur: Option<OwnedFd> = None;
-            let mut shown = self.path.clone();
-            for p in parents {
-                shown.push(p);
-                let next = open_dir_at(cur.as_ref().unwrap_or(&self.fd), p, &shown)?;
-                cur = Some(next);
-            }
-            shown.push(name);
-            let parent = cur.as_ref().unwrap_or(&self.fd);
-            match nix::sys::stat::fstatat(parent, *name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
-                Err(Errno::ENOENT) => {}
-                Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => {
-                    nix::unistd::unlinkat(parent, *name, nix::unistd::UnlinkatFlags::NoRemoveDir)
-                        .or_else(|e| if e == Errno::ENOENT { Ok(()) } else { Err(e) })
-                        .map_err(io("replace", &shown))?;
-                }
-                Ok(_) => {
-                    return Err(OutputError::Refused {
-                        path: shown,
-                        why: "something other than a regular file (a symlink, FIFO, directory...) is there under that name; cordon neither follows nor replaces it".into(),
-                    });
-                }
-                Err(errno) => return Err(io("inspect", &shown)(errno)),
-            }
-            let mode = Mode::from_bits_truncate(if f.mode & 0o111 != 0 { 0o755 } else { 0o644 });
-            let wflags = OFlag::O_WRONLY
-                | OFlag::O_CREAT
-                | OFlag::O_EXCL
-                | OFlag::O_NOFOLLOW
-                | OFlag::O_CLOEXEC;
-            let fd = openat(parent, *name, wflags, mode).map_err(io("create", &shown))?;
-            let mut file = std::fs::File::from(fd);
-            std::io::Write::write_all(&mut file, &f.data).map_err(|e| {
-                io("write", &shown)(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
-            })?;
+        // Every file is tried: one that cannot be written does not cost the others.
+        let mut failed: Vec<OutputError> = files
+            .iter()
+            .filter_map(|f| self.write_one(f).err())
+            .collect();
+        match failed.len() {
+            0 => Ok(()),
+            1 => Err(failed.remove(0)),
+            n => Err(OutputError::Several {
+                first: Box::new(failed.remove(0)),
+                more: n - 1,
+            }),
         }
-        Ok(())
+    }
+
+    fn write_one(&self, f: &OutputFile) -> Result<(), OutputError> {
+        check_relative_path(&f.path).map_err(|e| OutputError::BadName(f.path.clone(), e.hint))?;
+        if f.data.len() as u64 != f.size {
+            // A listing (names and sizes) is never delivered: that would write empty files.
+            return Err(OutputError::BadName(
+                f.path.clone(),
+                format!("{} bytes arrived of its {}", f.data.len(), f.size),
+            ));
+        }
+        let parts: Vec<&str> = f.path.split('/').collect();
+        let (name, parents) = parts.split_last().expect("a checked path has a component");
+        let mut cur: Option<OwnedFd> = None;
+        let mut shown = self.path.clone();
+        for p in parents {
+            shown.push(p);
+            let next = open_dir_at(cur.as_ref().unwrap_or(&self.fd), p, &shown)?;
+            cur = Some(next);
+        }
+        shown.push(name);
+        let parent = cur.as_ref().unwrap_or(&self.fd);
+        match nix::sys::stat::fstatat(parent, *name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Err(Errno::ENOENT) => {}
+            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => {
+                nix::unistd::unlinkat(parent, *name, nix::unistd::UnlinkatFlags::NoRemoveDir)
+                    .or_else(|e| if e == Errno::ENOENT { Ok(()) } else { Err(e) })
+                    .map_err(io("replace", &shown))?;
+            }
+            Ok(_) => {
+                return Err(OutputError::Refused {
+                    path: shown,
+                    why: "something other than a regular file (a symlink, FIFO, directory...) is there under that name; cordon neither follows nor replaces it".into(),
+                });
+            }
+            Err(errno) => return Err(io("inspect", &shown)(errno)),
+        }
+        let mode = Mode::from_bits_truncate(if f.mode & 0o111 != 0 { 0o755 } else { 0o644 });
+        let wflags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = openat(parent, *name, wflags, mode).map_err(io("create", &shown))?;
+        let mut file = std::fs::File::from(fd);
+        std::io::Write::write_all(&mut file, &f.data).map_err(|e| {
+            io("write", &shown)(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+        })
     }
 }
 
@@ -272,6 +372,62 @@ mod tests {
         let fresh = d.path().join("a/b/c");
         OutputDir::open(&fresh).unwrap();
         assert!(fresh.is_dir());
+    }
+
+    #[test]
+    fn every_directory_on_the_way_must_be_the_callers_or_roots_and_not_open_to_all() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        // Writable by all, not sticky: anyone could swap `out` for a symlink meanwhile.
+        let open_dir = d.path().join("open");
+        std::fs::create_dir(&open_dir).unwrap();
+        std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = OutputDir::open(&open_dir.join("out"))
+            .err()
+            .expect("must be refused");
+        assert!(e.to_string().contains("writable by all"), "{e}");
+        // Sticky (as /tmp): entries there can be renamed only by their owner.
+        std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        OutputDir::open(&open_dir.join("out")).unwrap();
+        if !nix::unistd::geteuid().is_root() {
+            println!("SKIP: the other-owner half needs root (chown)");
+            return;
+        }
+        // Another user's directory on the way, holding a symlink to a root-owned directory:
+        // what the path resolves to is not trusted, whatever the last directory is.
+        let victim = d.path().join("victim");
+        std::fs::create_dir_all(victim.join("out")).unwrap();
+        let theirs = d.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::symlink(&victim, theirs.join("proj")).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let e = OutputDir::open(&theirs.join("proj/out"))
+            .err()
+            .expect("must be refused");
+        assert!(e.to_string().contains("belongs to uid 65534"), "{e}");
+        let e = OutputDir::open(&theirs.join("new"))
+            .err()
+            .expect("must be refused");
+        assert!(e.to_string().contains("belongs to uid 65534"), "{e}");
+    }
+
+    #[test]
+    fn one_file_that_cannot_be_written_does_not_cost_the_others() {
+        let d = tempfile::tempdir().unwrap();
+        nix::unistd::mkfifo(&d.path().join("b"), Mode::from_bits_truncate(0o644)).unwrap();
+        let e = write_all(
+            d.path(),
+            &[file("a", b"A"), file("b", b"B"), file("c", b"C")],
+        )
+        .unwrap_err();
+        assert!(matches!(e, OutputError::Refused { .. }), "{e}");
+        assert_eq!(std::fs::read(d.path().join("a")).unwrap(), b"A");
+        assert_eq!(std::fs::read(d.path().join("c")).unwrap(), b"C");
+        // A listed file (no contents) is never written as an empty one.
+        let mut listed = file("d", b"");
+        listed.size = 10;
+        assert!(write_all(d.path(), &[listed]).is_err());
+        assert!(!d.path().join("d").exists());
     }
 
     #[test]

@@ -420,12 +420,6 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
             "no file named `{entry}` to run: give code (-c, a FILE, or `code`), or name an existing file as the entry point"
         )));
     }
-    // Opened (and made) before anything runs: a bad directory is reported now, not after
-    // the run, and a symlink put in its place meanwhile cannot redirect the files.
-    let output_dir = match &req.output_dir {
-        Some(d) => Some(crate::output::OutputDir::open(d)?),
-        None => None,
-    };
     let mut seen = std::collections::HashSet::new();
     for f in &files {
         if !seen.insert(f.path.as_str()) {
@@ -435,6 +429,13 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
             )));
         }
     }
+    // Opened (and made) once the request is known to be valid, before anything runs: a bad
+    // directory is reported now, not after the run, and a symlink put in its place meanwhile
+    // cannot redirect the files.
+    let output_dir = match &req.output_dir {
+        Some(d) => Some(crate::output::OutputDir::open(d)?),
+        None => None,
+    };
     let code_length = files
         .iter()
         .find(|f| f.path == entry)
@@ -669,16 +670,22 @@ pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
         |e: std::io::Error| RunError::Request(format!("--file {name}: cannot read {path}: {e}"));
     // Opened without blocking (a FIFO would wait for a writer), then checked on the opened
     // file: only a regular file, and never more than the input cap (/dev/zero never ends).
+    // Checked before it is opened (opening a device can act on it), and again on the opened
+    // file, which must be the one checked.
+    let before = std::fs::metadata(path).map_err(cannot)?;
+    let not_regular = || RunError::Request(format!("--file {name}: {path} is not a regular file"));
+    if !before.is_file() {
+        return Err(not_regular());
+    }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
         .map_err(cannot)?;
     let meta = file.metadata().map_err(cannot)?;
-    if !meta.is_file() {
-        return Err(RunError::Request(format!(
-            "--file {name}: {path} is not a regular file"
-        )));
+    use std::os::unix::fs::MetadataExt;
+    if !meta.is_file() || (meta.dev(), meta.ino()) != (before.dev(), before.ino()) {
+        return Err(not_regular());
     }
     let mut contents = Vec::new();
     file.take(MAX_INPUT_BYTES + 1)

@@ -19,7 +19,7 @@
 
 use super::channel::{FILE_CHUNK, Msg, Reporter};
 use crate::outcome::{OmittedFile, OutputFile};
-use crate::spec::{Collect, InputFile, WORKSPACE, check_relative_path};
+use crate::spec::{Collect, InputFile, MAX_PATH_LEN, WORKSPACE, check_relative_path};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat};
 use nix::sys::signal::{Signal, kill};
@@ -396,6 +396,10 @@ pub struct ReceivedFiles {
     max_bytes: u64,
     /// The spec's `max_files`, checked here too.
     max_files: usize,
+    /// The spec asked for a listing (names and sizes), not contents: a message of the other
+    /// kind is a garbled transfer, never accepted (a listed file delivered to an output
+    /// directory would be written empty).
+    listing: bool,
     /// Omissions past [`RECEIVED_OMITTED_MAX`], counted in the list's last entry.
     unlisted: u64,
 }
@@ -411,6 +415,14 @@ impl ReceivedFiles {
             max_bytes,
             max_files,
             ..ReceivedFiles::default()
+        }
+    }
+
+    /// What a [`Collect`] spec asks for.
+    pub fn for_spec(c: &Collect) -> Self {
+        ReceivedFiles {
+            listing: !c.contents,
+            ..ReceivedFiles::new(c.max_bytes, c.max_files)
         }
     }
 
@@ -436,6 +448,29 @@ impl ReceivedFiles {
             }
         }
         match msg {
+            Msg::FileStart { path, .. } | Msg::FileListed { path, .. }
+                if check_relative_path(&path).is_err() =>
+            {
+                self.drop_open("garbled transfer: cut off by the next file");
+                self.garble(
+                    path,
+                    "garbled transfer: not a file name cordon accepts".into(),
+                );
+            }
+            Msg::FileStart { path, .. } if self.listing => {
+                self.drop_open("garbled transfer: cut off by the next file");
+                self.garble(
+                    path,
+                    "garbled transfer: contents sent where a listing was asked for".into(),
+                );
+            }
+            Msg::FileListed { path, .. } if !self.listing => {
+                self.drop_open("garbled transfer: cut off by a listed file");
+                self.garble(
+                    path,
+                    "garbled transfer: a listing sent where contents were asked for".into(),
+                );
+            }
             Msg::FileStart { path, mode, size } => {
                 self.drop_open("garbled transfer: cut off by the next file");
                 if self.files.len() >= self.max_files {
@@ -532,7 +567,18 @@ impl ReceivedFiles {
     }
 
     /// Lists an omission, or past [`RECEIVED_OMITTED_MAX`] counts it in the last entry.
-    fn omit(&mut self, path: String, reason: String) {
+    fn omit(&mut self, mut path: String, mut reason: String) {
+        // What init sends is not trusted to be short: a line may be up to a MiB.
+        for (text, max) in [(&mut path, MAX_PATH_LEN), (&mut reason, 512)] {
+            if text.len() > max {
+                let mut cut = max;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text.truncate(cut);
+                text.push_str("...");
+            }
+        }
         if self.omitted.len() < RECEIVED_OMITTED_MAX {
             return self.omitted.push(OmittedFile { path, reason });
         }
@@ -690,7 +736,13 @@ mod tests {
     /// a listed file's size is not data cordon receives.
     #[test]
     fn listed_files_are_held_to_the_count_cap_only() {
-        let mut r = ReceivedFiles::new(10, 2);
+        let spec = Collect {
+            max_bytes: 10,
+            max_files: 2,
+            only: None,
+            contents: false,
+        };
+        let mut r = ReceivedFiles::for_spec(&spec);
         for (name, size) in [("big", 1u64 << 30), ("small", 3), ("third", 1)] {
             let m = Msg::FileListed {
                 path: name.into(),
@@ -708,6 +760,23 @@ mod tests {
         assert_eq!(r.omitted.len(), 1);
         assert_eq!(r.omitted[0].reason, "over the file-count cap");
         assert!(r.garbled.is_none(), "{:?}", r.garbled);
+        // The other kind of message is refused either way.
+        r.take(start("x", 1));
+        assert!(
+            r.garbled.is_some(),
+            "contents where a listing was asked for"
+        );
+        let mut c = ReceivedFiles::for_spec(&Collect::default());
+        c.take(Msg::FileListed {
+            path: "y".into(),
+            mode: 0o644,
+            size: 1,
+        });
+        assert!(
+            c.garbled.is_some(),
+            "a listing where contents were asked for"
+        );
+        assert!(c.files.is_empty());
     }
 
     /// init's side: a file several chunks long goes through the pipe in pieces and arrives

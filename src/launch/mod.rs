@@ -163,6 +163,24 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         source,
     })?;
     plan::check_new_top_dirs(&rootfs, &host, spec)?;
+    if !spec.binds.is_empty() {
+        // Also checked by the CLI, with its flag's name; here for every caller of the spec.
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|e| e.to_string())
+            .and_then(|t| limits::MountInfo::parse(&t))
+            .map_err(|why| {
+                ParseError::new(
+                    "bind source",
+                    "",
+                    &format!("cannot read /proc/self/mountinfo: {why}"),
+                )
+            })?;
+        for b in &spec.binds {
+            plan::check_bind_source(&b.src, &mounts).map_err(|why| {
+                ParseError::new("bind source", &b.src.display().to_string(), &why)
+            })?;
+        }
+    }
     let mut ops = plan::build(&rootfs, &host, &spec.limits, &spec.hostname);
     if spec.network == Network::Host {
         host_network_etc(&mut ops);

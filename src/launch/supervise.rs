@@ -216,9 +216,10 @@ pub fn supervise(
     started: Instant,
 ) -> Ended {
     let mut ended = Ended {
-        collected: spec.collect.as_ref().map_or(ReceivedFiles::default(), |c| {
-            ReceivedFiles::new(c.max_bytes, c.max_files)
-        }),
+        collected: spec
+            .collect
+            .as_ref()
+            .map_or(ReceivedFiles::default(), ReceivedFiles::for_spec),
         ..Ended::default()
     };
     let limits = &spec.limits;

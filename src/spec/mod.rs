@@ -475,22 +475,21 @@ impl SandboxSpec {
                 || check_relative_path(top).is_err()
                 || !top.chars().all(plain)
             {
-                Some(
-                    "give one new top-level directory inside, such as /data (letters, digits, `.`, `_`, `-`)",
-                )
+                Some("give one new top-level directory inside, such as /data (letters, digits, `.`, `_`, `-`)".to_string())
             } else if RESERVED_TOP.contains(&top) {
-                Some(
-                    "that name is kept for the sandbox's own root (/usr, /etc, /dev, /proc, /sys, /tmp, /workspace, /home, /root, /run, /var and the /lib and /bin links); give a new one, such as /data",
-                )
+                Some(format!(
+                    "that name is kept for the sandbox's own root (/{}); give a new one, such as /data",
+                    RESERVED_TOP.join(", /")
+                ))
             } else if seen.contains(&top) {
-                Some("that directory is used twice; give each its own name")
+                Some("that directory is used twice; give each its own name".to_string())
             } else if !src.is_absolute() {
-                Some("the host path must be absolute")
+                Some("the host path must be absolute".to_string())
             } else {
                 None
             };
             if let Some(why) = why {
-                return Err(ParseError::new(what, dst, why));
+                return Err(ParseError::new(what, dst, &why));
             }
             seen.push(top);
         }
