@@ -1,7 +1,10 @@
 //! cordon: run untrusted code in a Linux sandbox, with no daemon and no setuid bit.
 //!
-//! Every front door (the CLI, JSON requests, OCI bundles) builds one [`spec::SandboxSpec`];
-//! one launcher ([`launch`]) runs it and returns one [`outcome::Outcome`].
+//! The CLI, profiles and JSON requests build one [`spec::SandboxSpec`]; one launcher
+//! ([`launch`]) runs it and returns one [`outcome::Outcome`]. The OCI runtime ([`oci`]) maps
+//! config.json into a container description of its own and shares the launch steps it can
+//! (id maps, the bounding set, seccomp's syscall table, rlimits): folding it into
+//! `SandboxSpec` is work still open.
 //!
 //! Running code in a language:
 //!

@@ -1,5 +1,6 @@
-//! The one internal description of a sandbox. The CLI (and later profiles, JSON requests and
-//! OCI bundles) all build a [`SandboxSpec`]; the launcher only ever sees this type.
+//! The one internal description of a sandbox. The CLI, profiles and JSON requests all build a
+//! [`SandboxSpec`]; the launcher only ever sees this type. (OCI bundles still map to
+//! `oci::config::Container`: see the crate's documentation.)
 //!
 //! Everything here is pure data and pure parsing: no syscalls, fully unit-tested.
 
