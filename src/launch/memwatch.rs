@@ -678,7 +678,13 @@ fn status_says_exiting(status: &str) -> bool {
         .find_map(|l| l.strip_prefix("State:"))
         .map(str::trim_start)
         .and_then(|s| s.chars().next());
-    matches!(state, Some('Z' | 'X') | None) || !status.lines().any(|l| l.starts_with("VmSize:"))
+    match state {
+        // A status without a state is not one the watch can read: the process stays one
+        // that hides its descriptors (fails closed), never skipped as gone.
+        None => false,
+        Some('Z' | 'X') => true,
+        Some(_) => !status.lines().any(|l| l.starts_with("VmSize:")),
+    }
 }
 
 fn classify_io(e: &std::io::Error, what: &str) -> ReadError {
@@ -1572,7 +1578,10 @@ mod tests {
             "no VmSize: its address space is gone"
         );
         assert!(status_says_exiting(zombie));
-        assert!(status_says_exiting(""));
+        assert!(
+            !status_says_exiting(""),
+            "a status it cannot read is not taken for an exit: fails closed"
+        );
         assert!(exiting("/proc/999999999"), "a process that is gone");
         assert!(
             !exiting("/proc/self/fd/0/not-a-dir"),
