@@ -508,26 +508,19 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     nix::unistd::chdir(WORKSPACE).map_err(e("enter /workspace"))?;
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     for r in ctx.rlimits {
-        let res = crate::limits::nix_resource(r.resource).ok_or((
-            "set a resource limit",
-            format!("unknown rlimit {}", r.resource),
-        ))?;
         // CPU time: SIGXCPU at the limit, SIGKILL a second later for a program that ignores it.
         let hard = if r.resource == libc::RLIMIT_CPU {
             r.value.saturating_add(1)
         } else {
             r.value
         };
-        nix::sys::resource::setrlimit(res, r.value, hard).map_err(|err| {
+        crate::limits::set_rlimit(r.resource, r.value, hard).map_err(|err| {
             let hint = if r.resource == libc::RLIMIT_NOFILE {
                 " (the kernel caps open files at fs.nr_open; lower --open-files)"
             } else {
                 " (a value above the caller's own hard limit needs root; lower it)"
             };
-            (
-                "set a resource limit",
-                format!("{res:?} = {}: {err}{hint}", r.value),
-            )
+            ("set a resource limit", format!("{err}{hint}"))
         })?;
     }
     // --cpus without a cgroup: this process and everything it starts run on these CPUs only.

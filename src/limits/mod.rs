@@ -28,7 +28,7 @@
 mod host;
 mod probe;
 mod rlimit;
-pub use rlimit::{memory_note, nix_resource};
+pub use rlimit::{memory_note, set as set_rlimit};
 mod scope;
 pub use scope::{FromEnv, ManagerInfo, Obtained, SystemdUserScope, UserScope};
 mod v1;

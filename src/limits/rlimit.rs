@@ -133,6 +133,19 @@ pub fn cpu_time_report(cpu_time: std::time::Duration) -> LimitReport {
     )
 }
 
+/// Sets one resource limit of the calling process: the one setter of the payload's limits and
+/// of an OCI container's `process.rlimits`. The error names the resource and the values.
+pub fn set(resource: super::RlimitResource, soft: u64, hard: u64) -> Result<(), String> {
+    let res = nix_resource(resource).ok_or_else(|| format!("unknown resource {resource}"))?;
+    nix::sys::resource::setrlimit(res, soft, hard).map_err(|err| {
+        if soft == hard {
+            format!("{res:?} = {soft}: {err}")
+        } else {
+            format!("{res:?} = {soft} (hard {hard}): {err}")
+        }
+    })
+}
+
 /// The rlimit resources nix knows, by number.
 pub fn nix_resource(r: super::RlimitResource) -> Option<nix::sys::resource::Resource> {
     use nix::sys::resource::Resource;
@@ -161,6 +174,19 @@ pub fn nix_resource(r: super::RlimitResource) -> Option<nix::sys::resource::Reso
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn the_setter_names_the_resource_and_values_it_could_not_set() {
+        use nix::sys::resource::{Resource, getrlimit};
+        let (soft, hard) = getrlimit(Resource::RLIMIT_CORE).unwrap();
+        set(libc::RLIMIT_CORE, soft, hard).unwrap();
+        assert_eq!(getrlimit(Resource::RLIMIT_CORE).unwrap(), (soft, hard));
+        // A soft limit above the hard one: EINVAL, and nothing changes.
+        let e = set(libc::RLIMIT_CORE, 2, 1).unwrap_err();
+        assert!(e.starts_with("RLIMIT_CORE = 2 (hard 1): EINVAL"), "{e}");
+        assert_eq!(getrlimit(Resource::RLIMIT_CORE).unwrap(), (soft, hard));
+        assert_eq!(set(999, 1, 1).unwrap_err(), "unknown resource 999");
+    }
 
     fn find(v: &[Rlimit], r: crate::limits::RlimitResource) -> Option<u64> {
         v.iter().find(|x| x.resource == r).map(|x| x.value)

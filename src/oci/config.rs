@@ -74,50 +74,9 @@ fn invalid(field: impl Into<String>, why: impl Into<String>) -> OciConfigError {
     }
 }
 
-/// One namespace of the container: a new one, or an existing one joined by path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Namespace {
-    /// The `CLONE_NEW*` flag.
-    pub flag: libc::c_int,
-    /// The config's name for it (`network`, `mount`...), for messages.
-    pub name: &'static str,
-    pub path: Option<PathBuf>,
-}
-
-/// How one mount of `mounts[]` is made.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MountOp {
-    /// Destination, absolute, inside the container's root.
-    pub dst: PathBuf,
-    /// `bind` for bind mounts, else the filesystem type.
-    pub kind: String,
-    /// Source: a host path for binds (made absolute against the bundle), else the device
-    /// string given to mount(2).
-    pub src: PathBuf,
-    pub flags: libc::c_ulong,
-    /// Flags cleared by options such as `rw`, `suid` (matter only for a remount).
-    pub propagation: Vec<libc::c_ulong>,
-    /// Options mount(2) does not know as flags: passed as its data string.
-    pub data: String,
-    pub recursive: bool,
-    /// `tmpcopyup`: copy what the destination held into the new tmpfs.
-    pub copy_up: bool,
-}
-
 pub use crate::spec::IdMap;
-
-/// A device node to create in /dev.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Device {
-    pub path: PathBuf,
-    /// `c`, `b` or `p`.
-    pub kind: char,
-    pub major: u64,
-    pub minor: u64,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-}
+pub use crate::spec::container::{CapSets, ContainerSetup, Device, MountOp, Namespace};
+use crate::spec::{Rootfs, SandboxSpec};
 
 /// The devices every container gets, as runc and crun create them.
 pub const DEFAULT_DEVICES: &[(&str, u64, u64)] = &[
@@ -129,55 +88,20 @@ pub const DEFAULT_DEVICES: &[(&str, u64, u64)] = &[
     ("/dev/tty", 5, 0),
 ];
 
-/// What the launcher needs, checked and resolved from a config.json.
+/// A checked config.json: the [`SandboxSpec`] cordon-oci's launcher builds the container from,
+/// and what the runtime keeps beside it (the config itself, for hooks, annotations and the
+/// state directory).
 #[derive(Debug, Clone)]
 pub struct Container {
     pub spec: Spec,
     pub bundle: PathBuf,
-    /// Absolute host path of the root filesystem.
-    pub rootfs: PathBuf,
-    pub readonly_root: bool,
-    pub args: Vec<String>,
-    pub env: Vec<String>,
-    pub cwd: PathBuf,
-    pub uid: u32,
-    pub gid: u32,
-    pub additional_gids: Vec<u32>,
-    pub umask: Option<u32>,
-    pub terminal: bool,
-    pub console_size: Option<(u16, u16)>,
-    pub no_new_privileges: bool,
-    pub oom_score_adj: Option<i32>,
-    /// (resource, soft, hard)
-    pub rlimits: Vec<(crate::limits::RlimitResource, u64, u64)>,
-    pub caps: CapSets,
-    pub namespaces: Vec<Namespace>,
-    pub uid_mappings: Vec<IdMap>,
-    pub gid_mappings: Vec<IdMap>,
-    pub mounts: Vec<MountOp>,
-    pub hostname: Option<String>,
-    pub domainname: Option<String>,
-    pub devices: Vec<Device>,
-    /// Create the default device nodes (unless /dev is bound from elsewhere).
-    pub default_devices: bool,
-    pub masked: Vec<PathBuf>,
-    pub readonly: Vec<PathBuf>,
-    pub sysctl: Vec<(String, String)>,
-    /// Propagation flags for `/` (default `MS_SLAVE | MS_REC`, as runc).
-    pub root_propagation: libc::c_ulong,
+    /// What runs and how: `argv` (process.args), `env` (process.env, exactly), `rootfs`
+    /// (root.path, absolute), `hostname` (empty: not set) and the rest of the set-up in
+    /// `container`, which [`Container::from_spec`] always fills.
+    pub sandbox: SandboxSpec,
     pub cgroups_path: Option<String>,
     /// config.json has a `process` (without one, `start` is an error).
     pub has_process: bool,
-}
-
-/// Capability sets by name (`CAP_SYS_ADMIN`), as the config lists them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CapSets {
-    pub bounding: BTreeSet<String>,
-    pub effective: BTreeSet<String>,
-    pub inheritable: BTreeSet<String>,
-    pub permitted: BTreeSet<String>,
-    pub ambient: BTreeSet<String>,
 }
 
 /// The capability `name` (`CAP_SYS_ADMIN`) names, or why there is none: a name cordon-oci
@@ -313,6 +237,9 @@ impl Container {
         };
         if has_process && args.is_empty() {
             return Err(invalid("process.args", "give at least the program to run"));
+        }
+        if let Some(i) = args.iter().position(|a| a.contains('\0')) {
+            return Err(invalid(format!("process.args[{i}]"), "contains a NUL byte"));
         }
         if process.command_line().is_some() {
             return Err(unsupported("process.commandLine", "a Windows-only field"));
@@ -578,12 +505,22 @@ impl Container {
             }
         }
 
-        Ok(Container {
-            bundle: bundle.to_path_buf(),
-            rootfs,
+        let mut env = Vec::new();
+        for (i, e) in process.env().iter().flatten().enumerate() {
+            match e.split_once('=') {
+                Some((k, v)) if !k.is_empty() && !e.contains('\0') => {
+                    env.push((k.to_string(), v.to_string()))
+                }
+                _ => {
+                    return Err(invalid(
+                        format!("process.env[{i}]"),
+                        format!("{e:?} is not KEY=VALUE (without NUL bytes)"),
+                    ));
+                }
+            }
+        }
+        let setup = ContainerSetup {
             readonly_root: root.readonly().unwrap_or(false),
-            args,
-            env: process.env().clone().unwrap_or_default(),
             cwd: process.cwd().clone(),
             uid: user.uid(),
             gid: user.gid(),
@@ -602,7 +539,6 @@ impl Container {
             uid_mappings,
             gid_mappings,
             mounts,
-            hostname,
             domainname,
             devices,
             default_devices,
@@ -610,6 +546,17 @@ impl Container {
             readonly: container_paths("linux.readonlyPaths", linux.readonly_paths())?,
             sysctl,
             root_propagation,
+            seccomp: linux.seccomp().clone(),
+            resources: linux.resources().clone(),
+        };
+        let mut sandbox = SandboxSpec::new(args);
+        sandbox.env = env;
+        sandbox.rootfs = Rootfs::Dir(rootfs);
+        sandbox.hostname = hostname.unwrap_or_default();
+        sandbox.container = Some(Box::new(setup));
+        Ok(Container {
+            bundle: bundle.to_path_buf(),
+            sandbox,
             cgroups_path: match linux.cgroups_path() {
                 // A path below the cgroup hierarchy: `..` would lead cordon-oci to create,
                 // write limits into, and remove directories outside it.
@@ -626,38 +573,65 @@ impl Container {
         })
     }
 
-    /// Namespaces to create (`CLONE_NEW*` flags of the entries without a path).
-    pub fn new_namespaces(&self) -> libc::c_int {
-        self.namespaces
-            .iter()
-            .filter(|n| n.path.is_none())
-            .fold(0, |acc, n| acc | n.flag)
+    /// The container's set-up (always there: [`Container::from_spec`] fills it).
+    pub fn setup(&self) -> &ContainerSetup {
+        self.sandbox
+            .container
+            .as_deref()
+            .expect("Container::from_spec always sets the container set-up")
+    }
+
+    /// See [`Container::setup`].
+    pub fn setup_mut(&mut self) -> &mut ContainerSetup {
+        self.sandbox
+            .container
+            .as_deref_mut()
+            .expect("Container::from_spec always sets the container set-up")
+    }
+
+    /// The root filesystem's absolute host path.
+    pub fn rootfs(&self) -> &Path {
+        match &self.sandbox.rootfs {
+            Rootfs::Dir(p) => p,
+            Rootfs::Host => unreachable!("Container::from_spec always sets root.path"),
+        }
+    }
+
+    /// The hostname to set, if any.
+    pub fn hostname(&self) -> Option<&str> {
+        Some(self.sandbox.hostname.as_str()).filter(|h| !h.is_empty())
+    }
+
+    /// The process environment as execve takes it: `KEY=VALUE` strings, in the config's order.
+    pub fn env_strings(&self) -> Vec<String> {
+        self.sandbox
+            .environment(None)
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect()
     }
 
     /// The sysctls whose namespace is joined by path: (key, namespace name, path). `create`
     /// refuses them when that namespace is its own (the host's), as runc does for the
     /// network namespace.
     pub fn sysctl_joined(&self) -> Vec<(&str, &'static str, &Path)> {
-        self.sysctl
+        let c = self.setup();
+        c.sysctl
             .iter()
             .filter_map(|(k, _)| {
                 let (flag, name) = sysctl_namespace(k)?;
-                let ns = self.namespaces.iter().find(|n| n.flag == flag)?;
+                let ns = c.namespaces.iter().find(|n| n.flag == flag)?;
                 Some((k.as_str(), name, ns.path.as_deref()?))
             })
             .collect()
     }
 
-    /// Whether the container has a namespace (new or joined) of this kind.
-    pub fn has_namespace(&self, flag: libc::c_int) -> bool {
-        self.namespaces.iter().any(|n| n.flag == flag)
-    }
-
     /// `PATH` from the process environment, else a default.
     pub fn path_dirs(&self) -> Vec<String> {
-        self.env
+        self.sandbox
+            .env
             .iter()
-            .find_map(|e| e.strip_prefix("PATH="))
+            .find_map(|(k, v)| (k == "PATH").then_some(v.as_str()))
             .unwrap_or(crate::spec::DEFAULT_PATH)
             .split(':')
             .filter(|d| !d.is_empty())
@@ -986,7 +960,7 @@ mod tests {
             let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
             v["linux"]["sysctl"] = serde_json::from_str(sysctl).unwrap();
             Container::from_spec(serde_json::from_value(v).unwrap(), Path::new("/b"))
-                .map(|c| c.sysctl.len())
+                .map(|c| c.setup().sysctl.len())
                 .map_err(|e| e.to_string())
         };
         // BASE has uts and network namespaces (network joined by path), no ipc one.
@@ -1024,24 +998,76 @@ mod tests {
     #[test]
     fn maps_the_base_config() {
         let c = Container::from_spec(spec(BASE), Path::new("/b")).unwrap();
-        assert_eq!(c.rootfs, Path::new("/b/rootfs"));
-        assert!(c.readonly_root);
-        assert_eq!(c.args, ["sh"]);
+        assert_eq!(c.rootfs(), Path::new("/b/rootfs"));
+        assert!(c.setup().readonly_root);
+        assert_eq!(c.sandbox.argv, ["sh"]);
         assert_eq!(
-            c.new_namespaces(),
+            c.setup().new_namespaces(),
             libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWUTS
         );
-        assert!(c.has_namespace(libc::CLONE_NEWNET));
-        assert_eq!(c.mounts[1].flags, libc::MS_NOSUID | libc::MS_STRICTATIME);
-        assert_eq!(c.mounts[1].data, "mode=755,size=65536k");
-        assert_eq!(c.mounts[2].kind, "bind");
-        assert_eq!(c.mounts[2].src, Path::new("/b/data"));
-        assert!(c.mounts[2].recursive);
-        assert_eq!(c.mounts[2].flags, libc::MS_RDONLY);
-        assert_eq!(c.mounts[2].propagation, [libc::MS_PRIVATE | libc::MS_REC]);
-        assert_eq!(c.root_propagation, libc::MS_SLAVE | libc::MS_REC);
-        assert!(c.default_devices);
-        assert_eq!(c.masked, [PathBuf::from("/proc/kcore")]);
+        assert!(c.setup().has_namespace(libc::CLONE_NEWNET));
+        assert_eq!(
+            c.setup().mounts[1].flags,
+            libc::MS_NOSUID | libc::MS_STRICTATIME
+        );
+        assert_eq!(c.setup().mounts[1].data, "mode=755,size=65536k");
+        assert_eq!(c.setup().mounts[2].kind, "bind");
+        assert_eq!(c.setup().mounts[2].src, Path::new("/b/data"));
+        assert!(c.setup().mounts[2].recursive);
+        assert_eq!(c.setup().mounts[2].flags, libc::MS_RDONLY);
+        assert_eq!(
+            c.setup().mounts[2].propagation,
+            [libc::MS_PRIVATE | libc::MS_REC]
+        );
+        assert_eq!(c.setup().root_propagation, libc::MS_SLAVE | libc::MS_REC);
+        assert!(c.setup().default_devices);
+        assert_eq!(c.setup().masked, [PathBuf::from("/proc/kcore")]);
+    }
+
+    #[test]
+    fn maps_into_the_sandbox_spec_that_cordons_own_runs_use() {
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        v["process"]["env"] = serde_json::json!(["B=2", "A=1=x", "B=3", "E="]);
+        let c = Container::from_spec(serde_json::from_value(v).unwrap(), Path::new("/b")).unwrap();
+        let s = &c.sandbox;
+        assert_eq!(s.argv, ["sh"]);
+        assert_eq!(s.rootfs, Rootfs::Dir(PathBuf::from("/b/rootfs")));
+        assert_eq!(s.hostname, "h");
+        assert_eq!(c.hostname(), Some("h"));
+        // The config's environment exactly: its order, its duplicates, nothing added.
+        assert_eq!(
+            c.env_strings(),
+            ["B=2", "A=1=x", "B=3", "E="].map(String::from)
+        );
+        assert_eq!(
+            c.path_dirs(),
+            crate::spec::DEFAULT_PATH.split(':').collect::<Vec<_>>()
+        );
+        assert!(s.container.is_some());
+        // Nothing of the hardened launcher's is set, and that launcher refuses the spec.
+        ContainerSetup::refuse_unhonoured(s).unwrap();
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("cordon-oci run"), "{e}");
+        // Without a hostname, none is set.
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        v["hostname"] = serde_json::json!("");
+        let c = Container::from_spec(serde_json::from_value(v).unwrap(), Path::new("/b")).unwrap();
+        assert_eq!(c.hostname(), None);
+    }
+
+    #[test]
+    fn environment_entries_and_arguments_that_execve_cannot_take_are_refused() {
+        let e = error_of(|v| v["process"]["env"] = serde_json::json!(["A=1", "NOVALUE"]));
+        assert!(
+            e.contains("process.env[1]") && e.contains("KEY=VALUE"),
+            "{e}"
+        );
+        let e = error_of(|v| v["process"]["env"] = serde_json::json!(["=1"]));
+        assert!(e.contains("process.env[0]"), "{e}");
+        let e = error_of(|v| v["process"]["env"] = serde_json::json!(["A=\0"]));
+        assert!(e.contains("process.env[0]"), "{e}");
+        let e = error_of(|v| v["process"]["args"] = serde_json::json!(["sh", "a\0b"]));
+        assert!(e.contains("process.args[1]") && e.contains("NUL"), "{e}");
     }
 
     fn error_of(edit: impl FnOnce(&mut serde_json::Value)) -> String {
@@ -1110,8 +1136,8 @@ mod tests {
         v["mounts"][2]["options"] = serde_json::json!(["rbind", "nosymfollow", "z", "rprivate"]);
         let c = Container::from_spec(serde_json::from_value(v.clone()).unwrap(), Path::new("/b"))
             .unwrap();
-        assert_eq!(c.mounts[2].flags, libc::MS_NOSYMFOLLOW);
-        assert_eq!(c.mounts[2].data, "");
+        assert_eq!(c.setup().mounts[2].flags, libc::MS_NOSYMFOLLOW);
+        assert_eq!(c.setup().mounts[2].data, "");
         let e = error_of(|v| {
             v["mounts"][2]["options"] = serde_json::json!(["rbind", "ro", "nosymlinks", "x=1"])
         });
@@ -1134,7 +1160,7 @@ mod tests {
         t["mounts"][1]["options"] = serde_json::json!(["nosuid", "lazytime", "iversion"]);
         let c = Container::from_spec(serde_json::from_value(t).unwrap(), Path::new("/b")).unwrap();
         assert_eq!(
-            c.mounts[1].flags,
+            c.setup().mounts[1].flags,
             libc::MS_NOSUID | libc::MS_LAZYTIME | libc::MS_I_VERSION
         );
         // Filesystem data on a bind is ignored, as the kernel ignores it there.
@@ -1142,12 +1168,12 @@ mod tests {
         let c = Container::from_spec(serde_json::from_value(v.clone()).unwrap(), Path::new("/b"))
             .unwrap();
         assert_eq!(
-            (c.mounts[2].flags, c.mounts[2].data.as_str()),
+            (c.setup().mounts[2].flags, c.setup().mounts[2].data.as_str()),
             (libc::MS_NOSUID, "")
         );
         // A filesystem's own options still go to mount(2) (which checks them).
         let c = Container::from_spec(spec(BASE), Path::new("/b")).unwrap();
-        assert_eq!(c.mounts[1].data, "mode=755,size=65536k");
+        assert_eq!(c.setup().mounts[1].data, "mode=755,size=65536k");
         for key in ["uidMappings", "gidMappings"] {
             let mut v = v.clone();
             v["mounts"][2][key] =
@@ -1237,9 +1263,9 @@ mod tests {
         let s: Spec = serde_json::from_value(v).unwrap();
         let c = Container::from_spec(s, Path::new("/b")).unwrap();
         assert_eq!(
-            c.caps.bounding.iter().collect::<Vec<_>>(),
+            c.setup().caps.bounding.iter().collect::<Vec<_>>(),
             ["CAP_CHOWN", "CAP_KILL"]
         );
-        assert!(c.caps.effective.is_empty());
+        assert!(c.setup().caps.effective.is_empty());
     }
 }

@@ -130,7 +130,7 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
             },
         )?;
     }
-    if c.new_namespaces() & libc::CLONE_NEWUSER != 0 {
+    if c.setup().new_namespaces() & libc::CLONE_NEWUSER != 0 {
         // Become the namespace's root (uid 0 must be mapped for the mounts below).
         nix::unistd::setresgid(0.into(), 0.into(), 0.into()).map_err(e(
             "become gid 0 in the user namespace (is gid 0 in linux.gidMappings?)",
@@ -139,17 +139,17 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
             "become uid 0 in the user namespace (is uid 0 in linux.uidMappings?)",
         ))?;
     }
-    if c.new_namespaces() & libc::CLONE_NEWCGROUP != 0 {
+    if c.setup().new_namespaces() & libc::CLONE_NEWCGROUP != 0 {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
             .map_err(e("create the cgroup namespace"))?;
     }
-    if let Some(h) = &c.hostname {
+    if let Some(h) = c.hostname() {
         nix::unistd::sethostname(h).map_err(e("set the hostname"))?;
     }
-    if let Some(d) = &c.domainname {
+    if let Some(d) = &c.setup().domainname {
         sys::set_domainname(d).map_err(e("set the domainname"))?;
     }
-    let in_userns = c.has_namespace(libc::CLONE_NEWUSER) || a.caller_in_userns;
+    let in_userns = c.setup().has_namespace(libc::CLONE_NEWUSER) || a.caller_in_userns;
     build_root(c, in_userns, a.cgroup2, a.cgroup_v1)?;
     if let Some(hooks) = c
         .spec
@@ -160,10 +160,10 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
         super::hooks::run("createContainer", &hooks, state)
             .map_err(|err| ("run the createContainer hooks", err.to_string()))?;
     }
-    enter_root(&c.rootfs, a.no_pivot)?;
+    enter_root(c.rootfs(), a.no_pivot)?;
     finish_root(c)?;
     let slave = match &a.console {
-        Some(sock) if c.terminal => Some(console(sock, c.console_size)?),
+        Some(sock) if c.setup().terminal => Some(console(sock, c.setup().console_size)?),
         _ => None,
     };
     Ok(slave)
@@ -238,28 +238,28 @@ fn build_root(
     // Nothing mounted below propagates back to the host: `/` becomes a slave (or private,
     // when the config asks for that); a shared or unbindable rootfsPropagation is applied
     // after pivot_root (shared would leak the mounts below, unbindable would refuse them).
-    let initial = if c.root_propagation & libc::MS_PRIVATE != 0 {
-        c.root_propagation
+    let initial = if c.setup().root_propagation & libc::MS_PRIVATE != 0 {
+        c.setup().root_propagation
     } else {
         libc::MS_SLAVE | libc::MS_REC
     };
     mount(none, "/", none, to_ms(initial), none).map_err(e("make / non-shared"))?;
     // pivot_root needs the new root to be a mount point.
     mount(
-        Some(&c.rootfs),
-        &c.rootfs,
+        Some(c.rootfs()),
+        c.rootfs(),
         none,
         MsFlags::MS_BIND | MsFlags::MS_REC,
         none,
     )
-    .map_err(ep("bind the root filesystem onto itself", &c.rootfs))?;
+    .map_err(ep("bind the root filesystem onto itself", c.rootfs()))?;
     // The parent mount of the root must not be shared either.
-    mount(none, &c.rootfs, none, MsFlags::MS_PRIVATE, none)
-        .map_err(ep("make the root mount private", &c.rootfs))?;
-    for m in &c.mounts {
+    mount(none, c.rootfs(), none, MsFlags::MS_PRIVATE, none)
+        .map_err(ep("make the root mount private", c.rootfs()))?;
+    for m in &c.setup().mounts {
         do_mount(c, m, in_userns, cgroup2, v1)?;
     }
-    if c.default_devices {
+    if c.setup().default_devices {
         make_devices(c, in_userns)?;
     }
     Ok(())
@@ -400,17 +400,17 @@ fn do_mount(
     use nix::fcntl::OFlag;
     let none: Option<&str> = None;
     let root = nix::fcntl::open(
-        &c.rootfs,
+        c.rootfs(),
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(ep("open the root filesystem", &c.rootfs))?;
+    .map_err(ep("open the root filesystem", c.rootfs()))?;
     let data = (!m.data.is_empty()).then_some(m.data.as_str());
     // Where missing directories go: the destination with the image's symlinks followed
     // inside the root (a dangling one is created at its target, within the root). Each
     // step is still created relative to a parent opened inside the root.
-    let resolved = secure_join(&c.rootfs, &m.dst);
-    let create_at = Path::new("/").join(resolved.strip_prefix(&c.rootfs).unwrap_or(Path::new("")));
+    let resolved = secure_join(c.rootfs(), &m.dst);
+    let create_at = Path::new("/").join(resolved.strip_prefix(c.rootfs()).unwrap_or(Path::new("")));
     // The destination, opened inside the root; the mount goes onto that very inode.
     let target = |flags: OFlag| -> Result<OwnedFd, Step> {
         open_in_root(&root, &m.dst, flags).map_err(|err| {
@@ -423,7 +423,7 @@ fn do_mount(
     // procfs and sysfs where the config says, not where a symlink of the image points
     // (CVE-2019-19921: procfs moved elsewhere escapes maskedPaths and readonlyPaths).
     if matches!(m.kind.as_str(), "proc" | "sysfs") {
-        let lexical = c.rootfs.join(rel_in_root(&m.dst));
+        let lexical = c.rootfs().join(rel_in_root(&m.dst));
         if resolved != lexical || std::fs::symlink_metadata(&lexical).is_ok_and(|md| !md.is_dir()) {
             return Err((
                 "mount",
@@ -823,7 +823,7 @@ fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
         .iter()
         .map(|(p, ma, mi)| (PathBuf::from(p), 'c', *ma, *mi, 0o666, 0, 0))
         .collect();
-    for d in &c.devices {
+    for d in &c.setup().devices {
         devs.retain(|x| x.0 != d.path);
         devs.push((
             d.path.clone(),
@@ -837,17 +837,17 @@ fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
     }
     use nix::fcntl::OFlag;
     let root = nix::fcntl::open(
-        &c.rootfs,
+        c.rootfs(),
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(ep("open the root filesystem", &c.rootfs))?;
+    .map_err(ep("open the root filesystem", c.rootfs()))?;
     // (directory opened inside the root, name in it) for a path of the container: every
     // step below works relative to that directory, never by a host path that a symlink
     // swapped into the rootfs could redirect.
     let resolved = |path: &Path| -> PathBuf {
-        let r = secure_join(&c.rootfs, path);
-        Path::new("/").join(r.strip_prefix(&c.rootfs).unwrap_or(Path::new("")))
+        let r = secure_join(c.rootfs(), path);
+        Path::new("/").join(r.strip_prefix(c.rootfs()).unwrap_or(Path::new("")))
     };
     let place = |path: &Path| -> Result<(OwnedFd, std::ffi::OsString), Step> {
         let rel = resolved(path);
@@ -937,11 +937,11 @@ fn enter_root(rootfs: &Path, no_pivot: bool) -> Result<(), Step> {
 
 fn finish_root(c: &Container) -> Result<(), Step> {
     let none: Option<&str> = None;
-    for (k, v) in &c.sysctl {
+    for (k, v) in &c.setup().sysctl {
         let p = format!("/proc/sys/{}", k.replace('.', "/"));
         std::fs::write(&p, v).map_err(|err| ("set a sysctl", format!("{k}={v}: {err}")))?;
     }
-    for p in &c.masked {
+    for p in &c.setup().masked {
         match std::fs::metadata(p) {
             // Nothing to hide; any other error leaves the path unmasked: fail closed.
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
@@ -963,7 +963,7 @@ fn finish_root(c: &Container) -> Result<(), Step> {
                 .map_err(ep("mask the file", p))?,
         }
     }
-    for p in &c.readonly {
+    for p in &c.setup().readonly {
         match std::fs::symlink_metadata(p) {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => continue,
             Err(err) => {
@@ -976,11 +976,12 @@ fn finish_root(c: &Container) -> Result<(), Step> {
         }
         read_only_path(p)?;
     }
-    if c.readonly_root {
+    if c.setup().readonly_root {
         remount_bind(Path::new("/"), libc::MS_RDONLY)?;
     }
-    if c.root_propagation & (libc::MS_SHARED | libc::MS_PRIVATE | libc::MS_UNBINDABLE) != 0 {
-        mount(none, "/", none, to_ms(c.root_propagation), none)
+    if c.setup().root_propagation & (libc::MS_SHARED | libc::MS_PRIVATE | libc::MS_UNBINDABLE) != 0
+    {
+        mount(none, "/", none, to_ms(c.setup().root_propagation), none)
             .map_err(e("set linux.rootfsPropagation"))?;
     }
     Ok(())
@@ -1073,28 +1074,27 @@ fn prepare(
     for fd in 3..3 + preserve_fds {
         sys::clear_cloexec(fd).map_err(e("keep a --preserve-fds descriptor"))?;
     }
-    for (res, soft, hard) in &c.rlimits {
-        let r = crate::limits::nix_resource(*res)
-            .ok_or(("set an rlimit", format!("unknown resource {res}")))?;
-        nix::sys::resource::setrlimit(r, *soft, *hard)
-            .map_err(|err| ("set process.rlimits", format!("{r:?} {soft}/{hard}: {err}")))?;
+    for &(res, soft, hard) in &c.setup().rlimits {
+        crate::limits::set_rlimit(res, soft, hard).map_err(|err| ("set process.rlimits", err))?;
     }
-    if !c.no_new_privileges
+    if !c.setup().no_new_privileges
         && let Some(f) = filter
     {
-        sys::seccomp_set_filter(&f.program, f.flags).map_err(e("install linux.seccomp"))?;
+        crate::security::seccomp::install_program(&f.program, f.flags)
+            .map_err(|err| ("install linux.seccomp", err.to_string()))?;
     }
     set_identity(c)?;
-    if c.no_new_privileges {
+    if c.setup().no_new_privileges {
         nix::sys::prctl::set_no_new_privs().map_err(e("set process.noNewPrivileges"))?;
         if let Some(f) = filter {
-            sys::seccomp_set_filter(&f.program, f.flags).map_err(e("install linux.seccomp"))?;
+            crate::security::seccomp::install_program(&f.program, f.flags)
+                .map_err(|err| ("install linux.seccomp", err.to_string()))?;
         }
     }
-    if let Some(u) = c.umask {
+    if let Some(u) = c.setup().umask {
         nix::sys::stat::umask(Mode::from_bits_truncate(u));
     }
-    nix::unistd::chdir(&c.cwd).map_err(ep("enter process.cwd", &c.cwd))?;
+    nix::unistd::chdir(&c.setup().cwd).map_err(ep("enter process.cwd", &c.setup().cwd))?;
     // CVE-2024-21626: a cwd reached through a magic link (/proc/self/fd/N of a descriptor
     // on a host directory) lies outside the container's root, where getcwd fails (ENOENT,
     // "unreachable"). The program must start inside its root.
@@ -1103,7 +1103,7 @@ fn prepare(
             "enter process.cwd",
             format!(
                 "{}: the directory is outside the container's root filesystem ({err}); give a path inside it",
-                c.cwd.display()
+                c.setup().cwd.display()
             ),
         ));
     }
@@ -1133,7 +1133,7 @@ pub fn exec_process(
         fail("close inherited file descriptors", err.to_string());
     }
     let slave = match console_sock {
-        Some(sock) => match console(sock, c.console_size) {
+        Some(sock) => match console(sock, c.setup().console_size) {
             Ok(s) => Some(s),
             Err((step, msg)) => fail(step, msg),
         },
@@ -1172,24 +1172,37 @@ fn set_identity(c: &Container) -> Result<(), Step> {
     };
     let supported = caps::runtime::thread_all_supported();
     let of = |set: &str, names| caps_of(set, names, &supported);
-    let bounding = of("bounding", &c.caps.bounding)?;
-    let inheritable = of("inheritable", &c.caps.inheritable)?;
-    let ambient = of("ambient", &c.caps.ambient)?;
-    let effective = of("effective", &c.caps.effective)?;
-    let permitted = of("permitted", &c.caps.permitted)?;
+    let bounding = of("bounding", &c.setup().caps.bounding)?;
+    let inheritable = of("inheritable", &c.setup().caps.inheritable)?;
+    let ambient = of("ambient", &c.setup().caps.ambient)?;
+    let effective = of("effective", &c.setup().caps.effective)?;
+    let permitted = of("permitted", &c.setup().caps.permitted)?;
     crate::security::caps::drop_bounding_except(&bounding)
         .map_err(|err| ("set capabilities", format!("bounding: {err}")))?;
     nix::sys::prctl::set_keepcaps(true).map_err(e("keep capabilities across the uid change"))?;
-    let gids: Vec<nix::unistd::Gid> = c.additional_gids.iter().map(|g| (*g).into()).collect();
+    let gids: Vec<nix::unistd::Gid> = c
+        .setup()
+        .additional_gids
+        .iter()
+        .map(|g| (*g).into())
+        .collect();
     let setgroups_denied =
         std::fs::read_to_string("/proc/self/setgroups").is_ok_and(|s| s.trim() == "deny");
     if !(setgroups_denied && gids.is_empty()) {
         nix::unistd::setgroups(&gids).map_err(e("set process.user.additionalGids"))?;
     }
-    nix::unistd::setresgid(c.gid.into(), c.gid.into(), c.gid.into())
-        .map_err(e("set process.user.gid"))?;
-    nix::unistd::setresuid(c.uid.into(), c.uid.into(), c.uid.into())
-        .map_err(e("set process.user.uid"))?;
+    nix::unistd::setresgid(
+        c.setup().gid.into(),
+        c.setup().gid.into(),
+        c.setup().gid.into(),
+    )
+    .map_err(e("set process.user.gid"))?;
+    nix::unistd::setresuid(
+        c.setup().uid.into(),
+        c.setup().uid.into(),
+        c.setup().uid.into(),
+    )
+    .map_err(e("set process.user.uid"))?;
     caps::set(
         None,
         CapSet::Effective,
@@ -1212,16 +1225,17 @@ fn set_identity(c: &Container) -> Result<(), Step> {
 
 fn exec(c: &Container) -> ! {
     let args: Vec<CString> = c
-        .args
+        .sandbox
+        .argv
         .iter()
         .map(|a| CString::new(a.as_str()).unwrap_or_default())
         .collect();
     let env: Vec<CString> = c
-        .env
-        .iter()
-        .filter_map(|a| CString::new(a.as_str()).ok())
+        .env_strings()
+        .into_iter()
+        .filter_map(|a| CString::new(a).ok())
         .collect();
-    let name = &c.args[0];
+    let name = &c.sandbox.argv[0];
     let candidates: Vec<String> = if name.contains('/') {
         vec![name.clone()]
     } else {

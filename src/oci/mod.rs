@@ -17,7 +17,7 @@ pub mod state;
 
 use crate::cli::oci::{CreateArgs, ExecArgs, LogFormat, OciCli, OciCommand, OciGlobal, UpdateArgs};
 use crate::sys::{self, CloneResult};
-use config::{Container, IdMap, OciConfigError};
+use config::{Container, ContainerSetup, IdMap, OciConfigError};
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
@@ -301,7 +301,7 @@ fn unenforced_device_rules(
     c: &config::Container,
     allowlist: &[cgroup::DeviceRule],
 ) -> Result<(), OciError> {
-    for d in &c.devices {
+    for d in &c.setup().devices {
         let kind = match d.kind {
             'b' => 'b',
             'c' | 'u' => 'c',
@@ -336,13 +336,16 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         child: None,
     };
     let mut c = Container::load(&bundle)?;
-    c.rootfs = std::fs::canonicalize(&c.rootfs).map_err(io_err("open root.path", &c.rootfs))?;
-    c.caps.check_known(kernel_cap)?;
+    c.sandbox.rootfs = crate::spec::Rootfs::Dir(
+        std::fs::canonicalize(c.rootfs()).map_err(io_err("open root.path", c.rootfs()))?,
+    );
+    ContainerSetup::refuse_unhonoured(&c.sandbox).map_err(OciError::Usage)?;
+    c.setup().caps.check_known(kernel_cap)?;
     refuse_own_namespace_sysctls(&c)?;
     ctx.log("debug", &format!("create {}: config checked", a.id));
-    let filter = match c.spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
+    let filter = match &c.setup().seccomp {
         Some(s) => {
-            let f = seccomp::compile(&s)?;
+            let f = seccomp::compile(s)?;
             if !f.unknown.is_empty() {
                 ctx.log(
                     "debug",
@@ -356,7 +359,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         }
         None => None,
     };
-    let console = match (&a.console_socket, c.terminal) {
+    let console = match (&a.console_socket, c.setup().terminal) {
         (Some(p), true) => {
             let s = std::os::unix::net::UnixStream::connect(p)
                 .map_err(io_err("connect to --console-socket", p))?;
@@ -376,7 +379,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     };
 
     // The cgroup and its limits exist before any process of the container does.
-    let resources = c.spec.linux().as_ref().and_then(|l| l.resources().clone());
+    let resources = c.setup().resources.clone();
     let v2_own = cgroup::own_v2_cgroup()?;
     let rel = cgroup::relative_path(
         c.cgroups_path.as_deref(),
@@ -477,7 +480,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     // Namespaces given by path: opened now; the pid one is joined here (it applies to
     // children), the rest by init.
     let mut join = Vec::new();
-    for ns in &c.namespaces {
+    for ns in &c.setup().namespaces {
         let Some(p) = &ns.path else { continue };
         let fd = nix::fcntl::open(
             p,
@@ -504,7 +507,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     let (go_r, go_w) = nix::unistd::pipe2(cloexec).map_err(sys_err("create the go pipe"))?;
     let (ready_r, ready_w) =
         nix::unistd::pipe2(cloexec).map_err(sys_err("create the ready pipe"))?;
-    let flags = c.new_namespaces() & !libc::CLONE_NEWCGROUP;
+    let flags = c.setup().new_namespaces() & !libc::CLONE_NEWCGROUP;
     // Without a new user namespace the init moves itself into the cgroup, which costs no
     // RCU grace period on cgroup v1 (see cgroup::attach_self); in a new one it may lack
     // the right to, so the parent moves it.
@@ -517,7 +520,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     };
     // A `cgroup` mount on a v1/hybrid host shows the container's own cgroups only.
     let cgroup_v1 = if !cgroup2
-        && c.mounts
+        && c.setup()
+            .mounts
             .iter()
             .any(|m| m.kind == "cgroup" || m.kind == "cgroup2")
     {
@@ -559,8 +563,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     cleanup.child = Some(child);
     drop((go_r, ready_w, fifo, console, join, attached_w));
 
-    if c.new_namespaces() & libc::CLONE_NEWUSER != 0 {
-        write_maps(child, &c.uid_mappings, &c.gid_mappings)?;
+    if c.setup().new_namespaces() & libc::CLONE_NEWUSER != 0 {
+        write_maps(child, &c.setup().uid_mappings, &c.setup().gid_mappings)?;
     }
     if let Some(r) = attached_r {
         let msg = String::from_utf8_lossy(&read_to_end(&r)?).into_owned();
@@ -573,7 +577,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     } else if !cleanup.cgroups.is_empty() {
         cgroup::attach(&cleanup.cgroups, child.as_raw())?;
     }
-    if let Some(adj) = c.oom_score_adj {
+    if let Some(adj) = c.setup().oom_score_adj {
         let p = format!("/proc/{child}/oom_score_adj");
         std::fs::write(&p, adj.to_string())
             .map_err(io_err("set process.oomScoreAdj in", Path::new(&p)))?;
@@ -593,7 +597,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         hooks: c.spec.hooks().clone(),
         rootless: rootless(),
         owner: nix::unistd::geteuid().as_raw(),
-        own_pid_ns: c.new_namespaces() & libc::CLONE_NEWPID != 0,
+        own_pid_ns: c.setup().new_namespaces() & libc::CLONE_NEWPID != 0,
         has_process: c.has_process,
         device_rules: enforced_devices,
     };
@@ -1271,24 +1275,31 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
                 "give the command to run, or --process".into(),
             ));
         }
-        c.args = a.args.clone();
-        c.env.extend(a.env.iter().cloned());
+        c.sandbox.argv = a.args.clone();
+        for e in &a.env {
+            match e.split_once('=') {
+                Some((k, v)) if !k.is_empty() => c.sandbox.env.push((k.into(), v.into())),
+                _ => return Err(OciError::Usage(format!("bad --env {e:?}: give KEY=VALUE"))),
+            }
+        }
+        let setup = c.setup_mut();
         if let Some(cwd) = &a.cwd {
-            c.cwd = cwd.clone();
+            setup.cwd = cwd.clone();
         }
         if let Some(u) = &a.user {
             let (uid, gid) = u.split_once(':').unwrap_or((u, "0"));
-            c.uid = uid
+            setup.uid = uid
                 .parse()
                 .map_err(|_| OciError::Usage(format!("bad --user {u:?}")))?;
-            c.gid = gid
+            setup.gid = gid
                 .parse()
                 .map_err(|_| OciError::Usage(format!("bad --user {u:?}")))?;
         }
-        c.terminal = a.tty;
+        setup.terminal = a.tty;
     }
-    c.caps.check_known(kernel_cap)?;
-    let console = if c.terminal || a.tty {
+    ContainerSetup::refuse_unhonoured(&c.sandbox).map_err(OciError::Usage)?;
+    c.setup().caps.check_known(kernel_cap)?;
+    let console = if c.setup().terminal || a.tty {
         let p = a.console_socket.as_ref().ok_or_else(|| {
             OciError::Usage("a terminal (--tty or process.terminal) needs --console-socket".into())
         })?;
@@ -1298,8 +1309,8 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
     } else {
         None
     };
-    let filter = match c.spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
-        Some(sc) => Some(seccomp::compile(&sc)?),
+    let filter = match &c.setup().seccomp {
+        Some(sc) => Some(seccomp::compile(sc)?),
         None => None,
     };
     // The container's namespaces, user first (entering it grants the rights for the rest).

@@ -1,14 +1,16 @@
 //! The one internal description of a sandbox. The CLI, profiles and JSON requests all build a
-//! [`SandboxSpec`]; the launcher only ever sees this type. (OCI bundles still map to
-//! `oci::config::Container`: see the crate's documentation.)
+//! [`SandboxSpec`], and so does an OCI bundle's config.json (`oci::config`, with a
+//! [`ContainerSetup`]); the launchers only ever see this type.
 //!
 //! Everything here is pure data and pure parsing: no syscalls, fully unit-tested.
 
+pub mod container;
 mod parse;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use container::ContainerSetup;
 pub use parse::{ParseError, parse_duration, parse_env_pair, parse_size};
 
 /// The uid and gid the payload runs as inside the user namespace, whoever the caller is.
@@ -300,6 +302,11 @@ pub struct SandboxSpec {
     pub binds: Vec<Bind>,
     /// A tmpfs whose tree init copies out to a host directory when the program exits 0.
     pub export: Option<Export>,
+    /// The process and root set up field by field, as an OCI config.json says (identity,
+    /// capabilities, namespaces, mounts...), for cordon-oci's launcher. `None` for cordon's
+    /// own runs, whose set-up is fixed; the hardened launcher refuses a spec that has one
+    /// ([`SandboxSpec::validate`]).
+    pub container: Option<Box<ContainerSetup>>,
 }
 
 /// A writable tmpfs at `dir`, sized by the workspace limits (`workspace_size`,
@@ -352,13 +359,18 @@ impl SandboxSpec {
             network: crate::net::Network::None,
             binds: Vec::new(),
             export: None,
+            container: None,
         }
     }
 
     /// The payload's complete environment: an allow-list (PATH, HOME, LANG, TERM, USER)
     /// built here, never copied from the caller, then the caller's `--env` pairs on top.
-    /// `term` is the caller's `$TERM`, the only value taken from outside.
+    /// `term` is the caller's `$TERM`, the only value taken from outside. A container's
+    /// environment is its `env` alone, as its config gives it.
     pub fn environment(&self, term: Option<&str>) -> Vec<(String, String)> {
+        if self.container.is_some() {
+            return self.env.clone();
+        }
         let mut env: Vec<(String, String)> = vec![
             ("PATH".into(), DEFAULT_PATH.into()),
             ("HOME".into(), WORKSPACE.into()),
@@ -380,6 +392,13 @@ impl SandboxSpec {
 
     /// Checks that do not need the host: the launcher calls this first.
     pub fn validate(&self) -> Result<(), ParseError> {
+        if self.container.is_some() {
+            return Err(ParseError::new(
+                "sandbox spec",
+                "a container set-up",
+                "this spec sets up a container field by field (an OCI config.json), which cordon's hardened launcher does not honour: run the bundle with `cordon-oci run`",
+            ));
+        }
         if self.argv.is_empty() || self.argv[0].is_empty() {
             return Err(ParseError::new(
                 "command",

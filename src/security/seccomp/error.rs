@@ -91,7 +91,7 @@ pub enum SeccompError {
          first, EINVAL that the kernel lacks CONFIG_SECCOMP_FILTER, ENOMEM that the filter is \
          too long: set no_new_privs, use a kernel with seccomp filters, or shorten the policy"
     )]
-    Install { source: seccompiler::Error },
+    Install { source: std::io::Error },
 }
 
 /// What is wrong with one `[[deny]]` entry.

@@ -188,12 +188,25 @@ pub fn install_with_listener(c: &Compiled) -> Result<std::os::fd::OwnedFd, Secco
 }
 
 /// Installs the program on the calling thread. Meant for the payload, last step before
-/// `execve`, after `no_new_privs` (seccompiler sets it again, harmlessly). Allocates nothing:
-/// the program was built by the parent and the kernel copies it in. If it fails, the caller
-/// must not `execve`.
+/// `execve`, after `no_new_privs`. Allocates nothing: the program was built by the parent and
+/// the kernel copies it in. If it fails, the caller must not `execve`.
 pub fn install(c: &Compiled) -> Result<(), SeccompError> {
-    if c.program.is_empty() {
+    install_program(&c.program, 0)
+}
+
+/// Installs a classic-BPF seccomp program with `SECCOMP_SET_MODE_FILTER` flags (`TSYNC`,
+/// `LOG`, `SPEC_ALLOW`): the one installer of cordon's policies and of an OCI container's
+/// `linux.seccomp`. The caller sets `no_new_privs` first, or holds CAP_SYS_ADMIN (an OCI
+/// container without `noNewPrivileges`); the kernel refuses the filter otherwise (EACCES).
+/// Sets nothing else, allocates nothing.
+pub fn install_program(
+    program: &[seccompiler::sock_filter],
+    flags: libc::c_ulong,
+) -> Result<(), SeccompError> {
+    if program.is_empty() {
         return Err(SeccompError::NothingToInstall);
     }
-    seccompiler::apply_filter(&c.program).map_err(|source| SeccompError::Install { source })
+    crate::sys::seccomp_set_filter(program, flags).map_err(|e| SeccompError::Install {
+        source: std::io::Error::from_raw_os_error(e as i32),
+    })
 }

@@ -1,0 +1,223 @@
+//! A sandbox whose process and root the caller sets up field by field: an OCI container.
+//!
+//! cordon's own runs (`cordon exec`, `cordon run`, JSON requests) have a fixed set-up: the
+//! sandbox user, no capabilities, the seven namespaces, cordon's mounts and seccomp policy.
+//! An OCI config.json says all of that itself. `oci::config` maps it into a [`SandboxSpec`]
+//! (argv, environment, root and hostname in the spec's own fields) with this
+//! [`ContainerSetup`] in [`SandboxSpec::container`], and cordon-oci's launcher builds the
+//! container from that one spec. The hardened launcher refuses a spec that carries a setup
+//! ([`SandboxSpec::validate`]); cordon-oci refuses one that sets anything of the hardened
+//! launcher's ([`ContainerSetup::refuse_unhonoured`]). Neither drops a field silently.
+//!
+//! Pure data: the mapping and its checks live in `oci::config`.
+//!
+//! [`SandboxSpec`]: super::SandboxSpec
+//! [`SandboxSpec::container`]: super::SandboxSpec::container
+//! [`SandboxSpec::validate`]: super::SandboxSpec::validate
+
+use super::{IdMap, SandboxSpec};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+/// One namespace of the container: a new one, or an existing one joined by path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    /// The `CLONE_NEW*` flag.
+    pub flag: libc::c_int,
+    /// The config's name for it (`network`, `mount`...), for messages.
+    pub name: &'static str,
+    pub path: Option<PathBuf>,
+}
+
+/// How one mount of `mounts[]` is made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountOp {
+    /// Destination, absolute, inside the container's root.
+    pub dst: PathBuf,
+    /// `bind` for bind mounts, else the filesystem type.
+    pub kind: String,
+    /// Source: a host path for binds (made absolute against the bundle), else the device
+    /// string given to mount(2).
+    pub src: PathBuf,
+    pub flags: libc::c_ulong,
+    /// Propagation flags applied after the mount (`rprivate`, `shared`...).
+    pub propagation: Vec<libc::c_ulong>,
+    /// Options mount(2) does not know as flags: passed as its data string.
+    pub data: String,
+    pub recursive: bool,
+    /// `tmpcopyup`: copy what the destination held into the new tmpfs.
+    pub copy_up: bool,
+}
+
+/// A device node to create in /dev.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    pub path: PathBuf,
+    /// `c`, `b` or `p`.
+    pub kind: char,
+    pub major: u64,
+    pub minor: u64,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Capability sets by name (`CAP_SYS_ADMIN`), as the config lists them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CapSets {
+    pub bounding: BTreeSet<String>,
+    pub effective: BTreeSet<String>,
+    pub inheritable: BTreeSet<String>,
+    pub permitted: BTreeSet<String>,
+    pub ambient: BTreeSet<String>,
+}
+
+/// Everything of a container's set-up beyond what runs (the spec's `argv` and `env`), its root
+/// directory (`rootfs`) and its hostname (`hostname`; empty: left as it is). With a setup, the
+/// spec's `env` is the whole environment, in its order ([`SandboxSpec::environment`]).
+#[derive(Debug, Clone)]
+pub struct ContainerSetup {
+    /// The root is remounted read-only after the mounts.
+    pub readonly_root: bool,
+    pub cwd: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+    pub additional_gids: Vec<u32>,
+    pub umask: Option<u32>,
+    pub terminal: bool,
+    /// (rows, columns)
+    pub console_size: Option<(u16, u16)>,
+    pub no_new_privileges: bool,
+    pub oom_score_adj: Option<i32>,
+    /// (resource, soft, hard)
+    pub rlimits: Vec<(crate::limits::RlimitResource, u64, u64)>,
+    pub caps: CapSets,
+    pub namespaces: Vec<Namespace>,
+    pub uid_mappings: Vec<IdMap>,
+    pub gid_mappings: Vec<IdMap>,
+    pub mounts: Vec<MountOp>,
+    pub domainname: Option<String>,
+    pub devices: Vec<Device>,
+    /// Create the default device nodes (unless /dev is bound from elsewhere).
+    pub default_devices: bool,
+    pub masked: Vec<PathBuf>,
+    pub readonly: Vec<PathBuf>,
+    pub sysctl: Vec<(String, String)>,
+    /// Propagation flags for `/` (default `MS_SLAVE | MS_REC`, as runc).
+    pub root_propagation: libc::c_ulong,
+    /// The seccomp policy in the runtime spec's form, compiled when the container is created
+    /// (in place of the spec's `seccomp_policy`, which names one of cordon's own).
+    pub seccomp: Option<oci_spec::runtime::LinuxSeccomp>,
+    /// The cgroup limits in the runtime spec's form (in place of the spec's `limits`, which
+    /// are the hardened launcher's: wall time, output, workspace...).
+    pub resources: Option<oci_spec::runtime::LinuxResources>,
+}
+
+impl ContainerSetup {
+    /// Namespaces to create (`CLONE_NEW*` flags of the entries without a path).
+    pub fn new_namespaces(&self) -> libc::c_int {
+        self.namespaces
+            .iter()
+            .filter(|n| n.path.is_none())
+            .fold(0, |acc, n| acc | n.flag)
+    }
+
+    /// Whether the container has a namespace (new or joined) of this kind.
+    pub fn has_namespace(&self, flag: libc::c_int) -> bool {
+        self.namespaces.iter().any(|n| n.flag == flag)
+    }
+
+    /// An error naming the first field of `spec` that is the hardened launcher's and not at
+    /// its default: a container's launcher has no use for it (it writes no input files,
+    /// collects nothing, binds only what `mounts` say), so a spec that sets one would have it
+    /// dropped silently.
+    pub fn refuse_unhonoured(spec: &SandboxSpec) -> Result<(), String> {
+        let d = SandboxSpec::new(Vec::new());
+        let unhonoured = [
+            (
+                "limits (a container's are linux.resources)",
+                spec.limits != d.limits,
+            ),
+            ("stdin", spec.stdin != d.stdin),
+            ("degrade", spec.degrade != d.degrade),
+            ("backend", spec.backend != d.backend),
+            (
+                "seccomp_policy (a container's is linux.seccomp)",
+                spec.seccomp_policy != d.seccomp_policy,
+            ),
+            ("passthrough", spec.passthrough != d.passthrough),
+            ("files", !spec.files.is_empty()),
+            ("collect", spec.collect.is_some()),
+            (
+                "network (a container's is linux.namespaces)",
+                spec.network != d.network,
+            ),
+            ("binds (a container's are mounts)", !spec.binds.is_empty()),
+            ("export", spec.export.is_some()),
+        ];
+        match unhonoured.iter().find(|(_, set)| *set) {
+            Some((field, _)) => Err(format!(
+                "the sandbox spec sets `{field}`, which a container's launcher does not honour"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_container_launcher_refuses_what_only_the_hardened_launcher_honours() {
+        let base = SandboxSpec::new(vec!["sh".into()]);
+        ContainerSetup::refuse_unhonoured(&base).unwrap();
+        type Set = Box<dyn Fn(&mut SandboxSpec)>;
+        let cases: Vec<(&str, Set)> = vec![
+            ("limits", Box::new(|s| s.limits.pids = Some(5))),
+            (
+                "stdin",
+                Box::new(|s| s.stdin = crate::spec::StdinSource::Null),
+            ),
+            (
+                "seccomp_policy",
+                Box::new(|s| s.seccomp_policy = "other".into()),
+            ),
+            ("passthrough", Box::new(|s| s.passthrough = true)),
+            (
+                "files",
+                Box::new(|s| {
+                    s.files.push(crate::spec::InputFile {
+                        path: "a".into(),
+                        contents: Vec::new(),
+                        mode: 0o644,
+                    })
+                }),
+            ),
+            (
+                "collect",
+                Box::new(|s| s.collect = Some(Default::default())),
+            ),
+            (
+                "network",
+                Box::new(|s| s.network = crate::net::Network::Host),
+            ),
+            (
+                "binds",
+                Box::new(|s| {
+                    s.binds.push(crate::spec::Bind {
+                        src: "/srv".into(),
+                        dst: "/data".into(),
+                        writable: false,
+                    })
+                }),
+            ),
+        ];
+        for (field, set) in cases {
+            let mut s = base.clone();
+            set(&mut s);
+            let e = ContainerSetup::refuse_unhonoured(&s).unwrap_err();
+            assert!(e.contains(&format!("`{field}")), "{field}: {e}");
+        }
+    }
+}
