@@ -1,10 +1,12 @@
 //! cordon: run untrusted code in a Linux sandbox, with no daemon and no setuid bit.
 //!
-//! The CLI, profiles and JSON requests build one [`spec::SandboxSpec`]; one launcher
-//! ([`launch`]) runs it and returns one [`outcome::Outcome`]. The OCI runtime ([`oci`]) maps
-//! config.json into a container description of its own and shares the launch steps it can
-//! (id maps, the bounding set, seccomp's syscall table, rlimits): folding it into
-//! `SandboxSpec` is work still open.
+//! The CLI, profiles, JSON requests and OCI bundles build one [`spec::SandboxSpec`]. The
+//! hardened launcher ([`launch`]) runs cordon's own sandboxes to completion and returns one
+//! [`outcome::Outcome`]. The OCI runtime ([`oci`]) maps config.json into a `SandboxSpec` with
+//! its [`spec::ContainerSetup`] and builds the container from it, with the process model
+//! runc's callers expect (`create` returns, the caller waits on the container's pid); the two
+//! launchers share the steps both need (id maps, the bounding set, rlimits, the seccomp
+//! installer and syscall table) and each refuses a spec field it does not honour.
 //!
 //! Running code in a language:
 //!
