@@ -133,27 +133,47 @@ impl ContainerSetup {
     /// dropped silently.
     pub fn refuse_unhonoured(spec: &SandboxSpec) -> Result<(), String> {
         let d = SandboxSpec::new(Vec::new());
+        // Every field by name, so that a field added to SandboxSpec does not build until it
+        // is decided here whether a container honours it.
+        let SandboxSpec {
+            argv: _,
+            env: _,
+            rootfs: _,
+            hostname: _,
+            container: _,
+            limits,
+            stdin,
+            degrade,
+            backend,
+            seccomp_policy,
+            passthrough,
+            files,
+            collect,
+            network,
+            binds,
+            export,
+        } = spec;
         let unhonoured = [
             (
                 "limits (a container's are linux.resources)",
-                spec.limits != d.limits,
+                *limits != d.limits,
             ),
-            ("stdin", spec.stdin != d.stdin),
-            ("degrade", spec.degrade != d.degrade),
-            ("backend", spec.backend != d.backend),
+            ("stdin", *stdin != d.stdin),
+            ("degrade", *degrade != d.degrade),
+            ("backend", *backend != d.backend),
             (
                 "seccomp_policy (a container's is linux.seccomp)",
-                spec.seccomp_policy != d.seccomp_policy,
+                *seccomp_policy != d.seccomp_policy,
             ),
-            ("passthrough", spec.passthrough != d.passthrough),
-            ("files", !spec.files.is_empty()),
-            ("collect", spec.collect.is_some()),
+            ("passthrough", *passthrough != d.passthrough),
+            ("files", !files.is_empty()),
+            ("collect", collect.is_some()),
             (
                 "network (a container's is linux.namespaces)",
-                spec.network != d.network,
+                *network != d.network,
             ),
-            ("binds (a container's are mounts)", !spec.binds.is_empty()),
-            ("export", spec.export.is_some()),
+            ("binds (a container's are mounts)", !binds.is_empty()),
+            ("export", export.is_some()),
         ];
         match unhonoured.iter().find(|(_, set)| *set) {
             Some((field, _)) => Err(format!(
@@ -184,6 +204,21 @@ mod tests {
                 Box::new(|s| s.seccomp_policy = "other".into()),
             ),
             ("passthrough", Box::new(|s| s.passthrough = true)),
+            ("degrade", Box::new(|s| s.degrade.landlock = true)),
+            (
+                "backend",
+                Box::new(|s| s.backend = crate::spec::BackendChoice::Rlimit),
+            ),
+            (
+                "export",
+                Box::new(|s| {
+                    s.export = Some(crate::spec::Export {
+                        dir: "/deps".into(),
+                        host: "/srv".into(),
+                        seed: Vec::new(),
+                    })
+                }),
+            ),
             (
                 "files",
                 Box::new(|s| {
