@@ -567,6 +567,52 @@ both!(fn exec_joins_the_container(who) {
     assert!(out.status.success(), "{}", describe(&out));
 });
 
+fn environ(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stdout)
+        .split('\0')
+        .filter(|e| !e.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+// The process gets the config's environment and nothing else; a key given twice keeps its
+// first place with its last value, as runc sets it, and `exec --env` overrides the config.
+both!(fn environment_is_the_configs_with_later_settings_winning(who) {
+    let env = json!(["PATH=/bin", "A=1", "B=x=y", "A=2", "E="]);
+    let Some(b) = Bundle::new(who, &["cat", "/proc/self/environ"], |c| {
+        c["process"]["env"] = env.clone();
+    }) else { return };
+    let out = b.run(&format!("env1-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(environ(&out), ["PATH=/bin", "A=2", "B=x=y", "E="], "{}", describe(&out));
+
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        c["process"]["env"] = env.clone();
+    }) else { return };
+    let id = format!("env2-{who:?}");
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["start", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["exec", "--env", "A=3", "--env", "C=4", &id, "cat", "/proc/self/environ"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(environ(&out), ["PATH=/bin", "A=3", "B=x=y", "E=", "C=4"], "{}", describe(&out));
+    let out = b.oci(&["exec", "--env", "NOVALUE", &id, "true"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--env: \"NOVALUE\" has no `=`"), "{}", describe(&out));
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+
+    // An entry execve cannot take is refused, naming it.
+    let Some(b) = Bundle::new(who, &["true"], |c| {
+        c["process"]["env"] = json!(["PATH=/bin", "NOVALUE"]);
+    }) else { return };
+    let out = b.run(&format!("env3-{who:?}"));
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`process.env[1]`"), "{}", describe(&out));
+});
+
 both!(fn pause_and_resume(who) {
     if !gets_a_cgroup(who, "pause_and_resume") {
         return;

@@ -11,16 +11,23 @@ fn clean(p: &Path) -> bool {
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(c) = cordon::oci::config::Container::from_json(data, Path::new("/bundle")) {
-        assert!(c.rootfs.is_absolute(), "rootfs {:?}", c.rootfs);
-        assert!(clean(&c.cwd) || c.cwd.as_os_str().is_empty(), "cwd {:?}", c.cwd);
-        for m in &c.mounts {
+        // What cordon-oci's launcher accepts as a container spec.
+        cordon::spec::ContainerSetup::check_container_spec(&c.sandbox).unwrap();
+        assert!(c.rootfs().is_absolute(), "rootfs {:?}", c.rootfs());
+        let s = c.setup();
+        assert!(clean(&s.cwd) || s.cwd.as_os_str().is_empty(), "cwd {:?}", s.cwd);
+        for m in &s.mounts {
             assert!(clean(&m.dst), "mount destination {:?}", m.dst);
         }
-        for p in c.masked.iter().chain(&c.readonly) {
+        for p in s.masked.iter().chain(&s.readonly) {
             assert!(p.is_absolute(), "masked/readonly path {p:?}");
         }
-        if let Some(s) = c.spec.linux().as_ref().and_then(|l| l.seccomp().as_ref())
-            && let Ok(f) = cordon::oci::seccomp::compile(s)
+        // Every environment entry comes back as execve gets it.
+        for e in c.env_strings() {
+            assert!(e.contains('=') && !e.starts_with('=') && !e.contains('\0'), "env {e:?}");
+        }
+        if let Some(sc) = &s.seccomp
+            && let Ok(f) = cordon::oci::seccomp::compile(sc)
         {
             assert!(!f.program.is_empty() && f.program.len() <= 4096, "{} instructions", f.program.len());
         }

@@ -179,6 +179,14 @@ mod tests {
     fn the_setter_names_the_resource_and_values_it_could_not_set() {
         use nix::sys::resource::{Resource, getrlimit};
         let (soft, hard) = getrlimit(Resource::RLIMIT_CORE).unwrap();
+        // Another soft value (within the hard limit, which an unprivileged test may not raise)
+        let other = if soft == 0 { hard.min(4096) } else { 0 };
+        assert_ne!(
+            other, soft,
+            "RLIMIT_CORE soft and hard are both 0: nothing to change"
+        );
+        set(libc::RLIMIT_CORE, other, hard).unwrap();
+        assert_eq!(getrlimit(Resource::RLIMIT_CORE).unwrap(), (other, hard));
         set(libc::RLIMIT_CORE, soft, hard).unwrap();
         assert_eq!(getrlimit(Resource::RLIMIT_CORE).unwrap(), (soft, hard));
         // A soft limit above the hard one: EINVAL, and nothing changes.

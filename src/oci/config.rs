@@ -95,7 +95,8 @@ pub const DEFAULT_DEVICES: &[(&str, u64, u64)] = &[
 pub struct Container {
     pub spec: Spec,
     pub bundle: PathBuf,
-    /// What runs and how: `argv` (process.args), `env` (process.env, exactly), `rootfs`
+    /// What runs and how: `argv` (process.args), `env` (process.env: each key once, at its
+    /// first place, with its last value, as runc sets it), `rootfs`
     /// (root.path, absolute), `hostname` (empty: not set) and the rest of the set-up in
     /// `container`, which [`Container::from_spec`] always fills.
     pub sandbox: SandboxSpec,
@@ -507,17 +508,8 @@ impl Container {
 
         let mut env = Vec::new();
         for (i, e) in process.env().iter().flatten().enumerate() {
-            match e.split_once('=') {
-                Some((k, v)) if !k.is_empty() && !e.contains('\0') => {
-                    env.push((k.to_string(), v.to_string()))
-                }
-                _ => {
-                    return Err(invalid(
-                        format!("process.env[{i}]"),
-                        format!("{e:?} is not KEY=VALUE (without NUL bytes)"),
-                    ));
-                }
-            }
+            let (k, v) = env_entry(e).map_err(|why| invalid(format!("process.env[{i}]"), why))?;
+            crate::spec::set_env(&mut env, k, v);
         }
         let setup = ContainerSetup {
             readonly_root: root.readonly().unwrap_or(false),
@@ -637,6 +629,23 @@ impl Container {
             .filter(|d| !d.is_empty())
             .map(String::from)
             .collect()
+    }
+}
+
+/// One `KEY=VALUE` entry of a container's environment, split; refused (without repeating the
+/// value, which may be a secret) when execve could not take it: no `=`, an empty key, a NUL.
+pub fn env_entry(e: &str) -> Result<(&str, &str), String> {
+    match e.split_once('=') {
+        Some(("", _)) => Err("the entry has an empty name; give KEY=VALUE".into()),
+        Some((k, _)) if e.contains('\0') => Err(format!(
+            "the entry for {:?} contains a NUL byte, which execve cannot pass",
+            k.chars().take(64).collect::<String>()
+        )),
+        Some(kv) => Ok(kv),
+        None => Err(format!(
+            "{:?} has no `=`; give KEY=VALUE",
+            e.chars().take(64).collect::<String>()
+        )),
     }
 }
 
@@ -1034,25 +1043,28 @@ mod tests {
         assert_eq!(s.rootfs, Rootfs::Dir(PathBuf::from("/b/rootfs")));
         assert_eq!(s.hostname, "h");
         assert_eq!(c.hostname(), Some("h"));
-        // The config's environment exactly: its order, its duplicates, nothing added.
-        assert_eq!(
-            c.env_strings(),
-            ["B=2", "A=1=x", "B=3", "E="].map(String::from)
-        );
+        // The config's environment, nothing added; a key given twice keeps its first place
+        // and takes its last value, as runc sets it.
+        assert_eq!(c.env_strings(), ["B=3", "A=1=x", "E="].map(String::from));
         assert_eq!(
             c.path_dirs(),
             crate::spec::DEFAULT_PATH.split(':').collect::<Vec<_>>()
         );
-        assert!(s.container.is_some());
         // Nothing of the hardened launcher's is set, and that launcher refuses the spec.
-        ContainerSetup::refuse_unhonoured(s).unwrap();
+        ContainerSetup::check_container_spec(s).unwrap();
         let e = s.validate().unwrap_err().to_string();
         assert!(e.contains("cordon-oci run"), "{e}");
-        // Without a hostname, none is set.
-        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
-        v["hostname"] = serde_json::json!("");
-        let c = Container::from_spec(serde_json::from_value(v).unwrap(), Path::new("/b")).unwrap();
-        assert_eq!(c.hostname(), None);
+        // Without a hostname (or with an empty one) none is set.
+        for hostname in [None, Some("")] {
+            let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+            match hostname {
+                Some(h) => v["hostname"] = serde_json::json!(h),
+                None => drop(v.as_object_mut().unwrap().remove("hostname")),
+            }
+            let c =
+                Container::from_spec(serde_json::from_value(v).unwrap(), Path::new("/b")).unwrap();
+            assert_eq!(c.sandbox.hostname, "", "{hostname:?}");
+        }
     }
 
     #[test]
@@ -1064,8 +1076,13 @@ mod tests {
         );
         let e = error_of(|v| v["process"]["env"] = serde_json::json!(["=1"]));
         assert!(e.contains("process.env[0]"), "{e}");
-        let e = error_of(|v| v["process"]["env"] = serde_json::json!(["A=\0"]));
-        assert!(e.contains("process.env[0]"), "{e}");
+        // The value may be a secret: it is not repeated.
+        let e = error_of(|v| v["process"]["env"] = serde_json::json!(["TOKEN=sec\0ret"]));
+        assert!(
+            e.contains("process.env[0]") && e.contains("\"TOKEN\""),
+            "{e}"
+        );
+        assert!(!e.contains("sec"), "{e}");
         let e = error_of(|v| v["process"]["args"] = serde_json::json!(["sh", "a\0b"]));
         assert!(e.contains("process.args[1]") && e.contains("NUL"), "{e}");
     }

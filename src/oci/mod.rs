@@ -339,7 +339,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     c.sandbox.rootfs = crate::spec::Rootfs::Dir(
         std::fs::canonicalize(c.rootfs()).map_err(io_err("open root.path", c.rootfs()))?,
     );
-    ContainerSetup::refuse_unhonoured(&c.sandbox).map_err(OciError::Usage)?;
+    ContainerSetup::check_container_spec(&c.sandbox).map_err(OciError::Usage)?;
     c.setup().caps.check_known(kernel_cap)?;
     refuse_own_namespace_sysctls(&c)?;
     ctx.log("debug", &format!("create {}: config checked", a.id));
@@ -1277,10 +1277,9 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         }
         c.sandbox.argv = a.args.clone();
         for e in &a.env {
-            match e.split_once('=') {
-                Some((k, v)) if !k.is_empty() => c.sandbox.env.push((k.into(), v.into())),
-                _ => return Err(OciError::Usage(format!("bad --env {e:?}: give KEY=VALUE"))),
-            }
+            let (k, v) =
+                config::env_entry(e).map_err(|why| OciError::Usage(format!("--env: {why}")))?;
+            crate::spec::set_env(&mut c.sandbox.env, k, v);
         }
         let setup = c.setup_mut();
         if let Some(cwd) = &a.cwd {
@@ -1297,7 +1296,7 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         }
         setup.terminal = a.tty;
     }
-    ContainerSetup::refuse_unhonoured(&c.sandbox).map_err(OciError::Usage)?;
+    ContainerSetup::check_container_spec(&c.sandbox).map_err(OciError::Usage)?;
     c.setup().caps.check_known(kernel_cap)?;
     let console = if c.setup().terminal || a.tty {
         let p = a.console_socket.as_ref().ok_or_else(|| {

@@ -7,7 +7,7 @@
 //! [`ContainerSetup`] in [`SandboxSpec::container`], and cordon-oci's launcher builds the
 //! container from that one spec. The hardened launcher refuses a spec that carries a setup
 //! ([`SandboxSpec::validate`]); cordon-oci refuses one that sets anything of the hardened
-//! launcher's ([`ContainerSetup::refuse_unhonoured`]). Neither drops a field silently.
+//! launcher's ([`ContainerSetup::check_container_spec`]). Neither drops a field silently.
 //!
 //! Pure data: the mapping and its checks live in `oci::config`.
 //!
@@ -127,11 +127,21 @@ impl ContainerSetup {
         self.namespaces.iter().any(|n| n.flag == flag)
     }
 
-    /// An error naming the first field of `spec` that is the hardened launcher's and not at
-    /// its default: a container's launcher has no use for it (it writes no input files,
-    /// collects nothing, binds only what `mounts` say), so a spec that sets one would have it
-    /// dropped silently.
-    pub fn refuse_unhonoured(spec: &SandboxSpec) -> Result<(), String> {
+    /// Whether `spec` is one cordon-oci's launcher can build a container from, or an error
+    /// naming what is wrong: no container set-up, no root directory, a hostname without a uts
+    /// namespace, or a field that is the hardened launcher's and not at its default (a
+    /// container's launcher has no use for it: it writes no input files, collects nothing,
+    /// binds only what `mounts` say), which would otherwise be dropped silently.
+    pub fn check_container_spec(spec: &SandboxSpec) -> Result<(), String> {
+        let Some(setup) = spec.container.as_deref() else {
+            return Err("the sandbox spec has no container set-up".into());
+        };
+        if !matches!(spec.rootfs, super::Rootfs::Dir(_)) {
+            return Err("a container needs a root directory (root.path)".into());
+        }
+        if !spec.hostname.is_empty() && !setup.has_namespace(libc::CLONE_NEWUTS) {
+            return Err("setting the hostname needs a uts namespace (new or by path)".into());
+        }
         let d = SandboxSpec::new(Vec::new());
         // Every field by name, so that a field added to SandboxSpec does not build until it
         // is decided here whether a container honours it.
@@ -188,10 +198,54 @@ impl ContainerSetup {
 mod tests {
     use super::*;
 
+    fn setup() -> ContainerSetup {
+        ContainerSetup {
+            readonly_root: false,
+            cwd: "/".into(),
+            uid: 0,
+            gid: 0,
+            additional_gids: Vec::new(),
+            umask: None,
+            terminal: false,
+            console_size: None,
+            no_new_privileges: false,
+            oom_score_adj: None,
+            rlimits: Vec::new(),
+            caps: CapSets::default(),
+            namespaces: vec![Namespace {
+                flag: libc::CLONE_NEWNS,
+                name: "mount",
+                path: None,
+            }],
+            uid_mappings: Vec::new(),
+            gid_mappings: Vec::new(),
+            mounts: Vec::new(),
+            domainname: None,
+            devices: Vec::new(),
+            default_devices: true,
+            masked: Vec::new(),
+            readonly: Vec::new(),
+            sysctl: Vec::new(),
+            root_propagation: libc::MS_SLAVE | libc::MS_REC,
+            seccomp: None,
+            resources: None,
+        }
+    }
+
     #[test]
     fn a_container_launcher_refuses_what_only_the_hardened_launcher_honours() {
-        let base = SandboxSpec::new(vec!["sh".into()]);
-        ContainerSetup::refuse_unhonoured(&base).unwrap();
+        let mut base = SandboxSpec::new(vec!["sh".into()]);
+        let e = ContainerSetup::check_container_spec(&base).unwrap_err();
+        assert!(e.contains("no container set-up"), "{e}");
+        base.container = Some(Box::new(setup()));
+        let e = ContainerSetup::check_container_spec(&base).unwrap_err();
+        assert!(e.contains("root directory"), "{e}");
+        base.rootfs = crate::spec::Rootfs::Dir("/b/rootfs".into());
+        // SandboxSpec::new's hostname, without a uts namespace.
+        let e = ContainerSetup::check_container_spec(&base).unwrap_err();
+        assert!(e.contains("uts namespace"), "{e}");
+        base.hostname.clear();
+        ContainerSetup::check_container_spec(&base).unwrap();
         type Set = Box<dyn Fn(&mut SandboxSpec)>;
         let cases: Vec<(&str, Set)> = vec![
             ("limits", Box::new(|s| s.limits.pids = Some(5))),
@@ -251,7 +305,7 @@ mod tests {
         for (field, set) in cases {
             let mut s = base.clone();
             set(&mut s);
-            let e = ContainerSetup::refuse_unhonoured(&s).unwrap_err();
+            let e = ContainerSetup::check_container_spec(&s).unwrap_err();
             assert!(e.contains(&format!("`{field}")), "{field}: {e}");
         }
     }

@@ -1,6 +1,7 @@
 //! The one internal description of a sandbox. The CLI, profiles and JSON requests all build a
 //! [`SandboxSpec`], and so does an OCI bundle's config.json (`oci::config`, with a
-//! [`ContainerSetup`]); the launchers only ever see this type.
+//! [`ContainerSetup`]); the launchers build a sandbox from this type alone (cordon-oci keeps
+//! the config.json beside it only for its hooks, annotations and state).
 //!
 //! Everything here is pure data and pure parsing: no syscalls, fully unit-tested.
 
@@ -95,7 +96,8 @@ pub enum Rootfs {
     /// Read-only binds of the host's `/usr` (and the `/bin`, `/lib*`, `/sbin` links or
     /// directories), plus a generated minimal `/etc`.
     Host,
-    /// An extracted root filesystem directory, bound read-only as `/`.
+    /// An extracted root filesystem directory, bound read-only as `/` (a container's is
+    /// read-only when its [`ContainerSetup::readonly_root`] says so).
     Dir(PathBuf),
 }
 
@@ -279,9 +281,11 @@ fn check_distinct_files(files: &[InputFile], what: &str) -> Result<(), ParseErro
 pub struct SandboxSpec {
     /// The command and its arguments; `argv[0]` is looked up in `PATH` inside the sandbox.
     pub argv: Vec<String>,
-    /// Extra `KEY=VALUE` pairs on top of the allow-listed base environment.
+    /// Extra `KEY=VALUE` pairs on top of the allow-listed base environment; with a
+    /// [`ContainerSetup`], the whole environment ([`SandboxSpec::environment`]).
     pub env: Vec<(String, String)>,
     pub rootfs: Rootfs,
+    /// The UTS namespace's hostname; with a [`ContainerSetup`], empty means "not set".
     pub hostname: String,
     pub limits: Limits,
     pub stdin: StdinSource,
@@ -323,6 +327,16 @@ pub struct Export {
     pub host: PathBuf,
     /// Files written into the tmpfs before the program starts (paths relative to `dir`).
     pub seed: Vec<InputFile>,
+}
+
+/// Sets `key` in an environment list as `setenv` does: a key already there keeps its place and
+/// takes the new value; a new one goes last. So a list never holds a key twice, and a later
+/// setting wins (for an OCI container, as runc builds the environment).
+pub fn set_env(env: &mut Vec<(String, String)>, key: &str, value: &str) {
+    match env.iter_mut().find(|(k, _)| k == key) {
+        Some(slot) => slot.1 = value.to_string(),
+        None => env.push((key.to_string(), value.to_string())),
+    }
 }
 
 /// The caller's `$TERM` when it is a plain terminal name, else `dumb`.
@@ -382,10 +396,7 @@ impl SandboxSpec {
             env.extend(crate::net::proxy_env());
         }
         for (k, v) in &self.env {
-            match env.iter_mut().find(|(ek, _)| ek == k) {
-                Some(slot) => slot.1 = v.clone(),
-                None => env.push((k.clone(), v.clone())),
-            }
+            set_env(&mut env, k, v);
         }
         env
     }

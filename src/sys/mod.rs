@@ -537,9 +537,11 @@ pub fn pty_open_peer(master: RawFd) -> Result<OwnedFd, Errno> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Installs a seccomp BPF program with `seccomp(SECCOMP_SET_MODE_FILTER)` WITHOUT setting
-/// `no_new_privs` (OCI keeps it off unless the config asks; the kernel then requires
-/// CAP_SYS_ADMIN, which the container's init still holds at this point).
+/// Installs a seccomp BPF program with `seccomp(SECCOMP_SET_MODE_FILTER)` and `flags`,
+/// WITHOUT setting `no_new_privs`: the payload sets it itself just before; an OCI container
+/// keeps it off unless its config asks (the kernel then requires CAP_SYS_ADMIN, which the
+/// container's init still holds at that point). Used through
+/// `security::seccomp::install_program`.
 pub fn seccomp_set_filter(
     prog: &[seccompiler::sock_filter],
     flags: libc::c_ulong,

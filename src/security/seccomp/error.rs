@@ -87,11 +87,12 @@ pub enum SeccompError {
     NothingToInstall,
 
     #[error(
-        "cannot install the seccomp filter: {source}; EACCES means no_new_privs was not set \
-         first, EINVAL that the kernel lacks CONFIG_SECCOMP_FILTER, ENOMEM that the filter is \
-         too long: set no_new_privs, use a kernel with seccomp filters, or shorten the policy"
+        "cannot install the seccomp filter: {errno}; EACCES means the process had neither \
+         no_new_privs nor CAP_SYS_ADMIN, EINVAL that the kernel lacks CONFIG_SECCOMP_FILTER or \
+         a flag, ENOMEM that the filter is too long: set no_new_privs first, use a kernel with \
+         seccomp filters, or shorten the policy"
     )]
-    Install { source: std::io::Error },
+    Install { errno: String },
 }
 
 /// What is wrong with one `[[deny]]` entry.

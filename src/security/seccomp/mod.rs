@@ -207,6 +207,6 @@ pub fn install_program(
         return Err(SeccompError::NothingToInstall);
     }
     crate::sys::seccomp_set_filter(program, flags).map_err(|e| SeccompError::Install {
-        source: std::io::Error::from_raw_os_error(e as i32),
+        errno: e.to_string(),
     })
 }
