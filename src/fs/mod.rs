@@ -85,18 +85,20 @@ fn inside(dst: &Path) -> PathBuf {
     Path::new(STAGE).join(dst.strip_prefix("/").unwrap_or(dst))
 }
 
-/// The flags a read-only remount must carry: the ones the kernel locked on the source mount
-/// (atime flags, nosuid, nodev, noexec: in a user namespace, dropping any is EPERM), plus
-/// read-only, nosuid and nodev.
-fn ro_flags(path: &Path) -> Result<MsFlags, Errno> {
+/// The flags of the mount at `path` that a remount must repeat: in a user namespace the kernel
+/// locks them (clearing one is EPERM). nosuid, nodev, noexec, the atime flags, read-only. The
+/// sandbox's read-only remounts and an OCI container's bind remounts both build on it.
+pub fn locked_flags(path: &Path) -> Result<MsFlags, Errno> {
     let f = statvfs_flags(path)?;
-    let mut ms = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID;
+    let mut ms = MsFlags::empty();
     let keep = [
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
         (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
         (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
         (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
         (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
         (ST_RELATIME, MsFlags::MS_RELATIME),
+        (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
     ];
     for (st_flag, ms_flag) in keep {
         if f.contains(st_flag) {
@@ -104,6 +106,15 @@ fn ro_flags(path: &Path) -> Result<MsFlags, Errno> {
         }
     }
     Ok(ms)
+}
+
+/// The flags a read-only remount must carry: the locked ones, plus read-only, nosuid.
+fn ro_flags(path: &Path) -> Result<MsFlags, Errno> {
+    Ok(locked_flags(path)?
+        | MsFlags::MS_REMOUNT
+        | MsFlags::MS_BIND
+        | MsFlags::MS_RDONLY
+        | MsFlags::MS_NOSUID)
 }
 
 fn remount_ro(op: &Op, path: &Path, nodev: bool) -> Result<(), ApplyError> {
@@ -115,7 +126,8 @@ fn remount_ro(op: &Op, path: &Path, nodev: bool) -> Result<(), ApplyError> {
         .map_err(|e| fail(op, "remount read-only", path, e))
 }
 
-fn fd_path(fd: &OwnedFd) -> PathBuf {
+/// The path through which the kernel reaches exactly what `fd` was opened on.
+pub fn fd_path(fd: &OwnedFd) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 

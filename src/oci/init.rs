@@ -12,6 +12,7 @@
 
 use super::config::{Container, DEFAULT_DEVICES, MountOp};
 use super::seccomp::OciFilter;
+use crate::fs::fd_path;
 use crate::sys;
 use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
@@ -265,28 +266,6 @@ fn build_root(
     Ok(())
 }
 
-fn locked_flags(path: &Path) -> libc::c_ulong {
-    use nix::sys::statvfs::FsFlags;
-    let Ok(f) = crate::fs::statvfs_flags(path) else {
-        return 0;
-    };
-    let mut out = 0;
-    for (fs, ms) in [
-        (FsFlags::ST_NOSUID, libc::MS_NOSUID),
-        (FsFlags::ST_NODEV, libc::MS_NODEV),
-        (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
-        (FsFlags::ST_NOATIME, libc::MS_NOATIME),
-        (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (crate::fs::ST_RELATIME, libc::MS_RELATIME),
-        (FsFlags::ST_RDONLY, libc::MS_RDONLY),
-    ] {
-        if f.contains(fs) {
-            out |= ms;
-        }
-    }
-    out
-}
-
 /// Remounts a bind mount with `flags`, repeating the flags the kernel locked (in a user
 /// namespace a remount that would clear them fails with EPERM).
 fn remount_bind(dst: &Path, flags: libc::c_ulong) -> Result<(), Step> {
@@ -295,7 +274,8 @@ fn remount_bind(dst: &Path, flags: libc::c_ulong) -> Result<(), Step> {
     match mount(none, dst, none, base | to_ms(flags), none) {
         Ok(()) => Ok(()),
         Err(Errno::EPERM) => {
-            let locked = locked_flags(dst) & !libc::MS_RDONLY;
+            // (statvfs failing leaves the flags as given, and the remount fails as before.)
+            let locked = crate::fs::locked_flags(dst).map_or(0, |f| f.bits()) & !libc::MS_RDONLY;
             mount(none, dst, none, base | to_ms(flags | locked), none)
                 .map_err(ep("remount a bind mount with its options", dst))
         }
@@ -332,11 +312,6 @@ fn open_in_root(root: &OwnedFd, path: &Path, flags: nix::fcntl::OFlag) -> Result
             r => return r,
         }
     }
-}
-
-/// The path through which the kernel reaches exactly what `fd` was opened on.
-fn fd_path(fd: &OwnedFd) -> PathBuf {
-    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 /// Creates the mount point `path` (and its parents) inside `root`: each missing component
