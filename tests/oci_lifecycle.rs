@@ -613,6 +613,25 @@ both!(fn environment_is_the_configs_with_later_settings_winning(who) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("`process.env[1]`"), "{}", describe(&out));
 });
 
+// The process is searched in the config's PATH as execvp does: missing everywhere is 127,
+// found but not executable is 126, naming the file.
+both!(fn a_missing_or_unexecutable_process_exits_127_or_126(who) {
+    let Some(b) = Bundle::new(who, &["no-such-program"], |_| {}) else { return };
+    let out = b.run(&format!("x1-{who:?}"));
+    assert_eq!(out.status.code(), Some(127), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot execute \"no-such-program\""), "{}", describe(&out));
+
+    let Some(b) = Bundle::new(who, &["not-executable"], |_| {}) else { return };
+    let file = b.path().join("rootfs/bin/not-executable");
+    std::fs::write(&file, "#!/bin/sh\necho ran\n").unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let out = b.run(&format!("x2-{who:?}"));
+    assert_eq!(out.status.code(), Some(126), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("(/bin/not-executable)") && err.contains("EACCES"), "{}", describe(&out));
+    assert!(out.stdout.is_empty(), "{}", describe(&out));
+});
+
 both!(fn pause_and_resume(who) {
     if !gets_a_cgroup(who, "pause_and_resume") {
         return;

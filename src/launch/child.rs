@@ -578,13 +578,22 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
 }
 
 /// execs argv[0] (searched in PATH when it has no '/'); returns the exit code for failure.
-fn exec(ctx: &ChildCtx) -> i32 {
-    let name = ctx.argv[0].to_bytes();
+/// Executes `argv[0]` as `execvp` finds it: a name with a `/` as it is, any other in each
+/// directory of `path` in turn, past those where it is missing (ENOENT, ENOTDIR) or not
+/// executable (EACCES, remembered), stopping at any other failure. Returns only if nothing
+/// could be executed: `None` when no candidate exists, else the candidate and its errno. The
+/// one search of the payload's command and of an OCI container's process.
+pub(crate) fn exec_search(
+    argv: &[CString],
+    env: &[CString],
+    path: &[String],
+) -> Option<(CString, Errno)> {
+    let name = argv[0].to_bytes();
     let mut candidates = Vec::new();
     if name.contains(&b'/') {
-        candidates.push(ctx.argv[0].clone());
+        candidates.push(argv[0].clone());
     } else {
-        for dir in &ctx.path {
+        for dir in path {
             let mut p = dir.as_bytes().to_vec();
             p.push(b'/');
             p.extend_from_slice(name);
@@ -594,18 +603,24 @@ fn exec(ctx: &ChildCtx) -> i32 {
         }
     }
     let mut denied = None;
-    for c in &candidates {
-        let Err(err) = nix::unistd::execve(c, &ctx.argv, &ctx.env);
+    for c in candidates {
+        let Err(err) = nix::unistd::execve(&c, argv, env);
         match err {
             Errno::ENOENT | Errno::ENOTDIR => continue,
             other => {
-                denied = Some((c.clone(), other));
+                denied = Some((c, other));
                 if other != Errno::EACCES {
                     break;
                 }
             }
         }
     }
+    denied
+}
+
+fn exec(ctx: &ChildCtx) -> i32 {
+    let name = ctx.argv[0].to_bytes();
+    let denied = exec_search(&ctx.argv, &ctx.env, &ctx.path);
     let shown = String::from_utf8_lossy(name);
     match denied {
         Some((path, errno)) => {

@@ -3,6 +3,7 @@
 
 mod channel;
 mod child;
+pub(crate) use child::exec_search;
 mod classify;
 mod collect;
 mod export;

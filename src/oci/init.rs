@@ -1199,36 +1199,35 @@ fn set_identity(c: &Container) -> Result<(), Step> {
 }
 
 fn exec(c: &Container) -> ! {
-    let args: Vec<CString> = c
-        .sandbox
-        .argv
-        .iter()
-        .map(|a| CString::new(a.as_str()).unwrap_or_default())
-        .collect();
-    let env: Vec<CString> = c
-        .env_strings()
-        .into_iter()
-        .filter_map(|a| CString::new(a).ok())
-        .collect();
     let name = &c.sandbox.argv[0];
-    let candidates: Vec<String> = if name.contains('/') {
-        vec![name.clone()]
-    } else {
-        c.path_dirs()
-            .iter()
-            .map(|d| format!("{d}/{name}"))
-            .collect()
+    let cstrings = |v: Vec<String>| {
+        v.into_iter()
+            .map(CString::new)
+            .collect::<Result<Vec<_>, _>>()
     };
-    let mut last = Errno::ENOENT;
-    for cand in candidates {
-        let Ok(p) = CString::new(cand) else { continue };
-        let Err(err) = nix::unistd::execve(&p, &args, &env);
-        if err != Errno::ENOENT && err != Errno::ENOTDIR {
-            last = err;
+    // (from_spec refuses NUL bytes in both; nothing is dropped if one got through.)
+    let (Ok(args), Ok(env)) = (cstrings(c.sandbox.argv.clone()), cstrings(c.env_strings())) else {
+        eprintln!(
+            "cordon-oci: cannot execute {name:?} in the container: an argument or environment entry contains a NUL byte"
+        );
+        sys::exit_now(126)
+    };
+    match crate::launch::exec_search(&args, &env, &c.path_dirs()) {
+        None => {
+            eprintln!(
+                "cordon-oci: cannot execute {name:?} in the container: {}",
+                Errno::ENOENT
+            );
+            sys::exit_now(127)
+        }
+        Some((path, errno)) => {
+            eprintln!(
+                "cordon-oci: cannot execute {name:?} in the container ({}): {errno}",
+                path.to_string_lossy()
+            );
+            sys::exit_now(126)
         }
     }
-    eprintln!("cordon-oci: cannot execute {name:?} in the container: {last}");
-    sys::exit_now(if last == Errno::ENOENT { 127 } else { 126 })
 }
 
 #[cfg(test)]
