@@ -10,7 +10,7 @@ fn clean(p: &Path) -> bool {
 }
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(c) = cordon::oci::config::Container::from_json(data, Path::new("/bundle")) {
+    if let Ok(c) = cordon::spec::oci::Container::from_json(data, Path::new("/bundle")) {
         // What cordon-oci's launcher accepts as a container spec.
         cordon::spec::ContainerSetup::check_container_spec(&c.sandbox).unwrap();
         assert!(c.rootfs().is_absolute(), "rootfs {:?}", c.rootfs());
@@ -27,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
             assert!(e.contains('=') && !e.starts_with('=') && !e.contains('\0'), "env {e:?}");
         }
         if let Some(sc) = &s.seccomp
-            && let Ok(f) = cordon::oci::seccomp::compile(sc)
+            && let Ok(f) = cordon::security::seccomp::oci::compile(sc)
         {
             assert!(!f.program.is_empty() && f.program.len() <= 4096, "{} instructions", f.program.len());
         }

@@ -10,9 +10,9 @@
 //! capabilities and ids → no_new_privs → seccomp → startContainer hooks (with the process's
 //! own privileges and filter, as runc) → execve.
 
-use super::config::{Container, DEFAULT_DEVICES, MountOp};
-use super::seccomp::OciFilter;
 use crate::fs::fd_path;
+use crate::security::seccomp::oci::OciFilter;
+use crate::spec::oci::{Container, DEFAULT_DEVICES, MountOp};
 use crate::sys;
 use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
@@ -1130,7 +1130,7 @@ fn caps_of(
 ) -> Result<caps::CapsHashSet, Step> {
     names
         .iter()
-        .map(|n| super::config::capability(n, supported))
+        .map(|n| crate::spec::oci::capability(n, supported))
         .collect::<Result<_, _>>()
         .map_err(|why| {
             (

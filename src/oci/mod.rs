@@ -8,16 +8,15 @@
 //! pid against its start time ([`state`]).
 
 pub mod cgroup;
-pub mod config;
 pub mod exe;
 pub mod hooks;
 mod init;
-pub mod seccomp;
 pub mod state;
 
 use crate::cli::oci::{CreateArgs, ExecArgs, LogFormat, OciCli, OciCommand, OciGlobal, UpdateArgs};
+use crate::security::seccomp::oci as seccomp;
+use crate::spec::oci::{self as config, Container, ContainerSetup, IdMap, OciConfigError};
 use crate::sys::{self, CloneResult};
-use config::{Container, ContainerSetup, IdMap, OciConfigError};
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;

@@ -2,14 +2,14 @@
 //!
 //! cordon's own runs (`cordon exec`, `cordon run`, JSON requests) have a fixed set-up: the
 //! sandbox user, no capabilities, the seven namespaces, cordon's mounts and seccomp policy.
-//! An OCI config.json says all of that itself. `oci::config` maps it into a [`SandboxSpec`]
+//! An OCI config.json says all of that itself. [`super::oci`] maps it into a [`SandboxSpec`]
 //! (argv, environment, root and hostname in the spec's own fields) with this
 //! [`ContainerSetup`] in [`SandboxSpec::container`], and cordon-oci's launcher builds the
 //! container from that one spec. The hardened launcher refuses a spec that carries a setup
 //! ([`SandboxSpec::validate`]); cordon-oci refuses one that sets anything of the hardened
 //! launcher's ([`ContainerSetup::check_container_spec`]). Neither drops a field silently.
 //!
-//! Pure data: the mapping and its checks live in `oci::config`.
+//! Pure data: the mapping and its checks live in [`super::oci`].
 //!
 //! [`SandboxSpec`]: super::SandboxSpec
 //! [`SandboxSpec::container`]: super::SandboxSpec::container

@@ -1,11 +1,12 @@
 //! The one internal description of a sandbox. The CLI, profiles and JSON requests all build a
-//! [`SandboxSpec`], and so does an OCI bundle's config.json (`oci::config`, with a
+//! [`SandboxSpec`], and so does an OCI bundle's config.json (`spec::oci`, with a
 //! [`ContainerSetup`]); the launchers build a sandbox from this type alone (cordon-oci keeps
 //! the config.json beside it only for its hooks, annotations and state).
 //!
 //! Everything here is pure data and pure parsing: no syscalls, fully unit-tested.
 
 pub mod container;
+pub mod oci;
 mod parse;
 
 use std::path::PathBuf;

@@ -7,6 +7,8 @@
 //!   and x32 calls, then a binary search over the named syscalls; the module doc explains why
 //!   it decides exactly as the kernel would combine one filter per action.
 //! * [`syscalls`]: the x86_64 syscall table (name → number).
+//! * [`oci`]: an OCI config's `linux.seccomp` → one BPF program (cordon-oci's containers),
+//!   on the same syscall table; installed by the same [`install_program`].
 //!
 //! The built-in policies are compiled by the build script (`build.rs`, which includes
 //! `policy`, `compile`, `syscalls` and `error` with `#[path]`), so `cordon` does not parse
@@ -18,6 +20,7 @@
 
 mod compile;
 mod error;
+pub mod oci;
 mod policy;
 mod syscalls;
 

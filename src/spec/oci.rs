@@ -1,4 +1,5 @@
-//! config.json → what cordon's OCI launcher does. Pure: no syscalls, unit-tested.
+//! An OCI bundle's config.json → the [`SandboxSpec`] cordon-oci builds the container from (with
+//! its [`ContainerSetup`]). Pure: no syscalls, unit-tested.
 //!
 //! Every field of the runtime spec that cordon cannot honour is an error naming the field
 //! ([`OciConfigError::Unsupported`]); nothing is silently dropped. Properties the spec does
