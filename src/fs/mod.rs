@@ -70,6 +70,9 @@ fn fail(op: &Op, step: &'static str, path: &Path, errno: Errno) -> ApplyError {
             "; the kernel refused a mount inside the user namespace: check `cordon doctor` (is the host inside a container that forbids mounts, or is /proc overmounted?)"
         }
         Errno::ENOENT => "; a host path the root needs is missing",
+        Errno::ELOOP => {
+            "; a directory on the path was replaced by a symlink after cordon checked it: check who can write along the path"
+        }
         _ => "",
     };
     ApplyError {
@@ -141,7 +144,15 @@ pub struct Sources {
 /// which someone other than cordon may be able to write) are opened relative to it with
 /// `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`: an entry swapped for a symlink after the plan was
 /// made fails the run instead of binding whatever the symlink points at.
-pub fn open_sources(ops: &[Op], confined: Option<&Path>) -> Result<Sources, ApplyError> {
+///
+/// Sources in `canonical` (the binds the caller asked for, whose paths the launcher checked to
+/// be canonical) are opened with `RESOLVE_NO_SYMLINKS` too: a component swapped for a symlink
+/// after that check fails the run (ELOOP) instead of showing the sandbox another directory.
+pub fn open_sources(
+    ops: &[Op],
+    confined: Option<&Path>,
+    canonical: &[PathBuf],
+) -> Result<Sources, ApplyError> {
     use nix::fcntl::{OpenHow, ResolveFlag, openat2};
     // The root's path is canonical (no symlinks in it): opened without following any, a
     // component swapped for a symlink since fails the run instead of leading elsewhere.
@@ -185,6 +196,14 @@ pub fn open_sources(ops: &[Op], confined: Option<&Path>) -> Result<Sources, Appl
                     .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
                 openat2(rfd, rel, how).map_err(|e| fail(&op, "open (no symlinks)", &src, e))?
             }
+            _ if canonical.contains(&src) => openat2(
+                nix::fcntl::AT_FDCWD,
+                &src,
+                OpenHow::new()
+                    .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+                    .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS),
+            )
+            .map_err(|e| fail(&op, "open (no symlinks)", &src, e))?,
             _ => open(&src, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
                 .map_err(|e| fail(&op, "open", &src, e))?,
         };
@@ -487,6 +506,34 @@ fn io_errno(e: &std::io::Error) -> Errno {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bind_source_is_opened_without_symlinks_when_it_must_be_canonical() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().canonicalize().unwrap().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = real.with_file_name("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        for src in [&real, &link] {
+            let ops = plan::binds(&[crate::spec::Bind {
+                src: src.clone(),
+                dst: "/data".into(),
+                writable: false,
+            }]);
+            // A plain source follows the link; a canonical one must not meet any.
+            assert!(open_sources(&ops, None, &[]).is_ok());
+            let strict = open_sources(&ops, None, std::slice::from_ref(src));
+            if src == &real {
+                assert!(strict.is_ok());
+            } else {
+                let e = strict.err().expect("a symlink was followed");
+                assert_eq!(e.errno, Errno::ELOOP, "{e}");
+                assert!(e.to_string().contains("replaced by a symlink"), "{e}");
+            }
+        }
+    }
+
     #[test]
     fn statvfs_flags_sees_relatime() {
         // Every mount of this process whose mountinfo says relatime: statvfs must say so too

@@ -207,6 +207,21 @@ const KERNEL_FILESYSTEMS: &[&str] = &[
     "devpts",
 ];
 
+/// Whether `src` is a canonical path (absolute, no symlink, `.` or `..` in it): the sandbox's
+/// init opens a bind's source without following symlinks, so one that has any now is refused
+/// here, with the path to give instead. Reads the filesystem (it resolves `src`).
+pub fn check_bind_canonical(src: &Path) -> Result<(), String> {
+    let resolved = std::fs::canonicalize(src).map_err(|e| format!("cannot resolve it: {e}"))?;
+    if resolved == src {
+        Ok(())
+    } else {
+        Err(format!(
+            "is not a canonical path (it resolves to {}): give the resolved path",
+            resolved.display()
+        ))
+    }
+}
+
 /// Whether the host directory `src` (canonical) can be shown read-only in a sandbox, given
 /// the caller's mounts: not on a kernel filesystem, and with no mount point below it (a bind
 /// or overlay is not recursive: what is mounted below would not be there, and the kernel
@@ -499,6 +514,25 @@ pub fn sources(ops: &[Op]) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bind_source_must_be_canonical() {
+        let d = tempfile::tempdir().unwrap();
+        let real = d.path().canonicalize().unwrap().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = real.with_file_name("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        check_bind_canonical(&real).unwrap();
+        let e = check_bind_canonical(&link).unwrap_err();
+        assert!(
+            e.contains("not a canonical path") && e.contains(&real.display().to_string()),
+            "{e}"
+        );
+        let e = check_bind_canonical(&real.join("..").join("real")).unwrap_err();
+        assert!(e.contains("not a canonical path"), "{e}");
+        let e = check_bind_canonical(&real.join("missing")).unwrap_err();
+        assert!(e.contains("cannot resolve"), "{e}");
+    }
 
     #[test]
     fn a_bind_source_is_data_without_mounts_below_it() {

@@ -63,6 +63,8 @@ pub struct ChildCtx<'a> {
     /// The canonical rootfs directory for `--rootfs DIR` (its entries are opened without
     /// following symlinks).
     pub rootfs_dir: Option<&'a std::path::Path>,
+    /// The sources of the caller's binds, canonical paths: opened without following symlinks.
+    pub bind_sources: Vec<std::path::PathBuf>,
     /// cgroup v1: the socket on which cordon sends the `tasks` files of the sandbox's groups
     /// (opened by cordon, which made them while init built the root); init writes `0` to
     /// each after the second go, moving itself (the parent does not attach it then). Linux
@@ -272,7 +274,7 @@ fn setup_init(
     nix::unistd::setsid().map_err(e("start init's own session"))?;
     // Host sources are opened while init still has the caller's host identity: a root
     // caller's rootfs may be under /root, which the sandbox's host uid cannot traverse.
-    let sources = crate::fs::open_sources(ctx.plan, ctx.rootfs_dir)
+    let sources = crate::fs::open_sources(ctx.plan, ctx.rootfs_dir, &ctx.bind_sources)
         .map_err(|err| ("open the root filesystem's sources", err.to_string()))?;
     let export_to = match ctx.export {
         Some((e, _, _)) => Some(

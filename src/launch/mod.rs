@@ -177,9 +177,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 )
             })?;
         for b in &spec.binds {
-            plan::check_bind_source(&b.src, &mounts).map_err(|why| {
-                ParseError::new("bind source", &b.src.display().to_string(), &why)
-            })?;
+            plan::check_bind_canonical(&b.src)
+                .and_then(|()| plan::check_bind_source(&b.src, &mounts))
+                .map_err(|why| {
+                    ParseError::new("bind source", &b.src.display().to_string(), &why)
+                })?;
         }
     }
     let mut ops = plan::build(&rootfs, &host, &spec.limits, &spec.hostname);
@@ -187,6 +189,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         host_network_etc(&mut ops);
     }
     ops.extend(plan::binds(&spec.binds));
+    let bind_sources: Vec<std::path::PathBuf> = spec.binds.iter().map(|b| b.src.clone()).collect();
     if let Some(e) = &spec.export {
         ops.extend(plan::export(e, &spec.limits));
     }
@@ -368,6 +371,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 stderr: err_w,
                 files: &spec.files,
                 rootfs_dir,
+                bind_sources,
                 cgroup_tasks: tasks_child,
                 collect: spec.collect.as_ref(),
                 net_handover: net_child,
