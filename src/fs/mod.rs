@@ -70,9 +70,6 @@ fn fail(op: &Op, step: &'static str, path: &Path, errno: Errno) -> ApplyError {
             "; the kernel refused a mount inside the user namespace: check `cordon doctor` (is the host inside a container that forbids mounts, or is /proc overmounted?)"
         }
         Errno::ENOENT => "; a host path the root needs is missing",
-        Errno::ELOOP => {
-            "; a directory on the path was replaced by a symlink after cordon checked it: check who can write along the path"
-        }
         _ => "",
     };
     ApplyError {
@@ -203,7 +200,14 @@ pub fn open_sources(
                     .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
                     .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS),
             )
-            .map_err(|e| fail(&op, "open (no symlinks)", &src, e))?,
+            .map_err(|e| {
+                let mut err = fail(&op, "open (no symlinks)", &src, e);
+                if e == Errno::ELOOP {
+                    // The launcher checked that the path had no symlink.
+                    err.hint = "; a directory on the path was replaced by a symlink after cordon checked it: check who can write along the path";
+                }
+                err
+            })?,
             _ => open(&src, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
                 .map_err(|e| fail(&op, "open", &src, e))?,
         };

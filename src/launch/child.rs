@@ -579,7 +579,6 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
-/// execs argv[0] (searched in PATH when it has no '/'); returns the exit code for failure.
 /// Executes `argv[0]` as `execvp` finds it: a name with a `/` as it is, any other in each
 /// directory of `path` in turn, past those where it is missing (ENOENT, ENOTDIR) or not
 /// executable (EACCES, remembered), stopping at any other failure. Returns only if nothing
@@ -620,6 +619,8 @@ pub(crate) fn exec_search(
     denied
 }
 
+/// execs the payload's command ([`exec_search`]); on failure, reports why and returns the
+/// exit code (126 found but not executable, 127 not found).
 fn exec(ctx: &ChildCtx) -> i32 {
     let name = ctx.argv[0].to_bytes();
     let denied = exec_search(&ctx.argv, &ctx.env, &ctx.path);

@@ -3,7 +3,8 @@
 //! [`ContainerSetup`]); the launchers build a sandbox from this type alone (cordon-oci keeps
 //! the config.json beside it only for its hooks, annotations and state).
 //!
-//! Everything here is pure data and pure parsing: no syscalls, fully unit-tested.
+//! Everything here is pure data and pure parsing, fully unit-tested; the one read from the
+//! filesystem is of a bundle's config.json (`spec::oci::Container::load`).
 
 pub mod container;
 pub mod oci;
