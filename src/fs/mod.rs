@@ -1,11 +1,12 @@
 //! The new root: a mount plan built as data ([`plan`]), then applied in the sandbox's init
 //! ([`apply`]), then entered with `pivot_root`.
 
+pub mod mounts;
 pub mod plan;
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, open};
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::mount::{MsFlags, mount};
 use nix::sys::stat::Mode;
 use nix::sys::statvfs::FsFlags;
 use plan::Op;
@@ -110,11 +111,7 @@ pub fn locked_flags(path: &Path) -> Result<MsFlags, Errno> {
 
 /// The flags a read-only remount must carry: the locked ones, plus read-only, nosuid.
 fn ro_flags(path: &Path) -> Result<MsFlags, Errno> {
-    Ok(locked_flags(path)?
-        | MsFlags::MS_REMOUNT
-        | MsFlags::MS_BIND
-        | MsFlags::MS_RDONLY
-        | MsFlags::MS_NOSUID)
+    Ok(locked_flags(path)? | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID)
 }
 
 fn remount_ro(op: &Op, path: &Path, nodev: bool) -> Result<(), ApplyError> {
@@ -122,8 +119,7 @@ fn remount_ro(op: &Op, path: &Path, nodev: bool) -> Result<(), ApplyError> {
     if nodev {
         flags |= MsFlags::MS_NODEV;
     }
-    mount(None::<&str>, path, None::<&str>, flags, None::<&str>)
-        .map_err(|e| fail(op, "remount read-only", path, e))
+    mounts::remount_bind(path, flags).map_err(|e| fail(op, "remount read-only", path, e))
 }
 
 /// The path through which the kernel reaches exactly what `fd` was opened on.
@@ -277,14 +273,10 @@ pub fn apply(ops: &[Op], sources: Sources, allow_bind: bool) -> Result<Option<St
     }
     let degraded = views.degraded;
 
-    // 4. Enter it: pivot_root(".", ".") stacks the old root on the new one; detach it.
+    // 4. Enter it.
     let pivot_op = Op::Dir { dst: "/".into() };
-    nix::unistd::chdir(STAGE).map_err(|e| fail(&pivot_op, "chdir", Path::new(STAGE), e))?;
-    nix::unistd::pivot_root(".", ".")
-        .map_err(|e| fail(&pivot_op, "pivot_root", Path::new(STAGE), e))?;
-    umount2(".", MntFlags::MNT_DETACH)
-        .map_err(|e| fail(&pivot_op, "detach old root", Path::new("/"), e))?;
-    nix::unistd::chdir("/").map_err(|e| fail(&pivot_op, "chdir", Path::new("/"), e))?;
+    mounts::pivot_into(Path::new(STAGE))
+        .map_err(|(step, e)| fail(&pivot_op, step, Path::new(STAGE), e))?;
     drop(sources);
     remount_ro(&pivot_op, Path::new("/"), true)?;
     Ok(degraded)
@@ -469,32 +461,24 @@ fn apply_one(
         // stat per path.
         Op::MaskFile { dst } => {
             let p = inside(dst);
-            match mount(Some(null), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
+            match mounts::mask_file(&p, null) {
                 Ok(()) | Err(Errno::ENOENT) => Ok(()),
                 Err(e) => Err(fail(op, "mask", &p, e)),
             }
         }
         Op::MaskDir { dst } => {
             let p = inside(dst);
-            let flags =
-                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-            match mount(
-                Some("tmpfs"),
-                &p,
-                Some("tmpfs"),
-                flags,
-                Some("size=4k,nr_inodes=1,mode=0555"),
-            ) {
+            match mounts::mask_dir(&p) {
                 Ok(()) | Err(Errno::ENOENT | Errno::ENOTDIR) => Ok(()),
                 Err(e) => Err(fail(op, "mask", &p, e)),
             }
         }
         Op::ReadOnly { dst } => {
             let p = inside(dst);
-            match mount(Some(&p), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>) {
-                Ok(()) => remount_ro(op, &p, true),
-                Err(Errno::ENOENT) => Ok(()),
-                Err(e) => Err(fail(op, "bind", &p, e)),
+            match mounts::read_only_tree(&p) {
+                Ok(()) => Ok(()),
+                Err((mounts::BIND_ONTO_ITSELF, Errno::ENOENT)) => Ok(()),
+                Err((step, e)) => Err(fail(op, step, &p, e)),
             }
         }
         Op::RemountRo { dst } => {

@@ -45,7 +45,7 @@ pub enum Op {
     MaskFile { dst: PathBuf },
     /// Hide a directory: an empty read-only tmpfs over it (skipped if it does not exist).
     MaskDir { dst: PathBuf },
-    /// Make an existing path read-only (bind it onto itself, remount read-only).
+    /// Make an existing path read-only, with every mount below it (`mounts::read_only_tree`).
     ReadOnly { dst: PathBuf },
     /// Remount a tmpfs this plan created read-only, once its files are written.
     RemountRo { dst: PathBuf },

@@ -10,12 +10,12 @@
 //! capabilities and ids → no_new_privs → seccomp → startContainer hooks (with the process's
 //! own privileges and filter, as runc) → execve.
 
-use crate::fs::fd_path;
+use crate::fs::{fd_path, mounts};
 use crate::security::seccomp::oci::OciFilter;
 use crate::spec::oci::{Container, DEFAULT_DEVICES, MountOp};
 use crate::sys;
 use nix::errno::Errno;
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::mount::{MsFlags, mount};
 use nix::sys::stat::{Mode, SFlag};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -266,21 +266,10 @@ fn build_root(
     Ok(())
 }
 
-/// Remounts a bind mount with `flags`, repeating the flags the kernel locked (in a user
-/// namespace a remount that would clear them fails with EPERM).
+/// Remounts a bind mount with `flags` ([`mounts::remount_bind`]).
 fn remount_bind(dst: &Path, flags: libc::c_ulong) -> Result<(), Step> {
-    let none: Option<&str> = None;
-    let base = MsFlags::MS_REMOUNT | MsFlags::MS_BIND;
-    match mount(none, dst, none, base | to_ms(flags), none) {
-        Ok(()) => Ok(()),
-        Err(Errno::EPERM) => {
-            // (statvfs failing leaves the flags as given, and the remount fails as before.)
-            let locked = crate::fs::locked_flags(dst).map_or(0, |f| f.bits()) & !libc::MS_RDONLY;
-            mount(none, dst, none, base | to_ms(flags | locked), none)
-                .map_err(ep("remount a bind mount with its options", dst))
-        }
-        Err(err) => Err(ep("remount a bind mount with its options", dst)(err)),
-    }
+    mounts::remount_bind(dst, to_ms(flags))
+        .map_err(ep("remount a bind mount with its options", dst))
 }
 
 /// `path` (absolute inside the container) relative to the root, `..` and `.` kept for the
@@ -508,81 +497,22 @@ fn nosymfollow_held(got: nix::sys::statvfs::FsFlags, dst: &Path) -> Result<(), S
     ))
 }
 
-/// Makes the mount `fd` is on and every mount below it read-only, nosuid, nodev and noexec
-/// (mount_setattr AT_RECURSIVE; a remount of the top alone leaves submounts writable).
-/// ENOSYS before Linux 5.12.
-fn read_only_below(fd: &OwnedFd) -> Result<(), Errno> {
-    let attrs = libc::MOUNT_ATTR_RDONLY
-        | libc::MOUNT_ATTR_NOSUID
-        | libc::MOUNT_ATTR_NODEV
-        | libc::MOUNT_ATTR_NOEXEC;
-    sys::mount_setattr_recursive(fd.as_raw_fd(), attrs)
-}
-
-/// The flags of a read-only remount of a readonlyPath (as runc: nosuid, nodev, noexec too).
-const READ_ONLY_PATH_FLAGS: libc::c_ulong =
-    libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-
-/// `linux.readonlyPaths` entry `p` (a path of the container, after pivot_root): bound onto
-/// itself recursively, then that mount and every mount below it read-only. A recursive bind
-/// copies the submounts writable, and a remount reaches the top one only: the tree is made
-/// read-only with mount_setattr (AT_RECURSIVE), or, on a kernel without it (before 5.12),
-/// by remounting each mount below `p` that mountinfo lists.
+/// `linux.readonlyPaths` entry `p` (a path of the container, after pivot_root): it and every
+/// mount below it read-only, nosuid, nodev and noexec, as runc makes them
+/// ([`mounts::read_only_tree`]).
 fn read_only_path(p: &Path) -> Result<(), Step> {
-    let step = "make read-only (linux.readonlyPaths)";
-    let none: Option<&str> = None;
-    mount(Some(p), p, none, MsFlags::MS_BIND | MsFlags::MS_REC, none)
-        .map_err(ep("bind a read-only path", p))?;
-    let fd = nix::fcntl::open(
-        p,
-        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(ep(step, p))?;
-    match read_only_below(&fd) {
-        Ok(()) => Ok(()),
-        Err(Errno::ENOSYS) => {
-            // mountinfo lists the path the kernel resolved `p` to.
-            let at = std::fs::read_link(fd_path(&fd))
-                .map_err(|err| (step, format!("{}: {err}", p.display())))?;
-            remount_read_only_each(&at)
-        }
-        Err(err) => Err(ep(step, p)(err)),
-    }
-}
-
-/// Remounts the mount at `top` and every mount below it that mountinfo lists
-/// read-only ([`READ_ONLY_PATH_FLAGS`]), one by one: what [`read_only_below`] does in one
-/// call where the kernel has mount_setattr.
-fn remount_read_only_each(top: &Path) -> Result<(), Step> {
-    let step = "make read-only (linux.readonlyPaths)";
-    let fail = |why: String| {
+    mounts::read_only_tree(p).map_err(|(step, err)| {
         (
-            step,
-            format!(
-                "{}: list the mounts below it (/proc/thread-self/mountinfo, needed on a kernel without mount_setattr): {why}",
-                top.display()
-            ),
+            "make read-only (linux.readonlyPaths)",
+            format!("{}: {step}: {err}", p.display()),
         )
-    };
-    // thread-self: the mount namespace of this thread (a test's thread may have its own).
-    let text = std::fs::read_to_string("/proc/thread-self/mountinfo")
-        .map_err(|err| fail(err.to_string()))?;
-    let mounts = crate::limits::MountInfo::parse(&text).map_err(fail)?;
-    remount_bind(top, READ_ONLY_PATH_FLAGS)?;
-    for m in mounts
-        .iter()
-        .filter(|m| m.mount_point.starts_with(top) && m.mount_point != top)
-    {
-        remount_bind(&m.mount_point, READ_ONLY_PATH_FLAGS)?;
-    }
-    Ok(())
+    })
 }
 
-/// [`read_only_below`] for a cgroup mount that asks for `ro`, with what to do without
+/// [`mounts::read_only_below`] for a cgroup mount that asks for `ro`, with what to do without
 /// mount_setattr.
 fn cgroup_read_only_below(fd: &OwnedFd, dst: &Path) -> Result<(), Step> {
-    read_only_below(fd).map_err(|err| {
+    mounts::read_only_below(fd).map_err(|err| {
         let hint = if err == Errno::ENOSYS {
             "; this kernel has no mount_setattr (Linux 5.12+): upgrade it, or drop `ro` from the mount (the cgroup tree is then writable as far as the container's user namespace allows)"
         } else {
@@ -896,16 +826,14 @@ fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
 }
 
 fn enter_root(rootfs: &Path, no_pivot: bool) -> Result<(), Step> {
-    nix::unistd::chdir(rootfs).map_err(ep("enter the root filesystem", rootfs))?;
-    if no_pivot {
-        let none: Option<&str> = None;
-        mount(Some("."), "/", none, MsFlags::MS_MOVE, none)
-            .map_err(e("move the root (--no-pivot)"))?;
-        nix::unistd::chroot(".").map_err(e("chroot (--no-pivot)"))?;
-    } else {
-        nix::unistd::pivot_root(".", ".").map_err(e("pivot_root"))?;
-        umount2(".", MntFlags::MNT_DETACH).map_err(e("detach the old root"))?;
+    if !no_pivot {
+        return mounts::pivot_into(rootfs)
+            .map_err(|(step, err)| (step, format!("{}: {err}", rootfs.display())));
     }
+    let none: Option<&str> = None;
+    nix::unistd::chdir(rootfs).map_err(ep("enter the root filesystem", rootfs))?;
+    mount(Some("."), "/", none, MsFlags::MS_MOVE, none).map_err(e("move the root (--no-pivot)"))?;
+    nix::unistd::chroot(".").map_err(e("chroot (--no-pivot)"))?;
     nix::unistd::chdir("/").map_err(e("enter /"))?;
     Ok(())
 }
@@ -926,16 +854,11 @@ fn finish_root(c: &Container) -> Result<(), Step> {
                     format!("{}: {err}", p.display()),
                 ));
             }
-            Ok(md) if md.is_dir() => mount(
-                Some("tmpfs"),
-                p,
-                Some("tmpfs"),
-                MsFlags::MS_RDONLY,
-                Some("size=0,nr_inodes=1"),
-            )
-            .map_err(ep("mask the directory", p))?,
-            Ok(_) => mount(Some("/dev/null"), p, none, MsFlags::MS_BIND, none)
-                .map_err(ep("mask the file", p))?,
+            // The container's own /dev/null, as runc masks with.
+            Ok(md) if md.is_dir() => mounts::mask_dir(p).map_err(ep("mask the directory", p))?,
+            Ok(_) => {
+                mounts::mask_file(p, Path::new("/dev/null")).map_err(ep("mask the file", p))?
+            }
         }
     }
     for p in &c.setup().readonly {
@@ -1248,95 +1171,6 @@ mod tests {
         );
         assert_eq!(secure_join(root, Path::new("/a/b/up/x")), root.join("x"));
         assert_eq!(secure_join(root, Path::new("/../../x")), root.join("x"));
-    }
-
-    /// The variable that makes the re-run of [`read_only_paths_cover_every_mount_below`] the
-    /// process that mounts (in a mount namespace of its own).
-    const RO_CHILD: &str = "CORDON_TEST_READ_ONLY_BELOW";
-
-    /// In a new mount namespace, per way of making a tree read-only: a tmpfs at DIR/WAY with
-    /// a tmpfs at DIR/WAY/sub, made read-only that way; prints `ro WAY top=ERRNO sub=ERRNO`
-    /// for a file created in each afterwards (0: it was writable).
-    fn ro_child(dir: &Path) {
-        use nix::sched::{CloneFlags, unshare};
-        let none: Option<&str> = None;
-        unshare(CloneFlags::CLONE_NEWNS).expect("unshare the mount namespace");
-        mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
-            .expect("make / private");
-        type Way = fn(&Path) -> Result<(), Step>;
-        let ways: [(&str, Way); 2] = [
-            ("setattr", read_only_path),
-            ("each", |p| {
-                mount(
-                    Some(p),
-                    p,
-                    None::<&str>,
-                    MsFlags::MS_BIND | MsFlags::MS_REC,
-                    None::<&str>,
-                )
-                .map_err(ep("bind", p))?;
-                remount_read_only_each(p)
-            }),
-        ];
-        for (way, apply) in ways {
-            let top = dir.join(way);
-            std::fs::create_dir(&top).unwrap();
-            mount(Some("tmpfs"), &top, Some("tmpfs"), MsFlags::empty(), none).unwrap();
-            std::fs::create_dir(top.join("sub")).unwrap();
-            mount(
-                Some("tmpfs"),
-                &top.join("sub"),
-                Some("tmpfs"),
-                MsFlags::empty(),
-                none,
-            )
-            .unwrap();
-            // Writable before.
-            std::fs::write(top.join("sub/before"), "").unwrap();
-            apply(&top).unwrap();
-            let errno = |p: PathBuf| {
-                std::fs::write(p, "")
-                    .err()
-                    .and_then(|e| e.raw_os_error())
-                    .unwrap_or(0)
-            };
-            println!(
-                "ro {way} top={} sub={}",
-                errno(top.join("x")),
-                errno(top.join("sub/x"))
-            );
-        }
-    }
-
-    #[test]
-    fn read_only_paths_cover_every_mount_below() {
-        if let Ok(dir) = std::env::var(RO_CHILD) {
-            return ro_child(Path::new(&dir));
-        }
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("SKIP: read_only_paths_cover_every_mount_below: mounting needs root");
-            return;
-        }
-        let d = tempfile::tempdir().unwrap();
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "oci::init::tests::read_only_paths_cover_every_mount_below",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(RO_CHILD, d.path())
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let erofs = libc::EROFS;
-        for way in ["setattr", "each"] {
-            assert!(
-                stdout.contains(&format!("ro {way} top={erofs} sub={erofs}")),
-                "{way}: {stdout}\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
     }
 
     #[test]
