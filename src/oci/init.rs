@@ -929,7 +929,9 @@ fn run_payload_after_start(
             _ => sys::exit_now(1),
         }
     }
-    drop(fifo);
+    // Kept (close-on-exec) until the execve below: `start` waits for the fifo to lose its
+    // last reader, so it returns once the program runs.
+    let _exec_fifo = fifo;
     let fail = |step: &str, msg: String, code: i32| -> ! {
         eprintln!("cordon-oci: cannot {step}: {msg}");
         sys::exit_now(code)

@@ -735,12 +735,6 @@ fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {
         )));
     }
     let fifo = state::fifo_path(&dir);
-    // The init's executable (cordon-oci) before the go, to see it change at execve.
-    let exe = format!("/proc/{}/exe", s.pid);
-    let before = std::fs::metadata(&exe).ok().map(|m| {
-        use std::os::unix::fs::MetadataExt;
-        (m.dev(), m.ino())
-    });
     let fd = nix::fcntl::open(
         &fifo,
         nix::fcntl::OFlag::O_WRONLY | nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_CLOEXEC,
@@ -751,22 +745,24 @@ fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {
     let _ = std::fs::remove_file(&fifo);
     // Return once the container's process runs the config's program (poststart hooks run
     // after it started, and a signal sent right after `start` reaches the program, not
-    // cordon's setup code). Bounded: a program that is cordon-oci itself, or a slow setup.
-    // An unprivileged caller cannot read the exe of the (non-dumpable) init at all: there
-    // the program runs once it can.
-    {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while std::time::Instant::now() < deadline && state::init_alive(&s) {
-            let now = std::fs::metadata(&exe).ok().map(|m| {
-                use std::os::unix::fs::MetadataExt;
-                (m.dev(), m.ino())
-            });
-            if now.is_some() && now != before {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(200));
+    // cordon's setup code). The init holds exec.fifo, close-on-exec, until its execve (or
+    // its exit): the fifo then has no reader left, which poll reports on this write end as
+    // POLLERR. No polling of /proc, and the same for an unprivileged caller, who could not
+    // read the non-dumpable init's /proc files. Bounded, in case of a slow setup.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [nix::poll::PollFd::new(
+            std::os::fd::AsFd::as_fd(&fd),
+            nix::poll::PollFlags::empty(),
+        )];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+            Err(Errno::EINTR) if ms > 0 => continue,
+            _ => break,
         }
     }
+    drop(fd);
     if let Some(list) = s.hooks.as_ref().and_then(|h| h.poststart().clone()) {
         let json = serde_json::to_vec(&s.oci(Status::Running)).unwrap_or_default();
         for e in hooks::run_each("poststart", &list, &json) {
