@@ -63,6 +63,7 @@ impl Bundle {
         std::fs::copy(&bb, bin.join("busybox")).unwrap();
         for applet in [
             "sh", "cat", "echo", "sleep", "id", "ls", "mkdir", "touch", "wc", "true", "hostname",
+            "readlink",
         ] {
             std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
         }
@@ -350,6 +351,57 @@ both!(fn masked_and_readonly_paths(who) {
     assert!(!stdout.contains("wrote"), "a read-only path was writable: {}", describe(&out));
     assert!(stdout.ends_with("oci-test\n"), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"), "{}", describe(&out));
+});
+
+// A new network namespace is the container's own from the start: its sysfs (mounted inside
+// it) lists only `lo`, left down as runc leaves it, and a createRuntime hook, which may set
+// the network up, sees the namespace the program gets.
+both!(fn a_new_network_namespace_is_the_containers_own(who) {
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    for with_hook in [false, true] {
+        let Some(b) = Bundle::new(
+            who,
+            &["sh", "-c", "readlink /proc/self/ns/net; ls /sys/class/net; cat /sys/class/net/lo/operstate"],
+            |c| {
+                let ns = c["linux"]["namespaces"].as_array_mut().unwrap();
+                if !ns.iter().any(|n| n["type"] == "network") {
+                    ns.push(json!({"type": "network"}));
+                }
+                // The rootless spec binds the host's /sys: a sysfs of the container's own here.
+                for m in c["mounts"].as_array_mut().unwrap() {
+                    if m["destination"] == "/sys" {
+                        *m = json!({"destination": "/sys", "type": "sysfs", "source": "sysfs",
+                                    "options": ["nosuid", "noexec", "nodev", "ro"]});
+                    }
+                }
+            },
+        ) else { return };
+        let seen = b.path().join("hook-saw");
+        if with_hook {
+            let mut cfg: Value = serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+            let script = format!(
+                "p=$(/bin/sed -n 's/.*\"pid\": *\\([0-9]*\\).*/\\1/p'); /bin/readlink /proc/$p/ns/net > {}",
+                seen.display()
+            );
+            cfg["hooks"] = json!({"createRuntime": [{"path": "/bin/sh", "args": ["sh", "-c", script]}]});
+            std::fs::write(b.path().join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
+            if who == Who::User {
+                b.chown();
+            }
+        }
+        let out = b.run(&format!("net{with_hook}"));
+        assert!(out.status.success(), "hook {with_hook}: {}", describe(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 3, "hook {with_hook}: {}", describe(&out));
+        assert!(lines[0].starts_with("net:["), "hook {with_hook}: {}", describe(&out));
+        assert_ne!(Path::new(lines[0]), host, "hook {with_hook}: the host's network namespace: {}", describe(&out));
+        assert_eq!(&lines[1..], ["lo", "down"], "hook {with_hook}: {}", describe(&out));
+        if with_hook {
+            let saw = std::fs::read_to_string(&seen).unwrap_or_else(|e| panic!("the hook did not run: {e}: {}", describe(&out)));
+            assert_eq!(saw.trim(), lines[0], "the createRuntime hook saw another namespace: {}", describe(&out));
+        }
+    }
 });
 
 both!(fn hooks_get_the_state(who) {
