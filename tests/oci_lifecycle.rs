@@ -404,6 +404,91 @@ both!(fn a_new_network_namespace_is_the_containers_own(who) {
     }
 });
 
+// A user namespace joined by path owns the namespaces the container makes (as runc makes
+// them: join first, then create), so the container's root may set its hostname and mount
+// (Kubernetes' user-namespaced pods join the pod's user namespace this way). Made instead
+// in the caller's user namespace, they refused both (EPERM).
+both!(fn a_user_namespace_joined_by_path_owns_the_new_namespaces(who) {
+    let Some(b) = Bundle::new(
+        who,
+        &["sh", "-c", "id -u; readlink /proc/self/ns/user; cat /proc/self/uid_map; hostname; touch /dev/shm/x && echo mounted"],
+        |c| c["hostname"] = json!("joined"),
+    ) else { return };
+    // The namespace to join: held by a process of `who`'s. Root maps an unprivileged range
+    // (uid 0 inside is 100000 outside); the user maps itself to uid 0, as it may.
+    let mut holder = match who {
+        Who::Root => Command::new("unshare").args(["--user", "sleep", "60"]).spawn().unwrap(),
+        Who::User => {
+            let u = test_user().unwrap();
+            Command::new("setpriv")
+                .args([format!("--reuid={}", u.uid), format!("--regid={}", u.gid), "--clear-groups".into()])
+                .args(["unshare", "--user", "--map-root-user", "sleep", "60"])
+                .spawn()
+                .unwrap()
+        }
+    };
+    let pid = holder.id();
+    let ns = PathBuf::from(format!("/proc/{pid}/ns/user"));
+    let mine = std::fs::read_link("/proc/self/ns/user").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let joined = loop {
+        let ready = std::fs::read_link(&ns).ok().filter(|l| *l != mine).filter(|_| {
+            std::fs::read_to_string(format!("/proc/{pid}/uid_map")).is_ok_and(|m| !m.trim().is_empty())
+        });
+        if let Some(l) = ready {
+            break l;
+        }
+        if who == Who::Root && std::fs::read_link(&ns).is_ok_and(|l| l != mine) {
+            for f in ["uid_map", "gid_map"] {
+                let _ = std::fs::write(format!("/proc/{pid}/{f}"), "0 100000 65536\n");
+            }
+        }
+        assert!(Instant::now() < deadline, "the user namespace holder did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let list = cfg["linux"]["namespaces"].as_array_mut().unwrap();
+    list.retain(|n| n["type"] != "user");
+    list.push(json!({"type": "user", "path": ns}));
+    let linux = cfg["linux"].as_object_mut().unwrap();
+    linux.remove("uidMappings");
+    linux.remove("gidMappings");
+    std::fs::write(b.path().join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
+    match who {
+        Who::User => b.chown(),
+        // The image belongs to the namespace's root, as a user-namespaced image does: its
+        // mount points are made by that root.
+        Who::Root => {
+            let st = Command::new("chown").args(["-R", "100000:100000"]).arg(b.path().join("rootfs")).status().unwrap();
+            assert!(st.success());
+        }
+    }
+    let out = b.run("joinuser");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.first(), Some(&"0"), "not root in the joined namespace: {}", describe(&out));
+    assert_eq!(lines.get(1).map(Path::new), Some(joined.as_path()), "{}", describe(&out));
+    assert!(stdout.ends_with("joined\nmounted\n"), "{}", describe(&out));
+    // The caller's own user namespace (rootless podman may name its own): setns would refuse
+    // it (EINVAL); nothing is joined and the namespaces are made in it.
+    if who == Who::Root {
+        let st = Command::new("chown").args(["-R", "0:0"]).arg(b.path().join("rootfs")).status().unwrap();
+        assert!(st.success());
+        let list = cfg["linux"]["namespaces"].as_array_mut().unwrap();
+        list.retain(|n| n["type"] != "user");
+        list.push(json!({"type": "user", "path": "/proc/self/ns/user"}));
+        std::fs::write(b.path().join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
+        let out = b.run("ownuser");
+        assert!(out.status.success(), "{}", describe(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.lines().nth(1).map(Path::new), Some(mine.as_path()), "{}", describe(&out));
+        assert!(stdout.ends_with("joined\nmounted\n"), "{}", describe(&out));
+    }
+});
+
 both!(fn hooks_get_the_state(who) {
     let Some(b) = Bundle::new(who, &["true"], |_| {}) else { return };
     let out_dir = b.path().join("hooks");

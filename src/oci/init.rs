@@ -131,13 +131,14 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
             },
         )?;
     }
-    if c.setup().new_namespaces() & libc::CLONE_NEWUSER != 0 {
-        // Become the namespace's root (uid 0 must be mapped for the mounts below).
+    if c.setup().has_namespace(libc::CLONE_NEWUSER) {
+        // Become the namespace's root, new or joined (as runc): uid 0 must be mapped for the
+        // mounts below to create files with a known owner.
         nix::unistd::setresgid(0.into(), 0.into(), 0.into()).map_err(e(
-            "become gid 0 in the user namespace (is gid 0 in linux.gidMappings?)",
+            "become gid 0 in the user namespace (is gid 0 mapped: linux.gidMappings, or the joined namespace's gid_map?)",
         ))?;
         nix::unistd::setresuid(0.into(), 0.into(), 0.into()).map_err(e(
-            "become uid 0 in the user namespace (is uid 0 in linux.uidMappings?)",
+            "become uid 0 in the user namespace (is uid 0 mapped: linux.uidMappings, or the joined namespace's uid_map?)",
         ))?;
     }
     if c.setup().new_namespaces() & libc::CLONE_NEWCGROUP != 0 {

@@ -507,10 +507,24 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     let (ready_r, ready_w) =
         nix::unistd::pipe2(cloexec).map_err(sys_err("create the ready pipe"))?;
     let flags = c.setup().new_namespaces() & !libc::CLONE_NEWCGROUP;
+    // A user namespace given by path must own every namespace the container makes, as
+    // runc makes them (join, then create): a mount namespace owned by another user
+    // namespace refuses the container's root its mounts, a uts one its hostname. The clone
+    // is then made from inside it (clone_in_user_ns), and init does not join it again.
+    // (The caller's own user namespace, as rootless podman may name it, is not joined:
+    // setns refuses it, and a plain clone already makes the namespaces in it.)
+    let join_user = join
+        .iter()
+        .position(|(flag, _)| *flag == libc::CLONE_NEWUSER)
+        .map(|i| join.remove(i).1)
+        .filter(|fd| !is_own_user_ns(fd));
     // Without a new user namespace the init moves itself into the cgroup, which costs no
     // RCU grace period on cgroup v1 (see cgroup::attach_self); in a new one it may lack
-    // the right to, so the parent moves it.
-    let self_attach = !cleanup.cgroups.is_empty() && flags & libc::CLONE_NEWUSER == 0;
+    // the right to, so the parent moves it. Into a joined one, the process that clones the
+    // init moves itself first, and the init is born in the cgroup.
+    let join_user_none = join_user.is_none();
+    let self_attach =
+        !cleanup.cgroups.is_empty() && flags & libc::CLONE_NEWUSER == 0 && join_user_none;
     let (attached_r, attached_w) = if self_attach {
         let (r, w) = nix::unistd::pipe2(cloexec).map_err(sys_err("create the cgroup pipe"))?;
         (Some(r), Some(w))
@@ -528,9 +542,17 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     } else {
         cgroup::V1View::default()
     };
-    let child = match sys::clone_namespaces(flags) {
+    let cloned = match &join_user {
+        None => sys::clone_namespaces(flags).map_err(|errno| OciError::Sys {
+            step: "create the container's namespaces (clone)",
+            errno,
+            hint: crate::doctor::userns_hint(errno),
+        }),
+        Some(user) => clone_in_user_ns(user, flags, &cleanup.cgroups),
+    };
+    let child = match cloned {
         Ok(CloneResult::Child) => {
-            drop((go_w, ready_r, attached_r));
+            drop((go_w, ready_r, attached_r, join_user));
             // The Cleanup guard belongs to the parent.
             let cleanup_dirs = std::mem::take(&mut cleanup.cgroups);
             std::mem::forget(cleanup);
@@ -551,16 +573,10 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             })
         }
         Ok(CloneResult::Parent(pid)) => pid,
-        Err(errno) => {
-            return Err(OciError::Sys {
-                step: "create the container's namespaces (clone)",
-                errno,
-                hint: crate::doctor::userns_hint(errno),
-            });
-        }
+        Err(e) => return Err(e),
     };
     cleanup.child = Some(child);
-    drop((go_r, ready_w, fifo, console, join, attached_w));
+    drop((go_r, ready_w, fifo, console, join, attached_w, join_user));
 
     if c.setup().new_namespaces() & libc::CLONE_NEWUSER != 0 {
         write_maps(child, &c.setup().uid_mappings, &c.setup().gid_mappings)?;
@@ -573,7 +589,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 .unwrap_or("exit before joining its cgroup");
             return Err(OciError::Init(why.to_string()));
         }
-    } else if !cleanup.cgroups.is_empty() {
+    } else if !cleanup.cgroups.is_empty() && join_user_none {
         cgroup::attach(&cleanup.cgroups, child.as_raw())?;
     }
     if let Some(adj) = c.setup().oom_score_adj {
@@ -637,6 +653,81 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     cleanup.cgroups.clear();
     cleanup.dir = None;
     Ok(Created { pid: child, dir })
+}
+
+/// Whether `ns` (an open namespace file) is the user namespace this process is in.
+fn is_own_user_ns(ns: &OwnedFd) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let (Ok(theirs), Ok(ours)) = (
+        nix::sys::stat::fstat(ns),
+        std::fs::metadata("/proc/self/ns/user"),
+    ) else {
+        return false;
+    };
+    theirs.st_dev == ours.dev() && theirs.st_ino == ours.ino()
+}
+
+/// The clone of the container's init when its user namespace is joined by path (`user`):
+/// a short-lived process moves itself into the container's cgroups (`cgroups`, none
+/// without), joins the user namespace, and clones the init with `flags` and `CLONE_PARENT`,
+/// so that every new namespace is owned by that user namespace and the init is still
+/// cordon-oci's child (`run` waits for it; conmon or a shim, as subreapers, reap it). The
+/// init returns `Child` here, as from [`sys::clone_namespaces`]; the parent gets its pid.
+fn clone_in_user_ns(
+    user: &OwnedFd,
+    flags: libc::c_int,
+    cgroups: &[PathBuf],
+) -> Result<CloneResult, OciError> {
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(sys_err("create the clone helper's pipe"))?;
+    let helper = match sys::fork().map_err(sys_err("fork the clone helper"))? {
+        CloneResult::Child => {
+            drop(r);
+            let report = |msg: String| {
+                let _ = nix::unistd::write(&w, msg.as_bytes());
+            };
+            if let Err(err) = cgroup::attach_self(cgroups) {
+                report(format!("ERR {err}"));
+                sys::exit_now(1)
+            }
+            if let Err(err) = nix::sched::setns(user, nix::sched::CloneFlags::CLONE_NEWUSER) {
+                report(format!(
+                    "ERR join the user namespace (linux.namespaces[user].path): {err}"
+                ));
+                sys::exit_now(1)
+            }
+            match sys::clone_namespaces(flags | libc::CLONE_PARENT) {
+                // The init: its copy of the pipe goes with the inherited descriptors.
+                Ok(CloneResult::Child) => return Ok(CloneResult::Child),
+                Ok(CloneResult::Parent(pid)) => report(format!("PID {pid}")),
+                Err(err) => report(format!(
+                    "ERR create the container's namespaces in the joined user namespace (clone): {err}"
+                )),
+            }
+            sys::exit_now(0)
+        }
+        CloneResult::Parent(pid) => pid,
+    };
+    drop(w);
+    // One message (a pipe write this short is atomic); not to end-of-file: the init holds
+    // a copy of the write end until it closes its inherited descriptors.
+    let mut buf = [0u8; 512];
+    let n = loop {
+        match nix::unistd::read(&r, &mut buf) {
+            Err(Errno::EINTR) => continue,
+            other => break other.unwrap_or(0),
+        }
+    };
+    let _ = nix::sys::wait::waitpid(helper, None);
+    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    match msg.strip_prefix("PID ").and_then(|p| p.parse::<i32>().ok()) {
+        Some(pid) => Ok(CloneResult::Parent(Pid::from_raw(pid))),
+        None => Err(OciError::Init(
+            msg.strip_prefix("ERR ")
+                .unwrap_or("the clone helper exited without reporting")
+                .to_string(),
+        )),
+    }
 }
 
 /// A report of the container's init, up to its end-of-file.
