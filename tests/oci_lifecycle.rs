@@ -489,6 +489,89 @@ both!(fn a_user_namespace_joined_by_path_owns_the_new_namespaces(who) {
     }
 });
 
+// A namespace given by path is joined before a new user namespace is made, as runc does:
+// from inside the new one, cordon-oci would hold no capability over a network namespace
+// of the host's user namespace (setns: EPERM). Root only: an unprivileged caller may not
+// join a namespace from the host's user namespace at all.
+#[test]
+fn a_namespace_given_by_path_is_joined_before_a_new_user_namespace_is_made() {
+    if !running_as_root() {
+        skip!(
+            "SKIP: a_namespace_given_by_path_is_joined_before_a_new_user_namespace_is_made: needs root"
+        );
+        return;
+    }
+    let Some(b) = Bundle::new(
+        Who::Root,
+        &["sh", "-c", "id -u; readlink /proc/self/ns/net; hostname"],
+        |c| {
+            c["hostname"] = json!("newuser");
+            let list = c["linux"]["namespaces"].as_array_mut().unwrap();
+            list.retain(|n| n["type"] != "network" && n["type"] != "user");
+            list.push(json!({"type": "user"}));
+            let map = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
+            c["linux"]["uidMappings"] = map.clone();
+            c["linux"]["gidMappings"] = map;
+            // sysfs needs a network namespace of the container's own user namespace; the
+            // host's /sys, read-only, as runc binds it in this case.
+            for m in c["mounts"].as_array_mut().unwrap() {
+                if m["destination"] == "/sys" {
+                    *m = json!({"destination": "/sys", "type": "none", "source": "/sys",
+                                "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]});
+                }
+            }
+        },
+    ) else {
+        return;
+    };
+    let st = Command::new("chown")
+        .args(["-R", "100000:100000"])
+        .arg(b.path().join("rootfs"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let mut holder = Command::new("unshare")
+        .args(["--net", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    let ns = PathBuf::from(format!("/proc/{}/ns/net", holder.id()));
+    let mine = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let joined = loop {
+        if let Some(l) = std::fs::read_link(&ns).ok().filter(|l| *l != mine) {
+            break l;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the network namespace holder did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut cfg: Value =
+        serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    cfg["linux"]["namespaces"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "network", "path": ns}));
+    std::fs::write(
+        b.path().join("config.json"),
+        serde_json::to_vec(&cfg).unwrap(),
+    )
+    .unwrap();
+    let out = b.run("joinnet");
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        ["0", joined.to_str().unwrap(), "newuser"],
+        "{}",
+        describe(&out)
+    );
+}
+
 both!(fn hooks_get_the_state(who) {
     let Some(b) = Bundle::new(who, &["true"], |_| {}) else { return };
     let out_dir = b.path().join("hooks");

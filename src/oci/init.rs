@@ -1,9 +1,9 @@
 //! The container's init: the process `create` clones. It becomes the container's process
 //! (the pid in `--pid-file`), as with runc: there is no extra reaper inside.
 //!
-//! Order: join the cgroup (when the parent did not) → wait for the parent's go (maps
-//! written, cgroup joined, createRuntime hooks run) →
-//! join namespaces given by path → cgroup namespace → hostname → mounts, devices →
+//! Order (namespaces given by path were joined before the clone): join the cgroup (when
+//! the parent did not) → wait for the parent's go (maps written, cgroup joined,
+//! createRuntime hooks run) → cgroup namespace → hostname → mounts, devices →
 //! createContainer hooks → pivot_root → sysctl, masked and read-only paths → console →
 //! tell the parent "ready" → block on exec.fifo until `start` → session and terminal →
 //! rlimits → (seccomp here when no_new_privs is off: installing it needs CAP_SYS_ADMIN) →
@@ -33,8 +33,6 @@ pub struct InitArgs<'a> {
     pub console: Option<OwnedFd>,
     pub preserve_fds: i32,
     pub filter: Option<&'a OciFilter>,
-    /// Namespaces to join (every kind but pid, which the parent joined before clone).
-    pub join: Vec<(libc::c_int, OwnedFd)>,
     pub no_pivot: bool,
     /// Whether the host is pure cgroup v2 (`cgroup` mounts become cgroup2 mounts).
     pub cgroup2: bool,
@@ -65,7 +63,7 @@ pub fn main(mut a: InitArgs) -> ! {
     if let Some((dirs, report)) = a.self_attach.take() {
         let msg = match super::cgroup::attach_self(dirs) {
             Ok(()) => "OK".to_string(),
-            Err(err) => format!("ERR {err}"),
+            Err(err) => format!("ERR join its cgroup: {err}"),
         };
         let _ = nix::unistd::write(&report, msg.as_bytes());
         drop(report);
@@ -119,18 +117,7 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
     let mut keep: Vec<i32> = (3..3 + a.preserve_fds).collect();
     keep.extend([a.go.as_raw_fd(), a.ready.as_raw_fd(), a.fifo.as_raw_fd()]);
     keep.extend(a.console.iter().map(|f| f.as_raw_fd()));
-    keep.extend(a.join.iter().map(|(_, f)| f.as_raw_fd()));
     sys::close_fds_except(&keep).map_err(e("close inherited file descriptors"))?;
-    for (flag, fd) in &a.join {
-        nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_truncate(*flag)).map_err(
-            |err| {
-                (
-                    "join a namespace (setns)",
-                    format!("{}: {err}", ns_name(*flag)),
-                )
-            },
-        )?;
-    }
     if c.setup().has_namespace(libc::CLONE_NEWUSER) {
         // Become the namespace's root, new or joined (as runc): uid 0 must be mapped for the
         // mounts below to create files with a known owner.
@@ -171,7 +158,7 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
     Ok(slave)
 }
 
-fn ns_name(flag: libc::c_int) -> &'static str {
+pub fn ns_name(flag: libc::c_int) -> &'static str {
     match flag {
         libc::CLONE_NEWUSER => "user",
         libc::CLONE_NEWNS => "mount",

@@ -507,24 +507,20 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     let (ready_r, ready_w) =
         nix::unistd::pipe2(cloexec).map_err(sys_err("create the ready pipe"))?;
     let flags = c.setup().new_namespaces() & !libc::CLONE_NEWCGROUP;
-    // A user namespace given by path must own every namespace the container makes, as
-    // runc makes them (join, then create): a mount namespace owned by another user
-    // namespace refuses the container's root its mounts, a uts one its hostname. The clone
-    // is then made from inside it (clone_in_user_ns), and init does not join it again.
-    // (The caller's own user namespace, as rootless podman may name it, is not joined:
-    // setns refuses it, and a plain clone already makes the namespaces in it.)
-    let join_user = join
-        .iter()
-        .position(|(flag, _)| *flag == libc::CLONE_NEWUSER)
-        .map(|i| join.remove(i).1)
-        .filter(|fd| !is_own_user_ns(fd));
+    // Namespaces given by path are joined before the new ones are made, as runc does: a
+    // joined user namespace must own them (a mount namespace owned by another one refuses
+    // the container's root its mounts, a uts one its hostname), and a namespace owned by the
+    // caller's user namespace cannot be joined from a new one (no capability there). The
+    // clone is then made by a short-lived helper that joins them first (clone_after_joining).
+    // The caller's own user namespace, as rootless podman may name it, is not joined: setns
+    // refuses it, and the namespaces are made in it anyway.
+    join.retain(|(flag, fd)| *flag != libc::CLONE_NEWUSER || !is_own_user_ns(fd));
+    let by_helper = !join.is_empty();
     // Without a new user namespace the init moves itself into the cgroup, which costs no
     // RCU grace period on cgroup v1 (see cgroup::attach_self); in a new one it may lack
-    // the right to, so the parent moves it. Into a joined one, the process that clones the
-    // init moves itself first, and the init is born in the cgroup.
-    let join_user_none = join_user.is_none();
-    let self_attach =
-        !cleanup.cgroups.is_empty() && flags & libc::CLONE_NEWUSER == 0 && join_user_none;
+    // the right to, so the parent moves it. Through the helper, the helper moves itself
+    // first, and the init is born in the cgroup.
+    let self_attach = !cleanup.cgroups.is_empty() && flags & libc::CLONE_NEWUSER == 0 && !by_helper;
     let (attached_r, attached_w) = if self_attach {
         let (r, w) = nix::unistd::pipe2(cloexec).map_err(sys_err("create the cgroup pipe"))?;
         (Some(r), Some(w))
@@ -542,17 +538,19 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     } else {
         cgroup::V1View::default()
     };
-    let cloned = match &join_user {
-        None => sys::clone_namespaces(flags).map_err(|errno| OciError::Sys {
+    let cloned = if by_helper {
+        clone_after_joining(&join, flags, &cleanup.cgroups)
+    } else {
+        sys::clone_namespaces(flags).map_err(|errno| OciError::Sys {
             step: "create the container's namespaces (clone)",
             errno,
             hint: crate::doctor::userns_hint(errno),
-        }),
-        Some(user) => clone_in_user_ns(user, flags, &cleanup.cgroups),
+        })
     };
+    drop(join);
     let child = match cloned {
         Ok(CloneResult::Child) => {
-            drop((go_w, ready_r, attached_r, join_user));
+            drop((go_w, ready_r, attached_r));
             // The Cleanup guard belongs to the parent.
             let cleanup_dirs = std::mem::take(&mut cleanup.cgroups);
             std::mem::forget(cleanup);
@@ -564,7 +562,6 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 console,
                 preserve_fds: a.preserve_fds,
                 filter: filter.as_ref(),
-                join,
                 no_pivot: a.no_pivot,
                 cgroup2,
                 cgroup_v1: &cgroup_v1,
@@ -576,7 +573,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         Err(e) => return Err(e),
     };
     cleanup.child = Some(child);
-    drop((go_r, ready_w, fifo, console, join, attached_w, join_user));
+    drop((go_r, ready_w, fifo, console, attached_w));
 
     if c.setup().new_namespaces() & libc::CLONE_NEWUSER != 0 {
         write_maps(child, &c.setup().uid_mappings, &c.setup().gid_mappings)?;
@@ -589,7 +586,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 .unwrap_or("exit before joining its cgroup");
             return Err(OciError::Init(why.to_string()));
         }
-    } else if !cleanup.cgroups.is_empty() && join_user_none {
+    } else if !cleanup.cgroups.is_empty() && !by_helper {
         cgroup::attach(&cleanup.cgroups, child.as_raw())?;
     }
     if let Some(adj) = c.setup().oom_score_adj {
@@ -667,14 +664,15 @@ fn is_own_user_ns(ns: &OwnedFd) -> bool {
     theirs.st_dev == ours.dev() && theirs.st_ino == ours.ino()
 }
 
-/// The clone of the container's init when its user namespace is joined by path (`user`):
-/// a short-lived process moves itself into the container's cgroups (`cgroups`, none
-/// without), joins the user namespace, and clones the init with `flags` and `CLONE_PARENT`,
-/// so that every new namespace is owned by that user namespace and the init is still
-/// cordon-oci's child (`run` waits for it; conmon or a shim, as subreapers, reap it). The
-/// init returns `Child` here, as from [`sys::clone_namespaces`]; the parent gets its pid.
-fn clone_in_user_ns(
-    user: &OwnedFd,
+/// The clone of the container's init when namespaces are given by path (`join`, a user
+/// namespace first; pid aside, which the caller joined): a short-lived process moves itself
+/// into the container's cgroups (`cgroups`, none without), joins them in order, and clones
+/// the init with `flags` and `CLONE_PARENT`, so that every new namespace is made from inside
+/// the joined ones (a joined user namespace owns them) and the init is still cordon-oci's
+/// child (`run` waits for it; conmon or a shim, as subreapers, reap it). The init returns
+/// `Child` here, as from [`sys::clone_namespaces`]; the parent gets its pid.
+fn clone_after_joining(
+    join: &[(libc::c_int, OwnedFd)],
     flags: libc::c_int,
     cgroups: &[PathBuf],
 ) -> Result<CloneResult, OciError> {
@@ -687,21 +685,26 @@ fn clone_in_user_ns(
                 let _ = nix::unistd::write(&w, msg.as_bytes());
             };
             if let Err(err) = cgroup::attach_self(cgroups) {
-                report(format!("ERR {err}"));
+                report(format!("ERR join its cgroup: {err}"));
                 sys::exit_now(1)
             }
-            if let Err(err) = nix::sched::setns(user, nix::sched::CloneFlags::CLONE_NEWUSER) {
-                report(format!(
-                    "ERR join the user namespace (linux.namespaces[user].path): {err}"
-                ));
-                sys::exit_now(1)
+            for (flag, fd) in join {
+                if let Err(err) =
+                    nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_truncate(*flag))
+                {
+                    report(format!(
+                        "ERR join the {} namespace (linux.namespaces[].path): {err}",
+                        init::ns_name(*flag)
+                    ));
+                    sys::exit_now(1)
+                }
             }
             match sys::clone_namespaces(flags | libc::CLONE_PARENT) {
                 // The init: its copy of the pipe goes with the inherited descriptors.
                 Ok(CloneResult::Child) => return Ok(CloneResult::Child),
                 Ok(CloneResult::Parent(pid)) => report(format!("PID {pid}")),
                 Err(err) => report(format!(
-                    "ERR create the container's namespaces in the joined user namespace (clone): {err}"
+                    "ERR create the container's namespaces after joining those given by path (clone): {err}"
                 )),
             }
             sys::exit_now(0)
