@@ -407,8 +407,7 @@ fn apply_one(
             let flags = (ro_flags(&p).map_err(|e| fail(op, "statvfs", &p, e))?
                 - MsFlags::MS_RDONLY)
                 | MsFlags::MS_NODEV;
-            mount(None::<&str>, &p, None::<&str>, flags, None::<&str>)
-                .map_err(|e| fail(op, "remount nosuid,nodev", &p, e))
+            mounts::remount_bind(&p, flags).map_err(|e| fail(op, "remount nosuid,nodev", &p, e))
         }
         Op::BindDev { src, dst } => {
             let p = inside(dst);
