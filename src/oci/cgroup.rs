@@ -359,11 +359,19 @@ fn with_file(dirs: &[PathBuf], file: &str) -> Option<PathBuf> {
 }
 
 fn write(dirs: &[PathBuf], field: &str, file: &str, value: &str) -> Result<(), CgroupError> {
-    let path = with_file(dirs, file).ok_or_else(|| CgroupError::Resource {
+    write_to(&find(dirs, field, file)?, field, value)
+}
+
+/// The directory of `dirs` that has `file`, as a path to it; an error for `field` if none has.
+fn find(dirs: &[PathBuf], field: &str, file: &str) -> Result<PathBuf, CgroupError> {
+    with_file(dirs, file).ok_or_else(|| CgroupError::Resource {
         field: field.into(),
         why: format!("this host's cgroups have no {file} (is that controller mounted, and is cordon-oci allowed to create cgroups?)"),
-    })?;
-    std::fs::write(&path, value).map_err(|e| CgroupError::Resource {
+    })
+}
+
+fn write_to(path: &Path, field: &str, value: &str) -> Result<(), CgroupError> {
+    std::fs::write(path, value).map_err(|e| CgroupError::Resource {
         field: field.into(),
         why: format!("write {value:?} to {}: {e}", path.display()),
     })
@@ -701,13 +709,19 @@ fn write_device_rules(dirs: &[PathBuf], list: &[DeviceRule], v2: bool) -> Result
     if v2 {
         return attach_device_program(dirs, list);
     }
+    // Each file found once, not once per rule.
+    let (mut allow, mut deny) = (None, None);
     for r in list {
-        let file = if r.allow {
-            "devices.allow"
+        let (slot, file) = if r.allow {
+            (&mut allow, "devices.allow")
         } else {
-            "devices.deny"
+            (&mut deny, "devices.deny")
         };
-        write(dirs, field, file, &r.v1_line())?;
+        let path = match slot {
+            Some(p) => p,
+            None => slot.insert(find(dirs, field, file)?),
+        };
+        write_to(path, field, &r.v1_line())?;
     }
     Ok(())
 }
