@@ -572,6 +572,93 @@ fn a_namespace_given_by_path_is_joined_before_a_new_user_namespace_is_made() {
     );
 }
 
+// A pid namespace given by path, with another namespace given by path: the clone helper
+// joins both, and the pid in the state (and the pid file) is the host's, not the one the
+// joined namespace gives the process. Root only: joining a namespace of the host's user
+// namespace takes a capability there.
+#[test]
+fn a_pid_namespace_given_by_path_keeps_the_hosts_pid_in_the_state() {
+    if !running_as_root() {
+        skip!("SKIP: a_pid_namespace_given_by_path_keeps_the_hosts_pid_in_the_state: needs root");
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "30"], |_| {}) else {
+        return;
+    };
+    // pid 1 of a new pid namespace (and a network namespace) to join.
+    let mut holder = Command::new("unshare")
+        .args(["--pid", "--fork", "--net", "--kill-child", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    let mine = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    // The holder's child (the sleep) is in the new pid namespace.
+    let (sleeper, pid_ns) = loop {
+        let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", holder.id()))
+            .unwrap_or_default();
+        if let Some(c) = children.split_whitespace().next() {
+            let ns = std::fs::read_link(format!("/proc/{c}/ns/pid")).unwrap();
+            if ns != mine {
+                break (c.to_string(), ns);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pid namespace holder did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut cfg: Value =
+        serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let list = cfg["linux"]["namespaces"].as_array_mut().unwrap();
+    list.retain(|n| n["type"] != "pid" && n["type"] != "network");
+    list.push(json!({"type": "pid", "path": format!("/proc/{sleeper}/ns/pid")}));
+    list.push(json!({"type": "network", "path": format!("/proc/{sleeper}/ns/net")}));
+    std::fs::write(
+        b.path().join("config.json"),
+        serde_json::to_vec(&cfg).unwrap(),
+    )
+    .unwrap();
+    let pid_file = b.path().join("pid");
+    let mut a = b.bundle_args("create", "joinpid");
+    a.insert(1, "--pid-file".into());
+    a.insert(2, pid_file.display().to_string());
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let check = || -> Result<(), String> {
+        if !out.status.success() {
+            return Err(format!("create: {}", describe(&out)));
+        }
+        let pid = b.state("joinpid")["pid"].as_i64().unwrap();
+        let written = std::fs::read_to_string(&pid_file).unwrap();
+        if written.trim() != pid.to_string() {
+            return Err(format!("pid file {written:?}, state {pid}"));
+        }
+        // The host's pid: its /proc entry is the container's init, in the joined namespace.
+        let ns = std::fs::read_link(format!("/proc/{pid}/ns/pid"))
+            .map_err(|e| format!("/proc/{pid}: {e}"))?;
+        if ns != pid_ns {
+            return Err(format!("pid {pid} is in {ns:?}, not the joined {pid_ns:?}"));
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let nspid = status
+            .lines()
+            .find(|l| l.starts_with("NSpid:"))
+            .unwrap_or_default()
+            .to_string();
+        if !nspid.starts_with(&format!("NSpid:\t{pid}\t")) {
+            return Err(format!("pid {pid}: {nspid}"));
+        }
+        Ok(())
+    };
+    let result = check();
+    let _ = b.oci(&["delete", "--force", "joinpid"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
 both!(fn hooks_get_the_state(who) {
     let Some(b) = Bundle::new(who, &["true"], |_| {}) else { return };
     let out_dir = b.path().join("hooks");
@@ -1107,6 +1194,25 @@ both!(fn start_returns_once_the_program_runs(who) {
     assert_eq!(comm.trim(), "sleep");
     let out = b.oci(&["delete", "--force", &id]);
     assert!(out.status.success(), "{}", describe(&out));
+});
+
+// --preserve-fds names descriptors the caller opened: a number it did not open would be
+// taken by one of cordon-oci's own (exec.fifo, a pipe to the init) and reach the program.
+both!(fn preserve_fds_must_name_open_descriptors(who) {
+    let Some(b) = Bundle::new(who, &["ls", "/proc/self/fd"], |_| {}) else { return };
+    let a = b.bundle_args("run", "pfd");
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--preserve-fds");
+    a.insert(2, "4");
+    // std's Command leaves the child 0-2 only (its own descriptors are close-on-exec).
+    let out = b.oci(&a);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--preserve-fds 4: descriptor 3 is not open"),
+        "{}",
+        describe(&out)
+    );
+    assert!(out.stdout.is_empty(), "the program ran: {}", describe(&out));
 });
 
 // CVE-2024-21626: process.cwd through /proc/self/fd of a host directory (here one passed

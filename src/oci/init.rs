@@ -158,19 +158,6 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
     Ok(slave)
 }
 
-pub fn ns_name(flag: libc::c_int) -> &'static str {
-    match flag {
-        libc::CLONE_NEWUSER => "user",
-        libc::CLONE_NEWNS => "mount",
-        libc::CLONE_NEWNET => "network",
-        libc::CLONE_NEWIPC => "ipc",
-        libc::CLONE_NEWUTS => "uts",
-        libc::CLONE_NEWCGROUP => "cgroup",
-        libc::CLONE_NEWPID => "pid",
-        _ => "?",
-    }
-}
-
 /// `root` joined with `path` (absolute inside the container), resolving symlinks inside
 /// `root`, so a symlink in the rootfs cannot send a mount outside it.
 pub fn secure_join(root: &Path, path: &Path) -> PathBuf {

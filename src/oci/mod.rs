@@ -56,6 +56,8 @@ pub enum OciError {
     },
     #[error("the container's init failed to {0}")]
     Init(String),
+    #[error("cannot start the container's init: its clone helper failed to {0}")]
+    CloneHelper(String),
     #[error("container {id} is {status}: {what}")]
     WrongStatus {
         id: String,
@@ -167,6 +169,19 @@ fn now_rfc3339() -> String {
 /// `cordon-oci ARGS` / `cordon oci ARGS`: returns the exit code.
 pub fn main(cli: OciCli) -> i32 {
     let ctx = Ctx::new(&cli.global);
+    // Before cordon-oci opens anything: a descriptor number --preserve-fds names but the
+    // caller did not open would be taken by one of cordon-oci's own (exec.fifo, a pipe to
+    // the init) and handed to the container's program.
+    let preserve = match &cli.command {
+        OciCommand::Create(a) | OciCommand::Run { create: a, .. } => a.preserve_fds,
+        OciCommand::Exec(a) => a.preserve_fds,
+        _ => 0,
+    };
+    if let Err(e) = check_preserved_fds(preserve) {
+        ctx.log("error", &e);
+        eprintln!("cordon-oci: {e}");
+        return 1;
+    }
     // Commands that put a process into a container first move cordon-oci into a sealed
     // in-memory copy of itself (CVE-2019-5736): a container process can then reach only
     // that copy through /proc/PID/exe, never the host's binary.
@@ -192,6 +207,33 @@ pub fn main(cli: OciCli) -> i32 {
 /// `ROOT/.empty`: an empty directory of ours, the bottom layer of the read-only overlay
 /// cordon-oci re-executes through ([`exe::overlay_view`]). `None` when it cannot be made
 /// or is not as expected: cordon-oci then makes a sealed memfd copy instead.
+/// `--preserve-fds n`: descriptors 3 to 3+n-1 must all be open in cordon-oci as it starts
+/// (the caller's, passed on to the container's program).
+fn check_preserved_fds(n: i32) -> Result<(), String> {
+    if n < 0 {
+        return Err(format!(
+            "--preserve-fds {n}: give a count of descriptors, 0 or more"
+        ));
+    }
+    let end = 3i64 + i64::from(n);
+    let max = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| soft.min(i64::MAX as u64) as i64);
+    if end > max {
+        return Err(format!(
+            "--preserve-fds {n}: descriptors up to {} exceed this process's limit of open files ({max})",
+            end - 1
+        ));
+    }
+    for fd in 3..end as i32 {
+        if !sys::fd_is_open(fd) {
+            return Err(format!(
+                "--preserve-fds {n}: descriptor {fd} is not open; pass a count of descriptors the caller opened, from 3 on"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn empty_layer(root: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let d = root.join(".empty");
@@ -476,8 +518,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     )
     .map_err(sys_err("open exec.fifo"))?;
 
-    // Namespaces given by path: opened now; the pid one is joined here (it applies to
-    // children), the rest by init.
+    // Namespaces given by path: opened now, joined by the clone helper (below); the user
+    // namespace first, as its capabilities are what joining the others takes.
     let mut join = Vec::new();
     for ns in &c.setup().namespaces {
         let Some(p) = &ns.path else { continue };
@@ -491,14 +533,20 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             errno,
             hint: format!(" ({}: linux.namespaces[{}].path)", p.display(), ns.name),
         })?;
-        if ns.flag == libc::CLONE_NEWPID {
-            nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWPID).map_err(sys_err(
-                "join the pid namespace (linux.namespaces[pid].path)",
-            ))?;
-        } else if ns.flag == libc::CLONE_NEWUSER {
-            join.insert(0, (ns.flag, fd));
+        let joined = Joined {
+            flag: ns.flag,
+            fd,
+            what: format!(
+                "{} ({}: linux.namespaces[{}].path)",
+                ns.name,
+                p.display(),
+                ns.name
+            ),
+        };
+        if ns.flag == libc::CLONE_NEWUSER {
+            join.insert(0, joined);
         } else {
-            join.push((ns.flag, fd));
+            join.push(joined);
         }
     }
 
@@ -511,10 +559,12 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     // joined user namespace must own them (a mount namespace owned by another one refuses
     // the container's root its mounts, a uts one its hostname), and a namespace owned by the
     // caller's user namespace cannot be joined from a new one (no capability there). The
-    // clone is then made by a short-lived helper that joins them first (clone_after_joining).
+    // clone is then made by a short-lived helper that joins them first (clone_after_joining);
+    // a joined pid namespace applies to the helper's children only, so the helper's clone
+    // still returns the init's pid as the host sees it.
     // The caller's own user namespace, as rootless podman may name it, is not joined: setns
     // refuses it, and the namespaces are made in it anyway.
-    join.retain(|(flag, fd)| *flag != libc::CLONE_NEWUSER || !is_own_user_ns(fd));
+    join.retain(|j| j.flag != libc::CLONE_NEWUSER || !is_own_user_ns(&j.fd));
     let by_helper = !join.is_empty();
     // Without a new user namespace the init moves itself into the cgroup, which costs no
     // RCU grace period on cgroup v1 (see cgroup::attach_self); in a new one it may lack
@@ -664,15 +714,29 @@ fn is_own_user_ns(ns: &OwnedFd) -> bool {
     theirs.st_dev == ours.dev() && theirs.st_ino == ours.ino()
 }
 
+/// A namespace given by path: its kind, the open namespace file, and how to name it.
+struct Joined {
+    flag: libc::c_int,
+    fd: OwnedFd,
+    what: String,
+}
+
 /// The clone of the container's init when namespaces are given by path (`join`, a user
-/// namespace first; pid aside, which the caller joined): a short-lived process moves itself
-/// into the container's cgroups (`cgroups`, none without), joins them in order, and clones
-/// the init with `flags` and `CLONE_PARENT`, so that every new namespace is made from inside
-/// the joined ones (a joined user namespace owns them) and the init is still cordon-oci's
-/// child (`run` waits for it; conmon or a shim, as subreapers, reap it). The init returns
-/// `Child` here, as from [`sys::clone_namespaces`]; the parent gets its pid.
+/// namespace first). A short-lived process makes itself non-dumpable (before it enters
+/// anything a container's process may share, so none can ptrace it or open its
+/// descriptors through /proc; the init inherits this), moves itself into the container's
+/// cgroups (`cgroups`, none without), joins the namespaces in order, and clones the init
+/// with `flags` and `CLONE_PARENT`: every new namespace is made from inside the joined ones
+/// (a joined user namespace owns them), the init is cordon-oci's child (`run` waits for it;
+/// conmon or a shim, as subreapers, reap it), and the pid the clone returns is the host's
+/// (a joined pid namespace applies to the helper's children, not to the helper). The init
+/// returns `Child` here, as from [`sys::clone_namespaces`]; the parent gets its pid.
+///
+/// The helper counts in the container's cgroup until it exits: a `pids.max` of 1 refuses
+/// the init's clone (EAGAIN), as it would runc's, which also runs more than one process
+/// there while it starts a container.
 fn clone_after_joining(
-    join: &[(libc::c_int, OwnedFd)],
+    join: &[Joined],
     flags: libc::c_int,
     cgroups: &[PathBuf],
 ) -> Result<CloneResult, OciError> {
@@ -681,53 +745,46 @@ fn clone_after_joining(
     let helper = match sys::fork().map_err(sys_err("fork the clone helper"))? {
         CloneResult::Child => {
             drop(r);
-            let report = |msg: String| {
-                let _ = nix::unistd::write(&w, msg.as_bytes());
-            };
-            if let Err(err) = cgroup::attach_self(cgroups) {
-                report(format!("ERR join its cgroup: {err}"));
+            let fail = |msg: String| -> ! {
+                let _ = nix::unistd::write(&w, format!("ERR {msg}").as_bytes());
                 sys::exit_now(1)
+            };
+            if let Err(err) = nix::sys::prctl::set_dumpable(false) {
+                fail(format!("make the clone helper non-dumpable: {err}"));
             }
-            for (flag, fd) in join {
-                if let Err(err) =
-                    nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_truncate(*flag))
-                {
-                    report(format!(
-                        "ERR join the {} namespace (linux.namespaces[].path): {err}",
-                        init::ns_name(*flag)
-                    ));
-                    sys::exit_now(1)
+            if let Err(err) = cgroup::attach_self(cgroups) {
+                fail(format!("join the container's cgroup: {err}"));
+            }
+            for j in join {
+                let kind = nix::sched::CloneFlags::from_bits_truncate(j.flag);
+                if let Err(err) = nix::sched::setns(&j.fd, kind) {
+                    fail(format!("join the {} namespace: {err}", j.what));
                 }
             }
             match sys::clone_namespaces(flags | libc::CLONE_PARENT) {
-                // The init: its copy of the pipe goes with the inherited descriptors.
+                // The init. (The pipe's ends go with this function's frame.)
                 Ok(CloneResult::Child) => return Ok(CloneResult::Child),
-                Ok(CloneResult::Parent(pid)) => report(format!("PID {pid}")),
-                Err(err) => report(format!(
-                    "ERR create the container's namespaces after joining those given by path (clone): {err}"
+                Ok(CloneResult::Parent(pid)) => {
+                    let _ = nix::unistd::write(&w, format!("PID {pid}").as_bytes());
+                    sys::exit_now(0)
+                }
+                Err(err) => fail(format!(
+                    "create the container's namespaces after joining those given by path (clone): {err}{}",
+                    crate::doctor::userns_hint(err)
                 )),
             }
-            sys::exit_now(0)
         }
         CloneResult::Parent(pid) => pid,
     };
     drop(w);
-    // One message (a pipe write this short is atomic); not to end-of-file: the init holds
-    // a copy of the write end until it closes its inherited descriptors.
-    let mut buf = [0u8; 512];
-    let n = loop {
-        match nix::unistd::read(&r, &mut buf) {
-            Err(Errno::EINTR) => continue,
-            other => break other.unwrap_or(0),
-        }
-    };
+    let msg = read_to_end(&r);
     let _ = nix::sys::wait::waitpid(helper, None);
-    let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+    let msg = String::from_utf8_lossy(&msg?).into_owned();
     match msg.strip_prefix("PID ").and_then(|p| p.parse::<i32>().ok()) {
         Some(pid) => Ok(CloneResult::Parent(Pid::from_raw(pid))),
-        None => Err(OciError::Init(
+        None => Err(OciError::CloneHelper(
             msg.strip_prefix("ERR ")
-                .unwrap_or("the clone helper exited without reporting")
+                .unwrap_or("it exited without a report")
                 .to_string(),
         )),
     }
@@ -1090,7 +1147,12 @@ fn refuse_own_namespace_sysctls(c: &Container) -> Result<(), OciError> {
 
 /// The capability `name` (`CAP_BPF`), if it is one the running kernel has.
 fn kernel_cap(name: &str) -> Result<caps::Capability, String> {
-    config::capability(name, &caps::runtime::thread_all_supported())
+    // Probed once per process (one prctl per capability the crate knows), not once per name.
+    static SUPPORTED: std::sync::OnceLock<caps::CapsHashSet> = std::sync::OnceLock::new();
+    config::capability(
+        name,
+        SUPPORTED.get_or_init(caps::runtime::thread_all_supported),
+    )
 }
 
 fn spec(bundle: &Path, rootless_spec: bool) -> Result<(), OciError> {
@@ -1576,6 +1638,15 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    #[test]
+    fn preserved_fds_are_a_count_within_the_open_files_limit() {
+        assert!(check_preserved_fds(0).is_ok());
+        let e = check_preserved_fds(-1).unwrap_err();
+        assert!(e.contains("0 or more"), "{e}");
+        let e = check_preserved_fds(i32::MAX).unwrap_err();
+        assert!(e.contains("limit of open files"), "{e}");
     }
 
     #[test]

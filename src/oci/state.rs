@@ -3,7 +3,8 @@
 //! - `state.json`: the OCI state plus what cordon needs later (the init's start time, its
 //!   cgroup directories, the hooks, whether it was created rootless);
 //! - `exec.fifo`: exists from `create` until `start`. The container's init holds it open
-//!   and blocks reading it; `start` writes one byte and removes it.
+//!   (close-on-exec) until its execve, and blocks reading it; `start` writes one byte,
+//!   removes it, and waits until it has no reader left (the program runs).
 //!
 //! The status is never stored as truth: it is derived from the init's pid AND its start
 //! time (field 22 of /proc/PID/stat), so a pid reused by another process reads as stopped.

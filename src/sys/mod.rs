@@ -572,6 +572,12 @@ fn seccomp_filter_call(
     if ret < 0 { Err(Errno::last()) } else { Ok(ret) }
 }
 
+/// Whether descriptor number `fd` is open in this process (`F_GETFD` succeeds).
+pub fn fd_is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD on a descriptor number reads its flags; no memory passed, nothing changed.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) != -1 }
+}
+
 /// Clears close-on-exec on `fd` (for the `--preserve-fds` descriptors an OCI container keeps).
 pub fn clear_cloexec(fd: RawFd) -> Result<(), Errno> {
     // SAFETY: F_SETFD with an integer flag argument on a descriptor number; no memory passed.
