@@ -76,7 +76,9 @@ pub fn main(mut a: InitArgs) -> ! {
     // process of the container, even its root in a user namespace (same namespace, same
     // capabilities as init), may ptrace init or open its fds, memory or executable through
     // /proc: non-dumpable needs CAP_SYS_PTRACE over the host's user namespace. execve
-    // makes the container's program dumpable again.
+    // makes the container's program dumpable again. (An init cloned by the helper that
+    // joins namespaces given by path is non-dumpable from its start: see
+    // oci::clone_after_joining.)
     if let Err(err) = nix::sys::prctl::set_dumpable(false) {
         let _ = nix::unistd::write(
             &a.ready,

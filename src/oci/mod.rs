@@ -204,9 +204,6 @@ pub fn main(cli: OciCli) -> i32 {
     }
 }
 
-/// `ROOT/.empty`: an empty directory of ours, the bottom layer of the read-only overlay
-/// cordon-oci re-executes through ([`exe::overlay_view`]). `None` when it cannot be made
-/// or is not as expected: cordon-oci then makes a sealed memfd copy instead.
 /// `--preserve-fds n`: descriptors 3 to 3+n-1 must all be open in cordon-oci as it starts
 /// (the caller's, passed on to the container's program).
 fn check_preserved_fds(n: i32) -> Result<(), String> {
@@ -234,6 +231,9 @@ fn check_preserved_fds(n: i32) -> Result<(), String> {
     Ok(())
 }
 
+/// `ROOT/.empty`: an empty directory of ours, the bottom layer of the read-only overlay
+/// cordon-oci re-executes through ([`exe::overlay_view`]). `None` when it cannot be made
+/// or is not as expected: cordon-oci then makes a sealed memfd copy instead.
 fn empty_layer(root: &Path) -> Option<PathBuf> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let d = root.join(".empty");
@@ -537,7 +537,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             flag: ns.flag,
             fd,
             what: format!(
-                "{} ({}: linux.namespaces[{}].path)",
+                "{} namespace {} (linux.namespaces[{}].path)",
                 ns.name,
                 p.display(),
                 ns.name
@@ -589,7 +589,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         cgroup::V1View::default()
     };
     let cloned = if by_helper {
-        clone_after_joining(&join, flags, &cleanup.cgroups)
+        clone_after_joining(&join, flags, &cleanup.cgroups, c.setup().oom_score_adj)
     } else {
         sys::clone_namespaces(flags).map_err(|errno| OciError::Sys {
             step: "create the container's namespaces (clone)",
@@ -629,7 +629,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         write_maps(child, &c.setup().uid_mappings, &c.setup().gid_mappings)?;
     }
     if let Some(r) = attached_r {
-        let msg = String::from_utf8_lossy(&read_to_end(&r)?).into_owned();
+        let msg = String::from_utf8_lossy(&read_to_end(&r, "read the container's init report")?)
+            .into_owned();
         if msg != "OK" {
             let why = msg
                 .strip_prefix("ERR ")
@@ -639,7 +640,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     } else if !cleanup.cgroups.is_empty() && !by_helper {
         cgroup::attach(&cleanup.cgroups, child.as_raw())?;
     }
-    if let Some(adj) = c.setup().oom_score_adj {
+    if let Some(adj) = c.setup().oom_score_adj.filter(|_| !by_helper) {
         let p = format!("/proc/{child}/oom_score_adj");
         std::fs::write(&p, adj.to_string())
             .map_err(io_err("set process.oomScoreAdj in", Path::new(&p)))?;
@@ -681,7 +682,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     // Go: init builds the root and reports.
     let _ = nix::unistd::write(&go_w, &creating);
     drop(go_w);
-    let msg = String::from_utf8_lossy(&read_to_end(&ready_r)?).into_owned();
+    let msg = String::from_utf8_lossy(&read_to_end(&ready_r, "read the container's init report")?)
+        .into_owned();
     if msg != "OK" {
         let why = msg
             .strip_prefix("ERR ")
@@ -739,6 +741,7 @@ fn clone_after_joining(
     join: &[Joined],
     flags: libc::c_int,
     cgroups: &[PathBuf],
+    oom_score_adj: Option<i32>,
 ) -> Result<CloneResult, OciError> {
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(sys_err("create the clone helper's pipe"))?;
@@ -749,8 +752,15 @@ fn clone_after_joining(
                 let _ = nix::unistd::write(&w, format!("ERR {msg}").as_bytes());
                 sys::exit_now(1)
             };
+            // process.oomScoreAdj, which the init inherits: once the helper is
+            // non-dumpable, an unprivileged parent could no longer write the init's.
+            if let Some(adj) = oom_score_adj
+                && let Err(err) = std::fs::write("/proc/self/oom_score_adj", adj.to_string())
+            {
+                fail(format!("set process.oomScoreAdj ({adj}): {err}"));
+            }
             if let Err(err) = nix::sys::prctl::set_dumpable(false) {
-                fail(format!("make the clone helper non-dumpable: {err}"));
+                fail(format!("make itself non-dumpable: {err}"));
             }
             if let Err(err) = cgroup::attach_self(cgroups) {
                 fail(format!("join the container's cgroup: {err}"));
@@ -758,7 +768,7 @@ fn clone_after_joining(
             for j in join {
                 let kind = nix::sched::CloneFlags::from_bits_truncate(j.flag);
                 if let Err(err) = nix::sched::setns(&j.fd, kind) {
-                    fail(format!("join the {} namespace: {err}", j.what));
+                    fail(format!("join the {}: {err}", j.what));
                 }
             }
             match sys::clone_namespaces(flags | libc::CLONE_PARENT) {
@@ -777,21 +787,30 @@ fn clone_after_joining(
         CloneResult::Parent(pid) => pid,
     };
     drop(w);
-    let msg = read_to_end(&r);
+    let msg = read_to_end(&r, "read the clone helper's report");
     let _ = nix::sys::wait::waitpid(helper, None);
     let msg = String::from_utf8_lossy(&msg?).into_owned();
     match msg.strip_prefix("PID ").and_then(|p| p.parse::<i32>().ok()) {
         Some(pid) => Ok(CloneResult::Parent(Pid::from_raw(pid))),
-        None => Err(OciError::CloneHelper(
-            msg.strip_prefix("ERR ")
-                .unwrap_or("it exited without a report")
-                .to_string(),
-        )),
+        None => {
+            // A helper killed between its clone and its report leaves an init nobody knows
+            // the pid of. It dies once the go pipe closes (this create is failing), but the
+            // cgroup's removal could race it: whatever the new cgroup holds goes now.
+            for pid in cgroup::pids(cgroups) {
+                let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            Err(OciError::CloneHelper(
+                msg.strip_prefix("ERR ")
+                    .unwrap_or("report (it exited without a word)")
+                    .to_string(),
+            ))
+        }
     }
 }
 
-/// A report of the container's init, up to its end-of-file.
-fn read_to_end(fd: &OwnedFd) -> Result<Vec<u8>, OciError> {
+/// A report of the container's init (or its clone helper), up to its end-of-file; `step`
+/// names the read in an error.
+fn read_to_end(fd: &OwnedFd, step: &'static str) -> Result<Vec<u8>, OciError> {
     let mut msg = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
@@ -799,7 +818,7 @@ fn read_to_end(fd: &OwnedFd) -> Result<Vec<u8>, OciError> {
             Ok(0) => return Ok(msg),
             Ok(n) => msg.extend_from_slice(&buf[..n]),
             Err(Errno::EINTR) => continue,
-            Err(e) => return Err(sys_err("read the container's init report")(e)),
+            Err(e) => return Err(sys_err(step)(e)),
         }
     }
 }
