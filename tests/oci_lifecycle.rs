@@ -220,6 +220,19 @@ impl Drop for Reaped {
     }
 }
 
+/// Polls `ready` every 10 ms until it gives a value; fails the test after 5 s, saying
+/// `what` did not happen.
+fn wait_until<T>(what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(v) = ready() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn describe(o: &Output) -> String {
     format!(
         "{}\nstdout: {}\nstderr: {}",
@@ -445,22 +458,17 @@ both!(fn a_user_namespace_joined_by_path_owns_the_new_namespaces(who) {
     let pid = holder.0.id();
     let ns = PathBuf::from(format!("/proc/{pid}/ns/user"));
     let mine = std::fs::read_link("/proc/self/ns/user").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let joined = loop {
+    let joined = wait_until("the user namespace holder did not start", || {
         let ready = std::fs::read_link(&ns).ok().filter(|l| *l != mine).filter(|_| {
             std::fs::read_to_string(format!("/proc/{pid}/uid_map")).is_ok_and(|m| !m.trim().is_empty())
         });
-        if let Some(l) = ready {
-            break l;
-        }
-        if who == Who::Root && std::fs::read_link(&ns).is_ok_and(|l| l != mine) {
+        if ready.is_none() && who == Who::Root && std::fs::read_link(&ns).is_ok_and(|l| l != mine) {
             for f in ["uid_map", "gid_map"] {
                 let _ = std::fs::write(format!("/proc/{pid}/{f}"), "0 100000 65536\n");
             }
         }
-        assert!(Instant::now() < deadline, "the user namespace holder did not start");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+        ready
+    });
     let mut cfg: Value = serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
     let list = cfg["linux"]["namespaces"].as_array_mut().unwrap();
     list.retain(|n| n["type"] != "user");
@@ -552,17 +560,9 @@ fn a_namespace_given_by_path_is_joined_before_a_new_user_namespace_is_made() {
     );
     let ns = PathBuf::from(format!("/proc/{}/ns/net", holder.0.id()));
     let mine = std::fs::read_link("/proc/self/ns/net").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let joined = loop {
-        if let Some(l) = std::fs::read_link(&ns).ok().filter(|l| *l != mine) {
-            break l;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the network namespace holder did not start"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let joined = wait_until("the network namespace holder did not start", || {
+        std::fs::read_link(&ns).ok().filter(|l| *l != mine)
+    });
     let mut cfg: Value =
         serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
     cfg["linux"]["namespaces"]
@@ -608,24 +608,15 @@ fn a_pid_namespace_given_by_path_keeps_the_hosts_pid_in_the_state() {
             .unwrap(),
     );
     let mine = std::fs::read_link("/proc/self/ns/pid").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
     // The holder's child (the sleep) is in the new pid namespace.
-    let (sleeper, pid_ns) = loop {
+    let (sleeper, pid_ns) = wait_until("the pid namespace holder did not start", || {
         let children =
             std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", holder.0.id()))
                 .unwrap_or_default();
-        if let Some(c) = children.split_whitespace().next() {
-            let ns = std::fs::read_link(format!("/proc/{c}/ns/pid")).unwrap();
-            if ns != mine {
-                break (c.to_string(), ns);
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the pid namespace holder did not start"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
+        let c = children.split_whitespace().next()?.to_string();
+        let ns = std::fs::read_link(format!("/proc/{c}/ns/pid")).ok()?;
+        (ns != mine).then_some((c, ns))
+    });
     let mut cfg: Value =
         serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
     let list = cfg["linux"]["namespaces"].as_array_mut().unwrap();
