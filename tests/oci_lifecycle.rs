@@ -589,45 +589,48 @@ fn a_namespace_given_by_path_is_joined_before_a_new_user_namespace_is_made() {
 
 // A pid namespace given by path, with another namespace given by path: the clone helper
 // joins both, and the pid in the state (and the pid file) is the host's, not the one the
-// joined namespace gives the process. Root only: joining a namespace of the host's user
-// namespace takes a capability there.
-#[test]
-fn a_pid_namespace_given_by_path_keeps_the_hosts_pid_in_the_state() {
-    if !running_as_root() {
-        skip!("SKIP: a_pid_namespace_given_by_path_keeps_the_hosts_pid_in_the_state: needs root");
-        return;
-    }
-    let Some(b) = Bundle::new(Who::Root, &["sleep", "30"], |_| {}) else {
-        return;
-    };
+// joined namespace gives the process. The user joins namespaces it made itself (with the
+// user namespace that owns them); root joins namespaces of the host's user namespace.
+both!(fn a_pid_namespace_given_by_path_keeps_the_hosts_pid_in_the_state(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "30"], |_| {}) else { return };
     // pid 1 of a new pid namespace (and a network namespace) to join.
-    let holder = Reaped(
-        Command::new("unshare")
-            .args(["--pid", "--fork", "--net", "--kill-child", "sleep", "60"])
-            .spawn()
-            .unwrap(),
-    );
+    let holder_args = ["--pid", "--fork", "--net", "--kill-child", "sleep", "60"];
+    let holder = Reaped(match who {
+        Who::Root => Command::new("unshare").args(holder_args).spawn().unwrap(),
+        Who::User => {
+            let u = test_user().unwrap();
+            Command::new("setpriv")
+                .args([format!("--reuid={}", u.uid), format!("--regid={}", u.gid), "--clear-groups".into()])
+                .args(["unshare", "--user", "--map-root-user"])
+                .args(holder_args)
+                .spawn()
+                .unwrap()
+        }
+    });
     let mine = std::fs::read_link("/proc/self/ns/pid").unwrap();
     // The holder's child (the sleep) is in the new pid namespace.
     let (sleeper, pid_ns) = wait_until("the pid namespace holder did not start", || {
-        let children =
-            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", holder.0.id()))
-                .unwrap_or_default();
+        let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", holder.0.id()))
+            .unwrap_or_default();
         let c = children.split_whitespace().next()?.to_string();
         let ns = std::fs::read_link(format!("/proc/{c}/ns/pid")).ok()?;
         (ns != mine).then_some((c, ns))
     });
-    let mut cfg: Value =
-        serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
     let list = cfg["linux"]["namespaces"].as_array_mut().unwrap();
-    list.retain(|n| n["type"] != "pid" && n["type"] != "network");
+    list.retain(|n| !["pid", "network", "user"].contains(&n["type"].as_str().unwrap_or("")));
     list.push(json!({"type": "pid", "path": format!("/proc/{sleeper}/ns/pid")}));
     list.push(json!({"type": "network", "path": format!("/proc/{sleeper}/ns/net")}));
-    std::fs::write(
-        b.path().join("config.json"),
-        serde_json::to_vec(&cfg).unwrap(),
-    )
-    .unwrap();
+    if who == Who::User {
+        list.push(json!({"type": "user", "path": format!("/proc/{sleeper}/ns/user")}));
+        let linux = cfg["linux"].as_object_mut().unwrap();
+        linux.remove("uidMappings");
+        linux.remove("gidMappings");
+    }
+    std::fs::write(b.path().join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
     let pid_file = b.path().join("pid");
     let mut a = b.bundle_args("create", "joinpid");
     a.insert(1, "--pid-file".into());
@@ -669,7 +672,7 @@ fn a_pid_namespace_given_by_path_keeps_the_hosts_pid_in_the_state() {
     if let Err(e) = result {
         panic!("{e}");
     }
-}
+});
 
 both!(fn hooks_get_the_state(who) {
     let Some(b) = Bundle::new(who, &["true"], |_| {}) else { return };

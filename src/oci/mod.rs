@@ -768,7 +768,12 @@ fn clone_after_joining(
             for j in join {
                 let kind = nix::sched::CloneFlags::from_bits_truncate(j.flag);
                 if let Err(err) = nix::sched::setns(&j.fd, kind) {
-                    fail(format!("join the {}: {err}", j.what));
+                    let hint = if err == Errno::EPERM {
+                        "; joining a namespace takes CAP_SYS_ADMIN over the user namespace that owns it (and in the one joining): run as root, or give that user namespace in linux.namespaces too"
+                    } else {
+                        ""
+                    };
+                    fail(format!("join the {}: {err}{hint}", j.what));
                 }
             }
             match sys::clone_namespaces(flags | libc::CLONE_PARENT) {
