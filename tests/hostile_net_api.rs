@@ -385,10 +385,11 @@ both!(fn case42_no_landlock_is_refused_or_reported(who) {
     assert!(check["fix"].as_str().unwrap_or("").contains("lsm="), "{check}");
 });
 
-/// `unshare(CLONE_NEWNET)` fails with EPERM (as a kernel or an LSM refusing new network
-/// namespaces would); every other call is left alone.
+/// `clone` or `unshare` with CLONE_NEWNET fails with EPERM (as a kernel or an LSM refusing
+/// new network namespaces would); every other call is left alone.
 const NO_NEW_NETNS: &[(u16, u8, u8, u32)] = &[
     (0x20, 0, 0, 0),           // A = syscall number
+    (0x15, 1, 0, 56),          // clone? to its flags
     (0x15, 0, 3, 272),         // unshare? else allow
     (0x20, 0, 0, 16),          // A = low word of its flags
     (0x45, 0, 1, 0x4000_0000), // CLONE_NEWNET set? else allow
@@ -410,7 +411,8 @@ both!(fn case42_no_network_namespace_is_refused(who) {
     assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
     let msg = v["message"].as_str().unwrap_or("");
     assert!(msg.contains("network namespace") && msg.contains("EPERM"), "the message must name the step and errno:\n{}", f.describe());
-    assert_eq!(v["output"], "", "nothing of the program may run:\n{}", f.describe());
+    assert!(msg.contains("max_net_namespaces") && msg.contains("--net host"), "the message must give the fixes:\n{}", f.describe());
+    assert!(v["output"].as_str().unwrap_or("").is_empty() && !String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
     // --net host asks for no network namespace: it runs (accepting, where no cgroup holds
     // --memory, that the memory watch cannot count its socket buffers).
     let (f, v) = run(&["--net", "host", "--allow-degraded", "socket-memory"]);

@@ -2,14 +2,14 @@
 //!
 //! **init** is the process `clone` created: pid 1 of the new pid namespace, holding every
 //! capability of the new user namespace. It waits for the parent's first go (uid/gid maps
-//! written), starts the helper that makes the network namespace (`sys::NetnsMaker`), builds
-//! and enters the new root, enters the network namespace, waits for the second go (the
-//! sandbox's cgroup exists by then: on cgroup v2 the parent has attached init meanwhile; on v1
-//! the parent made the groups meanwhile and init now moves itself through their `tasks`
-//! files, then writes the input files), creates its cgroup namespace, forks the payload, reaps
-//! zombies, reports the payload's exit and exits, which makes the kernel kill every process
-//! left in the namespace. (On v1, init's own work before the move — mounts, /etc — is charged
-//! to cordon's cgroup, not the sandbox's: bounded work of cordon's, no code of the program's.)
+//! written), builds and enters the new root, brings the network namespace's `lo` up, waits
+//! for the second go (the sandbox's cgroup exists by then: on cgroup v2 the parent has
+//! attached init meanwhile; on v1 the parent made the groups meanwhile and init now moves
+//! itself through their `tasks` files, then writes the input files), creates its cgroup
+//! namespace, forks the payload, reaps zombies, reports the payload's exit and exits, which
+//! makes the kernel kill every process left in the namespace. (On v1, init's own work before
+//! the move — mounts, /etc — is charged to cordon's cgroup, not the sandbox's: bounded work of
+//! cordon's, no code of the program's.)
 //!
 //! **payload** is init's child. It wires stdio, starts a new session, sets rlimits, drops every
 //! capability, sets no_new_privs, applies Landlock, installs seccomp (last: it would block the
@@ -144,20 +144,7 @@ pub fn init_main(mut ctx: ChildCtx) -> ! {
         );
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
-    // The network namespace is made beside init while it builds the root (see
-    // sys::NetnsMaker); started once the fd table holds only what init keeps.
-    let netns = match ctx.own_netns.then(sys::NetnsMaker::spawn).transpose() {
-        Ok(m) => m,
-        Err(e) => {
-            ctx.report.fail(
-                "start the network namespace helper",
-                e,
-                exit_codes::SANDBOX_ERROR,
-            );
-            sys::exit_now(exit_codes::SANDBOX_ERROR);
-        }
-    };
-    let export_to = match setup_init(&ctx, netns) {
+    let export_to = match setup_init(&ctx) {
         Ok(fd) => fd,
         Err((step, msg)) => {
             ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
@@ -251,10 +238,7 @@ pub fn init_main(mut ctx: ChildCtx) -> ! {
 
 /// Builds the sandbox's root and the rest of init's setup; returns the host directory the
 /// export tmpfs is copied into, opened while init still has the caller's host identity.
-fn setup_init(
-    ctx: &ChildCtx,
-    netns: Option<sys::NetnsMaker>,
-) -> Result<Option<OwnedFd>, (&'static str, String)> {
+fn setup_init(ctx: &ChildCtx) -> Result<Option<OwnedFd>, (&'static str, String)> {
     let e = |step: &'static str| move |err: Errno| (step, err.to_string());
     // Non-dumpable: the payload cannot read init's memory or /proc/1 details that it does not
     // own (it also lacks the capabilities ptrace would need, and seccomp denies ptrace).
@@ -337,17 +321,9 @@ fn setup_init(
         });
     }
     nix::unistd::sethostname(ctx.hostname).map_err(e("set the hostname"))?;
-    if let Some(maker) = netns {
-        maker.join().map_err(|(step, err)| {
-            let hint = match err {
-                // Only the namespace's creation: a later step failing means it was made.
-                Errno::ENOSPC | Errno::EPERM | Errno::EUSERS if step == sys::NETNS_CREATE_STEP => {
-                    "; the kernel refused a new network namespace (user.max_net_namespaces reached or 0, or a security module): raise it with `sysctl -w user.max_net_namespaces=10000` as root and check with `cordon doctor`; `--net host` runs without one, sharing the host's network"
-                }
-                _ => "",
-            };
-            (step, format!("{err}{hint}"))
-        })?;
+    // The launcher's clone made the network namespace (unless --net host); its lo starts down.
+    if ctx.own_netns {
+        sys::loopback_up().map_err(|(step, err)| (step, err.to_string()))?;
     }
     // `--net allow=`: the proxy's socket is created here, inside the sandbox's network
     // namespace, and handed to cordon, which serves it from the host's network.

@@ -41,15 +41,16 @@ pub fn root_caller_host_id() -> u32 {
     ROOT_CALLER_ID_BASE + (std::process::id() % ROOT_CALLER_ID_RANGE)
 }
 
-/// The namespaces of the launcher's one clone. The network namespace (unless `--net host`)
-/// is made by init's helper ([`crate::sys::NetnsMaker`]) on the other CPU while init builds
-/// the root, and the cgroup namespace by init right after it is in the sandbox's cgroup, so
-/// that it is rooted there. Both exist before anything of the program runs.
+/// The namespaces of the launcher's one clone, with [`CLONE_NEWNET`](libc::CLONE_NEWNET)
+/// unless `--net host`. The cgroup namespace is made by init right after it is in the
+/// sandbox's cgroup, so that it is rooted there; it exists before anything of the program runs.
 const CLONE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNS
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS;
+/// Why a clone that works without a network namespace fails with one, and what to do.
+const NETNS_HINT: &str = "; the kernel refused a new network namespace while every other namespace could be made (user.max_net_namespaces reached or 0, or a security module or seccomp filter on this host): raise it with `sysctl -w user.max_net_namespaces=10000` as root and check with `cordon doctor`; `--net host` runs without one, sharing the host's network";
 const NAMESPACES: &[&str] = &["user", "pid", "mount", "network", "ipc", "uts", "cgroup"];
 
 /// How read-only host directories are shown, unless init reports a downgrade.
@@ -339,7 +340,9 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         Some(h) => (Some(h.parent), Some(h.child)),
         None => (None, None),
     };
-    let child = match sys::clone_namespaces(CLONE_FLAGS) {
+    let own_netns = spec.network != Network::Host;
+    let clone_flags = CLONE_FLAGS | if own_netns { libc::CLONE_NEWNET } else { 0 };
+    let child = match sys::clone_namespaces(clone_flags) {
         Ok(CloneResult::Child) => {
             drop((
                 go_w,
@@ -382,7 +385,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                     None
                 },
                 net_access,
-                own_netns: spec.network != Network::Host,
+                own_netns,
                 extra_writable: spec
                     .binds
                     .iter()
@@ -401,6 +404,16 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
             if let Some(cg) = prepared.cgroup {
                 let _ = cg.remove();
+            }
+            // Which namespace did the kernel refuse? The network namespace has limits and
+            // policies of its own (user.max_net_namespaces, a security module): if the same
+            // clone without it works, that is the one.
+            if own_netns && crate::doctor::clone_works(CLONE_FLAGS) {
+                return Err(LaunchError::Sys {
+                    step: "create the sandbox's network namespace (clone with CLONE_NEWNET)",
+                    errno,
+                    hint: NETNS_HINT.into(),
+                });
             }
             return Err(LaunchError::Sys {
                 step: "create the sandbox namespaces (clone)",

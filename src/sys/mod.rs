@@ -6,7 +6,7 @@
 pub mod seccomp_probe;
 
 mod netns;
-pub use netns::{CREATE_STEP as NETNS_CREATE_STEP, NetnsMaker};
+pub use netns::loopback_up;
 mod notify;
 pub use notify::{
     Notification, notif_continue, notif_recv, notif_sync_wake_up, seccomp_set_filter_listener,
@@ -170,7 +170,7 @@ pub fn spawn_shared(child: &mut dyn FnMut() -> i32) -> Result<Pid, Errno> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
             .unwrap_or(crate::outcome::exit_codes::SANDBOX_ERROR)
     }
-    let stack = guarded_stack(STACK, false)?;
+    let stack = guarded_stack(STACK)?;
     let mut f: &mut dyn FnMut() -> i32 = child;
     // SAFETY: the stack is our mapping (its top is passed: x86_64 stacks grow down, and the
     // mapping is page-aligned, so 16-byte aligned); `trampoline` is an extern "C" fn taking
@@ -198,22 +198,15 @@ pub fn spawn_shared(child: &mut dyn FnMut() -> i32) -> Result<Pid, Errno> {
 /// A stack for a child made with `clone`: `size` bytes of fresh anonymous memory at the
 /// returned base (the caller unmaps it with `munmap(base, size)` once no child runs on it),
 /// whose lowest page is a guard page, so that an overflow faults instead of writing below it.
-/// `shared`: a `MAP_SHARED` mapping, which a child made without `CLONE_VM` still shares with
-/// its parent (the parent reads what the child leaves there); otherwise private.
-fn guarded_stack(size: usize, shared: bool) -> Result<*mut libc::c_void, Errno> {
+fn guarded_stack(size: usize) -> Result<*mut libc::c_void, Errno> {
     const GUARD: usize = 4096;
-    let sharing = if shared {
-        libc::MAP_SHARED
-    } else {
-        libc::MAP_PRIVATE
-    };
     // SAFETY: a fresh anonymous mapping; no existing memory is touched.
     let stack = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
             size,
             libc::PROT_READ | libc::PROT_WRITE,
-            sharing | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
             -1,
             0,
         )
