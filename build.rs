@@ -30,35 +30,57 @@ fn main() {
     }
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let x86_64 = std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() == Ok("x86_64");
-    // The built-in policies, and the extra filters of the rlimit backend (the memory watch's,
-    // the CPU pin's: not policies of their own).
+    // The built-in policies, and the extra layers of the rlimit backend (the memory watch's,
+    // the CPU pin's: not policies of their own, and never installed alone).
+    let mut parsed = std::collections::BTreeMap::new();
     for name in policy::BUILTINS.iter().chain(&["memory-watch", "cpu-pin"]) {
         let path = format!("profiles/seccomp/{name}.toml");
         println!("cargo::rerun-if-changed={path}");
-        // The syscall table and the guard are x86_64's; elsewhere the library refuses seccomp
-        // before it looks at the (empty) embedded program.
-        let bytes = if x86_64 {
-            encode(&compile_builtin(name, &path).unwrap_or_else(|e| panic!("{path}: {e}")))
-        } else {
-            Vec::new()
-        };
-        std::fs::write(out.join(format!("seccomp-{name}.bpf")), bytes)
-            .unwrap_or_else(|e| panic!("cannot write the compiled {path}: {e}"));
+        parsed.insert(*name, parse_builtin(name, &path));
         // The text compiled, beside its program: the library checks at compile time that it
         // is the file as it is now (see `src/security/seccomp/mod.rs`).
         std::fs::copy(&path, out.join(format!("seccomp-{name}.toml")))
             .unwrap_or_else(|e| panic!("cannot copy {path}: {e}"));
     }
+    // Each built-in policy alone, and with the extra layers the rlimit backend adds, as one
+    // program each (compile::compile_layered): `seccomp-<policy>[+memory-watch][+cpu-pin].bpf`.
+    for name in policy::BUILTINS {
+        for extras in [
+            &[][..],
+            &["memory-watch"],
+            &["cpu-pin"],
+            &["memory-watch", "cpu-pin"],
+        ] {
+            let layers: Vec<&str> = std::iter::once(*name)
+                .chain(extras.iter().copied())
+                .collect();
+            let joined = layers.join("+");
+            // The syscall table and the guard are x86_64's; elsewhere the library refuses
+            // seccomp before it looks at the (empty) embedded program.
+            let bytes = if x86_64 {
+                let policies: Vec<&policy::Policy> = layers.iter().map(|l| &parsed[l]).collect();
+                encode(
+                    &compile::compile_layered(&policies)
+                        .unwrap_or_else(|e| panic!("profiles/seccomp ({joined}): {e}")),
+                )
+            } else {
+                Vec::new()
+            };
+            std::fs::write(out.join(format!("seccomp-{joined}.bpf")), bytes)
+                .unwrap_or_else(|e| panic!("cannot write the compiled {joined}: {e}"));
+        }
+    }
 }
 
-fn compile_builtin(name: &str, path: &str) -> Result<seccompiler::BpfProgram, SeccompError> {
+fn parse_builtin(name: &str, path: &str) -> policy::Policy {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-    let policy = policy::parse(&format!("built-in policy `{name}` ({path})"), &text)?;
+    let policy = policy::parse(&format!("built-in policy `{name}` ({path})"), &text)
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
     assert_eq!(
         policy.name, name,
         "{path}: the `name` key must be the built-in policy's name"
     );
-    compile::compile(&policy)
+    policy
 }
 
 fn encode(program: &[seccompiler::sock_filter]) -> Vec<u8> {

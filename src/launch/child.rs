@@ -42,13 +42,15 @@ pub struct ChildCtx<'a> {
     /// `PATH` entries to search for `argv[0]`.
     pub path: Vec<String>,
     pub rlimits: &'a [Rlimit],
+    /// The run's one seccomp program, with the rlimit backend's layers (memory watch, CPU
+    /// pin) when those are in use (`seccomp::compile_builtin_layered`).
     pub seccomp: &'a Compiled,
-    /// Under the rlimit backend's memory watch, a second filter (installed first):
-    /// `profiles/seccomp/memory-watch.toml`.
-    pub seccomp_watch: Option<&'a Compiled>,
-    /// Under the rlimit backend with `--cpus`: the CPUs the payload pins itself to, and the
-    /// filter that keeps it there (`profiles/seccomp/cpu-pin.toml`).
-    pub cpu_pin: Option<(nix::sched::CpuSet, &'a Compiled)>,
+    /// Under the rlimit backend's memory watch: `seccomp` carries its layer and is installed
+    /// with a listener, which goes to cordon.
+    pub seccomp_listener: bool,
+    /// Under the rlimit backend with `--cpus`: the CPUs the payload pins itself to (the
+    /// `cpu-pin` layer of `seccomp` keeps it there).
+    pub cpu_pin: Option<nix::sched::CpuSet>,
     pub allow_degraded_landlock: bool,
     /// Bind host directories where the kernel refuses to overlay them.
     pub allow_degraded_overlay: bool,
@@ -502,7 +504,7 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
         })?;
     }
     // --cpus without a cgroup: this process and everything it starts run on these CPUs only.
-    if let Some((set, _)) = &ctx.cpu_pin {
+    if let Some(set) = &ctx.cpu_pin {
         nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), set)
             .map_err(e("pin the sandbox to its CPUs (--cpus)"))?;
     }
@@ -522,36 +524,38 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     // also the socket to cordon (close-on-exec), which the watch's listener goes through.
     let mut keep = vec![ctx.report.fd().as_raw_fd()];
     let watch_sock = ctx
-        .seccomp_watch
-        .and(ctx.proc_handover.as_ref())
+        .seccomp_listener
+        .then_some(ctx.proc_handover.as_ref())
+        .flatten()
         .map(|s| s.as_raw_fd());
     keep.extend(watch_sock);
     sys::close_fds_except(&keep).map_err(e("close inherited file descriptors"))?;
-    // The extra filters first: the run's own policy may deny seccomp(2) itself.
-    if let Some((_, pin)) = ctx.cpu_pin {
-        crate::security::seccomp::install(pin)
-            .map_err(|err| ("install the CPU pin's seccomp filter", err.to_string()))?;
-    }
-    // The memory watch's filter: its
-    // listener goes to cordon before exec; from here on, every mmap with MAP_SHARED waits for
-    // cordon's answer (nothing of cordon's own code below makes one).
-    if let Some(w) = ctx.seccomp_watch {
+    // One program, the policy and any layers of the rlimit backend. With the memory watch's
+    // layer its listener goes to cordon before exec; from here on, every mmap with MAP_SHARED
+    // waits for cordon's answer (nothing of cordon's own code below makes one).
+    if ctx.seccomp_listener {
         let Some(sock) = watch_sock else {
             return Err((
-                "install the memory watch's seccomp filter",
+                "install seccomp with the memory watch's listener",
                 "no channel to cordon to hand its listener over (a bug in cordon: report it)"
                     .into(),
             ));
         };
-        let listener = crate::security::seccomp::install_with_listener(w)
-            .map_err(|err| ("install the memory watch's seccomp filter", err.to_string()))?;
+        let listener =
+            crate::security::seccomp::install_with_listener(ctx.seccomp).map_err(|err| {
+                (
+                    "install seccomp with the memory watch's listener",
+                    err.to_string(),
+                )
+            })?;
         super::memwatch::send_listener(sock, &listener)
             .map_err(|m| ("hand the memory watch's seccomp listener to cordon", m))?;
         // This copy goes now, the socket's at exec (close-on-exec; init keeps its own).
         drop(listener);
+    } else {
+        crate::security::seccomp::install(ctx.seccomp)
+            .map_err(|err| ("install seccomp", err.to_string()))?;
     }
-    crate::security::seccomp::install(ctx.seccomp)
-        .map_err(|err| ("install seccomp", err.to_string()))?;
     Ok(())
 }
 

@@ -198,7 +198,6 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         Rootfs::Dir(d) => Some(d.as_path()),
         Rootfs::Host => None,
     };
-    let filter = seccomp::compile_builtin(&spec.seccomp_policy)?;
     let term = std::env::var("TERM").ok();
     let env = spec.environment(term.as_deref());
     let path: Vec<String> = env
@@ -277,22 +276,24 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             hint: " (the mount plan has no /dev/zero to replace: a bug in cordon, report it; a cgroup holds --memory without the watch: run as root, or see `cordon doctor`)".into(),
         });
     }
-    let watch_filter = match watch_limit {
-        Some(_) => Some(seccomp::compile_memory_watch()?),
-        None => None,
-    };
-    // --cpus without a cgroup: the CPUs the payload pins itself to (limits::cpu_pin), and the
-    // filter that keeps it there.
+    // --cpus without a cgroup: the CPUs the payload pins itself to (limits::cpu_pin).
     let cpu_pin = match &prepared.cpu_pin {
         Some(cpus) => {
             let mut set = nix::sched::CpuSet::new();
             for &c in cpus {
                 set.set(c).map_err(sys_err("make the CPU set of --cpus"))?;
             }
-            Some((set, seccomp::compile_cpu_pin()?))
+            Some(set)
         }
         None => None,
     };
+    // The run's seccomp program: the policy, with the memory watch's layer and the layer
+    // that keeps the CPU pin when those are in use, as one program.
+    let filter = seccomp::compile_builtin_layered(
+        &spec.seccomp_policy,
+        watch_limit.is_some(),
+        cpu_pin.is_some(),
+    )?;
     let (watch_parent, watch_child) = socketpair_if(
         watch_limit.is_some(),
         "create the memory watch's socketpair",
@@ -362,8 +363,8 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 path,
                 rlimits: &prepared.rlimits,
                 seccomp: &filter,
-                seccomp_watch: watch_filter.as_ref(),
-                cpu_pin: cpu_pin.as_ref().map(|(set, f)| (*set, f)),
+                seccomp_listener: watch_limit.is_some(),
+                cpu_pin,
                 allow_degraded_landlock: spec.degrade.landlock,
                 allow_degraded_overlay: spec.degrade.overlay,
                 root_caller,
@@ -554,11 +555,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         gid: SANDBOX_GID,
         landlock: "not applied (the payload did not start)".into(),
         landlock_abi: None,
-        seccomp: std::iter::once(filter.name.as_str())
-            .chain(watch_filter.as_ref().map(|w| w.name.as_str()))
-            .chain(cpu_pin.as_ref().map(|(_, p)| p.name.as_str()))
-            .collect::<Vec<_>>()
-            .join("+"),
+        seccomp: filter.name.clone(),
         network: match &spec.network {
             Network::None => "none (loopback only)".into(),
             Network::Allow(a) => format!(

@@ -64,6 +64,19 @@ pub enum SeccompError {
     },
 
     #[error(
+        "seccomp layers `{layers}`: syscall {nr} answers `{newer}` in a newer layer but \
+         `{older}` in an older one, which the kernel would rank higher; one program cannot \
+         decide that call as the stacked filters would: this is a bug in cordon's built-in \
+         policies, report it"
+    )]
+    LayerOrder {
+        layers: String,
+        nr: u32,
+        newer: String,
+        older: String,
+    },
+
+    #[error(
         "seccomp policy `{policy}` uses `action = \"user_notif\"`, which only cordon's own \
          memory-watch filter may use (cordon answers its notifications; nothing would answer \
          a user policy's); use errno, kill_process, trap or log"

@@ -41,13 +41,35 @@ pub struct Compiled {
     pub program: BpfProgram,
 }
 
-/// The built-in policies, compiled to BPF by the build script: (name, program bytes). The
+/// The built-in policies, compiled to BPF by the build script: (name, program bytes), each
+/// alone and with the extra layers the rlimit backend adds (`<name>+memory-watch`,
+/// `<name>+cpu-pin`, `<name>+memory-watch+cpu-pin`; see [`compile_builtin_layered`]). The
 /// names are [`policy::BUILTINS`] (a test checks they agree); each file is
 /// `profiles/seccomp/<name>.toml`, and its `name` key is the builtin's name (the build checks).
-const EMBEDDED: &[(&str, &[u8])] = &[(
-    "default",
-    include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-default.bpf")),
-)];
+const EMBEDDED: &[(&str, &[u8])] = &[
+    (
+        "default",
+        include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-default.bpf")),
+    ),
+    (
+        "default+memory-watch",
+        include_bytes!(concat!(
+            env!("OUT_DIR"),
+            "/seccomp-default+memory-watch.bpf"
+        )),
+    ),
+    (
+        "default+cpu-pin",
+        include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-default+cpu-pin.bpf")),
+    ),
+    (
+        "default+memory-watch+cpu-pin",
+        include_bytes!(concat!(
+            env!("OUT_DIR"),
+            "/seccomp-default+memory-watch+cpu-pin.bpf"
+        )),
+    ),
+];
 
 /// The x86_64 number of a system call, by name (`None` for a name the table lacks).
 pub fn syscall_number(name: &str) -> Option<u32> {
@@ -61,13 +83,43 @@ pub fn builtin_names() -> &'static [&'static str] {
 
 /// The built-in policy `name` (`"default"`), as compiled at build time.
 pub fn compile_builtin(name: &str) -> Result<Compiled, SeccompError> {
+    compile_builtin_layered(name, false, false)
+}
+
+/// The built-in policy `name` with the rlimit backend's extra layers, as ONE program compiled
+/// at build time (no parsing or compiling on the run's critical path), deciding every call as
+/// the separate filters installed one after the other would (`compile::compile_layered`):
+/// - `memory_watch`: `profiles/seccomp/memory-watch.toml`, under the rlimit backend's memory
+///   watch: memfd_create and memfd_secret answer ENOSYS, since the watch cannot count a memfd
+///   that no descriptor or page table of the sandbox shows (see `launch::memwatch`), and a
+///   shared mapping notifies the supervisor ([`install_with_listener`]);
+/// - `cpu_pin`: `profiles/seccomp/cpu-pin.toml`, under the rlimit backend with `--cpus`:
+///   sched_setaffinity answers EPERM, so the sandbox stays on the CPUs it was pinned to.
+///
+/// Neither layer is a policy of its own ([`builtin_names`] lists neither). The name is the
+/// layers' names joined with `+`, as the result reports them.
+pub fn compile_builtin_layered(
+    name: &str,
+    memory_watch: bool,
+    cpu_pin: bool,
+) -> Result<Compiled, SeccompError> {
     check_arch()?;
-    let (name, bytes) = EMBEDDED
+    if !builtin_names().contains(&name) {
+        return Err(SeccompError::UnknownPolicy { name: name.into() });
+    }
+    let mut full = name.to_string();
+    if memory_watch {
+        full.push_str("+memory-watch");
+    }
+    if cpu_pin {
+        full.push_str("+cpu-pin");
+    }
+    let (_, bytes) = EMBEDDED
         .iter()
-        .find(|(n, _)| *n == name)
-        .ok_or_else(|| SeccompError::UnknownPolicy { name: name.into() })?;
+        .find(|(n, _)| *n == full)
+        .ok_or_else(|| SeccompError::UnknownPolicy { name: full.clone() })?;
     Ok(Compiled {
-        name: name.to_string(),
+        name: full,
         program: decode(bytes),
     })
 }
@@ -112,35 +164,6 @@ fn decode(bytes: &[u8]) -> BpfProgram {
         .collect()
 }
 
-/// The second filter added under the rlimit backend's memory watch
-/// (`profiles/seccomp/memory-watch.toml`): memfd_create and memfd_secret answer ENOSYS, since
-/// the watch cannot count a memfd that no descriptor or page table of the sandbox shows (see
-/// `launch::memwatch`). Compiled at build time, like the built-in policies (no parsing or
-/// compiling on the run's critical path); it allows everything else, so it is never a run's
-/// only policy and is not among [`builtin_names`].
-pub fn compile_memory_watch() -> Result<Compiled, SeccompError> {
-    check_arch()?;
-    Ok(Compiled {
-        name: "memory-watch".to_string(),
-        program: decode(MEMORY_WATCH),
-    })
-}
-
-const MEMORY_WATCH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-memory-watch.bpf"));
-
-/// The filter that keeps a sandbox pinned to the CPUs of `--cpus` when no cgroup holds it
-/// (`profiles/seccomp/cpu-pin.toml`: sched_setaffinity answers EPERM). Compiled at build
-/// time; it allows everything else, so it is never a run's only policy.
-pub fn compile_cpu_pin() -> Result<Compiled, SeccompError> {
-    check_arch()?;
-    Ok(Compiled {
-        name: "cpu-pin".to_string(),
-        program: decode(CPU_PIN),
-    })
-}
-
-const CPU_PIN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/seccomp-cpu-pin.bpf"));
-
 /// Whether two byte strings are equal, at compile time.
 const fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -178,9 +201,10 @@ macro_rules! assert_compiled_from_current {
 }
 assert_compiled_from_current!("default", "memory-watch", "cpu-pin");
 
-/// Installs the memory watch's filter ([`compile_memory_watch`]) on the calling thread with a
-/// listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose descriptor (close-on-exec) is returned
-/// for the supervisor to answer the notifications on. `no_new_privs` must be set first.
+/// Installs a program with the memory watch's layer ([`compile_builtin_layered`]) on the
+/// calling thread with a listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose descriptor
+/// (close-on-exec) is returned for the supervisor to answer the notifications on.
+/// `no_new_privs` must be set first.
 pub fn install_with_listener(c: &Compiled) -> Result<std::os::fd::OwnedFd, SeccompError> {
     if c.program.is_empty() {
         return Err(SeccompError::NothingToInstall);

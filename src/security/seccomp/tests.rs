@@ -3,7 +3,9 @@
 //! the stacked per-action filters it replaced, combined the way the kernel combines filters.
 
 use super::bpf_eval::{Data, errno, run, run_all};
-use super::compile::{AUDIT_ARCH_X86_64, BPF_JMP_JEQ_K, BPF_LD_W_ABS, compile_stacked};
+use super::compile::{
+    AUDIT_ARCH_X86_64, BPF_JMP_JEQ_K, BPF_LD_W_ABS, compile_layered, compile_stacked,
+};
 use super::policy::{self, Action, OpName};
 use super::{EntryProblem, SeccompError, builtin_names, compile_builtin, compile_policy_str};
 
@@ -509,38 +511,166 @@ fn single_program_decides_like_the_stacked_filters() {
 fn builtin_program_is_the_runtime_compile_of_its_file() {
     // The build script and the library compile the same file with the same code; the
     // embedded bytes must decode to exactly what a compile at run time gives.
-    assert_eq!(super::EMBEDDED.len(), builtin_names().len());
+    // Each built-in policy, alone and with each combination of the two layers.
+    assert_eq!(super::EMBEDDED.len(), 4 * builtin_names().len());
     for (name, _) in super::EMBEDDED {
-        assert!(builtin_names().contains(name), "{name}");
+        let policy = name.split('+').next().unwrap_or_default();
+        assert!(builtin_names().contains(&policy), "{name}");
     }
     let embedded = compile_builtin("default").unwrap();
     let runtime = compile_policy_str(DEFAULT).unwrap();
     assert_eq!(embedded.name, runtime.name);
     assert_same_program(&embedded.program, &runtime.program, "default");
-    // The memory watch's filter too (its notifications keep it from compile_policy_str).
-    let text = include_str!("../../../profiles/seccomp/memory-watch.toml");
-    let runtime =
-        super::compile::compile(&policy::parse("memory-watch.toml", text).unwrap()).unwrap();
-    let embedded = super::compile_memory_watch().unwrap();
-    assert_same_program(&embedded.program, &runtime, "memory-watch");
-    let text = include_str!("../../../profiles/seccomp/cpu-pin.toml");
-    let runtime = super::compile::compile(&policy::parse("cpu-pin.toml", text).unwrap()).unwrap();
-    let embedded = super::compile_cpu_pin().unwrap();
-    assert_same_program(&embedded.program, &runtime, "cpu-pin");
+    // The layered programs too (the watch's notifications keep it from compile_policy_str).
+    for (watch, pin, name) in [
+        (true, false, "default+memory-watch"),
+        (false, true, "default+cpu-pin"),
+        (true, true, "default+memory-watch+cpu-pin"),
+    ] {
+        let embedded = super::compile_builtin_layered("default", watch, pin).unwrap();
+        assert_eq!(embedded.name, name);
+        let mut layers = vec![parse_file("default")];
+        layers.extend(watch.then(|| parse_file("memory-watch")));
+        layers.extend(pin.then(|| parse_file("cpu-pin")));
+        let runtime = compile_layered(&layers.iter().collect::<Vec<_>>()).unwrap();
+        assert_same_program(&embedded.program, &runtime, name);
+    }
+    assert!(matches!(
+        super::compile_builtin_layered("nope", true, false),
+        Err(SeccompError::UnknownPolicy { .. })
+    ));
+}
+
+/// A policy file of profiles/seccomp, parsed.
+fn parse_file(name: &str) -> policy::Policy {
+    let text = match name {
+        "default" => DEFAULT,
+        "memory-watch" => include_str!("../../../profiles/seccomp/memory-watch.toml"),
+        "cpu-pin" => include_str!("../../../profiles/seccomp/cpu-pin.toml"),
+        other => panic!("no policy file {other}"),
+    };
+    policy::parse(name, text).unwrap()
+}
+
+/// `layers` (newest first) compiled into one program decide every call as their own programs
+/// installed oldest first would (the kernel's precedence across filters).
+fn assert_layered_decides_like_the_stack(layers: &[policy::Policy]) {
+    let refs: Vec<&policy::Policy> = layers.iter().collect();
+    let one = compile_layered(&refs).unwrap();
+    let stack: Vec<_> = layers
+        .iter()
+        .rev()
+        .map(|p| super::compile::compile(p).unwrap())
+        .collect();
+    let mut checked = 0;
+    for arch in [AUDIT_ARCH_X86_64, AUDIT_ARCH_I386] {
+        for n in (0..=520u32).chain([0x4000_0000 | 16, 0x7fff_ffff, 0x8000_0000, u32::MAX]) {
+            for args in layers.iter().flat_map(|p| probe_args(p, n)) {
+                let d = Data {
+                    nr: n as i32,
+                    arch,
+                    args,
+                };
+                assert_eq!(
+                    run(&one, &d),
+                    run_all(&stack, &d),
+                    "nr {n:#x} arch {arch:#x} args {args:x?}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 2000);
+}
+
+#[test]
+fn layered_programs_decide_like_the_stacked_filters() {
+    let (default, watch, pin) = (
+        parse_file("default"),
+        parse_file("memory-watch"),
+        parse_file("cpu-pin"),
+    );
+    assert_layered_decides_like_the_stack(&[default.clone(), watch.clone()]);
+    assert_layered_decides_like_the_stack(&[default.clone(), pin.clone()]);
+    assert_layered_decides_like_the_stack(&[default, watch, pin]);
+    // Argument rules on the same syscall in both layers: the newer layer's unmatched rules
+    // fall through to the older layer's, whose match answers; a bare entry answers alone.
+    let newer = policy::parse(
+        "newer",
+        "name = \"newer\"\n\
+         [[deny]]\nsyscall = \"socket\"\nwhy = \"x\"\nerrno = \"EACCES\"\n\
+         args = [{ index = 0, width = 32, op = \"eq\", value = 16 }]\n\
+         [[deny]]\nsyscall = \"mmap\"\nwhy = \"x\"\naction = \"kill_process\"\n\
+         args = [{ index = 2, width = 32, op = \"masked_eq\", mask = 4, value = 4 }]\n\
+         [[deny]]\nsyscall = \"acct\"\nwhy = \"x\"\n",
+    )
+    .unwrap();
+    let older = policy::parse(
+        "older",
+        "name = \"older\"\n\
+         [[deny]]\nsyscall = \"socket\"\nwhy = \"x\"\nerrno = \"EPERM\"\n\
+         args = [{ index = 0, width = 32, op = \"eq\", value = 17 }]\n\
+         [[deny]]\nsyscall = \"mmap\"\nwhy = \"x\"\naction = \"trap\"\n\
+         args = [{ index = 3, width = 32, op = \"masked_eq\", mask = 1, value = 1 }]\n\
+         [[deny]]\nsyscall = \"acct\"\nwhy = \"x\"\naction = \"log\"\n\
+         [[deny]]\nsyscall = \"bpf\"\nwhy = \"x\"\naction = \"trap\"\n",
+    )
+    .unwrap();
+    assert_layered_decides_like_the_stack(&[newer.clone(), older.clone()]);
+    let one = compile_layered(&[&newer, &older]).unwrap();
+    let d = |n: &str, a: &[u64]| run(&one, &Data::x86_64(nr(n), a));
+    assert_eq!(d("socket", &[16, 2]), errno(libc::EACCES));
+    assert_eq!(d("socket", &[17, 2]), errno(libc::EPERM));
+    assert_eq!(d("socket", &[2, 1]), ALLOW);
+    assert_eq!(d("mmap", &[0, 4096, 4, 1]), libc::SECCOMP_RET_KILL_PROCESS);
+    assert_eq!(d("mmap", &[0, 4096, 3, 1]), libc::SECCOMP_RET_TRAP);
+    assert_eq!(d("mmap", &[0, 4096, 3, 2]), ALLOW);
+    assert_eq!(d("acct", &[0]), errno(libc::EPERM));
+    assert_eq!(d("bpf", &[0]), libc::SECCOMP_RET_TRAP);
+}
+
+#[test]
+fn layers_where_an_older_action_outranks_a_newer_one_are_refused() {
+    // The stack would answer kill_process (the older layer's) where the newer one's errno
+    // matched first: one program cannot decide that as the stack does.
+    let newer = policy::parse(
+        "newer",
+        "name = \"newer\"\n[[deny]]\nsyscall = \"bpf\"\nwhy = \"x\"\n",
+    )
+    .unwrap();
+    let older = policy::parse(
+        "older",
+        "name = \"older\"\n[[deny]]\nsyscall = \"bpf\"\nwhy = \"x\"\naction = \"kill_process\"\n",
+    )
+    .unwrap();
+    match compile_layered(&[&newer, &older]) {
+        Err(e @ SeccompError::LayerOrder { .. }) => {
+            let m = e.to_string();
+            assert!(
+                m.contains("newer+older") && m.contains("kill_process"),
+                "{m}"
+            );
+        }
+        other => panic!("expected LayerOrder, got {other:?}"),
+    }
+    // The other way round is the stack's answer whichever matches.
+    assert!(compile_layered(&[&older, &newer]).is_ok());
 }
 
 #[test]
 fn the_cpu_pin_filter_denies_changing_the_affinity_only() {
-    let pin = super::compile_cpu_pin().expect("cpu-pin.toml compiles");
+    let both = super::compile_builtin_layered("default", false, true).expect("default+cpu-pin");
     assert!(
         !builtin_names().contains(&"cpu-pin"),
         "not a policy to run under alone"
     );
     let default = compile_builtin("default").expect("default");
-    let both = [pin.program.clone(), default.program.clone()];
     let nr = |name| super::syscall_number(name).expect(name);
     assert_eq!(
-        run_all(&both, &Data::x86_64(nr("sched_setaffinity"), &[0, 8])),
+        run(
+            &both.program,
+            &Data::x86_64(nr("sched_setaffinity"), &[0, 8])
+        ),
         errno(libc::EPERM)
     );
     assert_eq!(
@@ -550,18 +680,19 @@ fn the_cpu_pin_filter_denies_changing_the_affinity_only() {
         ),
         ALLOW
     );
-    // io_uring's kernel threads follow the cpuset, not the affinity: denied by this filter
-    // on its own too.
+    // io_uring's kernel threads follow the cpuset, not the affinity: denied by the pin's
+    // layer on its own too.
+    let pin = super::compile::compile(&parse_file("cpu-pin")).unwrap();
     for name in ["io_uring_setup", "io_uring_register"] {
         assert_eq!(
-            run(&pin.program, &Data::x86_64(nr(name), &[0, 0])),
+            run(&pin, &Data::x86_64(nr(name), &[0, 0])),
             errno(libc::EPERM),
             "{name}"
         );
     }
     for name in ["sched_getaffinity", "sched_yield", "read", "clone"] {
         assert_eq!(
-            run_all(&both, &Data::x86_64(nr(name), &[0, 0])),
+            run(&both.program, &Data::x86_64(nr(name), &[0, 0])),
             ALLOW,
             "{name}"
         );
@@ -780,15 +911,16 @@ fn install_refuses_an_empty_compiled_policy() {
 
 #[test]
 fn the_memory_watch_filter_stacked_on_default_denies_memfds_and_shows_shared_anonymous_mappings() {
-    let watch = super::compile_memory_watch().expect("memory-watch.toml compiles");
-    assert_eq!(watch.name, "memory-watch");
+    let layered =
+        super::compile_builtin_layered("default", true, false).expect("default+memory-watch");
+    assert_eq!(layered.name, "default+memory-watch");
     assert!(
         !builtin_names().contains(&"memory-watch"),
         "not a policy to run under alone"
     );
     let default = compile_builtin("default").expect("default");
-    // Installed as the payload installs them: the watch's filter first, then the policy.
-    let both = [watch.program.clone(), default.program.clone()];
+    // The one program the payload installs (run_all of one program is that program's answer).
+    let both = [layered.program.clone()];
     let nr = |name| super::syscall_number(name).expect(name);
     let notif = libc::SECCOMP_RET_USER_NOTIF;
     for name in ["memfd_create", "vmsplice", "tee"] {
