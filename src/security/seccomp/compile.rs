@@ -7,9 +7,10 @@
 //! guard:     ld arch; jeq AUDIT_ARCH_X86_64 or ret KILL_PROCESS        (i386 int 0x80, ...)
 //!            ld nr;   0x40000000 <= nr < 0x80000000 → ret KILL_PROCESS (x32)
 //! dispatch:  a binary search over the syscall numbers the policy names (jge/jeq on nr,
-//!            `ja` for every jump longer than one instruction); a number it does not name
-//!            → ret ALLOW
-//! chains:    one per named syscall: `ret ACTION` when the entry has no `args`, otherwise
+//!            through a `ja` only where a conditional jump's 8-bit offset does not reach);
+//!            a number it does not name → ret ALLOW
+//! chains:    one per named syscall, inline where the search finds its number:
+//!            `ret ACTION` when the entry has no `args`, otherwise
 //!            seccompiler's rule chain for that one syscall (the arguments, then ret ACTION,
 //!            or ret ALLOW when no rule matched)
 //! ```
@@ -176,21 +177,8 @@ pub(super) fn compile_layered(layers: &[&Policy]) -> Result<BpfProgram, SeccompE
         chains.push((nr, concat(layered)));
     }
 
-    let mut asm = Asm::default();
-    for i in arch_guard() {
-        asm.insn(i);
-    }
-    let labels: Vec<Label> = chains.iter().map(|_| asm.label()).collect();
-    dispatch(&mut asm, &chains, &labels);
-    for ((_, body), label) in chains.iter().zip(&labels) {
-        if body.len() > 1 {
-            asm.bind(*label);
-            for i in body {
-                asm.insn(i.clone());
-            }
-        }
-    }
-    let program = asm.finish();
+    let mut program = arch_guard();
+    program.extend(dispatch(&chains));
     if program.len() > BPF_MAXINSNS {
         return Err(SeccompError::Compile {
             policy: name,
@@ -243,29 +231,46 @@ fn concat(layered: Vec<(Action, BpfProgram)>) -> BpfProgram {
     out
 }
 
-/// The binary search over `chains[..]` (sorted by number; `labels[i]` is where chain `i`
-/// starts), entered with the syscall number in the accumulator. Conditional jumps skip at most
-/// one instruction; every longer jump is a `ja`, whose offset has 32 bits.
-fn dispatch(asm: &mut Asm, chains: &[(u32, BpfProgram)], labels: &[Label]) {
+/// The binary search over `chains` (sorted by number), entered with the syscall number in
+/// the accumulator, each chain inline where the search finds its number: `jeq nr` skips the
+/// chain when the number differs, `jge k` skips the lower half when it is at least `k`. A
+/// jump that cannot reach in the 8-bit offset of a conditional jump goes through a `ja`
+/// (32-bit offset). Every path ends in a `ret` (a number it does not name: `ret ALLOW`), and
+/// every jump stays inside the code returned and points forward, so it can sit anywhere.
+fn dispatch(chains: &[(u32, BpfProgram)]) -> BpfProgram {
+    let mut out = Vec::new();
     if chains.len() <= LINEAR_LEAF {
-        for (i, (nr, body)) in chains.iter().enumerate() {
-            asm.insn(jump(BPF_JMP_JEQ_K, *nr, 0, 1));
-            match body.as_slice() {
-                // `ret ACTION` (an entry without args): in place.
-                [only] => asm.insn(only.clone()),
-                _ => asm.ja(labels[i]),
+        for (nr, body) in chains {
+            match u8::try_from(body.len()) {
+                Ok(skip) => out.push(jump(BPF_JMP_JEQ_K, *nr, 0, skip)),
+                Err(_) => {
+                    out.push(jump(BPF_JMP_JEQ_K, *nr, 1, 0));
+                    out.push(stmt(BPF_JMP_JA, offset(body.len())));
+                }
             }
+            out.extend(body.iter().cloned());
         }
-        asm.insn(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
-        return;
+        out.push(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
+        return out;
     }
     let mid = chains.len() / 2;
-    let right = asm.label();
-    asm.insn(jump(BPF_JMP_JGE_K, chains[mid].0, 0, 1));
-    asm.ja(right);
-    dispatch(asm, &chains[..mid], &labels[..mid]);
-    asm.bind(right);
-    dispatch(asm, &chains[mid..], &labels[mid..]);
+    let lower = dispatch(&chains[..mid]);
+    match u8::try_from(lower.len()) {
+        Ok(skip) => out.push(jump(BPF_JMP_JGE_K, chains[mid].0, skip, 0)),
+        Err(_) => {
+            out.push(jump(BPF_JMP_JGE_K, chains[mid].0, 0, 1));
+            out.push(stmt(BPF_JMP_JA, offset(lower.len())));
+        }
+    }
+    out.extend(lower);
+    out.extend(dispatch(&chains[mid..]));
+    out
+}
+
+/// A `ja` offset; programs are at most [`BPF_MAXINSNS`] long (checked after assembly), so a
+/// longer one is a bug of this compiler, which must not produce a program.
+fn offset(len: usize) -> u32 {
+    u32::try_from(len).expect("a seccomp jump fits in 32 bits")
 }
 
 /// What one syscall gets, entered with its number in the accumulator: `ret ACTION` when its
@@ -327,51 +332,6 @@ fn chain(
         _ => Err(layout(
             "the chain does not start with `jeq nr` or does not end with `ret ALLOW`",
         )),
-    }
-}
-
-/// A label: an instruction index, known once bound.
-#[derive(Debug, Clone, Copy)]
-struct Label(usize);
-
-/// A tiny assembler: instructions, plus forward `ja` jumps to labels resolved at the end.
-#[derive(Default)]
-struct Asm {
-    code: Vec<sock_filter>,
-    /// Where each label was bound.
-    bound: Vec<Option<usize>>,
-    /// (index of a `ja`, its label).
-    fixups: Vec<(usize, Label)>,
-}
-
-impl Asm {
-    fn insn(&mut self, i: sock_filter) {
-        self.code.push(i);
-    }
-
-    fn label(&mut self) -> Label {
-        self.bound.push(None);
-        Label(self.bound.len() - 1)
-    }
-
-    fn bind(&mut self, l: Label) {
-        self.bound[l.0] = Some(self.code.len());
-    }
-
-    fn ja(&mut self, l: Label) {
-        self.fixups.push((self.code.len(), l));
-        self.code.push(stmt(BPF_JMP_JA, 0));
-    }
-
-    /// Resolves the jumps. Every label is bound after its jumps (the dispatch comes before
-    /// what it jumps to), which the asserts check: a bug here must not produce a program.
-    fn finish(mut self) -> BpfProgram {
-        for (at, l) in self.fixups {
-            let target = self.bound[l.0].expect("every jump's label is bound");
-            assert!(target > at, "backward jump in a seccomp program");
-            self.code[at].k = u32::try_from(target - at - 1).expect("jump fits in 32 bits");
-        }
-        self.code
     }
 }
 
