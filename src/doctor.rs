@@ -90,9 +90,13 @@ const PROBE_PROC: i32 = 12;
 fn probe_clone(flags: libc::c_int, body: fn() -> i32) -> Result<i32, Errno> {
     match sys::clone_namespaces(flags)? {
         CloneResult::Child => sys::exit_now(body()),
-        CloneResult::Parent(pid) => match waitpid(pid, None)? {
-            WaitStatus::Exited(_, c) => Ok(c),
-            _ => Ok(-1),
+        CloneResult::Parent(pid) => loop {
+            match waitpid(pid, None) {
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e),
+                Ok(WaitStatus::Exited(_, c)) => return Ok(c),
+                Ok(_) => return Ok(-1),
+            }
         },
     }
 }

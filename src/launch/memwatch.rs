@@ -174,7 +174,7 @@ pub struct MemWatch {
     /// The size each shmem object shown only by mappings was last counted at (see
     /// [`MemWatch::object_sizes`]), kept while some mapping of it remains.
     known: HashMap<ObjectKey, u64>,
-    /// cordon's end of the memory-watch filter's listener (see [`MemWatch::notified`]).
+    /// cordon's end of the memory-watch layer's seccomp listener (see [`MemWatch::notified`]).
     listener: Option<OwnedFd>,
     /// The shared mappings' creations shown since (see [`creation_bound`]), kept while an
     /// object they may have made can be alive or still appear.
@@ -1138,8 +1138,8 @@ pub fn shared_mappings(
 }
 
 impl MemWatch {
-    /// Takes cordon's end of the memory-watch filter's listener (the payload sends it before
-    /// it execs).
+    /// Takes cordon's end of the seccomp listener of the memory-watch layer (the payload sends
+    /// it before it execs).
     pub fn set_listener(&mut self, fd: OwnedFd) {
         // A speed-up only (Linux 6.6+): without it each answer is a cross-CPU wake-up.
         let _ = sys::notif_sync_wake_up(fd.as_fd());
@@ -1156,7 +1156,7 @@ impl MemWatch {
         self.listener = None;
     }
 
-    /// Handles one notification of the memory-watch filter (the listener polled readable):
+    /// Handles one notification of the memory-watch layer (the listener polled readable):
     /// an mmap with MAP_SHARED|MAP_ANONYMOUS, about to make a mapping. Records its length as a creation (see
     /// [`creation_bound`]) and lets it go on; the creation is counted at the next sample.
     /// None: handled (or its caller is gone). Some(why): the watch is blind, the call could not
@@ -1453,7 +1453,7 @@ pub fn send_proc(to_parent: &OwnedFd, sockets: bool, extra: Option<&str>) -> Res
     Ok(())
 }
 
-/// In the payload, once it installed the memory-watch filter: sends cordon the filter's
+/// In the payload, once it installed the program with the memory-watch layer: sends cordon its
 /// listener over init's handover socket (`sock`, the payload's copy), before it execs.
 pub fn send_listener(sock: RawFd, listener: &OwnedFd) -> Result<(), String> {
     sys::send_fd_no_alloc(sock, LISTENER_TAG[0], listener.as_raw_fd())
@@ -1473,7 +1473,7 @@ const HAS_EXTRA_MOUNT: u8 = 4;
 pub enum Received {
     /// init's descriptors ([`send_proc`]).
     Handover(Handover),
-    /// The memory-watch filter's listener ([`send_listener`]).
+    /// The seccomp listener of the memory-watch layer ([`send_listener`]).
     Listener(OwnedFd),
 }
 

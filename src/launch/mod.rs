@@ -408,8 +408,13 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             }
             // Which namespace did the kernel refuse? The network namespace has limits and
             // policies of its own (user.max_net_namespaces, a security module): if the same
-            // clone without it works, that is the one.
-            if own_netns && crate::doctor::clone_works(CLONE_FLAGS) {
+            // clone without it works, that is the one. Only for the errnos such a refusal
+            // gives: a passing shortage (EAGAIN, ENOMEM) is not blamed on it.
+            let refusal = matches!(
+                errno,
+                Errno::ENOSPC | Errno::EPERM | Errno::EACCES | Errno::EUSERS
+            );
+            if own_netns && refusal && crate::doctor::clone_works(CLONE_FLAGS) {
                 return Err(LaunchError::Sys {
                     step: "create the sandbox's network namespace (clone with CLONE_NEWNET)",
                     errno,

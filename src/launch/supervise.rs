@@ -381,7 +381,7 @@ pub fn supervise(
             fds.push(PollFd::new(m.as_fd(), pin));
             slots.push(b'm');
         }
-        // The memory-watch filter's notifications: a shared anonymous mapping's creation
+        // The memory-watch layer's notifications: a shared anonymous mapping's creation
         // waits until it is recorded and answered here (see memwatch::MemWatch::notified).
         if !init_exited && let Some(l) = watch.as_ref().and_then(MemWatch::listener) {
             fds.push(PollFd::new(l, pin));

@@ -30,16 +30,23 @@
 //! * The guard comes first and returns KILL_PROCESS for a foreign architecture or an x32
 //!   number before anything else runs; in the stacked form its KILL outranked every other
 //!   filter's answer, so the verdict is the same.
-//! * Validation ([`super::policy`]) refuses a syscall named under two different actions, so a
-//!   native call reaches at most one chain: exactly the one filter of the stacked form that
-//!   could answer anything but ALLOW. Its answer (ACTION, or ALLOW when its argument rules do
-//!   not match) is the verdict, as it was. No precedence between actions is left to decide.
+//! * Validation ([`super::policy`]) refuses a syscall named under two different actions, so
+//!   within one policy a native call reaches at most one chain: exactly the one filter of the
+//!   stacked form that could answer anything but ALLOW. Its answer (ACTION, or ALLOW when its
+//!   argument rules do not match) is the verdict, as it was.
+//! * Layers ([`compile_layered`]: the rlimit backend's memory-watch and CPU-pin rules added to
+//!   the policy) may name the same syscall: its chains run newest layer first, each falling
+//!   through to the next where its rules do not match, so the first match answers. That is
+//!   the stack's answer because no older layer's action may outrank a newer one's on that
+//!   syscall (checked: `SeccompError::LayerOrder`), and on equal actions the kernel keeps the
+//!   newest filter's answer too.
 //! * Negative numbers (`syscall(-1)`) pass the guard, match no chain, and get ALLOW; the
 //!   kernel answers them with ENOSYS (its x32 dispatch computes `nr - 0x40000000` as unsigned
 //!   and finds it out of range), so they reach no table.
 //!
-//! A unit test compares this program with the stacked filters on every syscall number and on
-//! argument values around every rule (`single_program_decides_like_the_stacked_filters`).
+//! Unit tests compare these programs with the stacked filters on every syscall number and on
+//! argument values around every rule (`single_program_decides_like_the_stacked_filters`,
+//! `layered_programs_decide_like_the_stacked_filters`).
 //!
 //! # What seccompiler emits (read from seccompiler-0.5.0/src/backend)
 //!
@@ -100,8 +107,8 @@ pub(super) const BPF_JMP_JA: u16 = 0x05;
 /// include/uapi/linux/bpf_common.h `BPF_MAXINSNS`: the kernel refuses longer programs.
 const BPF_MAXINSNS: usize = 4096;
 
-/// Up to this many syscalls, the dispatch compares them one by one (two instructions each)
-/// instead of splitting the range again.
+/// Up to this many syscalls, the dispatch compares them one by one (a `jeq`, then the
+/// syscall's chain) instead of splitting the range again.
 const LINEAR_LEAF: usize = 3;
 
 /// The architecture guard (jump targets shown as absolute instruction indices); the

@@ -78,7 +78,7 @@ pub enum SeccompError {
 
     #[error(
         "seccomp policy `{policy}` uses `action = \"user_notif\"`, which only cordon's own \
-         memory-watch filter may use (cordon answers its notifications; nothing would answer \
+         memory-watch layer may use (cordon answers its notifications; nothing would answer \
          a user policy's); use errno, kill_process, trap or log"
     )]
     UserNotifReserved { policy: String },

@@ -73,8 +73,8 @@ pub(super) enum ActionName {
     Errno,
     KillProcess,
     Trap,
-    /// Only in cordon's own memory-watch filter (`profiles/seccomp/memory-watch.toml`): the
-    /// payload installs it with a listener that cordon's supervisor answers. A user policy
+    /// Only in cordon's own memory-watch layer (`profiles/seccomp/memory-watch.toml`): the
+    /// payload installs the run's program with a listener that cordon's supervisor answers. A user policy
     /// cannot use it (nothing would answer; `compile_policy_str` refuses it).
     UserNotif,
     Log,

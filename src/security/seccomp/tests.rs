@@ -910,7 +910,7 @@ fn install_refuses_an_empty_compiled_policy() {
 }
 
 #[test]
-fn the_memory_watch_filter_stacked_on_default_denies_memfds_and_shows_shared_anonymous_mappings() {
+fn the_memory_watch_layer_on_default_denies_memfds_and_shows_shared_anonymous_mappings() {
     let layered =
         super::compile_builtin_layered("default", true, false).expect("default+memory-watch");
     assert_eq!(layered.name, "default+memory-watch");
