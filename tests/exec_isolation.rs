@@ -223,6 +223,27 @@ both!(fn network_only_loopback_and_no_way_out(who) {
     assert_eq!(r.get("/isolation/network").as_str().map(|s| s.is_empty()), Some(false), "{}", r.describe());
 });
 
+/// The sandbox's own loopback is up (init brings it up; it starts down in a new network
+/// namespace): a UDP datagram to 127.0.0.1 comes back, and `lo` has IFF_UP. Landlock governs
+/// only TCP, so UDP on the sandbox's loopback is allowed.
+const LOOPBACK_UDP: &str = r#"
+import fcntl, socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 0))
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+c.sendto(b"ping", s.getsockname())
+s.settimeout(5)
+print("udp", s.recv(16).decode())
+flags = struct.unpack("16sH", fcntl.ioctl(s.fileno(), 0x8913, struct.pack("16sH", b"lo", 0)))[1]
+print("lo-up", flags & 1)
+"#;
+
+both!(fn the_sandbox_loopback_is_up(who) {
+    let r = exec_json_run(who, &[] as &[&str], &[PY, "-c", LOOPBACK_UDP]);
+    let out = r.expect_ok();
+    assert!(out.contains("udp ping\n") && out.contains("lo-up 1\n"), "lo must be up and carry a datagram:\n{}", r.describe());
+});
+
 /// Calls syscalls the default policy denies; prints `<name> <ret> <errno name>`.
 const TRY_SYSCALLS: &str = r#"
 import ctypes, errno, platform
