@@ -27,8 +27,8 @@ impl Cli {
     pub fn parse_args() -> Result<Cli, clap::Error> {
         let first = std::env::args_os().nth(1);
         match first.as_ref().and_then(|a| a.to_str()) {
-            Some("exec") => ExecCli::try_parse().map(Cli::from),
-            Some("run") => RunCli::try_parse().map(Cli::from),
+            Some("exec") => OneCli::<ExecCommand>::try_parse().map(OneCli::into_cli),
+            Some("run") => OneCli::<RunCommand>::try_parse().map(OneCli::into_cli),
             _ => Cli::try_parse(),
         }
     }
@@ -71,12 +71,20 @@ pub enum Command {
     },
 }
 
-/// `exec` alone (see [`Cli::parse_args`]).
+/// One launching subcommand alone, `exec` or `run` (see [`Cli::parse_args`]).
 #[derive(Debug, Parser)]
 #[command(name = "cordon", version, about = ABOUT)]
-struct ExecCli {
+struct OneCli<C: Subcommand + Into<Command>> {
     #[command(subcommand)]
-    command: ExecCommand,
+    command: C,
+}
+
+impl<C: Subcommand + Into<Command>> OneCli<C> {
+    fn into_cli(self) -> Cli {
+        Cli {
+            command: self.command.into(),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -85,21 +93,11 @@ enum ExecCommand {
     Exec(Box<ExecArgs>),
 }
 
-impl From<ExecCli> for Cli {
-    fn from(c: ExecCli) -> Cli {
-        let ExecCommand::Exec(a) = c.command;
-        Cli {
-            command: Command::Exec(a),
-        }
+impl From<ExecCommand> for Command {
+    fn from(c: ExecCommand) -> Command {
+        let ExecCommand::Exec(a) = c;
+        Command::Exec(a)
     }
-}
-
-/// `run` alone (see [`Cli::parse_args`]).
-#[derive(Debug, Parser)]
-#[command(name = "cordon", version, about = ABOUT)]
-struct RunCli {
-    #[command(subcommand)]
-    command: RunCommand,
 }
 
 #[derive(Debug, Subcommand)]
@@ -108,12 +106,10 @@ enum RunCommand {
     Run(Box<RunArgs>),
 }
 
-impl From<RunCli> for Cli {
-    fn from(c: RunCli) -> Cli {
-        let RunCommand::Run(a) = c.command;
-        Cli {
-            command: Command::Run(a),
-        }
+impl From<RunCommand> for Command {
+    fn from(c: RunCommand) -> Command {
+        let RunCommand::Run(a) = c;
+        Command::Run(a)
     }
 }
 
@@ -561,7 +557,10 @@ mod tests {
     fn the_short_path_for_exec_and_run_parses_and_helps_like_the_full_one() {
         use clap::CommandFactory;
         let mut full = Cli::command();
-        for (name, mut short) in [("exec", ExecCli::command()), ("run", RunCli::command())] {
+        for (name, mut short) in [
+            ("exec", OneCli::<ExecCommand>::command()),
+            ("run", OneCli::<RunCommand>::command()),
+        ] {
             let f = full.find_subcommand_mut(name).unwrap();
             let s = short.find_subcommand_mut(name).unwrap();
             assert_eq!(
@@ -594,9 +593,9 @@ mod tests {
         ] {
             let f = Cli::try_parse_from(argv).map_err(|e| e.to_string());
             let s = if argv[1] == "exec" {
-                ExecCli::try_parse_from(argv).map(Cli::from)
+                OneCli::<ExecCommand>::try_parse_from(argv).map(OneCli::into_cli)
             } else {
-                RunCli::try_parse_from(argv).map(Cli::from)
+                OneCli::<RunCommand>::try_parse_from(argv).map(OneCli::into_cli)
             }
             .map_err(|e| e.to_string());
             assert_eq!(format!("{f:?}"), format!("{s:?}"), "{argv:?}");
