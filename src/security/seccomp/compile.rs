@@ -229,7 +229,7 @@ fn concat(layered: Vec<(Action, BpfProgram)>) -> BpfProgram {
         for i in body {
             if i.code == BPF_RET_K && i.k == libc::SECCOMP_RET_ALLOW {
                 let at = out.len();
-                out.push(stmt(BPF_JMP_JA, (next - at - 1) as u32));
+                out.push(stmt(BPF_JMP_JA, offset(next - at - 1)));
             } else {
                 out.push(i);
             }
