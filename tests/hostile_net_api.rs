@@ -385,17 +385,21 @@ both!(fn case42_no_landlock_is_refused_or_reported(who) {
     assert!(check["fix"].as_str().unwrap_or("").contains("lsm="), "{check}");
 });
 
-/// `clone` or `unshare` with CLONE_NEWNET fails with EPERM (as a kernel or an LSM refusing
-/// new network namespaces would); every other call is left alone.
-const NO_NEW_NETNS: &[(u16, u8, u8, u32)] = &[
-    (0x20, 0, 0, 0),           // A = syscall number
-    (0x15, 1, 0, 56),          // clone? to its flags
-    (0x15, 0, 3, 272),         // unshare? else allow
-    (0x20, 0, 0, 16),          // A = low word of its flags
-    (0x45, 0, 1, 0x4000_0000), // CLONE_NEWNET set? else allow
-    ret_errno(libc::EPERM),
-    ALLOW,
-];
+/// `clone` or `unshare` with CLONE_NEWNET fails with `errno`; every other call is left alone.
+const fn new_netns_fails(errno: i32) -> [(u16, u8, u8, u32); 7] {
+    [
+        (0x20, 0, 0, 0),           // A = syscall number
+        (0x15, 1, 0, 56),          // clone? to its flags
+        (0x15, 0, 3, 272),         // unshare? else allow
+        (0x20, 0, 0, 16),          // A = low word of its flags
+        (0x45, 0, 1, 0x4000_0000), // CLONE_NEWNET set? else allow
+        ret_errno(errno),
+        ALLOW,
+    ]
+}
+
+/// A refused network namespace, as a kernel or an LSM refusing new ones would answer.
+const NO_NEW_NETNS: &[(u16, u8, u8, u32)] = &new_netns_fails(libc::EPERM);
 
 both!(fn case42_no_network_namespace_is_refused(who) {
     let run = |extra: &[&str]| {
@@ -418,6 +422,19 @@ both!(fn case42_no_network_namespace_is_refused(who) {
     let (f, v) = run(&["--net", "host", "--allow-degraded", "socket-memory"]);
     assert_eq!(f.code, 0, "{}", f.describe());
     assert_eq!(v["output"], "ran\n", "{}", f.describe());
+});
+
+both!(fn case42_a_passing_shortage_is_not_blamed_on_the_network_namespace(who) {
+    // EAGAIN (a process or memory shortage gone a moment later) is no refusal: the error is
+    // the clone's, with the general hint, not the network namespace's limit.
+    let filter = new_netns_fails(libc::EAGAIN);
+    let (f, v) = cordon_under_filter(who, &filter, &["exec", "--json", "--", "sh", "-c", "echo ran"]);
+    assert_eq!(f.code, 125, "{}", f.describe());
+    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
+    let msg = v["message"].as_str().unwrap_or("");
+    assert!(msg.contains("create the sandbox namespaces (clone)") && msg.contains("EAGAIN"), "the message must name the clone and errno:\n{}", f.describe());
+    assert!(!msg.contains("max_net_namespaces"), "a shortage is not the namespace limit:\n{}", f.describe());
+    assert!(!String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
 });
 
 /// `ioctl(SIOCSIFFLAGS)` fails with EPERM (as a security module refusing the interface
