@@ -4,7 +4,20 @@ use crate::spec::{self, BackendChoice, Degrade, Rootfs, SandboxSpec, StdinSource
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+mod fast;
 pub mod oci;
+
+// `exec`'s defaults, shared by clap's definition and the fast path (fast.rs).
+const EXEC_TIMEOUT: &str = "30s";
+const EXEC_PIDS: u64 = 64;
+const EXEC_OUTPUT_LIMIT: &str = "10M";
+const EXEC_FILE_SIZE: &str = "256M";
+const EXEC_OPEN_FILES: u64 = 1024;
+const EXEC_WORKSPACE_SIZE: &str = "256M";
+const EXEC_WORKSPACE_INODES: u64 = spec::DEFAULT_WORKSPACE_INODES;
+const EXEC_TMP_SIZE: &str = "64M";
+const EXEC_ROOTFS: &str = "host";
+const LIMITS_BACKEND: &str = "auto";
 
 const ABOUT: &str = "Run untrusted code in a Linux sandbox: no daemon, no setuid bit.";
 const EXEC_ABOUT: &str =
@@ -22,14 +35,20 @@ pub struct Cli {
 impl Cli {
     /// Parses the process's arguments. `exec` and `run` each take a short path that defines
     /// only that command: clap builds the arguments of every subcommand before it parses,
-    /// which cost each sandbox's start about 0.2 ms for commands it does not run. Same
-    /// arguments, help and errors either way (a test compares them).
+    /// which cost each sandbox's start about 0.2 ms for commands it does not run. `exec`'s
+    /// ordinary command lines skip clap altogether (fast.rs). Same arguments, help and
+    /// errors either way (tests compare them).
     pub fn parse_args() -> Result<Cli, clap::Error> {
-        let first = std::env::args_os().nth(1);
-        match first.as_ref().and_then(|a| a.to_str()) {
-            Some("exec") => OneCli::<ExecCommand>::try_parse().map(OneCli::into_cli),
-            Some("run") => OneCli::<RunCommand>::try_parse().map(OneCli::into_cli),
-            _ => Cli::try_parse(),
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        match args.get(1).and_then(|a| a.to_str()) {
+            Some("exec") => match fast::exec(args.get(2..).unwrap_or_default()) {
+                Some(a) => Ok(Cli {
+                    command: Command::Exec(Box::new(a)),
+                }),
+                None => OneCli::<ExecCommand>::try_parse_from(args).map(OneCli::into_cli),
+            },
+            Some("run") => OneCli::<RunCommand>::try_parse_from(args).map(OneCli::into_cli),
+            _ => Cli::try_parse_from(args),
         }
     }
 }
@@ -313,7 +332,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "LAYER", value_delimiter = ',')]
     pub allow_degraded: Vec<DegradeArg>,
     /// Which limits backend to use; forcing one the host lacks is an error.
-    #[arg(long, value_name = "BACKEND", default_value = "auto")]
+    #[arg(long, value_name = "BACKEND", default_value = LIMITS_BACKEND)]
     pub limits_backend: BackendArg,
     /// Always compile, never use the compile cache.
     #[arg(long)]
@@ -383,7 +402,7 @@ pub struct ExecArgs {
     #[arg(long)]
     pub json: bool,
     /// Wall-clock limit (30, 1.5s, 500ms, 2m).
-    #[arg(long, value_name = "DUR", default_value = "30s", value_parser = spec::parse_duration)]
+    #[arg(long, value_name = "DUR", default_value = EXEC_TIMEOUT, value_parser = spec::parse_duration)]
     pub timeout: std::time::Duration,
     /// CPU-time limit of the whole sandbox (default: none).
     #[arg(long, value_name = "DUR", value_parser = spec::parse_duration)]
@@ -395,25 +414,25 @@ pub struct ExecArgs {
     #[arg(long, value_name = "N")]
     pub cpus: Option<f64>,
     /// Processes and threads alive at once (0 = none).
-    #[arg(long, value_name = "N", default_value_t = 64)]
+    #[arg(long, value_name = "N", default_value_t = EXEC_PIDS)]
     pub pids: u64,
     /// Bytes kept of stdout and of stderr, each; exceeding it kills the sandbox.
-    #[arg(long, value_name = "SIZE", default_value = "10M", value_parser = spec::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = EXEC_OUTPUT_LIMIT, value_parser = spec::parse_size)]
     pub output_limit: u64,
     /// Largest file the program may write (0 = none).
-    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = spec::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = EXEC_FILE_SIZE, value_parser = spec::parse_size)]
     pub file_size: u64,
     /// Open file descriptors per process.
-    #[arg(long, value_name = "N", default_value_t = 1024)]
+    #[arg(long, value_name = "N", default_value_t = EXEC_OPEN_FILES)]
     pub open_files: u64,
     /// Size of the /workspace tmpfs.
-    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = spec::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = EXEC_WORKSPACE_SIZE, value_parser = spec::parse_size)]
     pub workspace_size: u64,
     /// Files, directories and symlinks the /workspace tmpfs may hold.
-    #[arg(long, value_name = "N", default_value_t = spec::Limits::default().workspace_inodes)]
+    #[arg(long, value_name = "N", default_value_t = EXEC_WORKSPACE_INODES)]
     pub workspace_inodes: u64,
     /// Size of the /tmp and /dev/shm tmpfs.
-    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = spec::parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = EXEC_TMP_SIZE, value_parser = spec::parse_size)]
     pub tmp_size: u64,
     /// Add KEY=VALUE to the program's environment (repeatable).
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = spec::parse_env_pair)]
@@ -434,13 +453,13 @@ pub struct ExecArgs {
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
     /// `host` (read-only /usr of this machine) or a root filesystem directory.
-    #[arg(long, value_name = "host|DIR", default_value = "host")]
+    #[arg(long, value_name = "host|DIR", default_value = EXEC_ROOTFS)]
     pub rootfs: String,
     /// Accept running without a layer the host lacks (reported in the result).
     #[arg(long, value_name = "LAYER", value_delimiter = ',')]
     pub allow_degraded: Vec<DegradeArg>,
     /// Which limits backend to use; forcing one the host lacks is an error.
-    #[arg(long, value_name = "BACKEND", default_value = "auto")]
+    #[arg(long, value_name = "BACKEND", default_value = LIMITS_BACKEND)]
     pub limits_backend: BackendArg,
     /// Hostname inside the sandbox.
     #[arg(long, default_value = spec::DEFAULT_HOSTNAME)]

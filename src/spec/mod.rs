@@ -26,6 +26,8 @@ pub const SANDBOX_USER: &str = "sandbox";
 pub const WORKSPACE: &str = "/workspace";
 /// Default hostname inside the UTS namespace.
 pub const DEFAULT_HOSTNAME: &str = "cordon";
+/// Default cap on the files, directories and symlinks of /workspace.
+pub const DEFAULT_WORKSPACE_INODES: u64 = 16 * 1024;
 /// `PATH` inside the sandbox unless the caller sets one.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 
@@ -85,7 +87,7 @@ impl Default for Limits {
             file_size: Some(256 * MIB),
             open_files: 1024,
             workspace_size: 256 * MIB,
-            workspace_inodes: 16 * 1024,
+            workspace_inodes: DEFAULT_WORKSPACE_INODES,
             tmp_size: 64 * MIB,
             tmp_inodes: 4 * 1024,
         }
