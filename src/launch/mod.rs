@@ -342,6 +342,12 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         None => (None, None),
     };
     let own_netns = spec.network != Network::Host;
+    // cordon brings the new namespace's `lo` up, through a socket init opens in it (see
+    // sys::netns); under --net allow= init does, before it binds the proxy's socket.
+    let (lo_parent, lo_child) = socketpair_if(
+        own_netns && net_parent.is_none(),
+        "create the loopback socketpair",
+    )?;
     let clone_flags = CLONE_FLAGS | if own_netns { libc::CLONE_NEWNET } else { 0 };
     let child = match sys::clone_namespaces(clone_flags) {
         Ok(CloneResult::Child) => {
@@ -354,6 +360,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 net_parent,
                 watch_parent,
                 tasks_parent,
+                lo_parent,
             ));
             child::init_main(child::ChildCtx {
                 plan: &ops,
@@ -387,6 +394,8 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 },
                 net_access,
                 own_netns,
+                loopback_by_cordon: lo_child.is_some(),
+                loopback_handover: lo_child,
                 extra_writable: spec
                     .binds
                     .iter()
@@ -437,6 +446,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         net_child,
         watch_child,
         tasks_child,
+        lo_child,
     ));
     // The sandbox's mount namespace, for the keeper to hold (see keeper.rs). Opened while init
     // waits for its first go, with the caller's identity. Not having it only makes the run's
@@ -456,6 +466,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // pipe, which supervision reads, so it is not an error of its own here.
     let setup = write_maps(child, root_caller, host_uid, host_gid).and_then(|()| {
         let first = channel::send_go(&go_w);
+        if first.is_ok()
+            && let Some(sock) = &lo_parent
+        {
+            loopback_up(sock)?;
+        }
         match (&first, prepared.cgroup.as_mut()) {
             // cgroup v1: made now, while init builds the root; init moves itself through the
             // `tasks` files sent to it (see ChildCtx::cgroup_tasks).
@@ -496,7 +511,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             _ => Ok(first),
         }
     });
-    drop(tasks_parent);
+    drop((tasks_parent, lo_parent));
     // `--net allow=`: init hands over the proxy's listening socket while it builds the root;
     // the proxy helper starts before the payload may. No socket because init failed: it said
     // why on the report pipe. Any other failure stops the run (fail closed).
@@ -650,6 +665,34 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let mut outcome = classify::outcome(spec, ended, metrics, prepared.report, isolation);
     outcome.network = Some(network);
     Ok(outcome)
+}
+
+/// Brings up the sandbox's `lo` through the socket init opened in its network namespace and
+/// sent on `sock` (see sys::netns). init gone before sending it (end-of-file) is not an error
+/// here: it said why on the report pipe, which supervision reads.
+fn loopback_up(sock: &std::os::fd::OwnedFd) -> Result<(), LaunchError> {
+    let lo = match channel::recv_fds(sock) {
+        Ok(fds) => fds,
+        Err(Errno::EPIPE) => return Ok(()),
+        Err(e) => {
+            return Err(sys_err(
+                "receive init's socket in the sandbox's network namespace",
+            )(e));
+        }
+    };
+    let [lo] = <[std::os::fd::OwnedFd; 1]>::try_from(lo).map_err(|got| LaunchError::Sys {
+        step: "receive init's socket in the sandbox's network namespace",
+        errno: Errno::EBADMSG,
+        hint: format!(
+            " (init sent {} descriptors, not 1: a bug in cordon, report it)",
+            got.len()
+        ),
+    })?;
+    sys::loopback_up(&lo).map_err(|(step, errno)| LaunchError::Sys {
+        step,
+        errno,
+        hint: " (cordon owns the sandbox's user namespace, so it holds CAP_NET_ADMIN over its network namespace; a security module may refuse it: run `cordon doctor`, or use `--net host`)".into(),
+    })
 }
 
 /// `--net host`: name lookups use the host's resolver configuration.
