@@ -1213,6 +1213,8 @@ fn the_peephole_pass_leaves_what_it_does_not_model() {
         optimize(&q),
         vec![i(BPF_LD_W_ABS, 0, 0, 0), i(0x06, 0, 0, ALLOW)]
     );
+    // Nothing: nothing.
+    assert_eq!(optimize(&[]), Vec::new());
     // A jump past the end is not a program to touch.
     let r = vec![i(0x05, 0, 0, 5), i(0x06, 0, 0, ALLOW)];
     assert_eq!(optimize(&r), r);
