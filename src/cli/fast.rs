@@ -22,6 +22,35 @@ use std::path::PathBuf;
 /// Options that may be given more than once (clap appends them).
 const REPEATABLE: &[&str] = &["env", "file", "ro-bind", "allow-degraded", "net-resolve"];
 
+/// Every long option this parser reads (a test checks they are exactly clap's).
+#[cfg(test)]
+const KNOWN: &[&str] = &[
+    "json",
+    "timeout",
+    "cpu-time",
+    "memory",
+    "cpus",
+    "pids",
+    "output-limit",
+    "file-size",
+    "open-files",
+    "workspace-size",
+    "workspace-inodes",
+    "tmp-size",
+    "env",
+    "stdin",
+    "file",
+    "ro-bind",
+    "output-dir",
+    "rootfs",
+    "allow-degraded",
+    "limits-backend",
+    "hostname",
+    "net",
+    "net-resolve",
+    "net-log",
+];
+
 /// `exec`'s arguments (those after `exec`), or `None` for clap to parse.
 pub(super) fn exec(args: &[OsString]) -> Option<ExecArgs> {
     let mut a = defaults()?;
@@ -381,6 +410,66 @@ mod tests {
             fast_taken * 10 < total * 9,
             "fast path taken {fast_taken} times of {total}"
         );
+    }
+
+    /// The fast path knows exactly clap's options of `exec`, and none of them has a setting
+    /// it does not model (a requirement, a conflict, a group; values from the environment
+    /// need clap's `env` feature, which cordon does not enable): an option added to
+    /// ExecArgs, or such a setting, must be looked at here too.
+    #[test]
+    fn the_fast_path_knows_exactly_claps_options() {
+        use clap::CommandFactory;
+        let cli = OneCli::<ExecCommand>::command();
+        let exec = cli.find_subcommand("exec").unwrap();
+        let mut longs: Vec<&str> = Vec::new();
+        for arg in exec.get_arguments() {
+            let id = arg.get_id().as_str();
+            if arg.is_positional() {
+                assert_eq!(id, "command");
+                continue;
+            }
+            if matches!(id, "help") {
+                continue;
+            }
+            let long = arg
+                .get_long()
+                .unwrap_or_else(|| panic!("{id} has no long name"));
+            longs.push(long);
+            assert!(!arg.is_required_set(), "--{long} is required");
+            assert!(
+                exec.get_arg_conflicts_with(arg).is_empty(),
+                "--{long} conflicts"
+            );
+            let short = arg.get_short();
+            assert!(
+                short.is_none() || (long == "env" && short == Some('e')),
+                "--{long}: -{short:?}"
+            );
+            let repeatable = matches!(arg.get_action(), clap::ArgAction::Append);
+            assert_eq!(
+                repeatable,
+                super::REPEATABLE.contains(&long),
+                "--{long} repeatable?"
+            );
+            assert_eq!(
+                !arg.get_action().takes_values(),
+                matches!(long, "json" | "net-log"),
+                "--{long}: flag?"
+            );
+        }
+        // clap's derive makes one group per struct (ExecArgs, NetArgs): optional, any number
+        // of its members. Any other kind constrains lines the fast path would accept.
+        for group in exec.get_groups() {
+            assert!(
+                !group.is_required_set() && group.clone().is_multiple(),
+                "exec has an argument group the fast path does not model: {}",
+                group.get_id()
+            );
+        }
+        longs.sort();
+        let mut known = super::KNOWN.to_vec();
+        known.sort();
+        assert_eq!(longs, known);
     }
 
     #[test]
