@@ -47,6 +47,8 @@ pub mod run;
 pub mod security;
 pub mod spec;
 pub mod sys;
+#[cfg(test)]
+mod test_rand;
 
 pub use launch::{LaunchError, run as run_spec};
 pub use outcome::{Outcome, Status};

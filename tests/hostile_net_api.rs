@@ -448,16 +448,40 @@ const NO_LO_UP: &[(u16, u8, u8, u32)] = &[
     ALLOW,
 ];
 
+/// The run failed closed because `lo` could not go up: status, nothing of the program's run
+/// (a failure before the program may start gives a result without output), the message names
+/// the step and its errno. Returns the message.
+fn assert_refused_without_lo(f: &Finished, v: &serde_json::Value) -> String {
+    assert_eq!(
+        f.code,
+        125,
+        "cordon must refuse to run without lo up:\n{}",
+        f.describe()
+    );
+    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
+    assert!(
+        v["output"].as_str().unwrap_or("").is_empty(),
+        "nothing of the program may run:\n{}",
+        f.describe()
+    );
+    assert!(
+        !String::from_utf8_lossy(&f.stdout).contains("ran"),
+        "nothing of the program may run:\n{}",
+        f.describe()
+    );
+    let msg = v["message"].as_str().unwrap_or("").to_string();
+    assert!(
+        msg.contains("SIOCSIFFLAGS") && msg.contains("EPERM"),
+        "the message must name the step and errno:\n{}",
+        f.describe()
+    );
+    msg
+}
+
 both!(fn case42_loopback_refused_names_its_step_not_the_namespace_limit(who) {
     let (f, v) = cordon_under_filter(who, NO_LO_UP, &["exec", "--json", "--", "sh", "-c", "echo ran"]);
     // Fail closed, naming the step that failed and its errno...
-    assert_eq!(f.code, 125, "cordon must refuse to run without lo up:\n{}", f.describe());
-    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
-    // (cordon brings lo up before init may start the program: the result has no output.)
-    assert!(v["output"].as_str().unwrap_or("").is_empty(), "nothing of the program may run:\n{}", f.describe());
-    assert!(!String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
-    let msg = v["message"].as_str().unwrap_or("");
-    assert!(msg.contains("SIOCSIFFLAGS") && msg.contains("EPERM"), "the message must name the step and errno:\n{}", f.describe());
+    let msg = assert_refused_without_lo(&f, &v);
     // ...without blaming the namespace limit: the namespace was made.
     assert!(!msg.contains("max_net_namespaces"), "a refused SIOCSIFFLAGS is not the namespace limit:\n{}", f.describe());
 });
@@ -470,10 +494,5 @@ both!(fn case42_loopback_refused_under_the_proxy_names_its_step(who) {
         NO_LO_UP,
         &["exec", "--json", "--net", "allow=example.org", "--", "sh", "-c", "echo ran"],
     );
-    assert_eq!(f.code, 125, "cordon must refuse to run without lo up:\n{}", f.describe());
-    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
-    assert!(v["output"].as_str().unwrap_or("").is_empty(), "nothing of the program may run:\n{}", f.describe());
-    assert!(!String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
-    let msg = v["message"].as_str().unwrap_or("");
-    assert!(msg.contains("SIOCSIFFLAGS") && msg.contains("EPERM"), "the message must name the step and errno:\n{}", f.describe());
+    assert_refused_without_lo(&f, &v);
 });

@@ -363,13 +363,7 @@ mod tests {
             &["--", "x"],
             &[],
         ];
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut rand = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut rand = crate::test_rand::xorshift(0x9e37_79b9_7f4a_7c15);
         let (mut fast_taken, mut total) = (0, 0);
         for _ in 0..6000 {
             let mut tokens: Vec<String> = Vec::new();

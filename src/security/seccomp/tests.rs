@@ -1125,13 +1125,7 @@ fn the_peephole_pass_keeps_every_answer() {
         vec![&synthetic],
         vec![&synthetic, &default],
     ];
-    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut rand = |n: usize| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        (seed % n as u64) as usize
-    };
+    let mut rand = crate::test_rand::xorshift(0x2545_f491_4f6c_dd1d);
     let mut checked = 0;
     for layers in &sets {
         let plain = assemble(layers).unwrap();
