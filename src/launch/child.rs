@@ -4,11 +4,11 @@
 //! capability of the new user namespace. It hands the parent a socket in the new network
 //! namespace, through which the parent brings its `lo` up meanwhile (init does it itself under
 //! `--net allow=`; see sys::netns), waits for the parent's first go (uid/gid maps written),
-//! builds and enters the new root, waits for the second go (the sandbox's cgroup exists by then: on cgroup v2 the parent has
-//! attached init meanwhile; on v1 the parent made the groups meanwhile and init now moves
-//! itself through their `tasks` files, then writes the input files), creates its cgroup
-//! namespace, forks the payload, reaps zombies, reports the payload's exit and exits, which
-//! makes the kernel kill every process left in the namespace. (On v1, init's own work before
+//! builds and enters the new root, waits for the second go (the sandbox's cgroup exists by
+//! then: on cgroup v2 the parent has attached init meanwhile; on v1 the parent made the groups
+//! meanwhile and init now moves itself through their `tasks` files, then writes the input
+//! files), creates its cgroup namespace, forks the payload, reaps zombies, reports the
+//! payload's exit and exits, which makes the kernel kill every process left in the namespace. (On v1, init's own work before
 //! the move — mounts, /etc — is charged to cordon's cgroup, not the sandbox's: bounded work of
 //! cordon's, no code of the program's.)
 //!

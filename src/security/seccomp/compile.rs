@@ -390,13 +390,18 @@ enum Acc {
 }
 
 fn join(a: Option<Acc>, b: Acc) -> Acc {
+    let word = |x: Acc| match x {
+        Acc::Word(w) | Acc::Value(w, _) => Some(w),
+        Acc::Unknown => None,
+    };
     match a {
         None => b,
         Some(a) if a == b => a,
-        Some(Acc::Value(w, _)) | Some(Acc::Word(w)) if matches!(b, Acc::Word(x) | Acc::Value(x, _) if x == w) => {
-            Acc::Word(w)
-        }
-        Some(_) => Acc::Unknown,
+        // The same word, with different or unknown values: still that word.
+        Some(a) => match (word(a), word(b)) {
+            (Some(x), Some(y)) if x == y => Acc::Word(x),
+            _ => Acc::Unknown,
+        },
     }
 }
 
