@@ -496,3 +496,32 @@ both!(fn case42_loopback_refused_under_the_proxy_names_its_step(who) {
     );
     assert_refused_without_lo(&f, &v);
 });
+
+/// `socket(AF_INET, SOCK_DGRAM)` fails with EPERM: init cannot open the socket it hands cordon
+/// for `lo` (cordon itself opens none before the program's start under `--net none`).
+const NO_INET_DGRAM: &[(u16, u8, u8, u32)] = &[
+    (0x20, 0, 0, 0),   // A = syscall number
+    (0x15, 0, 6, 41),  // socket? else allow
+    (0x20, 0, 0, 16),  // A = low word of its domain
+    (0x15, 0, 4, 2),   // AF_INET? else allow
+    (0x20, 0, 0, 24),  // A = low word of its type
+    (0x54, 0, 0, 0xf), // the type without its flags
+    (0x15, 0, 1, 2),   // SOCK_DGRAM? else allow
+    ret_errno(libc::EPERM),
+    ALLOW,
+];
+
+both!(fn case42_init_dying_before_it_hands_over_lo_is_reported(who) {
+    // init fails before it sends cordon the socket: cordon sees the socketpair's end and
+    // reports init's own step and errno, and nothing of the program runs.
+    let (f, v) = cordon_under_filter(who, NO_INET_DGRAM, &["exec", "--json", "--", "sh", "-c", "echo ran"]);
+    assert_eq!(f.code, 125, "{}", f.describe());
+    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
+    assert!(!String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
+    let msg = v["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("open a socket in the new network namespace") && msg.contains("EPERM"),
+        "the message must name init's step and errno:\n{}",
+        f.describe()
+    );
+});
