@@ -674,10 +674,12 @@ fn loopback_up(sock: &std::os::fd::OwnedFd) -> Result<(), LaunchError> {
     let lo = match channel::recv_fds(sock) {
         Ok(fds) => fds,
         Err(Errno::EPIPE) => return Ok(()),
-        Err(e) => {
-            return Err(sys_err(
-                "receive init's socket in the sandbox's network namespace",
-            )(e));
+        Err(errno) => {
+            return Err(LaunchError::Sys {
+                step: "receive init's socket in the sandbox's network namespace",
+                errno,
+                hint: " (EMFILE/ENFILE: raise cordon's open-file limit, `ulimit -n`; otherwise a bug in cordon, report it; `--net host` skips this step)".into(),
+            });
         }
     };
     let [lo] = <[std::os::fd::OwnedFd; 1]>::try_from(lo).map_err(|got| LaunchError::Sys {
