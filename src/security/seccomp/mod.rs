@@ -24,8 +24,9 @@ pub mod oci;
 mod policy;
 mod syscalls;
 
-#[cfg(test)]
-pub(crate) mod bpf_eval;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod bpf_eval;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -122,6 +123,30 @@ pub fn compile_builtin_layered(
         name: full,
         program: decode(bytes),
     })
+}
+
+/// For the fuzz target `seccomp_optimize` only (feature `fuzzing`): the program of the policy
+/// `text`, layered over the default policy when `over_default`, before and after the peephole
+/// pass, so that the fuzzer can compare their answers with [`bpf_eval`].
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn unoptimized_and_optimized(
+    text: &str,
+    over_default: bool,
+) -> Result<(BpfProgram, BpfProgram), SeccompError> {
+    let policy = policy::parse("the given policy text", text)?;
+    let default;
+    let mut layers = vec![&policy];
+    if over_default {
+        default = policy::parse(
+            "default",
+            include_str!("../../../profiles/seccomp/default.toml"),
+        )?;
+        layers.insert(0, &default);
+    }
+    let plain = compile::assemble(&layers)?;
+    let optimized = compile::optimize(&plain);
+    Ok((plain, optimized))
 }
 
 /// Compiles a policy given as TOML text (a user policy).

@@ -1,0 +1,120 @@
+//! The seccomp compiler's peephole pass keeps every answer: a policy is built from the input
+//! (syscalls, actions, argument conditions of every operator and width, alone or layered over
+//! the default policy), and its program before and after the pass must give the same result
+//! for calls drawn from the input: syscall numbers on and around the policy's, on both
+//! architectures the guard tells apart, with argument values on, around and between the
+//! conditions' values.
+#![no_main]
+use cordon::security::seccomp::bpf_eval::{Data, run};
+use cordon::security::seccomp::unoptimized_and_optimized;
+use libfuzzer_sys::fuzz_target;
+
+/// Syscalls the default policy has rules for (with and without argument conditions), and some
+/// it allows; (name, x86_64 number).
+const SYSCALLS: &[(&str, u32)] = &[
+    ("read", 0),
+    ("mmap", 9),
+    ("mprotect", 10),
+    ("ioctl", 16),
+    ("socket", 41),
+    ("clone", 56),
+    ("kill", 62),
+    ("personality", 135),
+    ("prctl", 157),
+    ("unshare", 272),
+    ("bpf", 321),
+];
+const OPS: &[&str] = &["eq", "ne", "lt", "le", "gt", "ge", "masked_eq"];
+const ACTIONS: &[&str] = &["errno", "trap", "kill_process", "log"];
+const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+const AUDIT_ARCH_I386: u32 = 0x4000_0003;
+
+/// Reads the input as a stream of numbers; zeros once it runs out.
+struct Input<'a>(&'a [u8]);
+
+impl Input<'_> {
+    fn byte(&mut self) -> u8 {
+        let (b, rest) = self.0.split_first().map_or((0, &[][..]), |(b, r)| (*b, r));
+        self.0 = rest;
+        b
+    }
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[usize::from(self.byte()) % from.len()]
+    }
+    fn value(&mut self) -> u64 {
+        // Mostly small or round numbers, where the comparisons' edges are.
+        match self.byte() % 4 {
+            0 => u64::from(self.byte()),
+            1 => 1u64 << (self.byte() % 64),
+            2 => u64::MAX - u64::from(self.byte()),
+            _ => (0..8).fold(0, |v, _| v << 8 | u64::from(self.byte())),
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut input = Input(data);
+    let over_default = input.byte() % 2 == 1;
+    let mut text = String::from("name = \"fuzz\"\n");
+    let mut values = vec![0u64, u64::MAX, 1 << 32, 0xffff_ffff];
+    let mut numbers = vec![0u32, 400, 0x4000_0000, u32::MAX];
+    for _ in 0..1 + input.byte() % 6 {
+        let (name, nr) = input.pick(SYSCALLS);
+        numbers.extend([nr, nr.wrapping_add(1), nr.wrapping_sub(1)]);
+        text.push_str(&format!(
+            "[[deny]]\nsyscall = \"{name}\"\nwhy = \"fuzz\"\naction = \"{}\"\nargs = [",
+            input.pick(ACTIONS)
+        ));
+        for _ in 0..input.byte() % 4 {
+            let width = if input.byte() % 2 == 0 { 32 } else { 64 };
+            let fits = if width == 32 { 0xffff_ffff } else { u64::MAX };
+            let op = input.pick(OPS);
+            let mut value = input.value() & fits;
+            let mask = (op == "masked_eq").then(|| (input.value() & fits).max(1));
+            if let Some(m) = mask {
+                value &= m;
+                values.extend([m, !m]);
+            }
+            values.extend([
+                value,
+                value.wrapping_add(1),
+                value.wrapping_sub(1),
+                value | 1 << 32,
+            ]);
+            text.push_str(&format!(
+                "{{ index = {}, width = {width}, op = \"{op}\", value = {value}{} }}, ",
+                input.byte() % 6,
+                mask.map(|m| format!(", mask = {m}")).unwrap_or_default()
+            ));
+        }
+        text.push_str("]\n");
+    }
+    let Ok((plain, optimized)) = unoptimized_and_optimized(&text, over_default) else {
+        return;
+    };
+    assert!(
+        optimized.len() <= plain.len(),
+        "the pass lengthened:\n{text}"
+    );
+    numbers.sort_unstable();
+    numbers.dedup();
+    for &nr in &numbers {
+        for arch in [AUDIT_ARCH_X86_64, AUDIT_ARCH_I386] {
+            for j in 0..8 {
+                // Drawn from the input while it lasts, then still varied by `j`.
+                let args = [0, 1, 2, 3, 4, 5]
+                    .map(|k| values[(usize::from(input.byte()) + j * 6 + k) % values.len()]);
+                let d = Data {
+                    nr: nr as i32,
+                    arch,
+                    args,
+                };
+                assert_eq!(
+                    run(&optimized, &d),
+                    run(&plain, &d),
+                    "policy (over the default policy: {over_default}):\n{text}\ncall: {d:?}"
+                );
+            }
+        }
+    }
+});
