@@ -49,12 +49,29 @@ macro_rules! test_name {
 /// Re-runs one test of this binary as a child with `CHILD_ENV` set and stdin on /dev/null.
 fn rerun_as_child(test: &str) -> Output {
     let exe = std::env::current_exe().expect("current_exe");
-    let out = Command::new(exe)
+    let child = Command::new(exe)
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, "1")
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("re-exec the test binary");
+    // A wrong filter can leave a probe blocked or spinning: bounded, so that it fails the test
+    // instead of stalling the suite.
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    let out = match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+        Ok(out) => out.expect("wait for the re-run test binary"),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            panic!("child {test} did not finish within 120 s (killed)");
+        }
+    };
     eprintln!(
         "child {test}: {:?}\n--- stdout\n{}--- stderr\n{}",
         out.status,
