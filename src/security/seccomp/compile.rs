@@ -267,6 +267,12 @@ fn concat(layered: Vec<(Action, BpfProgram)>) -> BpfProgram {
 /// (32-bit offset). Every path ends in a `ret` (a number it does not name: `ret ALLOW`), and
 /// every jump stays inside the code returned and points forward, so it can sit anywhere.
 fn dispatch(chains: &[(u32, BpfProgram)]) -> BpfProgram {
+    dispatch_or(chains, libc::SECCOMP_RET_ALLOW)
+}
+
+/// [`dispatch`], with `miss` (a `ret` value) for a number that no chain names. The OCI
+/// compiler's programs answer those with the profile's default action.
+pub(super) fn dispatch_or(chains: &[(u32, BpfProgram)], miss: u32) -> BpfProgram {
     let mut out = Vec::new();
     if chains.len() <= LINEAR_LEAF {
         for (nr, body) in chains {
@@ -279,11 +285,11 @@ fn dispatch(chains: &[(u32, BpfProgram)]) -> BpfProgram {
             }
             out.extend(body.iter().cloned());
         }
-        out.push(stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW));
+        out.push(stmt(BPF_RET_K, miss));
         return out;
     }
     let mid = chains.len() / 2;
-    let lower = dispatch(&chains[..mid]);
+    let lower = dispatch_or(&chains[..mid], miss);
     match u8::try_from(lower.len()) {
         Ok(skip) => out.push(jump(BPF_JMP_JGE_K, chains[mid].0, skip, 0)),
         Err(_) => {
@@ -292,7 +298,7 @@ fn dispatch(chains: &[(u32, BpfProgram)]) -> BpfProgram {
         }
     }
     out.extend(lower);
-    out.extend(dispatch(&chains[mid..]));
+    out.extend(dispatch_or(&chains[mid..], miss));
     out
 }
 
