@@ -226,6 +226,18 @@ pub fn compile(s: &LinuxSeccomp) -> Result<OciFilter, OciSeccompError> {
     })
 }
 
+/// For the fuzz target `oci_seccomp` only (feature `fuzzing`): for a `linux.seccomp` object
+/// in JSON, the linear program the module's documentation draws, and what [`compile`] makes
+/// of the same object.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn linear_and_compiled(json: &str) -> Result<(Vec<sock_filter>, Vec<sock_filter>), String> {
+    let s: LinuxSeccomp = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    let linear = assemble(&s).map_err(|e| e.to_string())?.linear;
+    let compiled = compile(&s).map_err(|e| e.to_string())?.program;
+    Ok((linear, compiled))
+}
+
 /// The config's seccomp object, checked and taken apart.
 struct Assembled {
     /// The architecture and x32 guard; it ends with the syscall number loaded.
@@ -237,8 +249,8 @@ struct Assembled {
     flags: libc::c_ulong,
     unknown: Vec<String>,
     /// The program as the module's documentation draws it (what [`compile`] must answer
-    /// alike), for the tests.
-    #[cfg(test)]
+    /// alike), for the tests and the fuzz target `oci_seccomp`.
+    #[cfg(any(test, feature = "fuzzing"))]
     linear: Vec<sock_filter>,
 }
 
@@ -308,7 +320,7 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
             k: RET_KILL_PROCESS,
         },
     ];
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     let mut linear = guard.clone();
     let mut by_nr: std::collections::BTreeMap<u32, Vec<sock_filter>> = Default::default();
     let mut unknown = Vec::new();
@@ -334,7 +346,7 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
             }
             for conds in &rules {
                 push_rule(by_nr.entry(nr).or_default(), None, conds, ret, &field)?;
-                #[cfg(test)]
+                #[cfg(any(test, feature = "fuzzing"))]
                 push_rule(&mut linear, Some(nr), conds, ret, &field)?;
             }
         }
@@ -345,7 +357,7 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
         jf: 0,
         k: default,
     };
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     linear.push(ret_default.clone());
     Ok(Assembled {
         guard,
@@ -359,7 +371,7 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
         default,
         flags,
         unknown,
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fuzzing"))]
         linear,
     })
 }

@@ -1,0 +1,138 @@
+//! cordon-oci's `linux.seccomp` compiler: the program it installs (a binary search on the
+//! syscall number into each syscall's rules, then the peephole pass) answers every call as
+//! the linear program of the config's rules does (first matching rule in the config's
+//! order). Profiles are built from the input: entries naming syscalls (several per entry, the
+//! same syscall in several entries), every action, the default action's own (left out, as
+//! runc does), argument conditions of every operator, repeated indexes (each condition then a
+//! rule of its own); calls on and around the named syscalls, on both architectures and x32
+//! numbers, with argument values on and around the conditions'.
+#![no_main]
+use cordon::security::seccomp::bpf_eval::{Data, run};
+use cordon::security::seccomp::oci::linear_and_compiled;
+use libfuzzer_sys::fuzz_target;
+
+const SYSCALLS: &[(&str, u32)] = &[
+    ("read", 0),
+    ("write", 1),
+    ("mmap", 9),
+    ("ioctl", 16),
+    ("socket", 41),
+    ("clone", 56),
+    ("kill", 62),
+    ("personality", 135),
+    ("prctl", 157),
+    ("unshare", 272),
+    ("bpf", 321),
+    ("no_such_call", u32::MAX),
+];
+const OPS: &[&str] = &[
+    "SCMP_CMP_EQ",
+    "SCMP_CMP_NE",
+    "SCMP_CMP_LT",
+    "SCMP_CMP_LE",
+    "SCMP_CMP_GT",
+    "SCMP_CMP_GE",
+    "SCMP_CMP_MASKED_EQ",
+];
+const ACTIONS: &[&str] = &[
+    "SCMP_ACT_ALLOW",
+    "SCMP_ACT_ERRNO",
+    "SCMP_ACT_KILL",
+    "SCMP_ACT_KILL_PROCESS",
+    "SCMP_ACT_TRAP",
+    "SCMP_ACT_LOG",
+    "SCMP_ACT_TRACE",
+];
+const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+const AUDIT_ARCH_I386: u32 = 0x4000_0003;
+
+/// Reads the input as a stream of numbers; zeros once it runs out.
+struct Input<'a>(&'a [u8]);
+
+impl Input<'_> {
+    fn byte(&mut self) -> u8 {
+        let (b, rest) = self.0.split_first().map_or((0, &[][..]), |(b, r)| (*b, r));
+        self.0 = rest;
+        b
+    }
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[usize::from(self.byte()) % from.len()]
+    }
+    fn value(&mut self) -> u64 {
+        match self.byte() % 4 {
+            0 => u64::from(self.byte()),
+            1 => 1u64 << (self.byte() % 64),
+            2 => u64::MAX - u64::from(self.byte()),
+            _ => (0..8).fold(0, |v, _| v << 8 | u64::from(self.byte())),
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut input = Input(data);
+    let default = input.pick(ACTIONS);
+    let mut values = vec![0u64, u64::MAX, 1 << 32, 0xffff_ffff];
+    let mut numbers = vec![0u32, 470, 0x4000_0000, 0x4000_0001, u32::MAX];
+    let mut entries = Vec::new();
+    for _ in 0..1 + input.byte() % 8 {
+        let mut names = Vec::new();
+        for _ in 0..1 + input.byte() % 3 {
+            let (name, nr) = input.pick(SYSCALLS);
+            names.push(format!("\"{name}\""));
+            numbers.extend([nr, nr.wrapping_add(1), nr.wrapping_sub(1)]);
+        }
+        let mut args = Vec::new();
+        for _ in 0..input.byte() % 4 {
+            let (value, two) = (input.value(), input.value());
+            values.extend([
+                value,
+                value.wrapping_add(1),
+                value.wrapping_sub(1),
+                two,
+                two & value,
+                !value,
+            ]);
+            args.push(format!(
+                r#"{{"index": {}, "value": {value}, "valueTwo": {two}, "op": "{}"}}"#,
+                input.byte() % 6,
+                input.pick(OPS)
+            ));
+        }
+        entries.push(format!(
+            r#"{{"names": [{}], "action": "{}", "errnoRet": {}, "args": [{}]}}"#,
+            names.join(","),
+            input.pick(ACTIONS),
+            input.byte() % 4,
+            args.join(",")
+        ));
+    }
+    let json = format!(
+        r#"{{"defaultAction": "{default}", "defaultErrnoRet": {}, "syscalls": [{}]}}"#,
+        input.byte() % 4,
+        entries.join(",")
+    );
+    let Ok((linear, compiled)) = linear_and_compiled(&json) else {
+        return;
+    };
+    numbers.sort_unstable();
+    numbers.dedup();
+    for &nr in &numbers {
+        for arch in [AUDIT_ARCH_X86_64, AUDIT_ARCH_I386] {
+            for j in 0..8 {
+                // Drawn from the input while it lasts, then still varied by `j`.
+                let args = [0, 1, 2, 3, 4, 5]
+                    .map(|k| values[(usize::from(input.byte()) + j * 6 + k) % values.len()]);
+                let d = Data {
+                    nr: nr as i32,
+                    arch,
+                    args,
+                };
+                assert_eq!(
+                    run(&compiled, &d),
+                    run(&linear, &d),
+                    "profile:\n{json}\ncall: {d:?}"
+                );
+            }
+        }
+    }
+});
