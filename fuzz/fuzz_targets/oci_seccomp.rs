@@ -7,9 +7,12 @@
 //! rule of its own); calls on and around the named syscalls, on both architectures and x32
 //! numbers, with argument values on and around the conditions'.
 #![no_main]
-use cordon::security::seccomp::bpf_eval::{Data, run};
 use cordon::security::seccomp::oci::linear_and_compiled;
 use libfuzzer_sys::fuzz_target;
+
+#[path = "shared/seccomp_calls.rs"]
+mod seccomp_calls;
+use seccomp_calls::{Input, same_answers};
 
 const SYSCALLS: &[(&str, u32)] = &[
     ("read", 0),
@@ -43,30 +46,6 @@ const ACTIONS: &[&str] = &[
     "SCMP_ACT_LOG",
     "SCMP_ACT_TRACE",
 ];
-const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-const AUDIT_ARCH_I386: u32 = 0x4000_0003;
-
-/// Reads the input as a stream of numbers; zeros once it runs out.
-struct Input<'a>(&'a [u8]);
-
-impl Input<'_> {
-    fn byte(&mut self) -> u8 {
-        let (b, rest) = self.0.split_first().map_or((0, &[][..]), |(b, r)| (*b, r));
-        self.0 = rest;
-        b
-    }
-    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
-        from[usize::from(self.byte()) % from.len()]
-    }
-    fn value(&mut self) -> u64 {
-        match self.byte() % 4 {
-            0 => u64::from(self.byte()),
-            1 => 1u64 << (self.byte() % 64),
-            2 => u64::MAX - u64::from(self.byte()),
-            _ => (0..8).fold(0, |v, _| v << 8 | u64::from(self.byte())),
-        }
-    }
-}
 
 fuzz_target!(|data: &[u8]| {
     let mut input = Input(data);
@@ -114,25 +93,6 @@ fuzz_target!(|data: &[u8]| {
     let Ok((linear, compiled)) = linear_and_compiled(&json) else {
         return;
     };
-    numbers.sort_unstable();
-    numbers.dedup();
-    for &nr in &numbers {
-        for arch in [AUDIT_ARCH_X86_64, AUDIT_ARCH_I386] {
-            for j in 0..8 {
-                // Drawn from the input while it lasts, then still varied by `j`.
-                let args = [0, 1, 2, 3, 4, 5]
-                    .map(|k| values[(usize::from(input.byte()) + j * 6 + k) % values.len()]);
-                let d = Data {
-                    nr: nr as i32,
-                    arch,
-                    args,
-                };
-                assert_eq!(
-                    run(&compiled, &d),
-                    run(&linear, &d),
-                    "profile:\n{json}\ncall: {d:?}"
-                );
-            }
-        }
-    }
+    let what = format!("profile:\n{json}");
+    same_answers(&linear, &compiled, numbers, &values, &mut input, &what);
 });

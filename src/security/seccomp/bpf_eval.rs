@@ -3,7 +3,7 @@
 //! installing anything. Supports exactly the instructions seccompiler and the guard emit;
 //! anything else panics, so a change in what seccompiler emits cannot pass unnoticed.
 
-use seccompiler::sock_filter;
+pub use seccompiler::sock_filter;
 
 /// `struct seccomp_data` as the kernel fills it.
 #[derive(Debug, Clone, Copy)]
