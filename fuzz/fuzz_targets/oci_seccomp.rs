@@ -12,22 +12,8 @@ use libfuzzer_sys::fuzz_target;
 
 #[path = "shared/seccomp_calls.rs"]
 mod seccomp_calls;
-use seccomp_calls::{Input, same_answers};
+use seccomp_calls::{Input, SYSCALLS, same_answers};
 
-const SYSCALLS: &[(&str, u32)] = &[
-    ("read", 0),
-    ("write", 1),
-    ("mmap", 9),
-    ("ioctl", 16),
-    ("socket", 41),
-    ("clone", 56),
-    ("kill", 62),
-    ("personality", 135),
-    ("prctl", 157),
-    ("unshare", 272),
-    ("bpf", 321),
-    ("no_such_call", u32::MAX),
-];
 const OPS: &[&str] = &[
     "SCMP_CMP_EQ",
     "SCMP_CMP_NE",
@@ -56,7 +42,11 @@ fuzz_target!(|data: &[u8]| {
     for _ in 0..1 + input.byte() % 8 {
         let mut names = Vec::new();
         for _ in 0..1 + input.byte() % 3 {
-            let (name, nr) = input.pick(SYSCALLS);
+            // Now and then a name the x86_64 table does not know (skipped, as runc does).
+            let (name, nr) = match input.byte() % 8 {
+                0 => ("no_such_call", u32::MAX),
+                _ => input.pick(SYSCALLS),
+            };
             names.push(format!("\"{name}\""));
             numbers.extend([nr, nr.wrapping_add(1), nr.wrapping_sub(1)]);
         }

@@ -10,23 +10,8 @@ use libfuzzer_sys::fuzz_target;
 
 #[path = "shared/seccomp_calls.rs"]
 mod seccomp_calls;
-use seccomp_calls::{Input, same_answers};
+use seccomp_calls::{Input, SYSCALLS, same_answers};
 
-/// Syscalls the default policy has rules for (with and without argument conditions), and some
-/// it allows; (name, x86_64 number).
-const SYSCALLS: &[(&str, u32)] = &[
-    ("read", 0),
-    ("mmap", 9),
-    ("mprotect", 10),
-    ("ioctl", 16),
-    ("socket", 41),
-    ("clone", 56),
-    ("kill", 62),
-    ("personality", 135),
-    ("prctl", 157),
-    ("unshare", 272),
-    ("bpf", 321),
-];
 const OPS: &[&str] = &["eq", "ne", "lt", "le", "gt", "ge", "masked_eq"];
 const ACTIONS: &[&str] = &["errno", "trap", "kill_process", "log"];
 

@@ -2,6 +2,23 @@
 //! programs on calls drawn from it.
 use cordon::security::seccomp::bpf_eval::{Data, run, sock_filter};
 
+/// Syscalls the default policy has rules for (with and without argument conditions), and some
+/// it allows; (name, x86_64 number).
+pub const SYSCALLS: &[(&str, u32)] = &[
+    ("read", 0),
+    ("write", 1),
+    ("mmap", 9),
+    ("mprotect", 10),
+    ("ioctl", 16),
+    ("socket", 41),
+    ("clone", 56),
+    ("kill", 62),
+    ("personality", 135),
+    ("prctl", 157),
+    ("unshare", 272),
+    ("bpf", 321),
+];
+
 pub const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 pub const AUDIT_ARCH_I386: u32 = 0x4000_0003;
 
