@@ -356,28 +356,33 @@ pub fn scrub_cmdline() -> Result<(), String> {
     Ok(())
 }
 
-/// (arg_start, arg_end) from the text of `/proc/PID/stat` (fields 48 and 49; the command
-/// name in field 2 may hold spaces and parentheses, so fields are counted after its last
-/// `)`). The area must be non-empty and end at or before the environment's start (field 50):
-/// execve lays them out back to back, whatever their size (up to a quarter of the stack
-/// limit).
 /// The calling process's argument area `[start, end)`, the strings `/proc/PID/cmdline` shows.
 /// Found in memory when it can be: execve copies the arguments to `arg_start` one after
 /// another, each with its NUL, and libc keeps `argv[0]`, the first, as
-/// `program_invocation_name`; the arguments std copied give the lengths. The bytes there are
-/// compared with those arguments before the area is trusted. Otherwise (a loader's argv, a
-/// changed `argv[0]`) the kernel's own figures from `/proc/self/stat`, which cost about 0.08
-/// ms in the sandbox's init, where this is on the start-up's critical path.
+/// `program_invocation_name`; the arguments std copied give the lengths. That holds only when
+/// the kernel started this program itself (its entry point is the `AT_ENTRY` the kernel
+/// reports): started through the dynamic loader (`ld.so PROGRAM ARGS`), libc's argv skips the
+/// loader's own arguments, which stay at the area's start. The bytes found are compared with
+/// the arguments before the area is trusted. Otherwise (a loader's start, a changed `argv[0]`)
+/// the kernel's own figures from `/proc/self/stat`, which cost about 0.08 ms in the sandbox's
+/// init, where this is on the start-up's critical path.
 pub fn argument_area() -> Result<(usize, usize), String> {
     unsafe extern "C" {
         // musl and glibc both export it, set to argv[0] before `main`.
         static program_invocation_name: *const libc::c_char;
+        // The C runtime's entry point, where the kernel starts a program it loaded itself.
+        fn _start();
     }
-    // SAFETY: a plain read of a pointer-sized static that libc sets once before `main` and
-    // cordon never writes.
-    let first = unsafe { program_invocation_name };
-    if let Some(area) = argument_area_at(first, std::env::args_os()) {
-        return Ok(area);
+    // SAFETY: getauxval reads the auxiliary vector the kernel gave this process; AT_ENTRY is
+    // a plain number (0 if absent).
+    let entry = unsafe { libc::getauxval(libc::AT_ENTRY) } as usize;
+    if entry == _start as *const () as usize {
+        // SAFETY: a plain read of a pointer-sized static that libc sets once before `main`
+        // and cordon never writes.
+        let first = unsafe { program_invocation_name };
+        if let Some(area) = argument_area_at(first, std::env::args_os()) {
+            return Ok(area);
+        }
     }
     let stat = std::fs::read_to_string("/proc/self/stat")
         .map_err(|e| format!("read /proc/self/stat: {e}"))?;
@@ -410,6 +415,11 @@ fn argument_area_at(
     (at > first as usize).then_some((first as usize, at))
 }
 
+/// (arg_start, arg_end) from the text of `/proc/PID/stat` (fields 48 and 49; the command
+/// name in field 2 may hold spaces and parentheses, so fields are counted after its last
+/// `)`). The area must be non-empty and end at or before the environment's start (field 50):
+/// execve lays them out back to back, whatever their size (up to a quarter of the stack
+/// limit).
 pub fn cmdline_area(stat: &str) -> Result<(usize, usize), String> {
     let unparsable = || format!("cannot parse /proc/self/stat ({} bytes)", stat.len());
     let rest = &stat[stat.rfind(')').ok_or_else(unparsable)? + 1..];
@@ -1112,6 +1122,15 @@ mod tests {
             "found in memory, where /proc/self/stat says"
         );
         assert_eq!(super::argument_area(), Ok(kernel));
+        // The test binary was started by the kernel: the memory path is the one taken.
+        unsafe extern "C" {
+            fn _start();
+        }
+        // SAFETY: as in argument_area.
+        assert_eq!(
+            unsafe { libc::getauxval(libc::AT_ENTRY) } as usize,
+            _start as *const () as usize
+        );
         // Other bytes there than the arguments: not trusted.
         let mut wrong: Vec<std::ffi::OsString> = std::env::args_os().collect();
         wrong[0].push("x");
