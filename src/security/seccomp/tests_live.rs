@@ -9,6 +9,7 @@
 //! policy that silently stopped matching would make the other tests fail.
 
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output, Stdio};
 
@@ -55,21 +56,23 @@ fn rerun_as_child(test: &str) -> Output {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Its own process group, with whatever its probes start: killed together.
+        .process_group(0)
         .spawn()
         .expect("re-exec the test binary");
     // A wrong filter can leave a probe blocked or spinning: bounded, so that it fails the test
-    // instead of stalling the suite.
-    let pid = child.id();
+    // instead of stalling the suite. The output is read to its end, which a process the
+    // child started may hold open after the child itself has exited.
+    let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || tx.send(child.wait_with_output()));
     let out = match rx.recv_timeout(std::time::Duration::from_secs(120)) {
         Ok(out) => out.expect("wait for the re-run test binary"),
         Err(_) => {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            panic!("child {test} did not finish within 120 s (killed)");
+            // The group keeps its id while any member lives (even the child unreaped, as
+            // wait_with_output reaps only after the output ends), so this reaches no other.
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+            panic!("child {test} or a process it started was still running after 120 s (killed)");
         }
     };
     eprintln!(
