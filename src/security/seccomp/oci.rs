@@ -740,7 +740,7 @@ mod tests {
     }
 
     #[test]
-    fn the_peephole_pass_keeps_every_oci_answer() {
+    fn the_installed_program_answers_as_the_linear_one() {
         let allow_by_default = r#"{"defaultAction": "SCMP_ACT_ALLOW",
             "syscalls": [
               {"names": ["ptrace", "bpf"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1},
@@ -753,6 +753,21 @@ mod tests {
                         {"index": 3, "value": 18446744073709551615, "op": "SCMP_CMP_NE"}]}
             ]}"#;
         let engine = engine_like_profile();
+        // One syscall with rules far longer than a conditional jump reaches (255): the
+        // binary search goes around its chain through `ja`, and the pass cannot thread
+        // every jump to the end.
+        let long_chain = format!(
+            r#"{{"defaultAction": "SCMP_ACT_ERRNO",
+                "syscalls": [{{"names": ["read", "write"], "action": "SCMP_ACT_ALLOW"}},{}]}}"#,
+            (0..80)
+                .map(|v| format!(
+                    r#"{{"names": ["personality"], "action": "SCMP_ACT_ALLOW",
+                        "args": [{{"index": 0, "value": {v}, "op": "SCMP_CMP_EQ"}},
+                                 {{"index": 1, "value": 8, "op": "SCMP_CMP_GE"}}]}}"#
+                ))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
         let mut rand = crate::test_rand::xorshift(0x9e37_79b9_7f4a_7c15);
         let pool = [
             0u64,
@@ -778,7 +793,11 @@ mod tests {
             u64::MAX,
             u64::MAX - 1,
         ];
-        for (text, shorter_by) in [(engine.as_str(), 0.4), (allow_by_default, 0.0)] {
+        for (text, shorter_by) in [
+            (engine.as_str(), 0.4),
+            (allow_by_default, 0.0),
+            (long_chain.as_str(), 0.0),
+        ] {
             let s: LinuxSeccomp = serde_json::from_str(text).unwrap();
             let plain = assemble(&s).unwrap().linear;
             let opt = compile(&s).unwrap().program;
