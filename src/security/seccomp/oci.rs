@@ -212,7 +212,10 @@ pub fn compile(s: &LinuxSeccomp) -> Result<OciFilter, OciSeccompError> {
     let too_long = |len: usize| OciSeccompError::Invalid {
         field: "linux.seccomp.syscalls".into(),
         why: format!(
-            "the policy compiles to {len} BPF instructions; the kernel takes at most {MAX_INSNS}"
+            "the policy compiles to {len} BPF instructions; the kernel takes at most \
+             {MAX_INSNS}: drop argument conditions the profile does not need, or make the action \
+             most entries share the `defaultAction` (syscalls that get the default need no \
+             rule)"
         ),
     };
     let mut program = a.guard.clone();
@@ -847,7 +850,9 @@ mod tests {
         let s: LinuxSeccomp = serde_json::from_str(&text).unwrap();
         let err = compile(&s).unwrap_err().to_string();
         assert!(
-            err.contains("linux.seccomp.syscalls") && err.contains("at most 4096"),
+            err.contains("linux.seccomp.syscalls")
+                && err.contains("at most 4096")
+                && err.contains("drop argument conditions"),
             "{err}"
         );
     }
