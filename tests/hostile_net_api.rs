@@ -425,14 +425,15 @@ both!(fn case42_no_network_namespace_is_refused(who) {
 });
 
 both!(fn case42_a_passing_shortage_is_not_blamed_on_the_network_namespace(who) {
-    // EAGAIN (a process or memory shortage gone a moment later) is no refusal: the error is
-    // the clone's, with the general hint, not the network namespace's limit.
+    // EAGAIN (a process or memory shortage gone a moment later) is no refusal: the error
+    // names the step and errno, with the hint for a shortage, not the namespace's limit.
     let filter = new_netns_fails(libc::EAGAIN);
     let (f, v) = cordon_under_filter(who, &filter, &["exec", "--json", "--", "sh", "-c", "echo ran"]);
     assert_eq!(f.code, 125, "{}", f.describe());
     assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
     let msg = v["message"].as_str().unwrap_or("");
-    assert!(msg.contains("create the sandbox namespaces (clone)") && msg.contains("EAGAIN"), "the message must name the clone and errno:\n{}", f.describe());
+    assert!(msg.contains("create the sandbox's network namespace") && msg.contains("EAGAIN"), "the message must name the step and errno:\n{}", f.describe());
+    assert!(msg.contains("try again"), "the message must say what to do:\n{}", f.describe());
     assert!(!msg.contains("max_net_namespaces"), "a shortage is not the namespace limit:\n{}", f.describe());
     assert!(!String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
 });
@@ -487,8 +488,8 @@ both!(fn case42_loopback_refused_names_its_step_not_the_namespace_limit(who) {
 });
 
 both!(fn case42_loopback_refused_under_the_proxy_names_its_step(who) {
-    // Under --net allow= init brings lo up itself (it binds the proxy's socket to 127.0.0.1
-    // next): refused there, the run fails closed the same way.
+    // Under --net allow= init binds the proxy's socket to 127.0.0.1 once it has the
+    // namespace: lo refused, the run fails closed the same way.
     let (f, v) = cordon_under_filter(
         who,
         NO_LO_UP,
@@ -497,8 +498,9 @@ both!(fn case42_loopback_refused_under_the_proxy_names_its_step(who) {
     assert_refused_without_lo(&f, &v);
 });
 
-/// `socket(AF_INET, SOCK_DGRAM)` fails with EPERM: init cannot open the socket it hands cordon
-/// for `lo` (cordon itself opens none before the program's start under `--net none`).
+/// `socket(AF_INET, SOCK_DGRAM)` fails with EPERM: the helper that makes the network
+/// namespace cannot open the socket it brings `lo` up through (cordon itself opens none before
+/// the program's start under `--net none`).
 const NO_INET_DGRAM: &[(u16, u8, u8, u32)] = &[
     (0x20, 0, 0, 0),   // A = syscall number
     (0x15, 0, 6, 41),  // socket? else allow
@@ -511,17 +513,43 @@ const NO_INET_DGRAM: &[(u16, u8, u8, u32)] = &[
     ALLOW,
 ];
 
-both!(fn case42_init_dying_before_it_hands_over_lo_is_reported(who) {
-    // init fails before it sends cordon the socket: cordon sees the socketpair's end and
-    // reports init's own step and errno, and nothing of the program runs.
+both!(fn case42_a_failing_network_namespace_helper_is_reported(who) {
+    // The helper fails after it made the namespace: init reports the helper's step and errno,
+    // and nothing of the program runs.
     let (f, v) = cordon_under_filter(who, NO_INET_DGRAM, &["exec", "--json", "--", "sh", "-c", "echo ran"]);
     assert_eq!(f.code, 125, "{}", f.describe());
     assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
     assert!(!String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
     let msg = v["message"].as_str().unwrap_or("");
     assert!(
-        msg.contains("open a socket in the new network namespace") && msg.contains("EPERM"),
-        "the message must name init's step and errno:\n{}",
+        msg.contains("open a socket in the sandbox's network namespace") && msg.contains("EPERM"),
+        "the message must name the helper's step and errno:\n{}",
+        f.describe()
+    );
+});
+
+/// `setns(fd, CLONE_NEWUSER)` kills the process that calls it: only the helper that makes the
+/// network namespace does (it joins the sandbox's user namespace first).
+const SETNS_USER_KILLS: &[(u16, u8, u8, u32)] = &[
+    (0x20, 0, 0, 0),           // A = syscall number
+    (0x15, 0, 3, 308),         // setns? else allow
+    (0x20, 0, 0, 24),          // A = low word of its nstype
+    (0x15, 0, 1, 0x1000_0000), // CLONE_NEWUSER? else allow
+    (0x06, 0, 0, 0x8000_0000), // SECCOMP_RET_KILL_PROCESS
+    ALLOW,
+];
+
+both!(fn case42_a_network_namespace_helper_killed_is_reported(who) {
+    // The helper dies before it sends anything: init sees the socket's end, fails closed and
+    // says so; nothing of the program runs, and cordon still ends with a result.
+    let (f, v) = cordon_under_filter(who, SETNS_USER_KILLS, &["exec", "--json", "--", "sh", "-c", "echo ran"]);
+    assert_eq!(f.code, 125, "{}", f.describe());
+    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
+    assert!(!String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
+    let msg = v["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("receive the sandbox's network namespace") && msg.contains("ended without sending it"),
+        "the message must say the helper ended:\n{}",
         f.describe()
     );
 });

@@ -362,6 +362,9 @@ both!(
         // Found, and past the fork: a helper that has not yet closed what it inherited from
         // cordon shows cordon's fds for a moment. One that never closes them fails below.
         let settled = |p: u32| std::fs::read_dir(format!("/proc/{p}/fd")).map(|d| d.count()).unwrap_or(usize::MAX) <= 6;
+        // And there for the run: the helper that makes the network namespace is also a child
+        // of cordon holding a socket, for the few milliseconds before the program starts.
+        let mut seen: Option<(u32, std::time::Instant)> = None;
         wait_until(std::time::Duration::from_secs(10), || {
             let own_ns = std::fs::read_link("/proc/self/ns/pid").ok();
             // Not the sandbox's init (pid 1 of another pid namespace): the helper stays in ours.
@@ -371,7 +374,13 @@ both!(
                     fds.flatten().any(|f| std::fs::read_link(f.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
                 })
             });
-            proxy.is_some_and(settled)
+            match (proxy, seen) {
+                (Some(p), Some((q, since))) if p == q => settled(p) && since.elapsed() >= std::time::Duration::from_millis(300),
+                (found, _) => {
+                    seen = found.map(|p| (p, std::time::Instant::now()));
+                    false
+                }
+            }
         });
         let status = proxy.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok()).unwrap_or_default();
         // What it holds: stdio, the listening socket, its stop and report pipes; nothing of

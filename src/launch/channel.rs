@@ -289,10 +289,33 @@ pub fn send_fds(sock: &OwnedFd, fds: &[OwnedFd]) -> Result<(), Errno> {
 /// exec: all of them or an error, never some (`EBADMSG` when the kernel delivered fewer than
 /// were sent, e.g. at the descriptor limit). End-of-file (the sender died) is `EPIPE`.
 pub fn recv_fds(sock: &OwnedFd) -> Result<Vec<OwnedFd>, Errno> {
+    let mut byte = [0u8; 1];
+    let (len, got) = recv_bytes_and_fds(sock, &mut byte)?;
+    if len == 0 && got.is_empty() {
+        return Err(Errno::EPIPE);
+    }
+    if len != 1 || usize::from(byte[0]) != got.len() {
+        // `got` is closed on return.
+        return Err(Errno::EBADMSG);
+    }
+    Ok(got)
+}
+
+/// Sends `bytes` as one message on the unix socket `sock`, with no descriptors.
+pub fn send_bytes(sock: &OwnedFd, bytes: &[u8]) -> Result<(), Errno> {
+    use nix::sys::socket::{MsgFlags, send};
+    use std::os::fd::AsRawFd;
+    // MSG_NOSIGNAL: a receiver gone is EPIPE, not a SIGPIPE.
+    send(sock.as_raw_fd(), bytes, MsgFlags::MSG_NOSIGNAL).map(|_| ())
+}
+
+/// Receives one message (blocking): its bytes into `buf` (their number is returned; 0 at
+/// end-of-file) and the descriptors that came with it (at most [`MAX_FDS`]), close-on-exec.
+/// `EBADMSG` when the kernel delivered fewer descriptors than were sent.
+pub fn recv_bytes_and_fds(sock: &OwnedFd, buf: &mut [u8]) -> Result<(usize, Vec<OwnedFd>), Errno> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     use std::os::fd::AsRawFd;
-    let mut byte = [0u8; 1];
-    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut iov = [std::io::IoSliceMut::new(buf)];
     let mut space = nix::cmsg_space!([std::os::fd::RawFd; MAX_FDS]);
     let msg = loop {
         match recvmsg::<()>(
@@ -311,15 +334,11 @@ pub fn recv_fds(sock: &OwnedFd) -> Result<Vec<OwnedFd>, Errno> {
             got.extend(fds.into_iter().map(crate::sys::own_received_fd));
         }
     }
-    if msg.bytes == 0 && got.is_empty() {
-        return Err(Errno::EPIPE);
-    }
-    let truncated = msg.flags.contains(MsgFlags::MSG_CTRUNC);
-    if truncated || msg.bytes != 1 || usize::from(byte[0]) != got.len() {
+    if msg.flags.contains(MsgFlags::MSG_CTRUNC) {
         // `got` is closed on return.
         return Err(Errno::EBADMSG);
     }
-    Ok(got)
+    Ok((msg.bytes, got))
 }
 
 /// The most descriptors [`recv_fds`] takes in one message.

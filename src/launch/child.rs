@@ -1,10 +1,9 @@
 //! The two roles inside the sandbox.
 //!
 //! **init** is the process `clone` created: pid 1 of the new pid namespace, holding every
-//! capability of the new user namespace. It hands the parent a socket in the new network
-//! namespace, through which the parent brings its `lo` up meanwhile (init does it itself under
-//! `--net allow=`; see sys::netns), waits for the parent's first go (uid/gid maps written),
-//! builds and enters the new root, waits for the second go (the sandbox's cgroup exists by
+//! capability of the new user namespace. It waits for the parent's first go (uid/gid maps
+//! written), builds and enters the new root, enters the network namespace that cordon's
+//! helper made meanwhile (see launch::netns), waits for the second go (the sandbox's cgroup exists by
 //! then: on cgroup v2 the parent has attached init meanwhile; on v1 the parent made the groups
 //! meanwhile and init now moves itself through their `tasks` files, then writes the input
 //! files), creates its cgroup namespace, forks the payload, reaps zombies, reports the
@@ -90,14 +89,9 @@ pub struct ChildCtx<'a> {
     pub shm_limit: Option<u64>,
     /// What TCP Landlock lets the payload use.
     pub net_access: crate::security::landlock::NetAccess,
-    /// The sandbox has its own network namespace (`lo` must be brought up).
-    pub own_netns: bool,
-    /// Who brings that namespace's `lo` up (see `sys::netns`): with a socket here, cordon,
-    /// through a socket init opens in the namespace and sends on this one as it starts;
-    /// without, init itself (`--net allow=`, whose proxy socket init binds to 127.0.0.1).
-    pub loopback_handover: Option<OwnedFd>,
-    /// cordon brings `lo` up (a `loopback_handover` socket was given; init takes it at once).
-    pub loopback_by_cordon: bool,
+    /// The sandbox's network namespace comes on this socket, from cordon's helper (see
+    /// launch::netns); init enters it once the root is built. None under `--net host`.
+    pub netns_from_helper: Option<OwnedFd>,
     /// Directories (bind targets) the payload may write besides /workspace and /tmp.
     pub extra_writable: Vec<&'a str>,
 }
@@ -117,19 +111,6 @@ pub fn init_main(mut ctx: ChildCtx) -> ! {
             e,
             exit_codes::SANDBOX_ERROR,
         );
-        sys::exit_now(exit_codes::SANDBOX_ERROR);
-    }
-    // A socket in the new network namespace, for cordon to bring its `lo` up through while
-    // init builds the root (see sys::netns).
-    if let Some(to_cordon) = ctx.loopback_handover.take()
-        && let Err((step, e)) = sys::loopback_socket()
-            .map_err(|e| ("open a socket in the new network namespace", e))
-            .and_then(|lo| {
-                super::channel::send_fds(&to_cordon, &[lo])
-                    .map_err(|e| ("hand cordon a socket in the new network namespace", e))
-            })
-    {
-        ctx.report.fail(step, e, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
     // The payload's empty bounding set, made now, while cordon writes the id maps (see
@@ -158,6 +139,7 @@ pub fn init_main(mut ctx: ChildCtx) -> ! {
     keep.extend(ctx.net_handover.as_ref().map(|f| f.as_raw_fd()));
     keep.extend(ctx.proc_handover.as_ref().map(|f| f.as_raw_fd()));
     keep.extend(ctx.cgroup_tasks.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(ctx.netns_from_helper.as_ref().map(|f| f.as_raw_fd()));
     if let Err(e) = sys::close_fds_except(&keep) {
         ctx.report.fail(
             "close inherited file descriptors",
@@ -343,13 +325,10 @@ fn setup_init(ctx: &ChildCtx) -> Result<Option<OwnedFd>, (&'static str, String)>
         });
     }
     nix::unistd::sethostname(ctx.hostname).map_err(e("set the hostname"))?;
-    // The launcher's clone made the network namespace (unless --net host); its lo starts down.
-    // Brought up by cordon (see ChildCtx::loopback_handover), or here.
-    if ctx.own_netns && !ctx.loopback_by_cordon {
-        sys::loopback_socket()
-            .map_err(|e| ("open a socket in the new network namespace", e))
-            .and_then(|lo| sys::loopback_up(&lo))
-            .map_err(|(step, err)| (step, err.to_string()))?;
+    // The sandbox's network namespace (unless --net host), with `lo` up: made by cordon's
+    // helper meanwhile (see launch::netns); everything below and the payload use it.
+    if let Some(from_helper) = &ctx.netns_from_helper {
+        super::netns::enter(from_helper)?;
     }
     // `--net allow=`: the proxy's socket is created here, inside the sandbox's network
     // namespace, and handed to cordon, which serves it from the host's network.
@@ -359,8 +338,12 @@ fn setup_init(ctx: &ChildCtx) -> Result<Option<OwnedFd>, (&'static str, String)>
     }
     // The sandbox's /proc, for the memory watch (it lists exactly the sandbox's processes).
     if let Some(h) = &ctx.proc_handover {
-        super::memwatch::send_proc(h, ctx.own_netns, ctx.export.map(|(e, _, _)| e.dir.as_str()))
-            .map_err(|m| ("hand the sandbox's /proc to cordon", m))?;
+        super::memwatch::send_proc(
+            h,
+            ctx.netns_from_helper.is_some(),
+            ctx.export.map(|(e, _, _)| e.dir.as_str()),
+        )
+        .map_err(|m| ("hand the sandbox's /proc to cordon", m))?;
     }
     Ok(export_to)
 }

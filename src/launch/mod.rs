@@ -9,6 +9,7 @@ mod collect;
 mod export;
 mod keeper;
 mod memwatch;
+mod netns;
 mod sockdiag;
 mod supervise;
 
@@ -41,16 +42,15 @@ pub fn root_caller_host_id() -> u32 {
     ROOT_CALLER_ID_BASE + (std::process::id() % ROOT_CALLER_ID_RANGE)
 }
 
-/// The namespaces of the launcher's one clone, with [`CLONE_NEWNET`](libc::CLONE_NEWNET)
-/// unless `--net host`. The cgroup namespace is made by init right after it is in the
-/// sandbox's cgroup, so that it is rooted there; it exists before anything of the program runs.
+/// The namespaces of the launcher's clone. The network namespace (unless `--net host`) is
+/// made beside it, in this user namespace, by a helper (see launch::netns); the cgroup
+/// namespace by init right after it is in the sandbox's cgroup, so that it is rooted there.
+/// Both exist before anything of the program runs.
 const CLONE_FLAGS: libc::c_int = libc::CLONE_NEWUSER
     | libc::CLONE_NEWPID
     | libc::CLONE_NEWNS
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS;
-/// Why a clone that works without a network namespace fails with one, and what to do.
-const NETNS_HINT: &str = "; the kernel refused a new network namespace while every other namespace could be made (user.max_net_namespaces reached or 0, or a security module or seccomp filter on this host): raise it with `sysctl -w user.max_net_namespaces=10000` as root and check with `cordon doctor`; `--net host` runs without one, sharing the host's network";
 const NAMESPACES: &[&str] = &["user", "pid", "mount", "network", "ipc", "uts", "cgroup"];
 
 /// How read-only host directories are shown, unless init reports a downgrade.
@@ -341,14 +341,12 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         Some(h) => (Some(h.parent), Some(h.child)),
         None => (None, None),
     };
-    let own_netns = spec.network != Network::Host;
-    // cordon brings the new namespace's `lo` up, through a socket init opens in it (see
-    // sys::netns); under --net allow= init does, before it binds the proxy's socket.
-    let (lo_parent, lo_child) = socketpair_if(
-        own_netns && net_parent.is_none(),
-        "create the loopback socketpair",
+    // The network namespace comes from cordon's helper, on this socketpair (see launch::netns).
+    let (netns_parent, netns_child) = socketpair_if(
+        spec.network != Network::Host,
+        "create the network namespace's socketpair",
     )?;
-    let clone_flags = CLONE_FLAGS | if own_netns { libc::CLONE_NEWNET } else { 0 };
+    let clone_flags = CLONE_FLAGS;
     let child = match sys::clone_namespaces(clone_flags) {
         Ok(CloneResult::Child) => {
             drop((
@@ -360,7 +358,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 net_parent,
                 watch_parent,
                 tasks_parent,
-                lo_parent,
+                netns_parent,
             ));
             child::init_main(child::ChildCtx {
                 plan: &ops,
@@ -393,9 +391,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                     None
                 },
                 net_access,
-                own_netns,
-                loopback_by_cordon: lo_child.is_some(),
-                loopback_handover: lo_child,
+                netns_from_helper: netns_child,
                 extra_writable: spec
                     .binds
                     .iter()
@@ -415,21 +411,6 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             if let Some(cg) = prepared.cgroup {
                 let _ = cg.remove();
             }
-            // Which namespace did the kernel refuse? The network namespace has limits and
-            // policies of its own (user.max_net_namespaces, a security module): if the same
-            // clone without it works, that is the one. Only for the errnos such a refusal
-            // gives: a passing shortage (EAGAIN, ENOMEM) is not blamed on it.
-            let refusal = matches!(
-                errno,
-                Errno::ENOSPC | Errno::EPERM | Errno::EACCES | Errno::EUSERS
-            );
-            if own_netns && refusal && crate::doctor::clone_works(CLONE_FLAGS) {
-                return Err(LaunchError::Sys {
-                    step: "create the sandbox's network namespace (clone with CLONE_NEWNET)",
-                    errno,
-                    hint: NETNS_HINT.into(),
-                });
-            }
             return Err(LaunchError::Sys {
                 step: "create the sandbox namespaces (clone)",
                 errno,
@@ -446,7 +427,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         net_child,
         watch_child,
         tasks_child,
-        lo_child,
+        netns_child,
     ));
     // The sandbox's mount namespace, for the keeper to hold (see keeper.rs). Opened while init
     // waits for its first go, with the caller's identity. Not having it only makes the run's
@@ -458,18 +439,44 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     )
     .ok();
 
-    // 6. uid/gid maps (each written once), first go (init builds the root), then the cgroup
-    //    while it does: on v2 cordon attaches init (that can wait for an RCU grace period);
-    //    on v1 cordon makes the groups only now and sends init their `tasks` files, through
-    //    which init moves itself after the second go (init may start the payload).
+    // The sandbox's user namespace, for the network namespace's helper to join. Opened now,
+    // like the mount namespace: after the first go init makes itself non-dumpable and
+    // switches ids, and /proc/PID/ns then refuses cordon (an unprivileged caller lacks
+    // CAP_SYS_PTRACE).
+    let userns = match &netns_parent {
+        Some(_) => nix::fcntl::open(
+            format!("/proc/{child}/ns/user").as_str(),
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map(Some)
+        .map_err(|errno| LaunchError::Sys {
+            step: "open the sandbox's user namespace (/proc/PID/ns/user)",
+            errno,
+            hint: " (cordon needs /proc mounted; `--net host` skips this step)".into(),
+        }),
+        None => Ok(None),
+    };
+    // 6. uid/gid maps (each written once), first go (init builds the root), then, while it
+    //    does, the network namespace's helper (forked first: init needs the namespace once
+    //    the root is built) and the cgroup: on v2 cordon attaches init (that can wait for an
+    //    RCU grace period); on v1 cordon makes the groups only now and sends init their
+    //    `tasks` files, through which init moves itself after the second go (init may
+    //    start the payload).
     // A failed go write (EPIPE) means init already exited; it reported why on the report
     // pipe, which supervision reads, so it is not an error of its own here.
-    let setup = write_maps(child, root_caller, host_uid, host_gid).and_then(|()| {
+    let mut netns_helper = None;
+    let setup = userns.and_then(|userns| {
+        write_maps(child, root_caller, host_uid, host_gid)?;
         let first = channel::send_go(&go_w);
         if first.is_ok()
-            && let Some(sock) = &lo_parent
+            && let (Some(userns), Some(sock)) = (&userns, &netns_parent)
         {
-            loopback_up(sock)?;
+            netns_helper = Some(netns::spawn(userns, sock).map_err(|errno| LaunchError::Sys {
+                step: "fork the helper that makes the sandbox's network namespace",
+                errno,
+                hint: " (EAGAIN: too many processes for this user, see `ulimit -u`; ENOMEM: the host is out of memory)".into(),
+            })?);
         }
         match (&first, prepared.cgroup.as_mut()) {
             // cgroup v1: made now, while init builds the root; init moves itself through the
@@ -511,7 +518,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             _ => Ok(first),
         }
     });
-    drop((tasks_parent, lo_parent));
+    drop((tasks_parent, netns_parent));
     // `--net allow=`: init hands over the proxy's listening socket while it builds the root;
     // the proxy helper starts before the payload may. No socket because init failed: it said
     // why on the report pipe. Any other failure stops the run (fail closed).
@@ -533,6 +540,10 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         Err(e) => {
             let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
             let _ = nix::sys::wait::waitpid(child, None);
+            if let Some(helper) = netns_helper {
+                let _ = nix::sys::signal::kill(helper, Signal::SIGKILL);
+                reap(helper);
+            }
             if let Some(cg) = prepared.cgroup {
                 let _ = cg.remove();
             }
@@ -559,6 +570,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // Stale cgroups of earlier runs go now, while init builds the root (limits::StaleGc).
     if let Some(gc) = prepared.stale_gc.take() {
         gc.run();
+    }
+    // The helper is done, or nearly: init cannot start the payload before it has sent the
+    // namespace (or the step that failed, which init reports).
+    if let Some(helper) = netns_helper {
+        reap(helper);
     }
     // With files to collect, the go pipe stays: an early end of the run goes through init.
     let stop = spec.collect.is_some().then_some(go_w);
@@ -667,34 +683,9 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     Ok(outcome)
 }
 
-/// Brings up the sandbox's `lo` through the socket init opened in its network namespace and
-/// sent on `sock` (see sys::netns). init gone before sending it (end-of-file) is not an error
-/// here: it said why on the report pipe, which supervision reads.
-fn loopback_up(sock: &std::os::fd::OwnedFd) -> Result<(), LaunchError> {
-    let lo = match channel::recv_fds(sock) {
-        Ok(fds) => fds,
-        Err(Errno::EPIPE) => return Ok(()),
-        Err(errno) => {
-            return Err(LaunchError::Sys {
-                step: "receive init's socket in the sandbox's network namespace",
-                errno,
-                hint: " (EMFILE/ENFILE: raise cordon's open-file limit, `ulimit -n`; otherwise a bug in cordon, report it; `--net host` skips this step)".into(),
-            });
-        }
-    };
-    let [lo] = <[std::os::fd::OwnedFd; 1]>::try_from(lo).map_err(|got| LaunchError::Sys {
-        step: "receive init's socket in the sandbox's network namespace",
-        errno: Errno::EBADMSG,
-        hint: format!(
-            " (init sent {} descriptors, not 1: a bug in cordon, report it)",
-            got.len()
-        ),
-    })?;
-    sys::loopback_up(&lo).map_err(|(step, errno)| LaunchError::Sys {
-        step,
-        errno,
-        hint: " (cordon owns the sandbox's user namespace, so it holds CAP_NET_ADMIN over its network namespace; a security module may refuse it: run `cordon doctor`, or use `--net host`)".into(),
-    })
+/// Waits for a child of cordon's that is ending (the network namespace's helper).
+fn reap(pid: Pid) {
+    while let Err(Errno::EINTR) = nix::sys::wait::waitpid(pid, None) {}
 }
 
 /// `--net host`: name lookups use the host's resolver configuration.

@@ -1,20 +1,16 @@
-//! The loopback interface of the sandbox's new network namespace.
+//! The loopback interface of a new network namespace.
 //!
-//! The launcher's one `clone` makes the network namespace (unless `--net host`), owned by the
-//! sandbox's new user namespace; its `lo` starts down. Bringing it up takes about 0.1 ms
-//! (IPv4 and IPv6 add their loopback addresses and routes). By default init opens a socket
-//! in the namespace as it starts ([`loopback_socket`]) and hands it to cordon, which brings
-//! `lo` up through it ([`loopback_up`]) while init builds the root: the owner of a user
-//! namespace holds every capability over the namespaces it owns, `CAP_NET_ADMIN` included,
-//! from the parent namespace. Under `--net allow=` init brings it up itself, before it
-//! binds the proxy's socket to 127.0.0.1.
+//! A new network namespace's `lo` starts down. Bringing it up takes about 0.1 ms (IPv4 and
+//! IPv6 add their loopback addresses and routes). The helper that makes the sandbox's network
+//! namespace (launch::netns) opens a socket there ([`loopback_socket`]) and brings `lo` up
+//! through it ([`loopback_up`]) before it sends the namespace to init.
 
 use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
 use std::os::fd::{AsRawFd, OwnedFd};
 
-/// A datagram socket in the caller's network namespace, through which [`loopback_up`] can
-/// reach that namespace's `lo` from any process holding `CAP_NET_ADMIN` over it.
+/// A datagram socket in the caller's network namespace, through which [`loopback_up`] reaches
+/// that namespace's `lo`.
 pub fn loopback_socket() -> Result<OwnedFd, Errno> {
     socket(
         AddressFamily::Inet,
