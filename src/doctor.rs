@@ -75,12 +75,6 @@ const NS_FLAGS: &[(&str, libc::c_int)] = &[
     ("cgroup", libc::CLONE_NEWCGROUP),
 ];
 
-/// Whether a child can be cloned into new namespaces `flags` here (it exits at once): for
-/// an error path to tell which namespace the kernel refused.
-pub fn clone_works(flags: libc::c_int) -> bool {
-    probe_clone(flags, || 0) == Ok(0)
-}
-
 /// Exit codes of the probe child.
 const PROBE_PRIVATE: i32 = 10;
 const PROBE_TMPFS: i32 = 11;

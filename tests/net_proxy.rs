@@ -350,6 +350,16 @@ fn children_of(pid: u32) -> Vec<u32> {
     kids
 }
 
+/// Whether an fd's link names a namespace (`user:[4026531837]`, `net:[...]`, ...).
+fn is_namespace_link(link: &str) -> bool {
+    ["user", "mnt", "net", "pid", "ipc", "uts", "cgroup", "time"]
+        .iter()
+        .any(|ns| {
+            link.strip_prefix(ns)
+                .is_some_and(|rest| rest.starts_with(":["))
+        })
+}
+
 both!(
     /// The proxy helper parses whatever the sandbox sends it: for a root caller it must not
     /// be root. It is the child of cordon holding sockets; its uid is the sandbox's host uid,
@@ -362,25 +372,24 @@ both!(
         // Found, and past the fork: a helper that has not yet closed what it inherited from
         // cordon shows cordon's fds for a moment. One that never closes them fails below.
         let settled = |p: u32| std::fs::read_dir(format!("/proc/{p}/fd")).map(|d| d.count()).unwrap_or(usize::MAX) <= 6;
-        // And there for the run: the helper that makes the network namespace is also a child
-        // of cordon holding a socket, for the few milliseconds before the program starts.
-        let mut seen: Option<(u32, std::time::Instant)> = None;
+        // Not the helper that makes the network namespace: also a child of cordon holding a
+        // socket, before the program starts, but it holds the sandbox's user namespace too.
+        let holds_a_namespace = |p: u32| {
+            std::fs::read_dir(format!("/proc/{p}/fd")).is_ok_and(|fds| {
+                fds.flatten().any(|f| std::fs::read_link(f.path()).is_ok_and(|l| is_namespace_link(&l.to_string_lossy())))
+            })
+        };
         wait_until(std::time::Duration::from_secs(10), || {
             let own_ns = std::fs::read_link("/proc/self/ns/pid").ok();
             // Not the sandbox's init (pid 1 of another pid namespace): the helper stays in ours.
             proxy = children_of(cordon).into_iter().find(|&k| {
                 std::fs::read_link(format!("/proc/{k}/ns/pid")).ok() == own_ns
+                    && !holds_a_namespace(k)
                     && std::fs::read_dir(format!("/proc/{k}/fd")).is_ok_and(|fds| {
                     fds.flatten().any(|f| std::fs::read_link(f.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:")))
                 })
             });
-            match (proxy, seen) {
-                (Some(p), Some((q, since))) if p == q => settled(p) && since.elapsed() >= std::time::Duration::from_millis(300),
-                (found, _) => {
-                    seen = found.map(|p| (p, std::time::Instant::now()));
-                    false
-                }
-            }
+            proxy.is_some_and(settled)
         });
         let status = proxy.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok()).unwrap_or_default();
         // What it holds: stdio, the listening socket, its stop and report pipes; nothing of
@@ -406,6 +415,6 @@ both!(
         }
         assert!(fds.len() <= 6, "the proxy helper holds {fds:?}");
         assert_eq!(fds.iter().filter(|l| l.starts_with("socket:")).count(), 1, "{fds:?}");
-        assert!(!fds.iter().any(|l| l.contains("ns:") || l.contains("cgroup")), "{fds:?}");
+        assert!(!fds.iter().any(|l| is_namespace_link(l) || l.contains("cgroup")), "{fds:?}");
     }
 );

@@ -3,12 +3,12 @@
 //! **init** is the process `clone` created: pid 1 of the new pid namespace, holding every
 //! capability of the new user namespace. It waits for the parent's first go (uid/gid maps
 //! written), builds and enters the new root, enters the network namespace that cordon's
-//! helper made meanwhile (see launch::netns), waits for the second go (the sandbox's cgroup exists by
-//! then: on cgroup v2 the parent has attached init meanwhile; on v1 the parent made the groups
-//! meanwhile and init now moves itself through their `tasks` files, then writes the input
-//! files), creates its cgroup namespace, forks the payload, reaps zombies, reports the
-//! payload's exit and exits, which makes the kernel kill every process left in the
-//! namespace. (On v1, init's own work before the move — mounts, /etc — is charged to cordon's
+//! helper made meanwhile (see launch::netns), waits for the second go (the sandbox's cgroup
+//! exists by then: on cgroup v2 the parent has attached init meanwhile; on v1 the parent
+//! made the groups meanwhile and init now moves itself through their `tasks` files, then
+//! writes the input files), creates its cgroup namespace, forks the payload, reaps zombies,
+//! reports the payload's exit and exits, which makes the kernel kill every process left in
+//! the namespace. (On v1, init's own work before the move — mounts, /etc — is charged to cordon's
 //! cgroup, not the sandbox's: bounded work of cordon's, no code of the program's.)
 //!
 //! **payload** is init's child. It wires stdio, starts a new session, sets rlimits, drops every
@@ -174,7 +174,7 @@ pub fn init_main(mut ctx: ChildCtx) -> ! {
         ctx.report.fail(step, msg, exit_codes::SANDBOX_ERROR);
         sys::exit_now(exit_codes::SANDBOX_ERROR);
     }
-    drop(ctx.cgroup_tasks.take());
+    drop((ctx.cgroup_tasks.take(), ctx.netns_from_helper.take()));
     if let Err(e) = unshare(CloneFlags::CLONE_NEWCGROUP) {
         ctx.report
             .fail("create the cgroup namespace", e, exit_codes::SANDBOX_ERROR);

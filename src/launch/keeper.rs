@@ -46,8 +46,16 @@ pub struct Keeper {
     last_word: u8,
 }
 
-/// Keepers told to exit but not reaped yet.
+/// Keepers told to exit, and network-namespace helpers killed, but not reaped yet.
 static UNREAPED: std::sync::Mutex<Vec<Pid>> = std::sync::Mutex::new(Vec::new());
+
+/// Reaps `pid`, a child of cordon's that is ending (the network namespace's helper, killed),
+/// now if it is gone, else with the keepers: without waiting, since a process stuck in the
+/// kernel dies only when its system call returns.
+pub fn reap_without_waiting(pid: Pid) {
+    UNREAPED.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+    reap_finished();
+}
 
 /// Reaps the keepers of earlier runs that have exited since, without waiting.
 fn reap_finished() {

@@ -121,12 +121,21 @@ fn socketpair_if(
     wanted: bool,
     step: &'static str,
 ) -> Result<(Option<std::os::fd::OwnedFd>, Option<std::os::fd::OwnedFd>), LaunchError> {
+    typed_socketpair_if(wanted, nix::sys::socket::SockType::Stream, step)
+}
+
+/// [`socketpair_if`] of the given type.
+fn typed_socketpair_if(
+    wanted: bool,
+    kind: nix::sys::socket::SockType,
+    step: &'static str,
+) -> Result<(Option<std::os::fd::OwnedFd>, Option<std::os::fd::OwnedFd>), LaunchError> {
     if !wanted {
         return Ok((None, None));
     }
     let (p, c) = nix::sys::socket::socketpair(
         nix::sys::socket::AddressFamily::Unix,
-        nix::sys::socket::SockType::Stream,
+        kind,
         None,
         nix::sys::socket::SockFlag::SOCK_CLOEXEC,
     )
@@ -336,14 +345,17 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         "create the cgroup socketpair",
     )?;
 
-    // 5. One clone creates every namespace.
+    // 5. The clone creates the namespaces but the network's (made beside init: launch::netns)
+    //    and the cgroup's (made by init once it is in the sandbox's cgroup).
     let (net_parent, net_child) = match handover {
         Some(h) => (Some(h.parent), Some(h.child)),
         None => (None, None),
     };
-    // The network namespace comes from cordon's helper, on this socketpair (see launch::netns).
-    let (netns_parent, netns_child) = socketpair_if(
+    // The network namespace comes from cordon's helper, on this socketpair (see launch::netns),
+    // in one message: a datagram-like pair keeps it whole.
+    let (netns_parent, netns_child) = typed_socketpair_if(
         spec.network != Network::Host,
+        nix::sys::socket::SockType::SeqPacket,
         "create the network namespace's socketpair",
     )?;
     let clone_flags = CLONE_FLAGS;
@@ -542,7 +554,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             let _ = nix::sys::wait::waitpid(child, None);
             if let Some(helper) = netns_helper {
                 let _ = nix::sys::signal::kill(helper, Signal::SIGKILL);
-                reap(helper);
+                keeper::reap_without_waiting(helper);
             }
             if let Some(cg) = prepared.cgroup {
                 let _ = cg.remove();
@@ -570,11 +582,6 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // Stale cgroups of earlier runs go now, while init builds the root (limits::StaleGc).
     if let Some(gc) = prepared.stale_gc.take() {
         gc.run();
-    }
-    // The helper is done, or nearly: init cannot start the payload before it has sent the
-    // namespace (or the step that failed, which init reports).
-    if let Some(helper) = netns_helper {
-        reap(helper);
     }
     // With files to collect, the go pipe stays: an early end of the run goes through init.
     let stop = spec.collect.is_some().then_some(go_w);
@@ -640,6 +647,12 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         memory_watch: watch_limit.zip(watch_parent),
     };
     let mut ended = supervise::supervise(spec, child, io, prepared.cgroup.as_ref(), mask, started);
+    // The helper ended before the program could start (init needs what it sends), unless it
+    // hung: supervision (the timeout, a signal) does not wait for it, nor does this.
+    if let Some(helper) = netns_helper {
+        let _ = nix::sys::signal::kill(helper, Signal::SIGKILL);
+        keeper::reap_without_waiting(helper);
+    }
     if let Err(errno) = go_sent {
         let reported = ended
             .msgs
@@ -681,11 +694,6 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let mut outcome = classify::outcome(spec, ended, metrics, prepared.report, isolation);
     outcome.network = Some(network);
     Ok(outcome)
-}
-
-/// Waits for a child of cordon's that is ending (the network namespace's helper).
-fn reap(pid: Pid) {
-    while let Err(Errno::EINTR) = nix::sys::wait::waitpid(pid, None) {}
 }
 
 /// `--net host`: name lookups use the host's resolver configuration.

@@ -32,7 +32,7 @@ pub const NETNS_HINT: &str = "; the kernel refused a new network namespace while
 const STEPS: &[(&str, &str)] = &[
     (
         "join the sandbox's user namespace to make its network namespace (setns)",
-        "; cordon owns that namespace and holds every capability in it: a security module on this host may refuse the join (run `cordon doctor`), or use `--net host`",
+        "; cordon owns that namespace and holds every capability in it: a security module on this host may refuse the join; `--net host` runs without a network namespace",
     ),
     (
         "create the sandbox's network namespace (unshare CLONE_NEWNET)",
@@ -41,6 +41,10 @@ const STEPS: &[(&str, &str)] = &[
     (
         "open a socket in the sandbox's network namespace",
         "; EMFILE/ENFILE: raise the open-file limit (`ulimit -n`); `--net host` skips this step",
+    ),
+    (
+        "read the sandbox's loopback interface's flags (SIOCGIFFLAGS)",
+        "; the helper holds CAP_NET_ADMIN in the namespace it made: a security module may refuse it (run `cordon doctor`), or use `--net host`",
     ),
     (
         "bring up the sandbox's loopback interface (SIOCSIFFLAGS)",
@@ -56,13 +60,16 @@ const STEPS: &[(&str, &str)] = &[
 const JOIN: u8 = 0;
 const CREATE: u8 = 1;
 const SOCKET: u8 = 2;
-const LO_UP: u8 = 3;
-const OPEN: u8 = 4;
+const LO_FLAGS: u8 = 3;
+const LO_UP: u8 = 4;
+const OPEN: u8 = 5;
 
 /// The hint for a network namespace the kernel could not make for want of memory or
-/// processes, not because a limit or policy refused it.
+/// processes (EAGAIN, ENOMEM), not because a limit or policy refused it.
 const SHORTAGE_HINT: &str =
     "; a shortage of memory or processes on this host, likely passing: try again";
+/// The hint for any other failure to make it (EINVAL: a kernel without network namespaces).
+const OTHER_HINT: &str = "; run `cordon doctor`, which checks that this kernel can make network namespaces, or use `--net host`";
 
 /// The first byte of a failure message; a success is [`channel::send_fds`]'s, whose first
 /// byte is the number of descriptors (1).
@@ -74,10 +81,14 @@ const FAILED: u8 = 0;
 pub fn spawn(userns: &OwnedFd, to_init: &OwnedFd) -> Result<Pid, Errno> {
     match sys::fork()? {
         CloneResult::Child => {
-            // Nothing of cordon's but these two: the helper must not hold the ends of
-            // cordon's pipes (init notices cordon's death by their end-of-file).
+            // Nothing of cordon's but these two, not even its stdio: the helper must not hold
+            // the ends of cordon's pipes (init notices cordon's death by their end-of-file,
+            // cordon's caller its end by its output's).
             if sys::close_fds_except(&[userns.as_raw_fd(), to_init.as_raw_fd()]).is_err() {
                 sys::exit_now(1);
+            }
+            for fd in 0..=2 {
+                let _ = nix::unistd::close(fd);
             }
             let sent = match make(userns) {
                 Ok(ns) => channel::send_fds(to_init, &[ns]),
@@ -100,7 +111,10 @@ fn make(userns: &OwnedFd) -> Result<OwnedFd, (u8, Errno)> {
     setns(userns, CloneFlags::CLONE_NEWUSER).map_err(|e| (JOIN, e))?;
     unshare(CloneFlags::CLONE_NEWNET).map_err(|e| (CREATE, e))?;
     let lo = sys::loopback_socket().map_err(|e| (SOCKET, e))?;
-    sys::loopback_up(&lo).map_err(|(_, e)| (LO_UP, e))?;
+    sys::loopback_up(&lo).map_err(|(step, e)| match step {
+        sys::LoopbackStep::ReadFlags => (LO_FLAGS, e),
+        sys::LoopbackStep::SetFlags => (LO_UP, e),
+    })?;
     nix::fcntl::open(
         "/proc/thread-self/ns/net",
         OFlag::O_RDONLY | OFlag::O_CLOEXEC,
@@ -114,8 +128,13 @@ fn make(userns: &OwnedFd) -> Result<OwnedFd, (u8, Errno)> {
 pub fn enter(from_helper: &OwnedFd) -> Result<(), (&'static str, String)> {
     const RECEIVE: &str = "receive the sandbox's network namespace from cordon's helper";
     let mut buf = [0u8; 6];
-    let (len, fds) = channel::recv_bytes_and_fds(from_helper, &mut buf)
-        .map_err(|e| (RECEIVE, format!("{e} (a bug in cordon, report it)")))?;
+    let (len, fds) = channel::recv_bytes_and_fds(from_helper, &mut buf).map_err(|e| {
+        let why = match e {
+            Errno::EBADMSG => "the descriptor did not arrive: init is at its open-file limit, or a security module refused it",
+            _ => "a bug in cordon, report it",
+        };
+        (RECEIVE, format!("{e} ({why})"))
+    })?;
     match (len, buf[0], <[OwnedFd; 1]>::try_from(fds)) {
         (1, 1, Ok([ns])) => setns(ns, CloneFlags::CLONE_NEWNET).map_err(|e| {
             (
@@ -128,14 +147,11 @@ pub fn enter(from_helper: &OwnedFd) -> Result<(), (&'static str, String)> {
         (6, FAILED, _) if usize::from(buf[1]) < STEPS.len() => {
             let (step, hint) = STEPS[usize::from(buf[1])];
             let errno = Errno::from_raw(i32::from_le_bytes([buf[2], buf[3], buf[4], buf[5]]));
-            // Only a refusal is blamed on the namespace limit: a passing shortage (EAGAIN,
-            // ENOMEM) is not.
-            let refused = matches!(
-                errno,
-                Errno::ENOSPC | Errno::EPERM | Errno::EACCES | Errno::EUSERS
-            );
-            let hint = match buf[1] {
-                CREATE if !refused => SHORTAGE_HINT,
+            // Only a refusal is blamed on the namespace limit: a passing shortage is not.
+            let hint = match (buf[1], errno) {
+                (CREATE, Errno::ENOSPC | Errno::EPERM | Errno::EACCES | Errno::EUSERS) => hint,
+                (CREATE, Errno::EAGAIN | Errno::ENOMEM) => SHORTAGE_HINT,
+                (CREATE, _) => OTHER_HINT,
                 _ => hint,
             };
             Err((step, format!("{errno}{hint}")))

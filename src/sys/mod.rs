@@ -6,7 +6,7 @@
 pub mod seccomp_probe;
 
 mod netns;
-pub use netns::{loopback_socket, loopback_up};
+pub use netns::{LoopbackStep, loopback_socket, loopback_up};
 mod notify;
 pub use notify::{
     Notification, notif_continue, notif_recv, notif_sync_wake_up, seccomp_set_filter_listener,

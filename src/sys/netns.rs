@@ -20,28 +20,31 @@ pub fn loopback_socket() -> Result<OwnedFd, Errno> {
     )
 }
 
+/// Which of [`loopback_up`]'s two requests failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopbackStep {
+    /// SIOCGIFFLAGS: reading the interface's flags.
+    ReadFlags,
+    /// SIOCSIFFLAGS: setting IFF_UP.
+    SetFlags,
+}
+
 /// Brings up the loopback interface of the network namespace `sock` was opened in. On
-/// failure: the step and its errno.
-pub fn loopback_up(sock: &OwnedFd) -> Result<(), (&'static str, Errno)> {
+/// failure: the request that failed and its errno.
+pub fn loopback_up(sock: &OwnedFd) -> Result<(), (LoopbackStep, Errno)> {
     // SAFETY: an all-zero ifreq is a valid value (a C struct of integers and arrays).
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     req.ifr_name[0] = b'l' as libc::c_char;
     req.ifr_name[1] = b'o' as libc::c_char;
     // SAFETY: SIOCGIFFLAGS writes the interface's flags into `req`, which outlives the call.
     if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &raw mut req) } < 0 {
-        return Err((
-            "read the loopback interface's flags (SIOCGIFFLAGS)",
-            Errno::last(),
-        ));
+        return Err((LoopbackStep::ReadFlags, Errno::last()));
     }
     // SAFETY: ifru_flags is the union member SIOCGIFFLAGS filled.
     unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
     // SAFETY: SIOCSIFFLAGS reads `req`, which outlives the call.
     if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &raw const req) } < 0 {
-        return Err((
-            "bring up the loopback interface (SIOCSIFFLAGS)",
-            Errno::last(),
-        ));
+        return Err((LoopbackStep::SetFlags, Errno::last()));
     }
     Ok(())
 }
