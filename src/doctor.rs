@@ -221,6 +221,34 @@ fn namespace_checks(checks: &mut Vec<Check>) {
     }
 }
 
+/// The sandbox's network namespace, made as a run makes it: a helper of cordon's joins the
+/// sandbox's new user namespace and makes it there (see launch::netns), which a host may
+/// refuse where a clone of all the namespaces at once passes.
+fn network_namespace_check() -> Check {
+    match crate::launch::network_namespace_probe() {
+        Ok(()) => Check {
+            name: "network-namespace",
+            ok: true,
+            required: true,
+            detail: "a network namespace can be made in a new user namespace by a process that joins it, with `lo` up (as each run makes its own)".into(),
+            fix: None,
+        },
+        Err((step, message)) => {
+            let fix = message
+                .split_once("; ")
+                .map(|(_, hint)| hint.to_string())
+                .unwrap_or_else(|| "use `--net host` to run without a network namespace".into());
+            Check {
+                name: "network-namespace",
+                ok: false,
+                required: true,
+                detail: format!("cannot {step}: {}", message.split("; ").next().unwrap_or(&message)),
+                fix: Some(fix),
+            }
+        }
+    }
+}
+
 fn seccomp_check() -> Check {
     let actions = read_trim("/proc/sys/kernel/seccomp/actions_avail");
     let ok = nix::sys::prctl::get_no_new_privs().is_ok()
@@ -327,6 +355,7 @@ pub fn report() -> Report {
         }),
     });
     namespace_checks(&mut checks);
+    checks.push(network_namespace_check());
     checks.push(overlay_check());
     checks.push(seccomp_check());
     checks.push(landlock_check());

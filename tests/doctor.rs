@@ -45,9 +45,13 @@ both!(fn doctor_json_checks_every_mechanism(who) {
     let (v, f) = doctor_json(who);
     let checks = v["checks"].as_array().unwrap_or_else(|| panic!("no checks array:\n{}", f.describe()));
     let names: Vec<&str> = checks.iter().filter_map(|c| c["name"].as_str()).collect();
-    for want in ["namespaces", "overlay", "seccomp", "landlock"] {
+    for want in ["namespaces", "network-namespace", "overlay", "seccomp", "landlock"] {
         assert!(names.contains(&want), "doctor has no {want:?} check: {names:?}");
     }
+    // A run's network namespace is made by a helper that joins the sandbox's user namespace:
+    // this host (and CI's, and the cgroup v2 guest's) allows it, as cordon exec relies on it.
+    let netns = checks.iter().find(|c| c["name"] == "network-namespace").unwrap();
+    assert_eq!(netns["ok"], true, "{netns}");
     // This kernel (and CI's, and the cgroup v2 guest's) overlays in user namespaces; the
     // probe must say so, as cordon exec relies on it.
     let overlay = checks.iter().find(|c| c["name"] == "overlay").unwrap();

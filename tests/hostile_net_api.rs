@@ -422,6 +422,14 @@ both!(fn case42_no_network_namespace_is_refused(who) {
     let (f, v) = run(&["--net", "host", "--allow-degraded", "socket-memory"]);
     assert_eq!(f.code, 0, "{}", f.describe());
     assert_eq!(v["output"], "ran\n", "{}", f.describe());
+    // `cordon doctor` makes the namespace as a run does: it says so, with the fixes.
+    let (_, d) = cordon_under_filter(who, NO_NEW_NETNS, &["doctor", "--json"]);
+    let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "network-namespace").expect("a network-namespace check");
+    assert_eq!(check["ok"], false, "{check}");
+    assert_eq!(d["ready"], false, "a required mechanism is missing: {d}");
+    assert!(check["detail"].as_str().unwrap_or("").contains("EPERM"), "{check}");
+    let fix = check["fix"].as_str().unwrap_or("");
+    assert!(fix.contains("max_net_namespaces") && fix.contains("--net host"), "{check}");
 });
 
 both!(fn case42_a_passing_shortage_is_not_blamed_on_the_network_namespace(who) {

@@ -108,6 +108,12 @@ pub fn sock_diag_probe() -> Result<(), String> {
     .map(drop)
 }
 
+/// Whether a network namespace can be made as a run makes it (see launch::netns), for
+/// `cordon doctor`: on failure, the step and the message a run would give.
+pub fn network_namespace_probe() -> Result<(), (&'static str, String)> {
+    netns::probe()
+}
+
 fn sys_err(step: &'static str) -> impl Fn(Errno) -> LaunchError {
     move |errno| LaunchError::Sys {
         step,

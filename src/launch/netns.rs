@@ -126,6 +126,62 @@ fn make(userns: &OwnedFd) -> Result<OwnedFd, (u8, Errno)> {
 /// init: receives the network namespace the helper made (blocking until it is sent) and
 /// enters it. On failure: the step and the message init reports.
 pub fn enter(from_helper: &OwnedFd) -> Result<(), (&'static str, String)> {
+    let ns = receive(from_helper)?;
+    setns(ns, CloneFlags::CLONE_NEWNET).map_err(|e| {
+        (
+            "enter the sandbox's network namespace (setns)",
+            format!(
+                "{e}; a security module on this host may refuse it (run `cordon doctor`), or use `--net host`"
+            ),
+        )
+    })
+}
+
+/// For `cordon doctor`: makes a network namespace as a run does (a helper joins a new user
+/// namespace, makes it there and brings `lo` up) and drops it. On failure: the step and the
+/// message a run would report.
+pub fn probe() -> Result<(), (&'static str, String)> {
+    let fail = |step: &'static str| move |e: Errno| (step, e.to_string());
+    // The new user namespace's process: it waits for end-of-file on the pipe, then exits.
+    let (hold_r, hold_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(fail("create a pipe"))?;
+    let owner = match sys::clone_namespaces(libc::CLONE_NEWUSER)
+        .map_err(fail("create a user namespace (clone)"))?
+    {
+        CloneResult::Child => {
+            drop(hold_w);
+            let _ = nix::unistd::read(&hold_r, &mut [0u8; 1]);
+            sys::exit_now(0)
+        }
+        CloneResult::Parent(pid) => pid,
+    };
+    drop(hold_r);
+    let made = (|| {
+        let userns = nix::fcntl::open(
+            format!("/proc/{owner}/ns/user").as_str(),
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .map_err(fail("open the new user namespace (/proc/PID/ns/user)"))?;
+        let (ours, theirs) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(fail("create a socketpair"))?;
+        let helper = spawn(&userns, &theirs).map_err(fail("fork the helper"))?;
+        drop(theirs);
+        let got = receive(&ours).map(drop);
+        while let Err(Errno::EINTR) = nix::sys::wait::waitpid(helper, None) {}
+        got
+    })();
+    drop(hold_w);
+    while let Err(Errno::EINTR) = nix::sys::wait::waitpid(owner, None) {}
+    made
+}
+
+/// Receives the network namespace the helper made, or the step that failed.
+fn receive(from_helper: &OwnedFd) -> Result<OwnedFd, (&'static str, String)> {
     const RECEIVE: &str = "receive the sandbox's network namespace from cordon's helper";
     let mut buf = [0u8; 6];
     let (len, fds) = channel::recv_bytes_and_fds(from_helper, &mut buf).map_err(|e| {
@@ -136,14 +192,7 @@ pub fn enter(from_helper: &OwnedFd) -> Result<(), (&'static str, String)> {
         (RECEIVE, format!("{e} ({why})"))
     })?;
     match (len, buf[0], <[OwnedFd; 1]>::try_from(fds)) {
-        (1, 1, Ok([ns])) => setns(ns, CloneFlags::CLONE_NEWNET).map_err(|e| {
-            (
-                "enter the sandbox's network namespace (setns)",
-                format!(
-                    "{e}; a security module on this host may refuse it (run `cordon doctor`), or use `--net host`"
-                ),
-            )
-        }),
+        (1, 1, Ok([ns])) => Ok(ns),
         (6, FAILED, _) if usize::from(buf[1]) < STEPS.len() => {
             let (step, hint) = STEPS[usize::from(buf[1])];
             let errno = Errno::from_raw(i32::from_le_bytes([buf[2], buf[3], buf[4], buf[5]]));
