@@ -30,6 +30,19 @@ fn host_command(who: Who, argv: &[&str]) -> Command {
     c
 }
 
+/// Runs `argv` as `who` ([`host_command`]) with no stdin, its output captured, for at most
+/// 30 s; `name` names it in the report.
+fn run_host(who: Who, argv: &[&str], name: &str) -> Finished {
+    let start = Instant::now();
+    let child = host_command(who, argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
+    wait_with_deadline(child, start, Duration::from_secs(30), vec![name.into()])
+}
+
 fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
@@ -317,19 +330,7 @@ os.execv(sys.argv[2], sys.argv[2:])
     let cordon = cordon_bin().to_str().unwrap().to_string();
     let mut argv = vec!["/usr/bin/python3", "-c", WRAPPER, &prog, &cordon];
     argv.extend_from_slice(args);
-    let start = Instant::now();
-    let child = host_command(who, &argv)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the seccomp wrapper");
-    let f = wait_with_deadline(
-        child,
-        start,
-        Duration::from_secs(30),
-        vec!["python3".into()],
-    );
+    let f = run_host(who, &argv, "python3");
     assert_ne!(
         f.code,
         98,
@@ -385,6 +386,39 @@ both!(fn case42_no_landlock_is_refused_or_reported(who) {
     assert!(check["fix"].as_str().unwrap_or("").contains("lsm="), "{check}");
 });
 
+/// `cordon exec --json -- sh -c 'echo ran'` under `filter`: the run must fail closed before
+/// the program starts (exit 125, status sandbox_error, no "ran"). Returns the run and its
+/// message.
+fn refused_before_the_program(who: Who, filter: &[(u16, u8, u8, u32)]) -> (Finished, String) {
+    let (f, v) = cordon_under_filter(
+        who,
+        filter,
+        &["exec", "--json", "--", "sh", "-c", "echo ran"],
+    );
+    assert_eq!(f.code, 125, "{}", f.describe());
+    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
+    assert!(
+        !String::from_utf8_lossy(&f.stdout).contains("ran"),
+        "nothing of the program may run:\n{}",
+        f.describe()
+    );
+    let msg = v["message"].as_str().unwrap_or("").to_string();
+    (f, msg)
+}
+
+/// [`refused_before_the_program`], with a message that contains each of `needles` (the step,
+/// the errno, the fix).
+fn refused_naming(who: Who, filter: &[(u16, u8, u8, u32)], needles: &[&str]) {
+    let (f, msg) = refused_before_the_program(who, filter);
+    for n in needles {
+        assert!(
+            msg.contains(n),
+            "the message must contain {n:?}:\n{}",
+            f.describe()
+        );
+    }
+}
+
 /// `unshare` with CLONE_NEWNET fails with `errno` (the helper makes the sandbox's network
 /// namespace with it); every other call is left alone.
 const fn new_netns_fails(errno: i32) -> [(u16, u8, u8, u32); 6] {
@@ -436,14 +470,11 @@ both!(fn case42_a_passing_shortage_is_not_blamed_on_the_network_namespace(who) {
     // EAGAIN (a process or memory shortage gone a moment later) is no refusal: the error
     // names the step and errno, with the hint for a shortage, not the namespace's limit.
     let filter = new_netns_fails(libc::EAGAIN);
-    let (f, v) = cordon_under_filter(who, &filter, &["exec", "--json", "--", "sh", "-c", "echo ran"]);
-    assert_eq!(f.code, 125, "{}", f.describe());
-    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
-    let msg = v["message"].as_str().unwrap_or("");
+    let (f, msg) = refused_before_the_program(who, &filter);
+    let msg = msg.as_str();
     assert!(msg.contains("create the sandbox's network namespace") && msg.contains("EAGAIN"), "the message must name the step and errno:\n{}", f.describe());
     assert!(msg.contains("try again"), "the message must say what to do:\n{}", f.describe());
     assert!(!msg.contains("max_net_namespaces"), "a shortage is not the namespace limit:\n{}", f.describe());
-    assert!(!String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
 });
 
 /// `ioctl(SIOCSIFFLAGS)` fails with EPERM (as a security module refusing the interface
@@ -524,16 +555,7 @@ const NO_INET_DGRAM: &[(u16, u8, u8, u32)] = &[
 both!(fn case42_a_failing_network_namespace_helper_is_reported(who) {
     // The helper fails after it made the namespace: init reports the helper's step and errno,
     // and nothing of the program runs.
-    let (f, v) = cordon_under_filter(who, NO_INET_DGRAM, &["exec", "--json", "--", "sh", "-c", "echo ran"]);
-    assert_eq!(f.code, 125, "{}", f.describe());
-    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
-    assert!(!String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
-    let msg = v["message"].as_str().unwrap_or("");
-    assert!(
-        msg.contains("open a socket in the sandbox's network namespace") && msg.contains("EPERM"),
-        "the message must name the helper's step and errno:\n{}",
-        f.describe()
-    );
+    refused_naming(who, NO_INET_DGRAM, &["open a socket in the sandbox's network namespace", "EPERM"]);
 });
 
 /// `setns(fd, CLONE_NEWUSER)` kills the process that calls it: only the helper that makes the
@@ -550,16 +572,7 @@ const SETNS_USER_KILLS: &[(u16, u8, u8, u32)] = &[
 both!(fn case42_a_network_namespace_helper_killed_is_reported(who) {
     // The helper dies before it sends anything: init sees the socket's end, fails closed and
     // says so; nothing of the program runs, and cordon still ends with a result.
-    let (f, v) = cordon_under_filter(who, SETNS_USER_KILLS, &["exec", "--json", "--", "sh", "-c", "echo ran"]);
-    assert_eq!(f.code, 125, "{}", f.describe());
-    assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
-    assert!(!String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
-    let msg = v["message"].as_str().unwrap_or("");
-    assert!(
-        msg.contains("receive the sandbox's network namespace") && msg.contains("ended without sending it"),
-        "the message must say the helper ended:\n{}",
-        f.describe()
-    );
+    refused_naming(who, SETNS_USER_KILLS, &["receive the sandbox's network namespace", "ended without sending it"]);
 });
 
 both!(fn case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout(who) {
@@ -578,14 +591,7 @@ both!(fn case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout(
         "-e", "inject=unshare:delay_enter=5000000:when=1",
         &cordon, "exec", "--json", "--timeout", "1s", "--", "sh", "-c", "echo ran",
     ];
-    let start = Instant::now();
-    let child = host_command(who, &argv)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn strace");
-    let f = wait_with_deadline(child, start, Duration::from_secs(30), vec!["strace".into()]);
+    let f = run_host(who, &argv, "strace");
     let v: serde_json::Value = serde_json::from_slice(&f.stdout)
         .unwrap_or_else(|e| panic!("no JSON result ({e}):\n{}", f.describe()));
     assert_eq!(v["status"], "timeout", "{}", f.describe());
