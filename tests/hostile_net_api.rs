@@ -449,7 +449,8 @@ both!(fn case42_no_network_namespace_is_refused(who) {
     assert_eq!(v["status"], "sandbox_error", "{}", f.describe());
     let msg = v["message"].as_str().unwrap_or("");
     assert!(msg.contains("network namespace") && msg.contains("EPERM"), "the message must name the step and errno:\n{}", f.describe());
-    assert!(msg.contains("max_net_namespaces") && msg.contains("--net host"), "the message must give the fixes:\n{}", f.describe());
+    assert!(msg.contains("security module or seccomp filter") && msg.contains("--net host"), "the message must give the cause and the fix:\n{}", f.describe());
+    assert!(!msg.contains("max_net_namespaces"), "a refusal by policy is not the namespace limit:\n{}", f.describe());
     assert!(v["output"].as_str().unwrap_or("").is_empty() && !String::from_utf8_lossy(&f.stdout).contains("ran"), "nothing of the program may run:\n{}", f.describe());
     // --net host asks for no network namespace: it runs (accepting, where no cgroup holds
     // --memory, that the memory watch cannot count its socket buffers).
@@ -463,7 +464,17 @@ both!(fn case42_no_network_namespace_is_refused(who) {
     assert_eq!(d["ready"], false, "a required mechanism is missing: {d}");
     assert!(check["detail"].as_str().unwrap_or("").contains("EPERM"), "{check}");
     let fix = check["fix"].as_str().unwrap_or("");
-    assert!(fix.contains("max_net_namespaces") && fix.contains("--net host"), "{check}");
+    assert!(fix.contains("security module or seccomp filter") && fix.contains("--net host"), "{check}");
+    // The other namespaces are still checked, and pass: the network has its own check.
+    let ns = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "namespaces").expect("a namespaces check");
+    assert_eq!(ns["ok"], true, "{ns}");
+});
+
+both!(fn case42_the_network_namespace_limit_names_the_sysctl(who) {
+    // ENOSPC: the limit of network namespaces is reached (or 0): the message names it and
+    // its fix, and the way to run without one.
+    let filter = new_netns_fails(libc::ENOSPC);
+    refused_naming(who, &filter, &["create the sandbox's network namespace", "ENOSPC", "sysctl -w user.max_net_namespaces=", "--net host"]);
 });
 
 both!(fn case42_a_passing_shortage_is_not_blamed_on_the_network_namespace(who) {
@@ -576,7 +587,7 @@ both!(fn case42_a_network_namespace_helper_killed_is_reported(who) {
 });
 
 both!(fn case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout(who) {
-    // The helper's unshare(CLONE_NEWNET) is held for 5 s (strace's delay injection, as a
+    // The helper's unshare(CLONE_NEWNET) is held for 20 s (strace's delay injection, as a
     // kernel slow to make the namespace would hold it): `--timeout 1s` still ends the run
     // at about 1 s, as a timeout, and nothing of the program runs. cordon does not wait for
     // the helper, which dies only when its system call returns.
@@ -584,11 +595,16 @@ both!(fn case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout(
         eprintln!("SKIP: case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout: /usr/bin/strace is not installed (.ci/run installs it)");
         return;
     }
+    let works = run_host(who, &["/usr/bin/strace", "-qq", "-o", "/dev/null", "/bin/true"], "strace");
+    if works.code != 0 {
+        eprintln!("SKIP: case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout: strace cannot trace here (ptrace refused: Yama's ptrace_scope, or a container without ptrace):\n{}", works.describe());
+        return;
+    }
     let cordon = cordon_bin().to_str().unwrap().to_string();
     let argv = [
         "/usr/bin/strace", "-f", "-ttt", "-qq",
         "-e", "trace=execve,unshare,exit_group",
-        "-e", "inject=unshare:delay_enter=5000000:when=1",
+        "-e", "inject=unshare:delay_enter=20000000:when=1",
         &cordon, "exec", "--json", "--timeout", "1s", "--", "sh", "-c", "echo ran",
     ];
     let f = run_host(who, &argv, "strace");
@@ -612,6 +628,7 @@ both!(fn case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout(
     };
     let started = at("execve(").unwrap_or_else(|| panic!("no execve traced:\n{}", f.describe()));
     assert!(at("unshare(CLONE_NEWNET").is_some(), "the helper's unshare was not traced (so not delayed):\n{}", f.describe());
-    let ended = at("exit_group(124)").unwrap_or_else(|| panic!("cordon's exit not traced:\n{}", f.describe()));
-    assert!(ended - started < 3.5, "cordon ended {:.2} s after it started, held up by the stalled helper:\n{}", ended - started, f.describe());
+    // (Its line may end `<unfinished ...>` when another process's line comes between.)
+    let ended = at("exit_group(124").unwrap_or_else(|| panic!("cordon's exit not traced:\n{}", f.describe()));
+    assert!(ended - started < 10.0, "cordon ended {:.2} s after it started, held up by the stalled helper:\n{}", ended - started, f.describe());
 });

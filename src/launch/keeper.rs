@@ -57,7 +57,8 @@ pub fn reap_without_waiting(pid: Pid) {
     reap_finished();
 }
 
-/// Reaps the keepers of earlier runs that have exited since, without waiting.
+/// Reaps the keepers of earlier runs, and killed network-namespace helpers, that have exited
+/// since, without waiting.
 fn reap_finished() {
     let mut list = UNREAPED.lock().unwrap_or_else(|e| e.into_inner());
     list.retain(|&pid| {

@@ -653,8 +653,9 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         memory_watch: watch_limit.zip(watch_parent),
     };
     let mut ended = supervise::supervise(spec, child, io, prepared.cgroup.as_ref(), mask, started);
-    // The helper ended before the program could start (init needs what it sends), unless it
-    // hung: supervision (the timeout, a signal) does not wait for it, nor does this.
+    // The helper has ended by now, normally (init needs what it sends before the program
+    // starts), unless it hung or init failed first: supervision (the timeout, a signal) did
+    // not wait for it, and neither does this.
     if let Some(helper) = netns_helper {
         let _ = nix::sys::signal::kill(helper, Signal::SIGKILL);
         keeper::reap_without_waiting(helper);

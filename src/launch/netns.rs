@@ -24,37 +24,53 @@ use nix::sched::{CloneFlags, setns, unshare};
 use nix::unistd::Pid;
 use std::os::fd::{AsRawFd, OwnedFd};
 
-/// Why the kernel may refuse a network namespace, and what to do.
-pub const NETNS_HINT: &str = "; the kernel refused a new network namespace while every other namespace could be made (user.max_net_namespaces reached or 0, or a security module or seccomp filter on this host): raise it with `sysctl -w user.max_net_namespaces=10000` as root and check with `cordon doctor`; `--net host` runs without one, sharing the host's network";
+/// The hint for a network namespace refused at its limit (ENOSPC; EUSERS: user namespaces
+/// nested too deep).
+const LIMIT_HINT: &str = "; the limit of network namespaces is reached or 0 (user.max_net_namespaces): raise it with `sysctl -w user.max_net_namespaces=10000` as root; `--net host` runs without one, sharing the host's network";
+/// The hint for a network namespace refused by policy (EPERM, EACCES).
+const POLICY_HINT: &str = "; a security module or seccomp filter on this host refuses new network namespaces (cordon holds every capability in the sandbox's user namespace); `--net host` runs without one, sharing the host's network";
+/// The hint for a network namespace the kernel could not make for want of memory or
+/// processes (EAGAIN, ENOMEM).
+const SHORTAGE_HINT: &str =
+    "; a shortage of memory or processes on this host, likely passing: try again";
+/// The hint for any other failure to make it (EINVAL: a kernel without network namespaces).
+const OTHER_HINT: &str = "; this kernel may lack network namespaces (CONFIG_NET_NS; `cordon doctor` checks); `--net host` runs without one";
+/// The hint for a refused request on `lo`, which needs no privilege but CAP_NET_ADMIN in the
+/// namespace, and the helper holds it.
+const LO_HINT: &str = "; the helper holds CAP_NET_ADMIN in the namespace it made: a security module or seccomp filter on this host refused the request; `--net host` runs without a network namespace";
 
-/// The helper's steps, in order: what each does, and the hint for its failure. Sent to init
-/// as the index.
+/// The helper's steps, in order: what each does, and the hint for its failure (for
+/// [`CREATE`], chosen by errno). Sent to init as the index.
 const STEPS: &[(&str, &str)] = &[
     (
         "join the sandbox's user namespace to make its network namespace (setns)",
-        "; cordon owns that namespace and holds every capability in it: a security module on this host may refuse the join; `--net host` runs without a network namespace",
+        "; cordon owns that namespace and holds every capability in it: a security module or seccomp filter on this host refused the join; `--net host` runs without a network namespace",
     ),
     (
         "create the sandbox's network namespace (unshare CLONE_NEWNET)",
-        NETNS_HINT,
+        OTHER_HINT,
     ),
     (
         "open a socket in the sandbox's network namespace",
-        "; EMFILE/ENFILE: raise the open-file limit (`ulimit -n`); `--net host` skips this step",
+        "; EMFILE/ENFILE: raise the open-file limit (`ulimit -n`); EPERM/EACCES: a security module or seccomp filter on this host refuses IPv4 sockets; `--net host` skips this step",
     ),
     (
         "read the sandbox's loopback interface's flags (SIOCGIFFLAGS)",
-        "; the helper holds CAP_NET_ADMIN in the namespace it made: a security module may refuse it (run `cordon doctor`), or use `--net host`",
+        "; reading an interface's flags needs no privilege: a security module or seccomp filter on this host refused it; `--net host` runs without a network namespace",
     ),
     (
         "bring up the sandbox's loopback interface (SIOCSIFFLAGS)",
-        "; the helper holds CAP_NET_ADMIN in the namespace it made: a security module may refuse it (run `cordon doctor`), or use `--net host`",
+        LO_HINT,
     ),
     (
         "open the sandbox's network namespace (/proc/thread-self/ns/net)",
         "; cordon needs /proc mounted",
     ),
 ];
+
+/// init's own steps.
+const RECEIVE: &str = "receive the sandbox's network namespace from cordon's helper";
+const ENTER: &str = "enter the sandbox's network namespace (setns)";
 
 /// The indices of the steps in [`STEPS`].
 const JOIN: u8 = 0;
@@ -63,13 +79,6 @@ const SOCKET: u8 = 2;
 const LO_FLAGS: u8 = 3;
 const LO_UP: u8 = 4;
 const OPEN: u8 = 5;
-
-/// The hint for a network namespace the kernel could not make for want of memory or
-/// processes (EAGAIN, ENOMEM), not because a limit or policy refused it.
-const SHORTAGE_HINT: &str =
-    "; a shortage of memory or processes on this host, likely passing: try again";
-/// The hint for any other failure to make it (EINVAL: a kernel without network namespaces).
-const OTHER_HINT: &str = "; run `cordon doctor`, which checks that this kernel can make network namespaces, or use `--net host`";
 
 /// The first byte of a failure message; a success is [`channel::send_fds`]'s, whose first
 /// byte is the number of descriptors (1).
@@ -131,62 +140,121 @@ pub fn enter(from_helper: &OwnedFd) -> Result<(), (&'static str, String)> {
         (
             "enter the sandbox's network namespace (setns)",
             format!(
-                "{e}; a security module on this host may refuse it (run `cordon doctor`), or use `--net host`"
+                "{e}; a security module or seccomp filter on this host refused it; `--net host` runs without a network namespace"
             ),
         )
     })
 }
 
 /// For `cordon doctor`: makes a network namespace as a run does (a helper joins a new user
-/// namespace, makes it there and brings `lo` up) and drops it. On failure: the step and the
-/// message a run would report.
+/// namespace, makes it there and brings `lo` up; a process of that user namespace enters it)
+/// and drops it. On failure: the step and the message a run would report. Bounded: a probe
+/// that has no answer within 10 s is killed and reported.
 pub fn probe() -> Result<(), (&'static str, String)> {
     let fail = |step: &'static str| move |e: Errno| (step, e.to_string());
-    // The new user namespace's process: it waits for end-of-file on the pipe, then exits.
-    let (hold_r, hold_w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(fail("create a pipe"))?;
+    let (ours, theirs) = nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(fail("create a socketpair"))?;
+    // The user namespace's process, in init's place: it enters what the helper sends and
+    // writes what failed, if anything, on the result pipe.
+    let (result_r, result_w) =
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(fail("create a pipe"))?;
     let owner = match sys::clone_namespaces(libc::CLONE_NEWUSER)
         .map_err(fail("create a user namespace (clone)"))?
     {
         CloneResult::Child => {
-            drop(hold_w);
-            let _ = nix::unistd::read(&hold_r, &mut [0u8; 1]);
-            sys::exit_now(0)
+            drop((theirs, result_r));
+            let code = match enter(&ours) {
+                Ok(()) => 0,
+                Err((step, message)) => {
+                    let _ = nix::unistd::write(&result_w, format!("{step}\0{message}").as_bytes());
+                    1
+                }
+            };
+            sys::exit_now(code)
         }
         CloneResult::Parent(pid) => pid,
     };
-    drop(hold_r);
-    let made = (|| {
-        let userns = nix::fcntl::open(
-            format!("/proc/{owner}/ns/user").as_str(),
-            OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-            nix::sys::stat::Mode::empty(),
-        )
-        .map_err(fail("open the new user namespace (/proc/PID/ns/user)"))?;
-        let (ours, theirs) = nix::sys::socket::socketpair(
-            nix::sys::socket::AddressFamily::Unix,
-            nix::sys::socket::SockType::SeqPacket,
-            None,
-            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(fail("create a socketpair"))?;
-        let helper = spawn(&userns, &theirs).map_err(fail("fork the helper"))?;
-        drop(theirs);
-        let got = receive(&ours).map(drop);
-        while let Err(Errno::EINTR) = nix::sys::wait::waitpid(helper, None) {}
-        got
-    })();
-    drop(hold_w);
-    while let Err(Errno::EINTR) = nix::sys::wait::waitpid(owner, None) {}
-    made
+    drop((ours, result_w));
+    let helper = nix::fcntl::open(
+        format!("/proc/{owner}/ns/user").as_str(),
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(fail("open the new user namespace (/proc/PID/ns/user)"))
+    .and_then(|userns| spawn(&userns, &theirs).map_err(fail("fork the helper")));
+    drop(theirs);
+    let answer = match &helper {
+        Ok(_) => read_result(&result_r),
+        Err(_) => Ok(()),
+    };
+    for pid in [Some(owner), helper.as_ref().ok().copied()]
+        .into_iter()
+        .flatten()
+    {
+        if answer.is_err() {
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        while let Err(Errno::EINTR) = nix::sys::wait::waitpid(pid, None) {}
+    }
+    helper.map(drop)?;
+    answer
+}
+
+/// What the probe's user-namespace process wrote on `pipe` before it exited: nothing when
+/// it entered the namespace, else the step and the message. At most 10 s.
+fn read_result(pipe: &OwnedFd) -> Result<(), (&'static str, String)> {
+    use std::os::fd::AsFd;
+    const WAIT: &str =
+        "wait for the network namespace (made by a helper, entered from its user namespace)";
+    let mut out = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [nix::poll::PollFd::new(
+            pipe.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+            Ok(0) => return Err((WAIT, "no answer within 10 s: the kernel is stalled making or entering network namespaces".into())),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err((WAIT, e.to_string())),
+            Ok(_) => {}
+        }
+        let mut buf = [0u8; 4096];
+        match nix::unistd::read(pipe, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(Errno::EINTR) => continue,
+            Err(e) => return Err((WAIT, e.to_string())),
+        }
+    }
+    if out.is_empty() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&out);
+    let (step, message) = text.split_once('\0').unwrap_or(("", &text));
+    // The step is one of this module's own strings: found again, so that it stays static.
+    let step = STEPS
+        .iter()
+        .map(|(s, _)| *s)
+        .chain([RECEIVE, ENTER])
+        .find(|s| *s == step)
+        .unwrap_or(WAIT);
+    Err((step, message.to_string()))
 }
 
 /// Receives the network namespace the helper made, or the step that failed.
 fn receive(from_helper: &OwnedFd) -> Result<OwnedFd, (&'static str, String)> {
-    const RECEIVE: &str = "receive the sandbox's network namespace from cordon's helper";
     let mut buf = [0u8; 6];
     let (len, fds) = channel::recv_bytes_and_fds(from_helper, &mut buf).map_err(|e| {
         let why = match e {
-            Errno::EBADMSG => "the descriptor did not arrive: init is at its open-file limit, or a security module refused it",
+            Errno::EBADMSG => "the descriptor did not arrive: the receiver is at its open-file limit, or a security module refused it",
             _ => "a bug in cordon, report it",
         };
         (RECEIVE, format!("{e} ({why})"))
@@ -196,11 +264,11 @@ fn receive(from_helper: &OwnedFd) -> Result<OwnedFd, (&'static str, String)> {
         (6, FAILED, _) if usize::from(buf[1]) < STEPS.len() => {
             let (step, hint) = STEPS[usize::from(buf[1])];
             let errno = Errno::from_raw(i32::from_le_bytes([buf[2], buf[3], buf[4], buf[5]]));
-            // Only a refusal is blamed on the namespace limit: a passing shortage is not.
+            // The namespace's making: the hint by what the errno says of the cause.
             let hint = match (buf[1], errno) {
-                (CREATE, Errno::ENOSPC | Errno::EPERM | Errno::EACCES | Errno::EUSERS) => hint,
+                (CREATE, Errno::ENOSPC | Errno::EUSERS) => LIMIT_HINT,
+                (CREATE, Errno::EPERM | Errno::EACCES) => POLICY_HINT,
                 (CREATE, Errno::EAGAIN | Errno::ENOMEM) => SHORTAGE_HINT,
-                (CREATE, _) => OTHER_HINT,
                 _ => hint,
             };
             Err((step, format!("{errno}{hint}")))
