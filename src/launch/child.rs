@@ -8,8 +8,8 @@
 //! made the groups meanwhile and init now moves itself through their `tasks` files, then
 //! writes the input files), creates its cgroup namespace, forks the payload, reaps zombies,
 //! reports the payload's exit and exits, which makes the kernel kill every process left in
-//! the namespace. (On v1, init's own work before the move — mounts, /etc — is charged to cordon's
-//! cgroup, not the sandbox's: bounded work of cordon's, no code of the program's.)
+//! the namespace. (On v1, init's own work before the move — mounts, /etc — is charged to
+//! cordon's cgroup, not the sandbox's: bounded work of cordon's, no code of the program's.)
 //!
 //! **payload** is init's child. It wires stdio, starts a new session, sets rlimits, drops every
 //! capability, sets no_new_privs, applies Landlock, installs seccomp (last: it would block the

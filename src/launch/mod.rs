@@ -558,10 +558,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         Err(e) => {
             let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
             let _ = nix::sys::wait::waitpid(child, None);
-            if let Some(helper) = netns_helper {
-                let _ = nix::sys::signal::kill(helper, Signal::SIGKILL);
-                keeper::reap_without_waiting(helper);
-            }
+            end_netns_helper(netns_helper);
             if let Some(cg) = prepared.cgroup {
                 let _ = cg.remove();
             }
@@ -656,10 +653,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // The helper has ended by now, normally (init needs what it sends before the program
     // starts), unless it hung or init failed first: supervision (the timeout, a signal) did
     // not wait for it, and neither does this.
-    if let Some(helper) = netns_helper {
-        let _ = nix::sys::signal::kill(helper, Signal::SIGKILL);
-        keeper::reap_without_waiting(helper);
-    }
+    end_netns_helper(netns_helper);
     if let Err(errno) = go_sent {
         let reported = ended
             .msgs
@@ -701,6 +695,16 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let mut outcome = classify::outcome(spec, ended, metrics, prepared.report, isolation);
     outcome.network = Some(network);
     Ok(outcome)
+}
+
+/// Kills the network namespace's helper, if one was forked, and reaps it without waiting (it
+/// may be stuck in a system call, which SIGKILL ends only when the call returns). Its pid
+/// cannot have been reused: cordon has not reaped it before.
+fn end_netns_helper(helper: Option<Pid>) {
+    if let Some(pid) = helper {
+        let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+        keeper::reap_without_waiting(pid);
+    }
 }
 
 /// `--net host`: name lookups use the host's resolver configuration.

@@ -35,8 +35,8 @@ const SHORTAGE_HINT: &str =
     "; a shortage of memory or processes on this host, likely passing: try again";
 /// The hint for any other failure to make it (EINVAL: a kernel without network namespaces).
 const OTHER_HINT: &str = "; this kernel may lack network namespaces (CONFIG_NET_NS; `cordon doctor` checks); `--net host` runs without one";
-/// The hint for a refused request on `lo`, which needs no privilege but CAP_NET_ADMIN in the
-/// namespace, and the helper holds it.
+/// The hint for a refused SIOCSIFFLAGS on `lo`: it needs CAP_NET_ADMIN in the namespace,
+/// which the helper holds.
 const LO_HINT: &str = "; the helper holds CAP_NET_ADMIN in the namespace it made: a security module or seccomp filter on this host refused the request; `--net host` runs without a network namespace";
 
 /// The helper's steps, in order: what each does, and the hint for its failure (for
