@@ -586,6 +586,28 @@ both!(fn case42_a_network_namespace_helper_killed_is_reported(who) {
     refused_naming(who, SETNS_USER_KILLS, &["receive the sandbox's network namespace", "ended without sending it"]);
 });
 
+/// `prctl(PR_CAPBSET_DROP, ...)` fails with EPERM: only init calls it, among its first steps,
+/// before its first go.
+const BOUNDING_DROP_REFUSED: &[(u16, u8, u8, u32)] = &[
+    (0x20, 0, 0, 0),   // A = syscall number
+    (0x15, 0, 3, 157), // prctl? else allow
+    (0x20, 0, 0, 16),  // A = low word of its option
+    (0x15, 0, 1, 24),  // PR_CAPBSET_DROP? else allow
+    ret_errno(libc::EPERM),
+    ALLOW,
+];
+
+both!(fn case42_an_init_failing_before_its_first_go_is_reported_with_its_reason(who) {
+    // init fails one of its first steps and exits, while cordon opens its user namespace
+    // and writes its id maps. Those then fail too (the process is gone), but the run must
+    // report init's own reason, not theirs with a user-namespace hint. Repeated, since it is
+    // a race: before this was handled, about 3 runs in 100 as an unprivileged caller
+    // reported "cannot write the uid_map" or "cannot deny setgroups".
+    for _ in 0..40 {
+        refused_naming(who, BOUNDING_DROP_REFUSED, &["drop capabilities", "bounding set", "EPERM"]);
+    }
+});
+
 both!(fn case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout(who) {
     // The helper's unshare(CLONE_NEWNET) is held for 20 s (strace's delay injection, as a
     // kernel slow to make the namespace would hold it): `--timeout 1s` still ends the run

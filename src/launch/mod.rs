@@ -461,18 +461,23 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // like the mount namespace: after the first go init makes itself non-dumpable and
     // switches ids, and /proc/PID/ns then refuses cordon (an unprivileged caller lacks
     // CAP_SYS_PTRACE).
+    // If init has already failed one of its first steps (it says why on the report pipe, then
+    // exits), this open and the id maps below can fail for that reason alone: the run then
+    // goes on to supervision, which reports init's own reason instead of theirs.
     let userns = match &netns_parent {
-        Some(_) => nix::fcntl::open(
+        Some(_) => match nix::fcntl::open(
             format!("/proc/{child}/ns/user").as_str(),
             OFlag::O_RDONLY | OFlag::O_CLOEXEC,
             nix::sys::stat::Mode::empty(),
-        )
-        .map(Some)
-        .map_err(|errno| LaunchError::Sys {
-            step: "open the sandbox's user namespace (/proc/PID/ns/user)",
-            errno,
-            hint: " (cordon needs /proc mounted; `--net host` skips this step)".into(),
-        }),
+        ) {
+            Ok(fd) => Ok(Some(fd)),
+            Err(_) if init_ended(child, &rep_r) => Ok(None),
+            Err(errno) => Err(LaunchError::Sys {
+                step: "open the sandbox's user namespace (/proc/PID/ns/user)",
+                errno,
+                hint: " (cordon needs /proc mounted; `--net host` skips this step)".into(),
+            }),
+        },
         None => Ok(None),
     };
     // 6. uid/gid maps (each written once), first go (init builds the root), then, while it
@@ -485,8 +490,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // pipe, which supervision reads, so it is not an error of its own here.
     let mut netns_helper = None;
     let setup = userns.and_then(|userns| {
-        write_maps(child, root_caller, host_uid, host_gid)?;
-        let first = channel::send_go(&go_w);
+        let first = match write_maps(child, root_caller, host_uid, host_gid) {
+            Ok(()) => channel::send_go(&go_w),
+            Err(_) if init_ended(child, &rep_r) => Err(Errno::ESRCH),
+            Err(e) => return Err(e),
+        };
         if first.is_ok()
             && let (Some(userns), Some(sock)) = (&userns, &netns_parent)
         {
@@ -695,6 +703,31 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let mut outcome = classify::outcome(spec, ended, metrics, prepared.report, isolation);
     outcome.network = Some(network);
     Ok(outcome)
+}
+
+/// Whether init failed before its first go: it wrote on the report pipe (before the first go
+/// it writes there only to fail, then exits) or it has exited. If so it is killed, in case it
+/// has not finished exiting, and left for supervision to reap, which reads what it reported.
+fn init_ended(child: Pid, report: &std::os::fd::OwnedFd) -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    use std::os::fd::AsFd;
+    let mut fds = [nix::poll::PollFd::new(
+        report.as_fd(),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    let reported = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).is_ok_and(|n| n > 0);
+    let ended = reported
+        || matches!(
+            waitid(
+                Id::Pid(child),
+                WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+            ),
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..))
+        );
+    if ended {
+        let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+    }
+    ended
 }
 
 /// Kills the network namespace's helper, if one was forked, and reaps it without waiting (it
