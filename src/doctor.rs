@@ -238,19 +238,17 @@ fn network_namespace_check() -> Check {
             detail: "a network namespace can be made in a new user namespace by a process that joins it, with `lo` up (as each run makes its own)".into(),
             fix: None,
         },
-        Err((step, message)) => {
-            let fix = message
-                .split_once("; ")
-                .map(|(_, hint)| hint.to_string())
-                .unwrap_or_else(|| "see the namespaces check above: the probe could not start".into());
-            Check {
-                name: "network-namespace",
-                ok: false,
-                required: true,
-                detail: format!("cannot {step}: {}", message.split("; ").next().unwrap_or(&message)),
-                fix: Some(fix),
-            }
-        }
+        Err(f) => Check {
+            name: "network-namespace",
+            ok: false,
+            required: true,
+            detail: format!("cannot {}: {}", f.step, f.cause),
+            fix: Some(if f.fix.is_empty() {
+                "see the namespaces check above: the probe could not start".into()
+            } else {
+                f.fix
+            }),
+        },
     }
 }
 

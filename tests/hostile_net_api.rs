@@ -462,9 +462,11 @@ both!(fn case42_no_network_namespace_is_refused(who) {
     let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "network-namespace").expect("a network-namespace check");
     assert_eq!(check["ok"], false, "{check}");
     assert_eq!(d["ready"], false, "a required mechanism is missing: {d}");
-    assert!(check["detail"].as_str().unwrap_or("").contains("EPERM"), "{check}");
+    let detail = check["detail"].as_str().unwrap_or("");
+    assert!(detail.contains("unshare CLONE_NEWNET") && detail.contains("EPERM"), "the detail must name the run's step and errno: {check}");
     let fix = check["fix"].as_str().unwrap_or("");
     assert!(fix.contains("security module or seccomp filter") && fix.contains("--net host"), "{check}");
+    assert!(!fix.contains("EPERM") && !detail.contains("--net host"), "the detail holds the cause, the fix what to do: {check}");
     // The other namespaces are still checked, and pass: the network has its own check.
     let ns = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "namespaces").expect("a namespaces check");
     assert_eq!(ns["ok"], true, "{ns}");

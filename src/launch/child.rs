@@ -328,7 +328,7 @@ fn setup_init(ctx: &ChildCtx) -> Result<Option<OwnedFd>, (&'static str, String)>
     // The sandbox's network namespace (unless --net host), with `lo` up: made by cordon's
     // helper meanwhile (see launch::netns); everything below and the payload use it.
     if let Some(from_helper) = &ctx.netns_from_helper {
-        super::netns::enter(from_helper)?;
+        super::netns::enter(from_helper).map_err(<(&str, String)>::from)?;
     }
     // `--net allow=`: the proxy's socket is created here, inside the sandbox's network
     // namespace, and handed to cordon, which serves it from the host's network.

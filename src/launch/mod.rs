@@ -9,7 +9,7 @@ mod collect;
 mod export;
 mod keeper;
 mod memwatch;
-mod netns;
+pub mod netns;
 mod sockdiag;
 mod supervise;
 
@@ -110,7 +110,7 @@ pub fn sock_diag_probe() -> Result<(), String> {
 
 /// Whether a network namespace can be made as a run makes it (see launch::netns), for
 /// `cordon doctor`: on failure, the step and the message a run would give.
-pub fn network_namespace_probe() -> Result<(), (&'static str, String)> {
+pub fn network_namespace_probe() -> Result<(), netns::Failure> {
     netns::probe()
 }
 

@@ -26,25 +26,25 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 /// The hint for a network namespace refused at its limit (ENOSPC; EUSERS: user namespaces
 /// nested too deep).
-const LIMIT_HINT: &str = "; the limit of network namespaces is reached or 0 (user.max_net_namespaces): raise it with `sysctl -w user.max_net_namespaces=10000` as root; `--net host` runs without one, sharing the host's network";
+const LIMIT_HINT: &str = "the limit of network namespaces is reached or 0 (user.max_net_namespaces): raise it with `sysctl -w user.max_net_namespaces=10000` as root; `--net host` runs without one, sharing the host's network";
 /// The hint for a network namespace refused by policy (EPERM, EACCES).
-const POLICY_HINT: &str = "; a security module or seccomp filter on this host refuses new network namespaces (cordon holds every capability in the sandbox's user namespace); `--net host` runs without one, sharing the host's network";
+const POLICY_HINT: &str = "a security module or seccomp filter on this host refuses new network namespaces (cordon holds every capability in the sandbox's user namespace); `--net host` runs without one, sharing the host's network";
 /// The hint for a network namespace the kernel could not make for want of memory or
 /// processes (EAGAIN, ENOMEM).
 const SHORTAGE_HINT: &str =
-    "; a shortage of memory or processes on this host, likely passing: try again";
+    "a shortage of memory or processes on this host, likely passing: try again";
 /// The hint for any other failure to make it (EINVAL: a kernel without network namespaces).
-const OTHER_HINT: &str = "; this kernel may lack network namespaces (CONFIG_NET_NS; `cordon doctor` checks); `--net host` runs without one";
+const OTHER_HINT: &str = "this kernel may lack network namespaces (CONFIG_NET_NS; `cordon doctor` checks); `--net host` runs without one";
 /// The hint for a refused SIOCSIFFLAGS on `lo`: it needs CAP_NET_ADMIN in the namespace,
 /// which the helper holds.
-const LO_HINT: &str = "; the helper holds CAP_NET_ADMIN in the namespace it made: a security module or seccomp filter on this host refused the request; `--net host` runs without a network namespace";
+const LO_HINT: &str = "the helper holds CAP_NET_ADMIN in the namespace it made: a security module or seccomp filter on this host refused the request; `--net host` runs without a network namespace";
 
 /// The helper's steps, in order: what each does, and the hint for its failure (for
 /// [`CREATE`], chosen by errno). Sent to init as the index.
 const STEPS: &[(&str, &str)] = &[
     (
         "join the sandbox's user namespace to make its network namespace (setns)",
-        "; cordon owns that namespace and holds every capability in it: a security module or seccomp filter on this host refused the join; `--net host` runs without a network namespace",
+        "cordon owns that namespace and holds every capability in it: a security module or seccomp filter on this host refused the join; `--net host` runs without a network namespace",
     ),
     (
         "create the sandbox's network namespace (unshare CLONE_NEWNET)",
@@ -52,11 +52,11 @@ const STEPS: &[(&str, &str)] = &[
     ),
     (
         "open a socket in the sandbox's network namespace",
-        "; EMFILE/ENFILE: raise the open-file limit (`ulimit -n`); EPERM/EACCES: a security module or seccomp filter on this host refuses IPv4 sockets; `--net host` skips this step",
+        "EMFILE/ENFILE: raise the open-file limit (`ulimit -n`); EPERM/EACCES: a security module or seccomp filter on this host refuses IPv4 sockets; `--net host` skips this step",
     ),
     (
         "read the sandbox's loopback interface's flags (SIOCGIFFLAGS)",
-        "; reading an interface's flags needs no privilege: a security module or seccomp filter on this host refused it; `--net host` runs without a network namespace",
+        "reading an interface's flags needs no privilege: a security module or seccomp filter on this host refused it; `--net host` runs without a network namespace",
     ),
     (
         "bring up the sandbox's loopback interface (SIOCSIFFLAGS)",
@@ -64,7 +64,7 @@ const STEPS: &[(&str, &str)] = &[
     ),
     (
         "open the sandbox's network namespace (/proc/thread-self/ns/net)",
-        "; cordon needs /proc mounted",
+        "cordon needs /proc mounted",
     ),
 ];
 
@@ -83,6 +83,49 @@ const OPEN: u8 = 5;
 /// The first byte of a failure message; a success is [`channel::send_fds`]'s, whose first
 /// byte is the number of descriptors (1).
 const FAILED: u8 = 0;
+
+/// Why the sandbox's network namespace could not be made or entered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// What was being done (a run reports "cannot {step}").
+    pub step: &'static str,
+    /// What went wrong: the errno, or what was missing.
+    pub cause: String,
+    /// What to do about it; empty when there is nothing to add.
+    pub fix: String,
+}
+
+impl Failure {
+    fn new(step: &'static str, cause: impl ToString, fix: &str) -> Self {
+        Failure {
+            step,
+            cause: cause.to_string(),
+            fix: fix.to_string(),
+        }
+    }
+
+    /// The message a run reports after the step: the cause, then the fix.
+    pub fn message(&self) -> String {
+        if self.fix.is_empty() {
+            self.cause.clone()
+        } else {
+            format!("{}; {}", self.cause, self.fix)
+        }
+    }
+}
+
+/// What init reports: the step and the message.
+impl From<Failure> for (&'static str, String) {
+    fn from(f: Failure) -> Self {
+        (f.step, f.message())
+    }
+}
+
+/// Every step a [`Failure`] can name, for the probe's pipe, which carries a step as its
+/// index here.
+fn all_steps() -> impl Iterator<Item = &'static str> {
+    STEPS.iter().map(|(s, _)| *s).chain([RECEIVE, ENTER])
+}
 
 /// Forks the helper: it joins `userns` (the sandbox's user namespace), makes the network
 /// namespace, brings `lo` up and sends the namespace on `to_init`, or the step that failed
@@ -134,14 +177,13 @@ fn make(userns: &OwnedFd) -> Result<OwnedFd, (u8, Errno)> {
 
 /// init: receives the network namespace the helper made (blocking until it is sent) and
 /// enters it. On failure: the step and the message init reports.
-pub fn enter(from_helper: &OwnedFd) -> Result<(), (&'static str, String)> {
+pub fn enter(from_helper: &OwnedFd) -> Result<(), Failure> {
     let ns = receive(from_helper)?;
     setns(ns, CloneFlags::CLONE_NEWNET).map_err(|e| {
-        (
-            "enter the sandbox's network namespace (setns)",
-            format!(
-                "{e}; a security module or seccomp filter on this host refused it; `--net host` runs without a network namespace"
-            ),
+        Failure::new(
+            ENTER,
+            e,
+            "a security module or seccomp filter on this host refused it; `--net host` runs without a network namespace",
         )
     })
 }
@@ -150,8 +192,8 @@ pub fn enter(from_helper: &OwnedFd) -> Result<(), (&'static str, String)> {
 /// namespace, makes it there and brings `lo` up; a process of that user namespace enters it)
 /// and drops it. On failure: the step and the message a run would report. Bounded: a probe
 /// that has no answer within 10 s is killed and reported.
-pub fn probe() -> Result<(), (&'static str, String)> {
-    let fail = |step: &'static str| move |e: Errno| (step, e.to_string());
+pub fn probe() -> Result<(), Failure> {
+    let fail = |step: &'static str| move |e: Errno| Failure::new(step, e, "");
     let (ours, theirs) = nix::sys::socket::socketpair(
         nix::sys::socket::AddressFamily::Unix,
         nix::sys::socket::SockType::SeqPacket,
@@ -170,8 +212,10 @@ pub fn probe() -> Result<(), (&'static str, String)> {
             drop((theirs, result_r));
             let code = match enter(&ours) {
                 Ok(()) => 0,
-                Err((step, message)) => {
-                    let _ = nix::unistd::write(&result_w, format!("{step}\0{message}").as_bytes());
+                Err(f) => {
+                    let step = all_steps().position(|s| s == f.step).unwrap_or(usize::MAX);
+                    let text = format!("{step}\0{}\0{}", f.cause, f.fix);
+                    let _ = nix::unistd::write(&result_w, text.as_bytes());
                     1
                 }
             };
@@ -206,8 +250,8 @@ pub fn probe() -> Result<(), (&'static str, String)> {
 }
 
 /// What the probe's user-namespace process wrote on `pipe` before it exited: nothing when
-/// it entered the namespace, else the step and the message. At most 10 s.
-fn read_result(pipe: &OwnedFd) -> Result<(), (&'static str, String)> {
+/// it entered the namespace, else its failure. At most 10 s.
+fn read_result(pipe: &OwnedFd) -> Result<(), Failure> {
     use std::os::fd::AsFd;
     const WAIT: &str =
         "wait for the network namespace (made by a helper, entered from its user namespace)";
@@ -221,9 +265,15 @@ fn read_result(pipe: &OwnedFd) -> Result<(), (&'static str, String)> {
             nix::poll::PollFlags::POLLIN,
         )];
         match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
-            Ok(0) => return Err((WAIT, "no answer within 10 s: the kernel is stalled making or entering network namespaces".into())),
+            Ok(0) => {
+                return Err(Failure::new(
+                    WAIT,
+                    "no answer within 10 s",
+                    "the kernel is stalled making or entering network namespaces: see its log (`dmesg`)",
+                ));
+            }
             Err(Errno::EINTR) => continue,
-            Err(e) => return Err((WAIT, e.to_string())),
+            Err(e) => return Err(Failure::new(WAIT, e, "")),
             Ok(_) => {}
         }
         let mut buf = [0u8; 4096];
@@ -231,33 +281,37 @@ fn read_result(pipe: &OwnedFd) -> Result<(), (&'static str, String)> {
             Ok(0) => break,
             Ok(n) => out.extend_from_slice(&buf[..n]),
             Err(Errno::EINTR) => continue,
-            Err(e) => return Err((WAIT, e.to_string())),
+            Err(e) => return Err(Failure::new(WAIT, e, "")),
         }
     }
     if out.is_empty() {
         return Ok(());
     }
     let text = String::from_utf8_lossy(&out);
-    let (step, message) = text.split_once('\0').unwrap_or(("", &text));
-    // The step is one of this module's own strings: found again, so that it stays static.
-    let step = STEPS
-        .iter()
-        .map(|(s, _)| *s)
-        .chain([RECEIVE, ENTER])
-        .find(|s| *s == step)
-        .unwrap_or(WAIT);
-    Err((step, message.to_string()))
+    let mut fields = text.splitn(3, '\0');
+    let (step, cause, fix) = (fields.next(), fields.next(), fields.next());
+    let step = step
+        .and_then(|i| i.parse::<usize>().ok())
+        .and_then(|i| all_steps().nth(i));
+    match (step, cause, fix) {
+        (Some(step), Some(cause), Some(fix)) => Err(Failure::new(step, cause, fix)),
+        _ => Err(Failure::new(
+            WAIT,
+            format!("an answer cordon cannot read ({text:?})"),
+            "a bug in cordon, report it",
+        )),
+    }
 }
 
 /// Receives the network namespace the helper made, or the step that failed.
-fn receive(from_helper: &OwnedFd) -> Result<OwnedFd, (&'static str, String)> {
+fn receive(from_helper: &OwnedFd) -> Result<OwnedFd, Failure> {
     let mut buf = [0u8; 6];
     let (len, fds) = channel::recv_bytes_and_fds(from_helper, &mut buf).map_err(|e| {
         let why = match e {
             Errno::EBADMSG => "the descriptor did not arrive: the receiver is at its open-file limit, or a security module refused it",
             _ => "a bug in cordon, report it",
         };
-        (RECEIVE, format!("{e} ({why})"))
+        Failure::new(RECEIVE, e, why)
     })?;
     match (len, buf[0], <[OwnedFd; 1]>::try_from(fds)) {
         (1, 1, Ok([ns])) => Ok(ns),
@@ -271,15 +325,57 @@ fn receive(from_helper: &OwnedFd) -> Result<OwnedFd, (&'static str, String)> {
                 (CREATE, Errno::EAGAIN | Errno::ENOMEM) => SHORTAGE_HINT,
                 _ => hint,
             };
-            Err((step, format!("{errno}{hint}")))
+            Err(Failure::new(step, errno, hint))
         }
-        (0, _, _) => Err((
+        (0, _, _) => Err(Failure::new(
             RECEIVE,
-            "the helper ended without sending it (killed, or a bug in cordon: report it)".into(),
+            "the helper ended without sending it",
+            "it was killed, or a bug in cordon: report it",
         )),
-        _ => Err((
+        _ => Err(Failure::new(
             RECEIVE,
-            format!("{} (a bug in cordon, report it)", Errno::EBADMSG),
+            Errno::EBADMSG,
+            "a bug in cordon, report it",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the probe's user-namespace process writes for `f`, read back by the probe.
+    fn round_trip(f: &Failure) -> Result<(), Failure> {
+        let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
+        let step = all_steps().position(|s| s == f.step).unwrap_or(usize::MAX);
+        nix::unistd::write(&w, format!("{step}\0{}\0{}", f.cause, f.fix).as_bytes()).unwrap();
+        drop(w);
+        read_result(&r)
+    }
+
+    #[test]
+    fn a_probe_failure_reaches_doctor_whole() {
+        for step in all_steps() {
+            let f = Failure::new(step, Errno::EPERM, "do this; then that");
+            assert_eq!(round_trip(&f), Err(f.clone()), "{step}");
+        }
+        let f = Failure::new(ENTER, "no fix", "");
+        assert_eq!(round_trip(&f), Err(f.clone()));
+        assert_eq!(f.message(), "no fix");
+        // A step of no table (a bug): reported as such, not dropped.
+        let err = round_trip(&Failure::new("elsewhere", "x", "y")).unwrap_err();
+        assert!(
+            err.cause.contains("cannot read") && err.fix.contains("bug"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn the_message_is_the_cause_then_the_fix() {
+        let f = Failure::new(STEPS[usize::from(CREATE)].0, Errno::ENOSPC, LIMIT_HINT);
+        assert_eq!(f.message(), format!("{}; {LIMIT_HINT}", Errno::ENOSPC));
+        let (step, message) = <(&str, String)>::from(f);
+        assert_eq!(step, STEPS[usize::from(CREATE)].0);
+        assert!(message.contains("user.max_net_namespaces"), "{message}");
     }
 }
