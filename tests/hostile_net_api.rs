@@ -492,14 +492,20 @@ both!(fn case42_a_passing_shortage_is_not_blamed_on_the_network_namespace(who) {
 
 /// `ioctl(SIOCSIFFLAGS)` fails with EPERM (as a security module refusing the interface
 /// change would): the namespace is made, `lo` cannot go up.
-const NO_LO_UP: &[(u16, u8, u8, u32)] = &[
-    (0x20, 0, 0, 0),      // A = syscall number
-    (0x15, 0, 3, 16),     // ioctl? else allow
-    (0x20, 0, 0, 24),     // A = low word of its request
-    (0x15, 0, 1, 0x8914), // SIOCSIFFLAGS? else allow
-    ret_errno(libc::EPERM),
-    ALLOW,
-];
+const NO_LO_UP: &[(u16, u8, u8, u32)] = &arg_equal_fails(16, 1, 0x8914, libc::EPERM);
+
+/// Syscall `nr` fails with `errno` when the low word of its argument `arg` (0-5) is `value`;
+/// every other call is left alone.
+const fn arg_equal_fails(nr: u32, arg: u32, value: u32, errno: i32) -> [(u16, u8, u8, u32); 6] {
+    [
+        (0x20, 0, 0, 0),            // A = syscall number
+        (0x15, 0, 3, nr),           // that call? else allow
+        (0x20, 0, 0, 16 + 8 * arg), // A = low word of the argument
+        (0x15, 0, 1, value),        // that value? else allow
+        ret_errno(errno),
+        ALLOW,
+    ]
+}
 
 /// The run failed closed because `lo` could not go up: status, nothing of the program's run
 /// (a failure before the program may start gives a result without output), the message names
@@ -590,14 +596,7 @@ both!(fn case42_a_network_namespace_helper_killed_is_reported(who) {
 
 /// `prctl(PR_CAPBSET_DROP, ...)` fails with EPERM: only init calls it, among its first steps,
 /// before its first go.
-const BOUNDING_DROP_REFUSED: &[(u16, u8, u8, u32)] = &[
-    (0x20, 0, 0, 0),   // A = syscall number
-    (0x15, 0, 3, 157), // prctl? else allow
-    (0x20, 0, 0, 16),  // A = low word of its option
-    (0x15, 0, 1, 24),  // PR_CAPBSET_DROP? else allow
-    ret_errno(libc::EPERM),
-    ALLOW,
-];
+const BOUNDING_DROP_REFUSED: &[(u16, u8, u8, u32)] = &arg_equal_fails(157, 0, 24, libc::EPERM);
 
 both!(fn case42_an_init_failing_before_its_first_go_is_reported_with_its_reason(who) {
     // init fails one of its first steps and exits, while cordon opens its user namespace
