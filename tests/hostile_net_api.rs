@@ -598,6 +598,13 @@ both!(fn case42_a_network_namespace_helper_killed_is_reported(who) {
 /// before its first go.
 const BOUNDING_DROP_REFUSED: &[(u16, u8, u8, u32)] = &arg_equal_fails(157, 0, 24, libc::EPERM);
 
+/// The same call kills the process that makes it (SECCOMP_RET_KILL_PROCESS: SIGSYS).
+const BOUNDING_DROP_KILLS: &[(u16, u8, u8, u32)] = &{
+    let mut f = arg_equal_fails(157, 0, 24, libc::EPERM);
+    f[4] = (0x06, 0, 0, 0x8000_0000);
+    f
+};
+
 both!(fn case42_an_init_failing_before_its_first_go_is_reported_with_its_reason(who) {
     // init fails one of its first steps and exits, while cordon opens its user namespace
     // and writes its id maps. Those then fail too (the process is gone), but the run must
@@ -606,6 +613,15 @@ both!(fn case42_an_init_failing_before_its_first_go_is_reported_with_its_reason(
     // reported "cannot write the uid_map" or "cannot deny setgroups".
     for _ in 0..40 {
         refused_naming(who, BOUNDING_DROP_REFUSED, &["drop capabilities", "bounding set", "EPERM"]);
+    }
+    // Killed there instead, init says nothing: the run says how init ended and where to look,
+    // not what failed after it (the id maps, the first go, the memory watch's hand-over).
+    for _ in 0..20 {
+        let (f, msg) = refused_before_the_program(who, BOUNDING_DROP_KILLS);
+        assert!(msg.contains("init was killed by SIGSYS before the program started") && msg.contains("dmesg"), "{}", f.describe());
+        for wrong in ["uid_map", "setgroups", "memory watch", "EPIPE"] {
+            assert!(!msg.contains(wrong), "the message must not blame {wrong:?}:\n{}", f.describe());
+        }
     }
 });
 

@@ -104,6 +104,9 @@ fn init_end(
     }
 }
 
+/// What to do when the sandbox's init ended without saying why.
+const UNREPORTED_END: &str = "; run `cordon doctor`. A signal init did not send itself came from outside the sandbox: SIGSYS from a seccomp filter on cordon's own process, SIGKILL from the OOM killer or another process; the kernel's log (`dmesg`) may say which";
+
 /// Captured bytes as text, without a second copy when they are valid UTF-8 (an output of
 /// 10 MiB must not cost cordon several times that); invalid sequences become U+FFFD, and the
 /// flag says so.
@@ -136,6 +139,10 @@ pub fn outcome(
             _ => {}
         }
     }
+    // The payload reports Landlock's outcome just before its seccomp filter and execve, and
+    // init its end.
+    let program_started =
+        payload.is_some() || ended.msgs.iter().any(|m| matches!(m, Msg::Landlock { .. }));
     let memory_by_rlimit = limits
         .memory_bytes
         .as_ref()
@@ -159,6 +166,7 @@ pub fn outcome(
     let mut oom_inferred = false;
     let watch = ended.memory_watch.clone();
     let watch_over = watch.as_ref().is_some_and(|w| w.over);
+    let watch_error = watch.as_ref().and_then(|w| w.error.as_ref());
     if let Some(e) = &ended.internal_error {
         message = Some(e.clone());
     } else if let Some(sig) = ended.interrupted {
@@ -200,7 +208,21 @@ pub fn outcome(
         } else {
             m.clone()
         });
-    } else if let Some(e) = watch.as_ref().and_then(|w| w.error.as_ref()) {
+    } else if !program_started
+        && match ended.init_status {
+            // cordon's own kill after a memory watch failure: that failure is the reason.
+            Some(WaitStatus::Signaled(_, Signal::SIGKILL, _)) => watch_error.is_none(),
+            Some(WaitStatus::Signaled(..) | WaitStatus::Exited(_, 1..)) => true,
+            _ => false,
+        }
+    {
+        // init died before the program could start, saying nothing: whatever else failed
+        // then (such as the memory watch's hand-over) failed because of that.
+        message = Some(format!(
+            "{} before the program started, and reported no reason{UNREPORTED_END}",
+            init_end(&ended, oom_reported, lim, "")
+        ));
+    } else if let Some(e) = watch_error {
         message = Some(format!(
             "{e}; cordon killed the sandbox rather than run it without its memory limit (a cgroup bounds memory without polling: see `cordon doctor`)"
         ));
@@ -277,8 +299,8 @@ pub fn outcome(
             }
             _ => {
                 message = Some(format!(
-                    "the sandbox's init ended without reporting the program's exit ({:?})",
-                    ended.init_status
+                    "{} without reporting the program's exit{UNREPORTED_END}",
+                    init_end(&ended, oom_reported, lim, "")
                 ));
             }
         }
@@ -858,6 +880,65 @@ mod tests {
     }
 
     /// A run that collects files, with `msgs` from init and the file messages in `files`.
+    /// init died before the program started and said nothing: the message says how it ended
+    /// and where to look, over what failed after it; unless cordon killed it itself, for a
+    /// memory watch that could not work, whose failure is then the reason.
+    #[test]
+    fn an_init_dead_before_the_program_is_named_as_the_cause() {
+        let run = |status: WaitStatus, watch_error: Option<&str>| {
+            let e = Ended {
+                init_status: Some(status),
+                memory_watch: watch_error.map(|w| crate::launch::memwatch::WatchReport {
+                    error: Some(w.into()),
+                    ..Default::default()
+                }),
+                ..Ended::default()
+            };
+            outcome(
+                &spec(),
+                e,
+                Default::default(),
+                Default::default(),
+                Default::default(),
+            )
+        };
+        let pid = nix::unistd::Pid::from_raw(2);
+        let closed = "the sandbox's init closed the memory watch's channel";
+        let o = run(
+            WaitStatus::Signaled(pid, Signal::SIGSYS, false),
+            Some(closed),
+        );
+        let m = o.message.clone().unwrap_or_default();
+        assert_eq!((o.status, o.exit_code), (Status::SandboxError, None), "{m}");
+        assert!(
+            m.contains("init was killed by SIGSYS before the program started")
+                && m.contains("dmesg")
+                && !m.contains(closed),
+            "{m}"
+        );
+        let m = run(WaitStatus::Exited(pid, 3), None)
+            .message
+            .unwrap_or_default();
+        assert!(
+            m.contains("init exited with code 3 before the program started"),
+            "{m}"
+        );
+        let m = run(
+            WaitStatus::Signaled(pid, Signal::SIGKILL, false),
+            Some(closed),
+        )
+        .message
+        .unwrap_or_default();
+        assert!(m.starts_with(closed), "{m}");
+        let m = run(WaitStatus::Signaled(pid, Signal::SIGKILL, false), None)
+            .message
+            .unwrap_or_default();
+        assert!(
+            m.contains("init was killed by SIGKILL before the program started"),
+            "{m}"
+        );
+    }
+
     fn run_collecting(
         msgs: Vec<Msg>,
         files: Vec<Msg>,

@@ -9,7 +9,8 @@ mod collect;
 mod export;
 mod keeper;
 mod memwatch;
-pub mod netns;
+mod netns;
+pub use netns::Failure as NetnsFailure;
 mod sockdiag;
 mod supervise;
 
@@ -109,8 +110,8 @@ pub fn sock_diag_probe() -> Result<(), String> {
 }
 
 /// Whether a network namespace can be made as a run makes it (see launch::netns), for
-/// `cordon doctor`: on failure, the step and the message a run would give.
-pub fn network_namespace_probe() -> Result<(), netns::Failure> {
+/// `cordon doctor`: on failure, the step, the cause and the fix a run would give.
+pub fn network_namespace_probe() -> Result<(), NetnsFailure> {
     netns::probe()
 }
 
@@ -462,23 +463,30 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // switches ids, and /proc/PID/ns then refuses cordon (an unprivileged caller lacks
     // CAP_SYS_PTRACE).
     // If init has already failed one of its first steps (it says why on the report pipe, then
-    // exits), this open and the id maps below can fail for that reason alone: the run then
-    // goes on to supervision, which reports init's own reason instead of theirs.
+    // exits), this open and the id maps below can fail for that reason alone. The run then
+    // sends no go and goes on to supervision, which reports init's own reason instead of
+    // theirs (`init_gone` keeps their error for the case where init said nothing).
+    let mut init_gone: Option<LaunchError> = None;
     let userns = match &netns_parent {
-        Some(_) => match nix::fcntl::open(
+        Some(_) => nix::fcntl::open(
             format!("/proc/{child}/ns/user").as_str(),
             OFlag::O_RDONLY | OFlag::O_CLOEXEC,
             nix::sys::stat::Mode::empty(),
-        ) {
-            Ok(fd) => Ok(Some(fd)),
-            Err(_) if init_ended(child, &rep_r) => Ok(None),
-            Err(errno) => Err(LaunchError::Sys {
-                step: "open the sandbox's user namespace (/proc/PID/ns/user)",
-                errno,
-                hint: " (cordon needs /proc mounted; `--net host` skips this step)".into(),
-            }),
-        },
+        )
+        .map(Some)
+        .map_err(|errno| LaunchError::Sys {
+            step: "open the sandbox's user namespace (/proc/PID/ns/user)",
+            errno,
+            hint: " (cordon needs /proc mounted; `--net host` skips this step)".into(),
+        }),
         None => Ok(None),
+    };
+    let userns = match userns {
+        Err(e) if init_ended(child, &rep_r) => {
+            init_gone = Some(e);
+            Ok(None)
+        }
+        other => other,
     };
     // 6. uid/gid maps (each written once), first go (init builds the root), then, while it
     //    does, the network namespace's helper (forked first: init needs the namespace once
@@ -490,9 +498,15 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // pipe, which supervision reads, so it is not an error of its own here.
     let mut netns_helper = None;
     let setup = userns.and_then(|userns| {
+        if init_gone.is_some() {
+            return Ok(Err(Errno::ESRCH));
+        }
         let first = match write_maps(child, root_caller, host_uid, host_gid) {
             Ok(()) => channel::send_go(&go_w),
-            Err(_) if init_ended(child, &rep_r) => Err(Errno::ESRCH),
+            Err(e) if init_ended(child, &rep_r) => {
+                init_gone = Some(e);
+                return Ok(Err(Errno::ESRCH));
+            }
             Err(e) => return Err(e),
         };
         if first.is_ok()
@@ -667,10 +681,24 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             .msgs
             .iter()
             .any(|m| matches!(m, channel::Msg::SetupFailed { .. }));
-        if !reported {
-            ended.internal_error = Some(format!(
-                "the sandbox's init exited before it was told to start ({errno}) and reported no reason; run `cordon doctor`"
-            ));
+        // How init ended, when known, is classify's to say (it died before the program
+        // started, and said nothing).
+        let known = matches!(
+            ended.init_status,
+            Some(
+                nix::sys::wait::WaitStatus::Signaled(..)
+                    | nix::sys::wait::WaitStatus::Exited(_, 1..)
+            )
+        );
+        if !reported && !known {
+            ended.internal_error = Some(match &init_gone {
+                Some(e) => format!(
+                    "the sandbox's init exited before it was told to start and reported no reason (then cordon could not go on: {e}); run `cordon doctor`"
+                ),
+                None => format!(
+                    "the sandbox's init exited before it was told to start ({errno}) and reported no reason; run `cordon doctor`"
+                ),
+            });
         }
     }
     let network = match proxy {
@@ -705,25 +733,29 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     Ok(outcome)
 }
 
-/// Whether init failed before its first go: it wrote on the report pipe (before the first go
-/// it writes there only to fail, then exits) or it has exited. If so it is killed, in case it
-/// has not finished exiting, and left for supervision to reap, which reads what it reported.
+/// Whether init failed before its first go, asked when opening its user namespace or writing
+/// its id maps failed: it wrote on the report pipe (before the first go it writes there only
+/// to fail, then exits) or closed it by exiting. A dying init refuses those /proc files a
+/// moment before its descriptors close, so the pipe is watched for up to 100 ms: an init that
+/// is alive and waiting for its go never writes or closes it, and a real failure is reported
+/// that much later. If init ended, it is killed (in case it has not finished exiting) and
+/// left for supervision to reap, which reads what it reported.
 fn init_ended(child: Pid, report: &std::os::fd::OwnedFd) -> bool {
-    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
     use std::os::fd::AsFd;
-    let mut fds = [nix::poll::PollFd::new(
-        report.as_fd(),
-        nix::poll::PollFlags::POLLIN,
-    )];
-    let reported = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).is_ok_and(|n| n > 0);
-    let ended = reported
-        || matches!(
-            waitid(
-                Id::Pid(child),
-                WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
-            ),
-            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..))
-        );
+    let deadline = Instant::now() + std::time::Duration::from_millis(100);
+    let ended = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut fds = [nix::poll::PollFd::new(
+            report.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+            Ok(n) => break n > 0,
+            Err(Errno::EINTR) => continue,
+            Err(_) => break false,
+        }
+    };
     if ended {
         let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
     }

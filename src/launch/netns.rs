@@ -68,6 +68,10 @@ const STEPS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The probe's wait for its answer.
+const WAIT: &str =
+    "wait for the network namespace (made by a helper, entered from its user namespace)";
+
 /// init's own steps.
 const RECEIVE: &str = "receive the sandbox's network namespace from cordon's helper";
 const ENTER: &str = "enter the sandbox's network namespace (setns)";
@@ -119,6 +123,17 @@ impl From<Failure> for (&'static str, String) {
     fn from(f: Failure) -> Self {
         (f.step, f.message())
     }
+}
+
+/// What to do about a failure that only a bug in cordon explains.
+const BUG: &str = "a bug in cordon: report it";
+
+/// A failure as the probe's user-namespace process writes it on its pipe for
+/// [`read_result`]: the step's index in [`all_steps`], the cause and the fix, NUL-separated
+/// (a NUL inside the cause or the fix would be taken as a separator: none has one).
+fn encode(f: &Failure) -> String {
+    let step = all_steps().position(|s| s == f.step).unwrap_or(usize::MAX);
+    format!("{step}\0{}\0{}", f.cause, f.fix)
 }
 
 /// Every step a [`Failure`] can name, for the probe's pipe, which carries a step as its
@@ -176,7 +191,7 @@ fn make(userns: &OwnedFd) -> Result<OwnedFd, (u8, Errno)> {
 }
 
 /// init: receives the network namespace the helper made (blocking until it is sent) and
-/// enters it. On failure: the step and the message init reports.
+/// enters it.
 pub fn enter(from_helper: &OwnedFd) -> Result<(), Failure> {
     let ns = receive(from_helper)?;
     setns(ns, CloneFlags::CLONE_NEWNET).map_err(|e| {
@@ -190,32 +205,32 @@ pub fn enter(from_helper: &OwnedFd) -> Result<(), Failure> {
 
 /// For `cordon doctor`: makes a network namespace as a run does (a helper joins a new user
 /// namespace, makes it there and brings `lo` up; a process of that user namespace enters it)
-/// and drops it. On failure: the step and the message a run would report. Bounded: a probe
+/// and drops it. On failure: what a run would report. Bounded: a probe
 /// that has no answer within 10 s is killed and reported.
 pub fn probe() -> Result<(), Failure> {
-    let fail = |step: &'static str| move |e: Errno| Failure::new(step, e, "");
+    let fail = |step: &'static str, fix: &'static str| move |e: Errno| Failure::new(step, e, fix);
+    const FDS: &str = "EMFILE/ENFILE: raise the open-file limit (`ulimit -n`)";
     let (ours, theirs) = nix::sys::socket::socketpair(
         nix::sys::socket::AddressFamily::Unix,
         nix::sys::socket::SockType::SeqPacket,
         None,
         nix::sys::socket::SockFlag::SOCK_CLOEXEC,
     )
-    .map_err(fail("create a socketpair"))?;
+    .map_err(fail("create a socketpair", FDS))?;
     // The user namespace's process, in init's place: it enters what the helper sends and
     // writes what failed, if anything, on the result pipe.
     let (result_r, result_w) =
-        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(fail("create a pipe"))?;
-    let owner = match sys::clone_namespaces(libc::CLONE_NEWUSER)
-        .map_err(fail("create a user namespace (clone)"))?
-    {
+        nix::unistd::pipe2(OFlag::O_CLOEXEC).map_err(fail("create a pipe", FDS))?;
+    let owner = match sys::clone_namespaces(libc::CLONE_NEWUSER).map_err(fail(
+        "create a user namespace (clone)",
+        "see the namespaces check above",
+    ))? {
         CloneResult::Child => {
             drop((theirs, result_r));
             let code = match enter(&ours) {
                 Ok(()) => 0,
                 Err(f) => {
-                    let step = all_steps().position(|s| s == f.step).unwrap_or(usize::MAX);
-                    let text = format!("{step}\0{}\0{}", f.cause, f.fix);
-                    let _ = nix::unistd::write(&result_w, text.as_bytes());
+                    let _ = nix::unistd::write(&result_w, encode(&f).as_bytes());
                     1
                 }
             };
@@ -229,8 +244,16 @@ pub fn probe() -> Result<(), Failure> {
         OFlag::O_RDONLY | OFlag::O_CLOEXEC,
         nix::sys::stat::Mode::empty(),
     )
-    .map_err(fail("open the new user namespace (/proc/PID/ns/user)"))
-    .and_then(|userns| spawn(&userns, &theirs).map_err(fail("fork the helper")));
+    .map_err(fail(
+        "open the new user namespace (/proc/PID/ns/user)",
+        "cordon needs /proc mounted",
+    ))
+    .and_then(|userns| {
+        spawn(&userns, &theirs).map_err(fail(
+            "fork the helper",
+            "EAGAIN: too many processes for this user, see `ulimit -u`; ENOMEM: the host is out of memory",
+        ))
+    });
     drop(theirs);
     let answer = match &helper {
         Ok(_) => read_result(&result_r),
@@ -253,8 +276,7 @@ pub fn probe() -> Result<(), Failure> {
 /// it entered the namespace, else its failure. At most 10 s.
 fn read_result(pipe: &OwnedFd) -> Result<(), Failure> {
     use std::os::fd::AsFd;
-    const WAIT: &str =
-        "wait for the network namespace (made by a helper, entered from its user namespace)";
+
     let mut out = Vec::new();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
@@ -273,7 +295,7 @@ fn read_result(pipe: &OwnedFd) -> Result<(), Failure> {
                 ));
             }
             Err(Errno::EINTR) => continue,
-            Err(e) => return Err(Failure::new(WAIT, e, "")),
+            Err(e) => return Err(Failure::new(WAIT, e, BUG)),
             Ok(_) => {}
         }
         let mut buf = [0u8; 4096];
@@ -281,7 +303,7 @@ fn read_result(pipe: &OwnedFd) -> Result<(), Failure> {
             Ok(0) => break,
             Ok(n) => out.extend_from_slice(&buf[..n]),
             Err(Errno::EINTR) => continue,
-            Err(e) => return Err(Failure::new(WAIT, e, "")),
+            Err(e) => return Err(Failure::new(WAIT, e, BUG)),
         }
     }
     if out.is_empty() {
@@ -298,7 +320,7 @@ fn read_result(pipe: &OwnedFd) -> Result<(), Failure> {
         _ => Err(Failure::new(
             WAIT,
             format!("an answer cordon cannot read ({text:?})"),
-            "a bug in cordon, report it",
+            BUG,
         )),
     }
 }
@@ -306,12 +328,13 @@ fn read_result(pipe: &OwnedFd) -> Result<(), Failure> {
 /// Receives the network namespace the helper made, or the step that failed.
 fn receive(from_helper: &OwnedFd) -> Result<OwnedFd, Failure> {
     let mut buf = [0u8; 6];
-    let (len, fds) = channel::recv_bytes_and_fds(from_helper, &mut buf).map_err(|e| {
-        let why = match e {
-            Errno::EBADMSG => "the descriptor did not arrive: the receiver is at its open-file limit, or a security module refused it",
-            _ => "a bug in cordon, report it",
-        };
-        Failure::new(RECEIVE, e, why)
+    let (len, fds) = channel::recv_bytes_and_fds(from_helper, &mut buf).map_err(|e| match e {
+        Errno::EBADMSG => Failure::new(
+            RECEIVE,
+            format!("{e}: the descriptor did not arrive (the receiver is at its open-file limit, or a security module refused it)"),
+            "raise the open-file limit (`ulimit -n`), or see the security module's log (`dmesg`); `--net host` runs without a network namespace",
+        ),
+        _ => Failure::new(RECEIVE, e, BUG),
     })?;
     match (len, buf[0], <[OwnedFd; 1]>::try_from(fds)) {
         (1, 1, Ok([ns])) => Ok(ns),
@@ -329,13 +352,13 @@ fn receive(from_helper: &OwnedFd) -> Result<OwnedFd, Failure> {
         }
         (0, _, _) => Err(Failure::new(
             RECEIVE,
-            "the helper ended without sending it",
-            "it was killed, or a bug in cordon: report it",
+            "the helper ended without sending it (killed, or a bug in cordon)",
+            "see the kernel's log (`dmesg`) for what killed it, such as a seccomp filter or security module on this host, or report it as a bug; `--net host` runs without a network namespace",
         )),
         _ => Err(Failure::new(
             RECEIVE,
-            Errno::EBADMSG,
-            "a bug in cordon, report it",
+            format!("{}: an answer cordon cannot read", Errno::EBADMSG),
+            BUG,
         )),
     }
 }
@@ -346,9 +369,13 @@ mod tests {
 
     /// What the probe's user-namespace process writes for `f`, read back by the probe.
     fn round_trip(f: &Failure) -> Result<(), Failure> {
+        read_back(&encode(f))
+    }
+
+    /// What the probe reads from a pipe that holds `text`.
+    fn read_back(text: &str) -> Result<(), Failure> {
         let (r, w) = nix::unistd::pipe2(OFlag::O_CLOEXEC).unwrap();
-        let step = all_steps().position(|s| s == f.step).unwrap_or(usize::MAX);
-        nix::unistd::write(&w, format!("{step}\0{}\0{}", f.cause, f.fix).as_bytes()).unwrap();
+        nix::unistd::write(&w, text.as_bytes()).unwrap();
         drop(w);
         read_result(&r)
     }
