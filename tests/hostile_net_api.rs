@@ -625,6 +625,27 @@ both!(fn case42_an_init_failing_before_its_first_go_is_reported_with_its_reason(
     }
 });
 
+/// `setns(fd, CLONE_NEWNET)` kills the process that calls it: init (or, in `cordon doctor`'s
+/// probe, the process in init's place) entering the namespace the helper made.
+const SETNS_NET_KILLS: &[(u16, u8, u8, u32)] = &{
+    let mut f = arg_equal_fails(308, 1, 0x4000_0000, libc::EPERM);
+    f[4] = (0x06, 0, 0, 0x8000_0000);
+    f
+};
+
+both!(fn case42_doctor_fails_a_network_namespace_it_could_not_enter(who) {
+    // The probe's process is killed before it can answer: its silence is not a success.
+    let (f, d) = cordon_under_filter(who, SETNS_NET_KILLS, &["doctor", "--json"]);
+    let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "network-namespace").expect("a network-namespace check");
+    assert_eq!(check["ok"], false, "{check}\n{}", f.describe());
+    assert_eq!(d["ready"], false, "{d}");
+    assert!(check["detail"].as_str().unwrap_or("").contains("was killed by SIGSYS without answering"), "{check}");
+    assert!(check["fix"].as_str().unwrap_or("").contains("dmesg"), "{check}");
+    // A run under the same filter fails closed before the program.
+    let (f, msg) = refused_before_the_program(who, SETNS_NET_KILLS);
+    assert!(msg.contains("killed by SIGSYS before the program started"), "{}", f.describe());
+});
+
 both!(fn case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout(who) {
     // The helper's unshare(CLONE_NEWNET) is held for 20 s (strace's delay injection, as a
     // kernel slow to make the namespace would hold it): `--timeout 1s` still ends the run

@@ -104,8 +104,16 @@ fn init_end(
     }
 }
 
-/// What to do when the sandbox's init ended without saying why.
-const UNREPORTED_END: &str = "; run `cordon doctor`. A signal init did not send itself came from outside the sandbox: SIGSYS from a seccomp filter on cordon's own process, SIGKILL from the OOM killer or another process; the kernel's log (`dmesg`) may say which";
+/// What to do when the sandbox's init ended without saying why: for a signal, where it can
+/// have come from.
+fn unreported_end(status: Option<WaitStatus>) -> &'static str {
+    match status {
+        Some(WaitStatus::Signaled(..)) => {
+            "; run `cordon doctor`. A signal init did not send itself came from outside the sandbox: SIGSYS from a seccomp filter on cordon's own process, SIGKILL from the OOM killer or another process; the kernel's log (`dmesg`) may say which"
+        }
+        _ => "; run `cordon doctor`, and report it as a bug in cordon if the host passes",
+    }
+}
 
 /// Captured bytes as text, without a second copy when they are valid UTF-8 (an output of
 /// 10 MiB must not cost cordon several times that); invalid sequences become U+FFFD, and the
@@ -209,6 +217,11 @@ pub fn outcome(
             m.clone()
         });
     } else if !program_started
+        // A limit can end the run before the program starts (init writes the input files
+        // inside the sandbox's limits): the branches below name it.
+        && oom_reported != Some(true)
+        && !watch_over
+        && !ended.cpu_timed_out
         && match ended.init_status {
             // cordon's own kill after a memory watch failure: that failure is the reason.
             Some(WaitStatus::Signaled(_, Signal::SIGKILL, _)) => watch_error.is_none(),
@@ -219,8 +232,9 @@ pub fn outcome(
         // init died before the program could start, saying nothing: whatever else failed
         // then (such as the memory watch's hand-over) failed because of that.
         message = Some(format!(
-            "{} before the program started, and reported no reason{UNREPORTED_END}",
-            init_end(&ended, oom_reported, lim, "")
+            "{} before the program started, and reported no reason{}",
+            init_end(&ended, oom_reported, lim, ""),
+            unreported_end(ended.init_status)
         ));
     } else if let Some(e) = watch_error {
         message = Some(format!(
@@ -299,8 +313,9 @@ pub fn outcome(
             }
             _ => {
                 message = Some(format!(
-                    "{} without reporting the program's exit{UNREPORTED_END}",
-                    init_end(&ended, oom_reported, lim, "")
+                    "{} without reporting the program's exit{}",
+                    init_end(&ended, oom_reported, lim, ""),
+                    unreported_end(ended.init_status)
                 ));
             }
         }
@@ -879,7 +894,6 @@ mod tests {
         assert!(o.message.unwrap().contains("cannot mount"));
     }
 
-    /// A run that collects files, with `msgs` from init and the file messages in `files`.
     /// init died before the program started and said nothing: the message says how it ended
     /// and where to look, over what failed after it; unless cordon killed it itself, for a
     /// memory watch that could not work, whose failure is then the reason.
@@ -937,8 +951,46 @@ mod tests {
             m.contains("init was killed by SIGKILL before the program started"),
             "{m}"
         );
+        // A limit reached before the program started (init writes the input files inside
+        // the limits) is that limit, not an unexplained death.
+        let killed = || Ended {
+            init_status: Some(WaitStatus::Signaled(pid, Signal::SIGKILL, false)),
+            ..Ended::default()
+        };
+        let o = outcome(
+            &spec(),
+            killed(),
+            oom(),
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(o.status, Status::MemoryLimit, "{:?}", o.message);
+        let mut e = killed();
+        e.memory_watch = Some(crate::launch::memwatch::WatchReport {
+            over: true,
+            ..Default::default()
+        });
+        let o = outcome(
+            &spec(),
+            e,
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(o.status, Status::MemoryLimit, "{:?}", o.message);
+        let mut e = killed();
+        e.cpu_timed_out = true;
+        let o = outcome(
+            &spec(),
+            e,
+            Default::default(),
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(o.status, Status::Timeout, "{:?}", o.message);
     }
 
+    /// A run that collects files, with `msgs` from init and the file messages in `files`.
     fn run_collecting(
         msgs: Vec<Msg>,
         files: Vec<Msg>,

@@ -690,7 +690,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                     | nix::sys::wait::WaitStatus::Exited(_, 1..)
             )
         );
-        if !reported && !known {
+        if !reported && !known && ended.internal_error.is_none() {
             ended.internal_error = Some(match &init_gone {
                 Some(e) => format!(
                     "the sandbox's init exited before it was told to start and reported no reason (then cordon could not go on: {e}); run `cordon doctor`"
@@ -735,31 +735,49 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
 
 /// Whether init failed before its first go, asked when opening its user namespace or writing
 /// its id maps failed: it wrote on the report pipe (before the first go it writes there only
-/// to fail, then exits) or closed it by exiting. A dying init refuses those /proc files a
-/// moment before its descriptors close, so the pipe is watched for up to 100 ms: an init that
-/// is alive and waiting for its go never writes or closes it, and a real failure is reported
-/// that much later. If init ended, it is killed (in case it has not finished exiting) and
-/// left for supervision to reap, which reads what it reported.
+/// to fail, then exits) or is exiting. A dying init refuses those /proc files from the moment
+/// its memory is released, before its descriptors close (which can take a while: it held a
+/// copy of cordon's memory, input files included), so an exiting init's pipe is waited for,
+/// up to 5 s; an init that is not exiting is not waited for. If init ended, it is killed (in
+/// case it has not finished exiting) and left for supervision to reap, which reads what it
+/// reported.
 fn init_ended(child: Pid, report: &std::os::fd::OwnedFd) -> bool {
     use std::os::fd::AsFd;
-    let deadline = Instant::now() + std::time::Duration::from_millis(100);
-    let ended = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
+    let readable = |ms: u16| loop {
         let mut fds = [nix::poll::PollFd::new(
             report.as_fd(),
             nix::poll::PollFlags::POLLIN,
         )];
-        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
         match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
             Ok(n) => break n > 0,
             Err(Errno::EINTR) => continue,
             Err(_) => break false,
         }
     };
+    let ended = readable(0) || (is_exiting(child) && readable(5000));
     if ended {
         let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
     }
     ended
+}
+
+/// Whether process `pid` is exiting or has exited (PF_EXITING in `/proc/PID/stat`'s flags,
+/// which the kernel sets first thing in the exit, or a zombie's state).
+fn is_exiting(pid: Pid) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|t| stat_says_exiting(&t))
+        .unwrap_or(false)
+}
+
+/// [`is_exiting`] from the text of `/proc/PID/stat`: after the command name (in parentheses,
+/// and it may hold any byte), the state, then six fields on, the flags.
+fn stat_says_exiting(stat: &str) -> Option<bool> {
+    const PF_EXITING: u64 = 0x4;
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_ascii_whitespace();
+    let state = fields.next()?;
+    let flags: u64 = fields.nth(5)?.parse().ok()?;
+    Some(matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0)
 }
 
 /// Kills the network namespace's helper, if one was forked, and reaps it without waiting (it
@@ -866,4 +884,37 @@ fn run_id() -> String {
         t.as_nanos() as u64 & 0xffff_ffff_ffff,
         N.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exiting_process_is_told_from_its_stat() {
+        // A running process (PF_FORKNOEXEC | PF_RANDOMIZE), the same with PF_EXITING, a
+        // zombie, and a command name that holds ") Z 1 1 1 0 -1 4 ".
+        let line = |comm: &str, state: &str, flags: u64| {
+            format!("42 ({comm}) {state} 1 42 42 0 -1 {flags} 126 0 0 0 0 0 0 0 20 0 1 0 400837")
+        };
+        assert_eq!(
+            stat_says_exiting(&line("cordon", "S", 0x0040_0040)),
+            Some(false)
+        );
+        assert_eq!(
+            stat_says_exiting(&line("cordon", "R", 0x0040_0044)),
+            Some(true)
+        );
+        assert_eq!(
+            stat_says_exiting(&line("cordon", "Z", 0x0040_0040)),
+            Some(true)
+        );
+        assert_eq!(
+            stat_says_exiting(&line("a) Z 1 1 1 0 -1 4 ", "S", 0)),
+            Some(false)
+        );
+        assert_eq!(stat_says_exiting("42 (cordon) S 1 42"), None);
+        // This process is neither.
+        assert!(!is_exiting(nix::unistd::getpid()));
+    }
 }

@@ -259,6 +259,7 @@ pub fn probe() -> Result<(), Failure> {
         Ok(_) => read_result(&result_r),
         Err(_) => Ok(()),
     };
+    let mut owner_end = None;
     for pid in [Some(owner), helper.as_ref().ok().copied()]
         .into_iter()
         .flatten()
@@ -266,17 +267,39 @@ pub fn probe() -> Result<(), Failure> {
         if answer.is_err() {
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
         }
-        while let Err(Errno::EINTR) = nix::sys::wait::waitpid(pid, None) {}
+        let status = loop {
+            match nix::sys::wait::waitpid(pid, None) {
+                Err(Errno::EINTR) => continue,
+                other => break other,
+            }
+        };
+        if pid == owner {
+            owner_end = Some(status);
+        }
     }
     helper.map(drop)?;
-    answer
+    answer?;
+    // An empty answer is a success only from a process that entered the namespace and
+    // exited 0: killed before it wrote (a filter, the OOM killer), it says nothing either.
+    use nix::sys::wait::WaitStatus;
+    let how = match owner_end {
+        Some(Ok(WaitStatus::Exited(_, 0))) => return Ok(()),
+        Some(Ok(WaitStatus::Exited(_, c))) => format!("exited with code {c}"),
+        Some(Ok(WaitStatus::Signaled(_, sig, _))) => format!("was killed by {}", sig.as_str()),
+        Some(Err(e)) => format!("could not be waited for ({e})"),
+        _ => "ended".to_string(),
+    };
+    Err(Failure::new(
+        ENTER,
+        format!("the process that enters it {how} without answering"),
+        "see the kernel's log (`dmesg`) for what killed it, such as a seccomp filter or security module on this host; `--net host` runs without a network namespace",
+    ))
 }
 
 /// What the probe's user-namespace process wrote on `pipe` before it exited: nothing when
 /// it entered the namespace, else its failure. At most 10 s.
 fn read_result(pipe: &OwnedFd) -> Result<(), Failure> {
     use std::os::fd::AsFd;
-
     let mut out = Vec::new();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
