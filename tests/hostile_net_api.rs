@@ -646,18 +646,60 @@ both!(fn case42_doctor_fails_a_network_namespace_it_could_not_enter(who) {
     assert!(msg.contains("killed by SIGSYS before the program started"), "{}", f.describe());
 });
 
+/// Whether strace is installed and can trace as `who`; if not, says SKIP for `test`.
+fn strace_works(who: Who, test: &str) -> bool {
+    if !std::path::Path::new("/usr/bin/strace").exists() {
+        eprintln!("SKIP: {test}: /usr/bin/strace is not installed (.ci/run installs it)");
+        return false;
+    }
+    let works = run_host(
+        who,
+        &["/usr/bin/strace", "-qq", "-o", "/dev/null", "/bin/true"],
+        "strace",
+    );
+    if works.code != 0 {
+        eprintln!(
+            "SKIP: {test}: strace cannot trace here (ptrace refused: Yama's ptrace_scope, or a container without ptrace):\n{}",
+            works.describe()
+        );
+        return false;
+    }
+    true
+}
+
+both!(fn case42_an_init_killed_from_outside_before_the_program_is_named(who) {
+    // SIGKILL reaches init at its sethostname (strace's signal injection, as the OOM killer
+    // or another process could send it), after the first go and before its hand-overs:
+    // the run says init was killed before the program started. As cordon-test (the memory
+    // watch's backend) the watch's channel closes with init, which must not be given as
+    // the reason.
+    if !strace_works(who, "case42_an_init_killed_from_outside_before_the_program_is_named") {
+        return;
+    }
+    let cordon = cordon_bin().to_str().unwrap().to_string();
+    for _ in 0..5 {
+        let argv = [
+            "/usr/bin/strace", "-f", "-qq", "-o", "/dev/null",
+            "-e", "trace=sethostname", "-e", "inject=sethostname:signal=SIGKILL",
+            &cordon, "exec", "--json", "--", "sh", "-c", "echo ran",
+        ];
+        let f = run_host(who, &argv, "strace");
+        let v: serde_json::Value = serde_json::from_slice(&f.stdout)
+            .unwrap_or_else(|e| panic!("no JSON result ({e}):\n{}", f.describe()));
+        assert_eq!((f.code, v["status"].as_str()), (125, Some("sandbox_error")), "{}", f.describe());
+        let msg = v["message"].as_str().unwrap_or("");
+        assert!(msg.contains("init was killed by SIGKILL before the program started"), "{}", f.describe());
+        assert!(!msg.contains("memory watch"), "{}", f.describe());
+        assert_eq!(v["output"], "", "nothing of the program may run:\n{}", f.describe());
+    }
+});
+
 both!(fn case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout(who) {
     // The helper's unshare(CLONE_NEWNET) is held for 20 s (strace's delay injection, as a
     // kernel slow to make the namespace would hold it): `--timeout 1s` still ends the run
     // at about 1 s, as a timeout, and nothing of the program runs. cordon does not wait for
     // the helper, which dies only when its system call returns.
-    if !std::path::Path::new("/usr/bin/strace").exists() {
-        eprintln!("SKIP: case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout: /usr/bin/strace is not installed (.ci/run installs it)");
-        return;
-    }
-    let works = run_host(who, &["/usr/bin/strace", "-qq", "-o", "/dev/null", "/bin/true"], "strace");
-    if works.code != 0 {
-        eprintln!("SKIP: case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout: strace cannot trace here (ptrace refused: Yama's ptrace_scope, or a container without ptrace):\n{}", works.describe());
+    if !strace_works(who, "case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout") {
         return;
     }
     let cordon = cordon_bin().to_str().unwrap().to_string();

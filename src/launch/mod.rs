@@ -763,7 +763,7 @@ fn init_ended(child: Pid, report: &std::os::fd::OwnedFd) -> bool {
 
 /// Whether process `pid` is exiting or has exited (PF_EXITING in `/proc/PID/stat`'s flags,
 /// which the kernel sets first thing in the exit, or a zombie's state).
-fn is_exiting(pid: Pid) -> bool {
+pub(super) fn is_exiting(pid: Pid) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|t| stat_says_exiting(&t))

@@ -546,6 +546,12 @@ pub fn supervise(
                             }
                         }
                         Ok(None) => {}
+                        // init is dying or gone (killed from outside before its hand-over):
+                        // its channel's end says nothing of the watch. The run ends with init,
+                        // which the result names as the cause.
+                        Err(_) if ended.init_status.is_some() || super::is_exiting(child) => {
+                            watch_sock = None
+                        }
                         Err(e) => {
                             watch_sock = None;
                             w.report.error = Some(e);
