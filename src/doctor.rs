@@ -243,11 +243,7 @@ fn network_namespace_check() -> Check {
             ok: false,
             required: true,
             detail: format!("cannot {}: {}", f.step, f.cause),
-            fix: Some(if f.fix.is_empty() {
-                "see the namespaces check above: the probe could not start".into()
-            } else {
-                f.fix
-            }),
+            fix: Some(f.fix),
         },
     }
 }

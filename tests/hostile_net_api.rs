@@ -497,12 +497,28 @@ const NO_LO_UP: &[(u16, u8, u8, u32)] = &arg_equal_fails(16, 1, 0x8914, libc::EP
 /// Syscall `nr` fails with `errno` when the low word of its argument `arg` (0-5) is `value`;
 /// every other call is left alone.
 const fn arg_equal_fails(nr: u32, arg: u32, value: u32, errno: i32) -> [(u16, u8, u8, u32); 6] {
+    arg_equal_returns(nr, arg, value, ret_errno(errno))
+}
+
+/// The same, but the call kills the process that makes it (SECCOMP_RET_KILL_PROCESS: SIGSYS).
+const fn arg_equal_kills(nr: u32, arg: u32, value: u32) -> [(u16, u8, u8, u32); 6] {
+    arg_equal_returns(nr, arg, value, (0x06, 0, 0, 0x8000_0000))
+}
+
+/// Syscall `nr` answers with the return instruction `ret` when the low word of its argument
+/// `arg` (0-5) is `value`; every other call is left alone.
+const fn arg_equal_returns(
+    nr: u32,
+    arg: u32,
+    value: u32,
+    ret: (u16, u8, u8, u32),
+) -> [(u16, u8, u8, u32); 6] {
     [
         (0x20, 0, 0, 0),            // A = syscall number
         (0x15, 0, 3, nr),           // that call? else allow
         (0x20, 0, 0, 16 + 8 * arg), // A = low word of the argument
         (0x15, 0, 1, value),        // that value? else allow
-        ret_errno(errno),
+        ret,
         ALLOW,
     ]
 }
@@ -579,14 +595,7 @@ both!(fn case42_a_failing_network_namespace_helper_is_reported(who) {
 
 /// `setns(fd, CLONE_NEWUSER)` kills the process that calls it: only the helper that makes the
 /// network namespace does (it joins the sandbox's user namespace first).
-const SETNS_USER_KILLS: &[(u16, u8, u8, u32)] = &[
-    (0x20, 0, 0, 0),           // A = syscall number
-    (0x15, 0, 3, 308),         // setns? else allow
-    (0x20, 0, 0, 24),          // A = low word of its nstype
-    (0x15, 0, 1, 0x1000_0000), // CLONE_NEWUSER? else allow
-    (0x06, 0, 0, 0x8000_0000), // SECCOMP_RET_KILL_PROCESS
-    ALLOW,
-];
+const SETNS_USER_KILLS: &[(u16, u8, u8, u32)] = &arg_equal_kills(308, 1, 0x1000_0000);
 
 both!(fn case42_a_network_namespace_helper_killed_is_reported(who) {
     // The helper dies before it sends anything: init sees the socket's end, fails closed and
@@ -598,12 +607,8 @@ both!(fn case42_a_network_namespace_helper_killed_is_reported(who) {
 /// before its first go.
 const BOUNDING_DROP_REFUSED: &[(u16, u8, u8, u32)] = &arg_equal_fails(157, 0, 24, libc::EPERM);
 
-/// The same call kills the process that makes it (SECCOMP_RET_KILL_PROCESS: SIGSYS).
-const BOUNDING_DROP_KILLS: &[(u16, u8, u8, u32)] = &{
-    let mut f = arg_equal_fails(157, 0, 24, libc::EPERM);
-    f[4] = (0x06, 0, 0, 0x8000_0000);
-    f
-};
+/// The same call kills the process that makes it.
+const BOUNDING_DROP_KILLS: &[(u16, u8, u8, u32)] = &arg_equal_kills(157, 0, 24);
 
 both!(fn case42_an_init_failing_before_its_first_go_is_reported_with_its_reason(who) {
     // init fails one of its first steps and exits, while cordon opens its user namespace
@@ -627,11 +632,7 @@ both!(fn case42_an_init_failing_before_its_first_go_is_reported_with_its_reason(
 
 /// `setns(fd, CLONE_NEWNET)` kills the process that calls it: init (or, in `cordon doctor`'s
 /// probe, the process in init's place) entering the namespace the helper made.
-const SETNS_NET_KILLS: &[(u16, u8, u8, u32)] = &{
-    let mut f = arg_equal_fails(308, 1, 0x4000_0000, libc::EPERM);
-    f[4] = (0x06, 0, 0, 0x8000_0000);
-    f
-};
+const SETNS_NET_KILLS: &[(u16, u8, u8, u32)] = &arg_equal_kills(308, 1, 0x4000_0000);
 
 both!(fn case42_doctor_fails_a_network_namespace_it_could_not_enter(who) {
     // The probe's process is killed before it can answer: its silence is not a success.

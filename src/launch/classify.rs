@@ -965,29 +965,23 @@ mod tests {
             Default::default(),
         );
         assert_eq!(o.status, Status::MemoryLimit, "{:?}", o.message);
-        let mut e = killed();
-        e.memory_watch = Some(crate::launch::memwatch::WatchReport {
+        let mut over = killed();
+        over.memory_watch = Some(crate::launch::memwatch::WatchReport {
             over: true,
             ..Default::default()
         });
-        let o = outcome(
-            &spec(),
-            e,
-            Default::default(),
-            Default::default(),
-            Default::default(),
-        );
-        assert_eq!(o.status, Status::MemoryLimit, "{:?}", o.message);
-        let mut e = killed();
-        e.cpu_timed_out = true;
-        let o = outcome(
-            &spec(),
-            e,
-            Default::default(),
-            Default::default(),
-            Default::default(),
-        );
-        assert_eq!(o.status, Status::Timeout, "{:?}", o.message);
+        let mut cpu = killed();
+        cpu.cpu_timed_out = true;
+        for (e, want) in [(over, Status::MemoryLimit), (cpu, Status::Timeout)] {
+            let o = outcome(
+                &spec(),
+                e,
+                Default::default(),
+                Default::default(),
+                Default::default(),
+            );
+            assert_eq!(o.status, want, "{:?}", o.message);
+        }
     }
 
     /// A run that collects files, with `msgs` from init and the file messages in `files`.

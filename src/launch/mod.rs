@@ -897,22 +897,18 @@ mod tests {
         let line = |comm: &str, state: &str, flags: u64| {
             format!("42 ({comm}) {state} 1 42 42 0 -1 {flags} 126 0 0 0 0 0 0 0 20 0 1 0 400837")
         };
-        assert_eq!(
-            stat_says_exiting(&line("cordon", "S", 0x0040_0040)),
-            Some(false)
-        );
-        assert_eq!(
-            stat_says_exiting(&line("cordon", "R", 0x0040_0044)),
-            Some(true)
-        );
-        assert_eq!(
-            stat_says_exiting(&line("cordon", "Z", 0x0040_0040)),
-            Some(true)
-        );
-        assert_eq!(
-            stat_says_exiting(&line("a) Z 1 1 1 0 -1 4 ", "S", 0)),
-            Some(false)
-        );
+        for (comm, state, flags, exiting) in [
+            ("cordon", "S", 0x0040_0040, false),
+            ("cordon", "R", 0x0040_0044, true),
+            ("cordon", "Z", 0x0040_0040, true),
+            ("a) Z 1 1 1 0 -1 4 ", "S", 0, false),
+        ] {
+            assert_eq!(
+                stat_says_exiting(&line(comm, state, flags)),
+                Some(exiting),
+                "{comm} {state} {flags:x}"
+            );
+        }
         assert_eq!(stat_says_exiting("42 (cordon) S 1 42"), None);
         // This process is neither.
         assert!(!is_exiting(nix::unistd::getpid()));

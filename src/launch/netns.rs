@@ -95,7 +95,8 @@ pub struct Failure {
     pub step: &'static str,
     /// What went wrong: the errno, or what was missing.
     pub cause: String,
-    /// What to do about it; empty when there is nothing to add.
+    /// What to do about it (every failure cordon makes has one; [`Failure::message`] copes
+    /// without).
     pub fix: String,
 }
 
