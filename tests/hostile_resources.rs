@@ -1315,3 +1315,23 @@ both!(fn case34_one_line_floods_stay_bounded(who) {
         assert!(rss_kib < 64 * 1024, "{name}: cordon's peak RSS {rss_kib} KiB for a 10 MiB output limit:\n{}", f.describe());
     }
 });
+
+both!(fn case28_a_descriptor_on_a_deep_path_does_not_blind_the_memory_watch(who) {
+    // A directory deeper than a page of path, held open: the kernel cannot give the memory
+    // watch its name (readlink ENAMETOOLONG). It is no pipe or memfd, so the watch goes on
+    // and the run is the program's, not a sandbox_error.
+    let code = "\
+import os, time
+for i in range(20):
+    name = chr(ord('a') + i) * 250
+    os.mkdir(name)
+    os.chdir(name)
+fd = os.open('.', os.O_RDONLY)
+assert len(os.getcwd()) > 4096
+time.sleep(1.5)
+print('deep')
+";
+    let r = exec_json_run(who, &["--memory", "128M", "--limits-backend", "rlimit", "--timeout", "30s"], &[PY, "-c", code]);
+    assert_eq!(r.expect_ok(), "deep\n", "{}", r.describe());
+    assert_eq!(r.get("/limits/memoryBytes/enforcement").as_str(), Some("rlimit"), "{}", r.describe());
+});

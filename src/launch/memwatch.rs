@@ -821,12 +821,18 @@ fn read_process_at(
         let fd = fd.map_err(|e| hidden(&e, "fd directory"))?;
         let path = fd.path();
         let target = match std::fs::read_link(&path) {
-            Ok(t) => t,
+            Ok(t) => Some(t),
             // Closed meanwhile.
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            // A path longer than the kernel's page-sized buffer: a file deep in one of the
+            // sandbox's directories, never a pipe or a memfd, whose names are short. It is
+            // stat'ed below like any file on the sandbox's tmpfs (it may be a FIFO).
+            Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => None,
             Err(e) => return Err(hidden(&e, "a descriptor's link")),
         };
-        let link = target.as_os_str().as_encoded_bytes();
+        let link = target
+            .as_ref()
+            .map_or(&b""[..], |t| t.as_os_str().as_encoded_bytes());
         if link == b"anon_inode:[eventpoll]" {
             let items = epoll_bytes(dir, &fd.file_name())
                 .map_err(|e| hidden(&e, "an epoll instance's fdinfo"))?;
@@ -837,6 +843,7 @@ fn read_process_at(
         // make FIFOs, may be one (whose buffer is a pipe's). Other files are not stat'ed: a
         // slow filesystem must not stall the supervisor.
         let what = match link {
+            _ if target.is_none() => None,
             l if l.starts_with(b"pipe:") => Some("a pipe"),
             l if is_memfd(l) => Some("a memfd"),
             l if on_tmpfs(l, extra_tmpfs) => None,
