@@ -86,6 +86,8 @@ pub const PROC_MASKED_FILES: &[&str] = &[
     "/proc/sched_debug",
     "/proc/kallsyms",
     "/proc/config.gz",
+    // The host kernel's boot command line, and on some hosts their init's arguments.
+    "/proc/cmdline",
 ];
 /// procfs directories hidden under an empty read-only tmpfs.
 pub const PROC_MASKED_DIRS: &[&str] = &["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"];
