@@ -494,7 +494,9 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     nix::unistd::setsid().map_err(e("start a new session"))?;
     nix::unistd::chdir(WORKSPACE).map_err(e("enter /workspace"))?;
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
-    for r in ctx.rlimits {
+    // RLIMIT_NOFILE last (below): Landlock's ruleset and the memory watch's listener need
+    // descriptors of their own, and `--open-files` is the program's limit, not cordon's.
+    let set = |r: &crate::limits::Rlimit| {
         // CPU time: SIGXCPU at the limit, SIGKILL a second later for a program that ignores it.
         let hard = if r.resource == libc::RLIMIT_CPU {
             r.value.saturating_add(1)
@@ -508,7 +510,14 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
                 " (a value above the caller's own hard limit needs root; lower it)"
             };
             ("set a resource limit", format!("{err}{hint}"))
-        })?;
+        })
+    };
+    for r in ctx
+        .rlimits
+        .iter()
+        .filter(|r| r.resource != libc::RLIMIT_NOFILE)
+    {
+        set(r)?;
     }
     // --cpus without a cgroup: this process and everything it starts run on these CPUs only.
     if let Some(set) = &ctx.cpu_pin {
@@ -562,6 +571,14 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     } else {
         crate::security::seccomp::install(ctx.seccomp)
             .map_err(|err| ("install seccomp", err.to_string()))?;
+    }
+    // The policy lets a process set its own limits (setrlimit, prlimit64 on pid 0).
+    for r in ctx
+        .rlimits
+        .iter()
+        .filter(|r| r.resource == libc::RLIMIT_NOFILE)
+    {
+        set(r)?;
     }
     Ok(())
 }
