@@ -189,6 +189,7 @@ fn run_options(args: &RunArgs) -> RunOptions {
         collect: true,
         output_root: args.output_root.clone(),
         request_net: args.request_net,
+        request_limits: (args.limits.run_overrides(), args.limits.compile_overrides()),
     }
 }
 
@@ -254,11 +255,14 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
     })
 }
 
-/// Runs one JSON request text and returns the result plus the exit code.
-fn run_json_text(text: &str, opts: &RunOptions) -> (JsonResult, i32) {
+/// Runs one JSON request text and returns the result plus the exit code. `line`: the
+/// request's line in a `--requests` file, which its errors name.
+fn run_json_text(text: &str, opts: &RunOptions, line: Option<usize>) -> (JsonResult, i32) {
     let outcome = crate::request::parse(text)
         .and_then(|r| r.into_run())
         .and_then(|mut r| {
+            let (run, compile) = &opts.request_limits;
+            crate::run::confine_request_limits(&mut r, run, compile)?;
             if let (Some(root), Some(dir)) = (&opts.output_root, &r.output_dir) {
                 r.output_dir = Some(crate::run::confine_output_dir(dir, root)?);
             }
@@ -270,16 +274,32 @@ fn run_json_text(text: &str, opts: &RunOptions) -> (JsonResult, i32) {
             let code = o.cli_exit_code;
             (JsonResult::Outcome(Box::new(o)), code)
         }
-        Err(e) => (
-            JsonResult::Error(error_json(&e.to_string())),
-            exit_codes::SANDBOX_ERROR,
-        ),
+        Err(e) => {
+            let message = match line {
+                Some(n) => format!("line {n} of the requests: {e}"),
+                None => e.to_string(),
+            };
+            (
+                JsonResult::Error(error_json(&message)),
+                exit_codes::SANDBOX_ERROR,
+            )
+        }
     }
 }
 
 /// `cordon run`.
 pub fn run(args: &RunArgs) -> i32 {
     let mut opts = run_options(args);
+    // Every limit flag is checked now, also those a run may not need (a compile's, for an
+    // interpreted language): a bad value is an error wherever it was given.
+    for o in [&opts.request_limits.0, &opts.request_limits.1] {
+        if let Err(e) = o.apply(&mut crate::spec::Limits::default()) {
+            return fail(
+                e,
+                args.json || args.request.is_some() || args.requests.is_some(),
+            );
+        }
+    }
     if (args.request.is_some() || args.requests.is_some())
         && (args.net.net.is_some()
             || !args.net.resolve.is_empty()
@@ -290,6 +310,23 @@ pub fn run(args: &RunArgs) -> i32 {
     {
         return fail(
             "--net, --net-resolve, --net-log, --packages, --package-index and --packages-lock apply to code given on the command line; in a JSON request use config.network, config.networkResolve, packages, packageIndex and packagesLock",
+            true,
+        );
+    }
+    if args.jobs.is_some() && args.requests.is_none() {
+        return fail(
+            "--jobs is how many requests of a --requests file run at once; give --requests FILE, or leave --jobs out",
+            args.json,
+        );
+    }
+    if (args.request.is_some() || args.requests.is_some())
+        && (!args.env.is_empty()
+            || !args.files.is_empty()
+            || args.stdin.is_some()
+            || args.output_dir.is_some())
+    {
+        return fail(
+            "--env, --file, --stdin and --output-dir apply to code given on the command line; a JSON request gives them as env, files, stdin and outputDir (and --output-root confines its outputDir). The limit flags do apply to requests: each is the value of a limit a request leaves out, and the most it may ask for",
             true,
         );
     }
@@ -310,12 +347,12 @@ pub fn run(args: &RunArgs) -> i32 {
                 );
             }
         };
-        let (v, code) = run_json_text(&text, &opts);
+        let (v, code) = run_json_text(&text, &opts, args.request_line);
         print_json(&v, true);
         return code;
     }
     if let Some(path) = &args.requests {
-        return batch(path, args.jobs.max(1), args);
+        return batch(path, args.jobs.map_or(1, usize::from), args);
     }
     match request_from_args(args).and_then(|r| crate::run::execute(&r, &opts)) {
         Ok(o) => {
@@ -388,6 +425,7 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
         crate::cli::BackendArg::Rlimit => "rlimit",
     };
     common.extend(["--limits-backend".into(), backend.into()]);
+    common.extend(args.limits.to_args());
 
     let todo: Vec<(usize, String)> = lines
         .into_iter()
@@ -404,6 +442,7 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
         while running.len() < jobs && next < todo.len() {
             let spawned = std::process::Command::new(&exe)
                 .args(&common)
+                .args(["--request-line".to_string(), (todo[next].0 + 1).to_string()])
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::inherit())

@@ -629,7 +629,7 @@ fn install_failed(out: Outcome, rep: DependencyReport, message: String) -> Prepa
     failed.status = Status::DependencyError;
     failed.success = false;
     failed.cli_exit_code = 1;
-    failed.files.clear();
+    failed.files = Some(Vec::new());
     failed.files_omitted.clear();
     failed.output = String::new();
     failed.error = String::new();

@@ -68,7 +68,10 @@ pub enum Enforcement {
 /// One limit: the value in force and what enforced it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LimitReport {
-    /// The value, in the unit its name says (`Ms`, `Bytes`, a count, or CPUs).
+    /// The value, in the unit its name says (`Ms`, `Bytes`, a count, or CPUs): a JSON
+    /// integer when it is whole (`536870912`, not `536870912.0`), for decoders that read
+    /// these into integer types.
+    #[serde(serialize_with = "whole_as_integer")]
     pub value: Option<f64>,
     pub enforcement: Enforcement,
     /// Why it is not enforced, or how (e.g. "RLIMIT_DATA: private writable memory, per process").
@@ -240,8 +243,10 @@ pub struct Outcome {
     pub cli_exit_code: i32,
     pub limits: LimitsReport,
     pub isolation: IsolationReport,
-    /// Files the program wrote (when collection was asked for).
-    pub files: Vec<OutputFile>,
+    /// Files the program wrote; absent when no collection was asked for (`cordon exec`
+    /// without `--output-dir`), which is not the same as none written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<OutputFile>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files_omitted: Vec<OmittedFile>,
     /// `cordon run`: the language, and the compile phase when there is one.
@@ -276,4 +281,44 @@ pub fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("SIG{sig}"))
+}
+
+/// Serializes a whole number that fits an integer exactly as a JSON integer, anything else
+/// (`0.5` CPUs) as a float.
+fn whole_as_integer<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    // 2^53: every integer up to it is exact in an f64.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    match *v {
+        Some(x) if x.fract() == 0.0 && (0.0..=EXACT).contains(&x) => s.serialize_u64(x as u64),
+        Some(x) => s.serialize_f64(x),
+        None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_limit_values_are_json_integers() {
+        let json = |value| {
+            serde_json::to_value(LimitReport {
+                value,
+                enforcement: Enforcement::Supervisor,
+                note: None,
+            })
+            .unwrap()["value"]
+                .clone()
+        };
+        assert!(
+            json(Some(536870912.0)).is_u64(),
+            "{}",
+            json(Some(536870912.0))
+        );
+        assert_eq!(json(Some(536870912.0)).as_u64(), Some(536870912));
+        assert_eq!(json(Some(0.5)).as_f64(), Some(0.5));
+        assert!(json(Some(0.5)).is_f64());
+        assert!(json(Some(1e300)).is_f64());
+        assert!(json(None).is_null());
+    }
 }

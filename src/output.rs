@@ -200,7 +200,7 @@ impl OutputDir {
     /// write its files is reported with it, and turns a successful exit into 125, so a script
     /// notices.
     pub fn deliver(&self, out: &mut crate::outcome::Outcome) {
-        if let Err(e) = self.write_all(&out.files) {
+        if let Err(e) = self.write_all(out.files.as_deref().unwrap_or_default()) {
             let note = format!("cordon could not write the program's files to --output-dir: {e}");
             out.message = Some(match out.message.take() {
                 Some(m) => format!("{m}; {note}"),

@@ -3,7 +3,7 @@
 //! `--profile PATH` or files in `$XDG_CONFIG_HOME/cordon/profiles/` (see profiles/README.md,
 //! which documents every key). Unknown keys are errors.
 
-use crate::spec::{self, Limits, ParseError};
+use crate::spec::{self, LimitNaming, Limits, ParseError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,41 +46,99 @@ pub enum ProfileError {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitOverrides {
+    // Durations and sizes are strings (`"30s"`, `"512M"`); a bare number (`timeout = 30`,
+    // `tmp_size = 0`) is read as the same string would be.
+    #[serde(default, deserialize_with = "text_or_number")]
     pub timeout: Option<String>,
+    #[serde(default, deserialize_with = "text_or_number")]
     pub cpu_time: Option<String>,
+    #[serde(default, deserialize_with = "text_or_number")]
     pub memory: Option<String>,
     pub cpus: Option<f64>,
     pub pids: Option<u64>,
+    #[serde(default, deserialize_with = "text_or_number")]
     pub output_limit: Option<String>,
+    #[serde(default, deserialize_with = "text_or_number")]
     pub file_size: Option<String>,
     pub open_files: Option<u64>,
+    #[serde(default, deserialize_with = "text_or_number")]
     pub workspace_size: Option<String>,
     /// Files, directories and symlinks /workspace may hold (its tmpfs's inode count).
     pub workspace_inodes: Option<u64>,
+    #[serde(default, deserialize_with = "text_or_number")]
     pub tmp_size: Option<String>,
+    /// Who set these, for the names in errors (a profile's are checked when it loads).
+    #[serde(skip)]
+    pub naming: LimitNaming,
+}
+
+/// A duration or size written as a string or as a bare number.
+fn text_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum TextOrNumber {
+        Text(String),
+        Whole(u64),
+        Number(f64),
+    }
+    Ok(Option::<TextOrNumber>::deserialize(d)?.map(|v| match v {
+        TextOrNumber::Text(t) => t,
+        TextOrNumber::Whole(n) => n.to_string(),
+        TextOrNumber::Number(x) => x.to_string(),
+    }))
 }
 
 impl LimitOverrides {
-    /// Applies these overrides on top of `base`.
+    /// Applies these overrides on top of `base`; an error names the limit as
+    /// [`LimitOverrides::naming`] says.
     pub fn apply(&self, base: &mut Limits) -> Result<(), ParseError> {
-        let size = |v: &Option<String>| v.as_deref().map(spec::parse_size).transpose();
+        self.apply_named(base, self.naming)
+    }
+
+    /// [`LimitOverrides::apply`], with errors naming the limits as `naming` says.
+    pub fn apply_named(&self, base: &mut Limits, naming: LimitNaming) -> Result<(), ParseError> {
+        let named = |key: &'static str| {
+            move |mut e: ParseError| {
+                e.what = naming.name(key);
+                e
+            }
+        };
+        let size = |key: &'static str, v: &Option<String>| {
+            v.as_deref()
+                .map(spec::parse_size)
+                .transpose()
+                .map_err(named(key))
+        };
+        let dur = |key: &'static str, v: &Option<String>| {
+            v.as_deref()
+                .map(spec::parse_duration)
+                .transpose()
+                .map_err(named(key))
+        };
         // tmpfs reads 0 as "no cap" (see SandboxSpec::validate): refused here already, with
-        // the key's own name.
+        // the limit's own name.
         let zero = |key: &str| {
             ParseError::new(
-                key,
+                &naming.name(key),
                 "0",
                 "a tmpfs of 0 would have no cap at all; give a positive value",
             )
         };
-        let dur = |v: &Option<String>| v.as_deref().map(spec::parse_duration).transpose();
-        if let Some(t) = dur(&self.timeout)? {
+        if let Some(t) = dur("timeout", &self.timeout)? {
+            if t.is_zero() {
+                return Err(ParseError::new(
+                    &naming.name("timeout"),
+                    "0",
+                    spec::TIMEOUT_ZERO,
+                ));
+            }
             base.wall = t;
         }
-        if let Some(t) = dur(&self.cpu_time)? {
-            base.cpu_time = Some(t);
+        // 0 = no CPU-time limit, as 0 lifts the memory, CPU and process limits.
+        if let Some(t) = dur("cpu_time", &self.cpu_time)? {
+            base.cpu_time = (!t.is_zero()).then_some(t);
         }
-        if let Some(m) = size(&self.memory)? {
+        if let Some(m) = size("memory", &self.memory)? {
             base.memory = (m > 0).then_some(m);
         }
         if let Some(c) = self.cpus {
@@ -89,16 +147,23 @@ impl LimitOverrides {
         if let Some(p) = self.pids {
             base.pids = (p > 0).then_some(p);
         }
-        if let Some(o) = size(&self.output_limit)? {
+        if let Some(o) = size("output_limit", &self.output_limit)? {
+            if o == 0 {
+                return Err(ParseError::new(
+                    &naming.name("output_limit"),
+                    "0",
+                    spec::OUTPUT_LIMIT_ZERO,
+                ));
+            }
             base.output = o;
         }
-        if let Some(f) = size(&self.file_size)? {
+        if let Some(f) = size("file_size", &self.file_size)? {
             base.file_size = (f > 0).then_some(f);
         }
         if let Some(n) = self.open_files {
             base.open_files = n;
         }
-        if let Some(w) = size(&self.workspace_size)? {
+        if let Some(w) = size("workspace_size", &self.workspace_size)? {
             base.workspace_size = (w > 0).then_some(w).ok_or_else(|| zero("workspace_size"))?;
         }
         if let Some(n) = self.workspace_inodes {
@@ -106,7 +171,7 @@ impl LimitOverrides {
                 .then_some(n)
                 .ok_or_else(|| zero("workspace_inodes"))?;
         }
-        if let Some(t) = size(&self.tmp_size)? {
+        if let Some(t) = size("tmp_size", &self.tmp_size)? {
             base.tmp_size = (t > 0).then_some(t).ok_or_else(|| zero("tmp_size"))?;
         }
         Ok(())
@@ -228,10 +293,10 @@ impl Profile {
         }
         let mut l = Limits::default();
         p.limits
-            .apply(&mut l)
+            .apply_named(&mut l, LimitNaming::Profile)
             .map_err(|e| inv(format!("[limits]: {e}")))?;
         p.compile_limits
-            .apply(&mut l)
+            .apply_named(&mut l, LimitNaming::Profile)
             .map_err(|e| inv(format!("[compile_limits]: {e}")))?;
         if !crate::security::seccomp::builtin_names().contains(&p.seccomp.as_str()) {
             return Err(inv(format!(
@@ -254,7 +319,7 @@ impl Profile {
                     .map_err(|e| inv(format!("[packages] hosts: {e}")))?;
             }
             pk.limits
-                .apply(&mut l)
+                .apply_named(&mut l, LimitNaming::Profile)
                 .map_err(|e| inv(format!("[packages.limits]: {e}")))?;
         }
         Ok(p)
@@ -351,6 +416,52 @@ mod tests {
     use super::*;
 
     #[test]
+    fn limit_errors_name_what_set_them_and_zero_means_what_it_says() {
+        let over = |f: fn(&mut LimitOverrides)| {
+            let mut o = LimitOverrides::default();
+            f(&mut o);
+            o
+        };
+        let zero_timeout = over(|o| o.timeout = Some("0".into()));
+        let mut l = Limits::default();
+        for (naming, name) in [
+            (LimitNaming::Flags, "--timeout"),
+            (LimitNaming::CompileFlags, "--compile-timeout"),
+            (LimitNaming::Profile, "invalid timeout"),
+            (LimitNaming::Request, "config.timeout"),
+            (LimitNaming::CompileRequest, "config.compileTimeout"),
+        ] {
+            let e = zero_timeout
+                .apply_named(&mut l, naming)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(name) && e.contains("cannot be lifted"),
+                "{naming:?}: {e}"
+            );
+        }
+        let e = over(|o| o.output_limit = Some("0".into()))
+            .apply(&mut l)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--output-limit"), "{e}");
+        let e = over(|o| o.memory = Some("lots".into()))
+            .apply_named(&mut l, LimitNaming::Profile)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("invalid memory `lots`"), "{e}");
+        // 0 lifts the CPU-time limit.
+        let mut l = Limits {
+            cpu_time: Some(std::time::Duration::from_secs(1)),
+            ..Limits::default()
+        };
+        over(|o| o.cpu_time = Some("0".into()))
+            .apply(&mut l)
+            .unwrap();
+        assert_eq!(l.cpu_time, None);
+    }
+
+    #[test]
     fn builtins_parse_and_compiled_ones_have_artifacts() {
         let all = all(&[]).unwrap();
         for name in ["python", "node", "go", "rust", "bash"] {
@@ -407,7 +518,11 @@ mod tests {
         inodes(100).apply(&mut l).unwrap();
         assert_eq!(l.workspace_inodes, 100);
         let e = inodes(0).apply(&mut l).unwrap_err();
-        assert!(e.to_string().contains("workspace_inodes"), "{e}");
+        assert!(e.to_string().contains("--workspace-inodes"), "{e}");
+        let e = inodes(0)
+            .apply_named(&mut l, LimitNaming::Profile)
+            .unwrap_err();
+        assert!(e.to_string().contains("invalid workspace_inodes"), "{e}");
         let size0 = LimitOverrides {
             tmp_size: Some("0".into()),
             ..Default::default()

@@ -4,7 +4,7 @@
 
 use crate::profile::LimitOverrides;
 use crate::run::{RunError, RunRequest};
-use crate::spec::{InputFile, StdinSource, check_relative_path};
+use crate::spec::{InputFile, LimitNaming, StdinSource, check_relative_path};
 use base64::Engine;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -156,6 +156,11 @@ impl JsonRequest {
             ));
         }
         let has_code = files.iter().any(|f| f.path.is_empty());
+        if has_code && self.entry_point.is_some() {
+            return Err(bad(
+                "invalid request: give `code`, or `files` with an `entryPoint`, not both (`code` would run and `entryPoint` be ignored)",
+            ));
+        }
         if !has_code && self.entry_point.is_none() {
             return Err(bad(
                 "invalid request: without `code`, name the file to run in `entryPoint`",
@@ -182,7 +187,12 @@ impl JsonRequest {
                 for (name, ip) in &self.config.network_resolve {
                     a.overrides
                         .push(crate::net::parse_override(&format!("{name}={ip}")).map_err(
-                            |e| bad(format!("invalid request: config.networkResolve: {e}")),
+                            |e| {
+                                bad(format!(
+                                    "invalid request: config.networkResolve: {}",
+                                    e.reason
+                                ))
+                            },
                         )?);
                 }
             }
@@ -223,10 +233,12 @@ impl JsonRequest {
             cpus: c.cpu_limit,
             pids: c.pids,
             output_limit: c.output_limit.map(|b| b.to_string()),
+            naming: LimitNaming::Request,
             ..LimitOverrides::default()
         };
         let compile_limits = LimitOverrides {
             timeout: ms(c.compile_timeout),
+            naming: LimitNaming::CompileRequest,
             ..LimitOverrides::default()
         };
         for k in self.env.keys() {
@@ -310,6 +322,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("cpuLimit"), "{e}");
+    }
+
+    #[test]
+    fn code_and_an_entry_point_are_not_both_taken() {
+        let e = parse(
+            r#"{"language":"bash","code":"echo a","files":{"b.sh":"echo b"},"entryPoint":"b.sh"}"#,
+        )
+        .unwrap()
+        .into_run()
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("not both"), "{e}");
     }
 
     #[test]

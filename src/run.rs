@@ -103,6 +103,10 @@ pub struct RunOptions {
     pub output_root: Option<PathBuf>,
     /// What network a JSON request may ask for (`--request-net`).
     pub request_net: RequestNet,
+    /// The operator's limits for JSON requests, the program's and its compile's: the values
+    /// of those a request leaves out, and ceilings for those it sets
+    /// ([`confine_request_limits`]).
+    pub request_limits: (LimitOverrides, LimitOverrides),
 }
 
 /// What network a JSON request may ask for (`cordon run --request-net`): the command line
@@ -146,7 +150,104 @@ impl Default for RunOptions {
             collect: true,
             output_root: None,
             request_net: RequestNet::Any,
+            request_limits: Default::default(),
         }
+    }
+}
+
+/// Holds a JSON request to the operator's limits, `cordon run`'s limit flags given next to
+/// `--request`/`--requests` (`run` for the program, `compile` for its compile): a limit the
+/// request leaves out takes the operator's value, and one it sets may not be above it (an
+/// operator's `0`, where 0 lifts a limit, lifts the ceiling). The limits a request cannot set
+/// (file size, open files, the tmpfs sizes, the compile's memory and processes) are the
+/// operator's as given.
+pub fn confine_request_limits(
+    r: &mut RunRequest,
+    run: &LimitOverrides,
+    compile: &LimitOverrides,
+) -> Result<(), RunError> {
+    for (req, op) in [(&mut r.limits, run), (&mut r.compile_limits, compile)] {
+        let mut theirs = Limits::default();
+        op.apply(&mut theirs)?;
+        let mut asked = Limits::default();
+        req.apply(&mut asked)?;
+        let text = |v: &Option<String>| v.clone();
+        let num = |v: Option<u64>| v.map(|n| n.to_string());
+        let cpus = |v: Option<f64>| v.map(|c| c.to_string());
+        // (the limit, the request's value and the operator's, whether it is within)
+        let checks = [
+            (
+                "timeout",
+                text(&req.timeout),
+                text(&op.timeout),
+                asked.wall <= theirs.wall,
+            ),
+            (
+                "cpu_time",
+                text(&req.cpu_time),
+                text(&op.cpu_time),
+                within(asked.cpu_time, theirs.cpu_time),
+            ),
+            (
+                "memory",
+                text(&req.memory),
+                text(&op.memory),
+                within(asked.memory, theirs.memory),
+            ),
+            (
+                "cpus",
+                cpus(req.cpus),
+                cpus(op.cpus),
+                within(asked.cpus, theirs.cpus),
+            ),
+            (
+                "pids",
+                num(req.pids),
+                num(op.pids),
+                within(asked.pids, theirs.pids),
+            ),
+            (
+                "output_limit",
+                text(&req.output_limit),
+                text(&op.output_limit),
+                asked.output <= theirs.output,
+            ),
+        ];
+        for (key, mine, given, ok) in checks {
+            if let (Some(mine), Some(given), false) = (mine, given, ok) {
+                return Err(RunError::Request(format!(
+                    "invalid request: {} ({mine}) is above this cordon's {} {given}; ask for at most that, or ask its operator to raise it",
+                    req.naming.name(key),
+                    op.naming.name(key),
+                )));
+            }
+        }
+        let fill = |mine: &mut Option<String>, given: &Option<String>| {
+            if mine.is_none() {
+                mine.clone_from(given);
+            }
+        };
+        fill(&mut req.timeout, &op.timeout);
+        fill(&mut req.cpu_time, &op.cpu_time);
+        fill(&mut req.memory, &op.memory);
+        fill(&mut req.output_limit, &op.output_limit);
+        fill(&mut req.file_size, &op.file_size);
+        fill(&mut req.workspace_size, &op.workspace_size);
+        fill(&mut req.tmp_size, &op.tmp_size);
+        req.cpus = req.cpus.or(op.cpus);
+        req.pids = req.pids.or(op.pids);
+        req.open_files = req.open_files.or(op.open_files);
+        req.workspace_inodes = req.workspace_inodes.or(op.workspace_inodes);
+    }
+    Ok(())
+}
+
+/// Whether a limit (`None`: none) is at most `ceiling` (`None`: no ceiling).
+fn within<T: PartialOrd>(limit: Option<T>, ceiling: Option<T>) -> bool {
+    match (limit, ceiling) {
+        (_, None) => true,
+        (None, Some(_)) => false,
+        (Some(l), Some(c)) => l <= c,
     }
 }
 
@@ -489,6 +590,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 s.limits = limits_with(&[&profile.compile_limits, &req.compile_limits])?;
+                s.limit_naming = req.compile_limits.naming;
                 s.stdin = StdinSource::Null;
                 s.files = files.clone();
                 s.collect = Some(Collect {
@@ -511,7 +613,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                     cpu_time: out.cpu_time,
                     memory_used: out.memory_used,
                 };
-                let produced = out.files.iter().find(|f| &f.path == artifact);
+                let produced = out.files.iter().flatten().find(|f| &f.path == artifact);
                 match (out.status, produced) {
                     (Status::Ok, Some(f)) => {
                         let a = Artifact {
@@ -546,7 +648,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                         } else {
                             failed.cli_exit_code
                         };
-                        failed.files.clear();
+                        failed.files = Some(Vec::new());
                         failed.compile = Some(report);
                         failed.language = Some(profile.name.clone());
                         return Ok(finish(failed, &profile, code_length, opts));
@@ -607,6 +709,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     }
     s.env.extend(req.env.iter().cloned());
     s.limits = limits_with(&[&profile.limits, &req.limits])?;
+    s.limit_naming = req.limits.naming;
     s.stdin = req.stdin.clone();
     s.passthrough = opts.passthrough;
     s.files = run_files;
@@ -711,6 +814,91 @@ pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::LimitNaming;
+
+    #[test]
+    fn the_operators_limits_fill_and_cap_a_request() {
+        let flags = |timeout: &str, memory: &str| LimitOverrides {
+            timeout: Some(timeout.into()),
+            memory: Some(memory.into()),
+            file_size: Some("1M".into()),
+            naming: LimitNaming::Flags,
+            ..LimitOverrides::default()
+        };
+        let request = |timeout: Option<&str>, memory: Option<&str>| RunRequest {
+            limits: LimitOverrides {
+                timeout: timeout.map(Into::into),
+                memory: memory.map(Into::into),
+                naming: LimitNaming::Request,
+                ..LimitOverrides::default()
+            },
+            ..RunRequest::default()
+        };
+        let compile = LimitOverrides {
+            naming: LimitNaming::CompileFlags,
+            ..LimitOverrides::default()
+        };
+        // Left out: the operator's; within: the request's; limits a request cannot set: the
+        // operator's.
+        let mut r = request(None, Some("64M"));
+        confine_request_limits(&mut r, &flags("2s", "128M"), &compile).unwrap();
+        assert_eq!(r.limits.timeout.as_deref(), Some("2s"));
+        assert_eq!(r.limits.memory.as_deref(), Some("64M"));
+        assert_eq!(r.limits.file_size.as_deref(), Some("1M"));
+        // Above: refused, naming both.
+        let e = confine_request_limits(
+            &mut request(Some("5000ms"), None),
+            &flags("2s", "0"),
+            &compile,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("config.timeout (5000ms)") && e.contains("--timeout 2s"),
+            "{e}"
+        );
+        let e = confine_request_limits(
+            &mut request(None, Some("256M")),
+            &flags("2s", "128M"),
+            &compile,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("config.memoryLimit") && e.contains("--memory 128M"),
+            "{e}"
+        );
+        // The operator's 0 lifts the ceiling (and, left out, the limit).
+        let mut r = request(None, Some("4096M"));
+        confine_request_limits(&mut r, &flags("2s", "0"), &compile).unwrap();
+        assert_eq!(r.limits.memory.as_deref(), Some("4096M"));
+        let mut r = request(None, None);
+        confine_request_limits(&mut r, &flags("2s", "0"), &compile).unwrap();
+        let mut l = Limits::default();
+        r.limits.apply(&mut l).unwrap();
+        assert_eq!(l.memory, None);
+        // The compile phase's ceiling is its own flag.
+        let mut r = RunRequest {
+            compile_limits: LimitOverrides {
+                timeout: Some("90000ms".into()),
+                naming: LimitNaming::CompileRequest,
+                ..LimitOverrides::default()
+            },
+            ..RunRequest::default()
+        };
+        let compile = LimitOverrides {
+            timeout: Some("1m".into()),
+            naming: LimitNaming::CompileFlags,
+            ..LimitOverrides::default()
+        };
+        let e = confine_request_limits(&mut r, &LimitOverrides::default(), &compile)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("config.compileTimeout") && e.contains("--compile-timeout 1m"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn an_entry_point_cannot_be_an_option() {

@@ -84,6 +84,52 @@ both!(fn cpu_time_limit(who) {
     assert_within(&r, Duration::from_secs(15));
 });
 
+both!(fn cpu_time_limit_says_what_enforced_it(who) {
+    // Two busy processes under --cpu-time 1500ms: the report names the cgroup's summed
+    // counter where cordon has a cgroup, and RLIMIT_CPU per process where it has not.
+    let r = exec_json_run(
+        who,
+        &["--cpus", "2", "--cpu-time", "1500ms", "--timeout", "5s"],
+        &["sh", "-c", "while :; do :; done & while :; do :; done"],
+    );
+    let backend = r.get("/limits/backend").as_str().unwrap_or("?").to_string();
+    let report = r.get("/limits/cpuTimeMs");
+    assert_eq!(report["value"], json!(1500), "{}", r.describe());
+    let note = report["note"].as_str().unwrap_or("");
+    if backend == "rlimit" {
+        assert_eq!(report["enforcement"], json!("rlimit"), "{}", r.describe());
+        assert!(note.contains("per process"), "{}", r.describe());
+    } else {
+        assert_eq!(report["enforcement"], json!(backend), "the cgroup's counter holds it:\n{}", r.describe());
+        assert!(note.contains("summed over its processes"), "{}", r.describe());
+        assert_eq!(r.status(), "timeout", "{}", r.describe());
+    }
+});
+
+both!(fn cpu_time_zero_is_no_limit(who) {
+    // 0 lifts the CPU-time limit, as it lifts --memory, --cpus and --pids (it had stopped
+    // every program at once).
+    let r = exec_json_run(who, &["--cpu-time", "0"], &[PY, "-c", "sum(range(10**6)); print('done')"]);
+    assert_eq!(r.expect_ok(), "done\n", "{}", r.describe());
+    assert!(r.get("/limits/cpuTimeMs").is_null(), "no CPU-time limit is reported:\n{}", r.describe());
+});
+
+both!(fn a_zero_output_limit_is_refused(who) {
+    let f = exec_plain(who, &["--output-limit", "0"], &["sh", "-c", "echo RAN"]);
+    assert_eq!(f.code, 125, "{}", f.describe());
+    assert!(!f.stdout_str().contains("RAN"), "nothing runs:\n{}", f.describe());
+    let err = f.stderr_str();
+    assert!(err.contains("--output-limit") && err.contains("cannot be lifted"), "{}", f.describe());
+});
+
+both!(fn a_program_signalling_itself_sigxcpu_is_not_a_timeout(who) {
+    // SIGXCPU is the CPU-time limit only when that limit was set (it read "the CPU-time
+    // limit of 0ns was reached").
+    let r = exec_json_run(who, &[] as &[&str], &["sh", "-c", "kill -XCPU $$"]);
+    assert_eq!(r.status(), "signaled", "{}", r.describe());
+    assert_eq!(r.code(), 128 + 24, "{}", r.describe());
+});
+
 /// Allocates (and touches) 10 MB at a time, at most 400 MB.
 const MEMORY_BOMB: &str = "\
 a = []
@@ -349,6 +395,14 @@ both!(fn open_files_limit(who) {
     let (n, err) = out.split_once(' ').unwrap_or_else(|| panic!("no EMFILE:\n{}", r.describe()));
     assert_eq!(err, "EMFILE", "{}", r.describe());
     assert!(n.parse::<u32>().unwrap() < 20, "{n} files opened under --open-files 20");
+});
+
+both!(fn a_small_open_files_limit_is_the_programs(who) {
+    // --open-files is set just before exec: cordon's own set-up (Landlock's ruleset, the
+    // memory watch's listener) needs descriptors it would not leave.
+    let r = exec_json_run(who, &["--open-files", "4"], &["sh", "-c", "ulimit -n"]);
+    assert_eq!(r.expect_ok(), "4\n", "{}", r.describe());
+    assert_eq!(r.get("/limits/openFiles/value"), &json!(4), "{}", r.describe());
 });
 
 both!(fn default_backend_matches_host(who) {

@@ -163,12 +163,18 @@ both!(fn json_result_fields_present_and_typed(who) {
         assert_source(&r, &format!("/limits/{key}/enforcement"), &enforcement);
         if let Some(d) = default {
             assert_eq!(limit["value"].as_f64(), Some(d), "default limits.{key}.value:\n{}", r.describe());
+            // Whole values are JSON integers (`536870912`, not `536870912.0`): decoders that
+            // read them into integer types refuse a float.
+            assert!(limit["value"].is_u64(), "limits.{key}.value must be an integer:\n{}", r.describe());
         }
         if let Some(note) = limit.get("note") {
             assert!(note.is_string(), "limits.{key}.note must be a string");
         }
     }
     assert_eq!(r.get("/limits/wallTimeMs/enforcement"), &json!("supervisor"), "{}", r.describe());
+    // Without --output-dir nothing is collected: no `files` list, which would claim that the
+    // program wrote none.
+    assert!(r.json.get("files").is_none(), "`files` without --output-dir:\n{}", r.describe());
 
     // isolation
     let ns: Vec<&str> = r

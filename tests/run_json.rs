@@ -289,8 +289,87 @@ both!(
     }
 );
 
+both!(
+    /// `cordon run`'s limit flags bound the requests it runs: a limit a request leaves out
+    /// takes the flag's value, one it sets may not be above it (refused, nothing runs), and
+    /// limits a request cannot set are the flag's. Flags that only mean something for code on
+    /// the command line are refused instead of ignored.
+    fn operator_limits_bound_requests(who) {
+        let with = |req: Value, flags: &[&str]| {
+            cordon(who, "run")
+                .args(flags)
+                .arg("--request")
+                .arg("-")
+                .stdin(Input::Bytes(req.to_string().into_bytes()))
+                .run_json()
+        };
+        let sleeper = |config: Value| json!({"language": "bash", "code": "sleep 20; echo SLEPT", "config": config});
+        // Above the ceiling: refused by name, with both values.
+        let r = with(sleeper(json!({"timeout": 60000})), &["--timeout", "2s"]);
+        assert_eq!((r.code(), r.status()), (125, "sandbox_error"), "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or("");
+        for part in ["config.timeout", "60000ms", "--timeout 2s"] {
+            assert!(msg.contains(part), "{part:?} in the message:\n{}", r.describe());
+        }
+        assert!(r.json.get("output").is_none(), "nothing ran:\n{}", r.describe());
+        // Left out: the flag's value.
+        let r = with(sleeper(json!({})), &["--timeout", "2s", "--pids", "7"]);
+        assert_eq!(r.status(), "timeout", "{}", r.describe());
+        assert_eq!(r.get("/limits/wallTimeMs/value"), &json!(2000), "{}", r.describe());
+        assert_eq!(r.get("/limits/pids/value"), &json!(7), "{}", r.describe());
+        assert!(r.get("/message").as_str().unwrap_or("").contains("raise it with config.timeout"), "{}", r.describe());
+        // Within it: the request's.
+        let r = with(sleeper(json!({"timeout": 1000})), &["--timeout", "2s"]);
+        assert_eq!(r.get("/limits/wallTimeMs/value"), &json!(1000), "{}", r.describe());
+        // The operator's 0 lifts the ceiling where 0 lifts the limit.
+        let r = with(json!({"language": "bash", "code": "echo hi", "config": {"memoryLimit": 4096}}), &["--memory", "0"]);
+        assert_eq!(r.expect_ok(), "hi\n", "{}", r.describe());
+        assert_eq!(r.get("/limits/memoryBytes/value"), &json!(4096u64 << 20), "{}", r.describe());
+        // Flags of the command line's code.
+        let hello = json!({"language": "bash", "code": "echo RAN"});
+        for flags in [&["--env", "A=1"][..], &["--stdin", "/etc/hostname"], &["--file", "x=/etc/hostname"]] {
+            let r = with(hello.clone(), flags);
+            assert_eq!(r.code(), 125, "{flags:?}:\n{}", r.describe());
+            let msg = r.get("/message").as_str().unwrap_or("");
+            assert!(msg.contains(flags[0]) && msg.contains("a JSON request gives them"), "{flags:?}:\n{}", r.describe());
+        }
+        // `code` and `entryPoint` together: refused, not one of them ignored.
+        let r = with(json!({"language": "bash", "code": "echo RAN", "files": {"a.sh": "echo A"}, "entryPoint": "a.sh"}), &[]);
+        assert_eq!(r.code(), 125, "{}", r.describe());
+        assert!(r.get("/message").as_str().unwrap_or("").contains("not both"), "{}", r.describe());
+        // --jobs belongs to --requests.
+        let f = cordon(who, "run").args(["--lang", "bash", "-c", "echo RAN", "--jobs", "2"]).run();
+        assert_eq!(f.code, 125, "{}", f.describe());
+        assert!(!f.stdout_str().contains("RAN") && f.stderr_str().contains("--requests"), "{}", f.describe());
+    }
+);
+
 // ---------------------------------------------------------------------------------------------
 // Batch mode.
+
+both!(
+    /// A batch's workers take `cordon run`'s limit flags, and an invalid line's error names
+    /// its line in the file (blank lines are skipped, not answered).
+    fn batch_workers_take_the_limits_and_name_bad_lines(who) {
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        let good = json!({"language": "bash", "code": "sleep 20"}).to_string();
+        write_world_readable(&file, format!("{good}\n\n{{bad\n").as_bytes());
+        let f = cordon(who, "run")
+            .args(["--timeout", "1s", "--requests"])
+            .arg(&file)
+            .deadline(Duration::from_secs(60))
+            .run();
+        assert_eq!(f.code, 1, "a failed request makes the batch exit 1:\n{}", f.describe());
+        let out = f.stdout_str();
+        let got: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+        assert_eq!(got.len(), 2, "{}", f.describe());
+        assert_eq!(got[0]["status"], json!("timeout"), "{}", f.describe());
+        assert_eq!(got[0]["limits"]["wallTimeMs"]["value"], json!(1000), "{}", f.describe());
+        let msg = got[1]["message"].as_str().unwrap_or("");
+        assert!(msg.starts_with("line 3 of the requests: invalid request"), "{}", f.describe());
+    }
+);
 
 both!(
     /// Six requests whose run times decrease (the first sleeps longest) with --jobs 3: one

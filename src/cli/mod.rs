@@ -178,7 +178,12 @@ impl NetArgs {
             other => {
                 if !self.resolve.is_empty() || self.net_log {
                     return Err(crate::net::PolicyError {
-                        value: "--net-resolve/--net-log".into(),
+                        flag: "--net-resolve/--net-log",
+                        value: match other {
+                            Some(Network::Host) => "--net host",
+                            _ => "--net none",
+                        }
+                        .into(),
                         reason: "only mean something with --net allow=...".into(),
                     });
                 }
@@ -248,13 +253,43 @@ impl RunLimitArgs {
             workspace_size: self.workspace_size.clone(),
             workspace_inodes: self.workspace_inodes,
             tmp_size: self.tmp_size.clone(),
+            naming: crate::spec::LimitNaming::Flags,
         }
     }
+    /// These flags as they were given, for a `cordon run` started with the same limits.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut put = |flag: &str, v: Option<String>| {
+            if let Some(v) = v {
+                out.extend([format!("--{flag}"), v]);
+            }
+        };
+        put("timeout", self.timeout.clone());
+        put("cpu-time", self.cpu_time.clone());
+        put("memory", self.memory.clone());
+        put("cpus", self.cpus.map(|c| c.to_string()));
+        put("pids", self.pids.map(|p| p.to_string()));
+        put("output-limit", self.output_limit.clone());
+        put("file-size", self.file_size.clone());
+        put("open-files", self.open_files.map(|n| n.to_string()));
+        put("workspace-size", self.workspace_size.clone());
+        put(
+            "workspace-inodes",
+            self.workspace_inodes.map(|n| n.to_string()),
+        );
+        put("tmp-size", self.tmp_size.clone());
+        put("compile-timeout", self.compile_timeout.clone());
+        put("compile-memory", self.compile_memory.clone());
+        put("compile-pids", self.compile_pids.map(|n| n.to_string()));
+        out
+    }
+
     pub fn compile_overrides(&self) -> crate::profile::LimitOverrides {
         crate::profile::LimitOverrides {
             timeout: self.compile_timeout.clone(),
             memory: self.compile_memory.clone(),
             pids: self.compile_pids,
+            naming: crate::spec::LimitNaming::CompileFlags,
             ..Default::default()
         }
     }
@@ -277,9 +312,12 @@ pub struct RunArgs {
     /// JSON requests, one per line; prints one JSON result per line, in order.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["lang", "code", "file"])]
     pub requests: Option<PathBuf>,
-    /// Batch mode: how many requests run at once.
-    #[arg(long, value_name = "N", default_value_t = 1, requires = "requests")]
-    pub jobs: usize,
+    /// Batch mode: how many requests run at once (default 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
+    /// A batch worker's request: its line in the --requests file, for its error messages.
+    #[arg(long, value_name = "N", hide = true)]
+    pub request_line: Option<usize>,
     /// Print the result object as JSON.
     #[arg(long)]
     pub json: bool,
@@ -521,7 +559,8 @@ impl ExecArgs {
         s.backend = self.limits_backend.choice();
         let l = &mut s.limits;
         l.wall = self.timeout;
-        l.cpu_time = self.cpu_time;
+        // 0 = none, as for --memory, --cpus and --pids.
+        l.cpu_time = self.cpu_time.filter(|t| !t.is_zero());
         if let Some(m) = self.memory {
             l.memory = nonzero(m);
         }

@@ -132,6 +132,8 @@ pub fn outcome(
     limits: LimitsReport,
     mut isolation: IsolationReport,
 ) -> Outcome {
+    // What the caller changes to raise a limit: a flag, or a request's field.
+    let raise = |key: &str| spec.limit_naming.name(key);
     let mut setup_failure = None;
     let mut payload: Option<Msg> = None;
     let mut collected = std::mem::take(&mut ended.collected);
@@ -188,8 +190,9 @@ pub fn outcome(
         status = Status::Timeout;
         code = exit_codes::TIMEOUT;
         message = Some(format!(
-            "the wall-clock limit of {:?} was reached; cordon killed every process of the sandbox (raise it with --timeout)",
-            lim.wall
+            "the wall-clock limit of {:?} was reached; cordon killed every process of the sandbox (raise it with {})",
+            lim.wall,
+            raise("timeout")
         ));
     } else if ended.output_limited {
         status = Status::OutputLimit;
@@ -200,9 +203,10 @@ pub fn outcome(
             "stderr"
         };
         message = Some(format!(
-            "{which} exceeded the output limit of {}; cordon kept the first {} and killed the sandbox (raise it with --output-limit)",
+            "{which} exceeded the output limit of {}; cordon kept the first {} and killed the sandbox (raise it with {})",
             human_size(lim.output),
-            human_size(lim.output)
+            human_size(lim.output),
+            raise("output_limit")
         ));
     } else if let Some(Msg::SetupFailed {
         step,
@@ -251,11 +255,12 @@ pub fn outcome(
             b => format!("; up to {} of it queued on sockets", human_size(b)),
         };
         message = Some(format!(
-            "the memory limit of {} was exceeded: cordon's memory watch saw {} in the sandbox (its processes' private and shared memory, its tmpfs files, pipes and socket buffers{sockets}) and killed it (no cgroup here: memory is polled every {}-{} ms); raise it with --memory",
+            "the memory limit of {} was exceeded: cordon's memory watch saw {} in the sandbox (its processes' private and shared memory, its tmpfs files, pipes and socket buffers{sockets}) and killed it (no cgroup here: memory is polled every {}-{} ms); raise it with {}",
             lim.memory.map(human_size).unwrap_or_else(|| "?".into()),
             human_size(w.peak),
             super::memwatch::FIRST_INTERVAL.as_millis(),
             super::memwatch::LATER_INTERVAL.as_millis(),
+            raise("memory")
         ));
     } else {
         match payload {
@@ -286,8 +291,12 @@ pub fn outcome(
                     message = Some(
                         "killed by SIGSYS: the seccomp policy kills system calls made through another ABI (i386 `int 0x80`, x32); build the program for x86_64".into(),
                     );
-                } else if s == libc::SIGXCPU
-                    || ended.cpu_timed_out
+                } else if ended.cpu_timed_out
+                    // RLIMIT_CPU's SIGXCPU, only with that limit set (the counters cordon
+                    // reads run up to 15% behind the process's own clock, which RLIMIT_CPU
+                    // reads), so a program signalling itself without one is not a timeout;
+                    // or its SIGKILL a second later, with the CPU time used up.
+                    || (s == libc::SIGXCPU && lim.cpu_time.is_some())
                     || (s == libc::SIGKILL && cpu_exhausted)
                 {
                     status = Status::Timeout;
@@ -325,17 +334,19 @@ pub fn outcome(
         }
         message = message.or_else(|| match status {
             Status::MemoryLimit => Some(format!(
-                "the memory limit of {} was reached ({}); raise it with --memory",
+                "the memory limit of {} was reached ({}); raise it with {}",
                 lim.memory.map(human_size).unwrap_or_else(|| "?".into()),
                 if oom_inferred {
                     "inferred from the program's allocation failure under RLIMIT_DATA"
                 } else {
                     "OOM kill reported by the kernel"
-                }
+                },
+                raise("memory")
             )),
             Status::Timeout => Some(format!(
-                "the CPU-time limit of {:?} was reached (raise it with --cpu-time)",
-                lim.cpu_time.unwrap_or_default()
+                "the CPU-time limit of {:?} was reached (raise it with {})",
+                lim.cpu_time.unwrap_or_default(),
+                raise("cpu_time")
             )),
             _ => None,
         });
@@ -387,7 +398,10 @@ pub fn outcome(
                 &ended,
                 oom_reported,
                 lim,
-                "the files in /workspace count toward it; raise it with --memory",
+                &format!(
+                    "the files in /workspace count toward it; raise it with {}",
+                    raise("memory")
+                ),
             )
         };
         let cut = collected.cut_off();
@@ -437,8 +451,9 @@ pub fn outcome(
         // The program succeeded although the kernel killed one of its processes at the memory
         // limit (a child it tolerated): its status stands, and the kill is explained.
         message = Some(format!(
-            "the program exited with code 0, but the kernel OOM-killed one of its processes at the memory limit of {} (raise it with --memory)",
-            lim.memory.map(human_size).unwrap_or_else(|| "?".into())
+            "the program exited with code 0, but the kernel OOM-killed one of its processes at the memory limit of {} (raise it with {})",
+            lim.memory.map(human_size).unwrap_or_else(|| "?".into()),
+            raise("memory")
         ));
     }
 
@@ -450,7 +465,8 @@ pub fn outcome(
         && !matches!(status, Status::SandboxError | Status::Ok)
     {
         let note = format!(
-            "fork or clone failed {n} time(s) at the limit of {max} processes and threads (raise it with --pids)"
+            "fork or clone failed {n} time(s) at the limit of {max} processes and threads (raise it with {})",
+            raise("pids")
         );
         message = Some(match message {
             Some(m) => format!("{m}; {note}"),
@@ -507,7 +523,7 @@ pub fn outcome(
         cli_exit_code: code,
         limits,
         isolation,
-        files: collected.files,
+        files: spec.collect.is_some().then_some(collected.files),
         files_omitted: collected.omitted,
         language: None,
         compile: None,
@@ -731,15 +747,66 @@ mod tests {
             (Status::MemoryLimit, 137, true)
         );
         assert_eq!(o.oom_killed_source, MetricSource::CgroupV1);
-        let o = run(
-            vec![Msg::Signaled {
-                signal: libc::SIGXCPU,
-            }],
-            |_| {},
-            Default::default(),
-            Default::default(),
+        // SIGXCPU is the CPU-time limit only with that limit set: a program that sends it to
+        // itself without one is not a timeout.
+        let xcpu = |limit: Option<u64>, used_ms: u64| {
+            let mut s = spec();
+            s.limits.cpu_time = limit.map(std::time::Duration::from_secs);
+            let e = Ended {
+                msgs: vec![Msg::Signaled {
+                    signal: libc::SIGXCPU,
+                }],
+                ..Ended::default()
+            };
+            let m = CgroupMetrics {
+                cpu_time: Some(std::time::Duration::from_millis(used_ms)),
+                ..Default::default()
+            };
+            let o = outcome(&s, e, m, Default::default(), IsolationReport::default());
+            (o.status, o.cli_exit_code)
+        };
+        assert_eq!(xcpu(Some(1), 1004), (Status::Timeout, 124));
+        assert_eq!(
+            xcpu(Some(1), 854),
+            (Status::Timeout, 124),
+            "the counters run behind"
         );
-        assert_eq!(o.status, Status::Timeout);
+        assert_eq!(xcpu(None, 1004), (Status::Signaled, 128 + libc::SIGXCPU));
+    }
+
+    #[test]
+    fn a_limit_reached_names_what_raises_it() {
+        for (naming, name) in [
+            (crate::spec::LimitNaming::Flags, "raise it with --timeout"),
+            (
+                crate::spec::LimitNaming::CompileFlags,
+                "raise it with --compile-timeout",
+            ),
+            (
+                crate::spec::LimitNaming::Request,
+                "raise it with config.timeout",
+            ),
+            (
+                crate::spec::LimitNaming::CompileRequest,
+                "raise it with config.compileTimeout",
+            ),
+        ] {
+            let mut s = spec();
+            s.limit_naming = naming;
+            let e = Ended {
+                timed_out: true,
+                ..Ended::default()
+            };
+            let o = outcome(
+                &s,
+                e,
+                Default::default(),
+                Default::default(),
+                IsolationReport::default(),
+            );
+            let m = o.message.unwrap_or_default();
+            assert!(m.contains(name), "{naming:?}: {m}");
+        }
     }
 
     #[test]
@@ -1068,8 +1135,8 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("big.bin was cut off"), "{m}");
-        assert_eq!(o.files.len(), 1);
-        assert_eq!(o.files[0].path, "small.txt");
+        assert_eq!(o.files.as_ref().map(Vec::len), Some(1));
+        assert_eq!(o.files.as_ref().unwrap()[0].path, "small.txt");
         let omitted: Vec<&str> = o.files_omitted.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(omitted, ["big.bin", "."]);
         assert!(o.files_omitted[1].reason.contains("did not finish"));
@@ -1123,7 +1190,7 @@ mod tests {
             m.contains("cordon lost a file") && m.contains("lost.bin"),
             "{m}"
         );
-        assert_eq!(o.files.len(), 1);
+        assert_eq!(o.files.as_ref().map(Vec::len), Some(1));
         assert_eq!(o.files_omitted.len(), 1);
         assert_eq!(o.files_omitted[0].path, "lost.bin");
 
@@ -1161,7 +1228,7 @@ mod tests {
             (o.status, o.cli_exit_code, o.message),
             (Status::Ok, 0, None)
         );
-        assert_eq!(o.files.len(), 1);
+        assert_eq!(o.files.as_ref().map(Vec::len), Some(1));
         assert!(o.files_omitted.is_empty());
 
         let o = run(

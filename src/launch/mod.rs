@@ -13,6 +13,7 @@ mod netns;
 pub use netns::Failure as NetnsFailure;
 mod sockdiag;
 mod supervise;
+pub(crate) use supervise::CPU_CHECK_EVERY;
 
 use crate::fs::plan::{self, HostView};
 use crate::limits::{self, LimitsError};

@@ -24,7 +24,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// SIGKILLed, files or not (the result then says the collection was cut short).
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
 /// How often the CPU-time limit is checked against the cgroup's counter.
-const CPU_CHECK_EVERY: Duration = Duration::from_millis(100);
+pub(crate) const CPU_CHECK_EVERY: Duration = Duration::from_millis(100);
 const CHUNK: usize = 64 * 1024;
 
 /// The parent's ends of the sandbox's pipes.

@@ -936,7 +936,20 @@ fn report(
             E::Supervisor,
             "wall clock; kills the sandbox",
         )),
-        cpu_time_ms: limits.cpu_time.map(rlimit::cpu_time_report),
+        cpu_time_ms: limits.cpu_time.map(|t| match cg {
+            // The supervisor reads the cgroup's counter (src/launch/supervise.rs); RLIMIT_CPU
+            // is set too, per process.
+            Some(e) => entry(
+                t.as_secs_f64() * 1000.0,
+                e,
+                format!(
+                    "the sandbox's CPU time summed over its processes (the cgroup's counter, read every {} ms); more kills the sandbox; also RLIMIT_CPU = {} s per process",
+                    crate::launch::CPU_CHECK_EVERY.as_millis(),
+                    rlimit::cpu_seconds(t)
+                ),
+            ),
+            None => rlimit::cpu_time_report(t),
+        }),
         memory_bytes: memory,
         cpus,
         pids,

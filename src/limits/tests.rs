@@ -101,9 +101,10 @@ fn auto_on_v2_writes_the_v2_files() {
         p.report.pids.as_ref().unwrap().enforcement,
         Enforcement::CgroupV2
     );
+    // The supervisor holds it with the cgroup's counter (and RLIMIT_CPU per process).
     assert_eq!(
         p.report.cpu_time_ms.as_ref().unwrap().enforcement,
-        Enforcement::Rlimit
+        Enforcement::CgroupV2
     );
     assert!(!p.rlimits.iter().any(|r| r.resource == libc::RLIMIT_DATA));
 

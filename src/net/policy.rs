@@ -95,14 +95,17 @@ impl fmt::Display for Entry {
 
 /// Why a policy string is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("--net {value:?}: {reason}")]
+#[error("{flag} {value:?}: {reason}")]
 pub struct PolicyError {
+    /// The option the value was given to (`--net`, `--net-resolve`).
+    pub flag: &'static str,
     pub value: String,
     pub reason: String,
 }
 
 fn perr(value: &str, reason: impl Into<String>) -> PolicyError {
     PolicyError {
+        flag: "--net",
         value: value.to_string(),
         reason: reason.into(),
     }
@@ -224,6 +227,13 @@ pub fn check_name(name: &str) -> Result<String, String> {
 
 /// Parses `NAME=IP` (`--net-resolve`).
 pub fn parse_override(s: &str) -> Result<(String, IpAddr), PolicyError> {
+    resolver_override(s).map_err(|e| PolicyError {
+        flag: "--net-resolve",
+        ..e
+    })
+}
+
+fn resolver_override(s: &str) -> Result<(String, IpAddr), PolicyError> {
     let (name, ip) = s
         .split_once('=')
         .ok_or_else(|| perr(s, "write a resolver override as NAME=IP"))?;

@@ -151,6 +151,8 @@ impl ContainerSetup {
             rootfs: _,
             hostname: _,
             container: _,
+            // Names in messages about limits, which a container does not take from here.
+            limit_naming: _,
             limits,
             stdin,
             degrade,

@@ -315,6 +315,64 @@ pub struct SandboxSpec {
     /// own runs, whose set-up is fixed; the hardened launcher refuses a spec that has one
     /// ([`SandboxSpec::validate`]).
     pub container: Option<Box<ContainerSetup>>,
+    /// What the limits are called in messages ("raise it with --timeout"): the flags, a
+    /// request's fields, or the compile phase's flags or fields.
+    pub limit_naming: LimitNaming,
+}
+
+/// Why a wall-clock limit of 0 is refused.
+pub const TIMEOUT_ZERO: &str =
+    "the wall-clock limit cannot be lifted; give a duration above zero, e.g. 10m";
+/// Why an output limit of 0 is refused.
+pub const OUTPUT_LIMIT_ZERO: &str = "cordon keeps each stream's output in memory up to this size, so it cannot be lifted, and 0 would kill the program at its first byte; give a size, e.g. 100M";
+
+/// Whose name a limit goes by in messages: the flag, profile key or request field that sets
+/// it, so that "raise it with ..." names what the caller can change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LimitNaming {
+    /// `cordon exec`'s and `cordon run`'s flags (`--timeout`).
+    #[default]
+    Flags,
+    /// `cordon run`'s compile-phase flags (`--compile-timeout`).
+    CompileFlags,
+    /// A profile's keys (`timeout`), under the table the caller names.
+    Profile,
+    /// A JSON request's `config` fields (`config.timeout`).
+    Request,
+    /// A JSON request's compile phase (`config.compileTimeout`).
+    CompileRequest,
+}
+
+impl LimitNaming {
+    /// The name of the limit that a profile's `[limits]` calls `key` (`timeout`, `cpu_time`,
+    /// `memory`, `cpus`, `pids`, `output_limit`, `file_size`, `open_files`,
+    /// `workspace_size`, `workspace_inodes`, `tmp_size`).
+    pub fn name(self, key: &str) -> String {
+        let flag = |prefix: &str| format!("--{prefix}{}", key.replace('_', "-"));
+        let compile_key = || format!("the profile's [compile_limits] {key}");
+        match self {
+            LimitNaming::Flags => flag(""),
+            LimitNaming::Profile => key.to_string(),
+            LimitNaming::CompileFlags => match key {
+                "timeout" | "memory" | "pids" => flag("compile-"),
+                _ => compile_key(),
+            },
+            LimitNaming::Request => match key {
+                "timeout" => "config.timeout".into(),
+                "cpu_time" => "config.cpuTime".into(),
+                "memory" => "config.memoryLimit".into(),
+                "cpus" => "config.cpuLimit".into(),
+                "pids" => "config.pids".into(),
+                "output_limit" => "config.outputLimit".into(),
+                _ => format!("cordon run's {}", flag("")),
+            },
+            LimitNaming::CompileRequest => match key {
+                "timeout" => "config.compileTimeout".into(),
+                "memory" | "pids" => format!("cordon run's {}", flag("compile-")),
+                _ => compile_key(),
+            },
+        }
+    }
 }
 
 /// A writable tmpfs at `dir`, sized by the workspace limits (`workspace_size`,
@@ -378,6 +436,7 @@ impl SandboxSpec {
             binds: Vec::new(),
             export: None,
             container: None,
+            limit_naming: LimitNaming::Flags,
         }
     }
 
@@ -440,48 +499,64 @@ impl SandboxSpec {
                 ));
             }
         }
+        let name = |key: &str| self.limit_naming.name(key);
         if self.limits.wall.is_zero() {
+            return Err(ParseError::new(&name("timeout"), "0", TIMEOUT_ZERO));
+        }
+        if self.limits.cpu_time.is_some_and(|t| t.is_zero()) {
             return Err(ParseError::new(
-                "--timeout",
+                &name("cpu_time"),
                 "0",
-                "the timeout must be above zero",
+                "a CPU-time limit of 0 would stop the program before it starts; give a duration above zero, or none",
+            ));
+        }
+        if self.limits.output == 0 {
+            return Err(ParseError::new(
+                &name("output_limit"),
+                "0",
+                OUTPUT_LIMIT_ZERO,
             ));
         }
         if let Some(c) = self.limits.cpus
             && !(c > 0.0 && c.is_finite())
         {
             return Err(ParseError::new(
-                "--cpus",
+                &name("cpus"),
                 &c.to_string(),
                 "give a positive number of CPUs",
             ));
         }
         if self.limits.pids == Some(0) {
             return Err(ParseError::new(
-                "--pids",
+                &name("pids"),
                 "0",
                 "at least one process is needed",
             ));
         }
         // tmpfs reads a size or inode count of 0 as "unbounded": a cap cannot be lifted that
         // way (the memory limit would be all that held a full /workspace).
-        for (what, v, hint) in [
+        for (key, v, hint) in [
             (
-                "--workspace-size",
+                "workspace_size",
                 self.limits.workspace_size,
                 "a size, e.g. 1G",
             ),
             (
-                "--workspace-inodes",
+                "workspace_inodes",
                 self.limits.workspace_inodes,
                 "a number of files, e.g. 100000",
             ),
-            ("--tmp-size", self.limits.tmp_size, "a size, e.g. 256M"),
+            ("tmp_size", self.limits.tmp_size, "a size, e.g. 256M"),
             ("tmp inodes", self.limits.tmp_inodes, "a number of files"),
         ] {
             if v == 0 {
+                let what = if key == "tmp inodes" {
+                    key.to_string()
+                } else {
+                    name(key)
+                };
                 return Err(ParseError::new(
-                    what,
+                    &what,
                     "0",
                     &format!("a tmpfs of 0 would have no cap at all; give {hint}"),
                 ));
