@@ -115,6 +115,11 @@ impl Bundle {
     /// scripts/vm-test) each invocation starts in a fresh cgroup delegated to that user, as
     /// `systemd-run [--user] --scope -p Delegate=yes cordon-oci ...` would start it.
     fn command(&self, args: &[&str]) -> Command {
+        self.command_under(&[], args)
+    }
+
+    /// cordon-oci as `self.who`, started by `prefix` (`unshare ...`), which then execs it.
+    fn command_under(&self, prefix: &[&str], args: &[&str]) -> Command {
         let mut argv: Vec<std::ffi::OsString> = Vec::new();
         if let (Some(scopes), true) = (cgroup_scopes(), running_as_root()) {
             let owner = format!("{}:{}", self.who.caller_uid(), self.who.caller_gid());
@@ -129,6 +134,7 @@ impl Bundle {
             argv.push(format!("--regid={}", u.gid).into());
             argv.push("--clear-groups".into());
         }
+        argv.extend(prefix.iter().map(Into::into));
         argv.push(oci_bin().into());
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]);
@@ -143,6 +149,11 @@ impl Bundle {
     /// Runs cordon-oci with a deadline. Its output goes through files: after `create` the
     /// container's process keeps cordon-oci's stdout and stderr open.
     fn oci(&self, args: &[&str]) -> Output {
+        self.oci_under(&[], args)
+    }
+
+    /// [`Bundle::oci`], started by `prefix` ([`Bundle::command_under`]).
+    fn oci_under(&self, prefix: &[&str], args: &[&str]) -> Output {
         let out_dir = tempfile::tempdir().unwrap();
         let (o, e) = (out_dir.path().join("out"), out_dir.path().join("err"));
         // ETXTBSY: another test thread may be forking while the binary's copy is still open
@@ -150,7 +161,7 @@ impl Bundle {
         let mut tries = 0;
         let mut child = loop {
             match self
-                .command(args)
+                .command_under(prefix, args)
                 .stdout(std::fs::File::create(&o).unwrap())
                 .stderr(std::fs::File::create(&e).unwrap())
                 .spawn()
@@ -1984,3 +1995,71 @@ both!(fn bounding_set_is_exactly_the_configured_one(who) {
     assert_eq!(field("CapInh:"), 0, "{}", describe(&out));
     assert_eq!(field("CapAmb:"), 0, "{}", describe(&out));
 });
+
+// A mount or uts namespace given by path that is cordon-oci's own is refused: init would
+// pivot_root there (moving every process of that namespace into the container's root) or set
+// its hostname. cordon-oci runs in private mount and uts namespaces here (unshare), so that
+// even without the refusal only those would change, never the host's.
+#[test]
+fn own_mount_or_uts_namespace_is_refused() {
+    if !running_as_root() {
+        skip!("SKIP: own_mount_or_uts_namespace_is_refused: needs root (unshare)");
+        return;
+    }
+    let unshare = ["unshare", "--mount", "--uts", "--propagation", "private"];
+    let joining = |ty: &'static str, proc_name: &'static str, hostname: Option<&'static str>| {
+        move |c: &mut Value| {
+            let list = c["linux"]["namespaces"].as_array_mut().unwrap();
+            list.retain(|n| n["type"] != ty);
+            list.push(json!({"type": ty, "path": format!("/proc/self/ns/{proc_name}")}));
+            match hostname {
+                Some(h) => c["hostname"] = json!(h),
+                None => {
+                    c.as_object_mut().unwrap().remove("hostname");
+                }
+            }
+        }
+    };
+    for (ty, proc_name, id) in [("mount", "mnt", "ownmnt"), ("uts", "uts", "ownuts")] {
+        let Some(b) = Bundle::new(
+            Who::Root,
+            &["true"],
+            joining(ty, proc_name, Some("renamed")),
+        ) else {
+            return;
+        };
+        let cfg: Value =
+            serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+        let index = cfg["linux"]["namespaces"].as_array().unwrap().len() - 1;
+        let out = b.oci_under(
+            &unshare,
+            &b.bundle_args("run", id)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
+        assert!(!out.status.success(), "{}", describe(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("linux.namespaces[{index}].path"))
+                && err.contains(&format!("cordon-oci's own {ty} namespace")),
+            "{}",
+            describe(&out)
+        );
+    }
+    // Without a hostname, cordon-oci's own uts namespace is shared, as without the entry.
+    let Some(b) = Bundle::new(Who::Root, &["hostname"], joining("uts", "uts", None)) else {
+        return;
+    };
+    let out = b.oci_under(
+        &unshare,
+        &b.bundle_args("run", "shareuts")
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), host.trim());
+}
+

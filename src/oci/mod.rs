@@ -521,7 +521,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     // Namespaces given by path: opened now, joined by the clone helper (below); the user
     // namespace first, as its capabilities are what joining the others takes.
     let mut join = Vec::new();
-    for ns in &c.setup().namespaces {
+    for (index, ns) in c.setup().namespaces.iter().enumerate() {
         let Some(p) = &ns.path else { continue };
         let fd = nix::fcntl::open(
             p,
@@ -533,6 +533,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             errno,
             hint: format!(" ({}: linux.namespaces[{}].path)", p.display(), ns.name),
         })?;
+        // Checked on the open file, the one joined: not a path that could change between.
+        refuse_own_namespace(&c, index, ns, &fd)?;
         let joined = Joined {
             flag: ns.flag,
             fd,
@@ -706,14 +708,63 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
 
 /// Whether `ns` (an open namespace file) is the user namespace this process is in.
 fn is_own_user_ns(ns: &OwnedFd) -> bool {
+    is_own_ns(ns, "user").unwrap_or(false)
+}
+
+/// Whether `ns` (an open namespace file) is this process's own namespace of that kind
+/// (`/proc/self/ns/{proc_name}`): same device and inode.
+fn is_own_ns(ns: &OwnedFd, proc_name: &str) -> Result<bool, OciError> {
     use std::os::unix::fs::MetadataExt;
-    let (Ok(theirs), Ok(ours)) = (
-        nix::sys::stat::fstat(ns),
-        std::fs::metadata("/proc/self/ns/user"),
-    ) else {
-        return false;
+    let own = PathBuf::from(format!("/proc/self/ns/{proc_name}"));
+    let ours = std::fs::metadata(&own).map_err(io_err("read cordon-oci's namespace", &own))?;
+    let theirs = nix::sys::stat::fstat(ns).map_err(sys_err("inspect a namespace to join"))?;
+    Ok(theirs.st_dev == ours.dev() && theirs.st_ino == ours.ino())
+}
+
+/// `linux.namespaces[index]` given by path (`fd`, open) is refused when it is cordon-oci's
+/// own namespace (the host's, usually) and the container's init would change that namespace
+/// for every process in it:
+/// - mount: init builds the container's root and pivots into it there, which moves every
+///   process of the namespace (with the host's, the whole host) into the container's root;
+/// - uts: with `hostname` or `domainname`, init sets them there (without, joining it is
+///   sharing it, as leaving the uts namespace out of the list does).
+///
+/// The others are allowed: joining cordon-oci's own is sharing it, which leaving the entry
+/// out does too (podman's pods on the host's network or ipc give such paths), and init
+/// changes nothing in them (their sysctls are refused by [`refuse_own_namespace_sysctls`]).
+fn refuse_own_namespace(
+    c: &Container,
+    index: usize,
+    ns: &config::Namespace,
+    fd: &OwnedFd,
+) -> Result<(), OciError> {
+    let why = match ns.flag {
+        libc::CLONE_NEWNS => {
+            "the container's init would build the container's root there and pivot_root into it, moving every process of that namespace into the container's root; remove the path (`{\"type\": \"mount\"}`: a new mount namespace)"
+        }
+        libc::CLONE_NEWUTS if c.hostname().is_some() || c.setup().domainname.is_some() => {
+            "the container's init would set `hostname`/`domainname` there, for every process of that namespace; remove the path (a new uts namespace), or remove hostname and domainname to share that namespace"
+        }
+        _ => return Ok(()),
     };
-    theirs.st_dev == ours.dev() && theirs.st_ino == ours.ino()
+    let proc_name = if ns.flag == libc::CLONE_NEWNS {
+        "mnt"
+    } else {
+        "uts"
+    };
+    if !is_own_ns(fd, proc_name)? {
+        return Ok(());
+    }
+    let path = ns.path.as_deref().unwrap_or(Path::new(""));
+    Err(OciConfigError::Invalid {
+        field: format!("linux.namespaces[{index}].path"),
+        why: format!(
+            "{} is cordon-oci's own {} namespace (the host's, usually): {why}",
+            path.display(),
+            ns.name
+        ),
+    }
+    .into())
 }
 
 /// A namespace given by path: its kind, the open namespace file, and how to name it.
