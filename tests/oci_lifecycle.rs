@@ -2063,3 +2063,91 @@ fn own_mount_or_uts_namespace_is_refused() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), host.trim());
 }
 
+/// A --console-socket at `path`: takes the pty master cordon-oci sends and reads what the
+/// container writes to its terminal until it ends (EIO) or 20 s pass.
+fn console_socket(path: &Path) -> std::thread::JoinHandle<Result<String, String>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::AsRawFd;
+    let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let conn = loop {
+            match listener.accept() {
+                Ok((c, _)) => break c,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(format!("accept on the console socket: {e}")),
+            }
+        };
+        conn.set_nonblocking(false).map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 256];
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+        let msg = recvmsg::<()>(
+            conn.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .map_err(|e| format!("recvmsg: {e}"))?;
+        let mut master = None;
+        for c in msg.cmsgs().map_err(|e| e.to_string())? {
+            if let ControlMessageOwned::ScmRights(fds) = c {
+                for fd in fds {
+                    let owned = cordon::sys::own_received_fd(fd);
+                    master.get_or_insert(owned);
+                }
+            }
+        }
+        let master = master.ok_or("no descriptor on the console socket")?;
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while Instant::now() < deadline {
+            let mut fds = [nix::poll::PollFd::new(
+                std::os::fd::AsFd::as_fd(&master),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(200u16)) {
+                Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                Ok(_) => {}
+                Err(e) => return Err(format!("poll: {e}")),
+            }
+            match nix::unistd::read(&master, &mut chunk) {
+                Ok(0) | Err(nix::errno::Errno::EIO) => break,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(format!("read the pty: {e}")),
+            }
+        }
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    })
+}
+
+// process.terminal: the console pty is also at /dev/console (the runtime spec's rule): the
+// same device as the process's stdin, a pty (major 136).
+both!(fn the_terminal_is_bound_at_dev_console(who) {
+    let Some(b) = Bundle::new(
+        who,
+        &["busybox", "stat", "-L", "-c", "%t:%T", "/dev/console", "/proc/self/fd/0"],
+        |c| c["process"]["terminal"] = json!(true),
+    ) else { return };
+    let sock = b.path().join("console.sock");
+    let reader = console_socket(&sock);
+    let mut args = b.bundle_args("run", "con");
+    args.insert(1, "--console-socket".into());
+    args.insert(2, sock.display().to_string());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let tty = reader.join().unwrap();
+    assert!(out.status.success(), "{}\nterminal: {tty:?}", describe(&out));
+    let tty = tty.unwrap();
+    let lines: Vec<&str> = tty.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines.len(), 2, "{tty:?}");
+    assert!(lines[0].starts_with("88:"), "/dev/console is no pty: {tty:?}");
+    assert_eq!(lines[0], lines[1], "/dev/console is not the process's terminal: {tty:?}");
+});
+
