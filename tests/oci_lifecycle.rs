@@ -2151,3 +2151,39 @@ both!(fn the_terminal_is_bound_at_dev_console(who) {
     assert_eq!(lines[0], lines[1], "/dev/console is not the process's terminal: {tty:?}");
 });
 
+// `kill` takes real-time signals by number and by name (podman stops a systemd container
+// with SIGRTMIN+3), and refuses a number past SIGRTMAX.
+both!(fn kill_sends_real_time_signals(who) {
+    let Some(b) = Bundle::new(
+        who,
+        &["sh", "-c", "trap 'exit 3' 37; while :; do sleep 0.1; done"],
+        |_| {},
+    ) else { return };
+    let id = format!("rt-{who:?}");
+    let mut args = b.bundle_args("run", &id);
+    args.insert(1, "-d".into());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    b.wait_status(&id, "running");
+    let out = b.oci(&["kill", &id, "65"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 to 64"), "{}", describe(&out));
+    // Until the shell has its trap, pid 1 of the container ignores the signal: send again.
+    let mut stopped = false;
+    for sig in ["37", "SIGRTMIN+3", "RTMIN+3", "37", "37", "37", "37", "37", "37", "37"] {
+        let out = b.oci(&["kill", &id, sig]);
+        if !out.status.success() && b.state(&id)["status"] == "stopped" {
+            stopped = true;
+            break;
+        }
+        assert!(out.status.success(), "kill {sig}: {}", describe(&out));
+        if b.wait_status(&id, "stopped")["status"] == "stopped" {
+            stopped = true;
+            break;
+        }
+    }
+    assert!(stopped, "the container's trap on signal 37 never ran");
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+

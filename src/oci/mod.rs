@@ -999,23 +999,50 @@ fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {
     Ok(())
 }
 
-/// "9", "KILL", "SIGKILL" → the signal.
-pub fn parse_signal(s: &str) -> Option<Signal> {
+/// The real-time signals as `kill -l` and podman number them: SIGRTMIN is 34 (the C
+/// library keeps 32 and 33), SIGRTMAX 64.
+const SIGRTMIN: i32 = 34;
+const SIGRTMAX: i32 = 64;
+
+/// "9", "KILL", "SIGKILL", "37", "RTMIN+3", "SIGRTMAX-2" → the signal's number (1..=64).
+pub fn parse_signal(s: &str) -> Option<i32> {
     if let Ok(n) = s.parse::<i32>() {
-        return Signal::try_from(n).ok();
+        return (1..=SIGRTMAX).contains(&n).then_some(n);
     }
     let up = s.to_ascii_uppercase();
-    let name = if up.starts_with("SIG") {
-        up
-    } else {
-        format!("SIG{up}")
+    let name = up.strip_prefix("SIG").unwrap_or(&up);
+    let rt = |base: i32, rest: &str, sign: i32| -> Option<i32> {
+        let off = if rest.is_empty() {
+            0
+        } else {
+            // "+3" after RTMIN, "-2" after RTMAX: digits only.
+            let digits = rest.strip_prefix(if sign > 0 { '+' } else { '-' })?;
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            digits.parse::<i32>().ok()?
+        };
+        let n = base + sign * off;
+        (SIGRTMIN..=SIGRTMAX).contains(&n).then_some(n)
     };
-    name.parse().ok()
+    if let Some(rest) = name.strip_prefix("RTMIN") {
+        return rt(SIGRTMIN, rest, 1);
+    }
+    if let Some(rest) = name.strip_prefix("RTMAX") {
+        return rt(SIGRTMAX, rest, -1);
+    }
+    format!("SIG{name}")
+        .parse::<Signal>()
+        .ok()
+        .map(|sig| sig as i32)
 }
 
 fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
-    let sig = parse_signal(signal)
-        .ok_or_else(|| OciError::Usage(format!("{signal:?} is not a signal name or number")))?;
+    let sig = parse_signal(signal).ok_or_else(|| {
+        OciError::Usage(format!(
+            "{signal:?} is not a signal: give a number from 1 to 64, a name (TERM, SIGKILL), or a real-time one (RTMIN+3, SIGRTMAX-2)"
+        ))
+    })?;
     let (dir, s) = state::load(&ctx.root, id)?;
     let st = state::status(&dir, &s);
     if st == Status::Stopped {
@@ -1027,10 +1054,10 @@ fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
     }
     if all {
         for pid in cgroup::pids(&s.cgroup_dirs) {
-            let _ = nix::sys::signal::kill(Pid::from_raw(pid), sig);
+            let _ = sys::kill_raw(Pid::from_raw(pid), sig);
         }
     }
-    nix::sys::signal::kill(Pid::from_raw(s.pid), sig).map_err(sys_err("signal the container"))
+    sys::kill_raw(Pid::from_raw(s.pid), sig).map_err(sys_err("signal the container"))
 }
 
 fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
@@ -1691,10 +1718,36 @@ mod tests {
 
     #[test]
     fn signals() {
-        assert_eq!(parse_signal("9"), Some(Signal::SIGKILL));
-        assert_eq!(parse_signal("KILL"), Some(Signal::SIGKILL));
-        assert_eq!(parse_signal("sigterm"), Some(Signal::SIGTERM));
+        assert_eq!(parse_signal("9"), Some(libc::SIGKILL));
+        assert_eq!(parse_signal("KILL"), Some(libc::SIGKILL));
+        assert_eq!(parse_signal("sigterm"), Some(libc::SIGTERM));
         assert_eq!(parse_signal("NOPE"), None);
+        assert_eq!(parse_signal("0"), None);
+        assert_eq!(parse_signal("-1"), None);
+    }
+
+    #[test]
+    fn real_time_signals_by_number_and_name() {
+        for (s, n) in [
+            ("37", 37),
+            ("34", 34),
+            ("64", 64),
+            ("RTMIN", 34),
+            ("SIGRTMIN+3", 37),
+            ("rtmin+3", 37),
+            ("RTMAX", 64),
+            ("SIGRTMAX-2", 62),
+            ("RTMIN+30", 64),
+            ("RTMAX-30", 34),
+        ] {
+            assert_eq!(parse_signal(s), Some(n), "{s}");
+        }
+        for bad in [
+            "65", "RTMIN+31", "RTMAX-31", "RTMIN-1", "RTMAX+1", "RTMIN+", "RTMIN+x", "RTMIN3",
+            "RTMIN++3",
+        ] {
+            assert_eq!(parse_signal(bad), None, "{bad}");
+        }
     }
 
     #[test]

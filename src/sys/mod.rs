@@ -317,6 +317,13 @@ pub fn reset_signals() -> Result<(), Errno> {
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
 }
 
+/// `kill(2)` with a signal number: real-time signals too (SIGRTMIN+3, 37, as podman stops a
+/// systemd container with), which nix's `Signal` cannot name.
+pub fn kill_raw(pid: Pid, sig: libc::c_int) -> Result<(), Errno> {
+    // SAFETY: kill takes two integers and touches no memory of this process.
+    Errno::result(unsafe { libc::kill(pid.as_raw(), sig) }).map(drop)
+}
+
 /// Restores SIGPIPE's default action (the Rust runtime ignores it): a command that only prints
 /// then ends quietly when its reader goes away (`cordon doctor | head -1`), as other tools do,
 /// instead of failing on EPIPE. Not for `exec`/`run`, whose supervisor handles EPIPE itself.
