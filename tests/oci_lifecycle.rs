@@ -2187,3 +2187,33 @@ both!(fn kill_sends_real_time_signals(who) {
     assert!(out.status.success(), "{}", describe(&out));
 });
 
+// `exec` applies process.oomScoreAdj: the container's, or that of --process.
+both!(fn exec_applies_oom_score_adj(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        c["process"]["oomScoreAdj"] = json!(300);
+    }) else { return };
+    let id = format!("oom-{who:?}");
+    let mut args = b.bundle_args("run", &id);
+    args.insert(1, "-d".into());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["exec", &id, "cat", "/proc/self/oom_score_adj"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "300", "{}", describe(&out));
+    let cfg: Value =
+        serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let mut process = cfg["process"].clone();
+    process["args"] = json!(["cat", "/proc/self/oom_score_adj"]);
+    process["oomScoreAdj"] = json!(400);
+    let p = b.path().join("process.json");
+    std::fs::write(&p, serde_json::to_vec(&process).unwrap()).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.oci(&["exec", "--process", p.to_str().unwrap(), &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "400", "{}", describe(&out));
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+

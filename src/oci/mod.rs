@@ -1628,7 +1628,8 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         CloneResult::Parent(p) => p,
     };
     drop((pid_w, console));
-    let mut buf = [0u8; 64];
+    // "PID n", or "ERR step: why" (written at once: one read takes it whole).
+    let mut buf = [0u8; 4096];
     let n = loop {
         match nix::unistd::read(&pid_r, &mut buf) {
             Err(Errno::EINTR) => continue,
@@ -1674,6 +1675,27 @@ fn exec_mid(
         let _ = nix::unistd::write(report, format!("ERR {step}: {e}").as_bytes());
         1
     };
+    // process.oomScoreAdj (the container's, or --process's), as runc applies it: here, before
+    // the fork, so the process inherits it (and while /proc/self is still this user's: not
+    // once non-dumpable); left as it is when it already has that value
+    // (an unprivileged caller may not lower its own).
+    if let Some(adj) = c.setup().oom_score_adj {
+        let p = "/proc/self/oom_score_adj";
+        let current = std::fs::read_to_string(p).ok();
+        if current.as_deref().map(str::trim) != Some(adj.to_string().as_str())
+            && let Err(e) = std::fs::write(p, adj.to_string())
+        {
+            let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                " (lowering it takes CAP_SYS_RESOURCE: run as root, or give a value at or above the caller's)"
+            } else {
+                ""
+            };
+            return fail(
+                "set process.oomScoreAdj",
+                format!("write {adj} to {p}: {e}{hint}"),
+            );
+        }
+    }
     // Before anything of the container is joined: a non-dumpable process cannot be
     // ptraced, nor its /proc/PID/exe, fds or memory opened, by the container's processes
     // (the flag passes to the forked process and is reset by its execve).
