@@ -2217,3 +2217,63 @@ both!(fn exec_applies_oom_score_adj(who) {
     assert!(out.status.success(), "{}", describe(&out));
 });
 
+// A foreground `run` passes a signal it gets on to the container's process, then ends with
+// that process's status and removes the container (as runc does).
+both!(fn run_forwards_signals_to_the_container(who) {
+    let Some(b) = Bundle::new(
+        who,
+        &["sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.1; done"],
+        |_| {},
+    ) else { return };
+    let id = format!("fwd-{who:?}");
+    let args = b.bundle_args("run", &id);
+    let err_dir = tempfile::tempdir().unwrap();
+    let err_path = err_dir.path().join("err");
+    let mut child = b
+        .command(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    // The state exists once run has created the container.
+    wait_until("run did not start the container", || {
+        if let Some(st) = child.try_wait().unwrap() {
+            let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+            panic!("run ended before the test signalled it: {st}, stderr: {err}");
+        }
+        let out = b.oci(&["state", &id]);
+        let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (s["status"] == "running").then_some(())
+    });
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Until the shell has its trap, pid 1 of the container ignores SIGTERM: send again.
+    let mut status = None;
+    for _ in 0..50 {
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let until = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < until {
+            if let Some(s) = child.try_wait().unwrap() {
+                status = Some(s);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if status.is_some() {
+            break;
+        }
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = b.oci(&["delete", "--force", &id]);
+        panic!("run did not end after SIGTERM");
+    };
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let left = b.oci(&["state", &id]);
+    if left.status.success() {
+        let _ = b.oci(&["delete", "--force", &id]);
+    }
+    assert_eq!(status.code(), Some(7), "run: {status}, stderr: {err}");
+    assert!(!left.status.success(), "the container outlived run: {}", describe(&left));
+});
+

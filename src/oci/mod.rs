@@ -1105,21 +1105,71 @@ fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
     Ok(())
 }
 
+/// What a foreground `run` passes on to the container's process, as runc does: every
+/// signal but those the kernel or cordon-oci itself needs (SIGKILL and SIGSTOP cannot be
+/// caught, SIGCHLD tells it the container ended, the synchronous faults and SIGPIPE are
+/// its own), real-time ones included.
+fn forwarded_signals() -> Vec<libc::c_int> {
+    let own = [
+        libc::SIGKILL,
+        libc::SIGSTOP,
+        libc::SIGCHLD,
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGTRAP,
+        libc::SIGSYS,
+        libc::SIGPIPE,
+    ];
+    (1..32)
+        .filter(|s| !own.contains(s))
+        .chain(SIGRTMIN..=SIGRTMAX)
+        .collect()
+}
+
 fn run(ctx: &Ctx, a: &CreateArgs, detach: bool, keep: bool) -> Result<i32, OciError> {
+    // A foreground run stands for the container: a signal sent to it (a terminal's ^C, a
+    // supervisor's SIGTERM) goes to the container's process, and run ends when that process
+    // does, with its status, having removed the container. Blocked before the container
+    // exists, so none is lost or ends cordon-oci in between (the init resets its mask, and
+    // hooks start with an empty one); one that arrives before the container's process runs
+    // is passed on once it does.
+    let mut wanted = forwarded_signals();
+    wanted.push(libc::SIGCHLD);
+    let signals = if detach {
+        None
+    } else {
+        Some(sys::block_signals(&wanted).map_err(sys_err("block the signals to forward"))?)
+    };
     let created = create(ctx, a, true)?;
     if let Err(e) = start(ctx, &a.id) {
         let _ = delete(ctx, &a.id, true);
         return Err(e);
     }
-    if detach {
+    let Some(signals) = signals else {
         return Ok(0);
-    }
+    };
+    use nix::sys::wait::{WaitPidFlag, WaitStatus};
     let code = loop {
-        match nix::sys::wait::waitpid(created.pid, None) {
-            Ok(nix::sys::wait::WaitStatus::Exited(_, c)) => break c,
-            Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => break 128 + sig as i32,
-            Ok(_) | Err(Errno::EINTR) => continue,
+        match nix::sys::wait::waitpid(created.pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, c)) => break c,
+            Ok(WaitStatus::Signaled(_, sig, _)) => break 128 + sig as i32,
+            Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => return Err(sys_err("wait for the container")(e)),
+        }
+        // Blocked, SIGCHLD stays pending when the container ends between the waitpid above
+        // and this wait: it returns at once.
+        let sig = signals
+            .wait()
+            .map_err(sys_err("wait for a signal to forward"))?;
+        if sig != libc::SIGCHLD {
+            ctx.log(
+                "debug",
+                &format!("run {}: forwarding signal {sig} to {}", a.id, created.pid),
+            );
+            // ESRCH: it just ended; the next waitpid sees it.
+            let _ = sys::kill_raw(created.pid, sig);
         }
     };
     let _ = created.dir;
