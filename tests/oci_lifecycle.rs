@@ -2277,3 +2277,68 @@ both!(fn run_forwards_signals_to_the_container(who) {
     assert!(!left.status.success(), "the container outlived run: {}", describe(&left));
 });
 
+// `update` on cgroup v1: memory and memory+swap raised or lowered together whatever the order
+// the kernel needs; an update the kernel refuses says so for the update, and a cpuset update
+// of a container without a cpuset cgroup gives that reason.
+#[test]
+fn update_on_cgroup_v1() {
+    if !running_as_root() || cgroup_layout() != CgroupLayout::HybridOrV1 {
+        skip!("SKIP: update_on_cgroup_v1: needs root on a cgroup v1 host");
+        return;
+    }
+    if !Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists() {
+        skip!("SKIP: update_on_cgroup_v1: no swap accounting (memory.memsw.*)");
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |c| {
+        c["linux"]["resources"] = json!({"memory": {"limit": 104857600, "swap": 104857600}});
+    }) else {
+        return;
+    };
+    let a = b.bundle_args("create", "upd1");
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    let pid = b.state("upd1")["pid"].as_i64().unwrap();
+    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let rel = cg
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, c, p) = (f.next()?, f.next()?, f.next()?);
+            c.split(',').any(|x| x == "memory").then(|| p.to_string())
+        })
+        .unwrap();
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/memory{rel}/{f}"))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    for v in ["209715200", "52428800"] {
+        let out = b.oci(&["update", "--memory", v, "--memory-swap", v, "upd1"]);
+        assert!(out.status.success(), "update to {v}: {}", describe(&out));
+        assert_eq!(read("memory.limit_in_bytes"), v);
+        assert_eq!(read("memory.memsw.limit_in_bytes"), v);
+    }
+    let out = b.oci(&["update", "--memory", "209715200", "upd1"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot update container upd1")
+            && err.contains("--memory-swap")
+            && !err.contains("config.json"),
+        "{}",
+        describe(&out)
+    );
+    let out = b.oci(&["update", "--cpuset-cpus", "0", "upd1"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no cpuset cgroup") && err.contains("created without"),
+        "{}",
+        describe(&out)
+    );
+    let out = b.oci(&["delete", "--force", "upd1"]);
+    assert!(out.status.success(), "{}", describe(&out));
+}
+

@@ -15,7 +15,9 @@ pub enum CgroupError {
         path: String,
         source: std::io::Error,
     },
-    #[error("config.json: `{field}` cannot be applied: {why}")]
+    /// A field of linux.resources (from config.json at `create`, from the command line or
+    /// `--resources` at `update`) the cgroup does not take.
+    #[error("`{field}` cannot be applied: {why}")]
     Resource { field: String, why: String },
     #[error("cannot read the cgroup mounts (/proc/self/mountinfo): {0}")]
     Mounts(std::io::Error),
@@ -371,9 +373,22 @@ fn find(dirs: &[PathBuf], field: &str, file: &str) -> Result<PathBuf, CgroupErro
 }
 
 fn write_to(path: &Path, field: &str, value: &str) -> Result<(), CgroupError> {
-    std::fs::write(path, value).map_err(|e| CgroupError::Resource {
-        field: field.into(),
-        why: format!("write {value:?} to {}: {e}", path.display()),
+    std::fs::write(path, value).map_err(|e| {
+        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+        let fix = match (e.raw_os_error(), file) {
+            (Some(libc::EINVAL), "memory.limit_in_bytes" | "memory.memsw.limit_in_bytes") => {
+                "; cgroup v1 keeps the memory limit at or below the memory+swap limit (memory.memsw.limit_in_bytes): give a swap limit (linux.resources.memory.swap, `update --memory-swap`) at least the memory limit, or -1"
+            }
+            (Some(libc::EINVAL), _) => "; the kernel refused the value: check its range and format",
+            (Some(libc::EBUSY), _) => {
+                "; the cgroup's current usage or its children's settings are in the way: lower them first"
+            }
+            _ => "",
+        };
+        CgroupError::Resource {
+            field: field.into(),
+            why: format!("write {value:?} to {}: {e}{fix}", path.display()),
+        }
     })
 }
 
@@ -495,19 +510,37 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                     v.to_string()
                 }
             };
+            // The kernel keeps memory.limit_in_bytes at or below memory.memsw.limit_in_bytes
+            // at every write: raising both writes memsw first, lowering both the limit first
+            // (runc's order: memsw first when it becomes unlimited or exceeds the current
+            // limit).
+            let write_swap = |s: i64| {
+                write(
+                    dirs,
+                    "linux.resources.memory.swap",
+                    "memory.memsw.limit_in_bytes",
+                    &v1(s),
+                )
+            };
+            let swap_first = match (m.limit(), m.swap()) {
+                (Some(_), Some(s)) => {
+                    s < 0
+                        || read_u64(dirs, "memory.limit_in_bytes", None)
+                            .is_some_and(|cur| cur < s as u64)
+                }
+                _ => false,
+            };
+            if swap_first && let Some(s) = m.swap() {
+                write_swap(s)?;
+            }
             if let Some(l) = m.limit() {
                 write(dirs, f, "memory.limit_in_bytes", &v1(l))?;
             }
             if let Some(l) = m.reservation() {
                 write(dirs, f, "memory.soft_limit_in_bytes", &v1(l))?;
             }
-            if let Some(s) = m.swap() {
-                write(
-                    dirs,
-                    "linux.resources.memory.swap",
-                    "memory.memsw.limit_in_bytes",
-                    &v1(s),
-                )?;
+            if !swap_first && let Some(s) = m.swap() {
+                write_swap(s)?;
             }
             if let Some(s) = m.swappiness() {
                 write(

@@ -40,6 +40,13 @@ pub enum OciError {
     State(#[from] StateError),
     #[error(transparent)]
     Cgroup(#[from] cgroup::CgroupError),
+    /// A field of linux.resources the cgroup does not take, and where it came from
+    /// (config.json at `create`, the command line or --resources at `update`).
+    #[error("{origin}: {source}")]
+    Resource {
+        origin: String,
+        source: cgroup::CgroupError,
+    },
     #[error(transparent)]
     Hook(#[from] hooks::HookError),
     #[error("cannot {step}: {errno}{hint}")]
@@ -66,6 +73,18 @@ pub enum OciError {
     },
     #[error("{0}")]
     Usage(String),
+}
+
+/// A linux.resources error from the cgroup code, said to come from `origin`; other cgroup
+/// errors (of the host's cgroups) as they are.
+fn resource_err(origin: &str) -> impl Fn(cgroup::CgroupError) -> OciError + '_ {
+    move |e| match e {
+        cgroup::CgroupError::Resource { .. } => OciError::Resource {
+            origin: origin.to_string(),
+            source: e,
+        },
+        other => other.into(),
+    }
 }
 
 fn sys_err(step: &'static str) -> impl Fn(Errno) -> OciError {
@@ -457,7 +476,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             d
         })
         .unwrap_or_default();
-    let allowlist = cgroup::device_allowlist(&device_rules)?;
+    let allowlist = cgroup::device_allowlist(&device_rules).map_err(resource_err("config.json"))?;
     if rootless() {
         // Its container is in a user namespace other than the host's, so it cannot make
         // device nodes: it reaches the default ones and those of linux.devices (the host's
@@ -477,10 +496,11 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         Ok(()) => {
             cleanup.cgroups = dirs.clone();
             if let Some(r) = &resources {
-                cgroup::apply(&dirs, r)?;
+                cgroup::apply(&dirs, r).map_err(resource_err("config.json"))?;
             }
             if !rootless() {
-                cgroup::apply_device_allowlist(&dirs, &allowlist)?;
+                cgroup::apply_device_allowlist(&dirs, &allowlist)
+                    .map_err(resource_err("config.json"))?;
                 enforced_devices = Some(allowlist);
             }
         }
@@ -1396,6 +1416,14 @@ fn pause(ctx: &Ctx, id: &str, frozen: bool) -> Result<(), OciError> {
 }
 
 fn update(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
+    let origin = format!("cannot update container {}", a.id);
+    update_resources(ctx, a).map_err(|e| match e {
+        OciError::Cgroup(e) => resource_err(&origin)(e),
+        other => other,
+    })
+}
+
+fn update_resources(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
     use oci_spec::runtime::{LinuxPids, LinuxResources};
     let (dir, s) = state::load(&ctx.root, &a.id)?;
     if state::status(&dir, &s) == Status::Stopped {
@@ -1465,6 +1493,22 @@ fn update(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
     if s.cgroup_dirs.is_empty() {
         return Err(OciError::Usage(format!(
             "container {} has no cgroup (created rootless without limits): its resources cannot be updated",
+            a.id
+        )));
+    }
+    // On cgroup v1 a container is put in a cpuset cgroup only when its config sets cpus or
+    // mems (a new cpuset cgroup needs both seeded before it takes a process): one created
+    // without them has no cpuset cgroup to update, which is not the host's fault.
+    let wants_cpuset = r.cpu().as_ref().is_some_and(|c| {
+        c.cpus().as_ref().is_some_and(|v| !v.is_empty())
+            || c.mems().as_ref().is_some_and(|v| !v.is_empty())
+    });
+    if wants_cpuset
+        && !cgroup::is_v2(&s.cgroup_dirs)
+        && !s.cgroup_dirs.iter().any(|d| d.join("cpuset.cpus").exists())
+    {
+        return Err(OciError::Usage(format!(
+            "cannot update container {}: `linux.resources.cpu.cpus`/`mems` (--cpuset-cpus, --cpuset-mems): the container has no cpuset cgroup, as it was created without linux.resources.cpu.cpus or mems (on cgroup v1 cordon-oci puts a container in a cpuset cgroup only then); recreate it with them set (all of the host's CPUs, as in /sys/fs/cgroup/cpuset/cpuset.cpus, to start unrestricted)",
             a.id
         )));
     }
