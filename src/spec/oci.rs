@@ -201,6 +201,9 @@ impl Container {
                 "top-level (per-mount) id mappings are not supported; use linux.uidMappings",
             ));
         }
+        if let Some(h) = spec.hooks() {
+            check_hooks(h)?;
+        }
         let root = spec
             .root()
             .as_ref()
@@ -779,6 +782,38 @@ const NO_OP_OPTIONS: &[&str] = &["z", "Z", "notmpcopyup"];
 
 /// maskedPaths / readonlyPaths: absolute paths inside the container, without `..` (a relative
 /// one would be resolved against whatever init's working directory is when it applies them).
+/// Each hook's `timeout` is a positive number of seconds (runc refuses the others: leaving it
+/// out is how a hook runs without one), and each `env` entry is `KEY=VALUE`.
+fn check_hooks(h: &oci_spec::runtime::Hooks) -> Result<(), OciConfigError> {
+    #[allow(deprecated)]
+    let prestart = h.prestart();
+    for (kind, list) in [
+        ("prestart", prestart),
+        ("createRuntime", h.create_runtime()),
+        ("createContainer", h.create_container()),
+        ("startContainer", h.start_container()),
+        ("poststart", h.poststart()),
+        ("poststop", h.poststop()),
+    ] {
+        for (i, hook) in list.iter().flatten().enumerate() {
+            if let Some(t) = hook.timeout()
+                && t <= 0
+            {
+                return Err(invalid(
+                    format!("hooks.{kind}[{i}].timeout"),
+                    format!(
+                        "{t} is not a number of seconds the hook may run: give one above 0, or leave the field out for no timeout"
+                    ),
+                ));
+            }
+            for (j, e) in hook.env().iter().flatten().enumerate() {
+                env_entry(e).map_err(|why| invalid(format!("hooks.{kind}[{i}].env[{j}]"), why))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A `linux.devices[].path` is a normalized absolute path of a file below /dev: with a `..`
 /// (`/dev/../etc/x`) the node would be made, or in a user namespace the host's node bound,
 /// outside the container's /dev.
@@ -1127,6 +1162,27 @@ mod tests {
         Container::from_spec(s, Path::new("/b"))
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn hook_timeouts_and_env_entries_are_checked() {
+        let hooks = |timeout: i64, env: &[&str]| {
+            serde_json::json!({"poststop": [{"path": "/bin/true"},
+                {"path": "/bin/true", "timeout": timeout, "env": env}]})
+        };
+        for t in [0, -5] {
+            let e = error_of(|v| v["hooks"] = hooks(t, &[]));
+            assert!(e.contains("`hooks.poststop[1].timeout`"), "{t}: {e}");
+        }
+        let e = error_of(|v| v["hooks"] = hooks(3, &["A=1", "NOEQUALS"]));
+        assert!(
+            e.contains("`hooks.poststop[1].env[1]`") && e.contains("NOEQUALS"),
+            "{e}"
+        );
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        v["hooks"] = hooks(3, &["A=1", "B="]);
+        let s: Spec = serde_json::from_value(v).unwrap();
+        assert!(Container::from_spec(s, Path::new("/b")).is_ok());
     }
 
     #[test]
