@@ -2342,3 +2342,35 @@ fn update_on_cgroup_v1() {
     assert!(out.status.success(), "{}", describe(&out));
 }
 
+// Errors name the field to fix: a bind source that does not exist (mounts[N].source), a
+// filesystem option the kernel refuses (mounts[N].options), an id too long for a file name.
+both!(fn mount_and_id_errors_name_what_to_fix(who) {
+    for (id, mount, want) in [
+        (
+            "badsrc",
+            json!({"destination": "/mnt", "type": "bind", "source": "/nonexistent-cordon-test", "options": ["rbind"]}),
+            "source /nonexistent-cordon-test: it does not exist",
+        ),
+        (
+            "badopt",
+            json!({"destination": "/mnt", "type": "tmpfs", "source": "tmpfs", "options": ["foo=bar"]}),
+            "options",
+        ),
+    ] {
+        let Some(b) = Bundle::new(who, &["true"], |c| {
+            c["mounts"].as_array_mut().unwrap().push(mount.clone());
+        }) else { return };
+        let cfg: Value =
+            serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+        let index = cfg["mounts"].as_array().unwrap().len() - 1;
+        let out = b.run(id);
+        assert!(!out.status.success(), "{}", describe(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("mounts[{index}]")) && err.contains(want), "{}", describe(&out));
+    }
+    let Some(b) = Bundle::new(who, &["true"], |_| {}) else { return };
+    let out = b.run(&"a".repeat(300));
+    assert!(!out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("300 bytes") && err.contains("at most 248"), "{}", describe(&out));
+});

@@ -287,8 +287,8 @@ fn build_root(
     // The parent mount of the root must not be shared either.
     mount(none, c.rootfs(), none, MsFlags::MS_PRIVATE, none)
         .map_err(ep("make the root mount private", c.rootfs()))?;
-    for m in &c.setup().mounts {
-        do_mount(c, m, in_userns, cgroup2, v1)?;
+    for (i, m) in c.setup().mounts.iter().enumerate() {
+        do_mount(c, i, m, in_userns, cgroup2, v1)?;
     }
     if c.setup().default_devices {
         make_devices(c, in_userns)?;
@@ -386,6 +386,7 @@ fn make_mount_point(root: &OwnedFd, path: &Path, file: bool) -> Result<(), Step>
 
 fn do_mount(
     c: &Container,
+    index: usize,
     m: &MountOp,
     in_userns: bool,
     cgroup2: bool,
@@ -430,9 +431,29 @@ fn do_mount(
         }
     }
     let bind = |src: &Path, recursive: bool| -> Result<(), Step> {
-        let is_file = std::fs::metadata(src)
-            .map(|md| !md.is_dir())
-            .unwrap_or(false);
+        let is_file = match std::fs::metadata(src) {
+            Ok(md) => !md.is_dir(),
+            // Said before a mount point is made for it.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                let what = if src == m.src {
+                    format!("mounts[{index}].source")
+                } else {
+                    format!(
+                        "{} (bound in place of the {} mount of mounts[{index}])",
+                        src.display(),
+                        m.kind
+                    )
+                };
+                return Err((
+                    "bind-mount",
+                    format!(
+                        "{what} {}: it does not exist on the host; create it, or fix the path",
+                        src.display()
+                    ),
+                ));
+            }
+            Err(_) => false,
+        };
         make_mount_point(&root, &create_at, is_file)?;
         let mut f = MsFlags::MS_BIND;
         if recursive {
@@ -484,6 +505,16 @@ fn do_mount(
                 (Err(Errno::EPERM), "sysfs") if in_userns => bind(Path::new("/sys"), true)?,
                 (Err(Errno::EPERM), "mqueue") if in_userns => bind(Path::new("/dev/mqueue"), true)?,
                 (Err(Errno::EPERM), "cgroup2") if in_userns => bind_host_cgroup2()?,
+                (Err(Errno::EINVAL), _) if !m.data.is_empty() => {
+                    return Err((
+                        "mount",
+                        format!(
+                            "{}: EINVAL: the kernel refused the {kind} mount of mounts[{index}] with the options {:?}; check mounts[{index}].options: {kind} does not know one of them, or its value",
+                            m.dst.display(),
+                            m.data
+                        ),
+                    ));
+                }
                 (r, _) => r.map_err(ep("mount", &m.dst))?,
             }
             if let Some(f) = under {
