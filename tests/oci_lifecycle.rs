@@ -115,6 +115,11 @@ impl Bundle {
     /// scripts/vm-test) each invocation starts in a fresh cgroup delegated to that user, as
     /// `systemd-run [--user] --scope -p Delegate=yes cordon-oci ...` would start it.
     fn command(&self, args: &[&str]) -> Command {
+        self.command_under(&[], args)
+    }
+
+    /// cordon-oci as `self.who`, started by `prefix` (`unshare ...`), which then execs it.
+    fn command_under(&self, prefix: &[&str], args: &[&str]) -> Command {
         let mut argv: Vec<std::ffi::OsString> = Vec::new();
         if let (Some(scopes), true) = (cgroup_scopes(), running_as_root()) {
             let owner = format!("{}:{}", self.who.caller_uid(), self.who.caller_gid());
@@ -129,6 +134,7 @@ impl Bundle {
             argv.push(format!("--regid={}", u.gid).into());
             argv.push("--clear-groups".into());
         }
+        argv.extend(prefix.iter().map(Into::into));
         argv.push(oci_bin().into());
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]);
@@ -143,6 +149,11 @@ impl Bundle {
     /// Runs cordon-oci with a deadline. Its output goes through files: after `create` the
     /// container's process keeps cordon-oci's stdout and stderr open.
     fn oci(&self, args: &[&str]) -> Output {
+        self.oci_under(&[], args)
+    }
+
+    /// [`Bundle::oci`], started by `prefix` ([`Bundle::command_under`]).
+    fn oci_under(&self, prefix: &[&str], args: &[&str]) -> Output {
         let out_dir = tempfile::tempdir().unwrap();
         let (o, e) = (out_dir.path().join("out"), out_dir.path().join("err"));
         // ETXTBSY: another test thread may be forking while the binary's copy is still open
@@ -150,7 +161,7 @@ impl Bundle {
         let mut tries = 0;
         let mut child = loop {
             match self
-                .command(args)
+                .command_under(prefix, args)
                 .stdout(std::fs::File::create(&o).unwrap())
                 .stderr(std::fs::File::create(&e).unwrap())
                 .spawn()
@@ -1983,4 +1994,383 @@ both!(fn bounding_set_is_exactly_the_configured_one(who) {
     assert_eq!(field("CapPrm:"), want, "{}", describe(&out));
     assert_eq!(field("CapInh:"), 0, "{}", describe(&out));
     assert_eq!(field("CapAmb:"), 0, "{}", describe(&out));
+});
+
+// A mount or uts namespace given by path that is cordon-oci's own is refused: init would
+// pivot_root there (moving every process of that namespace into the container's root) or set
+// its hostname. cordon-oci runs in private mount and uts namespaces here (unshare), so that
+// even without the refusal only those would change, never the host's.
+#[test]
+fn own_mount_or_uts_namespace_is_refused() {
+    if !running_as_root() {
+        skip!("SKIP: own_mount_or_uts_namespace_is_refused: needs root (unshare)");
+        return;
+    }
+    let unshare = ["unshare", "--mount", "--uts", "--propagation", "private"];
+    let joining = |ty: &'static str, proc_name: &'static str, hostname: Option<&'static str>| {
+        move |c: &mut Value| {
+            let list = c["linux"]["namespaces"].as_array_mut().unwrap();
+            list.retain(|n| n["type"] != ty);
+            list.push(json!({"type": ty, "path": format!("/proc/self/ns/{proc_name}")}));
+            match hostname {
+                Some(h) => c["hostname"] = json!(h),
+                None => {
+                    c.as_object_mut().unwrap().remove("hostname");
+                }
+            }
+        }
+    };
+    for (ty, proc_name, id) in [("mount", "mnt", "ownmnt"), ("uts", "uts", "ownuts")] {
+        let Some(b) = Bundle::new(
+            Who::Root,
+            &["true"],
+            joining(ty, proc_name, Some("renamed")),
+        ) else {
+            return;
+        };
+        let cfg: Value =
+            serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+        let index = cfg["linux"]["namespaces"].as_array().unwrap().len() - 1;
+        let out = b.oci_under(
+            &unshare,
+            &b.bundle_args("run", id)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
+        assert!(!out.status.success(), "{}", describe(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("linux.namespaces[{index}].path"))
+                && err.contains(&format!("cordon-oci's own {ty} namespace")),
+            "{}",
+            describe(&out)
+        );
+    }
+    // Without a hostname, cordon-oci's own uts namespace is shared, as without the entry.
+    let Some(b) = Bundle::new(Who::Root, &["hostname"], joining("uts", "uts", None)) else {
+        return;
+    };
+    let out = b.oci_under(
+        &unshare,
+        &b.bundle_args("run", "shareuts")
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), host.trim());
+}
+
+/// A --console-socket at `path`: takes the pty master cordon-oci sends and reads what the
+/// container writes to its terminal until it ends (EIO) or 20 s pass.
+fn console_socket(path: &Path) -> std::thread::JoinHandle<Result<String, String>> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::AsRawFd;
+    let listener = std::os::unix::net::UnixListener::bind(path).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let conn = loop {
+            match listener.accept() {
+                Ok((c, _)) => break c,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(format!("accept on the console socket: {e}")),
+            }
+        };
+        conn.set_nonblocking(false).map_err(|e| e.to_string())?;
+        let mut buf = [0u8; 256];
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+        let msg = recvmsg::<()>(
+            conn.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .map_err(|e| format!("recvmsg: {e}"))?;
+        let mut master = None;
+        for c in msg.cmsgs().map_err(|e| e.to_string())? {
+            if let ControlMessageOwned::ScmRights(fds) = c {
+                for fd in fds {
+                    let owned = cordon::sys::own_received_fd(fd);
+                    master.get_or_insert(owned);
+                }
+            }
+        }
+        let master = master.ok_or("no descriptor on the console socket")?;
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while Instant::now() < deadline {
+            let mut fds = [nix::poll::PollFd::new(
+                std::os::fd::AsFd::as_fd(&master),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(200u16)) {
+                Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                Ok(_) => {}
+                Err(e) => return Err(format!("poll: {e}")),
+            }
+            match nix::unistd::read(&master, &mut chunk) {
+                Ok(0) | Err(nix::errno::Errno::EIO) => break,
+                Ok(n) => out.extend_from_slice(&chunk[..n]),
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(format!("read the pty: {e}")),
+            }
+        }
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    })
+}
+
+// process.terminal: the console pty is also at /dev/console (the runtime spec's rule): the
+// same device as the process's stdin, a pty (major 136).
+both!(fn the_terminal_is_bound_at_dev_console(who) {
+    let Some(b) = Bundle::new(
+        who,
+        &["busybox", "stat", "-L", "-c", "%t:%T", "/dev/console", "/proc/self/fd/0"],
+        |c| c["process"]["terminal"] = json!(true),
+    ) else { return };
+    let sock = b.path().join("console.sock");
+    let reader = console_socket(&sock);
+    let mut args = b.bundle_args("run", "con");
+    args.insert(1, "--console-socket".into());
+    args.insert(2, sock.display().to_string());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let tty = reader.join().unwrap();
+    assert!(out.status.success(), "{}\nterminal: {tty:?}", describe(&out));
+    let tty = tty.unwrap();
+    let lines: Vec<&str> = tty.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines.len(), 2, "{tty:?}");
+    assert!(lines[0].starts_with("88:"), "/dev/console is no pty: {tty:?}");
+    assert_eq!(lines[0], lines[1], "/dev/console is not the process's terminal: {tty:?}");
+});
+
+// `kill` takes real-time signals by number and by name (podman stops a systemd container
+// with SIGRTMIN+3), and refuses a number past SIGRTMAX.
+both!(fn kill_sends_real_time_signals(who) {
+    let Some(b) = Bundle::new(
+        who,
+        &["sh", "-c", "trap 'exit 3' 37; while :; do sleep 0.1; done"],
+        |_| {},
+    ) else { return };
+    let id = format!("rt-{who:?}");
+    let mut args = b.bundle_args("run", &id);
+    args.insert(1, "-d".into());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    b.wait_status(&id, "running");
+    let out = b.oci(&["kill", &id, "65"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 to 64"), "{}", describe(&out));
+    // Until the shell has its trap, pid 1 of the container ignores the signal: send again.
+    let mut stopped = false;
+    for sig in ["37", "SIGRTMIN+3", "RTMIN+3", "37", "37", "37", "37", "37", "37", "37"] {
+        let out = b.oci(&["kill", &id, sig]);
+        if !out.status.success() && b.state(&id)["status"] == "stopped" {
+            stopped = true;
+            break;
+        }
+        assert!(out.status.success(), "kill {sig}: {}", describe(&out));
+        if b.wait_status(&id, "stopped")["status"] == "stopped" {
+            stopped = true;
+            break;
+        }
+    }
+    assert!(stopped, "the container's trap on signal 37 never ran");
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
+// `exec` applies process.oomScoreAdj: the container's, or that of --process.
+both!(fn exec_applies_oom_score_adj(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        c["process"]["oomScoreAdj"] = json!(300);
+    }) else { return };
+    let id = format!("oom-{who:?}");
+    let mut args = b.bundle_args("run", &id);
+    args.insert(1, "-d".into());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["exec", &id, "cat", "/proc/self/oom_score_adj"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "300", "{}", describe(&out));
+    let cfg: Value =
+        serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let mut process = cfg["process"].clone();
+    process["args"] = json!(["cat", "/proc/self/oom_score_adj"]);
+    process["oomScoreAdj"] = json!(400);
+    let p = b.path().join("process.json");
+    std::fs::write(&p, serde_json::to_vec(&process).unwrap()).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.oci(&["exec", "--process", p.to_str().unwrap(), &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "400", "{}", describe(&out));
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
+// A foreground `run` passes a signal it gets on to the container's process, then ends with
+// that process's status and removes the container (as runc does).
+both!(fn run_forwards_signals_to_the_container(who) {
+    let Some(b) = Bundle::new(
+        who,
+        &["sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.1; done"],
+        |_| {},
+    ) else { return };
+    let id = format!("fwd-{who:?}");
+    let args = b.bundle_args("run", &id);
+    let err_dir = tempfile::tempdir().unwrap();
+    let err_path = err_dir.path().join("err");
+    let mut child = b
+        .command(&args.iter().map(String::as_str).collect::<Vec<_>>())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    // The state exists once run has created the container.
+    wait_until("run did not start the container", || {
+        if let Some(st) = child.try_wait().unwrap() {
+            let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+            panic!("run ended before the test signalled it: {st}, stderr: {err}");
+        }
+        let out = b.oci(&["state", &id]);
+        let s: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        (s["status"] == "running").then_some(())
+    });
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Until the shell has its trap, pid 1 of the container ignores SIGTERM: send again.
+    let mut status = None;
+    for _ in 0..50 {
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let until = Instant::now() + Duration::from_millis(200);
+        while Instant::now() < until {
+            if let Some(s) = child.try_wait().unwrap() {
+                status = Some(s);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if status.is_some() {
+            break;
+        }
+    }
+    let Some(status) = status else {
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = b.oci(&["delete", "--force", &id]);
+        panic!("run did not end after SIGTERM");
+    };
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let left = b.oci(&["state", &id]);
+    if left.status.success() {
+        let _ = b.oci(&["delete", "--force", &id]);
+    }
+    assert_eq!(status.code(), Some(7), "run: {status}, stderr: {err}");
+    assert!(!left.status.success(), "the container outlived run: {}", describe(&left));
+});
+
+// `update` on cgroup v1: memory and memory+swap raised or lowered together whatever the order
+// the kernel needs; an update the kernel refuses says so for the update, and a cpuset update
+// of a container without a cpuset cgroup gives that reason.
+#[test]
+fn update_on_cgroup_v1() {
+    if !running_as_root() || cgroup_layout() != CgroupLayout::HybridOrV1 {
+        skip!("SKIP: update_on_cgroup_v1: needs root on a cgroup v1 host");
+        return;
+    }
+    if !Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists() {
+        skip!("SKIP: update_on_cgroup_v1: no swap accounting (memory.memsw.*)");
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |c| {
+        c["linux"]["resources"] = json!({"memory": {"limit": 104857600, "swap": 104857600}});
+    }) else {
+        return;
+    };
+    let a = b.bundle_args("create", "upd1");
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    let pid = b.state("upd1")["pid"].as_i64().unwrap();
+    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let rel = cg
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, c, p) = (f.next()?, f.next()?, f.next()?);
+            c.split(',').any(|x| x == "memory").then(|| p.to_string())
+        })
+        .unwrap();
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/memory{rel}/{f}"))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    for v in ["209715200", "52428800"] {
+        let out = b.oci(&["update", "--memory", v, "--memory-swap", v, "upd1"]);
+        assert!(out.status.success(), "update to {v}: {}", describe(&out));
+        assert_eq!(read("memory.limit_in_bytes"), v);
+        assert_eq!(read("memory.memsw.limit_in_bytes"), v);
+    }
+    let out = b.oci(&["update", "--memory", "209715200", "upd1"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot update container upd1")
+            && err.contains("--memory-swap")
+            && !err.contains("config.json"),
+        "{}",
+        describe(&out)
+    );
+    let out = b.oci(&["update", "--cpuset-cpus", "0", "upd1"]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no cpuset cgroup") && err.contains("created without"),
+        "{}",
+        describe(&out)
+    );
+    let out = b.oci(&["delete", "--force", "upd1"]);
+    assert!(out.status.success(), "{}", describe(&out));
+}
+
+// Errors name the field to fix: a bind source that does not exist (mounts[N].source), a
+// filesystem option the kernel refuses (mounts[N].options), an id too long for a file name.
+both!(fn mount_and_id_errors_name_what_to_fix(who) {
+    for (id, mount, want) in [
+        (
+            "badsrc",
+            json!({"destination": "/mnt", "type": "bind", "source": "/nonexistent-cordon-test", "options": ["rbind"]}),
+            "source /nonexistent-cordon-test: it does not exist",
+        ),
+        (
+            "badopt",
+            json!({"destination": "/mnt", "type": "tmpfs", "source": "tmpfs", "options": ["foo=bar"]}),
+            "options",
+        ),
+    ] {
+        let Some(b) = Bundle::new(who, &["true"], |c| {
+            c["mounts"].as_array_mut().unwrap().push(mount.clone());
+        }) else { return };
+        let cfg: Value =
+            serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+        let index = cfg["mounts"].as_array().unwrap().len() - 1;
+        let out = b.run(id);
+        assert!(!out.status.success(), "{}", describe(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("mounts[{index}]")) && err.contains(want), "{}", describe(&out));
+    }
+    let Some(b) = Bundle::new(who, &["true"], |_| {}) else { return };
+    let out = b.run(&"a".repeat(300));
+    assert!(!out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("300 bytes") && err.contains("at most 248"), "{}", describe(&out));
 });

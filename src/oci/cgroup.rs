@@ -15,7 +15,9 @@ pub enum CgroupError {
         path: String,
         source: std::io::Error,
     },
-    #[error("config.json: `{field}` cannot be applied: {why}")]
+    /// A field of linux.resources (from config.json at `create`, from the command line or
+    /// `--resources` at `update`) the cgroup does not take.
+    #[error("`{field}` cannot be applied: {why}")]
     Resource { field: String, why: String },
     #[error("cannot read the cgroup mounts (/proc/self/mountinfo): {0}")]
     Mounts(std::io::Error),
@@ -371,9 +373,22 @@ fn find(dirs: &[PathBuf], field: &str, file: &str) -> Result<PathBuf, CgroupErro
 }
 
 fn write_to(path: &Path, field: &str, value: &str) -> Result<(), CgroupError> {
-    std::fs::write(path, value).map_err(|e| CgroupError::Resource {
-        field: field.into(),
-        why: format!("write {value:?} to {}: {e}", path.display()),
+    std::fs::write(path, value).map_err(|e| {
+        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+        let fix = match (e.raw_os_error(), file) {
+            (Some(libc::EINVAL), "memory.limit_in_bytes" | "memory.memsw.limit_in_bytes") => {
+                "; cgroup v1 keeps the memory limit at or below the memory+swap limit (memory.memsw.limit_in_bytes): give a swap limit (linux.resources.memory.swap, `update --memory-swap`) at least the memory limit, or -1"
+            }
+            (Some(libc::EINVAL), _) => "; the kernel refused the value: check its range and format",
+            (Some(libc::EBUSY), _) => {
+                "; the cgroup's current usage or its children's settings are in the way: lower them first"
+            }
+            _ => "",
+        };
+        CgroupError::Resource {
+            field: field.into(),
+            why: format!("write {value:?} to {}: {e}{fix}", path.display()),
+        }
     })
 }
 
@@ -451,6 +466,9 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
             }
         }
         let f = "linux.resources.memory";
+        if m.check_before_update() == Some(true) {
+            check_memory_usage(dirs, m.limit(), m.swap(), v2)?;
+        }
         let limit_str = |v: i64| {
             if v < 0 {
                 "max".to_string()
@@ -495,19 +513,37 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                     v.to_string()
                 }
             };
+            // The kernel keeps memory.limit_in_bytes at or below memory.memsw.limit_in_bytes
+            // at every write: raising both writes memsw first, lowering both the limit first
+            // (runc's order: memsw first when it becomes unlimited or exceeds the current
+            // limit).
+            let write_swap = |s: i64| {
+                write(
+                    dirs,
+                    "linux.resources.memory.swap",
+                    "memory.memsw.limit_in_bytes",
+                    &v1(s),
+                )
+            };
+            let swap_first = match (m.limit(), m.swap()) {
+                (Some(_), Some(s)) => {
+                    s < 0
+                        || read_u64(dirs, "memory.limit_in_bytes", None)
+                            .is_some_and(|cur| cur < s as u64)
+                }
+                _ => false,
+            };
+            if swap_first && let Some(s) = m.swap() {
+                write_swap(s)?;
+            }
             if let Some(l) = m.limit() {
                 write(dirs, f, "memory.limit_in_bytes", &v1(l))?;
             }
             if let Some(l) = m.reservation() {
                 write(dirs, f, "memory.soft_limit_in_bytes", &v1(l))?;
             }
-            if let Some(s) = m.swap() {
-                write(
-                    dirs,
-                    "linux.resources.memory.swap",
-                    "memory.memsw.limit_in_bytes",
-                    &v1(s),
-                )?;
+            if !swap_first && let Some(s) = m.swap() {
+                write_swap(s)?;
             }
             if let Some(s) = m.swappiness() {
                 write(
@@ -539,6 +575,18 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
     if let Some(c) = r.cpu() {
         let f = "linux.resources.cpu";
         if v2 {
+            if c.realtime_runtime().is_some() {
+                return unsupported(
+                    "linux.resources.cpu.realtimeRuntime",
+                    "cgroup v2 has no real-time group scheduling (no cpu.rt_runtime_us): remove the field",
+                );
+            }
+            if c.realtime_period().is_some() {
+                return unsupported(
+                    "linux.resources.cpu.realtimePeriod",
+                    "cgroup v2 has no real-time group scheduling (no cpu.rt_period_us): remove the field",
+                );
+            }
             if let Some(s) = c.shares() {
                 // The conversion runc and crun use: [2, 262144] → [1, 10000].
                 let w = 1 + ((s.clamp(2, 262144) - 2) * 9999) / 262142;
@@ -619,6 +667,57 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
             );
         }
         apply_devices(dirs, rules)?;
+    }
+    Ok(())
+}
+
+/// `linux.resources.memory.checkBeforeUpdate`, as runc: a memory limit at or below what the
+/// cgroup uses now (or a memory+swap limit at or below memory and swap in use) is refused
+/// before anything is written, instead of the kernel reclaiming or OOM-killing to meet it.
+fn check_memory_usage(
+    dirs: &[PathBuf],
+    limit: Option<i64>,
+    swap: Option<i64>,
+    v2: bool,
+) -> Result<(), CgroupError> {
+    let field = "linux.resources.memory.checkBeforeUpdate";
+    let (usage_file, memsw_file) = if v2 {
+        ("memory.current", None)
+    } else {
+        ("memory.usage_in_bytes", Some("memory.memsw.usage_in_bytes"))
+    };
+    let read = |file: &str| {
+        read_u64(dirs, file, None).ok_or_else(|| CgroupError::Resource {
+            field: field.into(),
+            why: format!(
+                "cannot read the cgroup's {file} to compare the new limit with: remove the field to set the limit without the check"
+            ),
+        })
+    };
+    let usage = read(usage_file)?;
+    if let Some(l) = limit.filter(|&l| l > 0)
+        && usage >= l as u64
+    {
+        return Err(CgroupError::Resource {
+            field: field.into(),
+            why: format!(
+                "the memory limit {l} is not above the container's current usage {usage} ({usage_file}): give a larger limit, or remove checkBeforeUpdate"
+            ),
+        });
+    }
+    if let Some(s) = swap.filter(|&s| s > 0) {
+        let used = match memsw_file {
+            Some(f) => read(f)?,
+            None => usage + read("memory.swap.current").unwrap_or(0),
+        };
+        if used >= s as u64 {
+            return Err(CgroupError::Resource {
+                field: field.into(),
+                why: format!(
+                    "the memory+swap limit {s} is not above the container's current memory and swap usage {used}: give a larger one, or remove checkBeforeUpdate"
+                ),
+            });
+        }
     }
     Ok(())
 }
@@ -1815,6 +1914,65 @@ mod device_program_tests {
         if let Err(p) = checks {
             std::panic::resume_unwind(p);
         }
+    }
+
+    /// A directory that reads as a cgroup v2 one ([`is_v2`]) with `files`.
+    fn fake_v2(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("cgroup.controllers"), "cpu memory pids").unwrap();
+        for (f, v) in files {
+            std::fs::write(d.path().join(f), v).unwrap();
+        }
+        d
+    }
+
+    fn resources(json: &str) -> LinuxResources {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn real_time_cpu_fields_are_refused_on_v2() {
+        let d = fake_v2(&[("cpu.max", "max 100000"), ("cpu.weight", "100")]);
+        let dirs = [d.path().to_path_buf()];
+        for (json, field) in [
+            (r#"{"cpu": {"realtimeRuntime": 1000}}"#, "realtimeRuntime"),
+            (r#"{"cpu": {"realtimePeriod": 100000}}"#, "realtimePeriod"),
+        ] {
+            let e = apply(&dirs, &resources(json)).unwrap_err().to_string();
+            assert!(e.contains(&format!("linux.resources.cpu.{field}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn check_before_update_refuses_a_limit_below_the_usage() {
+        let d = fake_v2(&[
+            ("memory.current", "1000000\n"),
+            ("memory.swap.current", "0\n"),
+            ("memory.max", "max\n"),
+            ("memory.swap.max", "max\n"),
+        ]);
+        let dirs = [d.path().to_path_buf()];
+        let max = || std::fs::read_to_string(d.path().join("memory.max")).unwrap();
+        let e = apply(
+            &dirs,
+            &resources(r#"{"memory": {"limit": 500000, "checkBeforeUpdate": true}}"#),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("checkBeforeUpdate") && e.contains("1000000"),
+            "{e}"
+        );
+        assert_eq!(max(), "max\n", "written despite the check");
+        // Above the usage it is written; without the check, below too.
+        apply(
+            &dirs,
+            &resources(r#"{"memory": {"limit": 2000000, "checkBeforeUpdate": true}}"#),
+        )
+        .unwrap();
+        assert_eq!(max(), "2000000");
+        apply(&dirs, &resources(r#"{"memory": {"limit": 500000}}"#)).unwrap();
+        assert_eq!(max(), "500000");
     }
 
     #[test]

@@ -47,10 +47,20 @@ pub fn run(kind: &'static str, hooks: &[Hook], state_json: &[u8]) -> Result<(), 
             .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::null());
+        // config.json's hooks were checked when it was loaded; refused here too, never
+        // dropped or run without a limit.
         for e in h.env().iter().flatten() {
-            if let Some((k, v)) = e.split_once('=') {
-                cmd.env(k, v);
-            }
+            let (k, v) = crate::spec::oci::env_entry(e).map_err(|why| {
+                fail(format!(
+                    "was not run: an entry of its env is invalid: {why}"
+                ))
+            })?;
+            cmd.env(k, v);
+        }
+        if let Some(t) = h.timeout().filter(|&t| t <= 0) {
+            return Err(fail(format!(
+                "was not run: its timeout {t} is not a number of seconds above 0"
+            )));
         }
         let mut child = cmd
             .spawn()
@@ -71,8 +81,7 @@ pub fn run(kind: &'static str, hooks: &[Hook], state_json: &[u8]) -> Result<(), 
         let mut pending = state_json;
         let deadline = h
             .timeout()
-            .filter(|&t| t > 0)
-            .map(|t| Instant::now() + Duration::from_secs(t as u64));
+            .map(|t| Instant::now() + Duration::from_secs(t.unsigned_abs()));
         let status = loop {
             if let Some(s) = stdin.as_mut() {
                 match s.write(pending) {
@@ -135,6 +144,22 @@ mod tests {
         std::fs::remove_file(&mark).unwrap();
         assert!(run("createRuntime", &hooks, b"{}").is_err());
         assert!(!mark.exists());
+    }
+
+    #[test]
+    fn a_timeout_below_one_second_or_an_env_entry_without_equals_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let mark = d.path().join("ran");
+        let script = format!("touch {}", mark.display());
+        for t in [0, -1] {
+            let e = run("prestart", &[hook(&script, Some(t))], b"{}").unwrap_err();
+            assert!(e.what.contains("timeout"), "{e}");
+        }
+        let mut h = hook(&script, None);
+        h.set_env(Some(vec!["A=1".into(), "NOEQUALS".into()]));
+        let e = run("prestart", &[h], b"{}").unwrap_err();
+        assert!(e.what.contains("NOEQUALS"), "{e}");
+        assert!(!mark.exists(), "a refused hook ran");
     }
 
     #[test]

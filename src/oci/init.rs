@@ -4,8 +4,9 @@
 //! Order (namespaces given by path were joined before the clone): join the cgroup (when
 //! the parent did not) → wait for the parent's go (maps written, cgroup joined,
 //! createRuntime hooks run) → cgroup namespace → hostname → mounts, devices →
-//! createContainer hooks → pivot_root → sysctl, masked and read-only paths → console →
-//! tell the parent "ready" → block on exec.fifo until `start` → session and terminal →
+//! createContainer hooks → pivot_root → console (bound at /dev/console) → sysctl, masked
+//! and read-only paths → tell the parent "ready" → block on exec.fifo until `start` →
+//! session and terminal →
 //! rlimits → (seccomp here when no_new_privs is off: installing it needs CAP_SYS_ADMIN) →
 //! capabilities and ids → no_new_privs → seccomp → startContainer hooks (with the process's
 //! own privileges and filter, as runc) → execve.
@@ -152,12 +153,64 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
             .map_err(|err| ("run the createContainer hooks", err.to_string()))?;
     }
     enter_root(c.rootfs(), a.no_pivot)?;
-    finish_root(c)?;
+    // The console before the read-only root and paths (as runc): /dev/console is made on
+    // the container's /dev.
     let slave = match &a.console {
-        Some(sock) if c.setup().terminal => Some(console(sock, c.setup().console_size)?),
+        Some(sock) if c.setup().terminal => {
+            let slave = console(sock, c.setup().console_size)?;
+            mount_console(&slave)?;
+            Some(slave)
+        }
         _ => None,
     };
+    finish_root(c)?;
     Ok(slave)
+}
+
+/// The runtime spec's /dev/console with `process.terminal`: the console pty bound there (an
+/// empty file made for the mount when the root has none).
+fn mount_console(slave: &OwnedFd) -> Result<(), Step> {
+    use nix::fcntl::OFlag;
+    let dst = Path::new("/dev/console");
+    let step = "bind the terminal at /dev/console (process.terminal)";
+    match nix::sys::stat::mknod(dst, SFlag::S_IFREG, Mode::from_bits_truncate(0o666), 0) {
+        Ok(()) | Err(Errno::EEXIST) => {}
+        Err(err) => return Err((step, format!("create {}: {err}", dst.display()))),
+    }
+    // Not through a symlink the root put there: the mount would land where it points.
+    let target = nix::fcntl::open(
+        dst,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|err| (step, format!("open {}: {err}", dst.display())))?;
+    let st = nix::sys::stat::fstat(&target)
+        .map_err(|err| (step, format!("inspect {}: {err}", dst.display())))?;
+    if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFLNK {
+        return Err((
+            step,
+            format!(
+                "{} is a symlink in the root filesystem; remove it",
+                dst.display()
+            ),
+        ));
+    }
+    let none: Option<&str> = None;
+    mount(
+        Some(&fd_path(slave)),
+        &fd_path(&target),
+        none,
+        MsFlags::MS_BIND,
+        none,
+    )
+    .map_err(|err| {
+        let hint = if err == Errno::ENOENT {
+            " (the pty is bound through /proc/self/fd: mount proc at /proc in mounts[])"
+        } else {
+            ""
+        };
+        (step, format!("{err}{hint}"))
+    })
 }
 
 /// `root` joined with `path` (absolute inside the container), resolving symlinks inside
@@ -234,8 +287,8 @@ fn build_root(
     // The parent mount of the root must not be shared either.
     mount(none, c.rootfs(), none, MsFlags::MS_PRIVATE, none)
         .map_err(ep("make the root mount private", c.rootfs()))?;
-    for m in &c.setup().mounts {
-        do_mount(c, m, in_userns, cgroup2, v1)?;
+    for (i, m) in c.setup().mounts.iter().enumerate() {
+        do_mount(c, i, m, in_userns, cgroup2, v1)?;
     }
     if c.setup().default_devices {
         make_devices(c, in_userns)?;
@@ -333,6 +386,7 @@ fn make_mount_point(root: &OwnedFd, path: &Path, file: bool) -> Result<(), Step>
 
 fn do_mount(
     c: &Container,
+    index: usize,
     m: &MountOp,
     in_userns: bool,
     cgroup2: bool,
@@ -377,9 +431,29 @@ fn do_mount(
         }
     }
     let bind = |src: &Path, recursive: bool| -> Result<(), Step> {
-        let is_file = std::fs::metadata(src)
-            .map(|md| !md.is_dir())
-            .unwrap_or(false);
+        let is_file = match std::fs::metadata(src) {
+            Ok(md) => !md.is_dir(),
+            // Said before a mount point is made for it.
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                let what = if src == m.src {
+                    format!("mounts[{index}].source")
+                } else {
+                    format!(
+                        "{} (bound in place of the {} mount of mounts[{index}])",
+                        src.display(),
+                        m.kind
+                    )
+                };
+                return Err((
+                    "bind-mount",
+                    format!(
+                        "{what} {}: it does not exist on the host; create it, or fix the path",
+                        src.display()
+                    ),
+                ));
+            }
+            Err(_) => false,
+        };
         make_mount_point(&root, &create_at, is_file)?;
         let mut f = MsFlags::MS_BIND;
         if recursive {
@@ -431,6 +505,16 @@ fn do_mount(
                 (Err(Errno::EPERM), "sysfs") if in_userns => bind(Path::new("/sys"), true)?,
                 (Err(Errno::EPERM), "mqueue") if in_userns => bind(Path::new("/dev/mqueue"), true)?,
                 (Err(Errno::EPERM), "cgroup2") if in_userns => bind_host_cgroup2()?,
+                (Err(Errno::EINVAL), _) if !m.data.is_empty() => {
+                    return Err((
+                        "mount",
+                        format!(
+                            "{}: EINVAL: the kernel refused the {kind} mount of mounts[{index}] with the options {:?}; check mounts[{index}].options: {kind} does not know one of them, or its value",
+                            m.dst.display(),
+                            m.data
+                        ),
+                    ));
+                }
                 (r, _) => r.map_err(ep("mount", &m.dst))?,
             }
             if let Some(f) = under {

@@ -40,6 +40,13 @@ pub enum OciError {
     State(#[from] StateError),
     #[error(transparent)]
     Cgroup(#[from] cgroup::CgroupError),
+    /// A field of linux.resources the cgroup does not take, and where it came from
+    /// (config.json at `create`, the command line or --resources at `update`).
+    #[error("{origin}: {source}")]
+    Resource {
+        origin: String,
+        source: cgroup::CgroupError,
+    },
     #[error(transparent)]
     Hook(#[from] hooks::HookError),
     #[error("cannot {step}: {errno}{hint}")]
@@ -66,6 +73,18 @@ pub enum OciError {
     },
     #[error("{0}")]
     Usage(String),
+}
+
+/// A linux.resources error from the cgroup code, said to come from `origin`; other cgroup
+/// errors (of the host's cgroups) as they are.
+fn resource_err(origin: &str) -> impl Fn(cgroup::CgroupError) -> OciError + '_ {
+    move |e| match e {
+        cgroup::CgroupError::Resource { .. } => OciError::Resource {
+            origin: origin.to_string(),
+            source: e,
+        },
+        other => other.into(),
+    }
 }
 
 fn sys_err(step: &'static str) -> impl Fn(Errno) -> OciError {
@@ -457,7 +476,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             d
         })
         .unwrap_or_default();
-    let allowlist = cgroup::device_allowlist(&device_rules)?;
+    let allowlist = cgroup::device_allowlist(&device_rules).map_err(resource_err("config.json"))?;
     if rootless() {
         // Its container is in a user namespace other than the host's, so it cannot make
         // device nodes: it reaches the default ones and those of linux.devices (the host's
@@ -477,10 +496,11 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         Ok(()) => {
             cleanup.cgroups = dirs.clone();
             if let Some(r) = &resources {
-                cgroup::apply(&dirs, r)?;
+                cgroup::apply(&dirs, r).map_err(resource_err("config.json"))?;
             }
             if !rootless() {
-                cgroup::apply_device_allowlist(&dirs, &allowlist)?;
+                cgroup::apply_device_allowlist(&dirs, &allowlist)
+                    .map_err(resource_err("config.json"))?;
                 enforced_devices = Some(allowlist);
             }
         }
@@ -521,7 +541,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     // Namespaces given by path: opened now, joined by the clone helper (below); the user
     // namespace first, as its capabilities are what joining the others takes.
     let mut join = Vec::new();
-    for ns in &c.setup().namespaces {
+    for (index, ns) in c.setup().namespaces.iter().enumerate() {
         let Some(p) = &ns.path else { continue };
         let fd = nix::fcntl::open(
             p,
@@ -533,6 +553,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             errno,
             hint: format!(" ({}: linux.namespaces[{}].path)", p.display(), ns.name),
         })?;
+        // Checked on the open file, the one joined: not a path that could change between.
+        refuse_own_namespace(&c, index, ns, &fd)?;
         let joined = Joined {
             flag: ns.flag,
             fd,
@@ -706,14 +728,63 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
 
 /// Whether `ns` (an open namespace file) is the user namespace this process is in.
 fn is_own_user_ns(ns: &OwnedFd) -> bool {
+    is_own_ns(ns, "user").unwrap_or(false)
+}
+
+/// Whether `ns` (an open namespace file) is this process's own namespace of that kind
+/// (`/proc/self/ns/{proc_name}`): same device and inode.
+fn is_own_ns(ns: &OwnedFd, proc_name: &str) -> Result<bool, OciError> {
     use std::os::unix::fs::MetadataExt;
-    let (Ok(theirs), Ok(ours)) = (
-        nix::sys::stat::fstat(ns),
-        std::fs::metadata("/proc/self/ns/user"),
-    ) else {
-        return false;
+    let own = PathBuf::from(format!("/proc/self/ns/{proc_name}"));
+    let ours = std::fs::metadata(&own).map_err(io_err("read cordon-oci's namespace", &own))?;
+    let theirs = nix::sys::stat::fstat(ns).map_err(sys_err("inspect a namespace to join"))?;
+    Ok(theirs.st_dev == ours.dev() && theirs.st_ino == ours.ino())
+}
+
+/// `linux.namespaces[index]` given by path (`fd`, open) is refused when it is cordon-oci's
+/// own namespace (the host's, usually) and the container's init would change that namespace
+/// for every process in it:
+/// - mount: init builds the container's root and pivots into it there, which moves every
+///   process of the namespace (with the host's, the whole host) into the container's root;
+/// - uts: with `hostname` or `domainname`, init sets them there (without, joining it is
+///   sharing it, as leaving the uts namespace out of the list does).
+///
+/// The others are allowed: joining cordon-oci's own is sharing it, which leaving the entry
+/// out does too (podman's pods on the host's network or ipc give such paths), and init
+/// changes nothing in them (their sysctls are refused by [`refuse_own_namespace_sysctls`]).
+fn refuse_own_namespace(
+    c: &Container,
+    index: usize,
+    ns: &config::Namespace,
+    fd: &OwnedFd,
+) -> Result<(), OciError> {
+    let why = match ns.flag {
+        libc::CLONE_NEWNS => {
+            "the container's init would build the container's root there and pivot_root into it, moving every process of that namespace into the container's root; remove the path (`{\"type\": \"mount\"}`: a new mount namespace)"
+        }
+        libc::CLONE_NEWUTS if c.hostname().is_some() || c.setup().domainname.is_some() => {
+            "the container's init would set `hostname`/`domainname` there, for every process of that namespace; remove the path (a new uts namespace), or remove hostname and domainname to share that namespace"
+        }
+        _ => return Ok(()),
     };
-    theirs.st_dev == ours.dev() && theirs.st_ino == ours.ino()
+    let proc_name = if ns.flag == libc::CLONE_NEWNS {
+        "mnt"
+    } else {
+        "uts"
+    };
+    if !is_own_ns(fd, proc_name)? {
+        return Ok(());
+    }
+    let path = ns.path.as_deref().unwrap_or(Path::new(""));
+    Err(OciConfigError::Invalid {
+        field: format!("linux.namespaces[{index}].path"),
+        why: format!(
+            "{} is cordon-oci's own {} namespace (the host's, usually): {why}",
+            path.display(),
+            ns.name
+        ),
+    }
+    .into())
 }
 
 /// A namespace given by path: its kind, the open namespace file, and how to name it.
@@ -948,23 +1019,50 @@ fn start(ctx: &Ctx, id: &str) -> Result<(), OciError> {
     Ok(())
 }
 
-/// "9", "KILL", "SIGKILL" → the signal.
-pub fn parse_signal(s: &str) -> Option<Signal> {
+/// The real-time signals as `kill -l` and podman number them: SIGRTMIN is 34 (the C
+/// library keeps 32 and 33), SIGRTMAX 64.
+const SIGRTMIN: i32 = 34;
+const SIGRTMAX: i32 = 64;
+
+/// "9", "KILL", "SIGKILL", "37", "RTMIN+3", "SIGRTMAX-2" → the signal's number (1..=64).
+pub fn parse_signal(s: &str) -> Option<i32> {
     if let Ok(n) = s.parse::<i32>() {
-        return Signal::try_from(n).ok();
+        return (1..=SIGRTMAX).contains(&n).then_some(n);
     }
     let up = s.to_ascii_uppercase();
-    let name = if up.starts_with("SIG") {
-        up
-    } else {
-        format!("SIG{up}")
+    let name = up.strip_prefix("SIG").unwrap_or(&up);
+    let rt = |base: i32, rest: &str, sign: i32| -> Option<i32> {
+        let off = if rest.is_empty() {
+            0
+        } else {
+            // "+3" after RTMIN, "-2" after RTMAX: digits only.
+            let digits = rest.strip_prefix(if sign > 0 { '+' } else { '-' })?;
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            digits.parse::<i32>().ok()?
+        };
+        let n = base + sign * off;
+        (SIGRTMIN..=SIGRTMAX).contains(&n).then_some(n)
     };
-    name.parse().ok()
+    if let Some(rest) = name.strip_prefix("RTMIN") {
+        return rt(SIGRTMIN, rest, 1);
+    }
+    if let Some(rest) = name.strip_prefix("RTMAX") {
+        return rt(SIGRTMAX, rest, -1);
+    }
+    format!("SIG{name}")
+        .parse::<Signal>()
+        .ok()
+        .map(|sig| sig as i32)
 }
 
 fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
-    let sig = parse_signal(signal)
-        .ok_or_else(|| OciError::Usage(format!("{signal:?} is not a signal name or number")))?;
+    let sig = parse_signal(signal).ok_or_else(|| {
+        OciError::Usage(format!(
+            "{signal:?} is not a signal: give a number from 1 to 64, a name (TERM, SIGKILL), or a real-time one (RTMIN+3, SIGRTMAX-2)"
+        ))
+    })?;
     let (dir, s) = state::load(&ctx.root, id)?;
     let st = state::status(&dir, &s);
     if st == Status::Stopped {
@@ -976,10 +1074,10 @@ fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
     }
     if all {
         for pid in cgroup::pids(&s.cgroup_dirs) {
-            let _ = nix::sys::signal::kill(Pid::from_raw(pid), sig);
+            let _ = sys::kill_raw(Pid::from_raw(pid), sig);
         }
     }
-    nix::sys::signal::kill(Pid::from_raw(s.pid), sig).map_err(sys_err("signal the container"))
+    sys::kill_raw(Pid::from_raw(s.pid), sig).map_err(sys_err("signal the container"))
 }
 
 fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
@@ -1027,21 +1125,71 @@ fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
     Ok(())
 }
 
+/// What a foreground `run` passes on to the container's process, as runc does: every
+/// signal but those the kernel or cordon-oci itself needs (SIGKILL and SIGSTOP cannot be
+/// caught, SIGCHLD tells it the container ended, the synchronous faults and SIGPIPE are
+/// its own), real-time ones included.
+fn forwarded_signals() -> Vec<libc::c_int> {
+    let own = [
+        libc::SIGKILL,
+        libc::SIGSTOP,
+        libc::SIGCHLD,
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+        libc::SIGTRAP,
+        libc::SIGSYS,
+        libc::SIGPIPE,
+    ];
+    (1..32)
+        .filter(|s| !own.contains(s))
+        .chain(SIGRTMIN..=SIGRTMAX)
+        .collect()
+}
+
 fn run(ctx: &Ctx, a: &CreateArgs, detach: bool, keep: bool) -> Result<i32, OciError> {
+    // A foreground run stands for the container: a signal sent to it (a terminal's ^C, a
+    // supervisor's SIGTERM) goes to the container's process, and run ends when that process
+    // does, with its status, having removed the container. Blocked before the container
+    // exists, so none is lost or ends cordon-oci in between (the init resets its mask, and
+    // hooks start with an empty one); one that arrives before the container's process runs
+    // is passed on once it does.
+    let mut wanted = forwarded_signals();
+    wanted.push(libc::SIGCHLD);
+    let signals = if detach {
+        None
+    } else {
+        Some(sys::block_signals(&wanted).map_err(sys_err("block the signals to forward"))?)
+    };
     let created = create(ctx, a, true)?;
     if let Err(e) = start(ctx, &a.id) {
         let _ = delete(ctx, &a.id, true);
         return Err(e);
     }
-    if detach {
+    let Some(signals) = signals else {
         return Ok(0);
-    }
+    };
+    use nix::sys::wait::{WaitPidFlag, WaitStatus};
     let code = loop {
-        match nix::sys::wait::waitpid(created.pid, None) {
-            Ok(nix::sys::wait::WaitStatus::Exited(_, c)) => break c,
-            Ok(nix::sys::wait::WaitStatus::Signaled(_, sig, _)) => break 128 + sig as i32,
-            Ok(_) | Err(Errno::EINTR) => continue,
+        match nix::sys::wait::waitpid(created.pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, c)) => break c,
+            Ok(WaitStatus::Signaled(_, sig, _)) => break 128 + sig as i32,
+            Ok(_) | Err(Errno::EINTR) => {}
             Err(e) => return Err(sys_err("wait for the container")(e)),
+        }
+        // Blocked, SIGCHLD stays pending when the container ends between the waitpid above
+        // and this wait: it returns at once.
+        let sig = signals
+            .wait()
+            .map_err(sys_err("wait for a signal to forward"))?;
+        if sig != libc::SIGCHLD {
+            ctx.log(
+                "debug",
+                &format!("run {}: forwarding signal {sig} to {}", a.id, created.pid),
+            );
+            // ESRCH: it just ended; the next waitpid sees it.
+            let _ = sys::kill_raw(created.pid, sig);
         }
     };
     let _ = created.dir;
@@ -1268,6 +1416,14 @@ fn pause(ctx: &Ctx, id: &str, frozen: bool) -> Result<(), OciError> {
 }
 
 fn update(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
+    let origin = format!("cannot update container {}", a.id);
+    update_resources(ctx, a).map_err(|e| match e {
+        OciError::Cgroup(e) => resource_err(&origin)(e),
+        other => other,
+    })
+}
+
+fn update_resources(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
     use oci_spec::runtime::{LinuxPids, LinuxResources};
     let (dir, s) = state::load(&ctx.root, &a.id)?;
     if state::status(&dir, &s) == Status::Stopped {
@@ -1337,6 +1493,22 @@ fn update(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
     if s.cgroup_dirs.is_empty() {
         return Err(OciError::Usage(format!(
             "container {} has no cgroup (created rootless without limits): its resources cannot be updated",
+            a.id
+        )));
+    }
+    // On cgroup v1 a container is put in a cpuset cgroup only when its config sets cpus or
+    // mems (a new cpuset cgroup needs both seeded before it takes a process): one created
+    // without them has no cpuset cgroup to update, which is not the host's fault.
+    let wants_cpuset = r.cpu().as_ref().is_some_and(|c| {
+        c.cpus().as_ref().is_some_and(|v| !v.is_empty())
+            || c.mems().as_ref().is_some_and(|v| !v.is_empty())
+    });
+    if wants_cpuset
+        && !cgroup::is_v2(&s.cgroup_dirs)
+        && !s.cgroup_dirs.iter().any(|d| d.join("cpuset.cpus").exists())
+    {
+        return Err(OciError::Usage(format!(
+            "cannot update container {}: `linux.resources.cpu.cpus`/`mems` (--cpuset-cpus, --cpuset-mems): the container has no cpuset cgroup, as it was created without linux.resources.cpu.cpus or mems (on cgroup v1 cordon-oci puts a container in a cpuset cgroup only then); recreate it with them set (all of the host's CPUs, as in /sys/fs/cgroup/cpuset/cpuset.cpus, to start unrestricted)",
             a.id
         )));
     }
@@ -1550,7 +1722,8 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         CloneResult::Parent(p) => p,
     };
     drop((pid_w, console));
-    let mut buf = [0u8; 64];
+    // "PID n", or "ERR step: why" (written at once: one read takes it whole).
+    let mut buf = [0u8; 4096];
     let n = loop {
         match nix::unistd::read(&pid_r, &mut buf) {
             Err(Errno::EINTR) => continue,
@@ -1596,6 +1769,27 @@ fn exec_mid(
         let _ = nix::unistd::write(report, format!("ERR {step}: {e}").as_bytes());
         1
     };
+    // process.oomScoreAdj (the container's, or --process's), as runc applies it: here, before
+    // the fork, so the process inherits it (and while /proc/self is still this user's: not
+    // once non-dumpable); left as it is when it already has that value
+    // (an unprivileged caller may not lower its own).
+    if let Some(adj) = c.setup().oom_score_adj {
+        let p = "/proc/self/oom_score_adj";
+        let current = std::fs::read_to_string(p).ok();
+        if current.as_deref().map(str::trim) != Some(adj.to_string().as_str())
+            && let Err(e) = std::fs::write(p, adj.to_string())
+        {
+            let hint = if e.kind() == std::io::ErrorKind::PermissionDenied {
+                " (lowering it takes CAP_SYS_RESOURCE: run as root, or give a value at or above the caller's)"
+            } else {
+                ""
+            };
+            return fail(
+                "set process.oomScoreAdj",
+                format!("write {adj} to {p}: {e}{hint}"),
+            );
+        }
+    }
     // Before anything of the container is joined: a non-dumpable process cannot be
     // ptraced, nor its /proc/PID/exe, fds or memory opened, by the container's processes
     // (the flag passes to the forked process and is reset by its execve).
@@ -1640,10 +1834,36 @@ mod tests {
 
     #[test]
     fn signals() {
-        assert_eq!(parse_signal("9"), Some(Signal::SIGKILL));
-        assert_eq!(parse_signal("KILL"), Some(Signal::SIGKILL));
-        assert_eq!(parse_signal("sigterm"), Some(Signal::SIGTERM));
+        assert_eq!(parse_signal("9"), Some(libc::SIGKILL));
+        assert_eq!(parse_signal("KILL"), Some(libc::SIGKILL));
+        assert_eq!(parse_signal("sigterm"), Some(libc::SIGTERM));
         assert_eq!(parse_signal("NOPE"), None);
+        assert_eq!(parse_signal("0"), None);
+        assert_eq!(parse_signal("-1"), None);
+    }
+
+    #[test]
+    fn real_time_signals_by_number_and_name() {
+        for (s, n) in [
+            ("37", 37),
+            ("34", 34),
+            ("64", 64),
+            ("RTMIN", 34),
+            ("SIGRTMIN+3", 37),
+            ("rtmin+3", 37),
+            ("RTMAX", 64),
+            ("SIGRTMAX-2", 62),
+            ("RTMIN+30", 64),
+            ("RTMAX-30", 34),
+        ] {
+            assert_eq!(parse_signal(s), Some(n), "{s}");
+        }
+        for bad in [
+            "65", "RTMIN+31", "RTMAX-31", "RTMIN-1", "RTMAX+1", "RTMIN+", "RTMIN+x", "RTMIN3",
+            "RTMIN++3",
+        ] {
+            assert_eq!(parse_signal(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -19,6 +19,10 @@ pub enum StateError {
         "container id {0:?} is invalid: use letters, digits, `_`, `+`, `-` and `.` (not starting with `.`)"
     )]
     BadId(String),
+    #[error(
+        "container id {0:?}... is {1} bytes long: give one of at most {MAX_ID_LEN} (it names the container's state directory and its default cgroup, `cordon-ID`, and a file name holds at most 255 bytes)"
+    )]
+    IdTooLong(String, usize),
     #[error("container {0} does not exist")]
     NotFound(String),
     #[error("container {0} already exists")]
@@ -132,9 +136,15 @@ impl std::fmt::Display for Status {
 }
 
 /// Checks a container id (it becomes a directory name).
+/// The longest container id: `cordon-ID` (a default cgroup name) must fit in a file name.
+pub const MAX_ID_LEN: usize = 255 - "cordon-".len();
+
 pub fn check_id(id: &str) -> Result<(), StateError> {
+    if id.len() > MAX_ID_LEN {
+        let head: String = id.chars().take(32).collect();
+        return Err(StateError::IdTooLong(head, id.len()));
+    }
     let ok = !id.is_empty()
-        && id.len() <= 1024
         && !id.starts_with('.')
         && id
             .chars()
@@ -377,6 +387,13 @@ mod tests {
         for bad in ["", ".", "..", "a/b", ".hidden", "a b", "a\0"] {
             assert!(check_id(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn ids_fit_a_file_name() {
+        assert!(check_id(&"a".repeat(MAX_ID_LEN)).is_ok());
+        let e = check_id(&"a".repeat(300)).unwrap_err().to_string();
+        assert!(e.contains("300 bytes") && e.contains("at most 248"), "{e}");
     }
 
     fn sample(id: &str) -> Stored {

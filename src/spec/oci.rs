@@ -201,6 +201,9 @@ impl Container {
                 "top-level (per-mount) id mappings are not supported; use linux.uidMappings",
             ));
         }
+        if let Some(h) = spec.hooks() {
+            check_hooks(h)?;
+        }
         let root = spec
             .root()
             .as_ref()
@@ -450,12 +453,8 @@ impl Container {
                     ));
                 }
             };
-            if !d.path().starts_with("/dev") {
-                return Err(invalid(
-                    format!("linux.devices[{i}].path"),
-                    "device nodes are created under /dev only",
-                ));
-            }
+            device_path(d.path())
+                .map_err(|why| invalid(format!("linux.devices[{i}].path"), why))?;
             devices.push(Device {
                 path: d.path().clone(),
                 kind,
@@ -783,6 +782,74 @@ const NO_OP_OPTIONS: &[&str] = &["z", "Z", "notmpcopyup"];
 
 /// maskedPaths / readonlyPaths: absolute paths inside the container, without `..` (a relative
 /// one would be resolved against whatever init's working directory is when it applies them).
+/// Each hook's `timeout` is a positive number of seconds (runc refuses the others: leaving it
+/// out is how a hook runs without one), and each `env` entry is `KEY=VALUE`.
+fn check_hooks(h: &oci_spec::runtime::Hooks) -> Result<(), OciConfigError> {
+    #[allow(deprecated)]
+    let prestart = h.prestart();
+    for (kind, list) in [
+        ("prestart", prestart),
+        ("createRuntime", h.create_runtime()),
+        ("createContainer", h.create_container()),
+        ("startContainer", h.start_container()),
+        ("poststart", h.poststart()),
+        ("poststop", h.poststop()),
+    ] {
+        for (i, hook) in list.iter().flatten().enumerate() {
+            if let Some(t) = hook.timeout()
+                && t <= 0
+            {
+                return Err(invalid(
+                    format!("hooks.{kind}[{i}].timeout"),
+                    format!(
+                        "{t} is not a number of seconds the hook may run: give one above 0, or leave the field out for no timeout"
+                    ),
+                ));
+            }
+            for (j, e) in hook.env().iter().flatten().enumerate() {
+                env_entry(e).map_err(|why| invalid(format!("hooks.{kind}[{i}].env[{j}]"), why))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `linux.devices[].path` is a normalized absolute path of a file below /dev: with a `..`
+/// (`/dev/../etc/x`) the node would be made, or in a user namespace the host's node bound,
+/// outside the container's /dev.
+fn device_path(p: &Path) -> Result<(), String> {
+    use std::path::Component;
+    let shown = p.display();
+    let mut parts = p.components();
+    if parts.next() != Some(Component::RootDir) {
+        return Err(format!(
+            "{shown:?} is not an absolute path; give one below /dev (`/dev/NAME`)"
+        ));
+    }
+    if parts.next() != Some(Component::Normal("dev".as_ref())) {
+        return Err(format!(
+            "{shown:?} is not below /dev: device nodes are created under /dev only"
+        ));
+    }
+    let mut below = 0;
+    for c in parts {
+        match c {
+            Component::Normal(_) => below += 1,
+            _ => {
+                return Err(format!(
+                    "{shown:?} has a `..` component: give the node's path below /dev without one"
+                ));
+            }
+        }
+    }
+    if below == 0 {
+        return Err(format!(
+            "{shown:?} is /dev itself: give the node's path below it (`/dev/NAME`)"
+        ));
+    }
+    Ok(())
+}
+
 fn container_paths(
     name: &str,
     paths: &Option<Vec<String>>,
@@ -1095,6 +1162,53 @@ mod tests {
         Container::from_spec(s, Path::new("/b"))
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn hook_timeouts_and_env_entries_are_checked() {
+        let hooks = |timeout: i64, env: &[&str]| {
+            serde_json::json!({"poststop": [{"path": "/bin/true"},
+                {"path": "/bin/true", "timeout": timeout, "env": env}]})
+        };
+        for t in [0, -5] {
+            let e = error_of(|v| v["hooks"] = hooks(t, &[]));
+            assert!(e.contains("`hooks.poststop[1].timeout`"), "{t}: {e}");
+        }
+        let e = error_of(|v| v["hooks"] = hooks(3, &["A=1", "NOEQUALS"]));
+        assert!(
+            e.contains("`hooks.poststop[1].env[1]`") && e.contains("NOEQUALS"),
+            "{e}"
+        );
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        v["hooks"] = hooks(3, &["A=1", "B="]);
+        let s: Spec = serde_json::from_value(v).unwrap();
+        assert!(Container::from_spec(s, Path::new("/b")).is_ok());
+    }
+
+    #[test]
+    fn device_paths_are_normalized_and_below_dev() {
+        let dev =
+            |path: &str| serde_json::json!([{"path": path, "type": "c", "major": 1, "minor": 3}]);
+        for bad in [
+            "/dev/../etc/evil",
+            "/dev/x/../../etc/evil",
+            "/dev/..",
+            "dev/null",
+            "/devx/null",
+            "/etc/null",
+            "/dev",
+            "/dev/",
+        ] {
+            let e = error_of(|v| v["linux"]["devices"] = dev(bad));
+            assert!(e.contains("`linux.devices[0].path`"), "{bad}: {e}");
+        }
+        for good in ["/dev/fuse", "/dev/net/tun", "/dev/./null"] {
+            let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+            v["linux"]["devices"] = dev(good);
+            let s: Spec = serde_json::from_value(v).unwrap();
+            let c = Container::from_spec(s, Path::new("/b")).unwrap();
+            assert_eq!(c.setup().devices.len(), 1, "{good}");
+        }
     }
 
     #[test]

@@ -317,6 +317,47 @@ pub fn reset_signals() -> Result<(), Errno> {
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
 }
 
+/// `kill(2)` with a signal number: real-time signals too (SIGRTMIN+3, 37, as podman stops a
+/// systemd container with), which nix's `Signal` cannot name.
+pub fn kill_raw(pid: Pid, sig: libc::c_int) -> Result<(), Errno> {
+    // SAFETY: kill takes two integers and touches no memory of this process.
+    Errno::result(unsafe { libc::kill(pid.as_raw(), sig) }).map(drop)
+}
+
+/// A set of signals blocked in the calling thread (and so in what it forks or clones until
+/// the child resets its mask), taken one at a time with [`BlockedSignals::wait`].
+pub struct BlockedSignals(libc::sigset_t);
+
+/// Blocks `sigs` (numbers, real-time ones included); numbers the C library reserves for
+/// itself are left out (sigaddset refuses them).
+pub fn block_signals(sigs: &[libc::c_int]) -> Result<BlockedSignals, Errno> {
+    // SAFETY: sigset_t is a plain C bit set; sigemptyset initializes it before any use.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a live, writable sigset_t.
+    Errno::result(unsafe { libc::sigemptyset(&mut set) })?;
+    for &sig in sigs {
+        // SAFETY: as above; a number out of range is an EINVAL return, ignored.
+        let _ = unsafe { libc::sigaddset(&mut set, sig) };
+    }
+    // SAFETY: `set` is initialized; the old mask is not asked for (null is allowed).
+    Errno::result(unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) })?;
+    Ok(BlockedSignals(set))
+}
+
+impl BlockedSignals {
+    /// Waits until one of the signals is pending and takes it (`sigwaitinfo`): its number.
+    pub fn wait(&self) -> Result<libc::c_int, Errno> {
+        loop {
+            // SAFETY: the set is initialized; the siginfo out-pointer may be null.
+            let r = unsafe { libc::sigwaitinfo(&self.0, std::ptr::null_mut()) };
+            match Errno::result(r) {
+                Err(Errno::EINTR) => continue,
+                other => return other,
+            }
+        }
+    }
+}
+
 /// Restores SIGPIPE's default action (the Rust runtime ignores it): a command that only prints
 /// then ends quietly when its reader goes away (`cordon doctor | head -1`), as other tools do,
 /// instead of failing on EPIPE. Not for `exec`/`run`, whose supervisor handles EPIPE itself.
