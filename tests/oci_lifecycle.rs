@@ -231,6 +231,25 @@ impl Drop for Reaped {
     }
 }
 
+/// A container a test made, deleted (`delete --force`) however the test ends.
+struct Deleted<'a>(&'a Bundle, String);
+
+impl Drop for Deleted<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.oci(&["delete", "--force", &self.1]);
+    }
+}
+
+/// A process a test started and keeps using (a foreground `run`): SIGKILLed however the
+/// test ends (the test reaps it when it gets that far).
+struct KilledOnDrop(nix::unistd::Pid);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
 /// Polls `ready` every 10 ms until it gives a value; fails the test after 5 s, saying
 /// `what` did not happen.
 fn wait_until<T>(what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
@@ -2160,6 +2179,7 @@ both!(fn kill_sends_real_time_signals(who) {
         |_| {},
     ) else { return };
     let id = format!("rt-{who:?}");
+    let _cleanup = Deleted(&b, id.clone());
     let mut args = b.bundle_args("run", &id);
     args.insert(1, "-d".into());
     let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -2170,7 +2190,7 @@ both!(fn kill_sends_real_time_signals(who) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("1 to 64"), "{}", describe(&out));
     // Until the shell has its trap, pid 1 of the container ignores the signal: send again.
     let mut stopped = false;
-    for sig in ["37", "SIGRTMIN+3", "RTMIN+3", "37", "37", "37", "37", "37", "37", "37"] {
+    for sig in ["SIGRTMIN+3", "RTMIN+3", "37", "37", "37", "37", "37", "37", "37", "37"] {
         let out = b.oci(&["kill", &id, sig]);
         if !out.status.success() && b.state(&id)["status"] == "stopped" {
             stopped = true;
@@ -2193,6 +2213,7 @@ both!(fn exec_applies_oom_score_adj(who) {
         c["process"]["oomScoreAdj"] = json!(300);
     }) else { return };
     let id = format!("oom-{who:?}");
+    let _cleanup = Deleted(&b, id.clone());
     let mut args = b.bundle_args("run", &id);
     args.insert(1, "-d".into());
     let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -2226,6 +2247,7 @@ both!(fn run_forwards_signals_to_the_container(who) {
         |_| {},
     ) else { return };
     let id = format!("fwd-{who:?}");
+    let _cleanup = Deleted(&b, id.clone());
     let args = b.bundle_args("run", &id);
     let err_dir = tempfile::tempdir().unwrap();
     let err_path = err_dir.path().join("err");
@@ -2235,6 +2257,7 @@ both!(fn run_forwards_signals_to_the_container(who) {
         .stderr(std::fs::File::create(&err_path).unwrap())
         .spawn()
         .unwrap();
+    let _run = KilledOnDrop(nix::unistd::Pid::from_raw(child.id() as i32));
     // The state exists once run has created the container.
     wait_until("run did not start the container", || {
         if let Some(st) = child.try_wait().unwrap() {
@@ -2295,6 +2318,7 @@ fn update_on_cgroup_v1() {
     }) else {
         return;
     };
+    let _cleanup = Deleted(&b, "upd1".into());
     let a = b.bundle_args("create", "upd1");
     let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.status.success(), "{}", describe(&out));

@@ -195,6 +195,17 @@ fn mount_console(slave: &OwnedFd) -> Result<(), Step> {
             ),
         ));
     }
+    // Bound through /proc/self/fd's magic links, which are the kernel's only on a procfs: a
+    // /proc of the image's (no proc mount in mounts[]) could send the mount through its
+    // symlinks, into a bind shared with the host.
+    let on_procfs = nix::sys::statfs::statfs("/proc")
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
+    if !on_procfs {
+        return Err((
+            step,
+            "/proc in the container is not a procfs, and the pty is bound through /proc/self/fd: mount proc at /proc in mounts[]".into(),
+        ));
+    }
     let none: Option<&str> = None;
     mount(
         Some(&fd_path(slave)),

@@ -772,19 +772,35 @@ fn refuse_own_namespace(
     } else {
         "uts"
     };
-    if !is_own_ns(fd, proc_name)? {
+    let whose = if is_own_ns(fd, proc_name)? {
+        "cordon-oci's own"
+    } else if is_pid1_ns(fd, proc_name)? {
+        // cordon-oci may itself run in a namespace of its own (a private mount namespace):
+        // the one of its pid namespace's init is the host's.
+        "the host's (that of pid 1)"
+    } else {
         return Ok(());
-    }
+    };
     let path = ns.path.as_deref().unwrap_or(Path::new(""));
     Err(OciConfigError::Invalid {
         field: format!("linux.namespaces[{index}].path"),
-        why: format!(
-            "{} is cordon-oci's own {} namespace (the host's, usually): {why}",
-            path.display(),
-            ns.name
-        ),
+        why: format!("{} is {whose} {} namespace: {why}", path.display(), ns.name),
     }
     .into())
+}
+
+/// Whether `ns` (an open namespace file) is pid 1's namespace of that kind. An unprivileged
+/// cordon-oci may not read pid 1's namespaces (EACCES): it could not change them either.
+fn is_pid1_ns(ns: &OwnedFd, proc_name: &str) -> Result<bool, OciError> {
+    use std::os::unix::fs::MetadataExt;
+    let init = PathBuf::from(format!("/proc/1/ns/{proc_name}"));
+    let theirs = match std::fs::metadata(&init) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => return Ok(false),
+        Err(e) => return Err(io_err("read the host's namespace", &init)(e)),
+    };
+    let joined = nix::sys::stat::fstat(ns).map_err(sys_err("inspect a namespace to join"))?;
+    Ok(joined.st_dev == theirs.dev() && joined.st_ino == theirs.ino())
 }
 
 /// A namespace given by path: its kind, the open namespace file, and how to name it.
@@ -1128,7 +1144,9 @@ fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
 /// What a foreground `run` passes on to the container's process, as runc does: every
 /// signal but those the kernel or cordon-oci itself needs (SIGKILL and SIGSTOP cannot be
 /// caught, SIGCHLD tells it the container ended, the synchronous faults and SIGPIPE are
-/// its own), real-time ones included.
+/// its own; SIGWINCH is about the terminal `run` sits in, not the container's pty, and
+/// SIGURG is the runtime's, as runc keeps both), real-time ones included: all of the kernel's
+/// 32 to 64, blocked through the raw system call ([`sys::block_signals`]).
 fn forwarded_signals() -> Vec<libc::c_int> {
     let own = [
         libc::SIGKILL,
@@ -1141,11 +1159,10 @@ fn forwarded_signals() -> Vec<libc::c_int> {
         libc::SIGTRAP,
         libc::SIGSYS,
         libc::SIGPIPE,
+        libc::SIGWINCH,
+        libc::SIGURG,
     ];
-    (1..32)
-        .filter(|s| !own.contains(s))
-        .chain(SIGRTMIN..=SIGRTMAX)
-        .collect()
+    (1..=SIGRTMAX).filter(|s| !own.contains(s)).collect()
 }
 
 fn run(ctx: &Ctx, a: &CreateArgs, detach: bool, keep: bool) -> Result<i32, OciError> {
@@ -1160,6 +1177,9 @@ fn run(ctx: &Ctx, a: &CreateArgs, detach: bool, keep: bool) -> Result<i32, OciEr
     let signals = if detach {
         None
     } else {
+        // A closed stderr (`--debug` logs there) must not end run with the container left
+        // behind; the container's init and hooks start with SIGPIPE's default again.
+        sys::ignore_signal(nix::sys::signal::Signal::SIGPIPE).map_err(sys_err("ignore SIGPIPE"))?;
         Some(sys::block_signals(&wanted).map_err(sys_err("block the signals to forward"))?)
     };
     let created = create(ctx, a, true)?;
@@ -1831,6 +1851,26 @@ fn exec_mid(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pid_1s_namespaces_are_recognised() {
+        let open = |p: &str| {
+            nix::fcntl::open(
+                p,
+                nix::fcntl::OFlag::O_RDONLY,
+                nix::sys::stat::Mode::empty(),
+            )
+        };
+        let Ok(init_mnt) = open("/proc/1/ns/mnt") else {
+            eprintln!("SKIP: pid 1's namespaces are not readable by this user");
+            return;
+        };
+        assert!(is_pid1_ns(&init_mnt, "mnt").unwrap());
+        // Another kind's file, and this process's net namespace against pid 1's mnt.
+        assert!(!is_pid1_ns(&init_mnt, "uts").unwrap());
+        let own_net = open("/proc/self/ns/net").unwrap();
+        assert!(!is_pid1_ns(&own_net, "mnt").unwrap());
+    }
 
     #[test]
     fn signals() {

@@ -135,10 +135,10 @@ impl std::fmt::Display for Status {
     }
 }
 
-/// Checks a container id (it becomes a directory name).
 /// The longest container id: `cordon-ID` (a default cgroup name) must fit in a file name.
 pub const MAX_ID_LEN: usize = 255 - "cordon-".len();
 
+/// Checks a container id (it becomes a directory name).
 pub fn check_id(id: &str) -> Result<(), StateError> {
     if id.len() > MAX_ID_LEN {
         let head: String = id.chars().take(32).collect();

@@ -780,8 +780,6 @@ const SUPERBLOCK_ONLY_OPTIONS: &[&str] = &[
 /// labels); `notmpcopyup`: the default.
 const NO_OP_OPTIONS: &[&str] = &["z", "Z", "notmpcopyup"];
 
-/// maskedPaths / readonlyPaths: absolute paths inside the container, without `..` (a relative
-/// one would be resolved against whatever init's working directory is when it applies them).
 /// Each hook's `timeout` is a positive number of seconds (runc refuses the others: leaving it
 /// out is how a hook runs without one), and each `env` entry is `KEY=VALUE`.
 fn check_hooks(h: &oci_spec::runtime::Hooks) -> Result<(), OciConfigError> {
@@ -850,6 +848,8 @@ fn device_path(p: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// maskedPaths / readonlyPaths: absolute paths inside the container, without `..` (a relative
+/// one would be resolved against whatever init's working directory is when it applies them).
 fn container_paths(
     name: &str,
     paths: &Option<Vec<String>>,

@@ -325,34 +325,59 @@ pub fn kill_raw(pid: Pid, sig: libc::c_int) -> Result<(), Errno> {
 }
 
 /// A set of signals blocked in the calling thread (and so in what it forks or clones until
-/// the child resets its mask), taken one at a time with [`BlockedSignals::wait`].
-pub struct BlockedSignals(libc::sigset_t);
+/// the child resets its mask), taken one at a time with [`BlockedSignals::wait`]. The
+/// kernel's own 64-bit mask, through the raw system calls: the C library's `sigaddset` (musl's
+/// refuses 32 to 34) would leave signals it keeps for itself unblocked, and their default
+/// action would end the process.
+pub struct BlockedSignals(u64);
 
-/// Blocks `sigs` (numbers, real-time ones included); numbers the C library reserves for
-/// itself are left out (sigaddset refuses them).
+/// The kernel's signal set size on x86_64, in bytes (`_NSIG / 8`).
+const KERNEL_SIGSET_BYTES: libc::c_long = 8;
+
+/// Blocks `sigs` (1 to 64, real-time ones included). A number outside that range is an
+/// error (EINVAL), never left out.
 pub fn block_signals(sigs: &[libc::c_int]) -> Result<BlockedSignals, Errno> {
-    // SAFETY: sigset_t is a plain C bit set; sigemptyset initializes it before any use.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `set` is a live, writable sigset_t.
-    Errno::result(unsafe { libc::sigemptyset(&mut set) })?;
+    let mut mask = 0u64;
     for &sig in sigs {
-        // SAFETY: as above; a number out of range is an EINVAL return, ignored.
-        let _ = unsafe { libc::sigaddset(&mut set, sig) };
+        if !(1..=64).contains(&sig) {
+            return Err(Errno::EINVAL);
+        }
+        mask |= 1 << (sig - 1);
     }
-    // SAFETY: `set` is initialized; the old mask is not asked for (null is allowed).
-    Errno::result(unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) })?;
-    Ok(BlockedSignals(set))
+    // SAFETY: rt_sigprocmask reads 8 bytes from `mask`, which lives until the call returns;
+    // the old-mask pointer is null (not asked for); the size is the kernel's sigset size.
+    Errno::result(unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            &mask as *const u64,
+            std::ptr::null_mut::<u64>(),
+            KERNEL_SIGSET_BYTES,
+        )
+    })?;
+    Ok(BlockedSignals(mask))
 }
 
 impl BlockedSignals {
-    /// Waits until one of the signals is pending and takes it (`sigwaitinfo`): its number.
+    /// Waits until one of the signals is pending and takes it (`rt_sigtimedwait` without a
+    /// timeout): its number.
     pub fn wait(&self) -> Result<libc::c_int, Errno> {
         loop {
-            // SAFETY: the set is initialized; the siginfo out-pointer may be null.
-            let r = unsafe { libc::sigwaitinfo(&self.0, std::ptr::null_mut()) };
+            // SAFETY: the kernel reads 8 bytes of the mask, which lives for the call; the
+            // siginfo and timeout pointers may be null (no information, no timeout).
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_rt_sigtimedwait,
+                    &self.0 as *const u64,
+                    std::ptr::null_mut::<libc::siginfo_t>(),
+                    std::ptr::null::<libc::timespec>(),
+                    KERNEL_SIGSET_BYTES,
+                )
+            };
             match Errno::result(r) {
                 Err(Errno::EINTR) => continue,
-                other => return other,
+                Ok(sig) => return Ok(sig as libc::c_int),
+                Err(e) => return Err(e),
             }
         }
     }
@@ -974,6 +999,45 @@ pub fn bpf_prog_id(prog: std::os::fd::BorrowedFd<'_>) -> Result<u32, Errno> {
     // and writes `info_len` back into `attr`.
     unsafe { bpf(BPF_OBJ_GET_INFO_BY_FD, &mut attr) }?;
     Ok(info[1])
+}
+
+#[cfg(test)]
+mod blocked_signal_tests {
+    use super::*;
+
+    #[test]
+    fn signals_the_c_library_keeps_are_blocked_and_taken_too() {
+        // 34 is SIGRTMIN as `kill -l` numbers it, which musl's sigaddset refuses: unblocked,
+        // its default action would end the process. Sent to this thread only (the test
+        // harness runs others, which do not block it).
+        let blocked = block_signals(&[34, libc::SIGUSR1]).unwrap();
+        for sig in [34, libc::SIGUSR1] {
+            // SAFETY: tgkill takes integers only; the target is this very thread.
+            let r = unsafe {
+                libc::syscall(
+                    libc::SYS_tgkill,
+                    libc::getpid(),
+                    libc::syscall(libc::SYS_gettid),
+                    sig,
+                )
+            };
+            assert_eq!(r, 0);
+            assert_eq!(blocked.wait(), Ok(sig));
+        }
+        assert_eq!(block_signals(&[65]).err(), Some(Errno::EINVAL));
+        assert_eq!(block_signals(&[0]).err(), Some(Errno::EINVAL));
+        // SAFETY: as in block_signals; unblocks what this test blocked.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_UNBLOCK,
+                &blocked.0 as *const u64,
+                std::ptr::null_mut::<u64>(),
+                KERNEL_SIGSET_BYTES,
+            )
+        };
+        assert_eq!(r, 0);
+    }
 }
 
 #[cfg(test)]
