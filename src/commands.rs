@@ -323,10 +323,11 @@ pub fn run(args: &RunArgs) -> i32 {
         && (!args.env.is_empty()
             || !args.files.is_empty()
             || args.stdin.is_some()
-            || args.output_dir.is_some())
+            || args.output_dir.is_some()
+            || !args.args.is_empty())
     {
         return fail(
-            "--env, --file, --stdin and --output-dir apply to code given on the command line; a JSON request gives them as env, files, stdin and outputDir (and --output-root confines its outputDir). The limit flags do apply to requests: each is the value of a limit a request leaves out, and the most it may ask for",
+            "--env, --file, --stdin, --output-dir and the program's arguments after `--` apply to code given on the command line; a JSON request gives them as env, files, stdin, outputDir and args (and --output-root confines its outputDir). The limit flags do apply to requests: each is the value of a limit a request leaves out, and the most it may ask for",
             true,
         );
     }
@@ -456,6 +457,7 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
                     running.push((next, child));
                 }
                 Err(e) => {
+                    worst = exit_codes::SANDBOX_ERROR;
                     results[next] =
                         Some(error_json(&format!("cannot start a worker: {e}")).to_string());
                 }
@@ -475,15 +477,21 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
                     let text = String::from_utf8_lossy(&o.stdout);
                     match serde_json::from_str::<serde_json::Value>(&text) {
                         Ok(v) => v.to_string(),
-                        Err(_) => error_json(&format!(
-                            "worker for line {} printed no result",
-                            todo[i].0 + 1
-                        ))
-                        .to_string(),
+                        Err(_) => {
+                            worst = exit_codes::SANDBOX_ERROR;
+                            error_json(&format!(
+                                "worker for line {} printed no result",
+                                todo[i].0 + 1
+                            ))
+                            .to_string()
+                        }
                     }
                 }
-                Err(e) => error_json(&format!("worker for line {} failed: {e}", todo[i].0 + 1))
-                    .to_string(),
+                Err(e) => {
+                    worst = exit_codes::SANDBOX_ERROR;
+                    error_json(&format!("worker for line {} failed: {e}", todo[i].0 + 1))
+                        .to_string()
+                }
             };
             results[i] = Some(result);
         }

@@ -142,6 +142,13 @@ impl LimitOverrides {
             base.memory = (m > 0).then_some(m);
         }
         if let Some(c) = self.cpus {
+            if !(c >= 0.0 && c.is_finite()) {
+                return Err(ParseError::new(
+                    &naming.name("cpus"),
+                    &c.to_string(),
+                    "give a number of CPUs, or 0 for no limit",
+                ));
+            }
             base.cpus = (c > 0.0).then_some(c);
         }
         if let Some(p) = self.pids {
@@ -450,6 +457,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("invalid memory `lots`"), "{e}");
+        // A negative or infinite CPU count is no "no limit".
+        for c in [-1.0, f64::INFINITY, f64::NAN] {
+            let e = LimitOverrides {
+                cpus: Some(c),
+                ..LimitOverrides::default()
+            }
+            .apply(&mut Limits::default())
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+            assert!(
+                e.as_ref().is_err_and(|e| e.contains("--cpus")),
+                "{c}: {e:?}"
+            );
+        }
         // 0 lifts the CPU-time limit.
         let mut l = Limits {
             cpu_time: Some(std::time::Duration::from_secs(1)),

@@ -264,10 +264,12 @@ both!(fn unbounded_fork_bombs_are_held_and_reported(who) {
         ("python", [PY, "-c", py]),
     ] {
         // A low limit, reached within the timeout even on a slow machine (the cgroup v2 guest
-        // of scripts/vm-test runs under emulation: a Python fork there takes tens of ms).
-        let r = exec_json_run(who, &["--pids", "8", "--timeout", "3s"], &argv);
+        // of scripts/vm-test runs under emulation: a Python fork there takes tens of ms, and
+        // Python's start a second or more; the timeout grows with $CORDON_TEST_TIME_SCALE).
+        let timeout = 3.0 * time_scale();
+        let r = exec_json_run(who, &["--pids", "8", "--timeout", &format!("{timeout}s")], &argv);
         assert_eq!((r.status(), r.code()), ("timeout", 124), "{name}:\n{}", r.describe());
-        assert_within(&r, Duration::from_secs(3 + 7));
+        assert_within(&r, Duration::from_secs_f64(3.0 + 7.0));
         let hits = r.get("/pidsLimitHits");
         if r.backend().starts_with("cgroup") {
             assert!(hits.as_u64().is_some_and(|n| n > 0), "{name}: pidsLimitHits {hits}:\n{}", r.describe());

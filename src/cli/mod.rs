@@ -256,12 +256,13 @@ impl RunLimitArgs {
             naming: crate::spec::LimitNaming::Flags,
         }
     }
-    /// These flags as they were given, for a `cordon run` started with the same limits.
+    /// These flags as they were given, for a `cordon run` started with the same limits: each
+    /// as one `--flag=value` word, so that a value starting with `-` stays a value.
     pub fn to_args(&self) -> Vec<String> {
         let mut out = Vec::new();
         let mut put = |flag: &str, v: Option<String>| {
             if let Some(v) = v {
-                out.extend([format!("--{flag}"), v]);
+                out.push(format!("--{flag}={v}"));
             }
         };
         put("timeout", self.timeout.clone());

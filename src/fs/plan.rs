@@ -88,6 +88,9 @@ pub const PROC_MASKED_FILES: &[&str] = &[
     "/proc/config.gz",
     // The host kernel's boot command line, and on some hosts their init's arguments.
     "/proc/cmdline",
+    // The boot configuration's parameters (kernels built with CONFIG_BOOT_CONFIG; absent
+    // elsewhere, and then nothing is masked).
+    "/proc/bootconfig",
 ];
 /// procfs directories hidden under an empty read-only tmpfs.
 pub const PROC_MASKED_DIRS: &[&str] = &["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"];

@@ -133,7 +133,7 @@ pub fn outcome(
     mut isolation: IsolationReport,
 ) -> Outcome {
     // What the caller changes to raise a limit: a flag, or a request's field.
-    let raise = |key: &str| spec.limit_naming.name(key);
+    let raise = |key: &str| spec.limit_naming.raise(key);
     let mut setup_failure = None;
     let mut payload: Option<Msg> = None;
     let mut collected = std::mem::take(&mut ended.collected);
@@ -165,6 +165,8 @@ pub fn outcome(
     // is the CPU-time limit.
     let cpu_used = metrics.cpu_time.or(ended.rusage_cpu);
     let cpu_exhausted = matches!((lim.cpu_time, cpu_used), (Some(l), Some(u)) if u >= l);
+    let cpu_mostly_used =
+        matches!((lim.cpu_time, cpu_used), (Some(l), Some(u)) if u.mul_f64(1.25) >= l);
 
     let (mut status, mut code, mut signal, mut message): (
         Status,
@@ -292,11 +294,11 @@ pub fn outcome(
                         "killed by SIGSYS: the seccomp policy kills system calls made through another ABI (i386 `int 0x80`, x32); build the program for x86_64".into(),
                     );
                 } else if ended.cpu_timed_out
-                    // RLIMIT_CPU's SIGXCPU, only with that limit set (the counters cordon
-                    // reads run up to 15% behind the process's own clock, which RLIMIT_CPU
-                    // reads), so a program signalling itself without one is not a timeout;
-                    // or its SIGKILL a second later, with the CPU time used up.
-                    || (s == libc::SIGXCPU && lim.cpu_time.is_some())
+                    // RLIMIT_CPU's SIGXCPU, only with that limit set and most of it used (the
+                    // counters cordon reads run up to 15% behind the process's own clock,
+                    // which RLIMIT_CPU reads), so a program signalling itself is not a
+                    // timeout; or its SIGKILL a second later, with the CPU time used up.
+                    || (s == libc::SIGXCPU && cpu_mostly_used)
                     || (s == libc::SIGKILL && cpu_exhausted)
                 {
                     status = Status::Timeout;
@@ -747,8 +749,8 @@ mod tests {
             (Status::MemoryLimit, 137, true)
         );
         assert_eq!(o.oom_killed_source, MetricSource::CgroupV1);
-        // SIGXCPU is the CPU-time limit only with that limit set: a program that sends it to
-        // itself without one is not a timeout.
+        // SIGXCPU is the CPU-time limit only with that limit set and most of it used: a
+        // program that sends it to itself is not a timeout.
         let xcpu = |limit: Option<u64>, used_ms: u64| {
             let mut s = spec();
             s.limits.cpu_time = limit.map(std::time::Duration::from_secs);
@@ -772,6 +774,7 @@ mod tests {
             "the counters run behind"
         );
         assert_eq!(xcpu(None, 1004), (Status::Signaled, 128 + libc::SIGXCPU));
+        assert_eq!(xcpu(Some(1), 10), (Status::Signaled, 128 + libc::SIGXCPU));
     }
 
     #[test]

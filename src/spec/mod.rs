@@ -344,6 +344,18 @@ pub enum LimitNaming {
 }
 
 impl LimitNaming {
+    /// What raises the limit `key`: its name, and for a request, that the operator's
+    /// ceiling still holds.
+    pub fn raise(self, key: &str) -> String {
+        match self {
+            LimitNaming::Request | LimitNaming::CompileRequest => format!(
+                "{}, as far as this cordon's operator allows",
+                self.name(key)
+            ),
+            _ => self.name(key),
+        }
+    }
+
     /// The name of the limit that a profile's `[limits]` calls `key` (`timeout`, `cpu_time`,
     /// `memory`, `cpus`, `pids`, `output_limit`, `file_size`, `open_files`,
     /// `workspace_size`, `workspace_inodes`, `tmp_size`).
