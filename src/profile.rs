@@ -72,20 +72,39 @@ pub struct LimitOverrides {
     pub naming: LimitNaming,
 }
 
-/// A duration or size written as a string or as a bare number.
+/// A duration or size written as a string or as a bare number. A value of another type is an
+/// error that says what is expected (not serde's "did not match any variant").
 fn text_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum TextOrNumber {
-        Text(String),
-        Whole(u64),
-        Number(f64),
+    struct Text;
+    impl<'de> serde::de::Visitor<'de> for Text {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a duration or size as a string (\"30s\", \"512M\") or a number")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_owned()))
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            // Negative values reach the limit parser, whose error names the limit.
+            Ok(Some(v.to_string()))
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: serde::Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_any(self)
+        }
     }
-    Ok(Option::<TextOrNumber>::deserialize(d)?.map(|v| match v {
-        TextOrNumber::Text(t) => t,
-        TextOrNumber::Whole(n) => n.to_string(),
-        TextOrNumber::Number(x) => x.to_string(),
-    }))
+    d.deserialize_option(Text)
 }
 
 impl LimitOverrides {
@@ -506,6 +525,32 @@ mod tests {
         assert!(Profile::parse(&format!("{base}[limits]\nmemory = \"lots\"\n"), "t").is_err());
         assert!(Profile::parse(&format!("{base}seccomp = \"none\"\n"), "t").is_err());
         assert!(Profile::parse(&format!("{base}[limits]\nmemroy = \"1G\"\n"), "t").is_err());
+    }
+
+    #[test]
+    fn limits_take_text_or_numbers_and_say_what_else_is_wrong() {
+        let base = "name = \"x\"\ndescription = \"d\"\nsource = \"a.x\"\nrun = [\"x\"]\n";
+        let p = Profile::parse(
+            &format!("{base}[limits]\ntimeout = 7\nmemory = \"64M\"\ncpu_time = 1.5\n"),
+            "t",
+        )
+        .unwrap();
+        assert_eq!(p.limits.timeout.as_deref(), Some("7"));
+        assert_eq!(p.limits.memory.as_deref(), Some("64M"));
+        assert_eq!(p.limits.cpu_time.as_deref(), Some("1.5"));
+        let e = Profile::parse(&format!("{base}[limits]\ntimeout = [1]\n"), "t")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("a duration or size") && !e.contains("untagged"),
+            "{e}"
+        );
+        // JSON requests: null is "not set", a boolean is an error naming what is expected.
+        let o: LimitOverrides =
+            serde_json::from_str(r#"{"timeout": null, "memory": 1024}"#).unwrap();
+        assert_eq!((o.timeout, o.memory.as_deref()), (None, Some("1024")));
+        let e = serde_json::from_str::<LimitOverrides>(r#"{"timeout": true}"#).unwrap_err();
+        assert!(e.to_string().contains("a duration or size"), "{e}");
     }
 
     #[test]
