@@ -398,59 +398,30 @@ pub fn is_v2(dirs: &[PathBuf]) -> bool {
 }
 
 /// Writes `linux.resources`.
+/// Every field cordon-oci cannot honour is refused, and `checkBeforeUpdate` checked, before
+/// the first write: an `update` that fails leaves the cgroup as it was (a write the kernel
+/// refuses can still fail part-way, as in runc).
 pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
     let v2 = is_v2(dirs);
+    refuse_unsupported(r, v2)?;
+    if let Some(m) = r.memory()
+        && m.check_before_update() == Some(true)
+    {
+        check_memory_usage(dirs, m.limit(), m.swap(), v2)?;
+    }
     let unsupported = |field: &str, why: &str| {
         Err(CgroupError::Resource {
             field: field.into(),
             why: why.into(),
         })
     };
-    if r.block_io().is_some() {
-        return unsupported("linux.resources.blockIO", "not implemented");
-    }
-    if r.hugepage_limits().as_ref().is_some_and(|h| !h.is_empty()) {
-        return unsupported("linux.resources.hugepageLimits", "not implemented");
-    }
-    if r.network().is_some() {
-        return unsupported("linux.resources.network", "not implemented");
-    }
-    if r.rdma().is_some() {
-        return unsupported("linux.resources.rdma", "not implemented");
-    }
-    if let Some(u) = r.unified()
-        && !u.is_empty()
-    {
-        if !v2 {
-            return unsupported("linux.resources.unified", "needs cgroup v2");
-        }
+    if let Some(u) = r.unified() {
         for (k, v) in u {
-            if k.contains('/') || k.starts_with('.') {
-                return unsupported("linux.resources.unified", "not a cgroup file name");
-            }
             write(dirs, "linux.resources.unified", k, v)?;
         }
     }
     if let Some(m) = r.memory() {
-        // Kernel memory is charged to the memory cgroup's own counter (v2 always; v1 since
-        // Linux 4.x with kmem accounting), and current kernels ignore a separate kmem limit.
-        // So a `kernel` limit at or above `limit` is enforced by `limit`; a lower one cannot be.
-        if let Some(k) = m.kernel() {
-            let covered = matches!(m.limit(), Some(l) if l >= 0 && (k < 0 || k >= l));
-            if !covered {
-                return unsupported(
-                    "linux.resources.memory.kernel",
-                    "a kernel memory cap below linux.resources.memory.limit cannot be enforced (kernels since 5.16 ignore memory.kmem.limit_in_bytes); drop it or make it at least the memory limit",
-                );
-            }
-        }
         if let Some(t) = m.kernel_tcp() {
-            if v2 {
-                return unsupported(
-                    "linux.resources.memory.kernelTCP",
-                    "cgroup v2 has no separate TCP buffer limit",
-                );
-            }
             write(
                 dirs,
                 "linux.resources.memory.kernelTCP",
@@ -466,9 +437,6 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
             }
         }
         let f = "linux.resources.memory";
-        if m.check_before_update() == Some(true) {
-            check_memory_usage(dirs, m.limit(), m.swap(), v2)?;
-        }
         let limit_str = |v: i64| {
             if v < 0 {
                 "max".to_string()
@@ -495,15 +463,6 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                     (s, _) => s.to_string(),
                 };
                 write(dirs, f, "memory.swap.max", &v)?;
-            }
-            if m.swappiness().is_some() {
-                return unsupported("linux.resources.memory.swappiness", "cgroup v2 has none");
-            }
-            if m.disable_oom_killer() == Some(true) {
-                return unsupported(
-                    "linux.resources.memory.disableOOMKiller",
-                    "cgroup v2 has none",
-                );
             }
         } else {
             let v1 = |v: i64| {
@@ -561,32 +520,11 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                     "1",
                 )?;
             }
-            if let Some(h) = m.use_hierarchy() {
-                // Always on since Linux 5.x: only `true` can be honoured.
-                if !h {
-                    return unsupported(
-                        "linux.resources.memory.useHierarchy",
-                        "the kernel always uses the hierarchy",
-                    );
-                }
-            }
         }
     }
     if let Some(c) = r.cpu() {
         let f = "linux.resources.cpu";
         if v2 {
-            if c.realtime_runtime().is_some() {
-                return unsupported(
-                    "linux.resources.cpu.realtimeRuntime",
-                    "cgroup v2 has no real-time group scheduling (no cpu.rt_runtime_us): remove the field",
-                );
-            }
-            if c.realtime_period().is_some() {
-                return unsupported(
-                    "linux.resources.cpu.realtimePeriod",
-                    "cgroup v2 has no real-time group scheduling (no cpu.rt_period_us): remove the field",
-                );
-            }
             if let Some(s) = c.shares() {
                 // The conversion runc and crun use: [2, 262144] → [1, 10000].
                 let w = 1 + ((s.clamp(2, 262144) - 2) * 9999) / 262142;
@@ -636,12 +574,6 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                     &rt.to_string(),
                 )?;
             }
-            if c.idle().is_some() {
-                return unsupported("linux.resources.cpu.idle", "needs cgroup v2");
-            }
-            if c.burst().is_some() {
-                return unsupported("linux.resources.cpu.burst", "needs cgroup v2");
-            }
         }
         if let Some(cpus) = c.cpus().as_ref().filter(|s| !s.is_empty()) {
             write(dirs, "linux.resources.cpu.cpus", "cpuset.cpus", cpus)?;
@@ -659,14 +591,103 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
         write(dirs, "linux.resources.pids", "pids.max", &v)?;
     }
     if let Some(rules) = r.devices() {
-        if v2 {
-            // A second program would only narrow the container's; `update` replaces it.
+        apply_devices(dirs, rules)?;
+    }
+    Ok(())
+}
+
+/// The fields of `linux.resources` that cgroup v1 or v2 (`v2`) cannot take from cordon-oci.
+fn refuse_unsupported(r: &LinuxResources, v2: bool) -> Result<(), CgroupError> {
+    let unsupported = |field: &str, why: &str| {
+        Err(CgroupError::Resource {
+            field: field.into(),
+            why: why.into(),
+        })
+    };
+    if r.block_io().is_some() {
+        return unsupported("linux.resources.blockIO", "not implemented");
+    }
+    if r.hugepage_limits().as_ref().is_some_and(|h| !h.is_empty()) {
+        return unsupported("linux.resources.hugepageLimits", "not implemented");
+    }
+    if r.network().is_some() {
+        return unsupported("linux.resources.network", "not implemented");
+    }
+    if r.rdma().is_some() {
+        return unsupported("linux.resources.rdma", "not implemented");
+    }
+    if let Some(u) = r.unified()
+        && !u.is_empty()
+    {
+        if !v2 {
+            return unsupported("linux.resources.unified", "needs cgroup v2");
+        }
+        if u.keys().any(|k| k.contains('/') || k.starts_with('.')) {
+            return unsupported("linux.resources.unified", "not a cgroup file name");
+        }
+    }
+    if let Some(m) = r.memory() {
+        // Kernel memory is charged to the memory cgroup's own counter (v2 always; v1 since
+        // Linux 4.x with kmem accounting), and current kernels ignore a separate kmem limit.
+        // So a `kernel` limit at or above `limit` is enforced by `limit`; a lower one cannot be.
+        if let Some(k) = m.kernel() {
+            let covered = matches!(m.limit(), Some(l) if l >= 0 && (k < 0 || k >= l));
+            if !covered {
+                return unsupported(
+                    "linux.resources.memory.kernel",
+                    "a kernel memory cap below linux.resources.memory.limit cannot be enforced (kernels since 5.16 ignore memory.kmem.limit_in_bytes); drop it or make it at least the memory limit",
+                );
+            }
+        }
+        if v2 && m.kernel_tcp().is_some() {
             return unsupported(
-                "linux.resources.devices",
-                "on cgroup v2 they are the container's device program, which create attaches and update replaces, not written here (a bug in cordon-oci: please report it)",
+                "linux.resources.memory.kernelTCP",
+                "cgroup v2 has no separate TCP buffer limit",
             );
         }
-        apply_devices(dirs, rules)?;
+        if v2 && m.swappiness().is_some() {
+            return unsupported("linux.resources.memory.swappiness", "cgroup v2 has none");
+        }
+        if v2 && m.disable_oom_killer() == Some(true) {
+            return unsupported(
+                "linux.resources.memory.disableOOMKiller",
+                "cgroup v2 has none",
+            );
+        }
+        // Always on since Linux 5.x: only `true` can be honoured.
+        if m.use_hierarchy() == Some(false) {
+            return unsupported(
+                "linux.resources.memory.useHierarchy",
+                "the kernel always uses the hierarchy",
+            );
+        }
+    }
+    if let Some(c) = r.cpu() {
+        if v2 && c.realtime_runtime().is_some() {
+            return unsupported(
+                "linux.resources.cpu.realtimeRuntime",
+                "cgroup v2 has no real-time group scheduling (no cpu.rt_runtime_us): remove the field",
+            );
+        }
+        if v2 && c.realtime_period().is_some() {
+            return unsupported(
+                "linux.resources.cpu.realtimePeriod",
+                "cgroup v2 has no real-time group scheduling (no cpu.rt_period_us): remove the field",
+            );
+        }
+        if !v2 && c.idle().is_some() {
+            return unsupported("linux.resources.cpu.idle", "needs cgroup v2");
+        }
+        if !v2 && c.burst().is_some() {
+            return unsupported("linux.resources.cpu.burst", "needs cgroup v2");
+        }
+    }
+    if v2 && r.devices().is_some() {
+        // A second program would only narrow the container's; `update` replaces it.
+        return unsupported(
+            "linux.resources.devices",
+            "on cgroup v2 they are the container's device program, which create attaches and update replaces, not written here (a bug in cordon-oci: please report it)",
+        );
     }
     Ok(())
 }
@@ -1940,6 +1961,42 @@ mod device_program_tests {
         ] {
             let e = apply(&dirs, &resources(json)).unwrap_err().to_string();
             assert!(e.contains(&format!("linux.resources.cpu.{field}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_refused_field_leaves_the_cgroup_unwritten() {
+        // An `update` with a field v2 cannot take is refused before the memory, pids or
+        // unified writes that come before it in the apply order.
+        let d = fake_v2(&[
+            ("memory.max", "max"),
+            ("pids.max", "max"),
+            ("cpu.max", "max 100000"),
+            ("memory.high", "max"),
+        ]);
+        let dirs = [d.path().to_path_buf()];
+        let read = |f: &str| std::fs::read_to_string(d.path().join(f)).unwrap();
+        for (json, field) in [
+            (
+                r#"{"memory": {"limit": 1048576}, "pids": {"limit": 5}, "cpu": {"realtimeRuntime": 1}}"#,
+                "realtimeRuntime",
+            ),
+            (
+                r#"{"unified": {"memory.high": "1000"}, "memory": {"limit": 1048576, "swappiness": 10}}"#,
+                "swappiness",
+            ),
+            (
+                r#"{"memory": {"limit": 1048576}, "devices": [{"allow": false, "access": "rwm"}]}"#,
+                "devices",
+            ),
+        ] {
+            let e = apply(&dirs, &resources(json)).unwrap_err().to_string();
+            assert!(e.contains(field), "{e}");
+            assert_eq!(
+                (read("memory.max"), read("pids.max"), read("memory.high")),
+                ("max".into(), "max".into(), "max".into()),
+                "{json}"
+            );
         }
     }
 
