@@ -2170,6 +2170,32 @@ both!(fn the_terminal_is_bound_at_dev_console(who) {
     assert_eq!(lines[0], lines[1], "/dev/console is not the process's terminal: {tty:?}");
 });
 
+// The console pty is bound through /proc/self/fd, which is the kernel's only on a procfs: a
+// config without a proc mount (the image's /proc a plain directory) is refused, not bound
+// through whatever the image has there.
+both!(fn the_console_needs_a_procfs(who) {
+    let Some(b) = Bundle::new(who, &["true"], |c| {
+        c["process"]["terminal"] = json!(true);
+        c["mounts"].as_array_mut().unwrap().retain(|m| m["type"] != "proc");
+        c["linux"]["maskedPaths"] = json!([]);
+        c["linux"]["readonlyPaths"] = json!([]);
+    }) else { return };
+    let sock = b.path().join("console.sock");
+    let _reader = console_socket(&sock);
+    let mut args = b.bundle_args("run", "noproc");
+    args.insert(1, "--console-socket".into());
+    args.insert(2, sock.display().to_string());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let _cleanup = Deleted(&b, "noproc".into());
+    assert!(!out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/dev/console") && err.contains("not a procfs") && err.contains("mount proc"),
+        "{}",
+        describe(&out)
+    );
+});
+
 // `kill` takes real-time signals by number and by name (podman stops a systemd container
 // with SIGRTMIN+3), and refuses a number past SIGRTMAX.
 both!(fn kill_sends_real_time_signals(who) {

@@ -214,14 +214,7 @@ fn mount_console(slave: &OwnedFd) -> Result<(), Step> {
         MsFlags::MS_BIND,
         none,
     )
-    .map_err(|err| {
-        let hint = if err == Errno::ENOENT {
-            " (the pty is bound through /proc/self/fd: mount proc at /proc in mounts[])"
-        } else {
-            ""
-        };
-        (step, format!("{err}{hint}"))
-    })
+    .map_err(|err| (step, format!("{err}")))
 }
 
 /// `root` joined with `path` (absolute inside the container), resolving symlinks inside
@@ -446,22 +439,28 @@ fn do_mount(
             Ok(md) => !md.is_dir(),
             // Said before a mount point is made for it.
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                let what = if src == m.src {
-                    format!("mounts[{index}].source")
-                } else {
+                let why = if src == m.src {
                     format!(
-                        "{} (bound in place of the {} mount of mounts[{index}])",
-                        src.display(),
-                        m.kind
+                        "mounts[{index}].source {}: it does not exist on the host; create it, or fix the path",
+                        src.display()
+                    )
+                } else {
+                    // The host's own, bound because a user namespace may not mount the
+                    // kind without its own namespace of that kind.
+                    let ns = match m.kind.as_str() {
+                        "mqueue" => "ipc",
+                        "sysfs" => "network",
+                        _ => "cgroup",
+                    };
+                    format!(
+                        "mounts[{index}] ({} at {}): the container shares the host's {ns} namespace, in which its user namespace may not mount {}, and the host's {} to bind instead does not exist; add a `{ns}` namespace to linux.namespaces, or remove the mount",
+                        m.kind,
+                        m.dst.display(),
+                        m.kind,
+                        src.display()
                     )
                 };
-                return Err((
-                    "bind-mount",
-                    format!(
-                        "{what} {}: it does not exist on the host; create it, or fix the path",
-                        src.display()
-                    ),
-                ));
+                return Err(("bind-mount", why));
             }
             Err(_) => false,
         };
