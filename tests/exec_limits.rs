@@ -128,6 +128,11 @@ both!(fn a_program_signalling_itself_sigxcpu_is_not_a_timeout(who) {
     let r = exec_json_run(who, &[] as &[&str], &["sh", "-c", "kill -XCPU $$"]);
     assert_eq!(r.status(), "signaled", "{}", r.describe());
     assert_eq!(r.code(), 128 + 24, "{}", r.describe());
+    // Nor with the limit set and most of it left: only RLIMIT_CPU's SIGXCPU, near the limit,
+    // is a timeout.
+    let r = exec_json_run(who, &["--cpu-time", "20s"], &["sh", "-c", "kill -XCPU $$"]);
+    assert_eq!(r.status(), "signaled", "{}", r.describe());
+    assert_eq!(r.code(), 128 + 24, "{}", r.describe());
 });
 
 /// Allocates (and touches) 10 MB at a time, at most 400 MB.

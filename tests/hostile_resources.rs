@@ -1334,4 +1334,23 @@ print('deep')
     let r = exec_json_run(who, &["--memory", "128M", "--limits-backend", "rlimit", "--timeout", "30s"], &[PY, "-c", code]);
     assert_eq!(r.expect_ok(), "deep\n", "{}", r.describe());
     assert_eq!(r.get("/limits/memoryBytes/enforcement").as_str(), Some("rlimit"), "{}", r.describe());
+    // FIFOs that deep still count (their mount, read from fdinfo and mountinfo, is the
+    // workspace's tmpfs): 2600 pipe buffers are 162 MiB, over the limit.
+    let fifos = "\
+import os, time
+for i in range(20):
+    name = chr(ord('a') + i) * 250
+    os.mkdir(name)
+    os.chdir(name)
+fds = []
+for i in range(2600):
+    os.mkfifo(f'f{i}')
+    fds.append(os.open(f'f{i}', os.O_RDWR | os.O_NONBLOCK))
+time.sleep(5)
+print('NOT LIMITED')
+";
+    let mut opts = RLIMIT_128M.to_vec();
+    opts.extend_from_slice(&["--open-files", "4096", "--workspace-inodes", "8192"]);
+    let r = exec_json_run(who, &opts, &[PY, "-c", fifos]);
+    assert_polled_memory_limit(&r, "deep FIFOs");
 });

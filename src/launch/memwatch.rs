@@ -817,6 +817,8 @@ fn read_process_at(
     let fds = std::fs::read_dir(&fd_dir).map_err(|e| hidden(&e, "fd directory"))?;
     // What the process's epoll instances cost the kernel.
     let mut epolls = 0u64;
+    // The process's mountinfo, read when a descriptor's name is too long to read.
+    let mut mountinfo = None;
     for fd in fds {
         let fd = fd.map_err(|e| hidden(&e, "fd directory"))?;
         let path = fd.path();
@@ -825,9 +827,19 @@ fn read_process_at(
             // Closed meanwhile.
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
             // A path longer than the kernel's page-sized buffer: a file deep in one of the
-            // sandbox's directories, never a pipe or a memfd, whose names are short. It is
-            // stat'ed below like any file on the sandbox's tmpfs (it may be a FIFO).
-            Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => None,
+            // sandbox's directories, never a pipe or a memfd, whose names are short. Its
+            // mount tells where it is: on a tmpfs it is stat'ed below (it may be a FIFO);
+            // elsewhere it is not, as for any other file (a slow filesystem must not stall
+            // the supervisor).
+            Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+                match on_tmpfs_mount(dir, &fd.file_name(), &mut mountinfo) {
+                    Ok(true) => None,
+                    Ok(false) => continue,
+                    // Closed meanwhile.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                    Err(e) => return Err(hidden(&e, "a descriptor's mount")),
+                }
+            }
             Err(e) => return Err(hidden(&e, "a descriptor's link")),
         };
         let link = target
@@ -908,6 +920,40 @@ fn on_tmpfs(link: &[u8], extra: Option<&str>) -> bool {
     TMPFS_MOUNTS.iter().copied().chain(extra).any(|m| {
         link.strip_prefix(m.as_bytes())
             .is_some_and(|rest| rest.starts_with(b"/"))
+    })
+}
+
+/// Whether descriptor `fd` of the process at `dir` is on a tmpfs: its `mnt_id` (fdinfo) looked
+/// up in the process's mountinfo (read once into `mountinfo`). A mount missing from the
+/// mountinfo is none of the sandbox's tmpfs mounts.
+fn on_tmpfs_mount(
+    dir: &str,
+    fd: &std::ffi::OsStr,
+    mountinfo: &mut Option<String>,
+) -> std::io::Result<bool> {
+    let info = std::fs::read_to_string(format!("{dir}/fdinfo/{}", fd.to_string_lossy()))?;
+    let Some(id) = info
+        .lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))
+        .map(str::trim)
+    else {
+        return Err(std::io::Error::other(
+            "no mnt_id in the descriptor's fdinfo",
+        ));
+    };
+    if mountinfo.is_none() {
+        *mountinfo = Some(std::fs::read_to_string(format!("{dir}/mountinfo"))?);
+    }
+    Ok(mount_fs_type(mountinfo.as_deref().unwrap_or(""), id) == Some("tmpfs"))
+}
+
+/// The filesystem type of mount `id` in a mountinfo text (the first field after ` - `).
+fn mount_fs_type<'a>(mountinfo: &'a str, id: &str) -> Option<&'a str> {
+    mountinfo.lines().find_map(|l| {
+        if l.split(' ').next() != Some(id) {
+            return None;
+        }
+        l.split_once(" - ")?.1.split(' ').next()
     })
 }
 
@@ -1663,6 +1709,20 @@ Locked:                0 kB
         assert!(!on_tmpfs(b"/deps/fifo", None));
         assert!(on_tmpfs(b"/deps/fifo", Some("/deps")));
         assert!(!on_tmpfs(b"/depsx/fifo", Some("/deps")));
+    }
+
+    #[test]
+    fn a_mount_s_type_is_read_from_mountinfo() {
+        let info = "\
+400 380 0:52 / / ro,nosuid,nodev,relatime - tmpfs cordon-root ro,size=4k
+401 400 0:61 / /usr ro,nosuid,nodev,relatime - overlay overlay ro,lowerdir=/usr
+402 400 0:62 / /workspace rw,nosuid,nodev,relatime shared:5 - tmpfs tmpfs rw,size=65536k
+";
+        assert_eq!(mount_fs_type(info, "402"), Some("tmpfs"));
+        assert_eq!(mount_fs_type(info, "401"), Some("overlay"));
+        // Ids are whole fields: 40 is none of them.
+        assert_eq!(mount_fs_type(info, "40"), None);
+        assert_eq!(mount_fs_type(info, "999"), None);
     }
 
     #[test]
