@@ -63,14 +63,14 @@ pub enum Grace {
 }
 
 impl Stopper {
-    fn stop(&mut self, child: Pid, cgroup: Option<&Cgroup>) {
+    fn stop(&mut self, child: Pid, pidfd: Option<&OwnedFd>, cgroup: Option<&Cgroup>) {
         if let Some(fd) = self.stop.take()
             && super::channel::send_stop(&fd).is_ok()
         {
             self.start_grace(Grace::Stopped);
             return;
         }
-        kill_all(child, cgroup);
+        kill_all(child, pidfd, cgroup);
     }
 
     /// Gives init [`STOP_GRACE`] from now; a grace already running is not extended.
@@ -85,6 +85,7 @@ impl Stopper {
     fn enforce_grace(
         &mut self,
         child: Pid,
+        pidfd: Option<&OwnedFd>,
         cgroup: Option<&Cgroup>,
         now: Instant,
     ) -> Option<Instant> {
@@ -92,7 +93,7 @@ impl Stopper {
             Some(t) if now >= t => {
                 self.grace_until = None;
                 self.expired = true;
-                kill_all(child, cgroup);
+                kill_all(child, pidfd, cgroup);
                 None
             }
             other => other,
@@ -243,7 +244,7 @@ pub fn supervise(
             ended.internal_error = Some(format!(
                 "cannot watch the sandbox's init (pidfd_open): {e}; Linux 5.3+ is needed"
             ));
-            kill_all(child, cgroup);
+            kill_all(child, None, cgroup);
             None
         }
     };
@@ -333,12 +334,12 @@ pub fn supervise(
         } else if now >= deadline && !killed && !collecting {
             ended.timed_out = true;
             killed = true;
-            stopper.stop(child, cgroup);
+            stopper.stop(child, pidfd.as_ref(), cgroup);
         }
         let grace = if init_exited {
             None
         } else {
-            stopper.enforce_grace(child, cgroup, now)
+            stopper.enforce_grace(child, pidfd.as_ref(), cgroup, now)
         };
 
         // Build the poll set; remember which slot is which.
@@ -429,7 +430,7 @@ pub fn supervise(
             Err(e) => {
                 ended.internal_error =
                     Some(format!("poll failed while supervising the sandbox: {e}"));
-                kill_all(child, cgroup);
+                kill_all(child, pidfd.as_ref(), cgroup);
                 killed = true;
                 Vec::new()
             }
@@ -454,7 +455,7 @@ pub fn supervise(
                             if !cap.push(&buf[..n], limits.output, spec.passthrough) && !killed {
                                 ended.output_limited = true;
                                 killed = true;
-                                stopper.stop(child, cgroup);
+                                stopper.stop(child, pidfd.as_ref(), cgroup);
                             }
                         }
                         Err(Errno::EINTR | Errno::EAGAIN) => {}
@@ -510,7 +511,7 @@ pub fn supervise(
                         ended.interrupted = Signal::try_from(info.ssi_signo as i32).ok();
                         if !killed {
                             killed = true;
-                            stopper.stop(child, cgroup);
+                            stopper.stop(child, pidfd.as_ref(), cgroup);
                         }
                     }
                 }
@@ -525,7 +526,7 @@ pub fn supervise(
                                 w.report.error = Some(e);
                                 if !killed {
                                     killed = true;
-                                    stopper.stop(child, cgroup);
+                                    stopper.stop(child, pidfd.as_ref(), cgroup);
                                 }
                             }
                         }
@@ -542,7 +543,7 @@ pub fn supervise(
                             );
                             if !killed {
                                 killed = true;
-                                stopper.stop(child, cgroup);
+                                stopper.stop(child, pidfd.as_ref(), cgroup);
                             }
                         }
                         Ok(None) => {}
@@ -557,7 +558,7 @@ pub fn supervise(
                             w.report.error = Some(e);
                             if !killed {
                                 killed = true;
-                                stopper.stop(child, cgroup);
+                                stopper.stop(child, pidfd.as_ref(), cgroup);
                             }
                         }
                     }
@@ -575,7 +576,7 @@ pub fn supervise(
                         }
                         if !killed {
                             killed = true;
-                            stopper.stop(child, cgroup);
+                            stopper.stop(child, pidfd.as_ref(), cgroup);
                         }
                     }
                 }
@@ -620,7 +621,7 @@ pub fn supervise(
         {
             ended.cpu_timed_out = true;
             killed = true;
-            stopper.stop(child, cgroup);
+            stopper.stop(child, pidfd.as_ref(), cgroup);
         }
 
         // The memory limit under the rlimit backend: the sandbox's memory, polled.
@@ -633,12 +634,12 @@ pub fn supervise(
                 Some(Verdict::Over(_)) => {
                     w.report.over = true;
                     killed = true;
-                    stopper.stop(child, cgroup);
+                    stopper.stop(child, pidfd.as_ref(), cgroup);
                 }
                 Some(Verdict::Blind(why)) => {
                     w.report.error = Some(why);
                     killed = true;
-                    stopper.stop(child, cgroup);
+                    stopper.stop(child, pidfd.as_ref(), cgroup);
                 }
             }
         }
@@ -668,9 +669,19 @@ pub fn supervise(
 }
 
 /// SIGKILL to init takes the whole pid namespace with it (stopped processes included); the
-/// cgroup kill also covers anything the cgroup holds.
-fn kill_all(child: Pid, cgroup: Option<&Cgroup>) {
-    let _ = kill(child, Signal::SIGKILL);
+/// cgroup kill also covers anything the cgroup holds. Through init's pidfd when there is one:
+/// once init has been reaped (a limit passed while its output drains), its pid may be
+/// another process's, and the pidfd signals nothing then.
+fn kill_all(child: Pid, pidfd: Option<&OwnedFd>, cgroup: Option<&Cgroup>) {
+    match pidfd {
+        Some(fd) => {
+            let _ = sys::pidfd_kill(fd.as_fd(), libc::SIGKILL);
+        }
+        // Only before init is watched (no pidfd: it is never reaped, so its pid stays its own).
+        None => {
+            let _ = kill(child, Signal::SIGKILL);
+        }
+    }
     if let Some(cg) = cgroup {
         cg.kill();
     }

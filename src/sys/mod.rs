@@ -286,6 +286,23 @@ pub fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
     Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
 }
 
+/// `pidfd_send_signal(2)`: signals the very process `pidfd` refers to; ESRCH once it has
+/// been reaped (never a process that reused its pid).
+pub fn pidfd_kill(pidfd: std::os::fd::BorrowedFd<'_>, sig: libc::c_int) -> Result<(), Errno> {
+    // SAFETY: plain syscall; the fd is borrowed for the call, the info pointer is null (the
+    // kernel fills in a SI_USER siginfo) and flags are 0.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            std::os::fd::AsRawFd::as_raw_fd(&pidfd),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if ret < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
 /// `setgroups(0, NULL)`: drops every supplementary group (needs CAP_SETGID in the user ns).
 pub fn clear_groups() -> Result<(), Errno> {
     nix::unistd::setgroups(&[])
