@@ -495,6 +495,26 @@ queued = 0
 while queued < 100000 and libc.sigqueue(os.getpid(), signal.SIGRTMIN, None) == 0:
     queued += 1
 print("queued", queued, name(ctypes.get_errno()))
+# Core dumps (a piped core_pattern's helper runs as host root, outside the sandbox), real-time
+# priority, and host-wide pools (AIO contexts, huge pages) stay out of reach.
+print("core-limit", *resource.getrlimit(resource.RLIMIT_CORE))
+for label, v in (("core-zero", (0, 0)), ("core-same", (1, 1))):
+    try: resource.setrlimit(resource.RLIMIT_CORE, v); print(label, "OK")
+    except ValueError: print(label, "EPERM")  # Python's word for EPERM from setrlimit
+    except OSError as e: print(label, name(e.errno))
+print("rtprio-limit", *resource.getrlimit(resource.RLIMIT_RTPRIO))
+print("nice-limit", *resource.getrlimit(resource.RLIMIT_NICE))
+ctx = ctypes.c_ulong(0)
+print("io_setup", "OK" if libc.syscall(206, 1, ctypes.byref(ctx)) == 0 else name(ctypes.get_errno()))
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+a = libc.mmap(None, 2 << 20, 3, 0x22 | 0x40000, -1, 0)
+print("map-hugetlb", "OK" if a not in (None, ctypes.c_void_p(-1).value) else name(ctypes.get_errno()))
+print("shm-hugetlb", "OK" if libc.shmget(0, 2 << 20, 0o600 | 0o1000 | 0x800) >= 0 else name(ctypes.get_errno()))
+print("memfd-hugetlb", "OK" if libc.syscall(319, b"h", 4) >= 0 else name(ctypes.get_errno()))
+for label, family in (("dccp", socket.AF_INET), ("dccp6", socket.AF_INET6)):
+    try: socket.socket(family, 6).close(); print(label, "OK")
+    except OSError as e: print(label, name(e.errno))
 "#;
 
 both!(fn kernel_reach_past_the_sandbox_is_refused(who) {
@@ -515,6 +535,17 @@ both!(fn kernel_reach_past_the_sandbox_is_refused(who) {
     let queued = got.get("queued").map(String::as_str).unwrap_or("");
     let n: u64 = queued.split(' ').next().unwrap_or("").parse().unwrap_or(u64::MAX);
     assert!((900..=1024).contains(&n) && queued.ends_with("EAGAIN"), "queued {queued}:\n{}", r.describe());
+    expect(&r, &got, "core-limit", &["1 1"]);
+    expect(&r, &got, "core-zero", &["EPERM"]);
+    expect(&r, &got, "core-same", &["EPERM"]);
+    expect(&r, &got, "rtprio-limit", &["0 0"]);
+    expect(&r, &got, "nice-limit", &["0 0"]);
+    expect(&r, &got, "io_setup", &["ENOSYS"]);
+    for label in ["map-hugetlb", "shm-hugetlb", "dccp", "dccp6"] {
+        expect(&r, &got, label, &["EPERM"]);
+    }
+    // Under the memory watch (no cgroup) every memfd_create answers ENOSYS first.
+    expect(&r, &got, "memfd-hugetlb", &["EPERM", "ENOSYS"]);
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -63,9 +63,20 @@ fn at_most_callers(resource: super::RlimitResource, value: u64) -> u64 {
         .map_or(value, |(_, hard)| value.min(hard))
 }
 
-/// The rlimits for `backend`: always NOFILE, CORE=0, SIGPENDING and MSGQUEUE (the caller's
-/// per-user budgets, which a sandbox must not exhaust), FSIZE and CPU when set; AS and NPROC
-/// only when no cgroup enforces memory and pids.
+/// RLIMIT_CORE's value: the one the kernel aborts a dump for, even to a pipe (see [`rlimits`]).
+pub const CORE_NO_DUMP: u64 = 1;
+
+/// The rlimits for `backend`: always NOFILE, CORE=1, RTPRIO=0, NICE=0, SIGPENDING and
+/// MSGQUEUE (the caller's per-user budgets, which a sandbox must not exhaust), FSIZE and CPU
+/// when set; AS and NPROC only when no cgroup enforces memory and pids.
+///
+/// CORE is 1, not 0: with a `kernel.core_pattern` that pipes to a helper (systemd-coredump,
+/// apport), the kernel ignores a limit of 0 and starts the helper, as host root, outside the
+/// sandbox's namespaces and limits, for every crash; 1 is the value it aborts the dump for
+/// (and below a page, a file dump is not written either). The default seccomp policy keeps
+/// the program from changing it. RTPRIO 0 and NICE 0: a caller allowed real-time priority
+/// (an audio group's limits.d entry) must not pass it on: SCHED_FIFO threads are not held by
+/// cpu.max.
 pub fn rlimits(limits: &Limits, backend: Backend) -> Vec<Rlimit> {
     let mut out = vec![
         Rlimit {
@@ -74,6 +85,15 @@ pub fn rlimits(limits: &Limits, backend: Backend) -> Vec<Rlimit> {
         },
         Rlimit {
             resource: libc::RLIMIT_CORE,
+            // A caller whose hard limit is 0 cannot raise it: its own 0 stays.
+            value: at_most_callers(libc::RLIMIT_CORE, CORE_NO_DUMP),
+        },
+        Rlimit {
+            resource: libc::RLIMIT_RTPRIO,
+            value: 0,
+        },
+        Rlimit {
+            resource: libc::RLIMIT_NICE,
             value: 0,
         },
         Rlimit {
