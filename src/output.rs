@@ -196,9 +196,10 @@ impl OutputDir {
         })
     }
 
-    /// Writes the run's collected files here. The program's result stands; a failure to
-    /// write its files is reported with it, and turns a successful exit into 125, so a script
-    /// notices.
+    /// Writes the run's collected files here. A failure to write them is reported with the
+    /// result; a run that had succeeded is then no success (status `sandbox_error`, exit 125),
+    /// as a collection cut short is not, so that neither a script nor an agent reading
+    /// `success` takes the files for delivered. A failed run keeps its own status.
     pub fn deliver(&self, out: &mut crate::outcome::Outcome) {
         if let Err(e) = self.write_all(out.files.as_deref().unwrap_or_default()) {
             let note = format!("cordon could not write the program's files to --output-dir: {e}");
@@ -206,6 +207,10 @@ impl OutputDir {
                 Some(m) => format!("{m}; {note}"),
                 None => note,
             });
+            if out.success {
+                out.success = false;
+                out.status = crate::outcome::Status::SandboxError;
+            }
             if out.cli_exit_code == 0 {
                 out.cli_exit_code = crate::outcome::exit_codes::SANDBOX_ERROR;
             }

@@ -278,6 +278,10 @@ both!(fn output_dir_problems_are_reported(who) {
     nix_mkfifo(&out.join("f.txt"));
     let r = exec_json_run(who, &["--output-dir", out.to_str().unwrap()], &["sh", "-c", "echo x > f.txt"]);
     assert_eq!(r.code(), 125, "a run whose files could not be delivered must not exit 0:\n{}", r.describe());
+    // Nor read as a success: an agent checking `success` would take the files for delivered.
+    assert_eq!(r.get("/success").as_bool(), Some(false), "{}", r.describe());
+    assert_eq!(r.status(), "sandbox_error", "{}", r.describe());
+    assert_eq!(r.get("/exitCode").as_i64(), Some(0), "the program's own code stays:\n{}", r.describe());
     let msg = r.get("/message").as_str().unwrap_or("");
     assert!(msg.contains("--output-dir") && msg.contains("f.txt"), "the message must say what failed:\n{}", r.describe());
     assert_eq!(r.files(), [("f.txt".to_string(), 2)], "{}", r.describe());
