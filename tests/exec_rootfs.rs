@@ -17,7 +17,7 @@ fn tiny_rootfs(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
         if std::env::var("CORDON_TEST_REQUIRE_USER").as_deref() == Ok("1") {
             panic!("{test}: {BUSYBOX} is missing; .ci/run installs busybox-static");
         }
-        skip!("SKIP: {test}: {BUSYBOX} missing (apt-get install busybox-static)");
+        skip_unless_required!("SKIP: {test}: {BUSYBOX} missing (apt-get install busybox-static)");
         return None;
     }
     let dir = shared_tempdir();
@@ -243,7 +243,7 @@ both!(fn a_setuid_root_binary_in_the_rootfs_stays_unprivileged(who) {
             panic!("{test}: gcc: {e}; .ci/run installs gcc and libc6-dev")
         }
         Err(e) => {
-            skip!("SKIP: {test}: gcc: {e} (apt-get install gcc libc6-dev)");
+            skip_unless_required!("SKIP: {test}: gcc: {e} (apt-get install gcc libc6-dev)");
             return;
         }
     }

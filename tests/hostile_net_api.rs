@@ -650,7 +650,9 @@ both!(fn case42_doctor_fails_a_network_namespace_it_could_not_enter(who) {
 /// Whether strace is installed and can trace as `who`; if not, says SKIP for `test`.
 fn strace_works(who: Who, test: &str) -> bool {
     if !std::path::Path::new("/usr/bin/strace").exists() {
-        eprintln!("SKIP: {test}: /usr/bin/strace is not installed (.ci/run installs it)");
+        skip_unless_required!(
+            "SKIP: {test}: /usr/bin/strace is not installed (apt-get install strace)"
+        );
         return false;
     }
     let works = run_host(
@@ -659,7 +661,7 @@ fn strace_works(who: Who, test: &str) -> bool {
         "strace",
     );
     if works.code != 0 {
-        eprintln!(
+        skip!(
             "SKIP: {test}: strace cannot trace here (ptrace refused: Yama's ptrace_scope, or a container without ptrace):\n{}",
             works.describe()
         );

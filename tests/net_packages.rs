@@ -18,7 +18,9 @@ use std::path::Path;
 /// servers and the index URL. `None` (after a SKIP line) when this python has no pip.
 fn local_pypi(test: &str) -> Option<(tempfile::TempDir, net_support::Servers, String)> {
     if !pip_available() {
-        skip!("SKIP: {test}: /usr/bin/python3 has no pip (apt-get install python3-pip)");
+        skip_unless_required!(
+            "SKIP: {test}: /usr/bin/python3 has no pip (apt-get install python3-pip)"
+        );
         return None;
     }
     let root = tempfile::tempdir().unwrap();
@@ -168,7 +170,7 @@ both!(
 /// SKIP line) without npm and node.
 fn npm_registry_server(test: &str) -> Option<(tempfile::TempDir, net_support::Servers)> {
     if !Path::new("/usr/bin/npm").exists() || !Path::new("/usr/bin/node").exists() {
-        skip!(
+        skip_unless_required!(
             "SKIP: {test}: /usr/bin/npm or /usr/bin/node is missing (apt-get install nodejs npm)"
         );
         return None;

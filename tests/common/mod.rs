@@ -40,6 +40,15 @@ macro_rules! skip {
     };
 }
 
+/// [`skip!`] for what `.ci/run` installs: a failure under `CORDON_TEST_REQUIRE_USER=1` (as CI
+/// runs the suite), so that a broken install step cannot turn tests into green skips.
+#[allow(unused_macros)]
+macro_rules! skip_unless_required {
+    ($($arg:tt)*) => {
+        $crate::common::skip_unless_required(&format!($($arg)*))
+    };
+}
+
 /// Generates `mod $name { #[test] fn root(); #[test] fn user(); }` around one test body, so a
 /// failure names the variant (`exec_limits::timeout::user`).
 ///
@@ -1137,6 +1146,18 @@ pub fn sha256_hex(data: &[u8]) -> String {
 }
 
 /// See [`skip!`].
+/// See [`skip_unless_required!`].
+#[allow(dead_code)]
+pub fn skip_unless_required(line: &str) {
+    if std::env::var("CORDON_TEST_REQUIRE_USER").as_deref() == Ok("1") {
+        panic!(
+            "{} (CORDON_TEST_REQUIRE_USER=1, as in CI: .ci/run installs this, so its absence is a failure)",
+            line.strip_prefix("SKIP: ").unwrap_or(line)
+        );
+    }
+    record_skip(line);
+}
+
 pub fn record_skip(line: &str) {
     println!("{line}");
     if let Some(path) = std::env::var_os("CORDON_TEST_SKIP_LOG") {

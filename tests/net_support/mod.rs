@@ -106,7 +106,7 @@ fn make_cert(dir: &Path) -> Option<(PathBuf, PathBuf)> {
 /// empty one). `None` (after a SKIP line) when the host's python3 is missing.
 pub fn start(test: &str, root: Option<&Path>, https: bool) -> Option<Servers> {
     if !Path::new(HOST_PY).exists() {
-        skip!("SKIP: {test}: {HOST_PY} is missing (apt-get install python3)");
+        skip_unless_required!("SKIP: {test}: {HOST_PY} is missing (apt-get install python3)");
         return None;
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -114,7 +114,7 @@ pub fn start(test: &str, root: Option<&Path>, https: bool) -> Option<Servers> {
     std::fs::write(&log, "").unwrap();
     let cert = if https { make_cert(dir.path()) } else { None };
     if https && cert.is_none() {
-        skip!(
+        skip_unless_required!(
             "SKIP: {test}: HTTPS part: openssl could not make a certificate (apt-get install openssl)"
         );
     }
