@@ -33,7 +33,10 @@ fn main() {
     // The built-in policies, and the extra layers of the rlimit backend (the memory watch's,
     // the CPU pin's: not policies of their own, and never installed alone).
     let mut parsed = std::collections::BTreeMap::new();
-    for name in policy::BUILTINS.iter().chain(&["memory-watch", "cpu-pin"]) {
+    for name in policy::BUILTINS
+        .iter()
+        .chain(&["memory-watch", "no-tcp", "cpu-pin"])
+    {
         let path = format!("profiles/seccomp/{name}.toml");
         println!("cargo::rerun-if-changed={path}");
         parsed.insert(*name, parse_builtin(name, &path));
@@ -43,13 +46,16 @@ fn main() {
             .unwrap_or_else(|e| panic!("cannot copy {path}: {e}"));
     }
     // Each built-in policy alone, and with the extra layers the rlimit backend adds, as one
-    // program each (compile::compile_layered): `seccomp-<policy>[+memory-watch][+cpu-pin].bpf`.
+    // program each (compile::compile_layered): `seccomp-<policy>[+memory-watch[+no-tcp]][+cpu-pin].bpf`.
     for name in policy::BUILTINS {
         for extras in [
             &[][..],
             &["memory-watch"],
             &["cpu-pin"],
             &["memory-watch", "cpu-pin"],
+            // no-tcp only ever comes with the memory watch (launch::prepare).
+            &["memory-watch", "no-tcp"],
+            &["memory-watch", "no-tcp", "cpu-pin"],
         ] {
             let layers: Vec<&str> = std::iter::once(*name)
                 .chain(extras.iter().copied())

@@ -274,12 +274,25 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     if watch_limit.is_some() && spec.network == Network::Host && !spec.degrade.socket_memory {
         return Err(LaunchError::HostNetUnwatched);
     }
+    // Landlock below ABI 4 cannot refuse TCP on the sandbox's loopback, where a connection
+    // whose peer reset holds memory the watch cannot see: with the network off, TCP sockets
+    // are refused instead (the no-tcp layer); under --net allow= (Landlock degraded at the
+    // caller's request) the note says what is not counted.
+    let tcp_unrefused = watch_limit.is_some()
+        && spec.network != Network::Host
+        && crate::sys::landlock_abi().unwrap_or(0) < crate::security::landlock::NET_ABI;
+    let no_tcp = tcp_unrefused && spec.network == Network::None;
     if watch_limit.is_some()
         && let Some(m) = prepared.report.memory_bytes.as_mut()
     {
         m.note = Some(limits::memory_note(
             root_caller,
             spec.network != Network::Host,
+            match (tcp_unrefused, no_tcp) {
+                (true, true) => limits::TcpUnderWatch::Refused,
+                (true, false) => limits::TcpUnderWatch::Uncounted,
+                _ => limits::TcpUnderWatch::Landlock,
+            },
         ));
     }
     // What the watch cannot count is not offered: memfds (see profiles/seccomp/memory-watch.toml),
@@ -304,12 +317,15 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         }
         None => None,
     };
-    // The run's seccomp program: the policy, with the memory watch's layer and the layer
-    // that keeps the CPU pin when those are in use, as one program.
-    let filter = seccomp::compile_builtin_layered(
+    // The run's seccomp program: the policy, with the memory watch's layer (and no-tcp's), and
+    // the layer that keeps the CPU pin, when those are in use, as one program.
+    let filter = seccomp::compile_builtin_with(
         &spec.seccomp_policy,
-        watch_limit.is_some(),
-        cpu_pin.is_some(),
+        seccomp::Layers {
+            memory_watch: watch_limit.is_some(),
+            no_tcp,
+            cpu_pin: cpu_pin.is_some(),
+        },
     )?;
     let (watch_parent, watch_child) = socketpair_if(
         watch_limit.is_some(),

@@ -28,7 +28,7 @@
 mod host;
 mod probe;
 mod rlimit;
-pub use rlimit::{memory_note, set as set_rlimit};
+pub use rlimit::{TcpUnderWatch, memory_note, set as set_rlimit};
 mod scope;
 pub use scope::{FromEnv, ManagerInfo, Obtained, SystemdUserScope, UserScope};
 mod v1;
@@ -310,7 +310,7 @@ fn kill_loop(fs: &dyn CgroupFs, procs: &[PathBuf], own_pid: u32, rounds: u32) ->
                     continue;
                 }
                 any = true;
-                let _ = fs.kill(pid);
+                let _ = fs.kill(pid, file);
             }
         }
         if !any {

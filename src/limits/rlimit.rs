@@ -15,10 +15,27 @@ pub const NOTE_SYSV_UNSET: &str = "SysV shm: the watch counts every segment of t
 /// ...and socket buffers under `--net host`.
 pub const NOTE_HOST_NET: &str = "--net host with --allow-degraded socket-memory: the data queued on the sandbox's sockets is not counted (they are in the host's network namespace, among the host's own sockets; a network namespace of its own, the default, lets the watch count them)";
 
+/// How TCP on the sandbox's loopback stands under the memory watch: a connection whose peer
+/// reset keeps its unread data out of the sock_diag dumps the watch reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpUnderWatch {
+    /// Landlock (ABI 4+) refuses the connects that would make such a pair (or the network is
+    /// the host's, noted otherwise).
+    Landlock,
+    /// Landlock cannot; with the network off, TCP sockets are refused (the no-tcp layer).
+    Refused,
+    /// Landlock cannot, and `--net allow=` with Landlock degraded needs TCP to the proxy.
+    Uncounted,
+}
+
+/// ...and TCP where Landlock cannot refuse it.
+pub const NOTE_TCP_REFUSED: &str = "TCP sockets answer EACCES: Landlock on this kernel (ABI below 4, Linux before 6.7) cannot refuse TCP connections on the sandbox's loopback, where a connection whose peer reset keeps unread data out of the watch's sight";
+pub const NOTE_TCP_UNCOUNTED: &str = "not counted: unread data on a TCP connection of the sandbox's loopback whose peer reset (Landlock on this kernel, ABI below 4, cannot refuse those connections, and --net allow= needs TCP to the proxy)";
+
 /// The memory note of the rlimit backend.
-pub fn memory_note(root_caller: bool, own_netns: bool) -> String {
+pub fn memory_note(root_caller: bool, own_netns: bool, tcp: TcpUnderWatch) -> String {
     format!(
-        "{NOTE_DATA}; {}{}",
+        "{NOTE_DATA}; {}{}{}",
         if root_caller {
             NOTE_SYSV_SET
         } else {
@@ -28,6 +45,11 @@ pub fn memory_note(root_caller: bool, own_netns: bool) -> String {
             String::new()
         } else {
             format!("; {NOTE_HOST_NET}")
+        },
+        match tcp {
+            TcpUnderWatch::Landlock => String::new(),
+            TcpUnderWatch::Refused => format!("; {NOTE_TCP_REFUSED}"),
+            TcpUnderWatch::Uncounted => format!("; {NOTE_TCP_UNCOUNTED}"),
         }
     )
 }
@@ -240,7 +262,10 @@ mod tests {
         };
         let with_cg = rlimits(&limits, Backend::CgroupV1);
         assert_eq!(find(&with_cg, libc::RLIMIT_NOFILE), Some(1024));
-        assert_eq!(find(&with_cg, libc::RLIMIT_CORE), Some(0));
+        // 1, not 0: the value the kernel aborts a piped core dump for.
+        assert_eq!(find(&with_cg, libc::RLIMIT_CORE), Some(CORE_NO_DUMP));
+        assert_eq!(find(&with_cg, libc::RLIMIT_RTPRIO), Some(0));
+        assert_eq!(find(&with_cg, libc::RLIMIT_NICE), Some(0));
         assert_eq!(find(&with_cg, libc::RLIMIT_SIGPENDING), Some(SIGPENDING));
         assert_eq!(find(&with_cg, libc::RLIMIT_MSGQUEUE), Some(MSGQUEUE));
         assert_eq!(find(&with_cg, libc::RLIMIT_FSIZE), Some(256 << 20));
@@ -259,6 +284,6 @@ mod tests {
             ..Limits::default()
         };
         let v = rlimits(&none, Backend::Rlimit);
-        assert_eq!(v.len(), 4, "{v:?}");
+        assert_eq!(v.len(), 6, "{v:?}");
     }
 }

@@ -70,7 +70,32 @@ const EMBEDDED: &[(&str, &[u8])] = &[
             "/seccomp-default+memory-watch+cpu-pin.bpf"
         )),
     ),
+    (
+        "default+memory-watch+no-tcp",
+        include_bytes!(concat!(
+            env!("OUT_DIR"),
+            "/seccomp-default+memory-watch+no-tcp.bpf"
+        )),
+    ),
+    (
+        "default+memory-watch+no-tcp+cpu-pin",
+        include_bytes!(concat!(
+            env!("OUT_DIR"),
+            "/seccomp-default+memory-watch+no-tcp+cpu-pin.bpf"
+        )),
+    ),
 ];
+
+/// The rlimit backend's layers on a built-in policy (see [`compile_builtin_with`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Layers {
+    /// `profiles/seccomp/memory-watch.toml`.
+    pub memory_watch: bool,
+    /// `profiles/seccomp/no-tcp.toml`: only with `memory_watch`.
+    pub no_tcp: bool,
+    /// `profiles/seccomp/cpu-pin.toml`.
+    pub cpu_pin: bool,
+}
 
 /// The x86_64 number of a system call, by name (`None` for a name the table lacks).
 pub fn syscall_number(name: &str) -> Option<u32> {
@@ -104,15 +129,34 @@ pub fn compile_builtin_layered(
     memory_watch: bool,
     cpu_pin: bool,
 ) -> Result<Compiled, SeccompError> {
+    compile_builtin_with(
+        name,
+        Layers {
+            memory_watch,
+            no_tcp: false,
+            cpu_pin,
+        },
+    )
+}
+
+/// [`compile_builtin_layered`] with every layer: also `no_tcp`,
+/// `profiles/seccomp/no-tcp.toml`, under the memory watch with the network off on a kernel
+/// whose Landlock cannot refuse TCP (ABI below 4): TCP sockets answer EACCES, since a TCP
+/// pair on the sandbox's loopback whose peer reset holds memory the watch cannot see. It
+/// comes only with `memory_watch` (an error otherwise).
+pub fn compile_builtin_with(name: &str, layers: Layers) -> Result<Compiled, SeccompError> {
     check_arch()?;
     if !builtin_names().contains(&name) {
         return Err(SeccompError::UnknownPolicy { name: name.into() });
     }
     let mut full = name.to_string();
-    if memory_watch {
+    if layers.memory_watch {
         full.push_str("+memory-watch");
     }
-    if cpu_pin {
+    if layers.no_tcp {
+        full.push_str("+no-tcp");
+    }
+    if layers.cpu_pin {
         full.push_str("+cpu-pin");
     }
     let (_, bytes) = EMBEDDED
@@ -224,7 +268,7 @@ macro_rules! assert_compiled_from_current {
         );
     )*};
 }
-assert_compiled_from_current!("default", "memory-watch", "cpu-pin");
+assert_compiled_from_current!("default", "memory-watch", "no-tcp", "cpu-pin");
 
 /// Installs a program with the memory watch's layer ([`compile_builtin_layered`]) on the
 /// calling thread with a listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose descriptor
