@@ -512,6 +512,8 @@ a = libc.mmap(None, 2 << 20, 3, 0x22 | 0x40000, -1, 0)
 print("map-hugetlb", "OK" if a not in (None, ctypes.c_void_p(-1).value) else name(ctypes.get_errno()))
 print("shm-hugetlb", "OK" if libc.shmget(0, 2 << 20, 0o600 | 0o1000 | 0x800) >= 0 else name(ctypes.get_errno()))
 print("memfd-hugetlb", "OK" if libc.syscall(319, b"h", 4) >= 0 else name(ctypes.get_errno()))
+# lsm_set_self_attr with no attribute: EINVAL from the kernel, EPERM from the policy.
+print("lsm_set_self_attr", "OK" if libc.syscall(460, 0, None, 0, 0) == 0 else name(ctypes.get_errno()))
 for label, family in (("dccp", socket.AF_INET), ("dccp6", socket.AF_INET6)):
     try: socket.socket(family, 6).close(); print(label, "OK")
     except OSError as e: print(label, name(e.errno))
@@ -541,7 +543,7 @@ both!(fn kernel_reach_past_the_sandbox_is_refused(who) {
     expect(&r, &got, "rtprio-limit", &["0 0"]);
     expect(&r, &got, "nice-limit", &["0 0"]);
     expect(&r, &got, "io_setup", &["ENOSYS"]);
-    for label in ["map-hugetlb", "shm-hugetlb", "dccp", "dccp6"] {
+    for label in ["map-hugetlb", "shm-hugetlb", "dccp", "dccp6", "lsm_set_self_attr"] {
         expect(&r, &got, label, &["EPERM"]);
     }
     // Under the memory watch (no cgroup) every memfd_create answers ENOSYS first.

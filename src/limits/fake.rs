@@ -270,7 +270,7 @@ impl CgroupFs for FakeFs {
     fn writable(&self, path: &Path) -> bool {
         !self.denied(path)
     }
-    fn kill(&self, pid: i32) -> io::Result<()> {
+    fn kill(&self, pid: i32, _procs: &Path) -> io::Result<()> {
         let mut st = self.state.lock().unwrap();
         if st.alive.remove(&pid) {
             st.killed.push(pid);

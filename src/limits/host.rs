@@ -61,8 +61,10 @@ pub trait CgroupFs: fmt::Debug + Send + Sync {
     fn subdirs(&self, path: &Path) -> io::Result<Vec<String>>;
     /// `access(W_OK)` for the caller (root passes everything, as the kernel does).
     fn writable(&self, path: &Path) -> bool;
-    /// SIGKILL to a host pid.
-    fn kill(&self, pid: i32) -> io::Result<()>;
+    /// SIGKILL to a host pid that `procs` (a `cgroup.procs` or `tasks` file) lists: the
+    /// process is pinned first (a pidfd), then the file read again, so that a pid that left the
+    /// cgroup and was reused by another process of the host is never signalled.
+    fn kill(&self, pid: i32, procs: &Path) -> io::Result<()>;
     /// Whether a host pid exists (`kill(pid, 0)` is not ESRCH).
     fn alive(&self, pid: i32) -> bool;
 }
@@ -109,12 +111,17 @@ impl CgroupFs for RealFs {
     fn writable(&self, path: &Path) -> bool {
         nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
     }
-    fn kill(&self, pid: i32) -> io::Result<()> {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        )
-        .map_err(io::Error::from)
+    fn kill(&self, pid: i32, procs: &Path) -> io::Result<()> {
+        let fd = crate::sys::pidfd_open(nix::unistd::Pid::from_raw(pid))?;
+        let listed = std::fs::read_to_string(procs)?
+            .lines()
+            .any(|l| l.trim().parse::<i32>() == Ok(pid));
+        if !listed {
+            // Gone from the cgroup since it was listed: the pidfd may be another process's.
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        crate::sys::pidfd_kill(std::os::fd::AsFd::as_fd(&fd), libc::SIGKILL)?;
+        Ok(())
     }
     fn alive(&self, pid: i32) -> bool {
         !matches!(

@@ -694,7 +694,34 @@ fn kill_never_signals_cordon_itself() {
     cg.kill();
     assert!(fs.killed().is_empty());
     // Leave cordon's "own" pid out of the way so Drop can finish.
-    fs.kill(PID as i32).unwrap();
+    fs.kill(PID as i32, Path::new("cgroup.procs")).unwrap();
+}
+
+#[test]
+fn a_pid_is_killed_only_while_its_cgroup_lists_it() {
+    // RealFs pins the process (a pidfd) and reads the cgroup's list again before the signal:
+    // a pid that left the cgroup (and may since be another process's) is not signalled.
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let dir = tempfile::tempdir().unwrap();
+    let procs = dir.path().join("cgroup.procs");
+    std::fs::write(&procs, "1\n2\n").unwrap();
+    let e = RealFs.kill(pid, &procs).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ESRCH), "{e}");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "a pid not listed was killed"
+    );
+    std::fs::write(&procs, format!("1\n{pid}\n")).unwrap();
+    RealFs.kill(pid, &procs).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
 }
 
 #[test]
