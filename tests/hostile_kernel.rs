@@ -512,6 +512,14 @@ a = libc.mmap(None, 2 << 20, 3, 0x22 | 0x40000, -1, 0)
 print("map-hugetlb", "OK" if a not in (None, ctypes.c_void_p(-1).value) else name(ctypes.get_errno()))
 print("shm-hugetlb", "OK" if libc.shmget(0, 2 << 20, 0o600 | 0o1000 | 0x800) >= 0 else name(ctypes.get_errno()))
 print("memfd-hugetlb", "OK" if libc.syscall(319, b"h", 4) >= 0 else name(ctypes.get_errno()))
+# cordon's init (pid 1) runs as the program's uid: its priority is not the program's to set.
+for label, call in (("nice-init", lambda: os.setpriority(os.PRIO_PROCESS, 1, 19)),
+                    ("nice-user", lambda: os.setpriority(os.PRIO_USER, 0, 19)),
+                    ("sched-idle-init", lambda: os.sched_setscheduler(1, os.SCHED_IDLE, os.sched_param(0))),
+                    ("affinity-init", lambda: os.sched_setaffinity(1, {0})),
+                    ("nice-own", lambda: os.setpriority(os.PRIO_PROCESS, 0, 5))):
+    try: call(); print(label, "OK")
+    except OSError as e: print(label, name(e.errno))
 # lsm_set_self_attr with no attribute: EINVAL from the kernel, EPERM from the policy.
 print("lsm_set_self_attr", "OK" if libc.syscall(460, 0, None, 0, 0) == 0 else name(ctypes.get_errno()))
 for label, family in (("dccp", socket.AF_INET), ("dccp6", socket.AF_INET6)):
@@ -543,7 +551,8 @@ both!(fn kernel_reach_past_the_sandbox_is_refused(who) {
     expect(&r, &got, "rtprio-limit", &["0 0"]);
     expect(&r, &got, "nice-limit", &["0 0"]);
     expect(&r, &got, "io_setup", &["ENOSYS"]);
-    for label in ["map-hugetlb", "shm-hugetlb", "dccp", "dccp6", "lsm_set_self_attr"] {
+    expect(&r, &got, "nice-own", &["OK"]);
+    for label in ["map-hugetlb", "shm-hugetlb", "dccp", "dccp6", "lsm_set_self_attr", "nice-init", "nice-user", "sched-idle-init", "affinity-init"] {
         expect(&r, &got, label, &["EPERM"]);
     }
     // Under the memory watch (no cgroup) every memfd_create answers ENOSYS first.
