@@ -447,7 +447,7 @@ pub struct ExecArgs {
     #[arg(long, value_name = "DUR", value_parser = spec::parse_duration)]
     pub cpu_time: Option<std::time::Duration>,
     /// Memory limit, no swap (default 512M; 0 = none).
-    #[arg(long, value_name = "SIZE", value_parser = spec::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = spec::parse_memory)]
     pub memory: Option<u64>,
     /// CPU bandwidth in CPUs (default 1; 0 = none).
     #[arg(long, value_name = "N")]
@@ -756,5 +756,27 @@ mod tests {
         assert_eq!(s.limits.wall, std::time::Duration::from_secs(30));
         assert!(s.passthrough);
         assert!(Cli::try_parse_from(["cordon", "exec", "--memory", "lots", "--", "true"]).is_err());
+    }
+
+    /// 0 lifts --memory, --file-size and --cpu-time: a value above 0 that rounds to 0 is
+    /// refused, and so is a memory limit in bytes that was meant in megabytes.
+    #[test]
+    fn exec_refuses_limits_that_round_to_zero_or_a_memory_limit_in_bytes() {
+        for (flag, value, hint) in [
+            ("--memory", "0.4", "less than one byte"),
+            ("--memory", "512", "did you mean 512M?"),
+            ("--file-size", "0.4", "less than one byte"),
+            ("--cpu-time", "0.0000000001", "less than a nanosecond"),
+        ] {
+            let e = Cli::try_parse_from(["cordon", "exec", flag, value, "--", "true"])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(flag) && e.contains(hint), "{flag} {value}: {e}");
+            let args = [flag, value, "--", "true"].map(std::ffi::OsString::from);
+            assert!(
+                fast::exec(&args).is_none(),
+                "the fast path leaves {flag} {value} to clap"
+            );
+        }
     }
 }
