@@ -767,6 +767,9 @@ mod tests {
             ("--memory", "512", "did you mean 512M?"),
             ("--file-size", "0.4", "less than one byte"),
             ("--cpu-time", "0.0000000001", "less than a nanosecond"),
+            // Would overflow `Instant + Duration` after the clone.
+            ("--timeout", "10000000000000000000", "100 years"),
+            ("--cpu-time", "3155760001", "100 years"),
         ] {
             let e = Cli::try_parse_from(["cordon", "exec", flag, value, "--", "true"])
                 .unwrap_err()

@@ -93,8 +93,12 @@ pub fn parse_memory(s: &str) -> Result<u64, ParseError> {
     Ok(b)
 }
 
-/// Parses a duration: `30` (seconds), `1.5`, `500ms`, `30s`, `2m`, `1h`; a value above 0
-/// never rounds down to 0 (which lifts a limit).
+/// The longest duration taken: 100 years (of 365.25 days). Longer ones would overflow the
+/// clock arithmetic of a deadline (`Instant + Duration`), and no limit needs more.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 36_525 * 864);
+
+/// Parses a duration: `30` (seconds), `1.5`, `500ms`, `30s`, `2m`, `1h`; at most
+/// [`MAX_DURATION`], and a value above 0 never rounds down to 0 (which lifts a limit).
 pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
     let err = || {
         ParseError::new(
@@ -117,6 +121,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
         "h" => v * 3600.0,
         _ => return Err(err()),
     };
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(err());
+    }
+    if secs > MAX_DURATION.as_secs_f64() {
+        return Err(ParseError::new(
+            "duration",
+            s,
+            "that is longer than 100 years, the longest duration cordon takes; give a shorter one",
+        ));
+    }
     let d = Duration::try_from_secs_f64(secs).map_err(|_| err())?;
     if v > 0.0 && d.is_zero() {
         return Err(ParseError::new(
@@ -200,8 +214,28 @@ mod tests {
     }
 
     #[test]
-    fn durations_never_round_to_zero() {
+    fn durations_are_capped_and_never_round_to_zero() {
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("100y").ok(), None);
+        // Would overflow `Instant + Duration` once the clone is done.
+        for huge in ["10000000000000000000", "3155760001", "1e400", "52596001m"] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(
+                e.hint.contains("100 years") || e.hint.contains("use seconds"),
+                "{huge}: {e}"
+            );
+        }
+        assert!(
+            parse_duration("10000000000000000000")
+                .unwrap_err()
+                .hint
+                .contains("100 years")
+        );
+        assert_eq!(parse_duration("3155760000").unwrap(), MAX_DURATION);
+        assert_eq!(
+            parse_duration(&format!("{}ms", u64::MAX)).unwrap_err().hint,
+            parse_duration("10000000000000000000").unwrap_err().hint
+        );
         let e = parse_duration("0.0000000001").unwrap_err();
         assert!(e.hint.contains("less than a nanosecond"), "{e}");
     }
