@@ -441,13 +441,17 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     let out = std::io::stdout();
     while printed < todo.len() {
         while running.len() < jobs && next < todo.len() {
-            let spawned = std::process::Command::new(&exe)
+            let mut worker = std::process::Command::new(&exe);
+            worker
                 .args(&common)
                 .args(["--request-line".to_string(), (todo[next].0 + 1).to_string()])
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::inherit())
-                .spawn();
+                .stderr(std::process::Stdio::inherit());
+            // A batch killed (SIGTERM, SIGINT, SIGKILL) takes its workers, and so their
+            // sandboxes, with it. Spawned from this thread, which lives as long as the batch.
+            crate::sys::kill_with_parent(&mut worker);
+            let spawned = worker.spawn();
             match spawned {
                 Ok(mut child) => {
                     let line = todo[next].1.clone();
