@@ -38,7 +38,7 @@ pub enum Encoding {
 }
 
 /// `config`: limits in the units agent tools use (milliseconds, megabytes).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct JsonConfig {
     /// Wall-clock limit, ms.
@@ -92,18 +92,57 @@ fn bad(msg: impl Into<String>) -> RunError {
     RunError::Request(msg.into())
 }
 
+/// A request's top-level fields, as [`JsonRequest`] names them.
+const REQUEST_FIELDS: &[&str] = &[
+    "language",
+    "code",
+    "files",
+    "entryPoint",
+    "args",
+    "stdin",
+    "env",
+    "config",
+    "outputDir",
+    "packages",
+    "packageIndex",
+    "packagesLock",
+];
+
 /// Parses one request, naming the field at fault in errors.
 pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
     serde_json::from_str(text).map_err(|e| {
-        let hint = if e.to_string().contains("unknown field") {
-            "; the fields are: language, code, files, entryPoint, args, stdin, env, config, outputDir, packages, packageIndex, packagesLock"
-        } else if e.to_string().contains("missing field") {
-            "; `language` is required"
+        let msg = e.to_string();
+        let hint = if msg.contains("unknown field") {
+            unknown_field_hint(text)
+        } else if msg.contains("missing field") {
+            "; `language` is required".to_string()
         } else {
-            ""
+            String::new()
         };
         bad(format!("invalid request: {e}{hint}"))
     })
+}
+
+/// Where an unknown field is, for the hint after serde's message: serde lists the fields
+/// expected where the unknown one is, but not where that is. A top-level one gets the list of
+/// a request's fields; one inside `config` is named as `config.NAME` (serde's list is the
+/// right one there).
+fn unknown_field_hint(text: &str) -> String {
+    let Ok(serde_json::Value::Object(top)) = serde_json::from_str::<serde_json::Value>(text) else {
+        return String::new();
+    };
+    if top.keys().any(|k| !REQUEST_FIELDS.contains(&k.as_str())) {
+        return format!("; a request's fields are: {}", REQUEST_FIELDS.join(", "));
+    }
+    if let Some(serde_json::Value::Object(config)) = top.get("config") {
+        let known = serde_json::to_value(JsonConfig::default()).ok();
+        if let Some(serde_json::Value::Object(known)) = known
+            && let Some(k) = config.keys().find(|k| !known.contains_key(k.as_str()))
+        {
+            return format!("; `config.{k}` is not a config field (the list above is config's)");
+        }
+    }
+    String::new()
 }
 
 impl JsonRequest {
@@ -442,12 +481,32 @@ mod tests {
         assert!(r.packages.is_empty());
     }
 
+    /// The hint after an unknown field is the list of the level it is at: a request's
+    /// fields for a top-level one, not for one inside `config`.
+    #[test]
+    fn an_unknown_field_is_hinted_at_by_its_level() {
+        let e = parse(r#"{"language":"python","code":"x","config":{"memory":64}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`memoryLimit`"),
+            "serde's list of config's fields: {e}"
+        );
+        assert!(e.contains("config.memory"), "{e}");
+        assert!(!e.contains("entryPoint"), "not a request's fields: {e}");
+        let e = parse(r#"{"language":"python","code":"x","colour":1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a request's fields are"), "{e}");
+    }
+
     #[test]
     fn errors_name_the_problem() {
         let e = parse(r#"{"language":"python","code":"x","colour":1}"#)
             .unwrap_err()
             .to_string();
         assert!(e.contains("colour"), "{e}");
+        assert!(e.contains("a request's fields are: language"), "{e}");
         let e = parse(r#"{"code":"x"}"#).unwrap_err().to_string();
         assert!(e.contains("language"), "{e}");
         assert!(parse("{not json").is_err());
