@@ -283,8 +283,12 @@ impl JsonRequest {
                     encoding: Encoding::Base64,
                     executable,
                 }) => {
+                    // `base64 FILE` breaks its output every 76 characters: line breaks and
+                    // other ASCII whitespace are not part of the data.
+                    let mut content = content.into_bytes();
+                    content.retain(|b| !b.is_ascii_whitespace());
                     let b = base64::engine::general_purpose::STANDARD
-                        .decode(content.trim())
+                        .decode(&content)
                         .map_err(|e| {
                             bad(format!(
                                 "invalid request: files.{name}: not valid base64: {e}"
@@ -655,6 +659,23 @@ mod tests {
         assert_eq!((a.contents.as_slice(), a.mode), (&b"echo"[..], 0o755));
         let b = r.files.iter().find(|f| f.path == "b").unwrap();
         assert_eq!((b.contents.as_slice(), b.mode), (&b"t"[..], 0o644));
+    }
+
+    /// What `base64 FILE` prints (lines of 76 characters, a final newline) decodes.
+    #[test]
+    fn base64_with_line_breaks_decodes() {
+        let data: Vec<u8> = (0..=255u8).collect();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&data);
+        let wrapped: Vec<String> = encoded
+            .as_bytes()
+            .chunks(76)
+            .map(|c| String::from_utf8(c.to_vec()).unwrap())
+            .collect();
+        let content = format!("{}\n", wrapped.join("\n")) + " \r\n\t";
+        let req = serde_json::json!({"language": "bash", "entryPoint": "d",
+            "files": {"d": {"content": content, "encoding": "base64"}}});
+        let r = parse(&req.to_string()).unwrap().into_run().unwrap();
+        assert_eq!(r.files[0].contents, data);
     }
 
     #[test]
