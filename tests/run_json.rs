@@ -617,6 +617,33 @@ both!(
 );
 
 both!(
+    /// `--output-root` and `--request-net` confine JSON requests: without --request or
+    /// --requests they would do nothing, so they are refused (exit 125, nothing run) rather
+    /// than silently ignored.
+    fn request_only_flags_without_a_request_are_refused(who) {
+        let root = writable_dir(who);
+        for flags in [
+            vec!["--output-root", root.path().to_str().unwrap()],
+            vec!["--request-net", "none"],
+            vec!["--request-net", "public"],
+        ] {
+            let f = cordon(who, "run")
+                .args(["--lang", "bash", "--no-history", "-c", "echo ran"])
+                .args(&flags)
+                .run();
+            assert_eq!(f.code, 125, "{flags:?}:\n{}", f.describe());
+            assert!(!f.stdout_str().contains("ran"), "{flags:?}: the code ran:\n{}", f.describe());
+            let err = f.stderr_str();
+            assert!(
+                err.contains(flags[0]) && err.contains("there is no request") && err.contains("--requests FILE"),
+                "{flags:?}:\n{}",
+                f.describe()
+            );
+        }
+    }
+);
+
+both!(
     /// With `--output-root`, a request's outputDir lands under it (a relative one) or is
     /// refused (outside it, or with `..`) before anything runs: a request written by code the
     /// operator does not trust cannot make cordon write the program's files anywhere the

@@ -355,9 +355,9 @@ pub struct RunArgs {
     /// What network a JSON request may ask for (`config.network`, `packages`,
     /// `packageIndex`): `any`, `public` (no loopback, private, link-local or metadata address,
     /// none of this host's, no `host` network) or `none` (no network, no package install).
-    /// Give `public` or `none` when requests come from code you do not trust.
-    #[arg(long, value_name = "SCOPE", default_value = "any")]
-    pub request_net: crate::run::RequestNet,
+    /// Give `public` or `none` when requests come from code you do not trust. Default `any`.
+    #[arg(long, value_name = "SCOPE")]
+    pub request_net: Option<crate::run::RequestNet>,
     /// Feed this file to the program's stdin.
     #[arg(long, value_name = "FILE")]
     pub stdin: Option<PathBuf>,
