@@ -198,7 +198,8 @@ pub struct RunLimitArgs {
     /// Wall-clock limit of the run (default: the profile's, else 30s).
     #[arg(long, value_name = "DUR")]
     pub timeout: Option<String>,
-    /// CPU-time limit of the run.
+    /// CPU-time limit (default: none; 0 = none): with a cgroup, summed over the whole
+    /// sandbox (and per process); without one, per process only (RLIMIT_CPU, whole seconds).
     #[arg(long, value_name = "DUR")]
     pub cpu_time: Option<String>,
     /// Memory limit of the run (default 512M).
@@ -443,7 +444,8 @@ pub struct ExecArgs {
     /// Wall-clock limit (30, 1.5s, 500ms, 2m).
     #[arg(long, value_name = "DUR", default_value = EXEC_TIMEOUT, value_parser = spec::parse_duration)]
     pub timeout: std::time::Duration,
-    /// CPU-time limit of the whole sandbox (default: none).
+    /// CPU-time limit (default: none; 0 = none): with a cgroup, summed over the whole
+    /// sandbox (and per process); without one, per process only (RLIMIT_CPU, whole seconds).
     #[arg(long, value_name = "DUR", value_parser = spec::parse_duration)]
     pub cpu_time: Option<std::time::Duration>,
     /// Memory limit, no swap (default 512M; 0 = none).
@@ -756,6 +758,33 @@ mod tests {
         assert_eq!(s.limits.wall, std::time::Duration::from_secs(30));
         assert!(s.passthrough);
         assert!(Cli::try_parse_from(["cordon", "exec", "--memory", "lots", "--", "true"]).is_err());
+    }
+
+    /// --cpu-time's help says what it limits without a cgroup: each process, not the sandbox.
+    #[test]
+    fn cpu_time_help_says_per_process_without_a_cgroup() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        for name in ["exec", "run"] {
+            let help = cli
+                .find_subcommand_mut(name)
+                .unwrap()
+                .render_long_help()
+                .to_string();
+            let at = help.find("--cpu-time").unwrap();
+            let text: String = help[at..]
+                .split("\n\n")
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                text.contains("with a cgroup, summed over the whole sandbox")
+                    && text.contains("without one, per process only (RLIMIT_CPU"),
+                "{name}: {text}"
+            );
+        }
     }
 
     /// 0 lifts --memory, --file-size and --cpu-time: a value above 0 that rounds to 0 is
