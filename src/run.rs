@@ -11,8 +11,8 @@ use crate::history::{History, Record};
 use crate::outcome::{CompileReport, Outcome, Status};
 use crate::profile::{LimitOverrides, Profile, ProfileError};
 use crate::spec::{
-    BackendChoice, Collect, Degrade, InputFile, Limits, ParseError, Rootfs, SandboxSpec,
-    StdinSource,
+    BackendChoice, Collect, Degrade, InputFile, LimitNaming, Limits, ParseError, Rootfs,
+    SandboxSpec, StdinSource,
 };
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -499,6 +499,24 @@ fn check_entry(entry: &str) -> Result<(), RunError> {
     Ok(())
 }
 
+/// The input cap ([`MAX_INPUT_BYTES`]) over the code and files, in the words of whoever gave
+/// them: a JSON request's `code` and `files`, or the command line's code and `--file`s.
+fn check_input_size(files: &[InputFile], naming: LimitNaming) -> Result<(), RunError> {
+    let total: u64 = files.iter().map(|f| f.contents.len() as u64).sum();
+    if total <= MAX_INPUT_BYTES {
+        return Ok(());
+    }
+    let cap = MAX_INPUT_BYTES >> 20;
+    Err(RunError::Request(match naming {
+        LimitNaming::Request | LimitNaming::CompileRequest => format!(
+            "the request's code plus files exceed {cap} MiB ({total} bytes); send less data in the request (split the job, or let the program fetch its data over config.network)"
+        ),
+        _ => format!(
+            "the code and the --file files exceed {cap} MiB ({total} bytes); give fewer or smaller --file files, or split the job (`cordon exec --ro-bind` shows a directory without copying it)"
+        ),
+    }))
+}
+
 /// Runs one request to completion.
 pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError> {
     let profile = crate::profile::find(&req.language, &opts.profiles)?;
@@ -510,12 +528,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
             f.path = entry.clone();
         }
     }
-    let total: u64 = files.iter().map(|f| f.contents.len() as u64).sum();
-    if total > MAX_INPUT_BYTES {
-        return Err(RunError::Request(format!(
-            "the code and files add up to {total} bytes, over the {MAX_INPUT_BYTES}-byte input cap; pass large data with --file from a smaller set, or split the job"
-        )));
-    }
+    check_input_size(&files, req.limits.naming)?;
     if !files.iter().any(|f| f.path == entry) {
         return Err(RunError::Request(format!(
             "no file named `{entry}` to run: give code (-c, a FILE, or `code`), or name an existing file as the entry point"
@@ -814,7 +827,6 @@ pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::LimitNaming;
 
     #[test]
     fn the_operators_limits_fill_and_cap_a_request() {
@@ -963,6 +975,28 @@ mod tests {
             compile_key(&p, &argv, &Rootfs::Dir(d.path().into()), &base),
             k
         );
+    }
+
+    #[test]
+    fn the_input_cap_is_named_as_the_caller_gave_the_input() {
+        let big = vec![InputFile {
+            path: "a".into(),
+            contents: vec![0; MAX_INPUT_BYTES as usize + 1],
+            mode: 0o644,
+        }];
+        let e = check_input_size(&big, LimitNaming::Request)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("the request's code plus files exceed 64 MiB"),
+            "{e}"
+        );
+        assert!(!e.contains("--file"), "{e}");
+        let e = check_input_size(&big, LimitNaming::Flags)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--file"), "{e}");
+        check_input_size(&big[..0], LimitNaming::Request).unwrap();
     }
 
     #[test]
