@@ -358,6 +358,32 @@ pub fn resolve_rootfs(profile: &Profile, over: Option<&Rootfs>) -> Rootfs {
     }
 }
 
+/// Whether a directory root filesystem can be read, before anything is launched; the error
+/// says where the directory came from (`--rootfs`, the profile's `rootfs`, or the built
+/// rootfs that `auto` found) and what to do about it.
+fn check_rootfs(profile: &Profile, over: Option<&Rootfs>, rootfs: &Rootfs) -> Result<(), RunError> {
+    let Rootfs::Dir(dir) = rootfs else {
+        return Ok(());
+    };
+    let Err(e) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    let lang = &profile.name;
+    let origin = match (over, profile.rootfs.as_str()) {
+        (Some(_), _) => "the path given to --rootfs; check it".to_string(),
+        (None, "auto") => format!(
+            "the built rootfs that the {lang} profile's `rootfs = \"auto\"` found; rebuild it with `cordon rootfs build {lang}`, or give --rootfs host"
+        ),
+        (None, _) => format!(
+            "the {lang} profile's `rootfs`; fix it in the profile (a --profile FILE or $XDG_CONFIG_HOME/cordon/profiles/{lang}.toml), or give --rootfs"
+        ),
+    };
+    Err(RunError::Request(format!(
+        "cannot read the root filesystem {}: {e}; it is {origin}",
+        dir.display()
+    )))
+}
+
 /// A stable identity of the toolchain: path, size and modification time of the compiler
 /// binary as the sandbox will see it (a package upgrade changes them).
 fn toolchain_identity(program: &str, rootfs: &Rootfs) -> String {
@@ -556,6 +582,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         .map(|f| f.contents.len() as u64)
         .unwrap_or(0);
     let rootfs = resolve_rootfs(&profile, opts.rootfs.as_ref());
+    check_rootfs(&profile, opts.rootfs.as_ref(), &rootfs)?;
     for argv in [profile.compile.as_ref(), Some(&profile.run)]
         .into_iter()
         .flatten()
@@ -997,6 +1024,35 @@ mod tests {
             .to_string();
         assert!(e.contains("--file"), "{e}");
         check_input_size(&big[..0], LimitNaming::Request).unwrap();
+    }
+
+    /// A root filesystem that cannot be read is refused before any launch, saying where
+    /// it came from: --rootfs, the profile's `rootfs`, or the built rootfs `auto` found.
+    #[test]
+    fn an_unreadable_rootfs_is_named_by_where_it_came_from() {
+        let p = crate::profile::find("python", &[]).unwrap();
+        let missing = Rootfs::Dir("/nonexistent/cordon-rootfs".into());
+        let e = check_rootfs(&p, Some(&missing), &missing)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/nonexistent/cordon-rootfs") && e.contains("--rootfs; check it"),
+            "{e}"
+        );
+        let mut q = p.clone();
+        q.rootfs = "/nonexistent/cordon-rootfs".into();
+        let e = check_rootfs(&q, None, &missing).unwrap_err().to_string();
+        assert!(e.contains("the python profile's `rootfs`"), "{e}");
+        assert!(!e.contains("the path given to --rootfs"), "{e}");
+        q.rootfs = "auto".into();
+        let e = check_rootfs(&q, None, &missing).unwrap_err().to_string();
+        assert!(
+            e.contains("`auto` found") || e.contains("\"auto\"` found"),
+            "{e}"
+        );
+        assert!(e.contains("cordon rootfs build python"), "{e}");
+        check_rootfs(&q, None, &Rootfs::Host).unwrap();
+        check_rootfs(&q, None, &Rootfs::Dir("/".into())).unwrap();
     }
 
     #[test]

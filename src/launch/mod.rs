@@ -68,7 +68,9 @@ pub enum LaunchError {
     Seccomp(#[from] SeccompError),
     #[error(transparent)]
     Limits(#[from] LimitsError),
-    #[error("cannot read the root filesystem {path}: {source}; check the path given to --rootfs")]
+    #[error(
+        "cannot read the root filesystem {path}: {source}; check the path given to --rootfs (under cordon run, else the language profile's `rootfs`, or the built rootfs that `auto` found: `cordon rootfs build LANG`)"
+    )]
     Rootfs {
         path: String,
         source: std::io::Error,
