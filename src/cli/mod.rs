@@ -750,12 +750,23 @@ mod tests {
             panic!("exec expected")
         };
         let s = a.to_spec().unwrap();
-        assert_eq!(s.limits, crate::spec::Limits { ..s.limits.clone() });
-        assert_eq!(s.limits.memory, Some(512 << 20));
-        assert_eq!(s.limits.pids, Some(64));
-        assert_eq!(s.limits.cpus, Some(1.0));
-        assert_eq!(s.limits.output, 10 << 20);
-        assert_eq!(s.limits.wall, std::time::Duration::from_secs(30));
+        // README's defaults table, field by field (tmp_inodes is not in it).
+        let documented = crate::spec::Limits {
+            wall: std::time::Duration::from_secs(30),
+            cpu_time: None,
+            memory: Some(512 << 20),
+            cpus: Some(1.0),
+            pids: Some(64),
+            output: 10 << 20,
+            file_size: Some(256 << 20),
+            open_files: 1024,
+            workspace_size: 256 << 20,
+            workspace_inodes: 16384,
+            tmp_size: 64 << 20,
+            tmp_inodes: 4096,
+        };
+        assert_eq!(crate::spec::Limits::default(), documented);
+        assert_eq!(s.limits, documented, "exec's flag defaults");
         assert!(s.passthrough);
         assert!(Cli::try_parse_from(["cordon", "exec", "--memory", "lots", "--", "true"]).is_err());
     }
