@@ -188,7 +188,7 @@ fn run_options(args: &RunArgs) -> RunOptions {
         history: !args.no_history,
         collect: true,
         output_root: args.output_root.clone(),
-        request_net: args.request_net,
+        request_net: args.request_net.unwrap_or(crate::run::RequestNet::Any),
         request_limits: (args.limits.run_overrides(), args.limits.compile_overrides()),
     }
 }
@@ -313,6 +313,22 @@ pub fn run(args: &RunArgs) -> i32 {
             true,
         );
     }
+    if args.request.is_none()
+        && args.requests.is_none()
+        && (args.output_root.is_some() || args.request_net.is_some())
+    {
+        let flag = if args.output_root.is_some() {
+            "--output-root"
+        } else {
+            "--request-net"
+        };
+        return fail(
+            format!(
+                "{flag} confines what a JSON request may ask for (outputDir, network), and there is no request here; give --request FILE or --requests FILE, or leave {flag} out (code given on the command line is yours: --output-dir and --net say where its files and network go)"
+            ),
+            args.json,
+        );
+    }
     if args.jobs.is_some() && args.requests.is_none() {
         return fail(
             "--jobs is how many requests of a --requests file run at once; give --requests FILE, or leave --jobs out",
@@ -418,7 +434,9 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     if let Some(root) = &args.output_root {
         common.extend(["--output-root".into(), root.display().to_string()]);
     }
-    common.extend(["--request-net".into(), args.request_net.name().into()]);
+    if let Some(scope) = args.request_net {
+        common.extend(["--request-net".into(), scope.name().into()]);
+    }
     let backend = match args.limits_backend {
         crate::cli::BackendArg::Auto => "auto",
         crate::cli::BackendArg::CgroupV2 => "cgroup-v2",
@@ -441,13 +459,17 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     let out = std::io::stdout();
     while printed < todo.len() {
         while running.len() < jobs && next < todo.len() {
-            let spawned = std::process::Command::new(&exe)
+            let mut worker = std::process::Command::new(&exe);
+            worker
                 .args(&common)
                 .args(["--request-line".to_string(), (todo[next].0 + 1).to_string()])
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::inherit())
-                .spawn();
+                .stderr(std::process::Stdio::inherit());
+            // A batch killed (SIGTERM, SIGINT, SIGKILL) takes its workers, and so their
+            // sandboxes, with it. Spawned from this thread, which lives as long as the batch.
+            crate::sys::kill_with_parent(&mut worker);
+            let spawned = worker.spawn();
             match spawned {
                 Ok(mut child) => {
                     let line = todo[next].1.clone();

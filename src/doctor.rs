@@ -14,6 +14,12 @@ fn read_trim(path: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// Whether AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and later): one is
+/// still made, but without capabilities in it, so its first mount fails with EPERM.
+pub fn apparmor_restricts_userns() -> bool {
+    read_trim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1")
+}
+
 /// The likely cause and fix when creating the sandbox's namespaces fails with `errno`.
 pub fn userns_hint(errno: Errno) -> String {
     let mut causes = Vec::new();
@@ -26,7 +32,7 @@ pub fn userns_hint(errno: Errno) -> String {
                 .to_string(),
         );
     }
-    if read_trim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+    if apparmor_restricts_userns() {
         causes.push("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1); add an AppArmor profile granting `userns` to cordon, or run `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`".to_string());
     }
     if errno == Errno::ENOSPC {

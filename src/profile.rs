@@ -157,7 +157,13 @@ impl LimitOverrides {
         if let Some(t) = dur("cpu_time", &self.cpu_time)? {
             base.cpu_time = (!t.is_zero()).then_some(t);
         }
-        if let Some(m) = size("memory", &self.memory)? {
+        let memory = self
+            .memory
+            .as_deref()
+            .map(spec::parse_memory)
+            .transpose()
+            .map_err(named("memory"))?;
+        if let Some(m) = memory {
             base.memory = (m > 0).then_some(m);
         }
         if let Some(c) = self.cpus {
@@ -440,6 +446,50 @@ pub fn resolve_on_host(program: &str, root: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `0.4` is not 0 (no limit), and `512` (bytes) is not a memory limit anyone means;
+    /// the errors name the flag, key or field that was given.
+    #[test]
+    fn a_limit_that_rounds_to_zero_or_a_tiny_memory_limit_is_refused_by_name() {
+        let mut l = Limits::default();
+        for (naming, name) in [
+            (LimitNaming::Flags, "--memory"),
+            (LimitNaming::CompileFlags, "--compile-memory"),
+            (LimitNaming::Profile, "invalid memory"),
+        ] {
+            for (given, hint) in [("0.4", "less than one byte"), ("512", "did you mean 512M?")] {
+                let o = LimitOverrides {
+                    memory: Some(given.into()),
+                    ..Default::default()
+                };
+                let e = o.apply_named(&mut l, naming).unwrap_err().to_string();
+                assert!(
+                    e.contains(name) && e.contains(hint),
+                    "{naming:?} {given}: {e}"
+                );
+            }
+        }
+        let o = LimitOverrides {
+            file_size: Some("0.4".into()),
+            cpu_time: Some("0.0000000001".into()),
+            ..Default::default()
+        };
+        let e = o.apply(&mut l).unwrap_err().to_string();
+        assert!(e.contains("--cpu-time"), "{e}");
+        let o = LimitOverrides {
+            file_size: Some("0.4".into()),
+            ..Default::default()
+        };
+        let e = o.apply(&mut l).unwrap_err().to_string();
+        assert!(e.contains("--file-size"), "{e}");
+        // 0 still lifts it, and a request's megabytes are far above the floor.
+        let o = LimitOverrides {
+            memory: Some("0".into()),
+            ..Default::default()
+        };
+        o.apply(&mut l).unwrap();
+        assert_eq!(l.memory, None);
+    }
 
     #[test]
     fn limit_errors_name_what_set_them_and_zero_means_what_it_says() {

@@ -10,35 +10,145 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// A file in a request: plain UTF-8 text, or `{content, encoding}`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+/// A file in a request: plain UTF-8 text, or `{content, encoding, executable}`. Read by
+/// [`files`], whose errors name the file and the key at fault (`files.NAME.encoding`).
+#[derive(Debug, Clone)]
 pub enum JsonFile {
     Text(String),
     Encoded(EncodedFile),
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct EncodedFile {
     pub content: String,
-    #[serde(default)]
+    /// Default `utf8`.
     pub encoding: Encoding,
-    /// Make the file executable.
-    #[serde(default)]
+    /// Make the file executable (default false).
     pub executable: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Encoding {
     #[default]
     Utf8,
     Base64,
 }
 
+/// What a file object holds, for errors.
+const FILE_OBJECT: &str =
+    r#"{"content": "...", "encoding": "utf8" or "base64", "executable": true or false}"#;
+
+/// `files`: `{"NAME": FILE, ...}`, each FILE read with its name for errors (serde's
+/// untagged enum said only "data did not match any variant").
+fn files<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, JsonFile>, D::Error> {
+    struct Files;
+    impl<'de> serde::de::Visitor<'de> for Files {
+        type Value = BTreeMap<String, JsonFile>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("`files` as an object: {\"NAME\": \"text\" or {\"content\": ...}}")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(name) = m.next_key::<String>()? {
+                let file = m.next_value_seed(FileSeed(&name))?;
+                out.insert(name, file);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(Files)
+}
+
+/// One entry of `files`, named `files.NAME` in its errors.
+struct FileSeed<'a>(&'a str);
+
+impl<'de> serde::de::DeserializeSeed<'de> for FileSeed<'_> {
+    type Value = JsonFile;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<JsonFile, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for FileSeed<'_> {
+    type Value = JsonFile;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "files.{} to be the file's text as a string, or {FILE_OBJECT}",
+            self.0
+        )
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<JsonFile, E> {
+        Ok(JsonFile::Text(v.to_owned()))
+    }
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<JsonFile, E> {
+        Ok(JsonFile::Text(v))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<JsonFile, A::Error> {
+        use serde::de::Error;
+        use serde_json::Value;
+        let name = self.0;
+        let mut content = None;
+        let mut encoding = None;
+        let mut executable = None;
+        while let Some(key) = m.next_key::<String>()? {
+            let value: Value = m.next_value()?;
+            let slot_taken = match key.as_str() {
+                "content" => match value {
+                    Value::String(s) => content.replace(s).is_some(),
+                    other => {
+                        return Err(A::Error::custom(format!(
+                            "files.{name}.content is {other}: give the file's contents as a string"
+                        )));
+                    }
+                },
+                "encoding" => match value.as_str() {
+                    Some("utf8") => encoding.replace(Encoding::Utf8).is_some(),
+                    Some("base64") => encoding.replace(Encoding::Base64).is_some(),
+                    _ => {
+                        return Err(A::Error::custom(format!(
+                            "files.{name}.encoding is {value}: give \"utf8\" (the default) or \"base64\""
+                        )));
+                    }
+                },
+                "executable" => match value {
+                    Value::Bool(b) => executable.replace(b).is_some(),
+                    other => {
+                        return Err(A::Error::custom(format!(
+                            "files.{name}.executable is {other}: give true or false"
+                        )));
+                    }
+                },
+                _ => {
+                    return Err(A::Error::custom(format!(
+                        "files.{name}.{key} is not a key of a file; a file is its text as a string, or {FILE_OBJECT}"
+                    )));
+                }
+            };
+            if slot_taken {
+                return Err(A::Error::custom(format!(
+                    "files.{name}.{key} is given twice"
+                )));
+            }
+        }
+        let content = content.ok_or_else(|| {
+            A::Error::custom(format!(
+                "files.{name} has no `content`; a file is its text as a string, or {FILE_OBJECT}"
+            ))
+        })?;
+        Ok(JsonFile::Encoded(EncodedFile {
+            content,
+            encoding: encoding.unwrap_or_default(),
+            executable: executable.unwrap_or(false),
+        }))
+    }
+}
+
 /// `config`: limits in the units agent tools use (milliseconds, megabytes).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct JsonConfig {
     /// Wall-clock limit, ms.
@@ -67,7 +177,7 @@ pub struct JsonConfig {
 pub struct JsonRequest {
     pub language: String,
     pub code: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "files")]
     pub files: BTreeMap<String, JsonFile>,
     /// With `files` and no `code`: which file to run.
     pub entry_point: Option<String>,
@@ -92,18 +202,57 @@ fn bad(msg: impl Into<String>) -> RunError {
     RunError::Request(msg.into())
 }
 
+/// A request's top-level fields, as [`JsonRequest`] names them.
+const REQUEST_FIELDS: &[&str] = &[
+    "language",
+    "code",
+    "files",
+    "entryPoint",
+    "args",
+    "stdin",
+    "env",
+    "config",
+    "outputDir",
+    "packages",
+    "packageIndex",
+    "packagesLock",
+];
+
 /// Parses one request, naming the field at fault in errors.
 pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
     serde_json::from_str(text).map_err(|e| {
-        let hint = if e.to_string().contains("unknown field") {
-            "; the fields are: language, code, files, entryPoint, args, stdin, env, config, outputDir, packages, packageIndex, packagesLock"
-        } else if e.to_string().contains("missing field") {
-            "; `language` is required"
+        let msg = e.to_string();
+        let hint = if msg.contains("unknown field") {
+            unknown_field_hint(text)
+        } else if msg.contains("missing field") {
+            "; `language` is required".to_string()
         } else {
-            ""
+            String::new()
         };
         bad(format!("invalid request: {e}{hint}"))
     })
+}
+
+/// Where an unknown field is, for the hint after serde's message: serde lists the fields
+/// expected where the unknown one is, but not where that is. A top-level one gets the list of
+/// a request's fields; one inside `config` is named as `config.NAME` (serde's list is the
+/// right one there).
+fn unknown_field_hint(text: &str) -> String {
+    let Ok(serde_json::Value::Object(top)) = serde_json::from_str::<serde_json::Value>(text) else {
+        return String::new();
+    };
+    if top.keys().any(|k| !REQUEST_FIELDS.contains(&k.as_str())) {
+        return format!("; a request's fields are: {}", REQUEST_FIELDS.join(", "));
+    }
+    if let Some(serde_json::Value::Object(config)) = top.get("config") {
+        let known = serde_json::to_value(JsonConfig::default()).ok();
+        if let Some(serde_json::Value::Object(known)) = known
+            && let Some(k) = config.keys().find(|k| !known.contains_key(k.as_str()))
+        {
+            return format!("; `config.{k}` is not a config field (the list above is config's)");
+        }
+    }
+    String::new()
 }
 
 impl JsonRequest {
@@ -134,8 +283,12 @@ impl JsonRequest {
                     encoding: Encoding::Base64,
                     executable,
                 }) => {
+                    // `base64 FILE` breaks its output every 76 characters: line breaks and
+                    // other ASCII whitespace are not part of the data.
+                    let mut content = content.into_bytes();
+                    content.retain(|b| !b.is_ascii_whitespace());
                     let b = base64::engine::general_purpose::STANDARD
-                        .decode(content.trim())
+                        .decode(&content)
                         .map_err(|e| {
                             bad(format!(
                                 "invalid request: files.{name}: not valid base64: {e}"
@@ -442,12 +595,96 @@ mod tests {
         assert!(r.packages.is_empty());
     }
 
+    /// The hint after an unknown field is the list of the level it is at: a request's
+    /// fields for a top-level one, not for one inside `config`.
+    #[test]
+    fn an_unknown_field_is_hinted_at_by_its_level() {
+        let e = parse(r#"{"language":"python","code":"x","config":{"memory":64}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`memoryLimit`"),
+            "serde's list of config's fields: {e}"
+        );
+        assert!(e.contains("config.memory"), "{e}");
+        assert!(!e.contains("entryPoint"), "not a request's fields: {e}");
+        let e = parse(r#"{"language":"python","code":"x","colour":1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a request's fields are"), "{e}");
+    }
+
+    /// A malformed entry of `files` is named with its key and what is expected, not
+    /// "data did not match any variant of untagged enum JsonFile".
+    #[test]
+    fn a_bad_file_entry_names_the_file_and_the_key() {
+        let file = |f: &str| {
+            parse(&format!(
+                r#"{{"language":"bash","files":{{"a.sh":{f}}},"entryPoint":"a.sh"}}"#
+            ))
+            .map(drop)
+            .unwrap_err()
+            .to_string()
+        };
+        for (entry, want) in [
+            (
+                r#"{"content":"x","mode":"755"}"#,
+                "files.a.sh.mode is not a key",
+            ),
+            (
+                r#"{"content":"x","encoding":"BASE64"}"#,
+                r#"files.a.sh.encoding is "BASE64": give "utf8""#,
+            ),
+            (
+                r#"{"content":"x","executable":"yes"}"#,
+                r#"files.a.sh.executable is "yes": give true or false"#,
+            ),
+            (r#"{"content":5}"#, "files.a.sh.content is 5"),
+            (r#"{"encoding":"base64"}"#, "files.a.sh has no `content`"),
+            (
+                r#"{"content":"x","content":"y"}"#,
+                "files.a.sh.content is given twice",
+            ),
+            ("5", "files.a.sh to be the file's text"),
+        ] {
+            let e = file(entry);
+            assert!(e.contains(want), "{entry}: {e}");
+            assert!(!e.contains("untagged"), "{entry}: {e}");
+        }
+        let r = parse(r#"{"language":"bash","files":{"a.sh":{"content":"echo","executable":true},"b":"t"},"entryPoint":"a.sh"}"#)
+            .unwrap()
+            .into_run()
+            .unwrap();
+        let a = r.files.iter().find(|f| f.path == "a.sh").unwrap();
+        assert_eq!((a.contents.as_slice(), a.mode), (&b"echo"[..], 0o755));
+        let b = r.files.iter().find(|f| f.path == "b").unwrap();
+        assert_eq!((b.contents.as_slice(), b.mode), (&b"t"[..], 0o644));
+    }
+
+    /// What `base64 FILE` prints (lines of 76 characters, a final newline) decodes.
+    #[test]
+    fn base64_with_line_breaks_decodes() {
+        let data: Vec<u8> = (0..=255u8).collect();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&data);
+        let wrapped: Vec<String> = encoded
+            .as_bytes()
+            .chunks(76)
+            .map(|c| String::from_utf8(c.to_vec()).unwrap())
+            .collect();
+        let content = format!("{}\n", wrapped.join("\n")) + " \r\n\t";
+        let req = serde_json::json!({"language": "bash", "entryPoint": "d",
+            "files": {"d": {"content": content, "encoding": "base64"}}});
+        let r = parse(&req.to_string()).unwrap().into_run().unwrap();
+        assert_eq!(r.files[0].contents, data);
+    }
+
     #[test]
     fn errors_name_the_problem() {
         let e = parse(r#"{"language":"python","code":"x","colour":1}"#)
             .unwrap_err()
             .to_string();
         assert!(e.contains("colour"), "{e}");
+        assert!(e.contains("a request's fields are: language"), "{e}");
         let e = parse(r#"{"code":"x"}"#).unwrap_err().to_string();
         assert!(e.contains("language"), "{e}");
         assert!(parse("{not json").is_err());

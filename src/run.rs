@@ -11,8 +11,8 @@ use crate::history::{History, Record};
 use crate::outcome::{CompileReport, Outcome, Status};
 use crate::profile::{LimitOverrides, Profile, ProfileError};
 use crate::spec::{
-    BackendChoice, Collect, Degrade, InputFile, Limits, ParseError, Rootfs, SandboxSpec,
-    StdinSource,
+    BackendChoice, Collect, Degrade, InputFile, LimitNaming, Limits, ParseError, Rootfs,
+    SandboxSpec, StdinSource,
 };
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -358,6 +358,32 @@ pub fn resolve_rootfs(profile: &Profile, over: Option<&Rootfs>) -> Rootfs {
     }
 }
 
+/// Whether a directory root filesystem can be read, before anything is launched; the error
+/// says where the directory came from (`--rootfs`, the profile's `rootfs`, or the built
+/// rootfs that `auto` found) and what to do about it.
+fn check_rootfs(profile: &Profile, over: Option<&Rootfs>, rootfs: &Rootfs) -> Result<(), RunError> {
+    let Rootfs::Dir(dir) = rootfs else {
+        return Ok(());
+    };
+    let Err(e) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    let lang = &profile.name;
+    let origin = match (over, profile.rootfs.as_str()) {
+        (Some(_), _) => "the path given to --rootfs; check it".to_string(),
+        (None, "auto") => format!(
+            "the built rootfs that the {lang} profile's `rootfs = \"auto\"` found; rebuild it with `cordon rootfs build {lang}`, or give --rootfs host"
+        ),
+        (None, _) => format!(
+            "the {lang} profile's `rootfs`; fix it in the profile (a --profile FILE or $XDG_CONFIG_HOME/cordon/profiles/{lang}.toml), or give --rootfs"
+        ),
+    };
+    Err(RunError::Request(format!(
+        "cannot read the root filesystem {}: {e}; it is {origin}",
+        dir.display()
+    )))
+}
+
 /// A stable identity of the toolchain: path, size and modification time of the compiler
 /// binary as the sandbox will see it (a package upgrade changes them).
 fn toolchain_identity(program: &str, rootfs: &Rootfs) -> String {
@@ -499,6 +525,24 @@ fn check_entry(entry: &str) -> Result<(), RunError> {
     Ok(())
 }
 
+/// The input cap ([`MAX_INPUT_BYTES`]) over the code and files, in the words of whoever gave
+/// them: a JSON request's `code` and `files`, or the command line's code and `--file`s.
+fn check_input_size(files: &[InputFile], naming: LimitNaming) -> Result<(), RunError> {
+    let total: u64 = files.iter().map(|f| f.contents.len() as u64).sum();
+    if total <= MAX_INPUT_BYTES {
+        return Ok(());
+    }
+    let cap = MAX_INPUT_BYTES >> 20;
+    Err(RunError::Request(match naming {
+        LimitNaming::Request | LimitNaming::CompileRequest => format!(
+            "the request's code plus files exceed {cap} MiB ({total} bytes); send less data in the request (split the job, or let the program fetch its data over config.network)"
+        ),
+        _ => format!(
+            "the code and the --file files exceed {cap} MiB ({total} bytes); give fewer or smaller --file files, or split the job (`cordon exec --ro-bind` shows a directory without copying it)"
+        ),
+    }))
+}
+
 /// Runs one request to completion.
 pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError> {
     let profile = crate::profile::find(&req.language, &opts.profiles)?;
@@ -510,12 +554,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
             f.path = entry.clone();
         }
     }
-    let total: u64 = files.iter().map(|f| f.contents.len() as u64).sum();
-    if total > MAX_INPUT_BYTES {
-        return Err(RunError::Request(format!(
-            "the code and files add up to {total} bytes, over the {MAX_INPUT_BYTES}-byte input cap; pass large data with --file from a smaller set, or split the job"
-        )));
-    }
+    check_input_size(&files, req.limits.naming)?;
     if !files.iter().any(|f| f.path == entry) {
         return Err(RunError::Request(format!(
             "no file named `{entry}` to run: give code (-c, a FILE, or `code`), or name an existing file as the entry point"
@@ -543,6 +582,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         .map(|f| f.contents.len() as u64)
         .unwrap_or(0);
     let rootfs = resolve_rootfs(&profile, opts.rootfs.as_ref());
+    check_rootfs(&profile, opts.rootfs.as_ref(), &rootfs)?;
     for argv in [profile.compile.as_ref(), Some(&profile.run)]
         .into_iter()
         .flatten()
@@ -814,7 +854,6 @@ pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::LimitNaming;
 
     #[test]
     fn the_operators_limits_fill_and_cap_a_request() {
@@ -963,6 +1002,57 @@ mod tests {
             compile_key(&p, &argv, &Rootfs::Dir(d.path().into()), &base),
             k
         );
+    }
+
+    #[test]
+    fn the_input_cap_is_named_as_the_caller_gave_the_input() {
+        let big = vec![InputFile {
+            path: "a".into(),
+            contents: vec![0; MAX_INPUT_BYTES as usize + 1],
+            mode: 0o644,
+        }];
+        let e = check_input_size(&big, LimitNaming::Request)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("the request's code plus files exceed 64 MiB"),
+            "{e}"
+        );
+        assert!(!e.contains("--file"), "{e}");
+        let e = check_input_size(&big, LimitNaming::Flags)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--file"), "{e}");
+        check_input_size(&big[..0], LimitNaming::Request).unwrap();
+    }
+
+    /// A root filesystem that cannot be read is refused before any launch, saying where
+    /// it came from: --rootfs, the profile's `rootfs`, or the built rootfs `auto` found.
+    #[test]
+    fn an_unreadable_rootfs_is_named_by_where_it_came_from() {
+        let p = crate::profile::find("python", &[]).unwrap();
+        let missing = Rootfs::Dir("/nonexistent/cordon-rootfs".into());
+        let e = check_rootfs(&p, Some(&missing), &missing)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/nonexistent/cordon-rootfs") && e.contains("--rootfs; check it"),
+            "{e}"
+        );
+        let mut q = p.clone();
+        q.rootfs = "/nonexistent/cordon-rootfs".into();
+        let e = check_rootfs(&q, None, &missing).unwrap_err().to_string();
+        assert!(e.contains("the python profile's `rootfs`"), "{e}");
+        assert!(!e.contains("the path given to --rootfs"), "{e}");
+        q.rootfs = "auto".into();
+        let e = check_rootfs(&q, None, &missing).unwrap_err().to_string();
+        assert!(
+            e.contains("`auto` found") || e.contains("\"auto\"` found"),
+            "{e}"
+        );
+        assert!(e.contains("cordon rootfs build python"), "{e}");
+        check_rootfs(&q, None, &Rootfs::Host).unwrap();
+        check_rootfs(&q, None, &Rootfs::Dir("/".into())).unwrap();
     }
 
     #[test]

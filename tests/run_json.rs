@@ -371,6 +371,78 @@ both!(
     }
 );
 
+/// Whether `pid` is gone or a zombie (dead, waiting for a reaper that may never come).
+fn dead(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+    matches!(after.split_whitespace().next(), None | Some("Z" | "X"))
+}
+
+/// Whether `pid`'s command line holds the argument `arg`.
+fn has_arg(pid: i32, arg: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .any(|a| a == arg.as_bytes())
+}
+
+both!(
+    /// A batch SIGKILLed in the middle (it cannot clean up) takes its `--request-line`
+    /// workers and their sandboxes with it: each worker has PR_SET_PDEATHSIG.
+    fn a_killed_batch_leaves_no_worker_or_sandbox(who) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let mark = marker(who, 42);
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        let req = json!({"language": "bash", "code": format!("sleep 3600 {mark}\ntrue\n")}).to_string();
+        write_world_readable(&file, format!("{req}\n{req}\n").as_bytes());
+        let run = cordon(who, "run")
+            .args(["--timeout", "120s", "--jobs", "2", "--requests"])
+            .arg(&file);
+        let mut child = run.spawn(std::process::Stdio::piped(), std::process::Stdio::piped());
+        let found = wait_until(Duration::from_secs(30), || procs_matching(&mark).len() == 2);
+        let sleepers = procs_matching(&mark);
+        if !found {
+            let _ = child.kill();
+            let _ = child.wait();
+            assert_none_left(&mark, Duration::from_secs(5), "");
+            panic!("the two requests never reached `sleep {mark}`: {sleepers:?}");
+        }
+        // Up from each sleeper to its worker (`cordon run ... --request-line N`).
+        let worker_of = |pid: i32| {
+            let mut p = pid;
+            for _ in 0..6 {
+                p = ppid(p);
+                if p <= 1 || has_arg(p, "--request-line") {
+                    break;
+                }
+            }
+            p
+        };
+        let workers: Vec<i32> = sleepers.iter().map(|p| worker_of(*p as i32)).collect();
+        let batch = ppid(workers[0]);
+        // Checked before any signal: a wrong pid here must not kill anything else.
+        assert!(
+            workers.iter().all(|w| *w > 1 && has_arg(*w, "--request-line") && ppid(*w) == batch)
+                && batch > 1
+                && has_arg(batch, "--requests")
+                && comm(batch).starts_with("cordon"),
+            "unexpected processes: sleepers {sleepers:?}, workers {workers:?}, batch {batch}"
+        );
+        kill(Pid::from_raw(batch), Signal::SIGKILL).unwrap();
+        let _ = child.wait();
+        let gone = wait_until(Duration::from_secs(10), || workers.iter().all(|w| dead(*w)));
+        for w in &workers {
+            if !dead(*w) {
+                let _ = kill(Pid::from_raw(*w), Signal::SIGKILL);
+            }
+        }
+        assert!(gone, "workers {workers:?} outlived their SIGKILLed batch {batch}");
+        assert_none_left(&mark, Duration::from_secs(10), "the sandboxes of a killed batch");
+    }
+);
+
 both!(
     /// Six requests whose run times decrease (the first sleeps longest) with --jobs 3: one
     /// compact JSON result per line, in input order, and the jobs really ran in parallel.
@@ -540,6 +612,33 @@ both!(
             let files = r.files();
             assert!(files.iter().any(|(p, size)| p == "partial.txt" && *size == 10), "{mode}: files {files:?}:\n{}", r.describe());
             assert_eq!(std::fs::read_to_string(out.join("partial.txt")).ok().as_deref(), Some("half done\n"), "{mode}:\n{}", r.describe());
+        }
+    }
+);
+
+both!(
+    /// `--output-root` and `--request-net` confine JSON requests: without --request or
+    /// --requests they would do nothing, so they are refused (exit 125, nothing run) rather
+    /// than silently ignored.
+    fn request_only_flags_without_a_request_are_refused(who) {
+        let root = writable_dir(who);
+        for flags in [
+            vec!["--output-root", root.path().to_str().unwrap()],
+            vec!["--request-net", "none"],
+            vec!["--request-net", "public"],
+        ] {
+            let f = cordon(who, "run")
+                .args(["--lang", "bash", "--no-history", "-c", "echo ran"])
+                .args(&flags)
+                .run();
+            assert_eq!(f.code, 125, "{flags:?}:\n{}", f.describe());
+            assert!(!f.stdout_str().contains("ran"), "{flags:?}: the code ran:\n{}", f.describe());
+            let err = f.stderr_str();
+            assert!(
+                err.contains(flags[0]) && err.contains("there is no request") && err.contains("--requests FILE"),
+                "{flags:?}:\n{}",
+                f.describe()
+            );
         }
     }
 );

@@ -102,7 +102,7 @@ pub(super) fn exec(args: &[OsString]) -> Option<ExecArgs> {
         match name {
             "timeout" => a.timeout = spec::parse_duration(value).ok()?,
             "cpu-time" => a.cpu_time = Some(spec::parse_duration(value).ok()?),
-            "memory" => a.memory = Some(spec::parse_size(value).ok()?),
+            "memory" => a.memory = Some(spec::parse_memory(value).ok()?),
             "cpus" => a.cpus = Some(value.parse().ok()?),
             "pids" => a.pids = value.parse().ok()?,
             "output-limit" => a.output_limit = spec::parse_size(value).ok()?,

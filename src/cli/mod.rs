@@ -198,7 +198,8 @@ pub struct RunLimitArgs {
     /// Wall-clock limit of the run (default: the profile's, else 30s).
     #[arg(long, value_name = "DUR")]
     pub timeout: Option<String>,
-    /// CPU-time limit of the run.
+    /// CPU-time limit (default: none; 0 = none): with a cgroup, summed over the whole
+    /// sandbox (and per process); without one, per process only (RLIMIT_CPU, whole seconds).
     #[arg(long, value_name = "DUR")]
     pub cpu_time: Option<String>,
     /// Memory limit of the run (default 512M).
@@ -355,9 +356,9 @@ pub struct RunArgs {
     /// What network a JSON request may ask for (`config.network`, `packages`,
     /// `packageIndex`): `any`, `public` (no loopback, private, link-local or metadata address,
     /// none of this host's, no `host` network) or `none` (no network, no package install).
-    /// Give `public` or `none` when requests come from code you do not trust.
-    #[arg(long, value_name = "SCOPE", default_value = "any")]
-    pub request_net: crate::run::RequestNet,
+    /// Give `public` or `none` when requests come from code you do not trust. Default `any`.
+    #[arg(long, value_name = "SCOPE")]
+    pub request_net: Option<crate::run::RequestNet>,
     /// Feed this file to the program's stdin.
     #[arg(long, value_name = "FILE")]
     pub stdin: Option<PathBuf>,
@@ -443,11 +444,12 @@ pub struct ExecArgs {
     /// Wall-clock limit (30, 1.5s, 500ms, 2m).
     #[arg(long, value_name = "DUR", default_value = EXEC_TIMEOUT, value_parser = spec::parse_duration)]
     pub timeout: std::time::Duration,
-    /// CPU-time limit of the whole sandbox (default: none).
+    /// CPU-time limit (default: none; 0 = none): with a cgroup, summed over the whole
+    /// sandbox (and per process); without one, per process only (RLIMIT_CPU, whole seconds).
     #[arg(long, value_name = "DUR", value_parser = spec::parse_duration)]
     pub cpu_time: Option<std::time::Duration>,
     /// Memory limit, no swap (default 512M; 0 = none).
-    #[arg(long, value_name = "SIZE", value_parser = spec::parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = spec::parse_memory)]
     pub memory: Option<u64>,
     /// CPU bandwidth in CPUs (default 1; 0 = none).
     #[arg(long, value_name = "N")]
@@ -748,13 +750,76 @@ mod tests {
             panic!("exec expected")
         };
         let s = a.to_spec().unwrap();
-        assert_eq!(s.limits, crate::spec::Limits { ..s.limits.clone() });
-        assert_eq!(s.limits.memory, Some(512 << 20));
-        assert_eq!(s.limits.pids, Some(64));
-        assert_eq!(s.limits.cpus, Some(1.0));
-        assert_eq!(s.limits.output, 10 << 20);
-        assert_eq!(s.limits.wall, std::time::Duration::from_secs(30));
+        // README's defaults table, field by field (tmp_inodes is not in it).
+        let documented = crate::spec::Limits {
+            wall: std::time::Duration::from_secs(30),
+            cpu_time: None,
+            memory: Some(512 << 20),
+            cpus: Some(1.0),
+            pids: Some(64),
+            output: 10 << 20,
+            file_size: Some(256 << 20),
+            open_files: 1024,
+            workspace_size: 256 << 20,
+            workspace_inodes: 16384,
+            tmp_size: 64 << 20,
+            tmp_inodes: 4096,
+        };
+        assert_eq!(crate::spec::Limits::default(), documented);
+        assert_eq!(s.limits, documented, "exec's flag defaults");
         assert!(s.passthrough);
         assert!(Cli::try_parse_from(["cordon", "exec", "--memory", "lots", "--", "true"]).is_err());
+    }
+
+    /// --cpu-time's help says what it limits without a cgroup: each process, not the sandbox.
+    #[test]
+    fn cpu_time_help_says_per_process_without_a_cgroup() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        for name in ["exec", "run"] {
+            let help = cli
+                .find_subcommand_mut(name)
+                .unwrap()
+                .render_long_help()
+                .to_string();
+            let at = help.find("--cpu-time").unwrap();
+            let text: String = help[at..]
+                .split("\n\n")
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                text.contains("with a cgroup, summed over the whole sandbox")
+                    && text.contains("without one, per process only (RLIMIT_CPU"),
+                "{name}: {text}"
+            );
+        }
+    }
+
+    /// 0 lifts --memory, --file-size and --cpu-time: a value above 0 that rounds to 0 is
+    /// refused, and so is a memory limit in bytes that was meant in megabytes.
+    #[test]
+    fn exec_refuses_limits_that_round_to_zero_or_a_memory_limit_in_bytes() {
+        for (flag, value, hint) in [
+            ("--memory", "0.4", "less than one byte"),
+            ("--memory", "512", "did you mean 512M?"),
+            ("--file-size", "0.4", "less than one byte"),
+            ("--cpu-time", "0.0000000001", "less than a nanosecond"),
+            // Would overflow `Instant + Duration` after the clone.
+            ("--timeout", "10000000000000000000", "100 years"),
+            ("--cpu-time", "3155760001", "100 years"),
+        ] {
+            let e = Cli::try_parse_from(["cordon", "exec", flag, value, "--", "true"])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(flag) && e.contains(hint), "{flag} {value}: {e}");
+            let args = [flag, value, "--", "true"].map(std::ffi::OsString::from);
+            assert!(
+                fast::exec(&args).is_none(),
+                "the fast path leaves {flag} {value} to clap"
+            );
+        }
     }
 }

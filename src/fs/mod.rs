@@ -65,10 +65,20 @@ pub struct ApplyError {
     pub hint: &'static str,
 }
 
+/// Why a mount in the sandbox's user namespace may be refused (EPERM, EACCES), given whether
+/// AppArmor restricts unprivileged user namespaces ([`crate::doctor::apparmor_restricts_userns`]).
+fn mount_denied_hint(apparmor_restricts_userns: bool) -> &'static str {
+    if apparmor_restricts_userns {
+        "; the kernel refused a mount inside the user namespace. This host's AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1): cordon run by a user gets one without capabilities, so it cannot mount. Add an AppArmor profile granting `userns` to cordon, run `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or run cordon as root; see `cordon doctor`"
+    } else {
+        "; the kernel refused a mount inside the user namespace: check `cordon doctor` (is the host inside a container that forbids mounts, is /proc overmounted, or does AppArmor restrict user namespaces: kernel.apparmor_restrict_unprivileged_userns?)"
+    }
+}
+
 fn fail(op: &Op, step: &'static str, path: &Path, errno: Errno) -> ApplyError {
     let hint = match errno {
         Errno::EPERM | Errno::EACCES => {
-            "; the kernel refused a mount inside the user namespace: check `cordon doctor` (is the host inside a container that forbids mounts, or is /proc overmounted?)"
+            mount_denied_hint(crate::doctor::apparmor_restricts_userns())
         }
         Errno::ENOENT => "; a host path the root needs is missing",
         _ => "",
@@ -493,6 +503,28 @@ fn io_errno(e: &std::io::Error) -> Errno {
 
 #[cfg(test)]
 mod tests {
+    /// A refused mount names AppArmor's user-namespace restriction: as the cause when the
+    /// sysctl is set, among the things to check otherwise.
+    #[test]
+    fn a_refused_mount_names_the_apparmor_userns_restriction() {
+        let set = super::mount_denied_hint(true);
+        assert!(
+            set.contains("kernel.apparmor_restrict_unprivileged_userns=1"),
+            "{set}"
+        );
+        assert!(
+            set.contains("sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
+                && set.contains("`userns`"),
+            "{set}"
+        );
+        let unset = super::mount_denied_hint(false);
+        assert!(
+            unset.contains("kernel.apparmor_restrict_unprivileged_userns?"),
+            "{unset}"
+        );
+        assert!(unset.contains("cordon doctor"), "{unset}");
+    }
+
     use super::*;
 
     #[test]

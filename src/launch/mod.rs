@@ -68,7 +68,9 @@ pub enum LaunchError {
     Seccomp(#[from] SeccompError),
     #[error(transparent)]
     Limits(#[from] LimitsError),
-    #[error("cannot read the root filesystem {path}: {source}; check the path given to --rootfs")]
+    #[error(
+        "cannot read the root filesystem {path}: {source}; check the path given to --rootfs (under cordon run, else the language profile's `rootfs`, or the built rootfs that `auto` found: `cordon rootfs build LANG`)"
+    )]
     Rootfs {
         path: String,
         source: std::io::Error,
@@ -86,14 +88,32 @@ pub enum LaunchError {
     },
     #[error("cannot set up `--net allow=`: {0}")]
     Net(#[from] crate::net::NetError),
-    #[error(
-        "--net host with --memory under the rlimit backend: the memory watch cannot count the sandbox's socket buffers, which would be among the host's own sockets, so --memory would not hold; give cordon a cgroup (run as root, or see `cordon doctor`), drop --net host, or accept uncounted socket buffers with --allow-degraded socket-memory (reported in the result)"
-    )]
-    HostNetUnwatched,
+    /// The host network with a memory limit held by the memory watch; the limit is named as
+    /// whoever set it calls it.
+    #[error("{}", host_net_unwatched(*.0))]
+    HostNetUnwatched(crate::spec::LimitNaming),
     #[error(
         "cordon must start the sandbox from a single-threaded process (the kernel refuses a new user namespace otherwise); this process has {0} threads"
     )]
     Threads(usize),
+}
+
+/// The message of [`LaunchError::HostNetUnwatched`]: the limit and the network named as the
+/// caller gave them (flags, a profile, a request), and fixes the caller can apply.
+fn host_net_unwatched(naming: crate::spec::LimitNaming) -> String {
+    use crate::spec::LimitNaming;
+    let why = "under the rlimit backend: the memory watch cannot count the sandbox's socket buffers, which would be among the host's own sockets, so the memory limit would not hold";
+    match naming {
+        LimitNaming::Request | LimitNaming::CompileRequest => format!(
+            "config.network \"host\" with a memory limit ({}, or this cordon's default) {why}; ask for another config.network, or ask this cordon's operator to give it a cgroup (see `cordon doctor`) or to accept uncounted socket buffers (cordon run --allow-degraded socket-memory)",
+            naming.name("memory")
+        ),
+        _ => format!(
+            "--net host with a memory limit ({}, or its default: 512M, or the language profile's `memory`) {why}; give cordon a cgroup (run as root, or see `cordon doctor`), drop --net host, lift the limit ({} 0), or accept uncounted socket buffers with --allow-degraded socket-memory (reported in the result)",
+            naming.name("memory"),
+            naming.name("memory")
+        ),
+    }
 }
 
 /// Whether the rlimit backend's memory watch can read socket buffers here: one sock_diag
@@ -272,7 +292,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // Under --net host the watch cannot tell the sandbox's sockets from the host's: refused,
     // unless the caller accepts socket buffers uncounted.
     if watch_limit.is_some() && spec.network == Network::Host && !spec.degrade.socket_memory {
-        return Err(LaunchError::HostNetUnwatched);
+        return Err(LaunchError::HostNetUnwatched(spec.limit_naming));
     }
     // Landlock below ABI 4 cannot refuse TCP on the sandbox's loopback, where a connection
     // whose peer reset holds memory the watch cannot see: with the network off, TCP sockets
@@ -905,6 +925,36 @@ fn run_id() -> String {
 
 #[cfg(test)]
 mod tests {
+    /// The host network refused for want of a cgroup names the memory limit and the network
+    /// as whoever set them does, and gives a request's author fixes a request can use.
+    #[test]
+    fn host_net_unwatched_names_the_limit_by_its_origin() {
+        use crate::spec::LimitNaming;
+        let msg = |n| super::LaunchError::HostNetUnwatched(n).to_string();
+        let flags = msg(LimitNaming::Flags);
+        assert!(
+            flags.starts_with("--net host with a memory limit (--memory"),
+            "{flags}"
+        );
+        assert!(
+            flags.contains("--memory 0") && flags.contains("--allow-degraded socket-memory"),
+            "{flags}"
+        );
+        let compile = msg(LimitNaming::CompileFlags);
+        assert!(compile.contains("(--compile-memory"), "{compile}");
+        let req = msg(LimitNaming::Request);
+        assert!(req.starts_with("config.network \"host\" with a memory limit (config.memoryLimit, or this cordon's default)"), "{req}");
+        assert!(
+            req.contains("ask for another config.network")
+                && req.contains("this cordon's operator"),
+            "{req}"
+        );
+        assert!(
+            !req.contains("--net host") && !req.contains("--memory"),
+            "{req}"
+        );
+    }
+
     use super::*;
 
     #[test]

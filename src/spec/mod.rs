@@ -14,7 +14,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use container::ContainerSetup;
-pub use parse::{ParseError, parse_duration, parse_env_pair, parse_size};
+pub use parse::{
+    MAX_DURATION, MIN_MEMORY, ParseError, parse_duration, parse_env_pair, parse_memory, parse_size,
+};
 
 /// The uid and gid the payload runs as inside the user namespace, whoever the caller is.
 pub const SANDBOX_UID: u32 = 1000;

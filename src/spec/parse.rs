@@ -53,6 +53,14 @@ pub fn parse_size(s: &str) -> Result<u64, ParseError> {
         if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
             return Err(err());
         }
+        // 0 lifts a limit, so a fraction of a byte must not quietly become 0.
+        if v > 0.0 && bytes < 1.0 {
+            return Err(ParseError::new(
+                "size",
+                s,
+                "that is less than one byte, and 0 would mean no limit; give a unit (0.5G is 512M), or 0 to lift the limit",
+            ));
+        }
         Ok(bytes as u64)
     } else {
         let v: u64 = num.parse().map_err(|_| err())?;
@@ -60,7 +68,37 @@ pub fn parse_size(s: &str) -> Result<u64, ParseError> {
     }
 }
 
-/// Parses a duration: `30` (seconds), `1.5`, `500ms`, `30s`, `2m`, `1h`.
+/// The smallest memory limit taken (other than 0, no limit): below it no interpreter starts,
+/// and a bare number is bytes, so `512` is almost always a slip for `512M`.
+pub const MIN_MEMORY: u64 = 1 << 20;
+
+/// Parses a memory limit: a size as [`parse_size`] reads it, 0 (no limit) or at least
+/// [`MIN_MEMORY`].
+pub fn parse_memory(s: &str) -> Result<u64, ParseError> {
+    let b = parse_size(s).map_err(|mut e| {
+        e.what = "memory limit".into();
+        e
+    })?;
+    if b != 0 && b < MIN_MEMORY {
+        let t = s.trim();
+        let hint = if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            format!(
+                "a bare number is bytes, and a memory limit below 1 MiB would stop any program at its start; did you mean {t}M?"
+            )
+        } else {
+            "a memory limit below 1 MiB would stop any program at its start; give at least 1M, or 0 for no limit".to_string()
+        };
+        return Err(ParseError::new("memory limit", s, &hint));
+    }
+    Ok(b)
+}
+
+/// The longest duration taken: 100 years (of 365.25 days). Longer ones would overflow the
+/// clock arithmetic of a deadline (`Instant + Duration`), and no limit needs more.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 36_525 * 864);
+
+/// Parses a duration: `30` (seconds), `1.5`, `500ms`, `30s`, `2m`, `1h`; at most
+/// [`MAX_DURATION`], and a value above 0 never rounds down to 0 (which lifts a limit).
 pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
     let err = || {
         ParseError::new(
@@ -83,7 +121,25 @@ pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
         "h" => v * 3600.0,
         _ => return Err(err()),
     };
-    Duration::try_from_secs_f64(secs).map_err(|_| err())
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(err());
+    }
+    if secs > MAX_DURATION.as_secs_f64() {
+        return Err(ParseError::new(
+            "duration",
+            s,
+            "that is longer than 100 years, the longest duration cordon takes; give a shorter one",
+        ));
+    }
+    let d = Duration::try_from_secs_f64(secs).map_err(|_| err())?;
+    if v > 0.0 && d.is_zero() {
+        return Err(ParseError::new(
+            "duration",
+            s,
+            "that is less than a nanosecond, and 0 would mean no limit; give a longer one",
+        ));
+    }
+    Ok(d)
 }
 
 /// Parses `KEY=VALUE` for `--env`.
@@ -124,6 +180,26 @@ mod tests {
         assert!(parse_size("12Q").is_err());
         assert!(parse_size("-5").is_err());
         assert!(parse_size("99999999999999999999T").is_err());
+        // A fraction of a byte is not 0 (which lifts a limit).
+        assert_eq!(parse_size("0").unwrap(), 0);
+        assert_eq!(parse_size("0.0").unwrap(), 0);
+        assert_eq!(parse_size("1.5").unwrap(), 1);
+        let e = parse_size("0.4").unwrap_err();
+        assert!(e.hint.contains("less than one byte"), "{e}");
+        assert!(parse_size("0.0001k").is_err());
+    }
+
+    #[test]
+    fn memory_limits_below_a_mebibyte_are_refused() {
+        assert_eq!(parse_memory("0").unwrap(), 0);
+        assert_eq!(parse_memory("1M").unwrap(), 1 << 20);
+        assert_eq!(parse_memory("1048576").unwrap(), 1 << 20);
+        let e = parse_memory("512").unwrap_err();
+        assert!(e.hint.contains("did you mean 512M?"), "{e}");
+        let e = parse_memory("512k").unwrap_err();
+        assert!(e.hint.contains("at least 1M"), "{e}");
+        assert!(parse_memory("0.4").is_err());
+        assert!(parse_memory("0.4M").is_err());
     }
 
     #[test]
@@ -135,6 +211,33 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("-1").is_err());
         assert!(parse_duration("5 fortnights").is_err());
+    }
+
+    #[test]
+    fn durations_are_capped_and_never_round_to_zero() {
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("100y").ok(), None);
+        // Would overflow `Instant + Duration` once the clone is done.
+        for huge in ["10000000000000000000", "3155760001", "1e400", "52596001m"] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(
+                e.hint.contains("100 years") || e.hint.contains("use seconds"),
+                "{huge}: {e}"
+            );
+        }
+        assert!(
+            parse_duration("10000000000000000000")
+                .unwrap_err()
+                .hint
+                .contains("100 years")
+        );
+        assert_eq!(parse_duration("3155760000").unwrap(), MAX_DURATION);
+        assert_eq!(
+            parse_duration(&format!("{}ms", u64::MAX)).unwrap_err().hint,
+            parse_duration("10000000000000000000").unwrap_err().hint
+        );
+        let e = parse_duration("0.0000000001").unwrap_err();
+        assert!(e.hint.contains("less than a nanosecond"), "{e}");
     }
 
     #[test]

@@ -413,6 +413,37 @@ pub fn default_sigpipe() {
     };
 }
 
+/// Makes the process that `cmd` spawns die of SIGKILL when the thread that spawns it ends
+/// (`PR_SET_PDEATHSIG`: the kernel tracks the parent *thread*, so spawn from a thread that
+/// outlives the child, such as the main thread). A parent that died before the signal was
+/// armed is caught too: the child then fails to start (ESRCH) instead of running orphaned.
+pub fn kill_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = nix::unistd::getpid().as_raw();
+    // SAFETY: the closure runs in the forked child between fork and exec. It calls only
+    // prctl(2) and getppid(2), both async-signal-safe, allocates nothing (an `io::Error` from
+    // an errno is not boxed), and touches no lock or state shared with the parent's threads.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Reparented already: the parent died before the death signal was armed.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Sets `sig` to be ignored.
 pub fn ignore_signal(sig: nix::sys::signal::Signal) -> Result<(), Errno> {
     // SAFETY: SIG_IGN installs no handler code, so nothing can run in signal context.
