@@ -1670,13 +1670,11 @@ fn cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below() {
             cg["options"].as_array().unwrap().iter().any(|o| o == "ro"),
             "{cg}"
         );
-        assert!(
-            c["linux"]["namespaces"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|n| n["type"] == "user")
-        );
+        let ns = c["linux"]["namespaces"].as_array_mut().unwrap();
+        assert!(ns.iter().any(|n| n["type"] == "user"));
+        // Without a cgroup namespace (with one, cgroup2 is mounted) and, the caller being in
+        // the root cgroup, without a cgroup of its own: the host's hierarchy is bound.
+        ns.retain(|n| n["type"] != "cgroup");
     }) else {
         return;
     };
@@ -1743,6 +1741,106 @@ fn cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below() {
             "not read-only: {l}\n{}",
             describe(&out)
         );
+    }
+}
+
+/// Runs `b`'s config as the test user with `run`, in a mount namespace where cordon-oci sees a
+/// pure cgroup v2 host (the v1 hierarchies unmounted, cgroup2 at /sys/fs/cgroup), started in
+/// the cgroup `/<sub>/caller` of that hierarchy, `/<sub>` delegated to the test user (so that
+/// its container gets its own cgroup `/<sub>/cordon-<id>`, beside the caller's).
+fn run_rootless_on_pure_v2_in_a_delegated_cgroup(b: &Bundle, id: &str, sub: &str) -> Output {
+    let u = test_user().unwrap();
+    let setup = format!(
+        "umount -R /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup || exit 125
+         mkdir -p /sys/fs/cgroup/{sub}/caller && chown -R {}:{} /sys/fs/cgroup/{sub} || exit 125
+         echo $$ >/sys/fs/cgroup/{sub}/caller/cgroup.procs || exit 125
+         \"$@\"; rc=$?
+         echo $$ >/sys/fs/cgroup/cgroup.procs; rmdir /sys/fs/cgroup/{sub}/*/ /sys/fs/cgroup/{sub}; exit $rc",
+        u.uid, u.gid
+    );
+    let a = b.bundle_args("run", id);
+    let inner = b.command(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = Command::new("timeout")
+        .args([
+            "60",
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &setup,
+            "sh",
+        ])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // In case the clean-up did not run (cgroups of the host's hierarchy).
+    for root in [
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup/systemd",
+        "/sys/fs/cgroup",
+    ] {
+        let d = Path::new(root).join(sub);
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+        let _ = std::fs::remove_dir(&d);
+    }
+    out
+}
+
+// Item 1 of the second OCI review: in a user namespace, a `cgroup` mount on pure v2 was always
+// a bind of the host's whole hierarchy, even with the container's own cgroup namespace, where
+// a real cgroup2 mount works. Now it is mounted (rooted at the container's cgroup); where the
+// kernel refuses it (no cgroup namespace), the container's own cgroup is bound.
+#[test]
+fn cgroup_mount_of_a_rootless_container_on_pure_v2_shows_its_own_cgroup() {
+    if !running_as_root() || test_user().is_none() {
+        skip!(
+            "SKIP: cgroup_mount_of_a_rootless_container_on_pure_v2_shows_its_own_cgroup: needs root and the test user"
+        );
+        return;
+    }
+    // pid 1 of the container is in the cgroup at the mount's top: its own, not the host's root.
+    let script = "grep -qx 1 /sys/fs/cgroup/cgroup.procs && echo OWN; \
+                  grep ' /sys/fs/cgroup ' /proc/self/mountinfo";
+    for cgroupns in [true, false] {
+        let Some(b) = Bundle::new(Who::User, &["sh", "-c", script], |c| {
+            let ns = c["linux"]["namespaces"].as_array_mut().unwrap();
+            ns.retain(|n| n["type"] != "cgroup");
+            if cgroupns {
+                ns.push(json!({"type": "cgroup"}));
+            }
+        }) else {
+            return;
+        };
+        let sub = format!("cordon-test-v2own-{}-{cgroupns}", std::process::id());
+        let out = run_rootless_on_pure_v2_in_a_delegated_cgroup(&b, "v2own", &sub);
+        assert!(
+            out.status.success(),
+            "cgroupns {cgroupns}: {}",
+            describe(&out)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("OWN"),
+            "cgroupns {cgroupns}: {}",
+            describe(&out)
+        );
+        let top = stdout.lines().last().unwrap_or_default();
+        assert!(
+            top.contains(" - cgroup2 "),
+            "cgroupns {cgroupns}: {}",
+            describe(&out)
+        );
+        if cgroupns {
+            // A cgroup2 mount of the namespace: its root is the namespace's.
+            assert_eq!(top.split(' ').nth(3), Some("/"), "{}", describe(&out));
+        }
     }
 }
 

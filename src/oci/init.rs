@@ -39,6 +39,9 @@ pub struct InitArgs<'a> {
     pub cgroup2: bool,
     /// On a v1/hybrid host: what a `cgroup` mount shows (the container's own cgroups).
     pub cgroup_v1: &'a super::cgroup::V1View,
+    /// On a pure v2 host: the container's own cgroup directory, when it has one (what a
+    /// `cgroup` mount binds when the kernel refuses a cgroup2 mount).
+    pub cgroup_v2_own: Option<&'a Path>,
     /// Whether cordon-oci itself runs in a user namespace (rootless podman): no mknod there.
     pub caller_in_userns: bool,
     /// When init moves itself into the container's cgroup (no new user namespace: it still
@@ -142,7 +145,7 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
         sys::set_domainname(d).map_err(e("set the domainname"))?;
     }
     let in_userns = c.setup().has_namespace(libc::CLONE_NEWUSER) || a.caller_in_userns;
-    build_root(c, in_userns, a.cgroup2, a.cgroup_v1)?;
+    build_root(c, in_userns, a.cgroup2, a.cgroup_v1, a.cgroup_v2_own)?;
     if let Some(hooks) = c
         .spec
         .hooks()
@@ -268,6 +271,7 @@ fn build_root(
     in_userns: bool,
     cgroup2: bool,
     v1: &super::cgroup::V1View,
+    v2_own: Option<&Path>,
 ) -> Result<(), Step> {
     let none: Option<&str> = None;
     // Nothing mounted below propagates back to the host: `/` becomes a slave (or private,
@@ -292,7 +296,7 @@ fn build_root(
     mount(none, c.rootfs(), none, MsFlags::MS_PRIVATE, none)
         .map_err(ep("make the root mount private", c.rootfs()))?;
     for (i, m) in c.setup().mounts.iter().enumerate() {
-        do_mount(c, i, m, in_userns, cgroup2, v1)?;
+        do_mount(c, i, m, in_userns, cgroup2, v1, v2_own)?;
     }
     if c.setup().default_devices {
         make_devices(c, in_userns)?;
@@ -395,6 +399,7 @@ fn do_mount(
     in_userns: bool,
     cgroup2: bool,
     v1: &super::cgroup::V1View,
+    v2_own: Option<&Path>,
 ) -> Result<(), Step> {
     use nix::fcntl::OFlag;
     let none: Option<&str> = None;
@@ -434,7 +439,9 @@ fn do_mount(
             ));
         }
     }
-    let bind = |src: &Path, recursive: bool| -> Result<(), Step> {
+    // `more`: flags the bind gets besides the mount's own (MS_RDONLY for a host tree the
+    // container must not change).
+    let bind = |src: &Path, recursive: bool, more: libc::c_ulong| -> Result<(), Step> {
         let is_file = match std::fs::metadata(src) {
             Ok(md) => !md.is_dir(),
             // Said before a mount point is made for it.
@@ -471,32 +478,32 @@ fn do_mount(
         }
         let t = target(OFlag::O_PATH)?;
         mount(Some(src), &fd_path(&t), none, f, none).map_err(ep("bind-mount", src))?;
-        let extra = m.flags & !(libc::MS_REMOUNT | libc::MS_BIND | libc::MS_REC);
+        let extra = (m.flags | more) & !(libc::MS_REMOUNT | libc::MS_BIND | libc::MS_REC);
         if extra != 0 {
             remount_bind(&fd_path(&target(OFlag::O_PATH)?), extra)?;
         }
         Ok(())
     };
-    // The host's cgroup2 hierarchy, recursively, read-only with every mount below it when
-    // the mount asks for `ro`.
-    let bind_host_cgroup2 = || -> Result<(), Step> {
-        bind(Path::new("/sys/fs/cgroup"), true)?;
-        if m.flags & libc::MS_RDONLY != 0 {
+    // A user namespace the kernel refuses a cgroup2 mount (it has no cgroup namespace of its
+    // own): a bind instead, as runc makes it ([`cgroup2_bind_source`]), read-only with every
+    // mount below it when the mount asks for `ro` or when it is the host's whole hierarchy.
+    let bind_cgroup2 = || -> Result<(), Step> {
+        let (src, force_ro) = cgroup2_bind_source(v2_own);
+        let more = if force_ro { libc::MS_RDONLY } else { 0 };
+        bind(src, true, more)?;
+        if (m.flags | more) & libc::MS_RDONLY != 0 {
             cgroup_read_only_below(&target(OFlag::O_PATH)?, &m.dst)?;
         }
         Ok(())
     };
     match m.kind.as_str() {
-        "bind" => bind(&m.src, m.recursive)?,
+        "bind" => bind(&m.src, m.recursive, 0)?,
         "cgroup" | "cgroup2" if !cgroup2 => {
             // A v1 (or hybrid) host: a tmpfs with, per hierarchy, the container's own cgroup
             // (as runc), never the hierarchies' roots.
             make_mount_point(&root, &create_at, false)?;
             mount_cgroup_v1(m, v1, &target)?;
         }
-        // Pure v2 in a user namespace that may not mount cgroup2: the host's hierarchy,
-        // read-only (all of it) unless asked otherwise.
-        "cgroup" if in_userns => bind_host_cgroup2()?,
         kind => {
             make_mount_point(&root, &create_at, false)?;
             // tmpcopyup: keep a handle on what the tmpfs will cover, copy it in afterwards.
@@ -512,9 +519,14 @@ fn do_mount(
             match (r, kind) {
                 // Without its own network (sysfs) or ipc (mqueue) namespace, a user namespace
                 // may not mount these: bind the host's, as runc does for rootless containers.
-                (Err(Errno::EPERM), "sysfs") if in_userns => bind(Path::new("/sys"), true)?,
-                (Err(Errno::EPERM), "mqueue") if in_userns => bind(Path::new("/dev/mqueue"), true)?,
-                (Err(Errno::EPERM), "cgroup2") if in_userns => bind_host_cgroup2()?,
+                (Err(Errno::EPERM), "sysfs") if in_userns => bind(Path::new("/sys"), true, 0)?,
+                (Err(Errno::EPERM), "mqueue") if in_userns => {
+                    bind(Path::new("/dev/mqueue"), true, 0)?
+                }
+                // Pure v2: a cgroup2 mount first (it works in the container's own cgroup
+                // namespace, rooted at its cgroup); refused (EPERM, or EBUSY as runc also
+                // takes it), a bind.
+                (Err(Errno::EPERM | Errno::EBUSY), "cgroup2") if in_userns => bind_cgroup2()?,
                 (Err(Errno::EINVAL), _) if !m.data.is_empty() => {
                     return Err((
                         "mount",
@@ -550,6 +562,19 @@ fn do_mount(
             .map_err(ep("set the propagation of", &m.dst))?;
     }
     Ok(())
+}
+
+/// What a `cgroup`/`cgroup2` mount binds on a pure cgroup v2 host when the kernel refuses the
+/// container's user namespace a cgroup2 mount (no cgroup namespace of its own), as runc's
+/// mountCgroupV2: the container's own cgroup directory (`own`), so that it sees its cgroup
+/// and nothing above; only when it has none (a rootless container without a cgroup), the
+/// host's whole hierarchy, then always read-only (`true`): the container must not change the
+/// caller's cgroups.
+fn cgroup2_bind_source(own: Option<&Path>) -> (&Path, bool) {
+    match own {
+        Some(dir) => (dir, false),
+        None => (Path::new("/sys/fs/cgroup"), true),
+    }
 }
 
 /// Whether a mount that asked for `nosymfollow` got it (`got`: its statvfs flags). Kernels
@@ -1229,6 +1254,16 @@ fn exec(c: &Container) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_cgroup2_mount_binds_the_containers_own_cgroup_first() {
+        let own = Path::new("/sys/fs/cgroup/user.slice/cordon-c1");
+        assert_eq!(cgroup2_bind_source(Some(own)), (own, false));
+        assert_eq!(
+            cgroup2_bind_source(None),
+            (Path::new("/sys/fs/cgroup"), true)
+        );
+    }
 
     #[test]
     fn secure_join_stays_inside() {

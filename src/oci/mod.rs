@@ -637,6 +637,11 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 no_pivot: a.no_pivot,
                 cgroup2,
                 cgroup_v1: &cgroup_v1,
+                cgroup_v2_own: if cgroup2 {
+                    cleanup_dirs.first().map(PathBuf::as_path)
+                } else {
+                    None
+                },
                 caller_in_userns: !in_initial_userns(),
                 self_attach: attached_w.map(|w| (cleanup_dirs.as_slice(), w)),
             })
