@@ -617,6 +617,104 @@ fn a_namespace_given_by_path_is_joined_before_a_new_user_namespace_is_made() {
     );
 }
 
+// Item 2 of the second OCI review: namespaces given by path were joined user namespace first,
+// so a network namespace of the host's user namespace, given with a pod's user namespace,
+// could no longer be joined (EPERM), by `create` or by `exec`. Now, as runc 1.2.1+, the
+// others are joined first where the caller may, then the user namespace, then the rest.
+// Root only: an unprivileged caller may not join a namespace of the host's user namespace.
+#[test]
+fn a_host_network_namespace_is_joined_with_a_user_namespace_given_by_path() {
+    if !running_as_root() {
+        skip!(
+            "SKIP: a_host_network_namespace_is_joined_with_a_user_namespace_given_by_path: needs root"
+        );
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "30"], |c| {
+        // sysfs needs a network namespace of the container's own user namespace: the
+        // host's /sys, read-only, as runc binds it then.
+        for m in c["mounts"].as_array_mut().unwrap() {
+            if m["destination"] == "/sys" {
+                *m = json!({"destination": "/sys", "type": "none", "source": "/sys",
+                            "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]});
+            }
+        }
+    }) else {
+        return;
+    };
+    let st = Command::new("chown")
+        .args(["-R", "100000:100000"])
+        .arg(b.path().join("rootfs"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let user = Reaped(
+        Command::new("unshare")
+            .args(["--user", "sleep", "60"])
+            .spawn()
+            .unwrap(),
+    );
+    let net = Reaped(
+        Command::new("unshare")
+            .args(["--net", "sleep", "60"])
+            .spawn()
+            .unwrap(),
+    );
+    let (upid, npid) = (user.0.id(), net.0.id());
+    let user_ns = PathBuf::from(format!("/proc/{upid}/ns/user"));
+    let net_ns = PathBuf::from(format!("/proc/{npid}/ns/net"));
+    let my_user = std::fs::read_link("/proc/self/ns/user").unwrap();
+    let my_net = std::fs::read_link("/proc/self/ns/net").unwrap();
+    wait_until("the user namespace holder did not start", || {
+        if std::fs::read_link(&user_ns).ok()? == my_user {
+            return None;
+        }
+        for f in ["uid_map", "gid_map"] {
+            let _ = std::fs::write(format!("/proc/{upid}/{f}"), "0 100000 65536\n");
+        }
+        std::fs::read_to_string(format!("/proc/{upid}/uid_map"))
+            .ok()
+            .filter(|m| !m.trim().is_empty())
+    });
+    let joined = wait_until("the network namespace holder did not start", || {
+        std::fs::read_link(&net_ns).ok().filter(|l| *l != my_net)
+    });
+    let mut cfg: Value =
+        serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let list = cfg["linux"]["namespaces"].as_array_mut().unwrap();
+    list.retain(|n| n["type"] != "user" && n["type"] != "network");
+    list.push(json!({"type": "network", "path": net_ns}));
+    list.push(json!({"type": "user", "path": user_ns}));
+    let linux = cfg["linux"].as_object_mut().unwrap();
+    linux.remove("uidMappings");
+    linux.remove("gidMappings");
+    std::fs::write(
+        b.path().join("config.json"),
+        serde_json::to_vec(&cfg).unwrap(),
+    )
+    .unwrap();
+    let id = "joinhostnet";
+    let _d = Deleted(&b, id.to_string());
+    let a = b.bundle_args("create", id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let out = b.oci(&["start", id]);
+    assert!(out.status.success(), "start: {}", describe(&out));
+    let out = b.oci(&[
+        "exec",
+        id,
+        "sh",
+        "-c",
+        "id -u; readlink /proc/self/ns/net; readlink /proc/1/ns/net",
+    ]);
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let j = joined.to_str().unwrap();
+    assert_eq!(lines, ["0", j, j], "{}", describe(&out));
+    drop((user, net));
+}
+
 // A pid namespace given by path, with another namespace given by path: the clone helper
 // joins both, and the pid in the state (and the pid file) is the host's, not the one the
 // joined namespace gives the process. The user joins namespaces it made itself (with the

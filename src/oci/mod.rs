@@ -538,8 +538,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     )
     .map_err(sys_err("open exec.fifo"))?;
 
-    // Namespaces given by path: opened now, joined by the clone helper (below); the user
-    // namespace first, as its capabilities are what joining the others takes.
+    // Namespaces given by path: opened now, joined by the clone helper (below), in runc's
+    // order ([`join_in_order`]).
     let mut join = Vec::new();
     for (index, ns) in c.setup().namespaces.iter().enumerate() {
         let Some(p) = &ns.path else { continue };
@@ -808,6 +808,50 @@ fn is_pid1_ns(ns: &OwnedFd, proc_name: &str) -> Result<bool, OciError> {
     Ok(joined.st_dev == theirs.dev() && joined.st_ino == theirs.ino())
 }
 
+/// Joins the namespaces `items` (`is_user`: the user namespace's entry) with `setns`, in runc's
+/// order (since 1.2.1): every other namespace first, as far as the caller's own capabilities
+/// allow (one owned by the caller's user namespace, such as the host's network namespace,
+/// can no longer be joined from inside another user namespace); then the user namespace;
+/// then those that failed, again (one owned by the joined user namespace needs the
+/// capabilities it gives). Without a user namespace to join, a failure is final at once.
+/// The error is the entry that could not be joined and why.
+fn join_in_order<T>(
+    items: &[T],
+    is_user: impl Fn(&T) -> bool,
+    mut setns: impl FnMut(&T) -> Result<(), Errno>,
+) -> Result<(), (&T, Errno)> {
+    let user = items.iter().find(|i| is_user(i));
+    let mut later = Vec::new();
+    for i in items.iter().filter(|i| !is_user(i)) {
+        match setns(i) {
+            Ok(()) => {}
+            Err(err) if user.is_none() => return Err((i, err)),
+            Err(_) => later.push(i),
+        }
+    }
+    if let Some(u) = user {
+        setns(u).map_err(|err| (u, err))?;
+    }
+    for i in later {
+        setns(i).map_err(|err| (i, err))?;
+    }
+    Ok(())
+}
+
+/// The name of a namespace's CLONE_NEW* flag, as /proc/PID/ns names it.
+fn ns_name(flag: libc::c_int) -> &'static str {
+    match flag {
+        libc::CLONE_NEWUSER => "user",
+        libc::CLONE_NEWIPC => "ipc",
+        libc::CLONE_NEWUTS => "uts",
+        libc::CLONE_NEWNET => "net",
+        libc::CLONE_NEWPID => "pid",
+        libc::CLONE_NEWCGROUP => "cgroup",
+        libc::CLONE_NEWNS => "mnt",
+        _ => "unknown",
+    }
+}
+
 /// A namespace given by path: its kind, the open namespace file, and how to name it.
 struct Joined {
     flag: libc::c_int,
@@ -815,11 +859,11 @@ struct Joined {
     what: String,
 }
 
-/// The clone of the container's init when namespaces are given by path (`join`, a user
-/// namespace first). A short-lived process makes itself non-dumpable (before it enters
+/// The clone of the container's init when namespaces are given by path (`join`, joined as
+/// [`join_in_order`] says). A short-lived process makes itself non-dumpable (before it enters
 /// anything a container's process may share, so none can ptrace it or open its
 /// descriptors through /proc; the init inherits this), moves itself into the container's
-/// cgroups (`cgroups`, none without), joins the namespaces in order, and clones the init
+/// cgroups (`cgroups`, none without), joins the namespaces, and clones the init
 /// with `flags` and `CLONE_PARENT`: every new namespace is made from inside the joined ones
 /// (a joined user namespace owns them), the init is cordon-oci's child (`run` waits for it;
 /// conmon or a shim, as subreapers, reap it), and the pid the clone returns is the host's
@@ -857,16 +901,18 @@ fn clone_after_joining(
             if let Err(err) = cgroup::attach_self(cgroups) {
                 fail(format!("join the container's cgroup: {err}"));
             }
-            for j in join {
-                let kind = nix::sched::CloneFlags::from_bits_truncate(j.flag);
-                if let Err(err) = nix::sched::setns(&j.fd, kind) {
-                    let hint = if err == Errno::EPERM {
-                        "; joining a namespace takes CAP_SYS_ADMIN over the user namespace that owns it (and in the one joining): run as root, or give that user namespace in linux.namespaces too"
-                    } else {
-                        ""
-                    };
-                    fail(format!("join the {}: {err}{hint}", j.what));
-                }
+            let joined = join_in_order(
+                join,
+                |j| j.flag == libc::CLONE_NEWUSER,
+                |j| nix::sched::setns(&j.fd, nix::sched::CloneFlags::from_bits_truncate(j.flag)),
+            );
+            if let Err((j, err)) = joined {
+                let hint = if err == Errno::EPERM {
+                    "; joining a namespace takes CAP_SYS_ADMIN over the user namespace that owns it (and in the one joining): run as root, or give that user namespace in linux.namespaces too"
+                } else {
+                    ""
+                };
+                fail(format!("join the {}: {err}{hint}", j.what));
             }
             match sys::clone_namespaces(flags | libc::CLONE_PARENT) {
                 // The init. (The pipe's ends go with this function's frame.)
@@ -1684,7 +1730,7 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         Some(sc) => Some(seccomp::compile(sc)?),
         None => None,
     };
-    // The container's namespaces, user first (entering it grants the rights for the rest).
+    // The container's namespaces, joined in runc's order ([`join_in_order`]).
     let mut ns = Vec::new();
     for (name, flag) in [
         ("user", libc::CLONE_NEWUSER),
@@ -1825,10 +1871,16 @@ fn exec_mid(
     if let Err(e) = cgroup::attach_self(cg) {
         return fail("join the container's cgroup", e.to_string());
     }
-    for (flag, fd) in ns {
-        if let Err(e) = nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_truncate(*flag)) {
-            return fail("join the container's namespaces", e.to_string());
-        }
+    let joined = join_in_order(
+        ns,
+        |(flag, _)| *flag == libc::CLONE_NEWUSER,
+        |(flag, fd)| nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_truncate(*flag)),
+    );
+    if let Err(((flag, _), e)) = joined {
+        return fail(
+            "join the container's namespaces",
+            format!("{}: {e}", ns_name(*flag)),
+        );
     }
     let child = match sys::fork() {
         Ok(CloneResult::Child) => {
@@ -1856,6 +1908,65 @@ fn exec_mid(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn namespaces_are_joined_before_and_after_the_user_namespace() {
+        // "net-host": owned by the caller's user namespace (joinable only before the user
+        // namespace); "ipc-pod": owned by the joined user namespace (only after it).
+        let items = ["net-host", "user", "ipc-pod"];
+        let mut in_user = false;
+        let mut order = Vec::new();
+        let r = join_in_order(
+            &items,
+            |i| *i == "user",
+            |i| {
+                let ok = match *i {
+                    "user" => {
+                        in_user = true;
+                        true
+                    }
+                    "net-host" => !in_user,
+                    _ => in_user,
+                };
+                if ok {
+                    order.push(*i);
+                    Ok(())
+                } else {
+                    Err(Errno::EPERM)
+                }
+            },
+        );
+        assert_eq!(r, Ok(()));
+        assert_eq!(order, ["net-host", "user", "ipc-pod"]);
+        // Without a user namespace, the first failure is the error.
+        let items = ["net", "ipc"];
+        let r = join_in_order(
+            &items,
+            |_| false,
+            |i| {
+                if *i == "net" {
+                    Err(Errno::EPERM)
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        assert_eq!(r, Err((&"net", Errno::EPERM)));
+        // A namespace that fails after the user namespace too is the error.
+        let items = ["user", "net"];
+        let r = join_in_order(
+            &items,
+            |i| *i == "user",
+            |i| {
+                if *i == "net" {
+                    Err(Errno::EPERM)
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        assert_eq!(r, Err((&"net", Errno::EPERM)));
+    }
 
     #[test]
     fn pid_1s_namespaces_are_recognised() {
