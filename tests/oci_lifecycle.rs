@@ -293,7 +293,7 @@ both!(fn create_start_kill_delete(who) {
     // Before start the process is cordon's init, not yet `sleep`.
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
     assert_ne!(comm.trim(), "sleep");
-    // A created container cannot be deleted without --force... but a second create fails.
+    // A second create of the same id fails.
     let again = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(!again.status.success(), "second create of c1 succeeded");
 
@@ -321,6 +321,33 @@ both!(fn create_start_kill_delete(who) {
     assert!(out.status.success(), "delete: {}", describe(&out));
     let out = b.oci(&["state", c1]);
     assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"), "{}", describe(&out));
+});
+
+// Item 3 of the second OCI review: `delete` of a created container (never started) needed
+// --force, which containerd's shim does not give. Now, as runc, it is killed and deleted;
+// and `delete --force` of a container that does not exist succeeds.
+both!(fn delete_of_a_created_container_needs_no_force(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    let id = format!("delcreated-{who:?}");
+    let _d = Deleted(&b, id.clone());
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let out = b.oci(&["delete", &id]);
+    assert!(out.status.success(), "delete of a created container: {}", describe(&out));
+    let out = b.oci(&["state", &id]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"), "{}", describe(&out));
+    // Its init is gone (or a zombie until the test's pid 1 reaps it), not left waiting.
+    wait_until("the created container's init outlived its delete", || {
+        let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        (st.is_empty() || st.contains(") Z ")).then_some(())
+    });
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "delete --force of a missing container: {}", describe(&out));
+    let out = b.oci(&["delete", &id]);
+    assert!(!out.status.success(), "delete of a missing container succeeded");
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"), "{}", describe(&out));
 });
 

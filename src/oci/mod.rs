@@ -1148,11 +1148,18 @@ fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
 }
 
 fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
-    let (dir, s) = state::load(&ctx.root, id)?;
+    let (dir, s) = match state::load(&ctx.root, id) {
+        Ok(loaded) => loaded,
+        // As runc: with --force, a container that does not exist is deleted already.
+        Err(StateError::NotFound(_)) if force => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
     let st = state::status(&dir, &s);
-    // The runtime spec: deleting a container that is not stopped is an error and changes
-    // nothing. --force kills it first.
-    if st != Status::Stopped && !force {
+    // A running or paused container is an error without --force and changes nothing (the
+    // runtime spec); --force kills it first. A created one, never started, is killed and
+    // deleted without --force, as runc does it (containerd's shim deletes it so when a
+    // start fails or is cancelled).
+    if !matches!(st, Status::Stopped | Status::Created) && !force {
         return Err(OciError::WrongStatus {
             id: id.into(),
             status: st,
