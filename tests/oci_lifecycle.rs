@@ -351,6 +351,52 @@ both!(fn delete_of_a_created_container_needs_no_force(who) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"), "{}", describe(&out));
 });
 
+// Item 4 of the second OCI review: `kill --all` of a stopped container was an error and
+// signalled nothing. Now, as runc, it signals what is left in the container's cgroup, with
+// no error; without --all the error says "container not running" (containerd matches it).
+// Without a pid namespace, a process the container's init left behind outlives it there.
+both!(fn kill_all_of_a_stopped_container_signals_its_cgroup(who) {
+    // Root's container gets a cgroup on every host; an unprivileged one, without a pid
+    // namespace, could not mount /proc: the user's keeps its pid namespace, and so nothing
+    // outlives its init.
+    let leftover = who == Who::Root;
+    let Some(b) = Bundle::new(who, &["sh", "-c", "sleep 61 & echo $! >/left; exit 0"], |c| {
+        if leftover {
+            c["linux"]["namespaces"].as_array_mut().unwrap().retain(|n| n["type"] != "pid");
+        }
+        c["root"]["readonly"] = json!(false);
+    }) else { return };
+    let id = format!("killall-{who:?}");
+    let _d = Deleted(&b, id.clone());
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let out = b.oci(&["start", &id]);
+    assert!(out.status.success(), "start: {}", describe(&out));
+    let s = b.wait_status(&id, "stopped");
+    assert_eq!(s["status"], "stopped", "{s}");
+    let out = b.oci(&["kill", &id, "KILL"]);
+    assert!(!out.status.success(), "kill of a stopped container succeeded");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("container not running"),
+        "{}",
+        describe(&out)
+    );
+    let left: Option<i32> = leftover.then(|| {
+        wait_until("the container's sleep did not start", || {
+            std::fs::read_to_string(b.path().join("rootfs/left")).ok()?.trim().parse().ok()
+        })
+    });
+    let out = b.oci(&["kill", "--all", &id, "KILL"]);
+    assert!(out.status.success(), "kill --all of a stopped container: {}", describe(&out));
+    if let Some(left) = left {
+        wait_until("kill --all left the container's sleep alive", || {
+            let st = std::fs::read_to_string(format!("/proc/{left}/stat")).unwrap_or_default();
+            (st.is_empty() || st.contains(") Z ")).then_some(())
+        });
+    }
+});
+
 both!(fn run_passes_exit_code_and_output(who) {
     let Some(b) = Bundle::new(who, &["sh", "-c", "echo out-$(id -u); exit 7"], |_| {}) else { return };
     let out = b.run("r1");

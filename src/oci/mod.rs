@@ -1132,17 +1132,26 @@ fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
     })?;
     let (dir, s) = state::load(&ctx.root, id)?;
     let st = state::status(&dir, &s);
+    // --all, as runc: every process of the container's cgroup, whatever the status (a
+    // stopped container's init is gone, but what it left in the cgroup is not), no error.
+    // The init too when the container has no cgroup (a rootless one without), once only.
+    if all {
+        let pids = cgroup::pids(&s.cgroup_dirs);
+        for pid in &pids {
+            let _ = sys::kill_raw(Pid::from_raw(*pid), sig);
+        }
+        if st == Status::Stopped || pids.contains(&s.pid) {
+            return Ok(());
+        }
+    }
     if st == Status::Stopped {
+        // "container not running" is what containerd's shim matches (runc's ErrNotRunning)
+        // to take the container as already gone.
         return Err(OciError::WrongStatus {
             id: id.into(),
             status: st,
-            what: "there is no process to signal",
+            what: "container not running, there is no process to signal (kill --all signals what is left in its cgroup)",
         });
-    }
-    if all {
-        for pid in cgroup::pids(&s.cgroup_dirs) {
-            let _ = sys::kill_raw(Pid::from_raw(pid), sig);
-        }
     }
     sys::kill_raw(Pid::from_raw(s.pid), sig).map_err(sys_err("signal the container"))
 }
