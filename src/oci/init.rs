@@ -6,7 +6,7 @@
 //! createRuntime hooks run) → cgroup namespace → hostname → mounts, devices →
 //! createContainer hooks → pivot_root → console (bound at /dev/console) → sysctl, masked
 //! and read-only paths → tell the parent "ready" → block on exec.fifo until `start` →
-//! session and terminal →
+//! session, session keyring and terminal →
 //! rlimits → (seccomp here when no_new_privs is off: installing it needs CAP_SYS_ADMIN) →
 //! capabilities and ids → no_new_privs → seccomp → startContainer hooks (with the process's
 //! own privileges and filter, as runc) → execve.
@@ -1060,6 +1060,10 @@ fn prepare(
 ) -> Result<(), Step> {
     sys::reset_signals().map_err(e("reset signal dispositions"))?;
     nix::unistd::setsid().map_err(e("start a new session"))?;
+    // Before the container's seccomp filter, which may refuse keyctl.
+    if c.setup().new_keyring {
+        new_session_keyring()?;
+    }
     if let Some(s) = slave {
         sys::set_controlling_tty(s.as_raw_fd())
             .map_err(e("make the pty the controlling terminal"))?;
@@ -1104,6 +1108,33 @@ fn prepare(
         ));
     }
     Ok(())
+}
+
+/// A new anonymous session keyring for the process, as runc joins one (unless `create
+/// --no-new-keyring`): else the container's processes would share the caller's session
+/// keyring, and read or change the keys in it (a login's, a CI job's).
+///
+/// ENOSYS and EPERM are let pass, as the one case where nothing is shared: the kernel
+/// gives neither for a new anonymous keyring; they come from a kernel without keyrings
+/// (CONFIG_KEYS off, as runc lets ENOSYS pass) or from a seccomp filter of cordon-oci's
+/// caller (Docker's default profile refuses keyctl with EPERM), which the container
+/// inherits, so that its processes cannot call keyctl to read, change or link any key
+/// either. Anything else (EDQUOT: the user's key quota, ENOMEM, an LSM's EACCES) fails.
+fn new_session_keyring() -> Result<(), Step> {
+    match sys::join_session_keyring(None) {
+        Ok(_) | Err(Errno::ENOSYS | Errno::EPERM) => Ok(()),
+        Err(err) => {
+            let hint = if err == Errno::EDQUOT {
+                "; the user's key quota is used up (each container holds a keyring): raise /proc/sys/kernel/keys/maxkeys (root_maxkeys for root), or create with --no-new-keyring to keep the caller's"
+            } else {
+                "; create with --no-new-keyring to keep the caller's session keyring"
+            };
+            Err((
+                "join a new session keyring (keyctl JOIN_SESSION_KEYRING)",
+                format!("{err}{hint}"),
+            ))
+        }
+    }
 }
 
 /// The process of `exec`, in the container's namespaces: same preparation as init's

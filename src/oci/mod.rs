@@ -396,6 +396,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         child: None,
     };
     let mut c = Container::load(&bundle)?;
+    c.setup_mut().new_keyring = !a.no_new_keyring;
     c.sandbox.rootfs = crate::spec::Rootfs::Dir(
         std::fs::canonicalize(c.rootfs()).map_err(io_err("open root.path", c.rootfs()))?,
     );
@@ -690,6 +691,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         own_pid_ns: c.setup().new_namespaces() & libc::CLONE_NEWPID != 0,
         has_process: c.has_process,
         device_rules: enforced_devices,
+        new_keyring: c.setup().new_keyring,
     };
     state::save(&dir, &stored)?;
     // The config as checked now: `exec` uses it, not whatever config.json holds later.
@@ -1730,6 +1732,8 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         }
         setup.terminal = a.tty;
     }
+    // As the container's init did (create --no-new-keyring).
+    c.setup_mut().new_keyring = s.new_keyring;
     ContainerSetup::check_container_spec(&c.sandbox).map_err(OciError::Usage)?;
     c.setup().caps.check_known(kernel_cap)?;
     let console = if c.setup().terminal || a.tty {
