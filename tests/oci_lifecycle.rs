@@ -435,6 +435,23 @@ both!(fn the_container_gets_a_session_keyring_of_its_own(who) {
     assert!(kept, "--no-new-keyring did not keep the caller's session keyring: {}", describe(&out));
 });
 
+// Item 6 of the second OCI review: without process.user.umask the container's process took
+// cordon-oci's caller's umask. Now it is 0022, as with runc; the config's when it gives one.
+both!(fn the_umask_is_the_configs_or_0022(who) {
+    for (umask, want) in [(None, "0022"), (Some(0o027), "0027")] {
+        let Some(b) = Bundle::new(who, &["sh", "-c", "umask"], |c| {
+            if let Some(u) = umask {
+                c["process"]["user"]["umask"] = json!(u);
+            }
+        }) else { return };
+        let a = b.bundle_args("run", "umask");
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let out = b.oci_under(&["sh", "-c", "umask 077; exec \"$@\"", "sh"], &a);
+        assert!(out.status.success(), "{}", describe(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), want, "{}", describe(&out));
+    }
+});
+
 both!(fn run_passes_exit_code_and_output(who) {
     let Some(b) = Bundle::new(who, &["sh", "-c", "echo out-$(id -u); exit 7"], |_| {}) else { return };
     let out = b.run("r1");

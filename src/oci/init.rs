@@ -52,6 +52,9 @@ pub struct InitArgs<'a> {
 
 type Step = (&'static str, String);
 
+/// The umask of a process whose config gives none (`process.user.umask`): runc's.
+const DEFAULT_UMASK: u32 = 0o022;
+
 fn e(step: &'static str) -> impl Fn(Errno) -> Step {
     move |err| (step, err.to_string())
 }
@@ -1091,9 +1094,10 @@ fn prepare(
                 .map_err(|err| ("install linux.seccomp", err.to_string()))?;
         }
     }
-    if let Some(u) = c.setup().umask {
-        nix::sys::stat::umask(Mode::from_bits_truncate(u));
-    }
+    // process.user.umask, else 0022 as runc: never the caller's (a shim's or a shell's).
+    nix::sys::stat::umask(Mode::from_bits_truncate(
+        c.setup().umask.unwrap_or(DEFAULT_UMASK),
+    ));
     nix::unistd::chdir(&c.setup().cwd).map_err(ep("enter process.cwd", &c.setup().cwd))?;
     // CVE-2024-21626: a cwd reached through a magic link (/proc/self/fd/N of a descriptor
     // on a host directory) lies outside the container's root, where getcwd fails (ENOENT,
