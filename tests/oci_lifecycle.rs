@@ -2473,6 +2473,40 @@ fn console_socket(path: &Path) -> std::thread::JoinHandle<Result<String, String>
 
 // process.terminal: the console pty is also at /dev/console (the runtime spec's rule): the
 // same device as the process's stdin, a pty (major 136).
+// Item 7 of the second OCI review: the process's stdio (files and pipes of its caller, the
+// console's pty) stayed root's, so a non-root process could not reopen /dev/stdout. Now, as
+// runc's fixStdioPermissions, they are given to the process's uid. Root's container runs as
+// uid 1000 (its stdout a root-owned file of the test, then the pty); the user's, uid 0 of its
+// user namespace, cannot take the test's root-owned file (its owner is not mapped): skipped
+// (EPERM), not an error.
+both!(fn stdio_and_console_belong_to_the_process_user(who) {
+    let script = "echo via-dev-stdout >/dev/stdout";
+    let user = |c: &mut Value| {
+        if who == Who::Root {
+            c["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+        }
+    };
+    let first = if who == Who::Root { script } else { "echo plain" };
+    let Some(b) = Bundle::new(who, &["sh", "-c", first], user) else { return };
+    let out = b.run(&format!("stdio-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let want = if who == Who::Root { "via-dev-stdout\n" } else { "plain\n" };
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{}", describe(&out));
+    let Some(b) = Bundle::new(who, &["sh", "-c", script], |c| {
+        user(c);
+        c["process"]["terminal"] = json!(true);
+    }) else { return };
+    let sock = b.path().join("console.sock");
+    let reader = console_socket(&sock);
+    let mut args = b.bundle_args("run", "stdio-tty");
+    args.insert(1, "--console-socket".into());
+    args.insert(2, sock.display().to_string());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let tty = reader.join().unwrap();
+    assert!(out.status.success(), "{}\nterminal: {tty:?}", describe(&out));
+    assert!(tty.unwrap().contains("via-dev-stdout"), "{}", describe(&out));
+});
+
 both!(fn the_terminal_is_bound_at_dev_console(who) {
     let Some(b) = Bundle::new(
         who,

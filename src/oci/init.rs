@@ -1077,6 +1077,8 @@ fn prepare(
     for fd in 3..3 + preserve_fds {
         sys::clear_cloexec(fd).map_err(e("keep a --preserve-fds descriptor"))?;
     }
+    // Still with init's privileges, before any seccomp filter.
+    give_stdio_to(c.setup().uid)?;
     for &(res, soft, hard) in &c.setup().rlimits {
         crate::limits::set_rlimit(res, soft, hard).map_err(|err| ("set process.rlimits", err))?;
     }
@@ -1110,6 +1112,43 @@ fn prepare(
                 c.setup().cwd.display()
             ),
         ));
+    }
+    Ok(())
+}
+
+/// Makes the process's user (`uid`, of the container) the owner of what its fds 0-2 are (the
+/// console's pty, a shim's pipes or files), as runc's fixStdioPermissions: else a non-root
+/// process cannot reopen them (`/dev/stdout`, `/proc/self/fd/1`, the pty through
+/// /dev/console). Only the owner changes, the group stays. Skipped: what is the container's
+/// /dev/null, what `uid` owns already, and what cannot be changed from here (EPERM: its
+/// owner is not mapped in the container's user namespace; EINVAL: its group is not;
+/// EROFS), as runc skips them; other errors fail.
+fn give_stdio_to(uid: u32) -> Result<(), Step> {
+    use std::os::fd::AsFd;
+    let null = nix::sys::stat::stat("/dev/null").ok().map(|s| s.st_rdev);
+    let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+    let fds = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];
+    for (n, fd) in fds.into_iter().enumerate() {
+        let st = match nix::sys::stat::fstat(fd) {
+            Ok(st) => st,
+            // Not open: nothing to give.
+            Err(Errno::EBADF) => continue,
+            Err(err) => return Err(("inspect the process's stdio", format!("fd {n}: {err}"))),
+        };
+        let is_null = Some(st.st_rdev) == null
+            && SFlag::from_bits_truncate(st.st_mode).contains(SFlag::S_IFCHR);
+        if st.st_uid == uid || is_null {
+            continue;
+        }
+        match nix::unistd::fchown(fd, Some(uid.into()), Some(st.st_gid.into())) {
+            Ok(()) | Err(Errno::EPERM | Errno::EINVAL | Errno::EROFS) => {}
+            Err(err) => {
+                return Err((
+                    "give the process's stdio to its user (fchown)",
+                    format!("fd {n} to uid {uid}: {err}"),
+                ));
+            }
+        }
     }
     Ok(())
 }
