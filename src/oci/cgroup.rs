@@ -343,9 +343,26 @@ pub fn create(dirs: &[PathBuf]) -> Result<(), CgroupError> {
                         .map_err(io("enable the controllers in", &p))?;
                 }
             }
-            std::fs::create_dir(&cur).map_err(io("create the cgroup", &cur))?;
+            // Another create may make the same missing parent between the check above and
+            // here (two containers below one new cgroupsPath parent): that parent is as
+            // good as made by this one. The container's own directory is not: two creates
+            // of one cgroup must not share it.
+            let made = match std::fs::create_dir(&cur) {
+                Ok(()) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && cur != *d => false,
+                Err(e) => return Err(io("create the cgroup", &cur)(e)),
+            };
             for f in ["cpuset.cpus", "cpuset.mems"] {
                 if let (Some(parent), true) = (cur.parent(), cur.join(f).exists()) {
+                    // One the other create made may not be seeded yet: seed it if empty.
+                    if !made
+                        && !std::fs::read_to_string(cur.join(f))
+                            .unwrap_or_default()
+                            .trim()
+                            .is_empty()
+                    {
+                        continue;
+                    }
                     let v = std::fs::read_to_string(parent.join(f)).unwrap_or_default();
                     let _ = std::fs::write(cur.join(f), v.trim());
                 }
@@ -1359,6 +1376,31 @@ pub fn read_u64(dirs: &[PathBuf], file: &str, key: Option<&str>) -> Option<u64> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Item 8 of the second OCI review: two creates making the same missing parent raced,
+    // and the loser failed with EEXIST. Many threads, each making its own cgroup below one
+    // new parent, at once.
+    #[test]
+    fn creates_sharing_a_new_parent_do_not_race() {
+        for round in 0..30 {
+            let d = tempfile::tempdir().unwrap();
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let leaf = d.path().join(format!("a{round}/b/c{i}"));
+                    let barrier = barrier.clone();
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        create(std::slice::from_ref(&leaf))
+                    })
+                })
+                .collect();
+            for h in handles {
+                let r = h.join().unwrap();
+                assert!(r.is_ok(), "round {round}: {r:?}");
+            }
+        }
+    }
 
     #[test]
     fn v1_mount_plan_binds_the_containers_own_cgroups() {
