@@ -414,11 +414,31 @@ pub fn is_v2(dirs: &[PathBuf]) -> bool {
     with_file(dirs, "cgroup.controllers").is_some() && with_file(dirs, "tasks").is_none()
 }
 
+/// `r` with the values runc takes as not given left out: a memory limit, reservation or swap
+/// limit of 0 and cpu shares of 0 (runc writes none of them; written, they would be a limit
+/// of no memory at all and the lowest cpu weight, 1).
+fn zero_is_unset(r: &LinuxResources) -> LinuxResources {
+    let mut r = r.clone();
+    if let Some(mut m) = *r.memory() {
+        let unset = |v: Option<i64>| v.filter(|&v| v != 0);
+        m.set_limit(unset(m.limit()));
+        m.set_reservation(unset(m.reservation()));
+        m.set_swap(unset(m.swap()));
+        r.set_memory(Some(m));
+    }
+    if let Some(mut c) = r.cpu().clone() {
+        c.set_shares(c.shares().filter(|&s| s != 0));
+        r.set_cpu(Some(c));
+    }
+    r
+}
+
 /// Writes `linux.resources`.
 /// Every field cordon-oci cannot honour is refused, and `checkBeforeUpdate` checked, before
 /// the first write: an `update` that fails leaves the cgroup as it was (a write the kernel
 /// refuses can still fail part-way, as in runc).
 pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
+    let r = &zero_is_unset(r);
     let v2 = is_v2(dirs);
     refuse_unsupported(r, v2)?;
     if let Some(m) = r.memory()
@@ -2039,6 +2059,57 @@ mod device_program_tests {
                 ("max".into(), "max".into(), "max".into()),
                 "{json}"
             );
+        }
+    }
+
+    // Item 9 of the second OCI review: a memory limit of 0 was written as memory.max 0 (the
+    // container killed at once) and cpu shares of 0 as the weight 1; runc takes 0 as unset.
+    #[test]
+    fn zero_memory_and_cpu_shares_are_unset() {
+        for v2 in [true, false] {
+            let d = if v2 {
+                fake_v2(&[
+                    ("memory.max", "max"),
+                    ("memory.low", "0"),
+                    ("memory.swap.max", "max"),
+                    ("cpu.weight", "100"),
+                ])
+            } else {
+                let d = tempfile::tempdir().unwrap();
+                for (f, v) in [
+                    ("tasks", ""),
+                    ("memory.limit_in_bytes", "9223372036854771712"),
+                    ("memory.soft_limit_in_bytes", "9223372036854771712"),
+                    ("memory.memsw.limit_in_bytes", "9223372036854771712"),
+                    ("cpu.shares", "1024"),
+                ] {
+                    std::fs::write(d.path().join(f), v).unwrap();
+                }
+                d
+            };
+            let dirs = [d.path().to_path_buf()];
+            let before = std::fs::read_dir(d.path())
+                .unwrap()
+                .map(|e| {
+                    let p = e.unwrap().path();
+                    (p.clone(), std::fs::read_to_string(p).unwrap())
+                })
+                .collect::<Vec<_>>();
+            apply(
+                &dirs,
+                &resources(
+                    r#"{"memory": {"limit": 0, "reservation": 0, "swap": 0}, "cpu": {"shares": 0}}"#,
+                ),
+            )
+            .unwrap();
+            for (p, v) in before {
+                assert_eq!(
+                    std::fs::read_to_string(&p).unwrap(),
+                    v,
+                    "v2 {v2}: {}",
+                    p.display()
+                );
+            }
         }
     }
 
