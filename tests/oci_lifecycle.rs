@@ -1145,6 +1145,46 @@ both!(fn exec_joins_the_container(who) {
     assert!(out.status.success(), "{}", describe(&out));
 });
 
+// Item 9 of the second OCI review: `exec --user 1000` set gid 0, where runc keeps the
+// config's gid when only a uid is given. Root only: the user's container maps uid 0 alone.
+#[test]
+fn exec_user_with_a_uid_alone_keeps_the_configs_gid() {
+    if !running_as_root() {
+        skip!("SKIP: exec_user_with_a_uid_alone_keeps_the_configs_gid: needs root");
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "30"], |c| {
+        c["process"]["user"] = json!({"uid": 0, "gid": 1000});
+    }) else {
+        return;
+    };
+    let id = "execuser";
+    let _d = Deleted(&b, id.to_string());
+    let a = b.bundle_args("run", id);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--detach");
+    let out = b.oci(&a);
+    assert!(out.status.success(), "{}", describe(&out));
+    for (user, want) in [("1001", "1001 1000"), ("1001:5", "1001 5")] {
+        let out = b.oci(&[
+            "exec",
+            "--user",
+            user,
+            id,
+            "sh",
+            "-c",
+            "echo $(id -u) $(id -g)",
+        ]);
+        assert!(out.status.success(), "{}", describe(&out));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            want,
+            "--user {user}: {}",
+            describe(&out)
+        );
+    }
+}
+
 fn environ(out: &Output) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout)
         .split('\0')

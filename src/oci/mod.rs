@@ -1722,13 +1722,7 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
             setup.cwd = cwd.clone();
         }
         if let Some(u) = &a.user {
-            let (uid, gid) = u.split_once(':').unwrap_or((u, "0"));
-            setup.uid = uid
-                .parse()
-                .map_err(|_| OciError::Usage(format!("bad --user {u:?}")))?;
-            setup.gid = gid
-                .parse()
-                .map_err(|_| OciError::Usage(format!("bad --user {u:?}")))?;
+            (setup.uid, setup.gid) = exec_user(u, (setup.uid, setup.gid))?;
         }
         setup.terminal = a.tty;
     }
@@ -1845,6 +1839,29 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
     }
 }
 
+/// `exec --user UID[:GID]` over the process's (`uid`, `gid`), as runc reads it: what is
+/// given replaces, what is left out (the gid after a lone uid) stays the config's.
+fn exec_user(u: &str, (uid, gid): (u32, u32)) -> Result<(u32, u32), OciError> {
+    let bad = || {
+        OciError::Usage(format!(
+            "bad --user {u:?}: give UID or UID:GID, numbers (names are not looked up)"
+        ))
+    };
+    let (uids, gids) = match u.split_once(':') {
+        Some((uids, gids)) => (uids, Some(gids)),
+        None => (u, None),
+    };
+    let uid = match uids {
+        "" => uid,
+        s => s.parse().map_err(|_| bad())?,
+    };
+    let gid = match gids {
+        None | Some("") => gid,
+        Some(s) => s.parse().map_err(|_| bad())?,
+    };
+    Ok((uid, gid))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn exec_mid(
     c: &Container,
@@ -1928,6 +1945,22 @@ fn exec_mid(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Item 9 of the second OCI review: `exec --user 1000` set gid 0; runc keeps the config's.
+    #[test]
+    fn exec_user_keeps_what_it_does_not_give() {
+        let cfg = (1000, 1000);
+        assert_eq!(exec_user("1001", cfg).unwrap(), (1001, 1000));
+        assert_eq!(exec_user("1001:5", cfg).unwrap(), (1001, 5));
+        assert_eq!(exec_user(":5", cfg).unwrap(), (1000, 5));
+        assert_eq!(exec_user("0:0", cfg).unwrap(), (0, 0));
+        assert!(
+            exec_user("root", cfg)
+                .unwrap_err()
+                .to_string()
+                .contains("bad --user")
+        );
+    }
 
     #[test]
     fn namespaces_are_joined_before_and_after_the_user_namespace() {
