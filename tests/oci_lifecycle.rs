@@ -1509,6 +1509,36 @@ both!(fn start_returns_once_the_program_runs(who) {
 
 // --preserve-fds names descriptors the caller opened: a number it did not open would be
 // taken by one of cordon-oci's own (exec.fifo, a pipe to the init) and reach the program.
+// Item 9 of the second OCI review: the descriptors of socket activation (LISTEN_FDS, with
+// LISTEN_PID cordon-oci's pid) were closed by the init. Now, as runc, they reach the
+// container's process from 3 on, before --preserve-fds ones, with LISTEN_FDS and LISTEN_PID
+// (its pid in its own pid namespace: 1).
+both!(fn socket_activation_descriptors_reach_the_container(who) {
+    let Some(b) = Bundle::new(
+        who,
+        &["sh", "-c", "echo $LISTEN_FDS $LISTEN_PID; cat <&3; cat <&4"],
+        |_| {},
+    ) else { return };
+    for (f, text) in [("listen", "from-listen-fd"), ("preserved", "from-preserved-fd")] {
+        std::fs::write(b.path().join(f), text).unwrap();
+    }
+    b.chown();
+    let path = b.path().display().to_string();
+    let opener = format!(
+        "exec 3<{path}/listen 4<{path}/preserved; LISTEN_PID=$$ LISTEN_FDS=1 exec \"$@\""
+    );
+    let id = format!("listen-{who:?}");
+    let args = ["run", "--preserve-fds", "1", "--bundle", &path, &id];
+    let out = b.oci_under(&["sh", "-c", &opener, "sh"], &args);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1 1\nfrom-listen-fdfrom-preserved-fd",
+        "{}",
+        describe(&out)
+    );
+});
+
 both!(fn preserve_fds_must_name_open_descriptors(who) {
     let Some(b) = Bundle::new(who, &["ls", "/proc/self/fd"], |_| {}) else { return };
     let a = b.bundle_args("run", "pfd");

@@ -191,12 +191,14 @@ pub fn main(cli: OciCli) -> i32 {
     // Before cordon-oci opens anything: a descriptor number --preserve-fds names but the
     // caller did not open would be taken by one of cordon-oci's own (exec.fifo, a pipe to
     // the init) and handed to the container's program.
-    let preserve = match &cli.command {
-        OciCommand::Create(a) | OciCommand::Run { create: a, .. } => a.preserve_fds,
-        OciCommand::Exec(a) => a.preserve_fds,
-        _ => 0,
+    // Socket activation (LISTEN_FDS) passes descriptors from 3 on to create and run, as
+    // runc; --preserve-fds counts those after them.
+    let (listen, preserve) = match &cli.command {
+        OciCommand::Create(a) | OciCommand::Run { create: a, .. } => (listen_fds(), a.preserve_fds),
+        OciCommand::Exec(a) => (0, a.preserve_fds),
+        _ => (0, 0),
     };
-    if let Err(e) = check_preserved_fds(preserve) {
+    if let Err(e) = check_listen_fds(listen).and_then(|()| check_preserved_fds(preserve, listen)) {
         ctx.log("error", &e);
         eprintln!("cordon-oci: {e}");
         return 1;
@@ -225,13 +227,43 @@ pub fn main(cli: OciCli) -> i32 {
 
 /// `--preserve-fds n`: descriptors 3 to 3+n-1 must all be open in cordon-oci as it starts
 /// (the caller's, passed on to the container's program).
-fn check_preserved_fds(n: i32) -> Result<(), String> {
+/// How many socket-activation descriptors (from 3 on) systemd passed this process, as runc's
+/// go-systemd activation.Files reads them: `LISTEN_FDS`, when `LISTEN_PID` is this
+/// process's pid (they were meant for it, not for an ancestor); else none.
+fn listen_fds() -> i32 {
+    let ours = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+        == Some(std::process::id());
+    let n = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|n| n.parse::<i32>().ok())
+        .unwrap_or(0);
+    if ours && n > 0 { n } else { 0 }
+}
+
+/// The `n` socket-activation descriptors must be open: else one cordon-oci opens itself
+/// would take a number and be handed to the container.
+fn check_listen_fds(n: i32) -> Result<(), String> {
+    for fd in 3..3i64.saturating_add(i64::from(n)).min(i64::from(i32::MAX)) as i32 {
+        if !sys::fd_is_open(fd) {
+            return Err(format!(
+                "LISTEN_FDS={n} (socket activation): descriptor {fd} is not open; fix the LISTEN_FDS the caller sets, or unset LISTEN_PID"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `--preserve-fds n`: descriptors from `3 + listen` (after the socket-activation ones) on.
+fn check_preserved_fds(n: i32, listen: i32) -> Result<(), String> {
     if n < 0 {
         return Err(format!(
             "--preserve-fds {n}: give a count of descriptors, 0 or more"
         ));
     }
-    let end = 3i64 + i64::from(n);
+    let first = 3 + i64::from(listen);
+    let end = first + i64::from(n);
     let max = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .map_or(1024, |(soft, _)| soft.min(i64::MAX as u64) as i64);
     if end > max {
@@ -240,10 +272,10 @@ fn check_preserved_fds(n: i32) -> Result<(), String> {
             end - 1
         ));
     }
-    for fd in 3..end as i32 {
+    for fd in first as i32..end as i32 {
         if !sys::fd_is_open(fd) {
             return Err(format!(
-                "--preserve-fds {n}: descriptor {fd} is not open; pass a count of descriptors the caller opened, from 3 on"
+                "--preserve-fds {n}: descriptor {fd} is not open; pass a count of descriptors the caller opened, from {first} on"
             ));
         }
     }
@@ -397,6 +429,12 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     };
     let mut c = Container::load(&bundle)?;
     c.setup_mut().new_keyring = !a.no_new_keyring;
+    // Socket activation, as runc: the descriptors go to the container's process, before
+    // those of --preserve-fds, with LISTEN_FDS (and LISTEN_PID, set by the init below).
+    let listen = listen_fds();
+    if listen > 0 {
+        crate::spec::set_env(&mut c.sandbox.env, "LISTEN_FDS", &listen.to_string());
+    }
     c.sandbox.rootfs = crate::spec::Rootfs::Dir(
         std::fs::canonicalize(c.rootfs()).map_err(io_err("open root.path", c.rootfs()))?,
     );
@@ -624,6 +662,12 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     let child = match cloned {
         Ok(CloneResult::Child) => {
             drop((go_w, ready_r, attached_r));
+            // The pid the container's process has in its own pid namespace (1 in one of
+            // its own), which the socket-activated program checks LISTEN_PID against.
+            if listen > 0 {
+                let pid = nix::unistd::getpid().to_string();
+                crate::spec::set_env(&mut c.sandbox.env, "LISTEN_PID", &pid);
+            }
             // The Cleanup guard belongs to the parent.
             let cleanup_dirs = std::mem::take(&mut cleanup.cgroups);
             std::mem::forget(cleanup);
@@ -633,7 +677,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 ready: ready_w,
                 fifo,
                 console,
-                preserve_fds: a.preserve_fds,
+                preserve_fds: listen + a.preserve_fds,
                 filter: filter.as_ref(),
                 no_pivot: a.no_pivot,
                 cgroup2,
@@ -2095,10 +2139,10 @@ mod tests {
 
     #[test]
     fn preserved_fds_are_a_count_within_the_open_files_limit() {
-        assert!(check_preserved_fds(0).is_ok());
-        let e = check_preserved_fds(-1).unwrap_err();
+        assert!(check_preserved_fds(0, 0).is_ok());
+        let e = check_preserved_fds(-1, 0).unwrap_err();
         assert!(e.contains("0 or more"), "{e}");
-        let e = check_preserved_fds(i32::MAX).unwrap_err();
+        let e = check_preserved_fds(i32::MAX, 0).unwrap_err();
         assert!(e.contains("limit of open files"), "{e}");
     }
 
