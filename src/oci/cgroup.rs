@@ -214,7 +214,8 @@ pub fn v1_links(dir: &Path) -> Result<Vec<(String, String)>, CgroupError> {
 }
 
 /// `linux.cgroupsPath` → a path below each hierarchy's root. `--systemd-cgroup` paths
-/// (`slice:prefix:name`) become `slice/prefix-name.scope` (there is no systemd to ask here).
+/// (`slice:prefix:name`) become where systemd puts that unit ([`systemd_path`]; there is no
+/// systemd to ask here).
 /// An absolute path is below the hierarchy's root. Without one: `cordon/<id>` for root,
 /// `cordon-<uid>/<id>` for another user on cgroup v1 (two users' containers may share an id).
 ///
@@ -230,7 +231,7 @@ pub fn relative_path(
     id: &str,
     systemd: bool,
     v2_own: Option<&Path>,
-) -> PathBuf {
+) -> Result<PathBuf, CgroupError> {
     relative_path_for(
         cgroups_path,
         id,
@@ -246,7 +247,7 @@ fn relative_path_for(
     systemd: bool,
     uid: u32,
     v2_own: Option<&Path>,
-) -> PathBuf {
+) -> Result<PathBuf, CgroupError> {
     let beside_own = |name: &str| {
         let own = v2_own.unwrap_or(Path::new("/"));
         let parent = own.parent().unwrap_or(own);
@@ -255,22 +256,73 @@ fn relative_path_for(
             .unwrap_or(parent)
             .join(name.trim_start_matches('/'))
     };
-    match cgroups_path {
-        Some(p) if systemd && p.split(':').count() == 3 => {
-            let v: Vec<&str> = p.split(':').collect();
-            let slice = if v[0].is_empty() {
-                "system.slice"
-            } else {
-                v[0]
-            };
-            PathBuf::from(format!("{slice}/{}-{}.scope", v[1], v[2]))
+    Ok(match cgroups_path {
+        Some(p) if systemd && !p.is_empty() => {
+            systemd_path(p).map_err(|why| CgroupError::Resource {
+                field: "linux.cgroupsPath".into(),
+                why: format!("{p:?} (--systemd-cgroup): {why}"),
+            })?
         }
         Some(p) if !p.is_empty() && !p.starts_with('/') && v2_own.is_some() => beside_own(p),
         Some(p) if !p.is_empty() => PathBuf::from(p.trim_start_matches('/')),
         _ if uid == 0 => PathBuf::from(format!("cordon/{id}")),
         _ if v2_own.is_some() => beside_own(&format!("cordon-{id}")),
         _ => PathBuf::from(format!("cordon-{uid}/{id}")),
+    })
+}
+
+/// A `--systemd-cgroup` cgroupsPath, `slice:prefix:name`, as the path of the unit's cgroup
+/// below the hierarchy's root, as runc makes it: the slice expanded ([`expand_slice`]; an
+/// empty one is `system.slice`), then the unit: `prefix-name.scope`, or `name` itself when it
+/// is a slice (not expanded: runc's path). Anything else is refused, with why.
+fn systemd_path(p: &str) -> Result<PathBuf, String> {
+    let [slice, prefix, name] = p.split(':').collect::<Vec<_>>()[..] else {
+        return Err(
+            "give it as slice:prefix:name (for example system.slice:cri-containerd:ID)".into(),
+        );
+    };
+    let slice = if slice.is_empty() {
+        "system.slice"
+    } else {
+        slice
+    };
+    if name.is_empty() || name.contains('/') || prefix.contains('/') || name == ".." {
+        return Err(format!(
+            "the prefix {prefix:?} and name {name:?} must be unit name parts: a name, and no `/`"
+        ));
     }
+    let unit = if name.ends_with(".slice") {
+        name.to_string()
+    } else {
+        format!("{prefix}-{name}.scope")
+    };
+    Ok(expand_slice(slice)?.join(unit))
+}
+
+/// A systemd slice name as its path, as systemd (and runc's ExpandSlice) nests it: each
+/// `-` opens a level, `a-b-c.slice` → `a.slice/a-b.slice/a-b-c.slice`; `-.slice` is the root.
+/// Refused, as runc refuses them: no `.slice` suffix, a `/`, an empty part (`a--b.slice`,
+/// `-a.slice`, `a-.slice`).
+fn expand_slice(slice: &str) -> Result<PathBuf, String> {
+    let bad = || format!("{slice:?} is not a systemd slice name (like kubepods-burstable.slice)");
+    let base = slice.strip_suffix(".slice").ok_or_else(bad)?;
+    if base.is_empty() || slice.contains('/') {
+        return Err(bad());
+    }
+    if base == "-" {
+        return Ok(PathBuf::new());
+    }
+    let mut path = PathBuf::new();
+    let mut prefix = String::new();
+    for part in base.split('-') {
+        if part.is_empty() {
+            return Err(bad());
+        }
+        prefix.push_str(part);
+        path.push(format!("{prefix}.slice"));
+        prefix.push('-');
+    }
+    Ok(path)
 }
 
 /// cordon-oci's own cgroup in the v2 hierarchy (the `0::` line of /proc/self/cgroup), when
@@ -1524,25 +1576,67 @@ mod tests {
     #[test]
     fn cgroups_path_forms() {
         assert_eq!(
-            relative_path_for(None, "c1", false, 0, None),
+            relative_path_for(None, "c1", false, 0, None).unwrap(),
             Path::new("cordon/c1")
         );
         assert_eq!(
-            relative_path_for(None, "c1", false, 1001, None),
+            relative_path_for(None, "c1", false, 1001, None).unwrap(),
             Path::new("cordon-1001/c1")
         );
         assert_eq!(
-            relative_path(Some("/a/b"), "c1", false, None),
+            relative_path(Some("/a/b"), "c1", false, None).unwrap(),
             Path::new("a/b")
         );
         assert_eq!(
-            relative_path(Some("a/b"), "c1", false, None),
+            relative_path(Some("a/b"), "c1", false, None).unwrap(),
             Path::new("a/b")
         );
         assert_eq!(
-            relative_path(Some("machine.slice:libpod:abc"), "c1", true, None),
+            relative_path(Some("machine.slice:libpod:abc"), "c1", true, None).unwrap(),
             Path::new("machine.slice/libpod-abc.scope")
         );
+    }
+
+    // Item 12 of the second OCI review: `--systemd-cgroup` put `slice:prefix:name` at
+    // `slice/prefix-name.scope`, without nesting the slice as systemd does (and runc's
+    // ExpandSlice): a Kubernetes pod's cgroup landed beside, not inside, its QoS slices.
+    #[test]
+    fn systemd_cgroups_paths_expand_the_slice() {
+        let sd = |p: &str| relative_path_for(Some(p), "c1", true, 0, None);
+        assert_eq!(
+            sd("kubepods-burstable-pod123.slice:cri-containerd:abc").unwrap(),
+            Path::new(
+                "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod123.slice/cri-containerd-abc.scope"
+            )
+        );
+        assert_eq!(
+            sd(":libpod:abc").unwrap(),
+            Path::new("system.slice/libpod-abc.scope")
+        );
+        assert_eq!(sd("-.slice:p:abc").unwrap(), Path::new("p-abc.scope"));
+        assert_eq!(
+            sd("user.slice::abc").unwrap(),
+            Path::new("user.slice/-abc.scope")
+        );
+        assert_eq!(
+            sd("system.slice:p:my-app.slice").unwrap(),
+            Path::new("system.slice/my-app.slice")
+        );
+        for bad in [
+            "kubepods--burstable.slice:p:abc",
+            "-kubepods.slice:p:abc",
+            "kubepods-.slice:p:abc",
+            "kubepods:p:abc",
+            ".slice:p:abc",
+            "a/b.slice:p:abc",
+            "system.slice:p:../x",
+            "system.slice:p:",
+            "system.slice:abc",
+            "/a/b",
+        ] {
+            let e = sd(bad).unwrap_err().to_string();
+            assert!(e.contains("linux.cgroupsPath"), "{bad}: {e}");
+        }
     }
 
     #[test]
@@ -1552,29 +1646,29 @@ mod tests {
         ));
         // Root's default and absolute paths stay below the hierarchy's root.
         assert_eq!(
-            relative_path_for(None, "c1", false, 0, own),
+            relative_path_for(None, "c1", false, 0, own).unwrap(),
             Path::new("cordon/c1")
         );
         assert_eq!(
-            relative_path_for(Some("/a/b"), "c1", false, 1001, own),
+            relative_path_for(Some("/a/b"), "c1", false, 1001, own).unwrap(),
             Path::new("a/b")
         );
         // A user's default and relative paths go next to cordon-oci's own cgroup.
         assert_eq!(
-            relative_path_for(None, "c1", false, 1001, own),
+            relative_path_for(None, "c1", false, 1001, own).unwrap(),
             Path::new("user.slice/user@1001.service/app.slice/cordon-c1")
         );
         assert_eq!(
-            relative_path_for(Some("a/b"), "c1", false, 0, own),
+            relative_path_for(Some("a/b"), "c1", false, 0, own).unwrap(),
             Path::new("user.slice/user@1001.service/app.slice/a/b")
         );
         // In the root cgroup there is no parent: the root it is.
         assert_eq!(
-            relative_path_for(None, "c1", false, 1001, Some(Path::new("/"))),
+            relative_path_for(None, "c1", false, 1001, Some(Path::new("/"))).unwrap(),
             Path::new("cordon-c1")
         );
         assert_eq!(
-            relative_path_for(None, "c1", false, 1001, Some(Path::new("/x"))),
+            relative_path_for(None, "c1", false, 1001, Some(Path::new("/x"))).unwrap(),
             Path::new("cordon-c1")
         );
     }

@@ -485,7 +485,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         &a.id,
         ctx.systemd,
         v2_own.as_deref(),
-    );
+    )?;
     let want_cpuset = resources
         .as_ref()
         .and_then(|r| r.cpu().as_ref())
