@@ -44,6 +44,41 @@ fn busybox() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
+/// Whether CI asked for every test to run (`CORDON_TEST_REQUIRE_USER=1`, as
+/// `common::toolchain_ready` reads it): what a test needs being missing is then a failure.
+fn require_everything() -> bool {
+    std::env::var("CORDON_TEST_REQUIRE_USER").as_deref() == Ok("1")
+}
+
+/// The busybox `found` for a bundle; none is a SKIP, or, when `required` (CI, which installs
+/// busybox-static), a panic: a broken install step must not turn the OCI tests into skips.
+fn busybox_ready(found: Option<PathBuf>, required: bool) -> Option<PathBuf> {
+    if found.is_none() {
+        if required {
+            panic!(
+                "busybox is missing (/bin/busybox, /usr/bin/busybox) and CORDON_TEST_REQUIRE_USER=1: .ci/run installs it (apt-get install busybox-static)"
+            );
+        }
+        skip!("SKIP: busybox not installed (apt-get install busybox-static)");
+    }
+    found
+}
+
+// Item 10 of the second OCI review: a missing busybox was a SKIP even under
+// CORDON_TEST_REQUIRE_USER=1 (CI), so a broken install step made every OCI test a green skip.
+#[test]
+#[should_panic(expected = "CORDON_TEST_REQUIRE_USER=1")]
+fn a_missing_busybox_fails_when_everything_is_required() {
+    busybox_ready(None, true);
+}
+
+#[test]
+fn a_missing_busybox_is_a_skip_otherwise() {
+    assert_eq!(busybox_ready(None, false), None);
+    let bb = PathBuf::from("/bin/busybox");
+    assert_eq!(busybox_ready(Some(bb.clone()), true), Some(bb));
+}
+
 /// A bundle: rootfs with busybox and its applets, config.json from `cordon-oci spec`
 /// (`--rootless` for the user), edited by `edit`. Owned by whoever runs cordon-oci.
 struct Bundle {
@@ -53,10 +88,7 @@ struct Bundle {
 
 impl Bundle {
     fn new(who: Who, args: &[&str], edit: impl FnOnce(&mut Value)) -> Option<Bundle> {
-        let Some(bb) = busybox() else {
-            skip!("SKIP: busybox not installed (apt-get install busybox-static)");
-            return None;
-        };
+        let bb = busybox_ready(busybox(), require_everything())?;
         let dir = shared_tempdir();
         let bin = dir.path().join("rootfs/bin");
         std::fs::create_dir_all(&bin).unwrap();
@@ -293,7 +325,7 @@ both!(fn create_start_kill_delete(who) {
     // Before start the process is cordon's init, not yet `sleep`.
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
     assert_ne!(comm.trim(), "sleep");
-    // A created container cannot be deleted without --force... but a second create fails.
+    // A second create of the same id fails.
     let again = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(!again.status.success(), "second create of c1 succeeded");
 
@@ -322,6 +354,134 @@ both!(fn create_start_kill_delete(who) {
     let out = b.oci(&["state", c1]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"), "{}", describe(&out));
+});
+
+// Item 3 of the second OCI review: `delete` of a created container (never started) needed
+// --force, which containerd's shim does not give. Now, as runc, it is killed and deleted;
+// and `delete --force` of a container that does not exist succeeds.
+both!(fn delete_of_a_created_container_needs_no_force(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    let id = format!("delcreated-{who:?}");
+    let _d = Deleted(&b, id.clone());
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let out = b.oci(&["delete", &id]);
+    assert!(out.status.success(), "delete of a created container: {}", describe(&out));
+    let out = b.oci(&["state", &id]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"), "{}", describe(&out));
+    // Its init is gone (or a zombie until the test's pid 1 reaps it), not left waiting.
+    wait_until("the created container's init outlived its delete", || {
+        let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        (st.is_empty() || st.contains(") Z ")).then_some(())
+    });
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "delete --force of a missing container: {}", describe(&out));
+    let out = b.oci(&["delete", &id]);
+    assert!(!out.status.success(), "delete of a missing container succeeded");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"), "{}", describe(&out));
+});
+
+// Item 4 of the second OCI review: `kill --all` of a stopped container was an error and
+// signalled nothing. Now, as runc, it signals what is left in the container's cgroup, with
+// no error; without --all the error says "container not running" (containerd matches it).
+// Without a pid namespace, a process the container's init left behind outlives it there.
+both!(fn kill_all_of_a_stopped_container_signals_its_cgroup(who) {
+    // Root's container gets a cgroup on every host; an unprivileged one, without a pid
+    // namespace, could not mount /proc: the user's keeps its pid namespace, and so nothing
+    // outlives its init.
+    let leftover = who == Who::Root;
+    let Some(b) = Bundle::new(who, &["sh", "-c", "sleep 61 & echo $! >/left; exit 0"], |c| {
+        if leftover {
+            c["linux"]["namespaces"].as_array_mut().unwrap().retain(|n| n["type"] != "pid");
+        }
+        c["root"]["readonly"] = json!(false);
+    }) else { return };
+    let id = format!("killall-{who:?}");
+    let _d = Deleted(&b, id.clone());
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let out = b.oci(&["start", &id]);
+    assert!(out.status.success(), "start: {}", describe(&out));
+    let s = b.wait_status(&id, "stopped");
+    assert_eq!(s["status"], "stopped", "{s}");
+    let out = b.oci(&["kill", &id, "KILL"]);
+    assert!(!out.status.success(), "kill of a stopped container succeeded");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("container not running"),
+        "{}",
+        describe(&out)
+    );
+    let left: Option<i32> = leftover.then(|| {
+        wait_until("the container's sleep did not start", || {
+            std::fs::read_to_string(b.path().join("rootfs/left")).ok()?.trim().parse().ok()
+        })
+    });
+    let out = b.oci(&["kill", "--all", &id, "KILL"]);
+    assert!(out.status.success(), "kill --all of a stopped container: {}", describe(&out));
+    if let Some(left) = left {
+        wait_until("kill --all left the container's sleep alive", || {
+            let st = std::fs::read_to_string(format!("/proc/{left}/stat")).unwrap_or_default();
+            (st.is_empty() || st.contains(") Z ")).then_some(())
+        });
+    }
+});
+
+// Item 5 of the second OCI review: the container's processes kept the caller's session
+// keyring (as if --no-new-keyring were always given), so they could read its keys. Now, as
+// runc, they get a new one; --no-new-keyring keeps the caller's. The caller (this test's
+// thread) joins a keyring of a name of its own, which the container must not possess: root's
+// container runs as uid 1000, which sees uid 0's keyring in /proc/keys only by possessing it;
+// the user's sees its own new `_ses` keyring, and none with --no-new-keyring.
+both!(fn the_container_gets_a_session_keyring_of_its_own(who) {
+    let Some(b) = Bundle::new(who, &["cat", "/proc/keys"], |c| {
+        if who == Who::Root {
+            c["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+        }
+        c["linux"]["maskedPaths"].as_array_mut().unwrap().retain(|p| p != "/proc/keys");
+    }) else { return };
+    let name = format!("cordon-test-caller-{who:?}-{}", std::process::id());
+    let cname = std::ffi::CString::new(name.clone()).unwrap();
+    if let Err(err) = cordon::sys::join_session_keyring(Some(&cname)) {
+        skip!("SKIP: the_container_gets_a_session_keyring_of_its_own: keyctl: {err}");
+        return;
+    }
+    let out = b.run(&format!("keyring-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let keys = String::from_utf8_lossy(&out.stdout);
+    assert!(!keys.contains(&name), "the container has the caller's session keyring: {}", describe(&out));
+    assert!(keys.contains("_ses"), "no session keyring of its own: {}", describe(&out));
+    let path = b.path().display().to_string();
+    let id = format!("keyring-keep-{who:?}");
+    let out = b.oci(&["run", "--no-new-keyring", "--bundle", &path, &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let keys = String::from_utf8_lossy(&out.stdout);
+    // The user's container has a user namespace, where /proc/keys hides keys of owners it
+    // does not map (the caller's keyring is root's): no `_ses` keyring of its own there.
+    let kept = match who {
+        Who::Root => keys.contains(&name),
+        Who::User => !keys.contains("_ses"),
+    };
+    assert!(kept, "--no-new-keyring did not keep the caller's session keyring: {}", describe(&out));
+});
+
+// Item 6 of the second OCI review: without process.user.umask the container's process took
+// cordon-oci's caller's umask. Now it is 0022, as with runc; the config's when it gives one.
+both!(fn the_umask_is_the_configs_or_0022(who) {
+    for (umask, want) in [(None, "0022"), (Some(0o027), "0027")] {
+        let Some(b) = Bundle::new(who, &["sh", "-c", "umask"], |c| {
+            if let Some(u) = umask {
+                c["process"]["user"]["umask"] = json!(u);
+            }
+        }) else { return };
+        let a = b.bundle_args("run", "umask");
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let out = b.oci_under(&["sh", "-c", "umask 077; exec \"$@\"", "sh"], &a);
+        assert!(out.status.success(), "{}", describe(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), want, "{}", describe(&out));
+    }
 });
 
 both!(fn run_passes_exit_code_and_output(who) {
@@ -615,6 +775,104 @@ fn a_namespace_given_by_path_is_joined_before_a_new_user_namespace_is_made() {
         "{}",
         describe(&out)
     );
+}
+
+// Item 2 of the second OCI review: namespaces given by path were joined user namespace first,
+// so a network namespace of the host's user namespace, given with a pod's user namespace,
+// could no longer be joined (EPERM), by `create` or by `exec`. Now, as runc 1.2.1+, the
+// others are joined first where the caller may, then the user namespace, then the rest.
+// Root only: an unprivileged caller may not join a namespace of the host's user namespace.
+#[test]
+fn a_host_network_namespace_is_joined_with_a_user_namespace_given_by_path() {
+    if !running_as_root() {
+        skip!(
+            "SKIP: a_host_network_namespace_is_joined_with_a_user_namespace_given_by_path: needs root"
+        );
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "30"], |c| {
+        // sysfs needs a network namespace of the container's own user namespace: the
+        // host's /sys, read-only, as runc binds it then.
+        for m in c["mounts"].as_array_mut().unwrap() {
+            if m["destination"] == "/sys" {
+                *m = json!({"destination": "/sys", "type": "none", "source": "/sys",
+                            "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]});
+            }
+        }
+    }) else {
+        return;
+    };
+    let st = Command::new("chown")
+        .args(["-R", "100000:100000"])
+        .arg(b.path().join("rootfs"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let user = Reaped(
+        Command::new("unshare")
+            .args(["--user", "sleep", "60"])
+            .spawn()
+            .unwrap(),
+    );
+    let net = Reaped(
+        Command::new("unshare")
+            .args(["--net", "sleep", "60"])
+            .spawn()
+            .unwrap(),
+    );
+    let (upid, npid) = (user.0.id(), net.0.id());
+    let user_ns = PathBuf::from(format!("/proc/{upid}/ns/user"));
+    let net_ns = PathBuf::from(format!("/proc/{npid}/ns/net"));
+    let my_user = std::fs::read_link("/proc/self/ns/user").unwrap();
+    let my_net = std::fs::read_link("/proc/self/ns/net").unwrap();
+    wait_until("the user namespace holder did not start", || {
+        if std::fs::read_link(&user_ns).ok()? == my_user {
+            return None;
+        }
+        for f in ["uid_map", "gid_map"] {
+            let _ = std::fs::write(format!("/proc/{upid}/{f}"), "0 100000 65536\n");
+        }
+        std::fs::read_to_string(format!("/proc/{upid}/uid_map"))
+            .ok()
+            .filter(|m| !m.trim().is_empty())
+    });
+    let joined = wait_until("the network namespace holder did not start", || {
+        std::fs::read_link(&net_ns).ok().filter(|l| *l != my_net)
+    });
+    let mut cfg: Value =
+        serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let list = cfg["linux"]["namespaces"].as_array_mut().unwrap();
+    list.retain(|n| n["type"] != "user" && n["type"] != "network");
+    list.push(json!({"type": "network", "path": net_ns}));
+    list.push(json!({"type": "user", "path": user_ns}));
+    let linux = cfg["linux"].as_object_mut().unwrap();
+    linux.remove("uidMappings");
+    linux.remove("gidMappings");
+    std::fs::write(
+        b.path().join("config.json"),
+        serde_json::to_vec(&cfg).unwrap(),
+    )
+    .unwrap();
+    let id = "joinhostnet";
+    let _d = Deleted(&b, id.to_string());
+    let a = b.bundle_args("create", id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let out = b.oci(&["start", id]);
+    assert!(out.status.success(), "start: {}", describe(&out));
+    let out = b.oci(&[
+        "exec",
+        id,
+        "sh",
+        "-c",
+        "id -u; readlink /proc/self/ns/net; readlink /proc/1/ns/net",
+    ]);
+    assert!(out.status.success(), "exec: {}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let j = joined.to_str().unwrap();
+    assert_eq!(lines, ["0", j, j], "{}", describe(&out));
+    drop((user, net));
 }
 
 // A pid namespace given by path, with another namespace given by path: the clone helper
@@ -918,6 +1176,46 @@ both!(fn exec_joins_the_container(who) {
     let out = b.oci(&["delete", "--force", &id]);
     assert!(out.status.success(), "{}", describe(&out));
 });
+
+// Item 9 of the second OCI review: `exec --user 1000` set gid 0, where runc keeps the
+// config's gid when only a uid is given. Root only: the user's container maps uid 0 alone.
+#[test]
+fn exec_user_with_a_uid_alone_keeps_the_configs_gid() {
+    if !running_as_root() {
+        skip!("SKIP: exec_user_with_a_uid_alone_keeps_the_configs_gid: needs root");
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "30"], |c| {
+        c["process"]["user"] = json!({"uid": 0, "gid": 1000});
+    }) else {
+        return;
+    };
+    let id = "execuser";
+    let _d = Deleted(&b, id.to_string());
+    let a = b.bundle_args("run", id);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--detach");
+    let out = b.oci(&a);
+    assert!(out.status.success(), "{}", describe(&out));
+    for (user, want) in [("1001", "1001 1000"), ("1001:5", "1001 5")] {
+        let out = b.oci(&[
+            "exec",
+            "--user",
+            user,
+            id,
+            "sh",
+            "-c",
+            "echo $(id -u) $(id -g)",
+        ]);
+        assert!(out.status.success(), "{}", describe(&out));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            want,
+            "--user {user}: {}",
+            describe(&out)
+        );
+    }
+}
 
 fn environ(out: &Output) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout)
@@ -1247,6 +1545,36 @@ both!(fn start_returns_once_the_program_runs(who) {
 
 // --preserve-fds names descriptors the caller opened: a number it did not open would be
 // taken by one of cordon-oci's own (exec.fifo, a pipe to the init) and reach the program.
+// Item 9 of the second OCI review: the descriptors of socket activation (LISTEN_FDS, with
+// LISTEN_PID cordon-oci's pid) were closed by the init. Now, as runc, they reach the
+// container's process from 3 on, before --preserve-fds ones, with LISTEN_FDS and LISTEN_PID
+// (its pid in its own pid namespace: 1).
+both!(fn socket_activation_descriptors_reach_the_container(who) {
+    let Some(b) = Bundle::new(
+        who,
+        &["sh", "-c", "echo $LISTEN_FDS $LISTEN_PID; cat <&3; cat <&4"],
+        |_| {},
+    ) else { return };
+    for (f, text) in [("listen", "from-listen-fd"), ("preserved", "from-preserved-fd")] {
+        std::fs::write(b.path().join(f), text).unwrap();
+    }
+    b.chown();
+    let path = b.path().display().to_string();
+    let opener = format!(
+        "exec 3<{path}/listen 4<{path}/preserved; LISTEN_PID=$$ LISTEN_FDS=1 exec \"$@\""
+    );
+    let id = format!("listen-{who:?}");
+    let args = ["run", "--preserve-fds", "1", "--bundle", &path, &id];
+    let out = b.oci_under(&["sh", "-c", &opener, "sh"], &args);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "1 1\nfrom-listen-fdfrom-preserved-fd",
+        "{}",
+        describe(&out)
+    );
+});
+
 both!(fn preserve_fds_must_name_open_descriptors(who) {
     let Some(b) = Bundle::new(who, &["ls", "/proc/self/fd"], |_| {}) else { return };
     let a = b.bundle_args("run", "pfd");
@@ -1674,13 +2002,11 @@ fn cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below() {
             cg["options"].as_array().unwrap().iter().any(|o| o == "ro"),
             "{cg}"
         );
-        assert!(
-            c["linux"]["namespaces"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|n| n["type"] == "user")
-        );
+        let ns = c["linux"]["namespaces"].as_array_mut().unwrap();
+        assert!(ns.iter().any(|n| n["type"] == "user"));
+        // Without a cgroup namespace (with one, cgroup2 is mounted) and, the caller being in
+        // the root cgroup, without a cgroup of its own: the host's hierarchy is bound.
+        ns.retain(|n| n["type"] != "cgroup");
     }) else {
         return;
     };
@@ -1747,6 +2073,106 @@ fn cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below() {
             "not read-only: {l}\n{}",
             describe(&out)
         );
+    }
+}
+
+/// Runs `b`'s config as the test user with `run`, in a mount namespace where cordon-oci sees a
+/// pure cgroup v2 host (the v1 hierarchies unmounted, cgroup2 at /sys/fs/cgroup), started in
+/// the cgroup `/<sub>/caller` of that hierarchy, `/<sub>` delegated to the test user (so that
+/// its container gets its own cgroup `/<sub>/cordon-<id>`, beside the caller's).
+fn run_rootless_on_pure_v2_in_a_delegated_cgroup(b: &Bundle, id: &str, sub: &str) -> Output {
+    let u = test_user().unwrap();
+    let setup = format!(
+        "umount -R /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup || exit 125
+         mkdir -p /sys/fs/cgroup/{sub}/caller && chown -R {}:{} /sys/fs/cgroup/{sub} || exit 125
+         echo $$ >/sys/fs/cgroup/{sub}/caller/cgroup.procs || exit 125
+         \"$@\"; rc=$?
+         echo $$ >/sys/fs/cgroup/cgroup.procs; rmdir /sys/fs/cgroup/{sub}/*/ /sys/fs/cgroup/{sub}; exit $rc",
+        u.uid, u.gid
+    );
+    let a = b.bundle_args("run", id);
+    let inner = b.command(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let out = Command::new("timeout")
+        .args([
+            "60",
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &setup,
+            "sh",
+        ])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    // In case the clean-up did not run (cgroups of the host's hierarchy).
+    for root in [
+        "/sys/fs/cgroup/unified",
+        "/sys/fs/cgroup/systemd",
+        "/sys/fs/cgroup",
+    ] {
+        let d = Path::new(root).join(sub);
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let _ = std::fs::remove_dir(e.path());
+        }
+        let _ = std::fs::remove_dir(&d);
+    }
+    out
+}
+
+// Item 1 of the second OCI review: in a user namespace, a `cgroup` mount on pure v2 was always
+// a bind of the host's whole hierarchy, even with the container's own cgroup namespace, where
+// a real cgroup2 mount works. Now it is mounted (rooted at the container's cgroup); where the
+// kernel refuses it (no cgroup namespace), the container's own cgroup is bound.
+#[test]
+fn cgroup_mount_of_a_rootless_container_on_pure_v2_shows_its_own_cgroup() {
+    if !running_as_root() || test_user().is_none() {
+        skip!(
+            "SKIP: cgroup_mount_of_a_rootless_container_on_pure_v2_shows_its_own_cgroup: needs root and the test user"
+        );
+        return;
+    }
+    // pid 1 of the container is in the cgroup at the mount's top: its own, not the host's root.
+    let script = "grep -qx 1 /sys/fs/cgroup/cgroup.procs && echo OWN; \
+                  grep ' /sys/fs/cgroup ' /proc/self/mountinfo";
+    for cgroupns in [true, false] {
+        let Some(b) = Bundle::new(Who::User, &["sh", "-c", script], |c| {
+            let ns = c["linux"]["namespaces"].as_array_mut().unwrap();
+            ns.retain(|n| n["type"] != "cgroup");
+            if cgroupns {
+                ns.push(json!({"type": "cgroup"}));
+            }
+        }) else {
+            return;
+        };
+        let sub = format!("cordon-test-v2own-{}-{cgroupns}", std::process::id());
+        let out = run_rootless_on_pure_v2_in_a_delegated_cgroup(&b, "v2own", &sub);
+        assert!(
+            out.status.success(),
+            "cgroupns {cgroupns}: {}",
+            describe(&out)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("OWN"),
+            "cgroupns {cgroupns}: {}",
+            describe(&out)
+        );
+        let top = stdout.lines().last().unwrap_or_default();
+        assert!(
+            top.contains(" - cgroup2 "),
+            "cgroupns {cgroupns}: {}",
+            describe(&out)
+        );
+        if cgroupns {
+            // A cgroup2 mount of the namespace: its root is the namespace's.
+            assert_eq!(top.split(' ').nth(3), Some("/"), "{}", describe(&out));
+        }
     }
 }
 
@@ -2153,6 +2579,40 @@ fn console_socket(path: &Path) -> std::thread::JoinHandle<Result<String, String>
 
 // process.terminal: the console pty is also at /dev/console (the runtime spec's rule): the
 // same device as the process's stdin, a pty (major 136).
+// Item 7 of the second OCI review: the process's stdio (files and pipes of its caller, the
+// console's pty) stayed root's, so a non-root process could not reopen /dev/stdout. Now, as
+// runc's fixStdioPermissions, they are given to the process's uid. Root's container runs as
+// uid 1000 (its stdout a root-owned file of the test, then the pty); the user's, uid 0 of its
+// user namespace, cannot take the test's root-owned file (its owner is not mapped): skipped
+// (EPERM), not an error.
+both!(fn stdio_and_console_belong_to_the_process_user(who) {
+    let script = "echo via-dev-stdout >/dev/stdout";
+    let user = |c: &mut Value| {
+        if who == Who::Root {
+            c["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+        }
+    };
+    let first = if who == Who::Root { script } else { "echo plain" };
+    let Some(b) = Bundle::new(who, &["sh", "-c", first], user) else { return };
+    let out = b.run(&format!("stdio-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let want = if who == Who::Root { "via-dev-stdout\n" } else { "plain\n" };
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{}", describe(&out));
+    let Some(b) = Bundle::new(who, &["sh", "-c", script], |c| {
+        user(c);
+        c["process"]["terminal"] = json!(true);
+    }) else { return };
+    let sock = b.path().join("console.sock");
+    let reader = console_socket(&sock);
+    let mut args = b.bundle_args("run", "stdio-tty");
+    args.insert(1, "--console-socket".into());
+    args.insert(2, sock.display().to_string());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let tty = reader.join().unwrap();
+    assert!(out.status.success(), "{}\nterminal: {tty:?}", describe(&out));
+    assert!(tty.unwrap().contains("via-dev-stdout"), "{}", describe(&out));
+});
+
 both!(fn the_terminal_is_bound_at_dev_console(who) {
     let Some(b) = Bundle::new(
         who,

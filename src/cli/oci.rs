@@ -63,7 +63,8 @@ pub struct CreateArgs {
     /// Use MS_MOVE + chroot instead of pivot_root.
     #[arg(long)]
     pub no_pivot: bool,
-    /// Accepted for runc compatibility (cordon-oci makes no new session keyring).
+    /// Keep the caller's session keyring (by default the container's processes get a new one
+    /// of their own, as with runc).
     #[arg(long)]
     pub no_new_keyring: bool,
     pub id: String,

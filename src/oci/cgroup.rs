@@ -214,7 +214,8 @@ pub fn v1_links(dir: &Path) -> Result<Vec<(String, String)>, CgroupError> {
 }
 
 /// `linux.cgroupsPath` → a path below each hierarchy's root. `--systemd-cgroup` paths
-/// (`slice:prefix:name`) become `slice/prefix-name.scope` (there is no systemd to ask here).
+/// (`slice:prefix:name`) become where systemd puts that unit ([`systemd_path`]; there is no
+/// systemd to ask here).
 /// An absolute path is below the hierarchy's root. Without one: `cordon/<id>` for root,
 /// `cordon-<uid>/<id>` for another user on cgroup v1 (two users' containers may share an id).
 ///
@@ -230,7 +231,7 @@ pub fn relative_path(
     id: &str,
     systemd: bool,
     v2_own: Option<&Path>,
-) -> PathBuf {
+) -> Result<PathBuf, CgroupError> {
     relative_path_for(
         cgroups_path,
         id,
@@ -246,7 +247,7 @@ fn relative_path_for(
     systemd: bool,
     uid: u32,
     v2_own: Option<&Path>,
-) -> PathBuf {
+) -> Result<PathBuf, CgroupError> {
     let beside_own = |name: &str| {
         let own = v2_own.unwrap_or(Path::new("/"));
         let parent = own.parent().unwrap_or(own);
@@ -255,22 +256,73 @@ fn relative_path_for(
             .unwrap_or(parent)
             .join(name.trim_start_matches('/'))
     };
-    match cgroups_path {
-        Some(p) if systemd && p.split(':').count() == 3 => {
-            let v: Vec<&str> = p.split(':').collect();
-            let slice = if v[0].is_empty() {
-                "system.slice"
-            } else {
-                v[0]
-            };
-            PathBuf::from(format!("{slice}/{}-{}.scope", v[1], v[2]))
+    Ok(match cgroups_path {
+        Some(p) if systemd && !p.is_empty() => {
+            systemd_path(p).map_err(|why| CgroupError::Resource {
+                field: "linux.cgroupsPath".into(),
+                why: format!("{p:?} (--systemd-cgroup): {why}"),
+            })?
         }
         Some(p) if !p.is_empty() && !p.starts_with('/') && v2_own.is_some() => beside_own(p),
         Some(p) if !p.is_empty() => PathBuf::from(p.trim_start_matches('/')),
         _ if uid == 0 => PathBuf::from(format!("cordon/{id}")),
         _ if v2_own.is_some() => beside_own(&format!("cordon-{id}")),
         _ => PathBuf::from(format!("cordon-{uid}/{id}")),
+    })
+}
+
+/// A `--systemd-cgroup` cgroupsPath, `slice:prefix:name`, as the path of the unit's cgroup
+/// below the hierarchy's root, as runc makes it: the slice expanded ([`expand_slice`]; an
+/// empty one is `system.slice`), then the unit: `prefix-name.scope`, or `name` itself when it
+/// is a slice (not expanded: runc's path). Anything else is refused, with why.
+fn systemd_path(p: &str) -> Result<PathBuf, String> {
+    let [slice, prefix, name] = p.split(':').collect::<Vec<_>>()[..] else {
+        return Err(
+            "give it as slice:prefix:name (for example system.slice:cri-containerd:ID)".into(),
+        );
+    };
+    let slice = if slice.is_empty() {
+        "system.slice"
+    } else {
+        slice
+    };
+    if name.is_empty() || name.contains('/') || prefix.contains('/') || name == ".." {
+        return Err(format!(
+            "the prefix {prefix:?} and name {name:?} must be unit name parts: a name, and no `/`"
+        ));
     }
+    let unit = if name.ends_with(".slice") {
+        name.to_string()
+    } else {
+        format!("{prefix}-{name}.scope")
+    };
+    Ok(expand_slice(slice)?.join(unit))
+}
+
+/// A systemd slice name as its path, as systemd (and runc's ExpandSlice) nests it: each
+/// `-` opens a level, `a-b-c.slice` → `a.slice/a-b.slice/a-b-c.slice`; `-.slice` is the root.
+/// Refused, as runc refuses them: no `.slice` suffix, a `/`, an empty part (`a--b.slice`,
+/// `-a.slice`, `a-.slice`).
+fn expand_slice(slice: &str) -> Result<PathBuf, String> {
+    let bad = || format!("{slice:?} is not a systemd slice name (like kubepods-burstable.slice)");
+    let base = slice.strip_suffix(".slice").ok_or_else(bad)?;
+    if base.is_empty() || slice.contains('/') {
+        return Err(bad());
+    }
+    if base == "-" {
+        return Ok(PathBuf::new());
+    }
+    let mut path = PathBuf::new();
+    let mut prefix = String::new();
+    for part in base.split('-') {
+        if part.is_empty() {
+            return Err(bad());
+        }
+        prefix.push_str(part);
+        path.push(format!("{prefix}.slice"));
+        prefix.push('-');
+    }
+    Ok(path)
 }
 
 /// cordon-oci's own cgroup in the v2 hierarchy (the `0::` line of /proc/self/cgroup), when
@@ -343,9 +395,26 @@ pub fn create(dirs: &[PathBuf]) -> Result<(), CgroupError> {
                         .map_err(io("enable the controllers in", &p))?;
                 }
             }
-            std::fs::create_dir(&cur).map_err(io("create the cgroup", &cur))?;
+            // Another create may make the same missing parent between the check above and
+            // here (two containers below one new cgroupsPath parent): that parent is as
+            // good as made by this one. The container's own directory is not: two creates
+            // of one cgroup must not share it.
+            let made = match std::fs::create_dir(&cur) {
+                Ok(()) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && cur != *d => false,
+                Err(e) => return Err(io("create the cgroup", &cur)(e)),
+            };
             for f in ["cpuset.cpus", "cpuset.mems"] {
                 if let (Some(parent), true) = (cur.parent(), cur.join(f).exists()) {
+                    // One the other create made may not be seeded yet: seed it if empty.
+                    if !made
+                        && !std::fs::read_to_string(cur.join(f))
+                            .unwrap_or_default()
+                            .trim()
+                            .is_empty()
+                    {
+                        continue;
+                    }
                     let v = std::fs::read_to_string(parent.join(f)).unwrap_or_default();
                     let _ = std::fs::write(cur.join(f), v.trim());
                 }
@@ -397,11 +466,31 @@ pub fn is_v2(dirs: &[PathBuf]) -> bool {
     with_file(dirs, "cgroup.controllers").is_some() && with_file(dirs, "tasks").is_none()
 }
 
+/// `r` with the values runc takes as not given left out: a memory limit, reservation or swap
+/// limit of 0 and cpu shares of 0 (runc writes none of them; written, they would be a limit
+/// of no memory at all and the lowest cpu weight, 1).
+fn zero_is_unset(r: &LinuxResources) -> LinuxResources {
+    let mut r = r.clone();
+    if let Some(mut m) = *r.memory() {
+        let unset = |v: Option<i64>| v.filter(|&v| v != 0);
+        m.set_limit(unset(m.limit()));
+        m.set_reservation(unset(m.reservation()));
+        m.set_swap(unset(m.swap()));
+        r.set_memory(Some(m));
+    }
+    if let Some(mut c) = r.cpu().clone() {
+        c.set_shares(c.shares().filter(|&s| s != 0));
+        r.set_cpu(Some(c));
+    }
+    r
+}
+
 /// Writes `linux.resources`.
 /// Every field cordon-oci cannot honour is refused, and `checkBeforeUpdate` checked, before
 /// the first write: an `update` that fails leaves the cgroup as it was (a write the kernel
 /// refuses can still fail part-way, as in runc).
 pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
+    let r = &zero_is_unset(r);
     let v2 = is_v2(dirs);
     refuse_unsupported(r, v2)?;
     if let Some(m) = r.memory()
@@ -1360,6 +1449,31 @@ pub fn read_u64(dirs: &[PathBuf], file: &str, key: Option<&str>) -> Option<u64> 
 mod tests {
     use super::*;
 
+    // Item 8 of the second OCI review: two creates making the same missing parent raced,
+    // and the loser failed with EEXIST. Many threads, each making its own cgroup below one
+    // new parent, at once.
+    #[test]
+    fn creates_sharing_a_new_parent_do_not_race() {
+        for round in 0..30 {
+            let d = tempfile::tempdir().unwrap();
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let leaf = d.path().join(format!("a{round}/b/c{i}"));
+                    let barrier = barrier.clone();
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        create(std::slice::from_ref(&leaf))
+                    })
+                })
+                .collect();
+            for h in handles {
+                let r = h.join().unwrap();
+                assert!(r.is_ok(), "round {round}: {r:?}");
+            }
+        }
+    }
+
     #[test]
     fn v1_mount_plan_binds_the_containers_own_cgroups() {
         let mi = "\
@@ -1462,25 +1576,67 @@ mod tests {
     #[test]
     fn cgroups_path_forms() {
         assert_eq!(
-            relative_path_for(None, "c1", false, 0, None),
+            relative_path_for(None, "c1", false, 0, None).unwrap(),
             Path::new("cordon/c1")
         );
         assert_eq!(
-            relative_path_for(None, "c1", false, 1001, None),
+            relative_path_for(None, "c1", false, 1001, None).unwrap(),
             Path::new("cordon-1001/c1")
         );
         assert_eq!(
-            relative_path(Some("/a/b"), "c1", false, None),
+            relative_path(Some("/a/b"), "c1", false, None).unwrap(),
             Path::new("a/b")
         );
         assert_eq!(
-            relative_path(Some("a/b"), "c1", false, None),
+            relative_path(Some("a/b"), "c1", false, None).unwrap(),
             Path::new("a/b")
         );
         assert_eq!(
-            relative_path(Some("machine.slice:libpod:abc"), "c1", true, None),
+            relative_path(Some("machine.slice:libpod:abc"), "c1", true, None).unwrap(),
             Path::new("machine.slice/libpod-abc.scope")
         );
+    }
+
+    // Item 12 of the second OCI review: `--systemd-cgroup` put `slice:prefix:name` at
+    // `slice/prefix-name.scope`, without nesting the slice as systemd does (and runc's
+    // ExpandSlice): a Kubernetes pod's cgroup landed beside, not inside, its QoS slices.
+    #[test]
+    fn systemd_cgroups_paths_expand_the_slice() {
+        let sd = |p: &str| relative_path_for(Some(p), "c1", true, 0, None);
+        assert_eq!(
+            sd("kubepods-burstable-pod123.slice:cri-containerd:abc").unwrap(),
+            Path::new(
+                "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod123.slice/cri-containerd-abc.scope"
+            )
+        );
+        assert_eq!(
+            sd(":libpod:abc").unwrap(),
+            Path::new("system.slice/libpod-abc.scope")
+        );
+        assert_eq!(sd("-.slice:p:abc").unwrap(), Path::new("p-abc.scope"));
+        assert_eq!(
+            sd("user.slice::abc").unwrap(),
+            Path::new("user.slice/-abc.scope")
+        );
+        assert_eq!(
+            sd("system.slice:p:my-app.slice").unwrap(),
+            Path::new("system.slice/my-app.slice")
+        );
+        for bad in [
+            "kubepods--burstable.slice:p:abc",
+            "-kubepods.slice:p:abc",
+            "kubepods-.slice:p:abc",
+            "kubepods:p:abc",
+            ".slice:p:abc",
+            "a/b.slice:p:abc",
+            "system.slice:p:../x",
+            "system.slice:p:",
+            "system.slice:abc",
+            "/a/b",
+        ] {
+            let e = sd(bad).unwrap_err().to_string();
+            assert!(e.contains("linux.cgroupsPath"), "{bad}: {e}");
+        }
     }
 
     #[test]
@@ -1490,29 +1646,29 @@ mod tests {
         ));
         // Root's default and absolute paths stay below the hierarchy's root.
         assert_eq!(
-            relative_path_for(None, "c1", false, 0, own),
+            relative_path_for(None, "c1", false, 0, own).unwrap(),
             Path::new("cordon/c1")
         );
         assert_eq!(
-            relative_path_for(Some("/a/b"), "c1", false, 1001, own),
+            relative_path_for(Some("/a/b"), "c1", false, 1001, own).unwrap(),
             Path::new("a/b")
         );
         // A user's default and relative paths go next to cordon-oci's own cgroup.
         assert_eq!(
-            relative_path_for(None, "c1", false, 1001, own),
+            relative_path_for(None, "c1", false, 1001, own).unwrap(),
             Path::new("user.slice/user@1001.service/app.slice/cordon-c1")
         );
         assert_eq!(
-            relative_path_for(Some("a/b"), "c1", false, 0, own),
+            relative_path_for(Some("a/b"), "c1", false, 0, own).unwrap(),
             Path::new("user.slice/user@1001.service/app.slice/a/b")
         );
         // In the root cgroup there is no parent: the root it is.
         assert_eq!(
-            relative_path_for(None, "c1", false, 1001, Some(Path::new("/"))),
+            relative_path_for(None, "c1", false, 1001, Some(Path::new("/"))).unwrap(),
             Path::new("cordon-c1")
         );
         assert_eq!(
-            relative_path_for(None, "c1", false, 1001, Some(Path::new("/x"))),
+            relative_path_for(None, "c1", false, 1001, Some(Path::new("/x"))).unwrap(),
             Path::new("cordon-c1")
         );
     }
@@ -1997,6 +2153,57 @@ mod device_program_tests {
                 ("max".into(), "max".into(), "max".into()),
                 "{json}"
             );
+        }
+    }
+
+    // Item 9 of the second OCI review: a memory limit of 0 was written as memory.max 0 (the
+    // container killed at once) and cpu shares of 0 as the weight 1; runc takes 0 as unset.
+    #[test]
+    fn zero_memory_and_cpu_shares_are_unset() {
+        for v2 in [true, false] {
+            let d = if v2 {
+                fake_v2(&[
+                    ("memory.max", "max"),
+                    ("memory.low", "0"),
+                    ("memory.swap.max", "max"),
+                    ("cpu.weight", "100"),
+                ])
+            } else {
+                let d = tempfile::tempdir().unwrap();
+                for (f, v) in [
+                    ("tasks", ""),
+                    ("memory.limit_in_bytes", "9223372036854771712"),
+                    ("memory.soft_limit_in_bytes", "9223372036854771712"),
+                    ("memory.memsw.limit_in_bytes", "9223372036854771712"),
+                    ("cpu.shares", "1024"),
+                ] {
+                    std::fs::write(d.path().join(f), v).unwrap();
+                }
+                d
+            };
+            let dirs = [d.path().to_path_buf()];
+            let before = std::fs::read_dir(d.path())
+                .unwrap()
+                .map(|e| {
+                    let p = e.unwrap().path();
+                    (p.clone(), std::fs::read_to_string(p).unwrap())
+                })
+                .collect::<Vec<_>>();
+            apply(
+                &dirs,
+                &resources(
+                    r#"{"memory": {"limit": 0, "reservation": 0, "swap": 0}, "cpu": {"shares": 0}}"#,
+                ),
+            )
+            .unwrap();
+            for (p, v) in before {
+                assert_eq!(
+                    std::fs::read_to_string(&p).unwrap(),
+                    v,
+                    "v2 {v2}: {}",
+                    p.display()
+                );
+            }
         }
     }
 

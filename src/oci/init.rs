@@ -6,7 +6,7 @@
 //! createRuntime hooks run) → cgroup namespace → hostname → mounts, devices →
 //! createContainer hooks → pivot_root → console (bound at /dev/console) → sysctl, masked
 //! and read-only paths → tell the parent "ready" → block on exec.fifo until `start` →
-//! session and terminal →
+//! session, session keyring and terminal →
 //! rlimits → (seccomp here when no_new_privs is off: installing it needs CAP_SYS_ADMIN) →
 //! capabilities and ids → no_new_privs → seccomp → startContainer hooks (with the process's
 //! own privileges and filter, as runc) → execve.
@@ -39,6 +39,9 @@ pub struct InitArgs<'a> {
     pub cgroup2: bool,
     /// On a v1/hybrid host: what a `cgroup` mount shows (the container's own cgroups).
     pub cgroup_v1: &'a super::cgroup::V1View,
+    /// On a pure v2 host: the container's own cgroup directory, when it has one (what a
+    /// `cgroup` mount binds when the kernel refuses a cgroup2 mount).
+    pub cgroup_v2_own: Option<&'a Path>,
     /// Whether cordon-oci itself runs in a user namespace (rootless podman): no mknod there.
     pub caller_in_userns: bool,
     /// When init moves itself into the container's cgroup (no new user namespace: it still
@@ -48,6 +51,9 @@ pub struct InitArgs<'a> {
 }
 
 type Step = (&'static str, String);
+
+/// The umask of a process whose config gives none (`process.user.umask`): runc's.
+const DEFAULT_UMASK: u32 = 0o022;
 
 fn e(step: &'static str) -> impl Fn(Errno) -> Step {
     move |err| (step, err.to_string())
@@ -142,7 +148,7 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
         sys::set_domainname(d).map_err(e("set the domainname"))?;
     }
     let in_userns = c.setup().has_namespace(libc::CLONE_NEWUSER) || a.caller_in_userns;
-    build_root(c, in_userns, a.cgroup2, a.cgroup_v1)?;
+    build_root(c, in_userns, a.cgroup2, a.cgroup_v1, a.cgroup_v2_own)?;
     if let Some(hooks) = c
         .spec
         .hooks()
@@ -268,6 +274,7 @@ fn build_root(
     in_userns: bool,
     cgroup2: bool,
     v1: &super::cgroup::V1View,
+    v2_own: Option<&Path>,
 ) -> Result<(), Step> {
     let none: Option<&str> = None;
     // Nothing mounted below propagates back to the host: `/` becomes a slave (or private,
@@ -292,7 +299,7 @@ fn build_root(
     mount(none, c.rootfs(), none, MsFlags::MS_PRIVATE, none)
         .map_err(ep("make the root mount private", c.rootfs()))?;
     for (i, m) in c.setup().mounts.iter().enumerate() {
-        do_mount(c, i, m, in_userns, cgroup2, v1)?;
+        do_mount(c, i, m, in_userns, cgroup2, v1, v2_own)?;
     }
     if c.setup().default_devices {
         make_devices(c, in_userns)?;
@@ -395,6 +402,7 @@ fn do_mount(
     in_userns: bool,
     cgroup2: bool,
     v1: &super::cgroup::V1View,
+    v2_own: Option<&Path>,
 ) -> Result<(), Step> {
     use nix::fcntl::OFlag;
     let none: Option<&str> = None;
@@ -434,7 +442,9 @@ fn do_mount(
             ));
         }
     }
-    let bind = |src: &Path, recursive: bool| -> Result<(), Step> {
+    // `more`: flags the bind gets besides the mount's own (MS_RDONLY for a host tree the
+    // container must not change).
+    let bind = |src: &Path, recursive: bool, more: libc::c_ulong| -> Result<(), Step> {
         let is_file = match std::fs::metadata(src) {
             Ok(md) => !md.is_dir(),
             // Said before a mount point is made for it.
@@ -471,32 +481,32 @@ fn do_mount(
         }
         let t = target(OFlag::O_PATH)?;
         mount(Some(src), &fd_path(&t), none, f, none).map_err(ep("bind-mount", src))?;
-        let extra = m.flags & !(libc::MS_REMOUNT | libc::MS_BIND | libc::MS_REC);
+        let extra = (m.flags | more) & !(libc::MS_REMOUNT | libc::MS_BIND | libc::MS_REC);
         if extra != 0 {
             remount_bind(&fd_path(&target(OFlag::O_PATH)?), extra)?;
         }
         Ok(())
     };
-    // The host's cgroup2 hierarchy, recursively, read-only with every mount below it when
-    // the mount asks for `ro`.
-    let bind_host_cgroup2 = || -> Result<(), Step> {
-        bind(Path::new("/sys/fs/cgroup"), true)?;
-        if m.flags & libc::MS_RDONLY != 0 {
+    // A user namespace the kernel refuses a cgroup2 mount (it has no cgroup namespace of its
+    // own): a bind instead, as runc makes it ([`cgroup2_bind_source`]), read-only with every
+    // mount below it when the mount asks for `ro` or when it is the host's whole hierarchy.
+    let bind_cgroup2 = || -> Result<(), Step> {
+        let (src, force_ro) = cgroup2_bind_source(v2_own);
+        let more = if force_ro { libc::MS_RDONLY } else { 0 };
+        bind(src, true, more)?;
+        if (m.flags | more) & libc::MS_RDONLY != 0 {
             cgroup_read_only_below(&target(OFlag::O_PATH)?, &m.dst)?;
         }
         Ok(())
     };
     match m.kind.as_str() {
-        "bind" => bind(&m.src, m.recursive)?,
+        "bind" => bind(&m.src, m.recursive, 0)?,
         "cgroup" | "cgroup2" if !cgroup2 => {
             // A v1 (or hybrid) host: a tmpfs with, per hierarchy, the container's own cgroup
             // (as runc), never the hierarchies' roots.
             make_mount_point(&root, &create_at, false)?;
             mount_cgroup_v1(m, v1, &target)?;
         }
-        // Pure v2 in a user namespace that may not mount cgroup2: the host's hierarchy,
-        // read-only (all of it) unless asked otherwise.
-        "cgroup" if in_userns => bind_host_cgroup2()?,
         kind => {
             make_mount_point(&root, &create_at, false)?;
             // tmpcopyup: keep a handle on what the tmpfs will cover, copy it in afterwards.
@@ -512,9 +522,14 @@ fn do_mount(
             match (r, kind) {
                 // Without its own network (sysfs) or ipc (mqueue) namespace, a user namespace
                 // may not mount these: bind the host's, as runc does for rootless containers.
-                (Err(Errno::EPERM), "sysfs") if in_userns => bind(Path::new("/sys"), true)?,
-                (Err(Errno::EPERM), "mqueue") if in_userns => bind(Path::new("/dev/mqueue"), true)?,
-                (Err(Errno::EPERM), "cgroup2") if in_userns => bind_host_cgroup2()?,
+                (Err(Errno::EPERM), "sysfs") if in_userns => bind(Path::new("/sys"), true, 0)?,
+                (Err(Errno::EPERM), "mqueue") if in_userns => {
+                    bind(Path::new("/dev/mqueue"), true, 0)?
+                }
+                // Pure v2: a cgroup2 mount first (it works in the container's own cgroup
+                // namespace, rooted at its cgroup); refused (EPERM, or EBUSY as runc also
+                // takes it), a bind.
+                (Err(Errno::EPERM | Errno::EBUSY), "cgroup2") if in_userns => bind_cgroup2()?,
                 (Err(Errno::EINVAL), _) if !m.data.is_empty() => {
                     return Err((
                         "mount",
@@ -550,6 +565,19 @@ fn do_mount(
             .map_err(ep("set the propagation of", &m.dst))?;
     }
     Ok(())
+}
+
+/// What a `cgroup`/`cgroup2` mount binds on a pure cgroup v2 host when the kernel refuses the
+/// container's user namespace a cgroup2 mount (no cgroup namespace of its own), as runc's
+/// mountCgroupV2: the container's own cgroup directory (`own`), so that it sees its cgroup
+/// and nothing above; only when it has none (a rootless container without a cgroup), the
+/// host's whole hierarchy, then always read-only (`true`): the container must not change the
+/// caller's cgroups.
+fn cgroup2_bind_source(own: Option<&Path>) -> (&Path, bool) {
+    match own {
+        Some(dir) => (dir, false),
+        None => (Path::new("/sys/fs/cgroup"), true),
+    }
 }
 
 /// Whether a mount that asked for `nosymfollow` got it (`got`: its statvfs flags). Kernels
@@ -1035,6 +1063,10 @@ fn prepare(
 ) -> Result<(), Step> {
     sys::reset_signals().map_err(e("reset signal dispositions"))?;
     nix::unistd::setsid().map_err(e("start a new session"))?;
+    // Before the container's seccomp filter, which may refuse keyctl.
+    if c.setup().new_keyring {
+        new_session_keyring()?;
+    }
     if let Some(s) = slave {
         sys::set_controlling_tty(s.as_raw_fd())
             .map_err(e("make the pty the controlling terminal"))?;
@@ -1045,6 +1077,8 @@ fn prepare(
     for fd in 3..3 + preserve_fds {
         sys::clear_cloexec(fd).map_err(e("keep a --preserve-fds descriptor"))?;
     }
+    // Still with init's privileges, before any seccomp filter.
+    give_stdio_to(c.setup().uid)?;
     for &(res, soft, hard) in &c.setup().rlimits {
         crate::limits::set_rlimit(res, soft, hard).map_err(|err| ("set process.rlimits", err))?;
     }
@@ -1062,9 +1096,10 @@ fn prepare(
                 .map_err(|err| ("install linux.seccomp", err.to_string()))?;
         }
     }
-    if let Some(u) = c.setup().umask {
-        nix::sys::stat::umask(Mode::from_bits_truncate(u));
-    }
+    // process.user.umask, else 0022 as runc: never the caller's (a shim's or a shell's).
+    nix::sys::stat::umask(Mode::from_bits_truncate(
+        c.setup().umask.unwrap_or(DEFAULT_UMASK),
+    ));
     nix::unistd::chdir(&c.setup().cwd).map_err(ep("enter process.cwd", &c.setup().cwd))?;
     // CVE-2024-21626: a cwd reached through a magic link (/proc/self/fd/N of a descriptor
     // on a host directory) lies outside the container's root, where getcwd fails (ENOENT,
@@ -1079,6 +1114,70 @@ fn prepare(
         ));
     }
     Ok(())
+}
+
+/// Makes the process's user (`uid`, of the container) the owner of what its fds 0-2 are (the
+/// console's pty, a shim's pipes or files), as runc's fixStdioPermissions: else a non-root
+/// process cannot reopen them (`/dev/stdout`, `/proc/self/fd/1`, the pty through
+/// /dev/console). Only the owner changes, the group stays. Skipped: what is the container's
+/// /dev/null, what `uid` owns already, and what cannot be changed from here (EPERM: its
+/// owner is not mapped in the container's user namespace; EINVAL: its group is not;
+/// EROFS), as runc skips them; other errors fail.
+fn give_stdio_to(uid: u32) -> Result<(), Step> {
+    use std::os::fd::AsFd;
+    let null = nix::sys::stat::stat("/dev/null").ok().map(|s| s.st_rdev);
+    let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
+    let fds = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];
+    for (n, fd) in fds.into_iter().enumerate() {
+        let st = match nix::sys::stat::fstat(fd) {
+            Ok(st) => st,
+            // Not open: nothing to give.
+            Err(Errno::EBADF) => continue,
+            Err(err) => return Err(("inspect the process's stdio", format!("fd {n}: {err}"))),
+        };
+        let is_null = Some(st.st_rdev) == null
+            && SFlag::from_bits_truncate(st.st_mode).contains(SFlag::S_IFCHR);
+        if st.st_uid == uid || is_null {
+            continue;
+        }
+        match nix::unistd::fchown(fd, Some(uid.into()), Some(st.st_gid.into())) {
+            Ok(()) | Err(Errno::EPERM | Errno::EINVAL | Errno::EROFS) => {}
+            Err(err) => {
+                return Err((
+                    "give the process's stdio to its user (fchown)",
+                    format!("fd {n} to uid {uid}: {err}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A new anonymous session keyring for the process, as runc joins one (unless `create
+/// --no-new-keyring`): else the container's processes would share the caller's session
+/// keyring, and read or change the keys in it (a login's, a CI job's).
+///
+/// ENOSYS and EPERM are let pass, as the one case where nothing is shared: the kernel
+/// gives neither for a new anonymous keyring; they come from a kernel without keyrings
+/// (CONFIG_KEYS off, as runc lets ENOSYS pass) or from a seccomp filter of cordon-oci's
+/// caller (Docker's default profile refuses keyctl with EPERM), which the container
+/// inherits, so that its processes cannot call keyctl to read, change or link any key
+/// either. Anything else (EDQUOT: the user's key quota, ENOMEM, an LSM's EACCES) fails.
+fn new_session_keyring() -> Result<(), Step> {
+    match sys::join_session_keyring(None) {
+        Ok(_) | Err(Errno::ENOSYS | Errno::EPERM) => Ok(()),
+        Err(err) => {
+            let hint = if err == Errno::EDQUOT {
+                "; the user's key quota is used up (each container holds a keyring): raise /proc/sys/kernel/keys/maxkeys (root_maxkeys for root), or create with --no-new-keyring to keep the caller's"
+            } else {
+                "; create with --no-new-keyring to keep the caller's session keyring"
+            };
+            Err((
+                "join a new session keyring (keyctl JOIN_SESSION_KEYRING)",
+                format!("{err}{hint}"),
+            ))
+        }
+    }
 }
 
 /// The process of `exec`, in the container's namespaces: same preparation as init's
@@ -1229,6 +1328,16 @@ fn exec(c: &Container) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_cgroup2_mount_binds_the_containers_own_cgroup_first() {
+        let own = Path::new("/sys/fs/cgroup/user.slice/cordon-c1");
+        assert_eq!(cgroup2_bind_source(Some(own)), (own, false));
+        assert_eq!(
+            cgroup2_bind_source(None),
+            (Path::new("/sys/fs/cgroup"), true)
+        );
+    }
 
     #[test]
     fn secure_join_stays_inside() {

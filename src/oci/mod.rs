@@ -191,12 +191,14 @@ pub fn main(cli: OciCli) -> i32 {
     // Before cordon-oci opens anything: a descriptor number --preserve-fds names but the
     // caller did not open would be taken by one of cordon-oci's own (exec.fifo, a pipe to
     // the init) and handed to the container's program.
-    let preserve = match &cli.command {
-        OciCommand::Create(a) | OciCommand::Run { create: a, .. } => a.preserve_fds,
-        OciCommand::Exec(a) => a.preserve_fds,
-        _ => 0,
+    // Socket activation (LISTEN_FDS) passes descriptors from 3 on to create and run, as
+    // runc; --preserve-fds counts those after them.
+    let (listen, preserve) = match &cli.command {
+        OciCommand::Create(a) | OciCommand::Run { create: a, .. } => (listen_fds(), a.preserve_fds),
+        OciCommand::Exec(a) => (0, a.preserve_fds),
+        _ => (0, 0),
     };
-    if let Err(e) = check_preserved_fds(preserve) {
+    if let Err(e) = check_listen_fds(listen).and_then(|()| check_preserved_fds(preserve, listen)) {
         ctx.log("error", &e);
         eprintln!("cordon-oci: {e}");
         return 1;
@@ -225,13 +227,43 @@ pub fn main(cli: OciCli) -> i32 {
 
 /// `--preserve-fds n`: descriptors 3 to 3+n-1 must all be open in cordon-oci as it starts
 /// (the caller's, passed on to the container's program).
-fn check_preserved_fds(n: i32) -> Result<(), String> {
+/// How many socket-activation descriptors (from 3 on) systemd passed this process, as runc's
+/// go-systemd activation.Files reads them: `LISTEN_FDS`, when `LISTEN_PID` is this
+/// process's pid (they were meant for it, not for an ancestor); else none.
+fn listen_fds() -> i32 {
+    let ours = std::env::var("LISTEN_PID")
+        .ok()
+        .and_then(|p| p.parse::<u32>().ok())
+        == Some(std::process::id());
+    let n = std::env::var("LISTEN_FDS")
+        .ok()
+        .and_then(|n| n.parse::<i32>().ok())
+        .unwrap_or(0);
+    if ours && n > 0 { n } else { 0 }
+}
+
+/// The `n` socket-activation descriptors must be open: else one cordon-oci opens itself
+/// would take a number and be handed to the container.
+fn check_listen_fds(n: i32) -> Result<(), String> {
+    for fd in 3..3i64.saturating_add(i64::from(n)).min(i64::from(i32::MAX)) as i32 {
+        if !sys::fd_is_open(fd) {
+            return Err(format!(
+                "LISTEN_FDS={n} (socket activation): descriptor {fd} is not open; fix the LISTEN_FDS the caller sets, or unset LISTEN_PID"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `--preserve-fds n`: descriptors from `3 + listen` (after the socket-activation ones) on.
+fn check_preserved_fds(n: i32, listen: i32) -> Result<(), String> {
     if n < 0 {
         return Err(format!(
             "--preserve-fds {n}: give a count of descriptors, 0 or more"
         ));
     }
-    let end = 3i64 + i64::from(n);
+    let first = 3 + i64::from(listen);
+    let end = first + i64::from(n);
     let max = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .map_or(1024, |(soft, _)| soft.min(i64::MAX as u64) as i64);
     if end > max {
@@ -240,10 +272,10 @@ fn check_preserved_fds(n: i32) -> Result<(), String> {
             end - 1
         ));
     }
-    for fd in 3..end as i32 {
+    for fd in first as i32..end as i32 {
         if !sys::fd_is_open(fd) {
             return Err(format!(
-                "--preserve-fds {n}: descriptor {fd} is not open; pass a count of descriptors the caller opened, from 3 on"
+                "--preserve-fds {n}: descriptor {fd} is not open; pass a count of descriptors the caller opened, from {first} on"
             ));
         }
     }
@@ -396,6 +428,13 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         child: None,
     };
     let mut c = Container::load(&bundle)?;
+    c.setup_mut().new_keyring = !a.no_new_keyring;
+    // Socket activation, as runc: the descriptors go to the container's process, before
+    // those of --preserve-fds, with LISTEN_FDS (and LISTEN_PID, set by the init below).
+    let listen = listen_fds();
+    if listen > 0 {
+        crate::spec::set_env(&mut c.sandbox.env, "LISTEN_FDS", &listen.to_string());
+    }
     c.sandbox.rootfs = crate::spec::Rootfs::Dir(
         std::fs::canonicalize(c.rootfs()).map_err(io_err("open root.path", c.rootfs()))?,
     );
@@ -446,7 +485,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         &a.id,
         ctx.systemd,
         v2_own.as_deref(),
-    );
+    )?;
     let want_cpuset = resources
         .as_ref()
         .and_then(|r| r.cpu().as_ref())
@@ -538,8 +577,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     )
     .map_err(sys_err("open exec.fifo"))?;
 
-    // Namespaces given by path: opened now, joined by the clone helper (below); the user
-    // namespace first, as its capabilities are what joining the others takes.
+    // Namespaces given by path: opened now, joined by the clone helper (below), in runc's
+    // order ([`join_in_order`]).
     let mut join = Vec::new();
     for (index, ns) in c.setup().namespaces.iter().enumerate() {
         let Some(p) = &ns.path else { continue };
@@ -623,6 +662,12 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     let child = match cloned {
         Ok(CloneResult::Child) => {
             drop((go_w, ready_r, attached_r));
+            // The pid the container's process has in its own pid namespace (1 in one of
+            // its own), which the socket-activated program checks LISTEN_PID against.
+            if listen > 0 {
+                let pid = nix::unistd::getpid().to_string();
+                crate::spec::set_env(&mut c.sandbox.env, "LISTEN_PID", &pid);
+            }
             // The Cleanup guard belongs to the parent.
             let cleanup_dirs = std::mem::take(&mut cleanup.cgroups);
             std::mem::forget(cleanup);
@@ -632,11 +677,16 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 ready: ready_w,
                 fifo,
                 console,
-                preserve_fds: a.preserve_fds,
+                preserve_fds: listen + a.preserve_fds,
                 filter: filter.as_ref(),
                 no_pivot: a.no_pivot,
                 cgroup2,
                 cgroup_v1: &cgroup_v1,
+                cgroup_v2_own: if cgroup2 {
+                    cleanup_dirs.first().map(PathBuf::as_path)
+                } else {
+                    None
+                },
                 caller_in_userns: !in_initial_userns(),
                 self_attach: attached_w.map(|w| (cleanup_dirs.as_slice(), w)),
             })
@@ -685,6 +735,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         own_pid_ns: c.setup().new_namespaces() & libc::CLONE_NEWPID != 0,
         has_process: c.has_process,
         device_rules: enforced_devices,
+        new_keyring: c.setup().new_keyring,
     };
     state::save(&dir, &stored)?;
     // The config as checked now: `exec` uses it, not whatever config.json holds later.
@@ -803,6 +854,50 @@ fn is_pid1_ns(ns: &OwnedFd, proc_name: &str) -> Result<bool, OciError> {
     Ok(joined.st_dev == theirs.dev() && joined.st_ino == theirs.ino())
 }
 
+/// Joins the namespaces `items` (`is_user`: the user namespace's entry) with `setns`, in runc's
+/// order (since 1.2.1): every other namespace first, as far as the caller's own capabilities
+/// allow (one owned by the caller's user namespace, such as the host's network namespace,
+/// can no longer be joined from inside another user namespace); then the user namespace;
+/// then those that failed, again (one owned by the joined user namespace needs the
+/// capabilities it gives). Without a user namespace to join, a failure is final at once.
+/// The error is the entry that could not be joined and why.
+fn join_in_order<T>(
+    items: &[T],
+    is_user: impl Fn(&T) -> bool,
+    mut setns: impl FnMut(&T) -> Result<(), Errno>,
+) -> Result<(), (&T, Errno)> {
+    let user = items.iter().find(|i| is_user(i));
+    let mut later = Vec::new();
+    for i in items.iter().filter(|i| !is_user(i)) {
+        match setns(i) {
+            Ok(()) => {}
+            Err(err) if user.is_none() => return Err((i, err)),
+            Err(_) => later.push(i),
+        }
+    }
+    if let Some(u) = user {
+        setns(u).map_err(|err| (u, err))?;
+    }
+    for i in later {
+        setns(i).map_err(|err| (i, err))?;
+    }
+    Ok(())
+}
+
+/// The name of a namespace's CLONE_NEW* flag, as /proc/PID/ns names it.
+fn ns_name(flag: libc::c_int) -> &'static str {
+    match flag {
+        libc::CLONE_NEWUSER => "user",
+        libc::CLONE_NEWIPC => "ipc",
+        libc::CLONE_NEWUTS => "uts",
+        libc::CLONE_NEWNET => "net",
+        libc::CLONE_NEWPID => "pid",
+        libc::CLONE_NEWCGROUP => "cgroup",
+        libc::CLONE_NEWNS => "mnt",
+        _ => "unknown",
+    }
+}
+
 /// A namespace given by path: its kind, the open namespace file, and how to name it.
 struct Joined {
     flag: libc::c_int,
@@ -810,11 +905,11 @@ struct Joined {
     what: String,
 }
 
-/// The clone of the container's init when namespaces are given by path (`join`, a user
-/// namespace first). A short-lived process makes itself non-dumpable (before it enters
+/// The clone of the container's init when namespaces are given by path (`join`, joined as
+/// [`join_in_order`] says). A short-lived process makes itself non-dumpable (before it enters
 /// anything a container's process may share, so none can ptrace it or open its
 /// descriptors through /proc; the init inherits this), moves itself into the container's
-/// cgroups (`cgroups`, none without), joins the namespaces in order, and clones the init
+/// cgroups (`cgroups`, none without), joins the namespaces, and clones the init
 /// with `flags` and `CLONE_PARENT`: every new namespace is made from inside the joined ones
 /// (a joined user namespace owns them), the init is cordon-oci's child (`run` waits for it;
 /// conmon or a shim, as subreapers, reap it), and the pid the clone returns is the host's
@@ -852,16 +947,18 @@ fn clone_after_joining(
             if let Err(err) = cgroup::attach_self(cgroups) {
                 fail(format!("join the container's cgroup: {err}"));
             }
-            for j in join {
-                let kind = nix::sched::CloneFlags::from_bits_truncate(j.flag);
-                if let Err(err) = nix::sched::setns(&j.fd, kind) {
-                    let hint = if err == Errno::EPERM {
-                        "; joining a namespace takes CAP_SYS_ADMIN over the user namespace that owns it (and in the one joining): run as root, or give that user namespace in linux.namespaces too"
-                    } else {
-                        ""
-                    };
-                    fail(format!("join the {}: {err}{hint}", j.what));
-                }
+            let joined = join_in_order(
+                join,
+                |j| j.flag == libc::CLONE_NEWUSER,
+                |j| nix::sched::setns(&j.fd, nix::sched::CloneFlags::from_bits_truncate(j.flag)),
+            );
+            if let Err((j, err)) = joined {
+                let hint = if err == Errno::EPERM {
+                    "; joining a namespace takes CAP_SYS_ADMIN over the user namespace that owns it (and in the one joining): run as root, or give that user namespace in linux.namespaces too"
+                } else {
+                    ""
+                };
+                fail(format!("join the {}: {err}{hint}", j.what));
             }
             match sys::clone_namespaces(flags | libc::CLONE_PARENT) {
                 // The init. (The pipe's ends go with this function's frame.)
@@ -1081,27 +1178,43 @@ fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
     })?;
     let (dir, s) = state::load(&ctx.root, id)?;
     let st = state::status(&dir, &s);
+    // --all, as runc: every process of the container's cgroup, whatever the status (a
+    // stopped container's init is gone, but what it left in the cgroup is not), no error.
+    // The init too when the container has no cgroup (a rootless one without), once only.
+    if all {
+        let pids = cgroup::pids(&s.cgroup_dirs);
+        for pid in &pids {
+            let _ = sys::kill_raw(Pid::from_raw(*pid), sig);
+        }
+        if st == Status::Stopped || pids.contains(&s.pid) {
+            return Ok(());
+        }
+    }
     if st == Status::Stopped {
+        // "container not running" is what containerd's shim matches (runc's ErrNotRunning)
+        // to take the container as already gone.
         return Err(OciError::WrongStatus {
             id: id.into(),
             status: st,
-            what: "there is no process to signal",
+            what: "container not running, there is no process to signal (kill --all signals what is left in its cgroup)",
         });
-    }
-    if all {
-        for pid in cgroup::pids(&s.cgroup_dirs) {
-            let _ = sys::kill_raw(Pid::from_raw(pid), sig);
-        }
     }
     sys::kill_raw(Pid::from_raw(s.pid), sig).map_err(sys_err("signal the container"))
 }
 
 fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
-    let (dir, s) = state::load(&ctx.root, id)?;
+    let (dir, s) = match state::load(&ctx.root, id) {
+        Ok(loaded) => loaded,
+        // As runc: with --force, a container that does not exist is deleted already.
+        Err(StateError::NotFound(_)) if force => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
     let st = state::status(&dir, &s);
-    // The runtime spec: deleting a container that is not stopped is an error and changes
-    // nothing. --force kills it first.
-    if st != Status::Stopped && !force {
+    // A running or paused container is an error without --force and changes nothing (the
+    // runtime spec); --force kills it first. A created one, never started, is killed and
+    // deleted without --force, as runc does it (containerd's shim deletes it so when a
+    // start fails or is cancelled).
+    if !matches!(st, Status::Stopped | Status::Created) && !force {
         return Err(OciError::WrongStatus {
             id: id.into(),
             status: st,
@@ -1653,16 +1766,12 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
             setup.cwd = cwd.clone();
         }
         if let Some(u) = &a.user {
-            let (uid, gid) = u.split_once(':').unwrap_or((u, "0"));
-            setup.uid = uid
-                .parse()
-                .map_err(|_| OciError::Usage(format!("bad --user {u:?}")))?;
-            setup.gid = gid
-                .parse()
-                .map_err(|_| OciError::Usage(format!("bad --user {u:?}")))?;
+            (setup.uid, setup.gid) = exec_user(u, (setup.uid, setup.gid))?;
         }
         setup.terminal = a.tty;
     }
+    // As the container's init did (create --no-new-keyring).
+    c.setup_mut().new_keyring = s.new_keyring;
     ContainerSetup::check_container_spec(&c.sandbox).map_err(OciError::Usage)?;
     c.setup().caps.check_known(kernel_cap)?;
     let console = if c.setup().terminal || a.tty {
@@ -1679,7 +1788,7 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         Some(sc) => Some(seccomp::compile(sc)?),
         None => None,
     };
-    // The container's namespaces, user first (entering it grants the rights for the rest).
+    // The container's namespaces, joined in runc's order ([`join_in_order`]).
     let mut ns = Vec::new();
     for (name, flag) in [
         ("user", libc::CLONE_NEWUSER),
@@ -1774,6 +1883,29 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
     }
 }
 
+/// `exec --user UID[:GID]` over the process's (`uid`, `gid`), as runc reads it: what is
+/// given replaces, what is left out (the gid after a lone uid) stays the config's.
+fn exec_user(u: &str, (uid, gid): (u32, u32)) -> Result<(u32, u32), OciError> {
+    let bad = || {
+        OciError::Usage(format!(
+            "bad --user {u:?}: give UID or UID:GID, numbers (names are not looked up)"
+        ))
+    };
+    let (uids, gids) = match u.split_once(':') {
+        Some((uids, gids)) => (uids, Some(gids)),
+        None => (u, None),
+    };
+    let uid = match uids {
+        "" => uid,
+        s => s.parse().map_err(|_| bad())?,
+    };
+    let gid = match gids {
+        None | Some("") => gid,
+        Some(s) => s.parse().map_err(|_| bad())?,
+    };
+    Ok((uid, gid))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn exec_mid(
     c: &Container,
@@ -1820,10 +1952,16 @@ fn exec_mid(
     if let Err(e) = cgroup::attach_self(cg) {
         return fail("join the container's cgroup", e.to_string());
     }
-    for (flag, fd) in ns {
-        if let Err(e) = nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_truncate(*flag)) {
-            return fail("join the container's namespaces", e.to_string());
-        }
+    let joined = join_in_order(
+        ns,
+        |(flag, _)| *flag == libc::CLONE_NEWUSER,
+        |(flag, fd)| nix::sched::setns(fd, nix::sched::CloneFlags::from_bits_truncate(*flag)),
+    );
+    if let Err(((flag, _), e)) = joined {
+        return fail(
+            "join the container's namespaces",
+            format!("{}: {e}", ns_name(*flag)),
+        );
     }
     let child = match sys::fork() {
         Ok(CloneResult::Child) => {
@@ -1851,6 +1989,81 @@ fn exec_mid(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Item 9 of the second OCI review: `exec --user 1000` set gid 0; runc keeps the config's.
+    #[test]
+    fn exec_user_keeps_what_it_does_not_give() {
+        let cfg = (1000, 1000);
+        assert_eq!(exec_user("1001", cfg).unwrap(), (1001, 1000));
+        assert_eq!(exec_user("1001:5", cfg).unwrap(), (1001, 5));
+        assert_eq!(exec_user(":5", cfg).unwrap(), (1000, 5));
+        assert_eq!(exec_user("0:0", cfg).unwrap(), (0, 0));
+        assert!(
+            exec_user("root", cfg)
+                .unwrap_err()
+                .to_string()
+                .contains("bad --user")
+        );
+    }
+
+    #[test]
+    fn namespaces_are_joined_before_and_after_the_user_namespace() {
+        // "net-host": owned by the caller's user namespace (joinable only before the user
+        // namespace); "ipc-pod": owned by the joined user namespace (only after it).
+        let items = ["net-host", "user", "ipc-pod"];
+        let mut in_user = false;
+        let mut order = Vec::new();
+        let r = join_in_order(
+            &items,
+            |i| *i == "user",
+            |i| {
+                let ok = match *i {
+                    "user" => {
+                        in_user = true;
+                        true
+                    }
+                    "net-host" => !in_user,
+                    _ => in_user,
+                };
+                if ok {
+                    order.push(*i);
+                    Ok(())
+                } else {
+                    Err(Errno::EPERM)
+                }
+            },
+        );
+        assert_eq!(r, Ok(()));
+        assert_eq!(order, ["net-host", "user", "ipc-pod"]);
+        // Without a user namespace, the first failure is the error.
+        let items = ["net", "ipc"];
+        let r = join_in_order(
+            &items,
+            |_| false,
+            |i| {
+                if *i == "net" {
+                    Err(Errno::EPERM)
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        assert_eq!(r, Err((&"net", Errno::EPERM)));
+        // A namespace that fails after the user namespace too is the error.
+        let items = ["user", "net"];
+        let r = join_in_order(
+            &items,
+            |i| *i == "user",
+            |i| {
+                if *i == "net" {
+                    Err(Errno::EPERM)
+                } else {
+                    Ok(())
+                }
+            },
+        );
+        assert_eq!(r, Err((&"net", Errno::EPERM)));
+    }
 
     #[test]
     fn pid_1s_namespaces_are_recognised() {
@@ -1926,10 +2139,10 @@ mod tests {
 
     #[test]
     fn preserved_fds_are_a_count_within_the_open_files_limit() {
-        assert!(check_preserved_fds(0).is_ok());
-        let e = check_preserved_fds(-1).unwrap_err();
+        assert!(check_preserved_fds(0, 0).is_ok());
+        let e = check_preserved_fds(-1, 0).unwrap_err();
         assert!(e.contains("0 or more"), "{e}");
-        let e = check_preserved_fds(i32::MAX).unwrap_err();
+        let e = check_preserved_fds(i32::MAX, 0).unwrap_err();
         assert!(e.contains("limit of open files"), "{e}");
     }
 

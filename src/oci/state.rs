@@ -93,6 +93,10 @@ pub struct Stored {
     /// or the container was created by a cordon-oci that did not keep them.
     #[serde(default)]
     pub device_rules: Option<Vec<crate::oci::cgroup::DeviceRule>>,
+    /// Its processes get a new session keyring (not `create --no-new-keyring`); `exec`
+    /// follows it, as runc's does.
+    #[serde(default = "yes")]
+    pub new_keyring: bool,
 }
 
 fn yes() -> bool {
@@ -412,6 +416,7 @@ mod tests {
             own_pid_ns: true,
             has_process: true,
             device_rules: None,
+            new_keyring: true,
         }
     }
 

@@ -88,6 +88,9 @@ pub struct ContainerSetup {
     /// (rows, columns)
     pub console_size: Option<(u16, u16)>,
     pub no_new_privileges: bool,
+    /// The process gets a new session keyring of its own (runc's default; `create
+    /// --no-new-keyring` keeps the caller's).
+    pub new_keyring: bool,
     pub oom_score_adj: Option<i32>,
     /// (resource, soft, hard)
     pub rlimits: Vec<(crate::limits::RlimitResource, u64, u64)>,
@@ -211,6 +214,7 @@ mod tests {
             terminal: false,
             console_size: None,
             no_new_privileges: false,
+            new_keyring: true,
             oom_score_adj: None,
             rlimits: Vec::new(),
             caps: CapSets::default(),

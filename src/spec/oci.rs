@@ -524,6 +524,7 @@ impl Container {
                 .as_ref()
                 .map(|b| (b.height() as u16, b.width() as u16)),
             no_new_privileges: process.no_new_privileges().unwrap_or(false),
+            new_keyring: true,
             oom_score_adj: process.oom_score_adj(),
             rlimits,
             caps,

@@ -639,6 +639,25 @@ pub fn own_received_fd(fd: RawFd) -> OwnedFd {
     unsafe { OwnedFd::from_raw_fd(fd) }
 }
 
+/// `KEYCTL_JOIN_SESSION_KEYRING`, from <linux/keyctl.h>.
+const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+
+/// `keyctl(KEYCTL_JOIN_SESSION_KEYRING, name)`: the calling thread gets a session keyring of
+/// its own, a new anonymous one (`None`), or the one named `name` (created when the caller
+/// has none of that name it may join). Returns its serial number.
+pub fn join_session_keyring(name: Option<&std::ffi::CStr>) -> Result<i32, Errno> {
+    let name = name.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
+    // SAFETY: keyctl reads only its second argument here, a NUL-terminated string that lives
+    // for the call, or NULL (an anonymous keyring); the unused arguments are ignored.
+    let ret =
+        unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, name, 0, 0, 0) };
+    if ret == -1 {
+        Err(Errno::last())
+    } else {
+        Ok(ret as i32)
+    }
+}
+
 /// `setdomainname(2)` in the calling process's UTS namespace (OCI `domainname`).
 pub fn set_domainname(name: &str) -> Result<(), Errno> {
     // SAFETY: the pointer and length describe `name`'s bytes, which live for the call; the

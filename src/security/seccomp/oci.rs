@@ -5,6 +5,7 @@
 //! ```text
 //! guard:  ld arch; jeq AUDIT_ARCH_X86_64 or ret KILL_PROCESS   (i386 `int 0x80`, ...)
 //!         ld nr;   nr >= 0x40000000 → ret KILL_PROCESS           (x32)
+//!         nr > HIGHEST → ret ERRNO(ENOSYS)   (when defaultAction is an errno; see `enosys_stub`)
 //! rules:  per (syscall, entry), in config order: ld nr; jeq NR or skip; the argument
 //!         comparisons (64-bit, as libseccomp compares them) or skip; ret ACTION. An entry
 //!         whose args name some index twice gives one rule per condition (see `rules`).
@@ -292,7 +293,7 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
         "linux.seccomp.defaultAction",
     )?;
     // The guard.
-    let guard = vec![
+    let mut guard = vec![
         sock_filter {
             code: LD_W_ABS,
             jt: 0,
@@ -330,6 +331,7 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
             k: RET_KILL_PROCESS,
         },
     ];
+    guard.extend(enosys_stub(s, default));
     #[cfg(any(test, feature = "fuzzing"))]
     let mut linear = guard.clone();
     let mut by_nr: std::collections::BTreeMap<u32, Vec<sock_filter>> = Default::default();
@@ -384,6 +386,45 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
         #[cfg(any(test, feature = "fuzzing"))]
         linear,
     })
+}
+
+/// runc's ENOSYS stub (libcontainer/seccomp/patchbpf): a syscall numbered above every one the
+/// profile names is newer than the profile, and its author could not have meant to refuse it
+/// with the default errno. With EPERM, the C library takes the call as refused and does not
+/// fall back to an older one (fchmodat2 → fchmodat, clone3 → clone); with ENOSYS ("this
+/// kernel lacks it") it does. So, when `defaultAction` is an errno other than ENOSYS, such
+/// numbers return ENOSYS: two instructions after the guard, `nr` loaded. Other default
+/// actions (allow, kill, trap, log, trace) are kept as they are: the stub must not turn a
+/// killing default into a softer answer. None without a known syscall name.
+fn enosys_stub(s: &LinuxSeccomp, default: u32) -> Vec<sock_filter> {
+    let enosys = RET_ERRNO | libc::ENOSYS as u32;
+    if default & 0xffff_0000 != RET_ERRNO || default == enosys {
+        return Vec::new();
+    }
+    let highest = s
+        .syscalls()
+        .iter()
+        .flatten()
+        .flat_map(|e| e.names())
+        .filter_map(|n| crate::security::seccomp::syscall_number(n))
+        .max();
+    let Some(highest) = highest else {
+        return Vec::new();
+    };
+    vec![
+        sock_filter {
+            code: JGT,
+            jt: 0,
+            jf: 1,
+            k: highest,
+        },
+        sock_filter {
+            code: RET,
+            jt: 0,
+            jf: 0,
+            k: enosys,
+        },
+    ]
 }
 
 /// An entry's `args` as rules, each a list of condition blocks that must all hold; the
@@ -502,6 +543,57 @@ mod tests {
         let mut foreign = Data::x86_64(3, &[]);
         foreign.arch = 0x4000_0003;
         assert_eq!(run(&f.program, &foreign), RET_KILL_PROCESS);
+    }
+
+    // Item 11 of the second OCI review: with defaultAction an errno, a syscall newer than the
+    // profile (numbered above all it names) got that errno, EPERM, and the C library did not
+    // fall back; runc answers ENOSYS there.
+    #[test]
+    fn syscalls_newer_than_the_profile_get_enosys() {
+        let profile = |default: &str| {
+            format!(
+                r#"{{"defaultAction": {default},
+                    "syscalls": [{{"names": ["read", "fchmodat", "clone"], "action": "SCMP_ACT_ALLOW"}},
+                                 {{"names": ["openat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13}}]}}"#
+            )
+        };
+        let f = filter(&profile(r#""SCMP_ACT_ERRNO""#));
+        let highest = nr("openat").max(nr("fchmodat")); // 257, 268
+        assert_eq!(highest, 268);
+        assert_eq!(
+            run(&f.program, &Data::x86_64(452, &[])),
+            RET_ERRNO | libc::ENOSYS as u32
+        ); // fchmodat2
+        assert_eq!(
+            run(&f.program, &Data::x86_64(highest + 1, &[])),
+            RET_ERRNO | libc::ENOSYS as u32
+        );
+        // At or below the highest: the rules, then the default.
+        assert_eq!(
+            run(&f.program, &Data::x86_64(nr("fchmodat"), &[])),
+            RET_ALLOW
+        );
+        assert_eq!(
+            run(&f.program, &Data::x86_64(nr("openat"), &[])),
+            RET_ERRNO | 13
+        );
+        assert_eq!(
+            run(&f.program, &Data::x86_64(nr("mkdir"), &[])),
+            RET_ERRNO | libc::EPERM as u32
+        );
+        // x32 is still killed.
+        assert_eq!(
+            run(&f.program, &Data::x86_64(nr("read") | X32_BIT, &[])),
+            RET_KILL_PROCESS
+        );
+        // A default that allows or kills is left alone.
+        for (default, ret) in [
+            (r#""SCMP_ACT_ALLOW""#, RET_ALLOW),
+            (r#""SCMP_ACT_KILL_PROCESS""#, RET_KILL_PROCESS),
+        ] {
+            let f = filter(&profile(default));
+            assert_eq!(run(&f.program, &Data::x86_64(452, &[])), ret, "{default}");
+        }
     }
 
     #[test]
