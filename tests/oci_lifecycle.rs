@@ -356,10 +356,11 @@ both!(fn create_start_kill_delete(who) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"), "{}", describe(&out));
 });
 
-// Item 3 of the second OCI review: `delete` of a created container (never started) needed
-// --force, which containerd's shim does not give. Now, as runc, it is killed and deleted;
-// and `delete --force` of a container that does not exist succeeds.
-both!(fn delete_of_a_created_container_needs_no_force(who) {
+// `delete` of a created container (never started) is an error without --force and changes
+// nothing (the runtime spec's MUST; runc deletes it, crun and runtime-tools' delete test keep
+// the spec); --force deletes it, and `delete --force` of a container that does not exist
+// succeeds, as with runc.
+both!(fn delete_of_a_created_container_needs_force_and_force_of_a_missing_one_succeeds(who) {
     let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
     let id = format!("delcreated-{who:?}");
     let _d = Deleted(&b, id.clone());
@@ -368,7 +369,10 @@ both!(fn delete_of_a_created_container_needs_no_force(who) {
     assert!(out.status.success(), "create: {}", describe(&out));
     let pid = b.state(&id)["pid"].as_i64().unwrap();
     let out = b.oci(&["delete", &id]);
-    assert!(out.status.success(), "delete of a created container: {}", describe(&out));
+    assert!(!out.status.success(), "delete of a created container without --force: {}", describe(&out));
+    assert_eq!(b.state(&id)["status"], "created", "a refused delete changed the container");
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "delete --force of a created container: {}", describe(&out));
     let out = b.oci(&["state", &id]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"), "{}", describe(&out));
     // Its init is gone (or a zombie until the test's pid 1 reaps it), not left waiting.

@@ -1210,11 +1210,12 @@ fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
         Err(e) => return Err(e.into()),
     };
     let st = state::status(&dir, &s);
-    // A running or paused container is an error without --force and changes nothing (the
-    // runtime spec); --force kills it first. A created one, never started, is killed and
-    // deleted without --force, as runc does it (containerd's shim deletes it so when a
-    // start fails or is cancelled).
-    if !matches!(st, Status::Stopped | Status::Created) && !force {
+    // The runtime spec: deleting a container that is not stopped is an error and changes
+    // nothing; --force kills it first. runc also deletes a created one (never started)
+    // without --force; the spec's MUST is kept here (runtime-tools' delete test checks it,
+    // and crun keeps it too): containerd kills a created task before it deletes it
+    // (WithProcessKill), and `delete --force` covers the rest.
+    if st != Status::Stopped && !force {
         return Err(OciError::WrongStatus {
             id: id.into(),
             status: st,
