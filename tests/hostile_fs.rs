@@ -252,7 +252,11 @@ os.symlink("/etc/passwd", "data.txt")
         "cordon replaced the caller's symlink"
     );
     assert_eq!(r.code(), 125, "{}", r.describe());
-    assert_eq!(r.status(), "ok", "the program's own result is kept:\n{}", r.describe());
+    // The program's own exit code is kept; the run is no success (its files were not
+    // delivered), which is cordon's failure to say, not the program's.
+    assert_eq!(r.get("/exitCode").as_i64(), Some(0), "the program's own result is kept:\n{}", r.describe());
+    assert_eq!(r.status(), "sandbox_error", "{}", r.describe());
+    assert_eq!(r.get("/success").as_bool(), Some(false), "{}", r.describe());
     let msg = r.get("/message").as_str().unwrap_or("");
     assert!(msg.contains("result.txt") && msg.contains("symlink"), "{}", r.describe());
 });
