@@ -88,6 +88,26 @@ fn at_most_callers(resource: super::RlimitResource, value: u64) -> u64 {
 /// RLIMIT_CORE's value: the one the kernel aborts a dump for, even to a pipe (see [`rlimits`]).
 pub const CORE_NO_DUMP: u64 = 1;
 
+/// [`CORE_NO_DUMP`], which needs a hard limit of at least 1: a root caller whose own hard limit
+/// is 0 (`* hard core 0`, `LimitCORE=0`) raises it (CAP_SYS_RESOURCE in the host's user
+/// namespace; the sandbox inherits it at the clone, and could not raise it itself). An
+/// unprivileged caller cannot: its sandbox keeps 0, as the caller's own processes have it
+/// (a crash of theirs reaches a piped core_pattern's helper the same way).
+fn core_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_CORE) {
+        Ok((_, hard)) if hard >= CORE_NO_DUMP => CORE_NO_DUMP,
+        Ok((soft, _))
+            if nix::unistd::geteuid().is_root()
+                && setrlimit(Resource::RLIMIT_CORE, soft, CORE_NO_DUMP).is_ok() =>
+        {
+            CORE_NO_DUMP
+        }
+        Ok((_, hard)) => hard,
+        Err(_) => CORE_NO_DUMP,
+    }
+}
+
 /// The rlimits for `backend`: always NOFILE, CORE=1, RTPRIO=0, NICE=0, SIGPENDING and
 /// MSGQUEUE (the caller's per-user budgets, which a sandbox must not exhaust), FSIZE and CPU
 /// when set; AS and NPROC only when no cgroup enforces memory and pids.
@@ -107,8 +127,7 @@ pub fn rlimits(limits: &Limits, backend: Backend) -> Vec<Rlimit> {
         },
         Rlimit {
             resource: libc::RLIMIT_CORE,
-            // A caller whose hard limit is 0 cannot raise it: its own 0 stays.
-            value: at_most_callers(libc::RLIMIT_CORE, CORE_NO_DUMP),
+            value: core_limit(),
         },
         Rlimit {
             resource: libc::RLIMIT_RTPRIO,
