@@ -2615,10 +2615,25 @@ both!(fn stdio_and_console_belong_to_the_process_user(who) {
     };
     let first = if who == Who::Root { script } else { "echo plain" };
     let Some(b) = Bundle::new(who, &["sh", "-c", first], user) else { return };
-    let out = b.run(&format!("stdio-{who:?}"));
+    // stdout a pipe, as a shim's: given to the process's user.
+    let args = b.bundle_args("run", &format!("stdio-{who:?}"));
+    let out = b
+        .command_under(&[], &args.iter().map(String::as_str).collect::<Vec<_>>())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", describe(&out));
     let want = if who == Who::Root { "via-dev-stdout\n" } else { "plain\n" };
     assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{}", describe(&out));
+    // stdout a file of the host (`run > /var/log/app.log`): never given to the container's
+    // user, who then cannot reopen it, and it stays root's.
+    if who == Who::Root {
+        let out = b.run("stdio-file");
+        assert!(!out.status.success(), "uid 1000 reopened a root-owned host file: {}", describe(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"), "{}", describe(&out));
+        let _cleanup = Deleted(&b, "stdio-file".into());
+    }
     let Some(b) = Bundle::new(who, &["sh", "-c", script], |c| {
         user(c);
         c["process"]["terminal"] = json!(true);

@@ -1119,13 +1119,16 @@ fn prepare(
 /// Makes the process's user (`uid`, of the container) the owner of what its fds 0-2 are (the
 /// console's pty, a shim's pipes or files), as runc's fixStdioPermissions: else a non-root
 /// process cannot reopen them (`/dev/stdout`, `/proc/self/fd/1`, the pty through
-/// /dev/console). Only the owner changes, the group stays. Skipped: what is the container's
-/// /dev/null, what `uid` owns already, and what cannot be changed from here (EPERM: its
-/// owner is not mapped in the container's user namespace; EINVAL: its group is not;
-/// EROFS), as runc skips them; other errors fail.
+/// /dev/console). Only the owner changes, the group stays. Only pipes, sockets and ptys of
+/// the container's own devpts are given: a regular file or a terminal of the host (`run >
+/// /var/log/app.log`, `exec` from an admin's shell) would stay the container user's after
+/// the container is gone, where runc gives them too. Skipped besides: what `uid` owns
+/// already, and what cannot be changed from here (EPERM: its owner is not mapped in the
+/// container's user namespace; EINVAL: its group is not; EROFS), as runc skips them; other
+/// errors fail.
 fn give_stdio_to(uid: u32) -> Result<(), Step> {
     use std::os::fd::AsFd;
-    let null = nix::sys::stat::stat("/dev/null").ok().map(|s| s.st_rdev);
+    let pts = nix::sys::stat::stat("/dev/pts").ok().map(|s| s.st_dev);
     let (stdin, stdout, stderr) = (std::io::stdin(), std::io::stdout(), std::io::stderr());
     let fds = [stdin.as_fd(), stdout.as_fd(), stderr.as_fd()];
     for (n, fd) in fds.into_iter().enumerate() {
@@ -1135,9 +1138,13 @@ fn give_stdio_to(uid: u32) -> Result<(), Step> {
             Err(Errno::EBADF) => continue,
             Err(err) => return Err(("inspect the process's stdio", format!("fd {n}: {err}"))),
         };
-        let is_null = Some(st.st_rdev) == null
-            && SFlag::from_bits_truncate(st.st_mode).contains(SFlag::S_IFCHR);
-        if st.st_uid == uid || is_null {
+        let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+        // Unix98 ptys are majors 136-143.
+        let own_pty = kind == SFlag::S_IFCHR
+            && Some(st.st_dev) == pts
+            && (136..=143).contains(&libc::major(st.st_rdev));
+        let givable = kind == SFlag::S_IFIFO || kind == SFlag::S_IFSOCK || own_pty;
+        if st.st_uid == uid || !givable {
             continue;
         }
         match nix::unistd::fchown(fd, Some(uid.into()), Some(st.st_gid.into())) {
@@ -1157,15 +1164,14 @@ fn give_stdio_to(uid: u32) -> Result<(), Step> {
 /// --no-new-keyring`): else the container's processes would share the caller's session
 /// keyring, and read or change the keys in it (a login's, a CI job's).
 ///
-/// ENOSYS and EPERM are let pass, as the one case where nothing is shared: the kernel
-/// gives neither for a new anonymous keyring; they come from a kernel without keyrings
-/// (CONFIG_KEYS off, as runc lets ENOSYS pass) or from a seccomp filter of cordon-oci's
-/// caller (Docker's default profile refuses keyctl with EPERM), which the container
-/// inherits, so that its processes cannot call keyctl to read, change or link any key
-/// either. Anything else (EDQUOT: the user's key quota, ENOMEM, an LSM's EACCES) fails.
+/// ENOSYS (a kernel without keyrings, CONFIG_KEYS off) is let pass, as runc lets it: there is
+/// no keyring to share. Anything else fails, EPERM included (a seccomp filter of cordon-oci's
+/// caller that refuses keyctl need not refuse add_key too, so the container could still
+/// replace keys in the caller's keyring), with the fix: --no-new-keyring. EDQUOT says which
+/// quota.
 fn new_session_keyring() -> Result<(), Step> {
     match sys::join_session_keyring(None) {
-        Ok(_) | Err(Errno::ENOSYS | Errno::EPERM) => Ok(()),
+        Ok(_) | Err(Errno::ENOSYS) => Ok(()),
         Err(err) => {
             let hint = if err == Errno::EDQUOT {
                 "; the user's key quota is used up (each container holds a keyring): raise /proc/sys/kernel/keys/maxkeys (root_maxkeys for root), or create with --no-new-keyring to keep the caller's"
