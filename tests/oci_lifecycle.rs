@@ -488,6 +488,19 @@ fn the_container_gets_a_session_keyring_of_its_own() {
     );
 }
 
+// Resources of 0 are unset (as runc reads them), also when deciding whether the container
+// needs a cgroup: a rootless container that gets none here (cgroup v1 cannot be delegated)
+// runs with `memory.limit: 0`, `cpu.shares: 0` and an empty `pids`-free config, where any
+// real limit would be refused.
+both!(fn zero_resources_ask_for_no_cgroup(who) {
+    let Some(b) = Bundle::new(who, &["echo", "ran"], |c| {
+        c["linux"]["resources"] = json!({"memory": {"limit": 0, "kernel": 0}, "cpu": {"shares": 0}});
+    }) else { return };
+    let out = b.run(&format!("zero-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n", "{}", describe(&out));
+});
+
 // Item 6 of the second OCI review: without process.user.umask the container's process took
 // cordon-oci's caller's umask. Now it is 0022, as with runc; the config's when it gives one.
 both!(fn the_umask_is_the_configs_or_0022(who) {

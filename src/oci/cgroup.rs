@@ -469,13 +469,14 @@ pub fn is_v2(dirs: &[PathBuf]) -> bool {
 /// `r` with the values runc takes as not given left out: a memory limit, reservation or swap
 /// limit of 0 and cpu shares of 0 (runc writes none of them; written, they would be a limit
 /// of no memory at all and the lowest cpu weight, 1).
-fn zero_is_unset(r: &LinuxResources) -> LinuxResources {
+pub(crate) fn zero_is_unset(r: &LinuxResources) -> LinuxResources {
     let mut r = r.clone();
     if let Some(mut m) = *r.memory() {
         let unset = |v: Option<i64>| v.filter(|&v| v != 0);
         m.set_limit(unset(m.limit()));
         m.set_reservation(unset(m.reservation()));
         m.set_swap(unset(m.swap()));
+        m.set_kernel(unset(m.kernel()));
         r.set_memory(Some(m));
     }
     if let Some(mut c) = r.cpu().clone() {
@@ -1344,6 +1345,29 @@ pub fn pids(dirs: &[PathBuf]) -> Vec<i32> {
         .collect()
 }
 
+/// Sends `sig` to every process in the container's cgroup, and returns their pids. Each is
+/// pinned first (a pidfd) and signalled only if the cgroup still lists it after that: a pid
+/// that left the cgroup and was reused by another process of the host is never signalled.
+pub fn signal_all(dirs: &[PathBuf], sig: libc::c_int) -> Vec<i32> {
+    let pinned: Vec<(i32, std::os::fd::OwnedFd)> = pids(dirs)
+        .into_iter()
+        .filter_map(|p| {
+            crate::sys::pidfd_open(nix::unistd::Pid::from_raw(p))
+                .ok()
+                .map(|fd| (p, fd))
+        })
+        .collect();
+    let listed = pids(dirs);
+    let mut signalled = Vec::new();
+    for (p, fd) in pinned {
+        if listed.contains(&p) {
+            let _ = crate::sys::pidfd_kill(std::os::fd::AsFd::as_fd(&fd), sig);
+            signalled.push(p);
+        }
+    }
+    signalled
+}
+
 /// Freezes or thaws (v2 cgroup.freeze, v1 freezer.state).
 pub fn freeze(dirs: &[PathBuf], frozen: bool) -> Result<(), CgroupError> {
     if let Some(p) = with_file(dirs, "cgroup.freeze") {
@@ -2108,6 +2132,30 @@ mod device_program_tests {
     }
 
     #[test]
+    fn signal_all_signals_only_what_the_cgroup_still_lists() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let d = tempfile::tempdir().unwrap();
+        let dirs = [d.path().to_path_buf()];
+        std::fs::write(d.path().join("cgroup.procs"), "").unwrap();
+        assert_eq!(signal_all(&dirs, libc::SIGKILL), Vec::<i32>::new());
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "an unlisted pid was signalled"
+        );
+        std::fs::write(d.path().join("cgroup.procs"), format!("{pid}\n")).unwrap();
+        assert_eq!(signal_all(&dirs, libc::SIGKILL), vec![pid]);
+        let status = child.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL)
+        );
+    }
+
+    #[test]
     fn real_time_cpu_fields_are_refused_on_v2() {
         let d = fake_v2(&[("cpu.max", "max 100000"), ("cpu.weight", "100")]);
         let dirs = [d.path().to_path_buf()];
@@ -2192,7 +2240,7 @@ mod device_program_tests {
             apply(
                 &dirs,
                 &resources(
-                    r#"{"memory": {"limit": 0, "reservation": 0, "swap": 0}, "cpu": {"shares": 0}}"#,
+                    r#"{"memory": {"limit": 0, "reservation": 0, "swap": 0, "kernel": 0}, "cpu": {"shares": 0}}"#,
                 ),
             )
             .unwrap();

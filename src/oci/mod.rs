@@ -491,16 +491,25 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         .and_then(|r| r.cpu().as_ref())
         .is_some_and(|cpu| cpu.cpus().is_some() || cpu.mems().is_some());
     let dirs = cgroup::dirs_for(&rel, want_cpuset)?;
-    let has_limits = resources.as_ref().is_some_and(|r| {
-        r.memory().is_some()
-            || r.cpu().is_some()
-            || r.pids().is_some()
-            || r.unified().as_ref().is_some_and(|u| !u.is_empty())
-            || r.block_io().is_some()
-            || r.hugepage_limits().as_ref().is_some_and(|h| !h.is_empty())
-            || r.network().is_some()
-            || r.rdma().is_some()
-    });
+    // What a cgroup must hold: fields of 0 are unset (as cgroup::apply reads them), and a
+    // `memory` or `cpu` object with nothing set in it asks for nothing.
+    let set = |v: serde_json::Value| v.as_object().is_some_and(|o| !o.is_empty());
+    let has_limits = resources
+        .as_ref()
+        .map(cgroup::zero_is_unset)
+        .is_some_and(|r| {
+            r.memory()
+                .is_some_and(|m| set(serde_json::to_value(m).unwrap_or_default()))
+                || r.cpu()
+                    .as_ref()
+                    .is_some_and(|c| set(serde_json::to_value(c).unwrap_or_default()))
+                || r.pids().is_some()
+                || r.unified().as_ref().is_some_and(|u| !u.is_empty())
+                || r.block_io().is_some()
+                || r.hugepage_limits().as_ref().is_some_and(|h| !h.is_empty())
+                || r.network().is_some()
+                || r.rdma().is_some()
+        });
     let cgroup2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     // The device rules are an allowlist (cgroup::device_allowlist), enforced by the v1
     // devices files or a v2 eBPF device program: apart from the other limits, since an
@@ -985,9 +994,7 @@ fn clone_after_joining(
             // A helper killed between its clone and its report leaves an init nobody knows
             // the pid of. It dies once the go pipe closes (this create is failing), but the
             // cgroup's removal could race it: whatever the new cgroup holds goes now.
-            for pid in cgroup::pids(cgroups) {
-                let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
-            }
+            cgroup::signal_all(cgroups, libc::SIGKILL);
             Err(OciError::CloneHelper(
                 msg.strip_prefix("ERR ")
                     .unwrap_or("report (it exited without a word)")
@@ -1182,10 +1189,7 @@ fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
     // stopped container's init is gone, but what it left in the cgroup is not), no error.
     // The init too when the container has no cgroup (a rootless one without), once only.
     if all {
-        let pids = cgroup::pids(&s.cgroup_dirs);
-        for pid in &pids {
-            let _ = sys::kill_raw(Pid::from_raw(*pid), sig);
-        }
+        let pids = cgroup::signal_all(&s.cgroup_dirs, sig);
         if st == Status::Stopped || pids.contains(&s.pid) {
             return Ok(());
         }
@@ -1226,9 +1230,7 @@ fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
         if st == Status::Paused {
             let _ = cgroup::freeze(&s.cgroup_dirs, false);
         }
-        for pid in cgroup::pids(&s.cgroup_dirs) {
-            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
+        cgroup::signal_all(&s.cgroup_dirs, libc::SIGKILL);
         let _ = nix::sys::signal::kill(Pid::from_raw(s.pid), Signal::SIGKILL);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while state::init_alive(&s) && std::time::Instant::now() < deadline {
@@ -1236,9 +1238,7 @@ fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
         }
     }
     if !s.own_pid_ns {
-        for pid in cgroup::pids(&s.cgroup_dirs) {
-            let _ = nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
+        cgroup::signal_all(&s.cgroup_dirs, libc::SIGKILL);
     }
     if let Err(e) = cgroup::remove(&s.cgroup_dirs) {
         ctx.log("warning", &e.to_string());
