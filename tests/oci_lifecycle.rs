@@ -2051,26 +2051,7 @@ fn cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below() {
          \"$@\"; rc=$?
          umount /sys/fs/cgroup/{sub}; rmdir /sys/fs/cgroup/{sub}; exit $rc"
     );
-    let a = b.bundle_args("run", "v2ro");
-    let inner = b.command(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    let out = Command::new("timeout")
-        .args([
-            "60",
-            "unshare",
-            "-m",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            &setup,
-            "sh",
-        ])
-        .arg(inner.get_program())
-        .args(inner.get_args())
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_under_private_mounts(&b, "v2ro", &setup);
     // In case the namespace's clean-up did not run (a cgroup of the host's hierarchy).
     for root in ["/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
         let _ = std::fs::remove_dir(Path::new(root).join(&sub));
@@ -2110,6 +2091,31 @@ fn cgroup_mount_of_a_rootless_container_on_pure_v2_is_read_only_below() {
     }
 }
 
+/// `run` of `b`'s bundle as `id`, under `unshare -m` (a private mount namespace, 60 s at most),
+/// after `setup`: a shell script that ends by running `"$@"`, cordon-oci's command line.
+fn run_under_private_mounts(b: &Bundle, id: &str, setup: &str) -> Output {
+    let a = b.bundle_args("run", id);
+    let inner = b.command(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    Command::new("timeout")
+        .args([
+            "60",
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            setup,
+            "sh",
+        ])
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// Runs `b`'s config as the test user with `run`, in a mount namespace where cordon-oci sees a
 /// pure cgroup v2 host (the v1 hierarchies unmounted, cgroup2 at /sys/fs/cgroup), started in
 /// the cgroup `/<sub>/caller` of that hierarchy, `/<sub>` delegated to the test user (so that
@@ -2124,26 +2130,7 @@ fn run_rootless_on_pure_v2_in_a_delegated_cgroup(b: &Bundle, id: &str, sub: &str
          echo $$ >/sys/fs/cgroup/cgroup.procs; rmdir /sys/fs/cgroup/{sub}/*/ /sys/fs/cgroup/{sub}; exit $rc",
         u.uid, u.gid
     );
-    let a = b.bundle_args("run", id);
-    let inner = b.command(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    let out = Command::new("timeout")
-        .args([
-            "60",
-            "unshare",
-            "-m",
-            "--propagation",
-            "private",
-            "sh",
-            "-c",
-            &setup,
-            "sh",
-        ])
-        .arg(inner.get_program())
-        .args(inner.get_args())
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = run_under_private_mounts(b, id, &setup);
     // In case the clean-up did not run (cgroups of the host's hierarchy).
     for root in [
         "/sys/fs/cgroup/unified",

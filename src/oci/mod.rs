@@ -2036,33 +2036,20 @@ mod tests {
         );
         assert_eq!(r, Ok(()));
         assert_eq!(order, ["net-host", "user", "ipc-pod"]);
-        // Without a user namespace, the first failure is the error.
+        // net always refuses: without a user namespace the first failure is the error, and
+        // one that fails after the user namespace too is.
+        let net_refuses = |i: &&str| {
+            if *i == "net" {
+                Err(Errno::EPERM)
+            } else {
+                Ok(())
+            }
+        };
         let items = ["net", "ipc"];
-        let r = join_in_order(
-            &items,
-            |_| false,
-            |i| {
-                if *i == "net" {
-                    Err(Errno::EPERM)
-                } else {
-                    Ok(())
-                }
-            },
-        );
+        let r = join_in_order(&items, |_| false, net_refuses);
         assert_eq!(r, Err((&"net", Errno::EPERM)));
-        // A namespace that fails after the user namespace too is the error.
         let items = ["user", "net"];
-        let r = join_in_order(
-            &items,
-            |i| *i == "user",
-            |i| {
-                if *i == "net" {
-                    Err(Errno::EPERM)
-                } else {
-                    Ok(())
-                }
-            },
-        );
+        let r = join_in_order(&items, |i| *i == "user", net_refuses);
         assert_eq!(r, Err((&"net", Errno::EPERM)));
     }
 
