@@ -1334,8 +1334,13 @@ print('deep')
     let r = exec_json_run(who, &["--memory", "128M", "--limits-backend", "rlimit", "--timeout", "30s"], &[PY, "-c", code]);
     assert_eq!(r.expect_ok(), "deep\n", "{}", r.describe());
     assert_eq!(r.get("/limits/memoryBytes/enforcement").as_str(), Some("rlimit"), "{}", r.describe());
-    // FIFOs that deep still count (their mount, read from fdinfo and mountinfo, is the
-    // workspace's tmpfs): 2600 pipe buffers are 162 MiB, over the limit.
+});
+
+both!(fn case28_deep_fifos_count_under_rlimit(who) {
+    // FIFOs too deep for readlink still count (their mount, read from fdinfo and mountinfo,
+    // is the workspace's tmpfs): 2600 pipe buffers are 162 MiB, over the limit. Reading that
+    // many descriptors may pass a sample's CPU budget on a slow machine (the emulated guest of
+    // scripts/vm-test skips `under_rlimit` tests): the watch then ends the run, saying so.
     let fifos = "\
 import os, time
 for i in range(20):
@@ -1352,7 +1357,13 @@ print('NOT LIMITED')
     let mut opts = RLIMIT_128M.to_vec();
     opts.extend_from_slice(&["--open-files", "4096", "--workspace-inodes", "8192"]);
     let r = exec_json_run(who, &opts, &[PY, "-c", fifos]);
-    assert_polled_memory_limit(&r, "deep FIFOs");
+    let costly = r.status() == "sandbox_error"
+        && r.get("/message").as_str().unwrap_or("").contains("of CPU in one sample");
+    if costly {
+        assert_eq!(r.code(), 125, "{}", r.describe());
+    } else {
+        assert_polled_memory_limit(&r, "deep FIFOs");
+    }
 });
 
 /// A TCP socket on the sandbox's loopback: made, then listened on and connected to.

@@ -735,6 +735,45 @@ both!(fn a_user_namespace_joined_by_path_owns_the_new_namespaces(who) {
     }
 });
 
+/// The host's /sys, read-only, in place of the config's sysfs mount: sysfs needs a network
+/// namespace of the container's own user namespace, and runc binds the host's then.
+fn host_sys(c: &mut Value) {
+    for m in c["mounts"].as_array_mut().unwrap() {
+        if m["destination"] == "/sys" {
+            *m = json!({"destination": "/sys", "type": "none", "source": "/sys",
+                        "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]});
+        }
+    }
+}
+
+/// The bundle's root filesystem owned by host uid/gid 100000 (root of the user namespaces
+/// these tests map 0 → 100000).
+fn chown_rootfs_to_100000(b: &Bundle) {
+    let st = Command::new("chown")
+        .args(["-R", "100000:100000"])
+        .arg(b.path().join("rootfs"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// A process holding a new network namespace of the host's user namespace: the holder (killed
+/// on drop), the path of its namespace, and that namespace's link once it differs from ours.
+fn network_namespace_holder() -> (Reaped, PathBuf, PathBuf) {
+    let holder = Reaped(
+        Command::new("unshare")
+            .args(["--net", "sleep", "60"])
+            .spawn()
+            .unwrap(),
+    );
+    let ns = PathBuf::from(format!("/proc/{}/ns/net", holder.0.id()));
+    let mine = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let joined = wait_until("the network namespace holder did not start", || {
+        std::fs::read_link(&ns).ok().filter(|l| *l != mine)
+    });
+    (holder, ns, joined)
+}
+
 // A namespace given by path is joined before a new user namespace is made, as runc does:
 // from inside the new one, cordon-oci would hold no capability over a network namespace
 // of the host's user namespace (setns: EPERM). Root only: an unprivileged caller may not
@@ -758,35 +797,13 @@ fn a_namespace_given_by_path_is_joined_before_a_new_user_namespace_is_made() {
             let map = json!([{"containerID": 0, "hostID": 100000, "size": 65536}]);
             c["linux"]["uidMappings"] = map.clone();
             c["linux"]["gidMappings"] = map;
-            // sysfs needs a network namespace of the container's own user namespace; the
-            // host's /sys, read-only, as runc binds it in this case.
-            for m in c["mounts"].as_array_mut().unwrap() {
-                if m["destination"] == "/sys" {
-                    *m = json!({"destination": "/sys", "type": "none", "source": "/sys",
-                                "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]});
-                }
-            }
+            host_sys(c);
         },
     ) else {
         return;
     };
-    let st = Command::new("chown")
-        .args(["-R", "100000:100000"])
-        .arg(b.path().join("rootfs"))
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let holder = Reaped(
-        Command::new("unshare")
-            .args(["--net", "sleep", "60"])
-            .spawn()
-            .unwrap(),
-    );
-    let ns = PathBuf::from(format!("/proc/{}/ns/net", holder.0.id()));
-    let mine = std::fs::read_link("/proc/self/ns/net").unwrap();
-    let joined = wait_until("the network namespace holder did not start", || {
-        std::fs::read_link(&ns).ok().filter(|l| *l != mine)
-    });
+    chown_rootfs_to_100000(&b);
+    let (holder, ns, joined) = network_namespace_holder();
     let mut cfg: Value =
         serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
     cfg["linux"]["namespaces"]
@@ -825,40 +842,21 @@ fn a_host_network_namespace_is_joined_with_a_user_namespace_given_by_path() {
         return;
     }
     let Some(b) = Bundle::new(Who::Root, &["sleep", "30"], |c| {
-        // sysfs needs a network namespace of the container's own user namespace: the
-        // host's /sys, read-only, as runc binds it then.
-        for m in c["mounts"].as_array_mut().unwrap() {
-            if m["destination"] == "/sys" {
-                *m = json!({"destination": "/sys", "type": "none", "source": "/sys",
-                            "options": ["rbind", "nosuid", "noexec", "nodev", "ro"]});
-            }
-        }
+        host_sys(c);
     }) else {
         return;
     };
-    let st = Command::new("chown")
-        .args(["-R", "100000:100000"])
-        .arg(b.path().join("rootfs"))
-        .status()
-        .unwrap();
-    assert!(st.success());
+    chown_rootfs_to_100000(&b);
     let user = Reaped(
         Command::new("unshare")
             .args(["--user", "sleep", "60"])
             .spawn()
             .unwrap(),
     );
-    let net = Reaped(
-        Command::new("unshare")
-            .args(["--net", "sleep", "60"])
-            .spawn()
-            .unwrap(),
-    );
-    let (upid, npid) = (user.0.id(), net.0.id());
+    let (net, net_ns, joined) = network_namespace_holder();
+    let upid = user.0.id();
     let user_ns = PathBuf::from(format!("/proc/{upid}/ns/user"));
-    let net_ns = PathBuf::from(format!("/proc/{npid}/ns/net"));
     let my_user = std::fs::read_link("/proc/self/ns/user").unwrap();
-    let my_net = std::fs::read_link("/proc/self/ns/net").unwrap();
     wait_until("the user namespace holder did not start", || {
         if std::fs::read_link(&user_ns).ok()? == my_user {
             return None;
@@ -869,9 +867,6 @@ fn a_host_network_namespace_is_joined_with_a_user_namespace_given_by_path() {
         std::fs::read_to_string(format!("/proc/{upid}/uid_map"))
             .ok()
             .filter(|m| !m.trim().is_empty())
-    });
-    let joined = wait_until("the network namespace holder did not start", || {
-        std::fs::read_link(&net_ns).ok().filter(|l| *l != my_net)
     });
     let mut cfg: Value =
         serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
