@@ -357,8 +357,8 @@ both!(fn create_start_kill_delete(who) {
 });
 
 // `delete` of a created container (never started) is an error without --force and changes
-// nothing (the runtime spec's MUST; runc deletes it, crun and runtime-tools' delete test keep
-// the spec); --force deletes it, and `delete --force` of a container that does not exist
+// nothing (the runtime spec's MUST, which runtime-tools' delete test checks; runc deletes
+// it); --force deletes it, and `delete --force` of a container that does not exist
 // succeeds, as with runc.
 both!(fn delete_of_a_created_container_needs_force_and_force_of_a_missing_one_succeeds(who) {
     let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };

@@ -1216,9 +1216,9 @@ fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
     let st = state::status(&dir, &s);
     // The runtime spec: deleting a container that is not stopped is an error and changes
     // nothing; --force kills it first. runc also deletes a created one (never started)
-    // without --force; the spec's MUST is kept here (runtime-tools' delete test checks it,
-    // and crun keeps it too): containerd kills a created task before it deletes it
-    // (WithProcessKill), and `delete --force` covers the rest.
+    // without --force; the spec's MUST is kept here (runtime-tools' delete test checks it):
+    // containerd kills a created task before it deletes it (WithProcessKill), and
+    // `delete --force` covers the rest.
     if st != Status::Stopped && !force {
         return Err(OciError::WrongStatus {
             id: id.into(),
