@@ -1091,6 +1091,57 @@ both!(fn resources_are_applied(who) {
     assert!(!Path::new(&mem).exists(), "the cgroup outlived delete");
 });
 
+// A container whose cgroup is delegated to it can make sub-cgroups and move processes there,
+// out of its own cgroup.procs: `ps` lists them, `kill --all` reaches them and `delete` removes
+// the sub-cgroups with the container's (it failed with EBUSY, and kill --all missed them).
+// The test plays the container's part from outside: it moves a process of its own into a
+// sub-cgroup of the container's pids cgroup (v1) or of its one cgroup (v2).
+both!(fn kill_all_and_delete_reach_the_containers_sub_cgroups(who) {
+    if !gets_a_cgroup(who, "kill_all_and_delete_reach_the_containers_sub_cgroups") {
+        return;
+    }
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
+    let id = format!("subcg-{who:?}");
+    let _d = Deleted(&b, id.clone());
+    let a = b.bundle_args("create", &id);
+    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let dir = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+        PathBuf::from(format!("/sys/fs/cgroup{}", own.lines().find_map(|l| l.strip_prefix("0::")).unwrap()))
+    } else {
+        let rel = own.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, c, p) = (f.next()?, f.next()?, f.next()?);
+            (c == "pids").then(|| p.to_string())
+        }).unwrap();
+        PathBuf::from(format!("/sys/fs/cgroup/pids{rel}"))
+    };
+    let sub = dir.join("sub").join("deeper");
+    std::fs::create_dir_all(&sub).unwrap_or_else(|e| panic!("{}: {e}", sub.display()));
+    let mut moved = std::process::Command::new("sleep").arg("61").spawn().unwrap();
+    let _k = KilledOnDrop(nix::unistd::Pid::from_raw(moved.id() as i32));
+    std::fs::write(sub.join("cgroup.procs"), moved.id().to_string()).unwrap();
+    let out = b.oci(&["ps", "--format", "json", &id]);
+    assert!(out.status.success(), "ps: {}", describe(&out));
+    let listed: Vec<i64> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(listed.contains(&pid) && listed.contains(&(moved.id() as i64)), "ps: {listed:?}");
+    let out = b.oci(&["kill", "--all", &id, "KILL"]);
+    assert!(out.status.success(), "kill --all: {}", describe(&out));
+    let status = moved.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL),
+        "the process in the sub-cgroup"
+    );
+    b.wait_status(&id, "stopped");
+    let out = b.oci(&["delete", &id]);
+    assert!(out.status.success(), "delete: {}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "delete warned: {}", describe(&out));
+    assert!(!dir.exists(), "delete left the container's cgroup {}", dir.display());
+});
+
 // podman with cordon-oci as its runtime, as root and rootless: an imported busybox image runs
 // (output, exit code), a read-only root refuses writes, a detached container takes an exec and
 // is stopped and removed, and (root: rootless podman ignores resource limits on cgroup v1) a

@@ -19,6 +19,16 @@ pub enum CgroupError {
     /// `--resources` at `update`) the cgroup does not take.
     #[error("`{field}` cannot be applied: {why}")]
     Resource { field: String, why: String },
+    #[error(
+        "cannot send signal {sig} to {count} process(es) of the container's cgroup (pid {pid}: {errno}); \
+         run `kill --all` again, as the user that created the container"
+    )]
+    Signal {
+        sig: libc::c_int,
+        count: usize,
+        pid: i32,
+        errno: nix::errno::Errno,
+    },
     #[error("cannot read the cgroup mounts (/proc/self/mountinfo): {0}")]
     Mounts(std::io::Error),
     #[error("cannot parse {path}: {why}")]
@@ -1333,39 +1343,112 @@ pub fn attach_self(dirs: &[PathBuf]) -> Result<(), CgroupError> {
     Ok(())
 }
 
-/// Pids in the container's cgroup.
-pub fn pids(dirs: &[PathBuf]) -> Vec<i32> {
-    let Some(p) = with_file(dirs, "cgroup.procs") else {
-        return Vec::new();
-    };
-    std::fs::read_to_string(p)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
-/// Sends `sig` to every process in the container's cgroup, and returns their pids. Each is
-/// pinned first (a pidfd) and signalled only if the cgroup still lists it after that: a pid
-/// that left the cgroup and was reused by another process of the host is never signalled.
-pub fn signal_all(dirs: &[PathBuf], sig: libc::c_int) -> Vec<i32> {
-    let pinned: Vec<(i32, std::os::fd::OwnedFd)> = pids(dirs)
-        .into_iter()
-        .filter_map(|p| {
-            crate::sys::pidfd_open(nix::unistd::Pid::from_raw(p))
-                .ok()
-                .map(|fd| (p, fd))
-        })
-        .collect();
-    let listed = pids(dirs);
-    let mut signalled = Vec::new();
-    for (p, fd) in pinned {
-        if listed.contains(&p) {
-            let _ = crate::sys::pidfd_kill(std::os::fd::AsFd::as_fd(&fd), sig);
-            signalled.push(p);
+/// `dir` and every cgroup below it, each child before its parent (the order `rmdir` needs).
+/// A container whose cgroup is delegated to it (v2, or a writable v1 hierarchy) can make
+/// sub-cgroups and move its processes there, out of `dir`'s own cgroup.procs.
+fn subtree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), false)];
+    while let Some((d, children_done)) = stack.pop() {
+        if children_done {
+            out.push(d);
+            continue;
+        }
+        stack.push((d.clone(), true));
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push((e.path(), false));
+                }
+            }
         }
     }
-    signalled
+    out
+}
+
+/// Pids in the container's cgroups and their sub-cgroups, in every hierarchy, each once.
+pub fn pids(dirs: &[PathBuf]) -> Vec<i32> {
+    let mut out = Vec::new();
+    for d in dirs {
+        for sub in subtree(d).iter().rev() {
+            let text = std::fs::read_to_string(sub.join("cgroup.procs")).unwrap_or_default();
+            for p in text.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What [`signal_all`] did: the pids it signalled, and those it could not (their error).
+#[derive(Debug, Default)]
+pub struct Signalled {
+    pub pids: Vec<i32>,
+    pub missed: Vec<(i32, nix::errno::Errno)>,
+}
+
+impl Signalled {
+    /// An error naming the processes that could not be signalled, if any.
+    pub fn check(&self, sig: libc::c_int) -> Result<(), CgroupError> {
+        let Some((pid, errno)) = self.missed.first() else {
+            return Ok(());
+        };
+        Err(CgroupError::Signal {
+            sig,
+            count: self.missed.len(),
+            pid: *pid,
+            errno: *errno,
+        })
+    }
+}
+
+/// Sends `sig` to every process in the container's cgroups and their sub-cgroups. Each is
+/// pinned first (a pidfd) and signalled only if a cgroup still lists it after that: a pid
+/// that left the cgroup and was reused by another process of the host is never signalled.
+/// SIGKILL goes through cgroup v2's `cgroup.kill` where the kernel has it (5.14+), which
+/// takes the whole subtree at once, forks in flight included; elsewhere it is repeated
+/// until no new process shows up (a child forked before its parent died).
+pub fn signal_all(dirs: &[PathBuf], sig: libc::c_int) -> Signalled {
+    let mut done = Signalled::default();
+    if sig == libc::SIGKILL
+        && let Some(p) = with_file(dirs, "cgroup.kill")
+    {
+        let listed = pids(dirs);
+        if std::fs::write(&p, "1").is_ok() {
+            done.pids = listed;
+            return done;
+        }
+    }
+    let rounds = if sig == libc::SIGKILL { 100 } else { 1 };
+    for _ in 0..rounds {
+        let mut pinned = Vec::new();
+        for p in pids(dirs) {
+            if done.pids.contains(&p) || done.missed.iter().any(|(m, _)| *m == p) {
+                continue;
+            }
+            match crate::sys::pidfd_open(nix::unistd::Pid::from_raw(p)) {
+                Ok(fd) => pinned.push((p, fd)),
+                Err(nix::errno::Errno::ESRCH) => {}
+                Err(e) => done.missed.push((p, e)),
+            }
+        }
+        if pinned.is_empty() {
+            break;
+        }
+        let listed = pids(dirs);
+        for (p, fd) in pinned {
+            if !listed.contains(&p) {
+                continue;
+            }
+            match crate::sys::pidfd_kill(std::os::fd::AsFd::as_fd(&fd), sig) {
+                Ok(()) | Err(nix::errno::Errno::ESRCH) => done.pids.push(p),
+                Err(e) => done.missed.push((p, e)),
+            }
+        }
+    }
+    done
 }
 
 /// Freezes or thaws (v2 cgroup.freeze, v1 freezer.state).
@@ -1421,26 +1504,29 @@ pub fn is_frozen(dirs: &[PathBuf]) -> bool {
     false
 }
 
-/// Removes the directories (retrying briefly while the last processes leave).
+/// Removes the directories and every sub-cgroup the container made in them, deepest first
+/// (retrying briefly while the last processes leave).
 pub fn remove(dirs: &[PathBuf]) -> Result<(), CgroupError> {
-    for d in dirs {
-        let mut last = None;
-        for _ in 0..100 {
-            match std::fs::remove_dir(d) {
-                Ok(()) => {
-                    last = None;
-                    break;
+    for top in dirs {
+        for d in subtree(top) {
+            let mut last = None;
+            for _ in 0..100 {
+                match std::fs::remove_dir(&d) {
+                    Ok(()) => {
+                        last = None;
+                        break;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        last = None;
+                        break;
+                    }
+                    Err(e) => last = Some(e),
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    last = None;
-                    break;
-                }
-                Err(e) => last = Some(e),
+                std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        if let Some(e) = last {
-            return Err(io("remove the cgroup", d)(e));
+            if let Some(e) = last {
+                return Err(io("remove the cgroup", &d)(e));
+            }
         }
     }
     Ok(())
@@ -2132,6 +2218,54 @@ mod device_program_tests {
     }
 
     #[test]
+    fn a_process_that_could_not_be_signalled_is_an_error_naming_it() {
+        let mut done = Signalled {
+            pids: vec![10],
+            missed: Vec::new(),
+        };
+        assert!(done.check(libc::SIGTERM).is_ok());
+        done.missed = vec![
+            (11, nix::errno::Errno::EMFILE),
+            (12, nix::errno::Errno::EPERM),
+        ];
+        let msg = done.check(libc::SIGTERM).unwrap_err().to_string();
+        for want in [
+            "signal 15",
+            "2 process(es)",
+            "pid 11",
+            "Too many open files",
+            "kill --all",
+        ] {
+            assert!(msg.contains(want), "{want:?} not in {msg:?}");
+        }
+    }
+
+    #[test]
+    fn pids_and_remove_cover_sub_cgroups() {
+        let d = tempfile::tempdir().unwrap();
+        let top = d.path().join("c");
+        let deep = top.join("a").join("b");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::create_dir_all(top.join("z")).unwrap();
+        std::fs::write(top.join("cgroup.procs"), "1\n").unwrap();
+        std::fs::write(deep.join("cgroup.procs"), "3\n1\n").unwrap();
+        std::fs::write(top.join("z").join("cgroup.procs"), "4\n").unwrap();
+        let dirs = [top.clone()];
+        let mut got = pids(&dirs);
+        assert_eq!(got[0], 1, "the top cgroup's processes come first");
+        got.sort();
+        assert_eq!(got, vec![1, 3, 4]);
+        let order = subtree(&top);
+        assert_eq!(order.last(), Some(&top), "the top is removed last");
+        let pos = |p: &Path| order.iter().position(|x| x == p).unwrap();
+        assert!(
+            pos(&deep) < pos(&top.join("a")),
+            "a child before its parent: {order:?}"
+        );
+        assert_eq!(order.len(), 4);
+    }
+
+    #[test]
     fn signal_all_signals_only_what_the_cgroup_still_lists() {
         let mut child = std::process::Command::new("sleep")
             .arg("30")
@@ -2141,13 +2275,13 @@ mod device_program_tests {
         let d = tempfile::tempdir().unwrap();
         let dirs = [d.path().to_path_buf()];
         std::fs::write(d.path().join("cgroup.procs"), "").unwrap();
-        assert_eq!(signal_all(&dirs, libc::SIGKILL), Vec::<i32>::new());
+        assert_eq!(signal_all(&dirs, libc::SIGKILL).pids, Vec::<i32>::new());
         assert!(
             child.try_wait().unwrap().is_none(),
             "an unlisted pid was signalled"
         );
         std::fs::write(d.path().join("cgroup.procs"), format!("{pid}\n")).unwrap();
-        assert_eq!(signal_all(&dirs, libc::SIGKILL), vec![pid]);
+        assert_eq!(signal_all(&dirs, libc::SIGKILL).pids, vec![pid]);
         let status = child.wait().unwrap();
         assert_eq!(
             std::os::unix::process::ExitStatusExt::signal(&status),

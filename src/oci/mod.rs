@@ -1189,8 +1189,9 @@ fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
     // stopped container's init is gone, but what it left in the cgroup is not), no error.
     // The init too when the container has no cgroup (a rootless one without), once only.
     if all {
-        let pids = cgroup::signal_all(&s.cgroup_dirs, sig);
-        if st == Status::Stopped || pids.contains(&s.pid) {
+        let done = cgroup::signal_all(&s.cgroup_dirs, sig);
+        done.check(sig)?;
+        if st == Status::Stopped || done.pids.contains(&s.pid) {
             return Ok(());
         }
     }
