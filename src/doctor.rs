@@ -254,6 +254,30 @@ fn network_namespace_check() -> Check {
     }
 }
 
+/// Whether a crash in a sandbox could start the host's core-dump helper: a piped
+/// `kernel.core_pattern` is stopped only by RLIMIT_CORE 1, which needs a hard limit of 1 or
+/// more (`hard`), or the right to raise it (`can_raise`: root with CAP_SYS_RESOURCE).
+fn core_dump_check(pattern: &str, hard: u64, can_raise: bool) -> Check {
+    let pattern = pattern.trim();
+    let piped = pattern.starts_with('|');
+    let ok = !piped || hard >= crate::limits::CORE_NO_DUMP || can_raise;
+    Check {
+        name: "core-dumps",
+        ok,
+        required: true,
+        detail: if !piped {
+            format!("kernel.core_pattern `{pattern}` writes files; a sandbox's RLIMIT_CORE (1, or the caller's hard limit 0) writes none")
+        } else if ok {
+            format!("kernel.core_pattern pipes to `{pattern}`; a sandbox's RLIMIT_CORE 1 keeps its crashes from starting it")
+        } else {
+            format!("kernel.core_pattern pipes to `{pattern}`, which the kernel starts as root outside the sandbox for every crash unless RLIMIT_CORE is 1, and this caller's hard core limit is 0: runs are refused")
+        },
+        fix: (!ok).then(|| {
+            "raise the caller's hard core limit to 1 or more (`* hard core unlimited` in /etc/security/limits.conf, LimitCORE=0:infinity in a systemd unit), or run with --allow-degraded core-dumps (reported in each result)".into()
+        }),
+    }
+}
+
 fn seccomp_check() -> Check {
     let actions = read_trim("/proc/sys/kernel/seccomp/actions_avail");
     let ok = nix::sys::prctl::get_no_new_privs().is_ok()
@@ -393,6 +417,18 @@ pub fn report() -> Report {
             "load the kernel's sock_diag handlers: `modprobe unix_diag tcp_diag udp_diag` as root (or run with a cgroup, which needs no watch)".into()
         }),
     });
+    checks.push(core_dump_check(
+        &crate::limits::core_pattern(),
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_CORE)
+            .map_or(0, |(_, hard)| hard),
+        nix::unistd::geteuid().is_root()
+            && caps::has_cap(
+                None,
+                caps::CapSet::Effective,
+                caps::Capability::CAP_SYS_RESOURCE,
+            )
+            .unwrap_or(false),
+    ));
     let kernel = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
         .unwrap_or_default();
@@ -485,4 +521,28 @@ pub fn main(json: bool) -> i32 {
         );
     }
     if r.ready { 0 } else { 1 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_core_dump_check_fails_only_for_a_piped_pattern_and_a_fixed_hard_limit_of_0() {
+        let piped = "|/lib/systemd/systemd-coredump %P %u";
+        for (pattern, hard, can_raise, ok) in [
+            ("core", 0, false, true),
+            (piped, 1, false, true),
+            (piped, u64::MAX, false, true),
+            (piped, 0, true, true),
+            (piped, 0, false, false),
+        ] {
+            let c = core_dump_check(pattern, hard, can_raise);
+            assert_eq!(c.ok, ok, "{pattern} {hard} {can_raise}: {}", c.detail);
+            assert_eq!(c.fix.is_some(), !ok, "{pattern} {hard} {can_raise}");
+        }
+        let c = core_dump_check(piped, 0, false);
+        assert!(c.detail.contains(piped));
+        assert!(c.fix.unwrap().contains("--allow-degraded core-dumps"));
+    }
 }

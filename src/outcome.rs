@@ -127,6 +127,8 @@ pub struct IsolationReport {
     pub binds: Vec<String>,
     pub capabilities: String,
     pub no_new_privs: bool,
+    /// What a crash's core dump becomes (see `limits::rlimit::CoreDumps`).
+    pub core_dumps: String,
 }
 
 /// Where a metric came from, so a caller knows how far to trust it.

@@ -531,3 +531,45 @@ both!(fn an_ordinary_error_is_not_taken_for_a_memory_failure_under_rlimit(who) {
     assert_eq!(r.status(), "memory_limit", "{}", r.describe());
     assert_eq!(r.get("/oomKilledSource").as_str(), Some("inferred"), "{}", r.describe());
 });
+
+/// Whether this test process holds CAP_SYS_RESOURCE (root may lack it in its bounding set).
+fn has_cap_sys_resource() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << 24) != 0) // CAP_SYS_RESOURCE
+}
+
+// A caller whose hard core limit is 0 cannot give its sandbox RLIMIT_CORE 1, the only value
+// that keeps a crash from starting a piped kernel.core_pattern's helper (as host root,
+// outside the sandbox). Root raises its own limit where it may; otherwise, with a file
+// pattern, the sandbox keeps 0 and the result says so; with a piped one the run is refused
+// unless the caller accepts it (--allow-degraded core-dumps), and the result says so.
+// scripts/vm-test's guest pipes its core_pattern, so that the last branch runs there.
+both!(fn a_hard_core_limit_of_0_is_reported_or_refused(who) {
+    const CORE: &str = "import resource; print(*resource.getrlimit(resource.RLIMIT_CORE))";
+    let pattern = std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap_or_default();
+    let run = |opts: &[&str]| {
+        Cordon::exec(who, &[&["--json"], opts].concat(), &["python3", "-c", CORE])
+            .shell_setup("ulimit -H -c 0")
+            .run_json()
+    };
+    let r = run(&[]);
+    let dumps = r.get("/isolation/coreDumps").as_str().unwrap_or("").to_string();
+    if who == Who::Root && has_cap_sys_resource() {
+        assert_eq!(r.expect_ok().trim(), "1 1", "{}", r.describe());
+        assert!(dumps.starts_with("none (RLIMIT_CORE 1"), "{}", r.describe());
+    } else if !pattern.trim().starts_with('|') {
+        assert_eq!(r.expect_ok().trim(), "0 0", "{}", r.describe());
+        assert!(dumps.starts_with("none (RLIMIT_CORE 0, as the caller's hard limit"), "{}", r.describe());
+    } else {
+        assert_eq!(r.code(), 125, "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(msg.contains("core-dump helper") && msg.contains("--allow-degraded core-dumps"), "{}", r.describe());
+        let r = run(&["--allow-degraded", "core-dumps"]);
+        assert_eq!(r.expect_ok().trim(), "0 0", "{}", r.describe());
+        assert!(r.get("/isolation/coreDumps").as_str().unwrap_or("").starts_with("HANDED TO THE HOST'S HELPER"), "{}", r.describe());
+    }
+});

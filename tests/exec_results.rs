@@ -191,7 +191,7 @@ both!(fn json_result_fields_present_and_typed(who) {
     assert!(who.is_expected_host_uid(host_uid), "hostUid {host_uid}:\n{}", r.describe());
     assert_eq!(r.get("/isolation/uid"), &json!(1000), "{}", r.describe());
     assert_eq!(r.get("/isolation/gid"), &json!(1000), "{}", r.describe());
-    for key in ["landlock", "seccomp", "network", "rootfs", "capabilities"] {
+    for key in ["landlock", "seccomp", "network", "rootfs", "capabilities", "hostViews", "coreDumps"] {
         assert_kind(&r, &format!("/isolation/{key}"), is_str, "a string");
     }
     assert_kind(&r, "/isolation/landlockAbi", is_int_or_null, "an integer or null");

@@ -414,6 +414,9 @@ pub enum DegradeArg {
     /// Under `--net host` without a cgroup, leave the sandbox's socket buffers out of
     /// `--memory` (the memory watch cannot tell them from the host's; reported in the result).
     SocketMemory,
+    /// Run even where a crash would start the host's piped `kernel.core_pattern` helper
+    /// (the caller's hard core limit is 0, so RLIMIT_CORE cannot be 1; reported in the result).
+    CoreDumps,
 }
 
 impl DegradeArg {
@@ -423,6 +426,7 @@ impl DegradeArg {
             landlock: args.contains(&DegradeArg::Landlock),
             overlay: args.contains(&DegradeArg::Overlay),
             socket_memory: args.contains(&DegradeArg::SocketMemory),
+            core_dumps: args.contains(&DegradeArg::CoreDumps),
         }
     }
 
@@ -432,6 +436,7 @@ impl DegradeArg {
             DegradeArg::Landlock => "landlock",
             DegradeArg::Overlay => "overlay",
             DegradeArg::SocketMemory => "socket-memory",
+            DegradeArg::CoreDumps => "core-dumps",
         }
     }
 }

@@ -93,6 +93,10 @@ pub enum LaunchError {
     #[error("{}", host_net_unwatched(*.0))]
     HostNetUnwatched(crate::spec::LimitNaming),
     #[error(
+        "cannot keep a crash in the sandbox from starting the host's core-dump helper: kernel.core_pattern is `{0}`, which the kernel runs as root, outside the sandbox, for every crash unless RLIMIT_CORE is 1, and this process's hard core limit is 0 (it may not raise it); raise the hard limit to 1 or more for cordon's caller (`* hard core unlimited` in /etc/security/limits.conf, LimitCORE=0:infinity in a systemd unit, or run as root), or accept crashes reaching the helper with --allow-degraded core-dumps (reported in the result)"
+    )]
+    CoreDumpHelper(String),
+    #[error(
         "cordon must start the sandbox from a single-threaded process (the kernel refuses a new user namespace otherwise); this process has {0} threads"
     )]
     Threads(usize),
@@ -280,6 +284,23 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let run_id = run_id();
     let mut prepared = limits::prepare_deferred(&spec.limits, spec.backend, &run_id)?;
     let root_caller = nix::unistd::geteuid().is_root();
+    // A crash must not start a piped core_pattern's helper (as host root, outside the
+    // sandbox): RLIMIT_CORE 1 stops it, and where the caller's hard limit is 0 and cannot be
+    // raised, the run is refused unless the caller accepts it.
+    let core_dumps = limits::CoreDumps::of(
+        prepared
+            .rlimits
+            .iter()
+            .find(|r| r.resource == libc::RLIMIT_CORE)
+            .map_or(0, |r| r.value),
+        &limits::core_pattern(),
+    );
+    if let limits::CoreDumps::ToHelper(pattern) = &core_dumps {
+        if !spec.degrade.core_dumps {
+            return Err(LaunchError::CoreDumpHelper(pattern.clone()));
+        }
+        eprintln!("cordon: WARNING: {}", core_dumps.describe());
+    }
     // Without a cgroup the supervisor polls the sandbox's memory (see launch::memwatch); init
     // sends it the sandbox's /proc over this socketpair once it is mounted.
     let watch_limit = spec.limits.memory.filter(|_| {
@@ -698,6 +719,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         capabilities: "none".into(),
         host_views: HOST_VIEWS.into(),
         no_new_privs: true,
+        core_dumps: core_dumps.describe(),
     };
     let io = supervise::Io {
         stdin: in_w,

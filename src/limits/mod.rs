@@ -28,7 +28,9 @@
 mod host;
 mod probe;
 mod rlimit;
-pub use rlimit::{TcpUnderWatch, memory_note, set as set_rlimit};
+pub use rlimit::{
+    CORE_NO_DUMP, CoreDumps, TcpUnderWatch, core_pattern, memory_note, set as set_rlimit,
+};
 mod scope;
 pub use scope::{FromEnv, ManagerInfo, Obtained, SystemdUserScope, UserScope};
 mod v1;

@@ -108,6 +108,55 @@ fn core_limit() -> u64 {
     }
 }
 
+/// What becomes of a core dump in the sandbox, given the RLIMIT_CORE it gets (`core`) and
+/// the host's `kernel.core_pattern`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CoreDumps {
+    /// RLIMIT_CORE is 1: no file is written (less than a page) and a piped pattern's
+    /// helper is not started.
+    Refused,
+    /// RLIMIT_CORE is 0 and the pattern names a file: none is written.
+    NoFile,
+    /// RLIMIT_CORE is 0 and the pattern pipes to a helper (the pattern): the kernel starts it
+    /// for every crash, as root, outside the sandbox.
+    ToHelper(String),
+}
+
+impl CoreDumps {
+    pub fn of(core: u64, pattern: &str) -> CoreDumps {
+        let pattern = pattern.trim();
+        if core >= CORE_NO_DUMP {
+            CoreDumps::Refused
+        } else if pattern.starts_with('|') {
+            CoreDumps::ToHelper(pattern.to_string())
+        } else {
+            CoreDumps::NoFile
+        }
+    }
+
+    /// For the result's `isolation.core_dumps`.
+    pub fn describe(&self) -> String {
+        match self {
+            CoreDumps::Refused => {
+                "none (RLIMIT_CORE 1: no core file, no core_pattern helper)".into()
+            }
+            CoreDumps::NoFile => {
+                "none (RLIMIT_CORE 0, as the caller's hard limit; kernel.core_pattern writes files)"
+                    .into()
+            }
+            CoreDumps::ToHelper(p) => format!(
+                "HANDED TO THE HOST'S HELPER on a crash (kernel.core_pattern `{p}`; RLIMIT_CORE 0, as the caller's hard limit; --allow-degraded core-dumps)"
+            ),
+        }
+    }
+}
+
+/// The host's `kernel.core_pattern` (empty when unreadable: taken as a file pattern, which
+/// a limit of 0 or 1 stops alike).
+pub fn core_pattern() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap_or_default()
+}
+
 /// The rlimits for `backend`: always NOFILE, CORE=1, RTPRIO=0, NICE=0, SIGPENDING and
 /// MSGQUEUE (the caller's per-user budgets, which a sandbox must not exhaust), FSIZE and CPU
 /// when set; AS and NPROC only when no cgroup enforces memory and pids.
@@ -233,6 +282,27 @@ pub fn nix_resource(r: super::RlimitResource) -> Option<nix::sys::resource::Reso
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn core_dumps_reach_a_piped_helper_only_with_a_limit_of_0() {
+        assert_eq!(
+            CoreDumps::of(1, "|/lib/systemd/systemd-coredump %P"),
+            CoreDumps::Refused
+        );
+        assert_eq!(CoreDumps::of(u64::MAX, "core"), CoreDumps::Refused);
+        assert_eq!(CoreDumps::of(0, "core\n"), CoreDumps::NoFile);
+        assert_eq!(CoreDumps::of(0, ""), CoreDumps::NoFile);
+        let to = CoreDumps::of(0, " |/usr/share/apport/apport -p%p\n");
+        assert_eq!(
+            to,
+            CoreDumps::ToHelper("|/usr/share/apport/apport -p%p".into())
+        );
+        assert!(
+            to.describe().contains("`|/usr/share/apport/apport -p%p`"),
+            "{}",
+            to.describe()
+        );
+    }
+
     use super::*;
     use std::time::Duration;
 

@@ -130,6 +130,9 @@ pub struct Degrade {
     /// Under `--net host` with the rlimit backend's memory watch, run without counting the
     /// sandbox's socket buffers (they are among the host's sockets; reported in the result).
     pub socket_memory: bool,
+    /// Run where a crash would start the host's piped core_pattern helper (RLIMIT_CORE could
+    /// not be 1; reported in the result).
+    pub core_dumps: bool,
 }
 
 /// Where the payload's standard input comes from.

@@ -384,7 +384,9 @@ pub struct Cordon {
     stdin: Input,
     /// Shell redirections applied (by `sh -c 'exec …; exec "$@"'`) just before cordon is
     /// exec'd, e.g. `7</etc/hostname` to hand cordon an extra inherited fd.
-    extra_fds: Option<String>,
+    /// A shell command run just before cordon, in the caller's process (redirections,
+    /// `ulimit`).
+    shell_setup: Option<String>,
     deadline: Duration,
     scope: Scope,
     /// Run this copy of the cordon binary instead of [`cordon_bin`].
@@ -441,7 +443,7 @@ impl Cordon {
             args: Vec::new(),
             env: Vec::new(),
             stdin: Input::Null,
-            extra_fds: None,
+            shell_setup: None,
             deadline: Duration::from_secs(90),
             scope: Scope::Fresh,
             bin: None,
@@ -497,7 +499,14 @@ impl Cordon {
     }
 
     pub fn extra_fds(mut self, redirections: &str) -> Self {
-        self.extra_fds = Some(redirections.to_string());
+        self.shell_setup = Some(format!("exec {redirections}"));
+        self
+    }
+
+    /// Runs `script` in a shell (as the caller, after setpriv) that then execs cordon: for
+    /// limits the caller sets on itself (`ulimit -H -c 0`).
+    pub fn shell_setup(mut self, script: &str) -> Self {
+        self.shell_setup = Some(script.to_string());
         self
     }
 
@@ -539,12 +548,12 @@ impl Cordon {
                 .map(OsString::from),
             );
         }
-        if let Some(redir) = &self.extra_fds {
+        if let Some(setup) = &self.shell_setup {
             argv.extend(
                 [
                     "sh".to_string(),
                     "-c".to_string(),
-                    format!("exec {redir}; exec \"$@\""),
+                    format!("{setup}; exec \"$@\""),
                     "sh".to_string(),
                 ]
                 .map(OsString::from),
