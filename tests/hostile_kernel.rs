@@ -522,6 +522,18 @@ for label, call in (("nice-init", lambda: os.setpriority(os.PRIO_PROCESS, 1, 19)
     except OSError as e: print(label, name(e.errno))
 # lsm_set_self_attr with no attribute: EINVAL from the kernel, EPERM from the policy.
 print("lsm_set_self_attr", "OK" if libc.syscall(460, 0, None, 0, 0) == 0 else name(ctypes.get_errno()))
+# Kernel memory no limit counts: POSIX ACLs on the sandbox's tmpfs files (every setxattr),
+# TCP MD5 and TCP-AO keys; and IPv6 flow labels, a host-wide table. TCP_NODELAY still works.
+open("/workspace/x", "w").close()
+for label, attr in (("acl", "system.posix_acl_access"), ("xattr-user", "user.x")):
+    try: os.setxattr("/workspace/x", attr, b"\x02\0\0\0"); print(label, "OK")
+    except OSError as e: print(label, name(e.errno))
+t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+for label, opt in (("tcp-md5", 14), ("tcp-md5-ext", 32), ("tcp-ao", 38), ("tcp-nodelay", 1)):
+    try: t.setsockopt(6, opt, b"\x01" + b"\0" * 215 if opt != 1 else 1); print(label, "OK")
+    except OSError as e: print(label, name(e.errno))
+try: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM).setsockopt(41, 32, b"\0" * 32); print("flowlabel OK")
+except OSError as e: print("flowlabel", name(e.errno))
 for label, family in (("dccp", socket.AF_INET), ("dccp6", socket.AF_INET6)):
     try: socket.socket(family, 6).close(); print(label, "OK")
     except OSError as e: print(label, name(e.errno))
@@ -546,12 +558,24 @@ both!(fn kernel_reach_past_the_sandbox_is_refused(who) {
     let n: u64 = queued.split(' ').next().unwrap_or("").parse().unwrap_or(u64::MAX);
     assert!((900..=1024).contains(&n) && queued.ends_with("EAGAIN"), "queued {queued}:\n{}", r.describe());
     expect(&r, &got, "core-limit", &["1 1"]);
+    assert!(
+        r.get("/isolation/coreDumps").as_str().unwrap_or("").starts_with("none (RLIMIT_CORE 1"),
+        "{}",
+        r.describe()
+    );
     expect(&r, &got, "core-zero", &["EPERM"]);
     expect(&r, &got, "core-same", &["EPERM"]);
     expect(&r, &got, "rtprio-limit", &["0 0"]);
     expect(&r, &got, "nice-limit", &["0 0"]);
     expect(&r, &got, "io_setup", &["ENOSYS"]);
     expect(&r, &got, "nice-own", &["OK"]);
+    for label in ["acl", "xattr-user"] {
+        expect(&r, &got, label, &["EOPNOTSUPP", "ENOTSUP"]); // one value, two names
+    }
+    for label in ["tcp-md5", "tcp-md5-ext", "tcp-ao", "flowlabel"] {
+        expect(&r, &got, label, &["ENOPROTOOPT"]);
+    }
+    expect(&r, &got, "tcp-nodelay", &["OK"]);
     for label in ["map-hugetlb", "shm-hugetlb", "dccp", "dccp6", "lsm_set_self_attr", "nice-init", "nice-user", "sched-idle-init", "affinity-init"] {
         expect(&r, &got, label, &["EPERM"]);
     }

@@ -1299,6 +1299,10 @@ fn set_identity(c: &Container) -> Result<(), Step> {
     Ok(())
 }
 
+/// The program is looked for here, after `start`, not before `create` returns as runc and
+/// crun do: the runtime spec has `start` fail when the program cannot run, and runtime-tools'
+/// misc_props creates and starts a config whose program is missing and expects both to
+/// succeed (a create-time lookup was tried and cost that test).
 fn exec(c: &Container) -> ! {
     let name = &c.sandbox.argv[0];
     let cstrings = |v: Vec<String>| {

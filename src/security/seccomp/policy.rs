@@ -160,6 +160,7 @@ const ERRNOS: &[(&str, i32)] = &[
     ("ENOTTY", libc::ENOTTY),
     ("EAFNOSUPPORT", libc::EAFNOSUPPORT),
     ("EOPNOTSUPP", libc::EOPNOTSUPP),
+    ("ENOPROTOOPT", libc::ENOPROTOOPT),
 ];
 
 fn errno_name(e: i32) -> Option<&'static str> {
