@@ -420,8 +420,17 @@ fn apply_one(
             mounts::remount_bind(&p, flags).map_err(|e| fail(op, "remount nosuid,nodev", &p, e))
         }
         Op::BindDev { src, dst } => {
+            // Read-only, nosuid, noexec: a device node on a read-only mount still reads and
+            // writes (the kernel refuses writes there to regular files, directories and
+            // symlinks only), but its inode, the host's, cannot be touched (`touch /dev/null`
+            // set the host node's times).
             let p = inside(dst);
-            bind(op, &sources[src], &p)
+            bind(op, &sources[src], &p)?;
+            mounts::remount_bind(
+                &p,
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+            )
+            .map_err(|e| fail(op, "make read-only the bound device", &p, e))
         }
         Op::Symlink { target, dst } => {
             let p = inside(dst);
