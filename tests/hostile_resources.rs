@@ -1412,3 +1412,54 @@ both!(fn case28_tcp_under_the_memory_watch_is_refused_by_landlock_or_seccomp(who
         }
     }
 });
+
+/// Fills UDP sockets on `lo` with datagrams nobody reads, watching the host's UDP memory
+/// (`/proc/net/sockstat`, in pages: the kernel's one count for every network namespace)
+/// and printing the most it rose by. Stops at 512 MiB, so that a run that is not held does
+/// not keep the host's whole `net.ipv4.udp_mem` for long.
+const UDP_FLOOD: &str = r#"
+import socket, time
+def udp_bytes():
+    for l in open("/proc/net/sockstat"):
+        if l.startswith("UDP:"):
+            f = l.split()
+            return int(f[f.index("mem") + 1]) * 4096
+base = udp_bytes()
+peak = 0
+held = []
+tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+tx.setblocking(False)
+for i in range(400):
+    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24)
+    rx.bind(("127.0.0.1", 0))
+    held.append(rx)
+    for n in range(200):
+        try: tx.sendto(b"x" * 60000, rx.getsockname())
+        except (BlockingIOError, OSError): break
+    peak = max(peak, udp_bytes() - base)
+    if peak > 512 << 20:
+        break
+print("peak", peak, flush=True)
+"#;
+
+// Socket buffers are memory the sandbox holds: under --memory 64M, datagrams queued on its
+// UDP sockets on `lo` stay near 64 MiB, whichever backend holds the limit. cgroup v1 leaves
+// them out of memory.limit_in_bytes: a sandbox held 2.2 GB there, the host's whole
+// net.ipv4.udp_mem (so the host's own UDP dropped), with status ok. Now cordon sets
+// memory.kmem.tcp.limit_in_bytes too; cgroup v2 charges them to memory.max; the memory watch
+// counts them.
+both!(fn udp_buffers_are_held_to_the_memory_limit(who) {
+    let r = exec_json_run(who, &["--memory", "64M", "--timeout", "60s"], &[PY, "-c", UDP_FLOOD]);
+    let status = r.status().to_string();
+    assert!(status == "ok" || status == "memory_limit", "{}", r.describe());
+    let peak: Option<u64> = r
+        .output()
+        .lines()
+        .find_map(|l| l.strip_prefix("peak ")?.trim().parse().ok());
+    match peak {
+        Some(p) => assert!(p <= 256 << 20, "{p} bytes of UDP buffers under --memory 64M:\n{}", r.describe()),
+        // Killed before it printed: the limit held it.
+        None => assert_eq!(status, "memory_limit", "{}", r.describe()),
+    }
+});

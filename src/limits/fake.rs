@@ -305,6 +305,7 @@ pub fn hybrid_tree(fs: &FakeFs) {
             ("cgroup.procs", ""),
             ("memory.limit_in_bytes", "9223372036854771712"),
             ("memory.memsw.limit_in_bytes", "9223372036854771712"),
+            ("memory.kmem.tcp.limit_in_bytes", "9223372036854771712"),
             ("memory.max_usage_in_bytes", "0"),
             (
                 "memory.oom_control",

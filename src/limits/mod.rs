@@ -664,6 +664,7 @@ fn choose(
         match v1::check(fs.as_ref(), layout, host) {
             Ok(()) => {
                 let swap = limits.memory.is_some() && v1::swap_file_exists(fs.as_ref(), layout);
+                let sockets = v1::sockets_file_exists(fs.as_ref(), layout);
                 let mut prepared = with_cgroup(
                     fs,
                     host,
@@ -673,6 +674,18 @@ fn choose(
                     &skipped,
                     swap,
                 );
+                if let Some(note) = prepared
+                    .report
+                    .memory_bytes
+                    .as_mut()
+                    .and_then(|m| m.note.as_mut())
+                {
+                    note.push_str(if sockets {
+                        "; socket buffers held to the same size apart (memory.kmem.tcp.limit_in_bytes)"
+                    } else {
+                        "; socket buffers NOT limited (this kernel has no memory.kmem.tcp.limit_in_bytes, which cgroup v1 needs for them)"
+                    });
+                }
                 if let Some(cg) = prepared.cgroup.as_mut() {
                     cg.pending = Some(Box::new(Pending {
                         host: host.clone(),

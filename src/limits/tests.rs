@@ -303,6 +303,11 @@ fn hybrid_auto_picks_v1_and_writes_the_v1_files() {
         fs.get(&mem.join("memory.memsw.limit_in_bytes")),
         (64u64 << 20).to_string()
     );
+    assert_eq!(
+        fs.get(&mem.join("memory.kmem.tcp.limit_in_bytes")),
+        (64u64 << 20).to_string(),
+        "socket buffers are held apart"
+    );
     assert_eq!(fs.get(&pids.join("pids.max")), "32");
     assert_eq!(fs.get(&cpu.join("cpu.cfs_period_us")), "100000");
     assert_eq!(fs.get(&cpu.join("cpu.cfs_quota_us")), "150000");
@@ -324,6 +329,18 @@ fn hybrid_auto_picks_v1_and_writes_the_v1_files() {
             .as_ref()
             .unwrap()
             .contains("memsw")
+    );
+    let note = p
+        .report
+        .memory_bytes
+        .as_ref()
+        .unwrap()
+        .note
+        .clone()
+        .unwrap();
+    assert!(
+        note.contains("socket buffers held to the same size apart"),
+        "{note}"
     );
 
     fs.spawn(900);
@@ -352,6 +369,27 @@ fn v1_without_memsw_says_swap_is_not_limited() {
         .clone()
         .unwrap();
     assert!(note.contains("swap not limited"), "{note}");
+}
+
+#[test]
+fn v1_without_kmem_tcp_says_socket_buffers_are_not_limited() {
+    let fs = fake();
+    hybrid_tree(&fs);
+    std::fs::remove_file(
+        fs.root()
+            .join("memory/process_api/e820/memory.kmem.tcp.limit_in_bytes"),
+    )
+    .unwrap();
+    let p = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1).unwrap();
+    let note = p
+        .report
+        .memory_bytes
+        .as_ref()
+        .unwrap()
+        .note
+        .clone()
+        .unwrap();
+    assert!(note.contains("socket buffers NOT limited"), "{note}");
 }
 
 #[test]

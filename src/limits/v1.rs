@@ -74,6 +74,18 @@ pub fn swap_file_exists(fs: &dyn CgroupFs, layout: &Layout) -> bool {
     fs.exists(&layout.v1["memory"].own.join("memory.memsw.limit_in_bytes"))
 }
 
+/// cgroup v1 leaves socket buffers out of `memory.limit_in_bytes`: a sandbox filled its UDP
+/// sockets on `lo` with 2.2 GB (the host's whole `net.ipv4.udp_mem`, so the host's own UDP
+/// then dropped) under `--memory 64M`. Once `memory.kmem.tcp.limit_in_bytes` is set, the
+/// kernel charges the sockets made in the cgroup (TCP, UDP and the rest that account their
+/// buffers) to that counter and holds them under it, apart from the memory limit.
+pub const SOCKETS_FILE: &str = "memory.kmem.tcp.limit_in_bytes";
+
+/// Whether [`write_limits`] will find [`SOCKETS_FILE`] (as [`swap_file_exists`]).
+pub fn sockets_file_exists(fs: &dyn CgroupFs, layout: &Layout) -> bool {
+    fs.exists(&layout.v1["memory"].own.join(SOCKETS_FILE))
+}
+
 /// Creates `dirs` and writes the limits; on failure removes what it made.
 pub fn make(
     fs: &dyn CgroupFs,
@@ -151,6 +163,11 @@ pub fn write_limits(
                 &bytes.to_string(),
             )?;
             swap_limited = true;
+        }
+        // Socket buffers, held to the same size apart (see SOCKETS_FILE); without the file
+        // the report says they are not limited.
+        if fs.exists(&dirs.memory.join(SOCKETS_FILE)) {
+            set(fs, &dirs.memory, SOCKETS_FILE, &bytes.to_string())?;
         }
     }
     if let Some(n) = limits.pids {
