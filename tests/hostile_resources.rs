@@ -1316,22 +1316,27 @@ both!(fn case34_one_line_floods_stay_bounded(who) {
     }
 });
 
-both!(fn case28_a_descriptor_on_a_deep_path_does_not_blind_the_memory_watch(who) {
-    // A directory deeper than a page of path, held open: the kernel cannot give the memory
-    // watch its name (readlink ENAMETOOLONG). It is no pipe or memfd, so the watch goes on
-    // and the run is the program's, not a sandbox_error.
-    let code = "\
+/// Python that goes down 20 directories of 250-letter names, deeper than a page of path:
+/// the kernel cannot give the memory watch a descriptor's name there (readlink
+/// ENAMETOOLONG).
+const INTO_A_DEEP_DIRECTORY: &str = "\
 import os, time
 for i in range(20):
     name = chr(ord('a') + i) * 250
     os.mkdir(name)
     os.chdir(name)
+";
+
+both!(fn case28_a_descriptor_on_a_deep_path_does_not_blind_the_memory_watch(who) {
+    // A directory held open there is no pipe or memfd, so the watch goes on and the run is
+    // the program's, not a sandbox_error.
+    let code = format!("{INTO_A_DEEP_DIRECTORY}\
 fd = os.open('.', os.O_RDONLY)
 assert len(os.getcwd()) > 4096
 time.sleep(1.5)
 print('deep')
-";
-    let r = exec_json_run(who, &["--memory", "128M", "--limits-backend", "rlimit", "--timeout", "30s"], &[PY, "-c", code]);
+");
+    let r = exec_json_run(who, &["--memory", "128M", "--limits-backend", "rlimit", "--timeout", "30s"], &[PY, "-c", &code]);
     assert_eq!(r.expect_ok(), "deep\n", "{}", r.describe());
     assert_eq!(r.get("/limits/memoryBytes/enforcement").as_str(), Some("rlimit"), "{}", r.describe());
 });
@@ -1341,22 +1346,17 @@ both!(fn case28_deep_fifos_count_under_rlimit(who) {
     // is the workspace's tmpfs): 2600 pipe buffers are 162 MiB, over the limit. Reading that
     // many descriptors may pass a sample's CPU budget on a slow machine (the emulated guest of
     // scripts/vm-test skips `under_rlimit` tests): the watch then ends the run, saying so.
-    let fifos = "\
-import os, time
-for i in range(20):
-    name = chr(ord('a') + i) * 250
-    os.mkdir(name)
-    os.chdir(name)
+    let fifos = format!("{INTO_A_DEEP_DIRECTORY}\
 fds = []
 for i in range(2600):
-    os.mkfifo(f'f{i}')
-    fds.append(os.open(f'f{i}', os.O_RDWR | os.O_NONBLOCK))
+    os.mkfifo(f'f{{i}}')
+    fds.append(os.open(f'f{{i}}', os.O_RDWR | os.O_NONBLOCK))
 time.sleep(5)
 print('NOT LIMITED')
-";
+");
     let mut opts = RLIMIT_128M.to_vec();
     opts.extend_from_slice(&["--open-files", "4096", "--workspace-inodes", "8192"]);
-    let r = exec_json_run(who, &opts, &[PY, "-c", fifos]);
+    let r = exec_json_run(who, &opts, &[PY, "-c", &fifos]);
     let costly = r.status() == "sandbox_error"
         && r.get("/message").as_str().unwrap_or("").contains("of CPU in one sample");
     if costly {
