@@ -18,6 +18,8 @@
 //!
 //! The directory must be owned by the current euid and not writable by group or others
 //! ([`Cache::open`] checks): an entry planted there would be run as the user's compiled program.
+//! So must every directory above it, and no symlink on the way may be another user's; the cache
+//! then keeps the directory's real path, so a later open cannot be led elsewhere.
 //! The checksum catches accidents, not an attacker who can write the directory.
 //!
 //! # Entry format (version 1)
@@ -181,7 +183,17 @@ pub struct Cache {
 /// Whoever can rename an entry of an ancestor can swap in a cache of their own (entry names are
 /// predictable), whose contents would then run as the caller's code. A `/tmp/cordon-UID` made
 /// by someone else, for a caller without a home, is the case this catches.
+///
+/// A symlink on the way to `dir` owned by another user is refused as well: its owner chooses
+/// where `dir` leads and can point it elsewhere between any two opens. (Callers go on with the
+/// real path, so that what was checked is what gets used.)
 pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
+    if let Some((link, owner)) = foreign_symlink(dir, euid) {
+        return Some(format!(
+            "{} is a symlink of uid {owner}: another user chooses where cordon keeps your files and can redirect them at any time; remove it (ask its owner or root), or point HOME, XDG_CACHE_HOME / XDG_STATE_HOME at a private directory",
+            link.display()
+        ));
+    }
     let real = match fs::canonicalize(dir) {
         Ok(r) => r,
         Err(e) => return Some(format!("cannot resolve {}: {e}", dir.display())),
@@ -206,6 +218,28 @@ pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
     None
 }
 
+/// The first symlink on the way to `dir` (each prefix of its absolute path, not followed)
+/// that belongs to neither `euid` nor root, with its owner.
+fn foreign_symlink(dir: &Path, euid: u32) -> Option<(PathBuf, u32)> {
+    let abs = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir().ok()?.join(dir)
+    };
+    let mut prefix = PathBuf::new();
+    for part in abs.components() {
+        prefix.push(part);
+        if let Ok(meta) = fs::symlink_metadata(&prefix)
+            && meta.file_type().is_symlink()
+            && meta.uid() != euid
+            && meta.uid() != 0
+        {
+            return Some((prefix, meta.uid()));
+        }
+    }
+    None
+}
+
 impl Cache {
     /// Opens (creating with mode 0700 if missing) the cache directory `dir`, whose entries
     /// together are kept within `max_bytes` (entry files, headers included).
@@ -219,14 +253,27 @@ impl Cache {
                 path: dir.clone(),
                 source,
             })?;
-        let meta = fs::metadata(&dir).map_err(|source| CacheError::StatDir {
+        let euid = nix::unistd::geteuid().as_raw();
+        // Checked, and from then on used, by its real path: a symlink on the way that changed
+        // after the check would otherwise lead every later open somewhere else.
+        if let Some(reason) = unsafe_ancestor(&dir, euid) {
+            return Err(CacheError::InsecureAncestor { path: dir, reason });
+        }
+        let dir = fs::canonicalize(&dir).map_err(|source| CacheError::StatDir {
+            path: dir.clone(),
+            source,
+        })?;
+        // Again for the real path: what the check above resolved may have changed since.
+        if let Some(reason) = unsafe_ancestor(&dir, euid) {
+            return Err(CacheError::InsecureAncestor { path: dir, reason });
+        }
+        let meta = fs::symlink_metadata(&dir).map_err(|source| CacheError::StatDir {
             path: dir.clone(),
             source,
         })?;
         if !meta.is_dir() {
             return Err(CacheError::NotADirectory { path: dir });
         }
-        let euid = nix::unistd::geteuid().as_raw();
         if meta.uid() != euid || meta.mode() & 0o022 != 0 {
             return Err(CacheError::InsecureDir {
                 path: dir,
@@ -234,9 +281,6 @@ impl Cache {
                 mode: meta.mode() & 0o7777,
                 euid,
             });
-        }
-        if let Some(reason) = unsafe_ancestor(&dir, euid) {
-            return Err(CacheError::InsecureAncestor { path: dir, reason });
         }
         Ok(Cache { dir, max_bytes })
     }
@@ -737,6 +781,42 @@ mod tests {
         // Sticky, as /tmp is: nobody but the owner can rename the cache away.
         fs::set_permissions(&open_parent, fs::Permissions::from_mode(0o1777)).unwrap();
         assert!(Cache::open(open_parent.join("cache2"), 1 << 20).is_ok());
+    }
+
+    #[test]
+    fn the_cache_is_used_by_its_real_path_and_never_through_anothers_symlink() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        fs::create_dir(&real).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        // The caller's own symlink: followed once, and the cache keeps where it led.
+        let cache = Cache::open(link.join("c"), 1 << 20).unwrap();
+        assert_eq!(cache.dir(), fs::canonicalize(&real).unwrap().join("c"));
+        // Another user's symlink on the way (as one planted at /tmp/cordon-UID): refused.
+        let euid = nix::unistd::geteuid().as_raw();
+        let other = nix::unistd::Uid::from_raw(euid + 4242);
+        if nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            &link,
+            Some(other),
+            None,
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .is_err()
+        {
+            eprintln!("SKIP: another user's symlink: chown needs root");
+            return;
+        }
+        let err = Cache::open(link.join("c"), 1 << 20).unwrap_err();
+        assert!(matches!(err, CacheError::InsecureAncestor { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("{} is a symlink of uid {}", link.display(), other))
+                && msg.contains("XDG_CACHE_HOME"),
+            "{msg}"
+        );
+        assert!(unsafe_ancestor(&link.join("c"), euid).is_some());
     }
 
     #[test]

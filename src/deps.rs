@@ -275,10 +275,13 @@ fn cache_dir() -> Result<PathBuf, DepsError> {
         .mode(0o700)
         .create(&dir)
         .map_err(|e| cache_err(&dir, e))?;
-    // The path as it is (no symlink left), so that what is checked is what gets bound.
+    let euid = nix::unistd::geteuid().as_raw();
+    // No other user's symlink on the way (one at /tmp/cordon-UID would choose where the sets
+    // live); then the path as it is (no symlink left), so that what is checked is what gets
+    // bound.
+    check_ancestors(&dir, euid)?;
     let dir = std::fs::canonicalize(&dir).map_err(|e| cache_err(&dir, e))?;
     let meta = std::fs::metadata(&dir).map_err(|e| cache_err(&dir, e))?;
-    let euid = nix::unistd::geteuid().as_raw();
     if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o022 != 0 {
         return Err(cache_err(
             &dir,

@@ -239,9 +239,15 @@ impl History {
     /// The history at [`History::default_path`] with [`DEFAULT_MAX_BYTES`], its directory
     /// created (0700) so that an unusable location is reported before the first append.
     pub fn open_default() -> Result<History, HistoryError> {
-        let history = History::new(History::default_path(), DEFAULT_MAX_BYTES);
-        history.create_parent()?;
-        Ok(history)
+        let path = History::default_path();
+        let history = History::new(&path, DEFAULT_MAX_BYTES);
+        // From here on by its directory's real path: no symlink on the way can redirect the
+        // later opens after the check.
+        let real = match (history.create_parent()?, path.file_name()) {
+            (Some(dir), Some(name)) => dir.join(name),
+            _ => path,
+        };
+        Ok(History::new(real, DEFAULT_MAX_BYTES))
     }
 
     /// `$XDG_STATE_HOME/cordon/history.jsonl` (`~/.local/state/cordon/history.jsonl` when
@@ -408,10 +414,11 @@ impl History {
         Ok(tail)
     }
 
-    /// Creates the history file's missing parent directories, mode 0700.
-    fn create_parent(&self) -> Result<(), HistoryError> {
+    /// Creates the history file's missing parent directories, mode 0700, checks them, and
+    /// returns the parent's real path (`None` for a bare file name).
+    fn create_parent(&self) -> Result<Option<PathBuf>, HistoryError> {
         let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) else {
-            return Ok(());
+            return Ok(None);
         };
         DirBuilder::new()
             .recursive(true)
@@ -428,7 +435,11 @@ impl History {
             path: parent.to_path_buf(),
             reason,
         };
-        let meta = std::fs::symlink_metadata(parent).map_err(|e| insecure(e.to_string()))?;
+        if let Some(reason) = crate::cache::unsafe_ancestor(parent, euid) {
+            return Err(insecure(reason));
+        }
+        let real = fs::canonicalize(parent).map_err(|e| insecure(e.to_string()))?;
+        let meta = std::fs::symlink_metadata(&real).map_err(|e| insecure(e.to_string()))?;
         if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o022 != 0 {
             return Err(insecure(format!(
                 "it is owned by uid {} with mode {:o} ({}), where cordon needs a directory of uid {euid} that only it may write; remove it, or point XDG_STATE_HOME at a private directory",
@@ -441,9 +452,10 @@ impl History {
                 }
             )));
         }
-        match crate::cache::unsafe_ancestor(parent, euid) {
+        // Again for the real path: what the check above resolved may have changed since.
+        match crate::cache::unsafe_ancestor(&real, euid) {
             Some(reason) => Err(insecure(reason)),
-            None => Ok(()),
+            None => Ok(Some(real)),
         }
     }
 
@@ -590,6 +602,15 @@ mod tests {
                 .to_string();
             assert!(e.contains("4343") && e.contains("another user"), "{e}");
             std::os::unix::fs::chown(&top, Some(0), None).unwrap();
+            // Another user's symlink on the way, to a directory that is the caller's own.
+            let link = tmp.path().join("cordon-4444");
+            std::os::unix::fs::symlink(&top, &link).unwrap();
+            std::os::unix::fs::lchown(&link, Some(4444), None).unwrap();
+            let e = History::new(link.join("cordon/history.jsonl"), DEFAULT_MAX_BYTES)
+                .append(&r)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("cordon-4444 is a symlink of uid 4444"), "{e}");
         } else {
             fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
         }
@@ -602,6 +623,21 @@ mod tests {
                 .is_err()
         );
         assert_eq!(fs::read_to_string(&victim).unwrap(), "mine\n");
+    }
+
+    /// The history is opened by its directory's real path, so that no symlink on the way can
+    /// lead a later open elsewhere than what was checked.
+    #[test]
+    fn the_parent_is_resolved_to_its_real_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, tmp.path().join("link")).unwrap();
+        let h = History::new(tmp.path().join("link/state/h.jsonl"), DEFAULT_MAX_BYTES);
+        assert_eq!(
+            h.create_parent().unwrap(),
+            Some(fs::canonicalize(&real).unwrap().join("state"))
+        );
     }
 
     #[test]

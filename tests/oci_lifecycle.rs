@@ -2970,3 +2970,77 @@ both!(fn mount_and_id_errors_name_what_to_fix(who) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("300 bytes") && err.contains("at most 248"), "{}", describe(&out));
 });
+
+// A rootless caller without XDG_RUNTIME_DIR keeps its state below /tmp/cordon-UID. In the
+// shared /tmp another user can make that name first: a symlink they re-point at will (to a
+// state.json naming a poststop hook of theirs, which `delete` would run as the caller) or a
+// directory of their own. cordon-oci refuses both, naming the path and the fixes, and makes
+// the directory private itself when it is missing. Root plays the other user here; the
+// caller is a uid of no account (nothing of the real test user's is touched).
+#[test]
+fn a_state_base_in_tmp_that_another_user_made_is_refused() {
+    if !running_as_root() {
+        skip!(
+            "SKIP: a_state_base_in_tmp_that_another_user_made_is_refused: needs root to act as two users"
+        );
+        return;
+    }
+    let (caller, other) = (61_000 + std::process::id() % 1000, 62_999u32);
+    let base = PathBuf::from(format!("/tmp/cordon-{caller}"));
+    let clean = || {
+        let _ = std::fs::remove_file(&base);
+        let _ = std::fs::remove_dir_all(&base);
+    };
+    clean();
+    let list = || {
+        Command::new("setpriv")
+            .args([
+                "--reuid",
+                &caller.to_string(),
+                "--regid",
+                &caller.to_string(),
+                "--clear-groups",
+            ])
+            .args(["env", "-i", "PATH=/usr/bin:/bin"])
+            .arg(oci_bin())
+            .arg("list")
+            .output()
+            .unwrap()
+    };
+    let refused = |want: &str| {
+        let out = list();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}", describe(&out));
+        for w in [base.to_str().unwrap(), want, "XDG_RUNTIME_DIR", "--root"] {
+            assert!(err.contains(w), "want {w:?}: {}", describe(&out));
+        }
+    };
+    // Another user's symlink to a directory that would pass every check below it.
+    let planted = tempfile::Builder::new()
+        .prefix("cordon-test-planted.")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::create_dir(planted.path().join("cordon")).unwrap();
+    for p in [planted.path().to_path_buf(), planted.path().join("cordon")] {
+        std::os::unix::fs::chown(&p, Some(caller), Some(caller)).unwrap();
+    }
+    std::os::unix::fs::symlink(planted.path(), &base).unwrap();
+    std::os::unix::fs::lchown(&base, Some(other), Some(other)).unwrap();
+    refused(&format!("symlink of uid {other}"));
+    clean();
+    // Another user's directory.
+    std::fs::create_dir(&base).unwrap();
+    std::os::unix::fs::chown(&base, Some(other), Some(other)).unwrap();
+    refused(&format!("belongs to uid {other}"));
+    clean();
+    // Missing: cordon-oci makes it, the caller's and private, and lists nothing.
+    let out = list();
+    assert!(out.status.success(), "{}", describe(&out));
+    let md = std::fs::symlink_metadata(&base).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert!(
+        md.is_dir() && md.uid() == caller && md.mode() & 0o777 == 0o700,
+        "{md:?}"
+    );
+    clean();
+}

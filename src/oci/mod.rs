@@ -100,6 +100,9 @@ fn io_err(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Oci
     move |source| OciError::Io { step, path, source }
 }
 
+/// Where a rootless caller's state goes without XDG_RUNTIME_DIR (below `cordon-EUID`).
+const TMP: &str = "/tmp";
+
 /// Global options, resolved.
 struct Ctx {
     root: PathBuf,
@@ -109,18 +112,24 @@ struct Ctx {
     systemd: bool,
     /// `--rootless` given as true.
     rootless_flag: bool,
+    /// The root is below `/tmp/cordon-EUID` (no --root, no XDG_RUNTIME_DIR): that base must
+    /// be checked before the state is used ([`state::private_tmp_dir`]).
+    tmp_base: bool,
 }
 
 impl Ctx {
     fn new(g: &OciGlobal) -> Ctx {
+        let mut tmp_base = false;
         let root = g.root.clone().unwrap_or_else(|| {
             if !rootless() {
                 PathBuf::from("/run/cordon")
             } else {
                 let base = std::env::var_os("XDG_RUNTIME_DIR")
+                    .filter(|d| !d.is_empty())
                     .map(PathBuf::from)
                     .unwrap_or_else(|| {
-                        PathBuf::from(format!("/tmp/cordon-{}", nix::unistd::geteuid()))
+                        tmp_base = true;
+                        Path::new(TMP).join(format!("cordon-{}", nix::unistd::geteuid()))
                     });
                 base.join("cordon")
             }
@@ -132,6 +141,7 @@ impl Ctx {
             debug: g.debug,
             systemd: g.systemd_cgroup,
             rootless_flag: g.rootless.as_deref() == Some("true"),
+            tmp_base,
         }
     }
 
@@ -200,6 +210,16 @@ pub fn main(cli: OciCli) -> i32 {
     };
     if let Err(e) = check_listen_fds(listen).and_then(|()| check_preserved_fds(preserve, listen)) {
         ctx.log("error", &e);
+        eprintln!("cordon-oci: {e}");
+        return 1;
+    }
+    // A state root under the shared /tmp is vetted before anything reads or writes it (the
+    // commands that keep no state do not need it).
+    if ctx.tmp_base
+        && !matches!(cli.command, OciCommand::Spec { .. } | OciCommand::Features)
+        && let Err(e) = state::private_tmp_dir(Path::new(TMP), nix::unistd::geteuid().as_raw())
+    {
+        ctx.log("error", &e.to_string());
         eprintln!("cordon-oci: {e}");
         return 1;
     }

@@ -41,6 +41,14 @@ pub enum StateError {
         why: String,
         owner: u32,
     },
+    #[error(
+        "refusing {path} as the base of cordon-oci's state (used because XDG_RUNTIME_DIR is not set): {why}; in the shared /tmp, another user could swap the state cordon-oci trusts (the pid it signals, the hooks it runs as uid {owner}): remove it if it is not yours, or set XDG_RUNTIME_DIR to a private directory, or pass --root DIR"
+    )]
+    UnsafeBase {
+        path: String,
+        why: String,
+        owner: u32,
+    },
     #[error("the state of container {id} is invalid ({path}): {why}")]
     Invalid {
         id: String,
@@ -197,6 +205,53 @@ pub fn check_owned(path: &Path) -> Result<(), StateError> {
             owner: me,
         }),
     }
+}
+
+/// `TMP/cordon-EUID`, the base of a rootless caller's state root when XDG_RUNTIME_DIR is
+/// unset: made here (mode 0700) when missing, and refused unless it is a real directory of
+/// `euid` that no one else may write, in a `TMP` no one else may rename entries of (sticky,
+/// as /tmp is). Anyone can make that name first in a shared /tmp, as a symlink they can
+/// re-point at will or a directory of their own, and so choose the state.json that
+/// `delete` trusts; once it is the caller's own, no one else can replace it.
+pub fn private_tmp_dir(tmp: &Path, euid: u32) -> Result<PathBuf, StateError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let base = tmp.join(format!("cordon-{euid}"));
+    let unsafe_base = |why: String| StateError::UnsafeBase {
+        path: base.display().to_string(),
+        why,
+        owner: euid,
+    };
+    let t = std::fs::metadata(tmp).map_err(io("inspect", tmp))?;
+    if (t.uid() != 0 && t.uid() != euid) || (t.mode() & 0o002 != 0 && t.mode() & 0o1000 == 0) {
+        return Err(unsafe_base(format!(
+            "{} (owner uid {}, mode {:o}) lets others rename what is in it",
+            tmp.display(),
+            t.uid(),
+            t.mode() & 0o7777
+        )));
+    }
+    // Not recursive, so a symlink already there is not followed: it stays, and is refused.
+    match std::fs::DirBuilder::new().mode(0o700).create(&base) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("create", &base)(e)),
+    }
+    let md = std::fs::symlink_metadata(&base).map_err(io("inspect", &base))?;
+    let why = if md.file_type().is_symlink() {
+        format!("it is a symlink of uid {}", md.uid())
+    } else if !md.is_dir() {
+        "it is not a directory".to_string()
+    } else if md.uid() != euid {
+        format!("it belongs to uid {}", md.uid())
+    } else if md.mode() & 0o022 != 0 {
+        format!(
+            "its mode {:o} lets group or others write it",
+            md.mode() & 0o7777
+        )
+    } else {
+        return Ok(base);
+    };
+    Err(unsafe_base(why))
 }
 
 /// Creates the state directory (and `root`, mode 0700).
@@ -418,6 +473,60 @@ mod tests {
             device_rules: None,
             new_keyring: true,
         }
+    }
+
+    #[test]
+    fn the_tmp_base_must_be_the_callers_own_real_directory() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        let euid = nix::unistd::geteuid().as_raw();
+        let t = tempfile::tempdir().unwrap();
+        mode(t.path(), 0o1777);
+        let base = t.path().join(format!("cordon-{euid}"));
+        // Missing: made, private. Present and ours: taken as it is.
+        for _ in 0..2 {
+            assert_eq!(private_tmp_dir(t.path(), euid).unwrap(), base);
+            let md = std::fs::symlink_metadata(&base).unwrap();
+            assert!(md.is_dir() && md.uid() == euid && md.mode() & 0o777 == 0o700);
+        }
+        let refused = |want: &str| {
+            let e = private_tmp_dir(t.path(), euid).unwrap_err();
+            assert!(matches!(e, StateError::UnsafeBase { .. }), "{e}");
+            let e = e.to_string();
+            assert!(
+                e.contains(want) && e.contains(&base.display().to_string()),
+                "{e}"
+            );
+            assert!(e.contains("XDG_RUNTIME_DIR") && e.contains("--root"), "{e}");
+        };
+        mode(&base, 0o777);
+        refused("mode 777");
+        std::fs::remove_dir(&base).unwrap();
+        // A symlink, even to a private directory: whoever made it may re-point it.
+        let elsewhere = t.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        mode(&elsewhere, 0o700);
+        std::os::unix::fs::symlink(&elsewhere, &base).unwrap();
+        refused("symlink");
+        std::fs::remove_file(&base).unwrap();
+        std::fs::write(&base, "").unwrap();
+        refused("not a directory");
+        std::fs::remove_file(&base).unwrap();
+        // Another user's directory (needs root to make one).
+        std::fs::create_dir(&base).unwrap();
+        if nix::unistd::chown(&base, Some(nix::unistd::Uid::from_raw(euid + 4242)), None).is_ok() {
+            refused(&format!("belongs to uid {}", euid + 4242));
+        } else {
+            eprintln!("SKIP: another user's base directory: chown needs root");
+        }
+        std::fs::remove_dir(&base).unwrap();
+        // A temp directory whose entries others may rename.
+        mode(t.path(), 0o777);
+        let e = private_tmp_dir(t.path(), euid).unwrap_err().to_string();
+        assert!(e.contains("lets others rename"), "{e}");
+        mode(t.path(), 0o700);
     }
 
     #[test]
