@@ -146,7 +146,7 @@ both!(fn proc_only_sandbox_pids_and_init_is_cordon(who) {
 both!(fn proc_sensitive_files_masked(who) {
     let r = sh_ok(
         who,
-        "for f in /proc/kcore /proc/keys /proc/sysrq-trigger /proc/timer_list /proc/cmdline; do \
+        "for f in /proc/kcore /proc/keys /proc/sysrq-trigger /proc/timer_list /proc/cmdline /proc/interrupts; do \
            n=$(head -c 4096 \"$f\" 2>/dev/null | wc -c); \
            if [ \"$n\" -ne 0 ]; then echo \"READABLE $f $n\"; fi; \
          done; \

@@ -91,6 +91,9 @@ pub const PROC_MASKED_FILES: &[&str] = &[
     // The boot configuration's parameters (kernels built with CONFIG_BOOT_CONFIG; absent
     // elsewhere, and then nothing is masked).
     "/proc/bootconfig",
+    // Per-CPU counts of every host interrupt: watched over time, a timing side channel on
+    // what other users do (keystrokes, network traffic).
+    "/proc/interrupts",
 ];
 /// procfs directories hidden under an empty read-only tmpfs.
 pub const PROC_MASKED_DIRS: &[&str] = &["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"];
