@@ -230,6 +230,14 @@ impl Bundle {
         ]
     }
 
+    /// `create`s container `id` (which must succeed) and returns its init's pid.
+    fn create(&self, id: &str) -> i64 {
+        let a = self.bundle_args("create", id);
+        let out = self.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(out.status.success(), "create {id}: {}", describe(&out));
+        self.state(id)["pid"].as_i64().unwrap()
+    }
+
     fn run(&self, id: &str) -> Output {
         let a = self.bundle_args("run", id);
         self.oci(&a.iter().map(String::as_str).collect::<Vec<_>>())
@@ -364,10 +372,7 @@ both!(fn delete_of_a_created_container_needs_force_and_force_of_a_missing_one_su
     let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
     let id = format!("delcreated-{who:?}");
     let _d = Deleted(&b, id.clone());
-    let a = b.bundle_args("create", &id);
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "create: {}", describe(&out));
-    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let pid = b.create(&id);
     let out = b.oci(&["delete", &id]);
     assert!(!out.status.success(), "delete of a created container without --force: {}", describe(&out));
     assert_eq!(b.state(&id)["status"], "created", "a refused delete changed the container");
@@ -404,9 +409,7 @@ both!(fn kill_all_of_a_stopped_container_signals_its_cgroup(who) {
     }) else { return };
     let id = format!("killall-{who:?}");
     let _d = Deleted(&b, id.clone());
-    let a = b.bundle_args("create", &id);
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "create: {}", describe(&out));
+    b.create(&id);
     let out = b.oci(&["start", &id]);
     assert!(out.status.success(), "start: {}", describe(&out));
     let s = b.wait_status(&id, "stopped");
@@ -884,9 +887,7 @@ fn a_host_network_namespace_is_joined_with_a_user_namespace_given_by_path() {
     .unwrap();
     let id = "joinhostnet";
     let _d = Deleted(&b, id.to_string());
-    let a = b.bundle_args("create", id);
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "create: {}", describe(&out));
+    b.create(id);
     let out = b.oci(&["start", id]);
     assert!(out.status.success(), "start: {}", describe(&out));
     let out = b.oci(&[
@@ -1046,10 +1047,7 @@ both!(fn resources_are_applied(who) {
     let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
         c["linux"]["resources"] = json!({"memory": {"limit": 67108864}, "pids": {"limit": 17}});
     }) else { return };
-    let a = b.bundle_args("create", "res1");
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "{}", describe(&out));
-    let pid = b.state("res1")["pid"].as_i64().unwrap();
+    let pid = b.create("res1");
     let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     let (mem, pids) = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
         let p = cg.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
@@ -1103,10 +1101,7 @@ both!(fn kill_all_and_delete_reach_the_containers_sub_cgroups(who) {
     let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
     let id = format!("subcg-{who:?}");
     let _d = Deleted(&b, id.clone());
-    let a = b.bundle_args("create", &id);
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "create: {}", describe(&out));
-    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let pid = b.create(&id);
     let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     let dir = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
         PathBuf::from(format!("/sys/fs/cgroup{}", own.lines().find_map(|l| l.strip_prefix("0::")).unwrap()))
@@ -1240,9 +1235,7 @@ both!(fn exec_joins_the_container(who) {
         c["hostname"] = json!("exec-test");
     }) else { return };
     let id = format!("e1-{who:?}");
-    let a = b.bundle_args("create", &id);
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "{}", describe(&out));
+    b.create(&id);
     let out = b.oci(&["start", &id]);
     assert!(out.status.success(), "{}", describe(&out));
     let out = b.oci(&["exec", &id, "sh", "-c", "hostname; echo $$; exit 3"]);
@@ -1320,9 +1313,7 @@ both!(fn environment_is_the_configs_with_later_settings_winning(who) {
         c["process"]["env"] = env.clone();
     }) else { return };
     let id = format!("env2-{who:?}");
-    let a = b.bundle_args("create", &id);
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "{}", describe(&out));
+    b.create(&id);
     let out = b.oci(&["start", &id]);
     assert!(out.status.success(), "{}", describe(&out));
     let out = b.oci(&["exec", "--env", "A=3", "--env", "C=4", &id, "cat", "/proc/self/environ"]);
@@ -1446,10 +1437,7 @@ both!(fn init_runs_from_a_sealed_copy(who) {
     use nix::sys::{statfs, statvfs};
     let Some(b) = Bundle::new(who, &["sleep", "60"], |_| {}) else { return };
     let id = format!("exe-{who:?}");
-    let a = b.bundle_args("create", &id);
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "create: {}", describe(&out));
-    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let pid = b.create(&id);
     let exe = PathBuf::from(format!("/proc/{pid}/exe"));
     let link = std::fs::read_link(&exe).unwrap();
     let f = std::fs::File::open(&exe).unwrap();
@@ -1611,10 +1599,7 @@ both!(fn start_returns_once_the_program_runs(who) {
         c["hooks"] = json!({"startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", "sleep 1"]}]});
     }) else { return };
     let id = format!("st-{who:?}");
-    let a = b.bundle_args("create", &id);
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "create: {}", describe(&out));
-    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let pid = b.create(&id);
     let out = b.oci(&["start", &id]);
     assert!(out.status.success(), "start: {}", describe(&out));
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
@@ -1759,10 +1744,7 @@ both!(fn cgroup_v2_resources_update_pause_delete(who) {
         });
     }) else { return };
     let id = format!("v2-{who:?}");
-    let a = b.bundle_args("create", &id);
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "create: {}", describe(&out));
-    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let pid = b.create(&id);
     let cg = v2_cgroup_of(pid);
     let want = match who {
         Who::Root => PathBuf::from(format!("/sys/fs/cgroup/cordon/{id}")),
@@ -1908,9 +1890,7 @@ both!(fn cgroup_v2_update_changes_device_rules(who) {
         }
     }) else { return };
     let id = format!("v2dev-{who:?}");
-    let a = b.bundle_args("create", &id);
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "create: {}", describe(&out));
+    b.create(&id);
     let update = |devices: Value| {
         let file = b.path().join("devices.json");
         std::fs::write(&file, serde_json::to_vec(&json!({"devices": devices})).unwrap()).unwrap();
@@ -2891,10 +2871,7 @@ fn update_on_cgroup_v1() {
         return;
     };
     let _cleanup = Deleted(&b, "upd1".into());
-    let a = b.bundle_args("create", "upd1");
-    let out = b.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "{}", describe(&out));
-    let pid = b.state("upd1")["pid"].as_i64().unwrap();
+    let pid = b.create("upd1");
     let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     let rel = cg
         .lines()

@@ -330,14 +330,7 @@ fn hybrid_auto_picks_v1_and_writes_the_v1_files() {
             .unwrap()
             .contains("memsw")
     );
-    let note = p
-        .report
-        .memory_bytes
-        .as_ref()
-        .unwrap()
-        .note
-        .clone()
-        .unwrap();
+    let note = memory_note(&p);
     assert!(
         note.contains("socket buffers held to the same size apart"),
         "{note}"
@@ -350,45 +343,35 @@ fn hybrid_auto_picks_v1_and_writes_the_v1_files() {
     }
 }
 
-#[test]
-fn v1_without_memsw_says_swap_is_not_limited() {
+/// The memory note of the v1 backend on the hybrid tree without the control file `file`.
+fn v1_memory_note_without(file: &str) -> String {
     let fs = fake();
     hybrid_tree(&fs);
-    std::fs::remove_file(
-        fs.root()
-            .join("memory/process_api/e820/memory.memsw.limit_in_bytes"),
-    )
-    .unwrap();
+    std::fs::remove_file(fs.root().join("memory/process_api/e820").join(file)).unwrap();
     let p = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1).unwrap();
-    let note = p
-        .report
+    memory_note(&p)
+}
+
+/// The note of the memory limit's report.
+fn memory_note(p: &Prepared) -> String {
+    p.report
         .memory_bytes
         .as_ref()
         .unwrap()
         .note
         .clone()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn v1_without_memsw_says_swap_is_not_limited() {
+    let note = v1_memory_note_without("memory.memsw.limit_in_bytes");
     assert!(note.contains("swap not limited"), "{note}");
 }
 
 #[test]
 fn v1_without_kmem_tcp_says_socket_buffers_are_not_limited() {
-    let fs = fake();
-    hybrid_tree(&fs);
-    std::fs::remove_file(
-        fs.root()
-            .join("memory/process_api/e820/memory.kmem.tcp.limit_in_bytes"),
-    )
-    .unwrap();
-    let p = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1).unwrap();
-    let note = p
-        .report
-        .memory_bytes
-        .as_ref()
-        .unwrap()
-        .note
-        .clone()
-        .unwrap();
+    let note = v1_memory_note_without("memory.kmem.tcp.limit_in_bytes");
     assert!(note.contains("socket buffers NOT limited"), "{note}");
 }
 
@@ -1210,14 +1193,7 @@ fn deferred_v1_is_checked_at_once_and_made_by_create_pending() {
         "nothing is made before create_pending"
     );
     // The report is final already: the swap file exists in cordon's own memory cgroup.
-    let note = p
-        .report
-        .memory_bytes
-        .as_ref()
-        .unwrap()
-        .note
-        .clone()
-        .unwrap();
+    let note = memory_note(&p);
     assert!(note.contains("memsw"), "{note}");
     let cg = p.cgroup.as_mut().unwrap();
     cg.create_pending().unwrap();
