@@ -603,6 +603,86 @@ both!(fn masked_and_readonly_paths(who) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"), "{}", describe(&out));
 });
 
+// A mount may not land inside /proc, where cordon-oci writes as the container's root
+// (sysctls, masks): not by its destination, nor through a symlink of the image (a volume at
+// `/data -> /proc/sys/net` would turn the write of net.ipv4.ping_group_range, which podman
+// sets, onto whatever host file a symlink in the volume names). The binds lxcfs makes (on
+// /proc/meminfo and the like) still work.
+both!(fn a_mount_inside_proc_is_refused_even_through_a_symlink(who) {
+    let vol = common::shared_tempdir();
+    std::fs::create_dir(vol.path().join("ipv4")).unwrap();
+    for (id, dst) in [("procsym", "/data"), ("procdirect", "/proc/sys/net")] {
+        let Some(b) = Bundle::new(who, &["true"], |c| {
+            c["mounts"].as_array_mut().unwrap().push(
+                json!({"destination": dst, "type": "bind", "source": vol.path(), "options": ["rbind"]}),
+            );
+            c["linux"]["sysctl"] = json!({"net.ipv4.ping_group_range": "0 0"});
+            let ns = c["linux"]["namespaces"].as_array_mut().unwrap();
+            if !ns.iter().any(|n| n["type"] == "network") {
+                ns.push(json!({"type": "network"}));
+            }
+        }) else { return };
+        std::os::unix::fs::symlink("/proc/sys/net", b.path().join("rootfs/data")).unwrap();
+        b.chown();
+        let out = b.run(&format!("{id}-{who:?}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}", describe(&out));
+        assert!(err.contains(&format!("destination {dst}")) && err.contains("may not go inside /proc"), "{}", describe(&out));
+        if dst == "/data" {
+            assert!(err.contains("leads to /proc/sys/net"), "{}", describe(&out));
+        }
+    }
+    let meminfo = vol.path().join("meminfo");
+    common::write_world_readable(&meminfo, b"MemTotal: 4 kB\n");
+    let Some(b) = Bundle::new(who, &["cat", "/proc/meminfo"], |c| {
+        c["mounts"].as_array_mut().unwrap().push(
+            json!({"destination": "/proc/meminfo", "type": "bind", "source": meminfo, "options": ["bind", "ro"]}),
+        );
+    }) else { return };
+    let out = b.run(&format!("lxcfs-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "MemTotal: 4 kB\n", "{}", describe(&out));
+});
+
+// The image decides what is at /dev/null when a mount of its covers /dev, or when there is
+// no /dev tmpfs: cordon-oci never follows procfs' magic links while placing the devices (a
+// `null -> /proc/1/cwd/X` read before the pivot names the host's working directory, after it
+// the root), and masks only with a /dev/null that is the null device itself, so a mask can
+// never be a bind of a file the image chose (runc's CVE-2025-31133).
+both!(fn masks_use_only_a_real_null_device(who) {
+    let marker = "IMAGE-FILE";
+    // A mount over /dev, reached through the image's `/x -> /dev`, whose null is a magic link.
+    let vol = common::shared_tempdir();
+    std::os::unix::fs::symlink("/proc/1/cwd/X", vol.path().join("null")).unwrap();
+    let Some(b) = Bundle::new(who, &["cat", "/proc/keys"], |c| {
+        c["mounts"].as_array_mut().unwrap().push(
+            json!({"destination": "/x", "type": "bind", "source": vol.path(), "options": ["rbind"]}),
+        );
+        c["linux"]["maskedPaths"] = json!(["/proc/keys"]);
+    }) else { return };
+    std::os::unix::fs::symlink("/dev", b.path().join("rootfs/x")).unwrap();
+    common::write_world_readable(&b.path().join("rootfs/X"), marker.as_bytes());
+    b.chown();
+    let out = b.run(&format!("magicnull-{who:?}"));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(marker), "{}", describe(&out));
+    assert!(!out.status.success(), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/proc/1/cwd") && err.contains("ELOOP"), "{}", describe(&out));
+    // No /dev tmpfs, and the image's /dev/null a symlink to a file of its own.
+    let Some(b) = Bundle::new(who, &["cat", "/proc/keys"], |c| {
+        c["mounts"].as_array_mut().unwrap().retain(|m| m["destination"] != "/dev");
+        c["linux"]["maskedPaths"] = json!(["/proc/keys"]);
+    }) else { return };
+    std::fs::create_dir(b.path().join("rootfs/dev")).unwrap();
+    std::os::unix::fs::symlink("/X", b.path().join("rootfs/dev/null")).unwrap();
+    common::write_world_readable(&b.path().join("rootfs/X"), marker.as_bytes());
+    b.chown();
+    let out = b.run(&format!("symnull-{who:?}"));
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(marker), "{}", describe(&out));
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not the null device"), "{}", describe(&out));
+});
+
 // A new network namespace is the container's own from the start: its sysfs (mounted inside
 // it) lists only `lo`, left down as runc leaves it, and a createRuntime hook, which may set
 // the network up, sees the namespace the program gets.
@@ -2439,6 +2519,27 @@ both!(fn spec_writes_no_inheritable_capabilities(who) {
     }) else { return };
     let out = b.run(&format!("ci-{who:?}"));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "CapInh:\t0000000000000000\n", "{}", describe(&out));
+});
+
+// linux.sysctl of the container's own namespaces is written below its procfs (not through a
+// symlink or a mount on the way) and the program reads it back.
+both!(fn sysctls_of_the_containers_namespaces_are_set(who) {
+    let Some(b) = Bundle::new(
+        who,
+        &["cat", "/proc/sys/kernel/msgmax", "/proc/sys/net/ipv4/ping_group_range"],
+        |c| {
+            let ns = c["linux"]["namespaces"].as_array_mut().unwrap();
+            for kind in ["network", "ipc"] {
+                if !ns.iter().any(|n| n["type"] == kind) {
+                    ns.push(json!({"type": kind}));
+                }
+            }
+            c["linux"]["sysctl"] = json!({"kernel.msgmax": "12345", "net.ipv4.ping_group_range": "0 0"});
+        },
+    ) else { return };
+    let out = b.run(&format!("sysctl-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "12345\n0\t0\n", "{}", describe(&out));
 });
 
 // F4 of the OCI review: net.* and IPC sysctls were written into a namespace joined by path

@@ -173,6 +173,85 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
     Ok(slave)
 }
 
+/// The container's /dev/null for the masks to bind, opened `O_PATH` without following a
+/// symlink and checked to be the character device 1:3, so the mask binds that very inode.
+/// A /dev/null the image made a symlink (or a file of its own) would otherwise put a file
+/// it chose over the masked ones: a writable host procfs file, say (runc's CVE-2025-31133).
+fn container_null() -> Result<OwnedFd, Step> {
+    use nix::fcntl::OFlag;
+    let step = "open /dev/null to mask with (linux.maskedPaths)";
+    let fd = nix::fcntl::open(
+        "/dev/null",
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|err| (step, format!("/dev/null: {err}")))?;
+    let st = nix::sys::stat::fstat(&fd).map_err(|err| (step, err.to_string()))?;
+    let chr = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFCHR;
+    if !chr || st.st_rdev != nix::sys::stat::makedev(1, 3) {
+        return Err((
+            step,
+            "/dev/null in the container is not the null device (a character device 1:3): the image or a mount put something else there; fix the image or the mounts over /dev".into(),
+        ));
+    }
+    Ok(fd)
+}
+
+/// The container's /proc, checked to be a procfs (not a directory or mount of the image's):
+/// sysctls are written below it and masks bound through its /proc/self/fd.
+fn container_proc(what: &'static str) -> Result<OwnedFd, Step> {
+    use nix::fcntl::OFlag;
+    let fd = nix::fcntl::open(
+        "/proc",
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|err| (what, format!("open /proc: {err}")))?;
+    let procfs = nix::sys::statfs::fstatfs(&fd)
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
+    if !procfs {
+        return Err((
+            what,
+            "/proc in the container is not a procfs: mount proc at /proc in mounts[]".into(),
+        ));
+    }
+    Ok(fd)
+}
+
+/// Writes the sysctl `key` (dotted) as `value` below the container's procfs `proc`, with no
+/// symlink followed and no mount crossed on the way: the file written is the container's
+/// own sysctl, whatever the image put where.
+fn write_sysctl(proc: &OwnedFd, key: &str, value: &str) -> Result<(), Step> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    let step = "set a sysctl (linux.sysctl)";
+    let rel = format!("sys/{}", key.replace('.', "/"));
+    let how = OpenHow::new()
+        .flags(OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY)
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS
+                | ResolveFlag::RESOLVE_NO_XDEV,
+        );
+    let fd = loop {
+        match openat2(proc, rel.as_str(), how) {
+            Err(Errno::EAGAIN) | Err(Errno::EINTR) => continue,
+            Err(err @ (Errno::EXDEV | Errno::ELOOP)) => {
+                return Err((
+                    step,
+                    format!(
+                        "{key}={value}: /proc/{rel}: {err}: a mount or symlink lies on the way to it in the container; remove the mount over /proc"
+                    ),
+                ));
+            }
+            r => break r.map_err(|err| (step, format!("{key}={value}: /proc/{rel}: {err}")))?,
+        }
+    };
+    let mut f = std::fs::File::from(fd);
+    std::io::Write::write_all(&mut f, value.as_bytes())
+        .map_err(|err| (step, format!("{key}={value}: {err}")))
+}
+
 /// The runtime spec's /dev/console with `process.terminal`: the console pty bound there (an
 /// empty file made for the mount when the root has none).
 fn mount_console(slave: &OwnedFd) -> Result<(), Step> {
@@ -245,6 +324,21 @@ pub fn secure_join(root: &Path, path: &Path) -> PathBuf {
         parts.push(comp);
         let cur: PathBuf = parts.iter().fold(root.to_path_buf(), |p, c| p.join(c));
         if let Ok(target) = std::fs::read_link(&cur) {
+            // A link of procfs (/proc/PID/cwd, root, exe, fd/N) is the kernel's magic link:
+            // its text names a place in this process's view now (the host's, before the
+            // pivot), not in the root, and the kernel resolves it differently later. Never
+            // followed: the rest stays as written, and the opens that come after refuse it
+            // (RESOLVE_NO_MAGICLINKS).
+            if cur.parent().is_some_and(on_procfs) {
+                while let Some(rest) = todo.pop() {
+                    if rest == ".." {
+                        parts.pop();
+                    } else {
+                        parts.push(rest);
+                    }
+                }
+                break;
+            }
             links += 1;
             if links > 40 {
                 break;
@@ -263,6 +357,67 @@ pub fn secure_join(root: &Path, path: &Path) -> PathBuf {
         }
     }
     parts.iter().fold(root.to_path_buf(), |p, c| p.join(c))
+}
+
+/// Whether `p` (followed) is on a procfs.
+fn on_procfs(p: &Path) -> bool {
+    nix::sys::statfs::statfs(p)
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
+}
+
+/// The destinations inside /proc that a bind may cover (lxcfs' files, as runc allows them):
+/// none is a file cordon-oci writes, or a way to the host.
+const PROC_BIND_DESTINATIONS: &[&str] = &[
+    "/proc/cpuinfo",
+    "/proc/diskstats",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/swaps",
+    "/proc/uptime",
+    "/proc/loadavg",
+    "/proc/slabinfo",
+    "/proc/net/dev",
+    "/proc/sys/kernel/ns_last_pid",
+];
+
+/// Refuses a mount whose destination, the image's symlinks followed (`resolved`, absolute
+/// inside the root), is /proc or below it, but for a proc mount on /proc and a bind on one
+/// of [`PROC_BIND_DESTINATIONS`] (runc's rule). cordon-oci writes into /proc as root of the
+/// container (sysctls, masks): a mount of the image's there (a volume reached through a
+/// symlink such as `/data -> /proc/sys/net`) could turn those writes onto the host's files.
+fn check_proc_destination(m: &MountOp, index: usize, resolved: &Path) -> Result<(), Step> {
+    let proc = Path::new("/proc");
+    if !resolved.starts_with(proc) {
+        return Ok(());
+    }
+    let allowed = if resolved == proc {
+        m.kind == "proc"
+    } else {
+        m.kind == "bind"
+            && PROC_BIND_DESTINATIONS
+                .iter()
+                .any(|d| resolved == Path::new(d))
+    };
+    if allowed {
+        return Ok(());
+    }
+    let via = if resolved == m.dst {
+        String::new()
+    } else {
+        format!(
+            " (it leads to {} through the image's symlinks)",
+            resolved.display()
+        )
+    };
+    Err((
+        "mount",
+        format!(
+            "mounts[{index}].destination {}{via}: a {} mount may not go inside /proc, where cordon-oci writes sysctls and masks as the container's root; only proc on /proc and binds on {} are allowed. Fix the image or the mount's destination",
+            m.dst.display(),
+            m.kind,
+            PROC_BIND_DESTINATIONS.join(", ")
+        ),
+    ))
 }
 
 fn to_ms(bits: libc::c_ulong) -> MsFlags {
@@ -418,6 +573,7 @@ fn do_mount(
     // step is still created relative to a parent opened inside the root.
     let resolved = secure_join(c.rootfs(), &m.dst);
     let create_at = Path::new("/").join(resolved.strip_prefix(c.rootfs()).unwrap_or(Path::new("")));
+    check_proc_destination(m, index, &create_at)?;
     // The destination, opened inside the root; the mount goes onto that very inode.
     let target = |flags: OFlag| -> Result<OwnedFd, Step> {
         open_in_root(&root, &m.dst, flags).map_err(|err| {
@@ -939,10 +1095,15 @@ fn enter_root(rootfs: &Path, no_pivot: bool) -> Result<(), Step> {
 
 fn finish_root(c: &Container) -> Result<(), Step> {
     let none: Option<&str> = None;
-    for (k, v) in &c.setup().sysctl {
-        let p = format!("/proc/sys/{}", k.replace('.', "/"));
-        std::fs::write(&p, v).map_err(|err| ("set a sysctl", format!("{k}={v}: {err}")))?;
+    if !c.setup().sysctl.is_empty() {
+        let proc = container_proc("set a sysctl (linux.sysctl)")?;
+        for (k, v) in &c.setup().sysctl {
+            write_sysctl(&proc, k, v)?;
+        }
     }
+    // The masks bind the null device through /proc/self/fd: both checked once, when a file
+    // is to be masked.
+    let mut null: Option<OwnedFd> = None;
     for p in &c.setup().masked {
         match std::fs::metadata(p) {
             // Nothing to hide; any other error leaves the path unmasked: fail closed.
@@ -953,10 +1114,16 @@ fn finish_root(c: &Container) -> Result<(), Step> {
                     format!("{}: {err}", p.display()),
                 ));
             }
-            // The container's own /dev/null, as runc masks with.
             Ok(md) if md.is_dir() => mounts::mask_dir(p).map_err(ep("mask the directory", p))?,
             Ok(_) => {
-                mounts::mask_file(p, Path::new("/dev/null")).map_err(ep("mask the file", p))?
+                let null = match &null {
+                    Some(fd) => fd,
+                    None => {
+                        container_proc("mask (linux.maskedPaths)")?;
+                        null.insert(container_null()?)
+                    }
+                };
+                mounts::mask_file(p, &fd_path(null)).map_err(ep("mask the file", p))?
             }
         }
     }
@@ -1363,6 +1530,12 @@ mod tests {
         );
         assert_eq!(secure_join(root, Path::new("/a/b/up/x")), root.join("x"));
         assert_eq!(secure_join(root, Path::new("/../../x")), root.join("x"));
+        // procfs' magic links are never followed: /proc/self/cwd read now names this
+        // process's working directory, not a place in the root.
+        assert_eq!(
+            secure_join(Path::new("/"), Path::new("/proc/self/cwd/x/../y")),
+            PathBuf::from("/proc/self/cwd/y")
+        );
     }
 
     #[test]
