@@ -132,7 +132,7 @@ pub struct V1Bind {
 /// /sys/fs/cgroup (`mountinfo`), the cgroup the container's init is in: one of `own` (the
 /// directories created for the container) when one lies in that hierarchy, else the
 /// caller's (`self_cgroup`, /proc/self/cgroup). A hierarchy whose cgroup lies
-/// outside what its mount shows (another cgroup namespace's) is left out. `links`: the
+/// outside what its mount shows (another cgroup namespace's), or is its root, is left out. `links`: the
 /// host's symlinks in /sys/fs/cgroup (`cpu` → `cpu,cpuacct`), recreated as they are.
 pub fn v1_mount_plan(
     mountinfo: &[MountInfo],
@@ -180,9 +180,12 @@ pub fn v1_mount_plan(
         let Ok(below) = Path::new(path).strip_prefix(&m.root) else {
             continue;
         };
-        if below
-            .components()
-            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        // The hierarchy's root (the caller sits there: conmon often does in `name=systemd`)
+        // would show every host cgroup and its processes: left out.
+        if below.as_os_str().is_empty()
+            || below
+                .components()
+                .any(|c| !matches!(c, std::path::Component::Normal(_)))
         {
             continue;
         }
@@ -1595,8 +1598,10 @@ mod tests {
 35 30 0:31 /../.. /sys/fs/cgroup/blkio rw shared:15 - cgroup cgroup rw,blkio
 36 30 0:32 /outer /sys/fs/cgroup/pids rw shared:16 - cgroup cgroup rw,pids
 37 25 0:33 / /elsewhere/freezer rw shared:17 - cgroup cgroup rw,freezer
+38 30 0:34 / /sys/fs/cgroup/devices rw shared:18 - cgroup cgroup rw,devices
 ";
         let me = "\
+10:devices:/
 9:freezer:/user.slice
 8:pids:/outer/inner
 7:blkio:/user.slice
@@ -1635,7 +1640,8 @@ mod tests {
                 b("memory", "/sys/fs/cgroup/memory/cordon/c1", true),
                 b("cpu,cpuacct", "/sys/fs/cgroup/cpu,cpuacct/cordon/c1", true),
                 // blkio's mount shows another namespace's root: left out; freezer is not
-                // below /sys/fs/cgroup.
+                // below /sys/fs/cgroup; devices would be the hierarchy's root (the caller
+                // is there): left out.
                 b("pids", "/sys/fs/cgroup/pids/inner", false),
             ]
         );
