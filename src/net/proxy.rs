@@ -285,6 +285,14 @@ fn report(ctx: &Ctx) -> NetworkReport {
     }
 }
 
+/// The peer's address when the connection never left this host: its source address is its
+/// destination, as the kernel picks it for a locally delivered connection.
+fn delivered_locally(upstream: &TcpStream) -> Option<IpAddr> {
+    let (local, peer) = (upstream.local_addr().ok()?, upstream.peer_addr().ok()?);
+    let ip = peer.ip().to_canonical();
+    (local.ip().to_canonical() == ip).then_some(ip)
+}
+
 /// Reads until the end of the request head; returns (head, bytes read past it).
 fn read_head(client: &mut TcpStream) -> Result<(String, Vec<u8>), String> {
     let _ = client.set_read_timeout(Some(TICK));
@@ -293,6 +301,10 @@ fn read_head(client: &mut TcpStream) -> Result<(String, Vec<u8>), String> {
     let mut chunk = [0u8; 4096];
     loop {
         if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            // The bound holds for the head itself, whatever one read brought with it.
+            if end + 4 > MAX_HEAD {
+                return Err(format!("request head larger than {MAX_HEAD} bytes"));
+            }
             let rest = buf.split_off(end + 4);
             let head =
                 String::from_utf8(buf).map_err(|_| "request head is not UTF-8".to_string())?;
@@ -630,6 +642,25 @@ fn handle_inner(ctx: &Ctx, client: &mut TcpStream) {
         );
         return;
     };
+    // The interfaces' addresses are not all the host answers on: a `local` route (AnyIP)
+    // delivers a whole range to the host's own services. Such a connection has the
+    // destination as its source too; it is held to the same rule as the host's addresses,
+    // and closed before a byte passes.
+    if let Some(reason) = delivered_locally(&upstream).and_then(|ip| {
+        ctx.policy
+            .check_not_local(ip, req.port, &admission, &[ip])
+            .err()
+    }) {
+        drop(upstream);
+        ctx.refuse(
+            client,
+            &shown,
+            req.port,
+            403,
+            format!("{reason} (the host delivers it to itself: a local route)"),
+        );
+        return;
+    }
     let record = Arc::new(Record {
         host: shown.clone(),
         port: req.port,
@@ -939,6 +970,34 @@ mod tests {
                     let ip: IpAddr = addr.split('/').next().unwrap().parse().unwrap();
                     assert!(local.contains(&ip), "{ip} missing from {local:?}");
                 }
+            }
+        }
+    }
+
+    /// The bound holds for the head itself, however the bytes arrive: one byte over is
+    /// refused even when the whole head comes in one read; a head at the bound is taken.
+    #[test]
+    fn the_head_bound_is_exact() {
+        let head_of = |len: usize| {
+            let mut h = b"GET http://a.test/ HTTP/1.1\r\nX: ".to_vec();
+            h.resize(len - 4, b'x');
+            h.extend_from_slice(b"\r\n\r\n");
+            h
+        };
+        for (len, ok) in [
+            (MAX_HEAD, true),
+            (MAX_HEAD + 1, false),
+            (MAX_HEAD + 3000, false),
+        ] {
+            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+            let mut c = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (mut server, _) = listener.accept().unwrap();
+            c.write_all(&head_of(len)).unwrap();
+            let r = read_head(&mut server);
+            assert_eq!(r.is_ok(), ok, "{len}: {:?}", r.map(|(h, _)| h.len()));
+            if let Ok((h, rest)) = r {
+                assert_eq!(h.len(), len);
+                assert!(rest.is_empty());
             }
         }
     }
