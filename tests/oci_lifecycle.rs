@@ -632,6 +632,16 @@ both!(fn a_mount_inside_proc_is_refused_even_through_a_symlink(who) {
             assert!(err.contains("leads to /proc/sys/net"), "{}", describe(&out));
         }
     }
+    // A bind of a procfs on /proc (CRI-O binds the host's for host-pid containers): allowed.
+    let Some(b) = Bundle::new(who, &["cat", "/proc/1/comm"], |c| {
+        c["mounts"].as_array_mut().unwrap().push(
+            json!({"destination": "/proc", "type": "bind", "source": "/proc", "options": ["rbind"]}),
+        );
+    }) else { return };
+    let out = b.run(&format!("procbind-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let host_init = std::fs::read_to_string("/proc/1/comm").unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), host_init, "{}", describe(&out));
     let meminfo = vol.path().join("meminfo");
     common::write_world_readable(&meminfo, b"MemTotal: 4 kB\n");
     let Some(b) = Bundle::new(who, &["cat", "/proc/meminfo"], |c| {

@@ -391,7 +391,8 @@ fn check_proc_destination(m: &MountOp, index: usize, resolved: &Path) -> Result<
         return Ok(());
     }
     let allowed = if resolved == proc {
-        m.kind == "proc"
+        // A proc mount, or a bind of a procfs (CRI-O's host-pid containers bind the host's).
+        m.kind == "proc" || (m.kind == "bind" && on_procfs(&m.src))
     } else {
         m.kind == "bind"
             && PROC_BIND_DESTINATIONS
@@ -412,7 +413,7 @@ fn check_proc_destination(m: &MountOp, index: usize, resolved: &Path) -> Result<
     Err((
         "mount",
         format!(
-            "mounts[{index}].destination {}{via}: a {} mount may not go inside /proc, where cordon-oci writes sysctls and masks as the container's root; only proc on /proc and binds on {} are allowed. Fix the image or the mount's destination",
+            "mounts[{index}].destination {}{via}: a {} mount may not go inside /proc, where cordon-oci writes sysctls and masks as the container's root; only proc (or a bind of a procfs) on /proc and binds on {} are allowed. Fix the image or the mount's destination",
             m.dst.display(),
             m.kind,
             PROC_BIND_DESTINATIONS.join(", ")
@@ -574,14 +575,28 @@ fn do_mount(
     let resolved = secure_join(c.rootfs(), &m.dst);
     let create_at = Path::new("/").join(resolved.strip_prefix(c.rootfs()).unwrap_or(Path::new("")));
     check_proc_destination(m, index, &create_at)?;
-    // The destination, opened inside the root; the mount goes onto that very inode.
+    // The destination, opened inside the root; the mount goes onto that very inode. One on
+    // a procfs is held to the /proc rule again, by where it really is: the check above
+    // followed the image's symlinks as they were then, and a volume shared with a running
+    // container can change them since.
     let target = |flags: OFlag| -> Result<OwnedFd, Step> {
-        open_in_root(&root, &m.dst, flags).map_err(|err| {
+        let t = open_in_root(&root, &m.dst, flags).map_err(|err| {
             (
                 "open a mount destination inside the root",
                 format!("{}: {err}", m.dst.display()),
             )
-        })
+        })?;
+        let procfs = nix::sys::statfs::fstatfs(&t)
+            .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
+        if procfs {
+            let at = std::fs::read_link(fd_path(&t)).unwrap_or_default();
+            let inside = at
+                .strip_prefix(c.rootfs())
+                .map(|r| Path::new("/").join(r))
+                .unwrap_or_else(|_| PathBuf::from("/proc/?"));
+            check_proc_destination(m, index, &inside)?;
+        }
+        Ok(t)
     };
     // procfs and sysfs where the config says, not where a symlink of the image points
     // (CVE-2019-19921: procfs moved elsewhere escapes maskedPaths and readonlyPaths).
