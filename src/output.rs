@@ -109,6 +109,63 @@ pub struct OutputDir {
 }
 
 impl OutputDir {
+    /// A request's `outputDir` under the operator's `--output-root`: `rel` (plain names
+    /// only) is made below `root` without following a symlink, and its last directory must
+    /// be new, made here for this request: a request, whose author the operator does not
+    /// trust, can then neither overwrite files already under the root (the operator's, or
+    /// another request's) nor follow a symlink kept there out of it.
+    pub fn open_new_under(root: &Path, rel: &Path) -> Result<OutputDir, OutputError> {
+        use std::path::Component;
+        let path = root.join(rel);
+        let mut names = Vec::new();
+        for c in rel.components() {
+            match c.as_os_str().to_str() {
+                _ if matches!(c, Component::CurDir) => {}
+                Some(n) if matches!(c, Component::Normal(_)) => names.push(n),
+                _ => {
+                    return Err(OutputError::Refused {
+                        path,
+                        why: "a request's outputDir under --output-root must be plain UTF-8 names below it".into(),
+                    });
+                }
+            }
+        }
+        let Some((last, above)) = names.split_last() else {
+            return Err(OutputError::Refused {
+                path,
+                why: "it is --output-root itself; a request's outputDir must name a new directory below it".into(),
+            });
+        };
+        let mut fd = OutputDir::open(root)?.fd;
+        let mut shown = root.to_path_buf();
+        let below_root = |e: OutputError| match e {
+            OutputError::Refused { path, why } => OutputError::Refused {
+                path,
+                why: format!(
+                    "{why}; below --output-root a request's outputDir never follows a symlink"
+                ),
+            },
+            e => e,
+        };
+        for n in above {
+            shown.push(n);
+            fd = open_dir_at(&fd, n, &shown).map_err(below_root)?;
+        }
+        shown.push(last);
+        match mkdirat(&fd, *last, Mode::from_bits_truncate(0o755)) {
+            Ok(()) => {}
+            Err(Errno::EEXIST) => {
+                return Err(OutputError::Refused {
+                    path: shown,
+                    why: "it already exists; under --output-root each request's outputDir must be a new directory, so that no request overwrites files already there (another request's, or yours)".into(),
+                });
+            }
+            Err(errno) => return Err(io("create directory", &shown)(errno)),
+        }
+        let fd = open_dir_at(&fd, last, &shown).map_err(below_root)?;
+        Ok(OutputDir { fd, path })
+    }
+
     pub fn open(dir: &Path) -> Result<OutputDir, OutputError> {
         use std::collections::VecDeque;
         use std::ffi::OsString;

@@ -323,9 +323,23 @@ pub fn confine_request_network(r: &RunRequest, scope: RequestNet) -> Result<(), 
 }
 
 /// A request's `outputDir` confined to `root` (see [`RunOptions::output_root`]): relative,
-/// it is taken under `root`; absolute, it must be inside it; `..` is refused either way.
+/// it is taken under `root`; absolute, it must be inside it; `..` is refused either way, and
+/// so is `root` itself (the directory must be a new one below it: [`OutputDir::open_new_under`]).
+///
+/// [`OutputDir::open_new_under`]: crate::output::OutputDir::open_new_under
 pub fn confine_output_dir(dir: &Path, root: &Path) -> Result<PathBuf, RunError> {
     use std::path::Component;
+    let below = dir.strip_prefix(root).unwrap_or(dir);
+    if !below
+        .components()
+        .any(|c| matches!(c, Component::Normal(_)))
+    {
+        return Err(RunError::Request(format!(
+            "invalid request: outputDir {:?} names --output-root {} itself; give a new directory below it",
+            dir.display().to_string(),
+            root.display()
+        )));
+    }
     if dir.components().any(|c| matches!(c, Component::ParentDir)) {
         return Err(RunError::Request(format!(
             "invalid request: outputDir {} has a `..` component; give a directory under --output-root {}",
@@ -572,9 +586,14 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     // Opened (and made) once the request is known to be valid, before anything runs: a bad
     // directory is reported now, not after the run, and a symlink put in its place meanwhile
     // cannot redirect the files.
-    let output_dir = match &req.output_dir {
-        Some(d) => Some(crate::output::OutputDir::open(d)?),
-        None => None,
+    let output_dir = match (&req.output_dir, &opts.output_root) {
+        (Some(d), Some(root)) => {
+            let d = confine_output_dir(d, root)?;
+            let rel = d.strip_prefix(root).unwrap_or(&d);
+            Some(crate::output::OutputDir::open_new_under(root, rel)?)
+        }
+        (Some(d), None) => Some(crate::output::OutputDir::open(d)?),
+        (None, _) => None,
     };
     let code_length = files
         .iter()

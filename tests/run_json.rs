@@ -675,6 +675,28 @@ both!(
             let r = confined(code(out));
             assert_refused(&r, out, &["--output-root"], &away);
         }
+        // Nothing already under the root is overwritten: not the root itself (`.`, ``, its
+        // absolute path), not another request's directory; and a symlink kept under the root
+        // is not followed out of it.
+        let theirs = root.path().join("job1/f.txt");
+        std::fs::write(root.path().join("f.txt"), "operator's").unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), root.path().join("latest")).unwrap();
+        for (out, why) in [
+            (".", "itself"),
+            ("", "itself"),
+            (root.path().to_str().unwrap(), "itself"),
+            ("job1", "already exists"),
+            ("latest/out", "symlink"),
+        ] {
+            let r = confined(code(out));
+            assert_refused(&r, out, &["--output-root", why], &away);
+        }
+        assert_eq!(std::fs::read_to_string(root.path().join("f.txt")).unwrap(), "operator's");
+        assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "hi");
+        // A new directory below an existing one is fine.
+        let r = confined(code("job1/again"));
+        assert_eq!(r.status(), "ok", "{}", r.describe());
+        assert!(root.path().join("job1/again/f.txt").exists(), "{}", r.describe());
         let r = request(
             who,
             json!({"language": "python", "code": "print(1)", "config": {"memoryLimit": 0}})
