@@ -349,11 +349,16 @@ pub fn run(args: &RunArgs) -> i32 {
     }
     if let Some(path) = &args.request {
         opts.passthrough = false;
+        // Never more than the cap and a byte: parse() refuses a text over it by its length.
+        let limit = crate::run::MAX_REQUEST_BYTES + 1;
+        let mut s = String::new();
         let text = if path.as_os_str() == "-" {
-            let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).map(|_| s)
+            std::io::stdin()
+                .take(limit)
+                .read_to_string(&mut s)
+                .map(|_| s)
         } else {
-            std::fs::read_to_string(path)
+            std::fs::File::open(path).and_then(|f| f.take(limit).read_to_string(&mut s).map(|_| s))
         };
         let text = match text {
             Ok(t) => t,

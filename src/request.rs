@@ -218,8 +218,55 @@ const REQUEST_FIELDS: &[&str] = &[
     "packagesLock",
 ];
 
-/// Parses one request, naming the field at fault in errors.
+/// How many JSON values `text` holds (every string, number, literal, array and object), up
+/// to `max + 1`: a scan that allocates nothing, made before parsing.
+fn count_values(text: &str, max: usize) -> usize {
+    let (mut n, mut in_string, mut escaped, mut in_scalar) = (0usize, false, false, false);
+    for &b in text.as_bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        let scalar_byte = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.');
+        if scalar_byte && !in_scalar {
+            n += 1;
+        }
+        in_scalar = scalar_byte;
+        if matches!(b, b'"' | b'[' | b'{') {
+            n += 1;
+            in_string = b == b'"';
+        }
+        if n > max {
+            break;
+        }
+    }
+    n
+}
+
+/// Parses one request, naming the field at fault in errors. A request over
+/// [`MAX_REQUEST_BYTES`] or with more than [`MAX_REQUEST_VALUES`] JSON values is refused
+/// before it is parsed.
+///
+/// [`MAX_REQUEST_BYTES`]: crate::run::MAX_REQUEST_BYTES
+/// [`MAX_REQUEST_VALUES`]: crate::run::MAX_REQUEST_VALUES
 pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
+    use crate::run::{MAX_REQUEST_BYTES, MAX_REQUEST_VALUES};
+    if text.len() as u64 > MAX_REQUEST_BYTES {
+        return Err(bad(format!(
+            "invalid request: it is over {MAX_REQUEST_BYTES} bytes ({} MiB of input in base64, and 1 MiB for the rest); send less data in the request",
+            crate::run::MAX_INPUT_BYTES >> 20
+        )));
+    }
+    if count_values(text, MAX_REQUEST_VALUES) > MAX_REQUEST_VALUES {
+        return Err(bad(format!(
+            "invalid request: it holds more than {MAX_REQUEST_VALUES} JSON values (strings, numbers, arrays, objects); send fewer args, env entries, files or packages"
+        )));
+    }
     serde_json::from_str(text).map_err(|e| {
         let msg = e.to_string();
         let hint = if msg.contains("unknown field") {
@@ -238,13 +285,22 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
 /// a request's fields; one inside `config` is named as `config.NAME` (serde's list is the
 /// right one there).
 fn unknown_field_hint(text: &str) -> String {
-    let Ok(serde_json::Value::Object(top)) = serde_json::from_str::<serde_json::Value>(text) else {
+    use serde::de::IgnoredAny;
+    // Keys only: the values are skipped, never built.
+    let Ok(top) = serde_json::from_str::<BTreeMap<String, IgnoredAny>>(text) else {
         return String::new();
     };
     if top.keys().any(|k| !REQUEST_FIELDS.contains(&k.as_str())) {
         return format!("; a request's fields are: {}", REQUEST_FIELDS.join(", "));
     }
-    if let Some(serde_json::Value::Object(config)) = top.get("config") {
+    #[derive(Deserialize)]
+    struct ConfigKeys {
+        config: Option<BTreeMap<String, IgnoredAny>>,
+    }
+    if let Ok(ConfigKeys {
+        config: Some(config),
+    }) = serde_json::from_str::<ConfigKeys>(text)
+    {
         let known = serde_json::to_value(JsonConfig::default()).ok();
         if let Some(serde_json::Value::Object(known)) = known
             && let Some(k) = config.keys().find(|k| !known.contains_key(k.as_str()))
@@ -422,6 +478,47 @@ impl JsonRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_are_counted_without_strings_fooling_the_count() {
+        // The object, its key, the array and its five members.
+        assert_eq!(
+            count_values(r#"{"a": [1, -2.5e3, true, null, "x,[{"]}"#, 100),
+            8
+        );
+        assert_eq!(count_values(r#"["\"[", "\\", []]"#, 100), 4);
+        assert_eq!(count_values("[1,2,3,4,5]", 3), 4, "stops past the bound");
+    }
+
+    /// A request's size and number of values are bounded before parsing: 10 million empty
+    /// args in 30 MB once cost cordon 1.1 GB.
+    #[test]
+    fn oversized_and_overfull_requests_are_refused_before_parsing() {
+        let many = format!(
+            r#"{{"language": "python", "code": "", "args": [{}""]}}"#,
+            "\"\",".repeat(crate::run::MAX_REQUEST_VALUES)
+        );
+        let e = parse(&many).unwrap_err().to_string();
+        assert!(e.contains("more than 1048576 JSON values"), "{e}");
+        let big = format!(
+            r#"{{"language": "python", "code": "{}"}}"#,
+            "x".repeat(crate::run::MAX_REQUEST_BYTES as usize)
+        );
+        let e = parse(&big).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("over {} bytes", crate::run::MAX_REQUEST_BYTES)),
+            "{e}"
+        );
+        // Unknown fields are still named, with values that are never built.
+        let e = parse(r#"{"language": "python", "bogus": [[[]]], "config": {"x": 1}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a request's fields are"), "{e}");
+        let e = parse(r#"{"language": "python", "config": {"x": [1]}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`config.x` is not a config field"), "{e}");
+    }
 
     #[test]
     fn minimal_and_full_requests() {

@@ -22,6 +22,16 @@ pub const CACHE_MAX_BYTES: u64 = 512 << 20;
 /// The largest input (code plus files) a request may carry.
 pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 
+/// The most bytes a JSON request's text may have: the input cap in base64, and 1 MiB for the
+/// rest of the request. Checked before it is parsed, so a request cannot make cordon hold
+/// more than a few times this.
+pub const MAX_REQUEST_BYTES: u64 = MAX_INPUT_BYTES / 3 * 4 + (1 << 20);
+
+/// The most JSON values (strings, numbers, arrays, objects...) a request may hold: each costs
+/// cordon a small allocation once parsed, so millions of empty ones (`"args": ["", "", ...]`)
+/// would cost gigabytes from a small request.
+pub const MAX_REQUEST_VALUES: usize = 1 << 20;
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
@@ -539,17 +549,26 @@ fn check_entry(entry: &str) -> Result<(), RunError> {
     Ok(())
 }
 
-/// The input cap ([`MAX_INPUT_BYTES`]) over the code and files, in the words of whoever gave
-/// them: a JSON request's `code` and `files`, or the command line's code and `--file`s.
-fn check_input_size(files: &[InputFile], naming: LimitNaming) -> Result<(), RunError> {
-    let total: u64 = files.iter().map(|f| f.contents.len() as u64).sum();
+/// The input cap ([`MAX_INPUT_BYTES`]) over the code and files (and a request's stdin), in
+/// the words of whoever gave them: a JSON request's `code`, `files` and `stdin`, or the
+/// command line's code and `--file`s.
+fn check_input_size(
+    files: &[InputFile],
+    stdin: &StdinSource,
+    naming: LimitNaming,
+) -> Result<(), RunError> {
+    let stdin = match stdin {
+        StdinSource::Bytes(b) => b.len() as u64,
+        _ => 0,
+    };
+    let total: u64 = files.iter().map(|f| f.contents.len() as u64).sum::<u64>() + stdin;
     if total <= MAX_INPUT_BYTES {
         return Ok(());
     }
     let cap = MAX_INPUT_BYTES >> 20;
     Err(RunError::Request(match naming {
         LimitNaming::Request | LimitNaming::CompileRequest => format!(
-            "the request's code plus files exceed {cap} MiB ({total} bytes); send less data in the request (split the job, or let the program fetch its data over config.network)"
+            "the request's code, files and stdin exceed {cap} MiB ({total} bytes); send less data in the request (split the job, or let the program fetch its data over config.network)"
         ),
         _ => format!(
             "the code and the --file files exceed {cap} MiB ({total} bytes); give fewer or smaller --file files, or split the job (`cordon exec --ro-bind` shows a directory without copying it)"
@@ -568,7 +587,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
             f.path = entry.clone();
         }
     }
-    check_input_size(&files, req.limits.naming)?;
+    check_input_size(&files, &req.stdin, req.limits.naming)?;
     if !files.iter().any(|f| f.path == entry) {
         return Err(RunError::Request(format!(
             "no file named `{entry}` to run: give code (-c, a FILE, or `code`), or name an existing file as the entry point"
@@ -1030,19 +1049,35 @@ mod tests {
             contents: vec![0; MAX_INPUT_BYTES as usize + 1],
             mode: 0o644,
         }];
-        let e = check_input_size(&big, LimitNaming::Request)
+        let e = check_input_size(&big, &StdinSource::Null, LimitNaming::Request)
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("the request's code plus files exceed 64 MiB"),
+            e.starts_with("the request's code, files and stdin exceed 64 MiB"),
             "{e}"
         );
         assert!(!e.contains("--file"), "{e}");
-        let e = check_input_size(&big, LimitNaming::Flags)
+        let e = check_input_size(&big, &StdinSource::Null, LimitNaming::Flags)
             .unwrap_err()
             .to_string();
         assert!(e.contains("--file"), "{e}");
-        check_input_size(&big[..0], LimitNaming::Request).unwrap();
+        check_input_size(&big[..0], &StdinSource::Null, LimitNaming::Request).unwrap();
+        // A request's stdin counts too.
+        let stdin = StdinSource::Bytes(vec![0; MAX_INPUT_BYTES as usize]);
+        let e = check_input_size(&big[..0], &stdin, LimitNaming::Request);
+        assert!(e.is_ok(), "{e:?}");
+        let e = check_input_size(
+            &big[..1]
+                .iter()
+                .map(|f| InputFile {
+                    contents: vec![1],
+                    ..f.clone()
+                })
+                .collect::<Vec<_>>(),
+            &stdin,
+            LimitNaming::Request,
+        );
+        assert!(e.is_err(), "one byte of files over the cap with stdin");
     }
 
     /// A root filesystem that cannot be read is refused before any launch, saying where
