@@ -125,9 +125,12 @@ pub enum CoreDumps {
 impl CoreDumps {
     pub fn of(core: u64, pattern: &str) -> CoreDumps {
         let pattern = pattern.trim();
-        if core >= CORE_NO_DUMP {
+        // Exactly 1: the value the kernel aborts a piped dump for (more lets it through).
+        // `@` (Linux 6.16+) hands the dump to a socket's listener, a receiver outside the
+        // sandbox like a pipe's helper; that 1 stops it too is assumed, not verified here.
+        if core == CORE_NO_DUMP {
             CoreDumps::Refused
-        } else if pattern.starts_with('|') {
+        } else if pattern.starts_with('|') || pattern.starts_with('@') {
             CoreDumps::ToHelper(pattern.to_string())
         } else {
             CoreDumps::NoFile
@@ -151,10 +154,11 @@ impl CoreDumps {
     }
 }
 
-/// The host's `kernel.core_pattern` (empty when unreadable: taken as a file pattern, which
-/// a limit of 0 or 1 stops alike).
+/// The host's `kernel.core_pattern`; when unreadable, a pipe of unknown name: it may be one,
+/// and a run whose crashes it would get is refused unless accepted (fail closed).
 pub fn core_pattern() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/core_pattern").unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/core_pattern")
+        .unwrap_or_else(|e| format!("|? (kernel.core_pattern unreadable: {e})"))
 }
 
 /// The rlimits for `backend`: always NOFILE, CORE=1, RTPRIO=0, NICE=0, SIGPENDING and
@@ -283,12 +287,20 @@ pub fn nix_resource(r: super::RlimitResource) -> Option<nix::sys::resource::Reso
 #[cfg(test)]
 mod tests {
     #[test]
-    fn core_dumps_reach_a_piped_helper_only_with_a_limit_of_0() {
+    fn core_dumps_reach_a_helper_unless_the_limit_is_exactly_1() {
         assert_eq!(
             CoreDumps::of(1, "|/lib/systemd/systemd-coredump %P"),
             CoreDumps::Refused
         );
-        assert_eq!(CoreDumps::of(u64::MAX, "core"), CoreDumps::Refused);
+        assert_eq!(CoreDumps::of(u64::MAX, "core"), CoreDumps::NoFile);
+        assert!(matches!(
+            CoreDumps::of(2, "|/bin/helper"),
+            CoreDumps::ToHelper(_)
+        ));
+        assert!(matches!(
+            CoreDumps::of(0, "@/run/coredump.socket"),
+            CoreDumps::ToHelper(_)
+        ));
         assert_eq!(CoreDumps::of(0, "core\n"), CoreDumps::NoFile);
         assert_eq!(CoreDumps::of(0, ""), CoreDumps::NoFile);
         let to = CoreDumps::of(0, " |/usr/share/apport/apport -p%p\n");
