@@ -426,6 +426,7 @@ struct LocalRoute(String);
 impl LocalRoute {
     fn add(addr: &str) -> Result<LocalRoute, String> {
         let net = format!("{addr}/32");
+        // One a killed earlier run left behind (a documentation address: no host routes it).
         let _ = std::process::Command::new("ip")
             .args(["route", "del", "local", &net, "dev", "lo"])
             .output();
@@ -461,7 +462,10 @@ both!(
         let addr = if who == Who::Root { "198.51.100.7" } else { "198.51.100.8" };
         let _route = match LocalRoute::add(addr) {
             Ok(r) => r,
-            Err(e) => panic!("ip route add local {addr}/32 dev lo: {e}"),
+            Err(e) => {
+                skip_unless_required!("SKIP: an_address_the_host_delivers_to_itself_is_refused_unless_listed: ip route add local {addr}/32 dev lo: {e}");
+                return;
+            }
         };
         let listener = std::net::TcpListener::bind((addr, 0)).unwrap();
         let port = listener.local_addr().unwrap().port();

@@ -2044,13 +2044,6 @@ both!(fn cgroup_v1_mount_shows_only_the_containers_cgroups(who) {
     // root, are left out of the mount).
     let victim = format!("cordon-test-victim-{who:?}");
     let hierarchies = ["memory", "pids", "blkio", "systemd", "devices", "unified"];
-    let host_victims: Vec<PathBuf> =
-        hierarchies.iter().map(|h| Path::new("/sys/fs/cgroup").join(h).join(&victim)).collect();
-    if running_as_root() {
-        for v in &host_victims {
-            let _ = std::fs::create_dir(v);
-        }
-    }
     let script = format!(
         "for h in {}; do ls /sys/fs/cgroup/$h 2>/dev/null; done | grep -c {victim}; \
          echo $$ > /sys/fs/cgroup/memory/cgroup.procs && echo MOVED; \
@@ -2063,10 +2056,23 @@ both!(fn cgroup_v1_mount_shows_only_the_containers_cgroups(who) {
             c["linux"]["resources"] = json!({"memory": {"limit": 67108864}});
         }
     }) else { return };
-    let out = b.run(&format!("cg1-{who:?}"));
-    for v in &host_victims {
-        let _ = std::fs::remove_dir(v);
+    // Removed however the test ends.
+    struct Victims(Vec<PathBuf>);
+    impl Drop for Victims {
+        fn drop(&mut self) {
+            for v in &self.0 {
+                let _ = std::fs::remove_dir(v);
+            }
+        }
     }
+    let victims = Victims(hierarchies.iter().map(|h| Path::new("/sys/fs/cgroup").join(h).join(&victim)).collect());
+    if running_as_root() {
+        for v in &victims.0 {
+            let _ = std::fs::create_dir(v);
+        }
+    }
+    let out = b.run(&format!("cg1-{who:?}"));
+    drop(victims);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.starts_with("0\n"), "the host's cgroups are visible: {}", describe(&out));
     assert!(!stdout.contains("MOVED") && !stdout.contains("WROTE"), "{}", describe(&out));
@@ -3110,6 +3116,15 @@ fn a_state_base_in_tmp_that_another_user_made_is_refused() {
     }
     let (caller, other) = (61_000 + std::process::id() % 1000, 62_999u32);
     let base = PathBuf::from(format!("/tmp/cordon-{caller}"));
+    // Removed however the test ends.
+    struct Clean(PathBuf);
+    impl Drop for Clean {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _guard = Clean(base.clone());
     let clean = || {
         let _ = std::fs::remove_file(&base);
         let _ = std::fs::remove_dir_all(&base);

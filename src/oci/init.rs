@@ -185,7 +185,12 @@ fn container_null() -> Result<OwnedFd, Step> {
         OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|err| (step, format!("/dev/null: {err}")))?;
+    .map_err(|err| {
+        (
+            step,
+            format!("/dev/null: {err}: the image or a mount over /dev put no null device there (ELOOP: a symlink); fix the image or the mounts over /dev"),
+        )
+    })?;
     let st = nix::sys::stat::fstat(&fd).map_err(|err| (step, err.to_string()))?;
     let chr = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFCHR;
     if !chr || st.st_rdev != nix::sys::stat::makedev(1, 3) {

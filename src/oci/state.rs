@@ -222,11 +222,18 @@ pub fn private_tmp_dir(tmp: &Path, euid: u32) -> Result<PathBuf, StateError> {
         owner: euid,
     };
     let t = std::fs::metadata(tmp).map_err(io("inspect", tmp))?;
-    if (t.uid() != 0 && t.uid() != euid) || (t.mode() & 0o002 != 0 && t.mode() & 0o1000 == 0) {
+    if t.uid() != 0 && t.uid() != euid {
+        // In a user namespace the host's root shows as the overflow uid (65534).
         return Err(unsafe_base(format!(
-            "{} (owner uid {}, mode {:o}) lets others rename what is in it",
+            "{} belongs to uid {}, neither root nor {euid}, who could replace what is in it (in a user namespace, where the host's root shows as 65534, /tmp cannot be vetted)",
             tmp.display(),
-            t.uid(),
+            t.uid()
+        )));
+    }
+    if t.mode() & 0o002 != 0 && t.mode() & 0o1000 == 0 {
+        return Err(unsafe_base(format!(
+            "{} (mode {:o}) is writable by others and not sticky: they may rename what is in it",
+            tmp.display(),
             t.mode() & 0o7777
         )));
     }
@@ -525,7 +532,22 @@ mod tests {
         // A temp directory whose entries others may rename.
         mode(t.path(), 0o777);
         let e = private_tmp_dir(t.path(), euid).unwrap_err().to_string();
-        assert!(e.contains("lets others rename"), "{e}");
+        assert!(e.contains("writable by others and not sticky"), "{e}");
+        mode(t.path(), 0o1777);
+        if nix::unistd::chown(
+            t.path(),
+            Some(nix::unistd::Uid::from_raw(euid + 4242)),
+            None,
+        )
+        .is_ok()
+        {
+            let e = private_tmp_dir(t.path(), euid).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("belongs to uid {}", euid + 4242)),
+                "{e}"
+            );
+            nix::unistd::chown(t.path(), Some(nix::unistd::Uid::from_raw(euid)), None).unwrap();
+        }
         mode(t.path(), 0o700);
     }
 
