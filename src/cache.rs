@@ -188,11 +188,8 @@ pub struct Cache {
 /// where `dir` leads and can point it elsewhere between any two opens. (Callers go on with the
 /// real path, so that what was checked is what gets used.)
 pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
-    if let Some((link, owner)) = foreign_symlink(dir, euid) {
-        return Some(format!(
-            "{} is a symlink of uid {owner}: another user chooses where cordon keeps your files and can redirect them at any time; remove it (ask its owner or root), or point HOME, XDG_CACHE_HOME / XDG_STATE_HOME at a private directory",
-            link.display()
-        ));
+    if let Some(why) = foreign_symlink_reason(dir, euid) {
+        return Some(why);
     }
     let real = match fs::canonicalize(dir) {
         Ok(r) => r,
@@ -216,6 +213,17 @@ pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
         cur = a.parent();
     }
     None
+}
+
+/// Why `dir` cannot be used if a symlink on the way to it (as far as it exists) is another
+/// user's: checked before a missing part is made, which would follow it.
+pub fn foreign_symlink_reason(dir: &Path, euid: u32) -> Option<String> {
+    foreign_symlink(dir, euid).map(|(link, owner)| {
+        format!(
+            "{} is a symlink of uid {owner}: another user chooses where cordon keeps your files and can redirect them at any time; remove it (ask its owner or root), or point HOME, XDG_CACHE_HOME / XDG_STATE_HOME at a private directory",
+            link.display()
+        )
+    })
 }
 
 /// The first symlink on the way to `dir` (each prefix of its absolute path, not followed)
@@ -245,6 +253,10 @@ impl Cache {
     /// together are kept within `max_bytes` (entry files, headers included).
     pub fn open(dir: impl Into<PathBuf>, max_bytes: u64) -> Result<Cache, CacheError> {
         let dir = dir.into();
+        // Before anything is made: making it would follow another user's symlink.
+        if let Some(reason) = foreign_symlink_reason(&dir, nix::unistd::geteuid().as_raw()) {
+            return Err(CacheError::InsecureAncestor { path: dir, reason });
+        }
         DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -817,6 +829,12 @@ mod tests {
             "{msg}"
         );
         assert!(unsafe_ancestor(&link.join("c"), euid).is_some());
+        // Refused before anything is made through it.
+        assert!(Cache::open(link.join("new/c"), 1 << 20).is_err());
+        assert!(
+            !real.join("new").exists(),
+            "a directory was made through the symlink"
+        );
     }
 
     #[test]

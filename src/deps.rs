@@ -270,6 +270,10 @@ fn cache_dir() -> Result<PathBuf, DepsError> {
         .parent()
         .map(|p| p.join("deps"))
         .unwrap_or_else(|| compile.join("deps"));
+    // Before anything is made: making it would follow another user's symlink.
+    if let Some(why) = crate::cache::foreign_symlink_reason(&dir, nix::unistd::geteuid().as_raw()) {
+        return Err(cache_err(&dir, why));
+    }
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

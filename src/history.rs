@@ -420,6 +420,14 @@ impl History {
         let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) else {
             return Ok(None);
         };
+        // Before anything is made: making it would follow another user's symlink.
+        let euid = nix::unistd::geteuid().as_raw();
+        if let Some(reason) = crate::cache::foreign_symlink_reason(parent, euid) {
+            return Err(HistoryError::Insecure {
+                path: parent.to_path_buf(),
+                reason,
+            });
+        }
         DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -430,7 +438,6 @@ impl History {
             })?;
         // The directory must be the caller's, and no one else may replace it or what is
         // above it (the fallback under /tmp could be made by anyone first).
-        let euid = nix::unistd::geteuid().as_raw();
         let insecure = |reason: String| HistoryError::Insecure {
             path: parent.to_path_buf(),
             reason,
