@@ -54,6 +54,13 @@ fn files<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Json
             let mut out = BTreeMap::new();
             while let Some(name) = m.next_key::<String>()? {
                 let file = m.next_value_seed(FileSeed(&name))?;
+                // Not "the last one wins": a validator reading the first would have checked
+                // other code than what runs.
+                if out.contains_key(&name) {
+                    return Err(serde::de::Error::custom(format!(
+                        "files.{name} is given twice; give each file once"
+                    )));
+                }
                 out.insert(name, file);
             }
             Ok(out)
@@ -514,6 +521,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("a request's fields are"), "{e}");
+        let e = parse(r#"{"language": "python", "files": {"a.py": "1", "a.py": "2"}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("files.a.py is given twice"), "{e}");
         let e = parse(r#"{"language": "python", "config": {"x": [1]}}"#)
             .unwrap_err()
             .to_string();
