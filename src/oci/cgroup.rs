@@ -1424,11 +1424,17 @@ pub fn signal_all(dirs: &[PathBuf], sig: libc::c_int) -> Signalled {
             return done;
         }
     }
-    let rounds = if sig == libc::SIGKILL { 100 } else { 1 };
+    // SIGKILL without cgroup.kill (v1): rounds until the cgroups are empty, frozen meanwhile
+    // where a freezer is (as runc), so that a fork loop cannot outrun them; a frozen process
+    // dies of its SIGKILL once thawed. Every listed process is signalled in every round: a
+    // pid signalled before may since name a new process the cgroup forked.
+    let kill = sig == libc::SIGKILL;
+    let frozen = kill && freeze(dirs, true).is_ok();
+    let rounds = if kill { 100 } else { 1 };
     for _ in 0..rounds {
         let mut pinned = Vec::new();
         for p in pids(dirs) {
-            if done.pids.contains(&p) || done.missed.iter().any(|(m, _)| *m == p) {
+            if done.missed.iter().any(|(m, _)| *m == p) {
                 continue;
             }
             match crate::sys::pidfd_open(nix::unistd::Pid::from_raw(p)) {
@@ -1446,10 +1452,25 @@ pub fn signal_all(dirs: &[PathBuf], sig: libc::c_int) -> Signalled {
                 continue;
             }
             match crate::sys::pidfd_kill(std::os::fd::AsFd::as_fd(&fd), sig) {
-                Ok(()) | Err(nix::errno::Errno::ESRCH) => done.pids.push(p),
+                Ok(()) | Err(nix::errno::Errno::ESRCH) => {
+                    if !done.pids.contains(&p) {
+                        done.pids.push(p);
+                    }
+                }
                 Err(e) => done.missed.push((p, e)),
             }
         }
+        if frozen {
+            // The killed die only once thawed: thaw, and freeze again for the next round.
+            let _ = freeze(dirs, false);
+            if pids(dirs).is_empty() {
+                return done;
+            }
+            let _ = freeze(dirs, true);
+        }
+    }
+    if frozen {
+        let _ = freeze(dirs, false);
     }
     done
 }
