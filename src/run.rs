@@ -289,11 +289,14 @@ pub fn confine_request_network(r: &RunRequest, scope: RequestNet) -> Result<(), 
         RequestNet::Public => {
             let own = crate::net::proxy::local_addresses()
                 .map_err(|e| RunError::Request(format!("invalid request: {e}")))?;
+            // Also an address a `local` route gives the host (AnyIP); an answer the kernel
+            // would not give counts as the host's (fail closed).
             let special = |ip: std::net::IpAddr| {
                 classify(ip).is_some()
                     || own.iter().any(|o| {
                         crate::net::policy::canonical(*o) == crate::net::policy::canonical(ip)
                     })
+                    || crate::net::proxy::routed_to_this_host(ip).unwrap_or(true)
             };
             let check = |e: &crate::net::policy::Entry, field: &str| match &e.host {
                 HostPattern::Ip(ip) if special(*ip) => {

@@ -419,85 +419,94 @@ both!(
     }
 );
 
-/// A route that delivers a range to this host (`ip route add local 198.51.100.N/32 dev lo`,
-/// "AnyIP") for as long as it lives.
-struct LocalRoute(String);
+/// A route that delivers an address to this host (`ip route add local ADDR/32 dev lo`, or
+/// /128 for IPv6: "AnyIP") for as long as it lives.
+struct LocalRoute(Vec<String>);
 
 impl LocalRoute {
     fn add(addr: &str) -> Result<LocalRoute, String> {
-        let net = format!("{addr}/32");
-        // One a killed earlier run left behind (a documentation address: no host routes it).
-        let _ = std::process::Command::new("ip")
-            .args(["route", "del", "local", &net, "dev", "lo"])
-            .output();
+        let v6 = addr.contains(':');
+        let mut args: Vec<String> = if v6 { vec!["-6".into()] } else { vec![] };
+        args.extend(["route".into(), "add".into(), "local".into()]);
+        args.push(format!("{addr}/{}", if v6 { 128 } else { 32 }));
+        args.extend(["dev".into(), "lo".into()]);
+        let mut del = args.clone();
+        del[if v6 { 2 } else { 1 }] = "del".into();
+        // One a killed earlier run left behind (documentation addresses: no host routes them).
+        let _ = std::process::Command::new("ip").args(&del).output();
         let out = std::process::Command::new("ip")
-            .args(["route", "add", "local", &net, "dev", "lo"])
+            .args(&args)
             .output()
             .map_err(|e| format!("ip: {e}"))?;
         if !out.status.success() {
             return Err(String::from_utf8_lossy(&out.stderr).into_owned());
         }
-        Ok(LocalRoute(net))
+        Ok(LocalRoute(del))
     }
 }
 
 impl Drop for LocalRoute {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["route", "del", "local", &self.0, "dev", "lo"])
-            .output();
+        let _ = std::process::Command::new("ip").args(&self.0).output();
     }
 }
 
 both!(
-    /// An allowed name that resolves into a range the host delivers to itself through a
-    /// `local` route (no interface has the address, so it is not among the host's addresses)
-    /// reaches the host's own services like its addresses do: refused unless the address is
-    /// listed, and the service gets no byte. Listed, it is served.
+    /// An allowed name that resolves to an address the host delivers to itself through a
+    /// `local` route (no interface has the address, so it is not among the interfaces'
+    /// addresses), IPv4 or IPv6, reaches the host's own services like its addresses do:
+    /// refused unless the address is listed, and the service gets no byte. Listed, it is
+    /// served.
     fn an_address_the_host_delivers_to_itself_is_refused_unless_listed(who) {
         if !running_as_root() {
             skip!("SKIP: an_address_the_host_delivers_to_itself_is_refused_unless_listed: adding a local route needs root");
             return;
         }
-        let addr = if who == Who::Root { "198.51.100.7" } else { "198.51.100.8" };
-        let _route = match LocalRoute::add(addr) {
-            Ok(r) => r,
-            Err(e) => {
-                skip_unless_required!("SKIP: an_address_the_host_delivers_to_itself_is_refused_unless_listed: ip route add local {addr}/32 dev lo: {e}");
-                return;
-            }
-        };
-        let listener = std::net::TcpListener::bind((addr, 0)).unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-        let seen = std::sync::Arc::clone(&got);
-        std::thread::spawn(move || {
-            use std::io::{Read, Write};
-            for mut s in listener.incoming().flatten() {
-                let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
-                let mut buf = [0u8; 4096];
-                let n = s.read(&mut buf).unwrap_or(0);
-                seen.lock().unwrap().extend_from_slice(&buf[..n]);
-                if n > 0 {
-                    let _ = s.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 6\r\n\r\nSECRET");
+        let n = if who == Who::Root { 7 } else { 8 };
+        for (addr, entry) in [
+            (format!("198.51.100.{n}"), format!("198.51.100.{n}")),
+            (format!("2001:db8:77::{n}"), format!("[2001:db8:77::{n}]")),
+        ] {
+            let _route = match LocalRoute::add(&addr) {
+                Ok(r) => r,
+                Err(e) => {
+                    skip_unless_required!("SKIP: an_address_the_host_delivers_to_itself_is_refused_unless_listed: ip route add local {addr}: {e}");
+                    return;
                 }
-            }
-        });
-        let url = format!("http://anyip.test:{port}/x");
-        let resolve = ["--net-resolve".to_string(), format!("anyip.test={addr}")];
-        let mut opts = vec!["--net".to_string(), format!("allow=anyip.test:{port}")];
-        opts.extend(resolve.iter().cloned());
-        let r = exec_json_run(who, &opts, &[PY, "-c", CLIENT, &url]);
-        let out = r.expect_ok().to_string();
-        assert!(line_for(&out, &url).contains("HTTP 403 cordon:"), "{}", r.describe());
-        let why = refused_reason(&r, "anyip.test", port);
-        assert!(why.contains(&format!("resolves to {addr}")) && why.contains("delivers it to itself"), "{why}");
-        assert!(got.lock().unwrap().is_empty(), "the host's service got bytes: {:?}", got.lock().unwrap());
-        // The address listed explicitly: served.
-        let mut opts = vec!["--net".to_string(), format!("allow=anyip.test:{port},{addr}:{port}")];
-        opts.extend(resolve.iter().cloned());
-        let r = exec_json_run(who, &opts, &[PY, "-c", CLIENT, &url]);
-        let out = r.expect_ok().to_string();
-        assert!(line_for(&out, &url).contains(" 200 6 SECRET"), "{}", r.describe());
+            };
+            // Any address: the connection reaches it however the host delivers it.
+            let listener = std::net::TcpListener::bind("[::]:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+            let seen = std::sync::Arc::clone(&got);
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                for mut s in listener.incoming().flatten() {
+                    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                    let mut buf = [0u8; 4096];
+                    let n = s.read(&mut buf).unwrap_or(0);
+                    seen.lock().unwrap().extend_from_slice(&buf[..n]);
+                    if n > 0 {
+                        let _ = s.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 6\r\n\r\nSECRET");
+                    }
+                }
+            });
+            let url = format!("http://anyip.test:{port}/x");
+            let resolve = ["--net-resolve".to_string(), format!("anyip.test={addr}")];
+            let mut opts = vec!["--net".to_string(), format!("allow=anyip.test:{port}")];
+            opts.extend(resolve.iter().cloned());
+            let r = exec_json_run(who, &opts, &[PY, "-c", CLIENT, &url]);
+            let out = r.expect_ok().to_string();
+            assert!(line_for(&out, &url).contains("HTTP 403 cordon:"), "{addr}: {}", r.describe());
+            let why = refused_reason(&r, "anyip.test", port);
+            assert!(why.contains(&format!("resolves to {addr}")) && why.contains("an address of this host"), "{why}");
+            assert!(got.lock().unwrap().is_empty(), "{addr}: the host's service got bytes: {:?}", got.lock().unwrap());
+            // The address listed explicitly: served.
+            let mut opts = vec!["--net".to_string(), format!("allow=anyip.test:{port},{entry}:{port}")];
+            opts.extend(resolve.iter().cloned());
+            let r = exec_json_run(who, &opts, &[PY, "-c", CLIENT, &url]);
+            let out = r.expect_ok().to_string();
+            assert!(line_for(&out, &url).contains(" 200 6 SECRET"), "{addr}: {}", r.describe());
+        }
     }
 );

@@ -527,6 +527,83 @@ fn resolve(policy: &AllowList, name: &str, port: u16) -> Result<Vec<IpAddr>, Str
 
 /// The addresses of this host's interfaces, read at each request (they may change during a
 /// run). Unreadable, the request is refused (fail closed).
+/// Whether the host delivers `ip` to itself: the kernel's route to it (RTM_GETROUTE, what
+/// `ip route get` asks) is of type `local`. That covers the interfaces' addresses and also
+/// ranges a `local` route (AnyIP) gives the host without any interface holding them, IPv4 or
+/// IPv6. An address with no route is not (a connection to it fails anyway).
+pub(crate) fn routed_to_this_host(ip: IpAddr) -> Result<bool, String> {
+    use nix::sys::socket::{
+        AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, recv, send, socket,
+    };
+    const RTM_GETROUTE: u16 = 26;
+    const NLMSG_ERROR: u16 = 2;
+    const RTA_DST: u16 = 1;
+    const RTN_LOCAL: u8 = 2;
+    let (family, addr): (u8, Vec<u8>) = match ip.to_canonical() {
+        IpAddr::V4(v4) => (libc::AF_INET as u8, v4.octets().to_vec()),
+        IpAddr::V6(v6) => (libc::AF_INET6 as u8, v6.octets().to_vec()),
+    };
+    let why = |what: &str, e: &dyn std::fmt::Display| {
+        format!("cannot ask the kernel how it routes {ip} ({what}: {e}), so the request is refused")
+    };
+    // nlmsghdr, rtmsg (family, dst_len, then zeros), RTA_DST.
+    let len = 16 + 12 + 4 + addr.len();
+    let mut m = Vec::with_capacity(len);
+    m.extend_from_slice(&(len as u32).to_ne_bytes());
+    m.extend_from_slice(&RTM_GETROUTE.to_ne_bytes());
+    m.extend_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes());
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    m.extend_from_slice(&[family, (addr.len() * 8) as u8, 0, 0, 0, 0, 0, 0]);
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    m.extend_from_slice(&((4 + addr.len()) as u16).to_ne_bytes());
+    m.extend_from_slice(&RTA_DST.to_ne_bytes());
+    m.extend_from_slice(&addr);
+    let fd = socket(
+        AddressFamily::Netlink,
+        SockType::Datagram,
+        SockFlag::SOCK_CLOEXEC,
+        SockProtocol::NetlinkRoute,
+    )
+    .map_err(|e| why("a NETLINK_ROUTE socket", &e))?;
+    nix::sys::socket::setsockopt(
+        &fd,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &nix::sys::time::TimeVal::new(1, 0),
+    )
+    .map_err(|e| why("its receive timeout", &e))?;
+    send(std::os::fd::AsRawFd::as_raw_fd(&fd), &m, MsgFlags::empty())
+        .map_err(|e| why("send", &e))?;
+    let mut buf = vec![0u8; 8192];
+    let n = recv(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &mut buf,
+        MsgFlags::empty(),
+    )
+    .map_err(|e| why("receive", &e))?;
+    let buf = &buf[..n];
+    if buf.len() < 16 {
+        return Err(why("answer", &"too short"));
+    }
+    let kind = u16::from_ne_bytes([buf[4], buf[5]]);
+    if kind == NLMSG_ERROR {
+        let errno = buf
+            .get(16..20)
+            .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .unwrap_or(0);
+        // No route (unreachable, prohibited): not delivered here. Anything else is not an
+        // answer to go by.
+        return match -errno {
+            libc::ENETUNREACH | libc::EHOSTUNREACH | libc::EACCES => Ok(false),
+            e => Err(why("answer", &nix::errno::Errno::from_raw(e))),
+        };
+    }
+    match buf.get(16 + 7) {
+        Some(&rtm_type) => Ok(rtm_type == RTN_LOCAL),
+        None => Err(why("answer", &"too short")),
+    }
+}
+
 pub(crate) fn local_addresses() -> Result<Vec<IpAddr>, String> {
     let mut out = vec![
         IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -600,13 +677,25 @@ fn handle_inner(ctx: &Ctx, client: &mut TcpStream) {
             }
         },
     };
-    let local = match local_addresses() {
+    let mut local = match local_addresses() {
         Ok(l) => l,
         Err(reason) => {
             ctx.refuse(client, &shown, req.port, 502, reason);
             return;
         }
     };
+    // Addresses no interface holds that the host answers on all the same (a `local` route,
+    // "AnyIP", IPv4 or IPv6) are its own too.
+    for ip in &addrs {
+        match routed_to_this_host(*ip) {
+            Ok(true) => local.push(*ip),
+            Ok(false) => {}
+            Err(reason) => {
+                ctx.refuse(client, &shown, req.port, 502, reason);
+                return;
+            }
+        }
+    }
     for ip in &addrs {
         let verdict = ctx
             .policy
@@ -953,6 +1042,42 @@ mod tests {
         assert_eq!(r.count, 3);
         assert_eq!(report.refused[1].host, "other.example");
         assert_eq!(report.records_dropped, 0);
+    }
+
+    /// The kernel's answer for loopback, the interfaces' addresses and a documentation
+    /// address nothing routes to this host.
+    #[test]
+    fn routes_to_this_host_are_told() {
+        assert_eq!(
+            routed_to_this_host(IpAddr::V4(Ipv4Addr::LOCALHOST)),
+            Ok(true)
+        );
+        assert_eq!(
+            routed_to_this_host(IpAddr::V4(Ipv4Addr::new(127, 9, 9, 9))),
+            Ok(true)
+        );
+        assert_eq!(
+            routed_to_this_host("::ffff:127.0.0.1".parse().unwrap()),
+            Ok(true)
+        );
+        if std::path::Path::new("/proc/net/if_inet6").exists() {
+            assert_eq!(
+                routed_to_this_host(IpAddr::V6(Ipv6Addr::LOCALHOST)),
+                Ok(true)
+            );
+        }
+        for ip in local_addresses().unwrap() {
+            if let IpAddr::V6(v6) = ip
+                && v6.segments()[0] & 0xffc0 == 0xfe80
+            {
+                continue; // link-local: routed per interface, needs a scope
+            }
+            assert_eq!(routed_to_this_host(ip), Ok(true), "{ip}");
+        }
+        assert_eq!(
+            routed_to_this_host("203.0.113.9".parse().unwrap()),
+            Ok(false)
+        );
     }
 
     #[test]
