@@ -248,52 +248,92 @@ fn foreign_symlink(dir: &Path, euid: u32) -> Option<(PathBuf, u32)> {
     None
 }
 
+/// Why [`private_dir`] refused a directory.
+#[derive(Debug)]
+pub enum PrivateDirError {
+    /// It could not be made.
+    Create(io::Error),
+    /// Its real path could not be resolved or inspected.
+    Resolve(io::Error),
+    /// It is not a directory.
+    NotADirectory,
+    /// It is another uid's, or group or others may write it.
+    NotPrivate { owner: u32, mode: u32, euid: u32 },
+    /// A symlink or a directory on the way to it lets another user redirect it (the reason).
+    Unsafe(String),
+}
+
+impl std::fmt::Display for PrivateDirError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrivateDirError::Create(e) => write!(f, "cannot create it: {e}"),
+            PrivateDirError::Resolve(e) => write!(f, "cannot inspect it: {e}"),
+            PrivateDirError::NotADirectory => f.write_str("it is not a directory; remove it"),
+            PrivateDirError::NotPrivate { owner, mode, euid } => write!(
+                f,
+                "it is owned by uid {owner} with mode {mode:o}, where cordon needs a directory of uid {euid} that only it may write (anyone who can write it could plant what cordon then uses as yours): remove it, or `chown {euid}` and `chmod 700` it"
+            ),
+            PrivateDirError::Unsafe(reason) => f.write_str(reason),
+        }
+    }
+}
+
+/// Makes `dir` (mode 0700, missing parents too) if needed and returns its real path, once it
+/// is certain that only the caller (and root) can change what it holds: no other user's
+/// symlink on the way (checked before anything is made, which would follow it), the
+/// directory itself the caller's and not writable by group or others, and nothing above it
+/// that another user may rename entries of ([`unsafe_ancestor`], for the path as given and
+/// again for the real one, which may have changed in between). Callers use the real path
+/// from then on, so that what was checked is what gets used. The compile cache, the package
+/// cache and the history all live in such a directory.
+pub fn private_dir(dir: &Path) -> Result<PathBuf, PrivateDirError> {
+    let euid = nix::unistd::geteuid().as_raw();
+    if let Some(reason) = foreign_symlink_reason(dir, euid) {
+        return Err(PrivateDirError::Unsafe(reason));
+    }
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(PrivateDirError::Create)?;
+    if let Some(reason) = unsafe_ancestor(dir, euid) {
+        return Err(PrivateDirError::Unsafe(reason));
+    }
+    let real = fs::canonicalize(dir).map_err(PrivateDirError::Resolve)?;
+    if let Some(reason) = unsafe_ancestor(&real, euid) {
+        return Err(PrivateDirError::Unsafe(reason));
+    }
+    let meta = fs::symlink_metadata(&real).map_err(PrivateDirError::Resolve)?;
+    if !meta.is_dir() {
+        return Err(PrivateDirError::NotADirectory);
+    }
+    if meta.uid() != euid || meta.mode() & 0o022 != 0 {
+        return Err(PrivateDirError::NotPrivate {
+            owner: meta.uid(),
+            mode: meta.mode() & 0o7777,
+            euid,
+        });
+    }
+    Ok(real)
+}
+
 impl Cache {
     /// Opens (creating with mode 0700 if missing) the cache directory `dir`, whose entries
     /// together are kept within `max_bytes` (entry files, headers included).
     pub fn open(dir: impl Into<PathBuf>, max_bytes: u64) -> Result<Cache, CacheError> {
-        let dir = dir.into();
-        // Before anything is made: making it would follow another user's symlink.
-        if let Some(reason) = foreign_symlink_reason(&dir, nix::unistd::geteuid().as_raw()) {
-            return Err(CacheError::InsecureAncestor { path: dir, reason });
-        }
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|source| CacheError::CreateDir {
-                path: dir.clone(),
-                source,
-            })?;
-        let euid = nix::unistd::geteuid().as_raw();
-        // Checked, and from then on used, by its real path: a symlink on the way that changed
-        // after the check would otherwise lead every later open somewhere else.
-        if let Some(reason) = unsafe_ancestor(&dir, euid) {
-            return Err(CacheError::InsecureAncestor { path: dir, reason });
-        }
-        let dir = fs::canonicalize(&dir).map_err(|source| CacheError::StatDir {
-            path: dir.clone(),
-            source,
-        })?;
-        // Again for the real path: what the check above resolved may have changed since.
-        if let Some(reason) = unsafe_ancestor(&dir, euid) {
-            return Err(CacheError::InsecureAncestor { path: dir, reason });
-        }
-        let meta = fs::symlink_metadata(&dir).map_err(|source| CacheError::StatDir {
-            path: dir.clone(),
-            source,
-        })?;
-        if !meta.is_dir() {
-            return Err(CacheError::NotADirectory { path: dir });
-        }
-        if meta.uid() != euid || meta.mode() & 0o022 != 0 {
-            return Err(CacheError::InsecureDir {
-                path: dir,
-                owner: meta.uid(),
-                mode: meta.mode() & 0o7777,
+        let path = dir.into();
+        let dir = private_dir(&path).map_err(|e| match e {
+            PrivateDirError::Create(source) => CacheError::CreateDir { path, source },
+            PrivateDirError::Resolve(source) => CacheError::StatDir { path, source },
+            PrivateDirError::NotADirectory => CacheError::NotADirectory { path },
+            PrivateDirError::NotPrivate { owner, mode, euid } => CacheError::InsecureDir {
+                path,
+                owner,
+                mode,
                 euid,
-            });
-        }
+            },
+            PrivateDirError::Unsafe(reason) => CacheError::InsecureAncestor { path, reason },
+        })?;
         Ok(Cache { dir, max_bytes })
     }
 

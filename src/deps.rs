@@ -270,44 +270,9 @@ fn cache_dir() -> Result<PathBuf, DepsError> {
         .parent()
         .map(|p| p.join("deps"))
         .unwrap_or_else(|| compile.join("deps"));
-    // Before anything is made: making it would follow another user's symlink.
-    if let Some(why) = crate::cache::foreign_symlink_reason(&dir, nix::unistd::geteuid().as_raw()) {
-        return Err(cache_err(&dir, why));
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| cache_err(&dir, e))?;
-    let euid = nix::unistd::geteuid().as_raw();
-    // No other user's symlink on the way (one at /tmp/cordon-UID would choose where the sets
-    // live); then the path as it is (no symlink left), so that what is checked is what gets
-    // bound.
-    check_ancestors(&dir, euid)?;
-    let dir = std::fs::canonicalize(&dir).map_err(|e| cache_err(&dir, e))?;
-    let meta = std::fs::metadata(&dir).map_err(|e| cache_err(&dir, e))?;
-    if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o022 != 0 {
-        return Err(cache_err(
-            &dir,
-            format!(
-                "it must be a directory owned by uid {euid} and not writable by others (a planted set would run as your code); fix its owner and mode"
-            ),
-        ));
-    }
-    check_ancestors(&dir, euid)?;
-    Ok(dir)
-}
-
-/// Every directory above the cache must be owned by the caller or root and, when others may
-/// write it, be sticky: whoever can rename an entry of an ancestor can swap in a cache of
-/// their own (set names are predictable) between this check and the bind, and its sets would
-/// run as the caller's code. (A `/tmp/cordon-UID` made by someone else, for a caller without
-/// a home, is the case this catches.)
-fn check_ancestors(dir: &Path, euid: u32) -> Result<(), DepsError> {
-    match crate::cache::unsafe_ancestor(dir, euid) {
-        Some(why) => Err(cache_err(dir, why)),
-        None => Ok(()),
-    }
+    // The real path, so that what is checked is what gets bound: a planted set would run
+    // as the caller's code.
+    crate::cache::private_dir(&dir).map_err(|e| cache_err(&dir, e))
 }
 
 /// Removes a set or a failed install's directory, best effort. The install's code may have
@@ -989,19 +954,19 @@ mod tests {
             std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
         };
         mode(&shared, 0o755);
-        check_ancestors(&cache, euid).unwrap();
+        crate::cache::private_dir(&cache).unwrap();
         // World-writable, not sticky: anyone could rename `cordon` and plant their own.
         mode(&shared, 0o777);
-        let e = check_ancestors(&cache, euid).unwrap_err().to_string();
+        let e = crate::cache::private_dir(&cache).unwrap_err().to_string();
         assert!(e.contains("shared") && e.contains("777"), "{e}");
         // Sticky (like /tmp): others cannot rename what they do not own.
         mode(&shared, 0o1777);
-        check_ancestors(&cache, euid).unwrap();
+        crate::cache::private_dir(&cache).unwrap();
         // Owned by another user (who could chmod it at will).
         if euid == 0 {
             mode(&shared, 0o755);
             std::os::unix::fs::chown(&shared, Some(1001), None).unwrap();
-            let e = check_ancestors(&cache, euid).unwrap_err().to_string();
+            let e = crate::cache::private_dir(&cache).unwrap_err().to_string();
             assert!(e.contains("owner uid 1001"), "{e}");
         }
     }

@@ -24,9 +24,9 @@
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -420,50 +420,20 @@ impl History {
         let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) else {
             return Ok(None);
         };
-        // Before anything is made: making it would follow another user's symlink.
-        let euid = nix::unistd::geteuid().as_raw();
-        if let Some(reason) = crate::cache::foreign_symlink_reason(parent, euid) {
-            return Err(HistoryError::Insecure {
-                path: parent.to_path_buf(),
-                reason,
-            });
-        }
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
-            .map_err(|source| HistoryError::CreateDir {
-                path: parent.to_path_buf(),
-                source,
-            })?;
         // The directory must be the caller's, and no one else may replace it or what is
         // above it (the fallback under /tmp could be made by anyone first).
-        let insecure = |reason: String| HistoryError::Insecure {
-            path: parent.to_path_buf(),
-            reason,
-        };
-        if let Some(reason) = crate::cache::unsafe_ancestor(parent, euid) {
-            return Err(insecure(reason));
-        }
-        let real = fs::canonicalize(parent).map_err(|e| insecure(e.to_string()))?;
-        let meta = std::fs::symlink_metadata(&real).map_err(|e| insecure(e.to_string()))?;
-        if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o022 != 0 {
-            return Err(insecure(format!(
-                "it is owned by uid {} with mode {:o} ({}), where cordon needs a directory of uid {euid} that only it may write; remove it, or point XDG_STATE_HOME at a private directory",
-                meta.uid(),
-                meta.mode() & 0o7777,
-                if meta.is_dir() {
-                    "a directory"
-                } else {
-                    "not a directory"
-                }
-            )));
-        }
-        // Again for the real path: what the check above resolved may have changed since.
-        match crate::cache::unsafe_ancestor(&real, euid) {
-            Some(reason) => Err(insecure(reason)),
-            None => Ok(Some(real)),
-        }
+        crate::cache::private_dir(parent)
+            .map(Some)
+            .map_err(|e| match e {
+                crate::cache::PrivateDirError::Create(source) => HistoryError::CreateDir {
+                    path: parent.to_path_buf(),
+                    source,
+                },
+                e => HistoryError::Insecure {
+                    path: parent.to_path_buf(),
+                    reason: format!("{e}; or point XDG_STATE_HOME at a private directory"),
+                },
+            })
     }
 
     /// `flock(2)`, retried when a signal interrupts the wait.
