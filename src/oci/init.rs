@@ -188,7 +188,7 @@ fn container_null() -> Result<OwnedFd, Step> {
     .map_err(|err| {
         (
             step,
-            format!("/dev/null: {err}: the image or a mount over /dev put no null device there (ELOOP: a symlink); fix the image or the mounts over /dev"),
+            format!("/dev/null: {err}: the image or a mount over /dev put no null device there (ELOOP means a symlink); fix the image or the mounts over /dev"),
         )
     })?;
     let st = nix::sys::stat::fstat(&fd).map_err(|err| (step, err.to_string()))?;
@@ -211,10 +211,13 @@ fn container_proc(what: &'static str) -> Result<OwnedFd, Step> {
         OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|err| (what, format!("open /proc: {err}")))?;
-    let procfs = nix::sys::statfs::fstatfs(&fd)
-        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
-    if !procfs {
+    .map_err(|err| {
+        (
+            what,
+            format!("open /proc: {err}: /proc in the container is not a procfs: mount proc at /proc in mounts[]"),
+        )
+    })?;
+    if !fd_on_procfs(&fd) {
         return Err((
             what,
             "/proc in the container is not a procfs: mount proc at /proc in mounts[]".into(),
@@ -288,14 +291,7 @@ fn mount_console(slave: &OwnedFd) -> Result<(), Step> {
     // Bound through /proc/self/fd's magic links, which are the kernel's only on a procfs: a
     // /proc of the image's (no proc mount in mounts[]) could send the mount through its
     // symlinks, into a bind shared with the host.
-    let on_procfs = nix::sys::statfs::statfs("/proc")
-        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
-    if !on_procfs {
-        return Err((
-            step,
-            "/proc in the container is not a procfs, and the pty is bound through /proc/self/fd: mount proc at /proc in mounts[]".into(),
-        ));
-    }
+    container_proc(step)?;
     let none: Option<&str> = None;
     mount(
         Some(&fd_path(slave)),
@@ -362,6 +358,12 @@ pub fn secure_join(root: &Path, path: &Path) -> PathBuf {
         }
     }
     parts.iter().fold(root.to_path_buf(), |p, c| p.join(c))
+}
+
+/// Whether what `fd` refers to is on a procfs.
+fn fd_on_procfs(fd: &OwnedFd) -> bool {
+    nix::sys::statfs::fstatfs(fd)
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC)
 }
 
 /// Whether `p` (followed) is on a procfs.
@@ -591,9 +593,7 @@ fn do_mount(
                 format!("{}: {err}", m.dst.display()),
             )
         })?;
-        let procfs = nix::sys::statfs::fstatfs(&t)
-            .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
-        if procfs {
+        if fd_on_procfs(&t) {
             let at = std::fs::read_link(fd_path(&t)).unwrap_or_default();
             let inside = at
                 .strip_prefix(c.rootfs())
