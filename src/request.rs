@@ -69,6 +69,44 @@ fn files<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Json
     d.deserialize_map(Files)
 }
 
+/// `env`: `{"NAME": "VALUE", ...}`, each name at most once.
+fn env<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
+    d.deserialize_map(UniqueStrings("env"))
+}
+
+/// `config.networkResolve`: `{"NAME": "IP", ...}`, each name at most once.
+fn network_resolve<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    d.deserialize_map(UniqueStrings("config.networkResolve"))
+}
+
+/// An object of strings whose keys are unique, named by its field in errors. Not "the last
+/// one wins", which serde_json's maps do: a validator that reads the first value would have
+/// checked another environment, or another address, than the one cordon uses.
+struct UniqueStrings(&'static str);
+
+impl<'de> serde::de::Visitor<'de> for UniqueStrings {
+    type Value = BTreeMap<String, String>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "`{}` as an object of strings", self.0)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        let mut out = BTreeMap::new();
+        while let Some(key) = m.next_key::<String>()? {
+            let value = m.next_value::<String>()?;
+            if out.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "{}.{key} is given twice; give each name once",
+                    self.0
+                )));
+            }
+            out.insert(key, value);
+        }
+        Ok(out)
+    }
+}
+
 /// One entry of `files`, named `files.NAME` in its errors.
 struct FileSeed<'a>(&'a str);
 
@@ -168,7 +206,7 @@ pub struct JsonConfig {
     /// `false`/`"none"` (default), `"allow=HOST[:PORT],..."` or `"host"`.
     pub network: Option<serde_json::Value>,
     /// With `network: "allow=..."`: `{"NAME": "IP"}` answers of the proxy's resolver.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "network_resolve")]
     pub network_resolve: BTreeMap<String, String>,
     /// Output limit per stream, bytes.
     pub output_limit: Option<u64>,
@@ -191,7 +229,7 @@ pub struct JsonRequest {
     #[serde(default)]
     pub args: Vec<String>,
     pub stdin: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "env")]
     pub env: BTreeMap<String, String>,
     #[serde(default)]
     pub config: JsonConfig,
@@ -525,6 +563,28 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("files.a.py is given twice"), "{e}");
+        // The same for the other objects a validator reads: not "the last one wins".
+        let e = parse(r#"{"language": "python", "code": "x", "env": {"K": "a", "K": "b"}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("env.K is given twice"), "{e}");
+        let e = parse(
+            r#"{"language": "python", "code": "x", "config": {"network": "allow=a.test", "networkResolve": {"a.test": "127.0.0.1", "a.test": "10.0.0.1"}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("config.networkResolve.a.test is given twice"),
+            "{e}"
+        );
+        let e = parse(r#"{"language": "python", "code": "x", "env": {"K": 1}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("invalid type") && e.contains("string"), "{e}");
+        // Distinct keys still pass, all of them kept.
+        let r =
+            parse(r#"{"language": "python", "code": "x", "env": {"K": "a", "L": "b"}}"#).unwrap();
+        assert_eq!(r.env.len(), 2);
         let e = parse(r#"{"language": "python", "config": {"x": [1]}}"#)
             .unwrap_err()
             .to_string();
