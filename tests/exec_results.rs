@@ -207,6 +207,34 @@ both!(fn unknown_option_is_a_cordon_error(who) {
     assert!(!plain.stderr.is_empty(), "a usage error must say what is wrong:\n{}", plain.describe());
 });
 
+both!(fn the_command_needs_no_double_dash(who) {
+    // As with env, timeout or bwrap: the first argument that is not one of cordon's options
+    // starts the command, and what follows is the command's, cordon's option names included.
+    let f = Cordon::new(who)
+        .args(["exec", "--timeout", "20s", "sh", "-c", "echo \"$0|$1|$2\"", "--json", "--timeout"])
+        .run();
+    assert_eq!(f.code, 0, "{}", f.describe());
+    assert_eq!(String::from_utf8_lossy(&f.stdout), "--json|--timeout|\n", "{}", f.describe());
+    // A mistyped option before the command is still a usage error, not a command.
+    let f = Cordon::new(who).args(["exec", "--jsn", "true"]).run();
+    assert_eq!(f.code, 125, "{}", f.describe());
+    assert!(String::from_utf8_lossy(&f.stderr).contains("--json"), "clap's suggestion:\n{}", f.describe());
+});
+
+both!(fn run_says_where_the_programs_arguments_go(who) {
+    let f = Cordon::new(who).args(["run", "--lang", "bash", "-c", "echo $1", "x"]).run();
+    assert_eq!(f.code, 125, "{}", f.describe());
+    let err = String::from_utf8_lossy(&f.stderr);
+    assert!(err.contains("with -c, the program's arguments go after `--`"), "{}", f.describe());
+    let f = Cordon::new(who).args(["run", "--lang", "bash", "a.sh", "x", "y"]).run();
+    assert_eq!(f.code, 125, "{}", f.describe());
+    let err = String::from_utf8_lossy(&f.stderr);
+    assert!(err.contains("unexpected argument 'x'") && err.contains("go after `--`"), "{}", f.describe());
+    let f = Cordon::new(who).args(["run", "--lang", "bash", "-c", "echo $1", "--", "x"]).run();
+    assert_eq!(f.code, 0, "{}", f.describe());
+    assert_eq!(String::from_utf8_lossy(&f.stdout), "x\n", "{}", f.describe());
+});
+
 /// An empty directory the caller of cordon owns (it writes `--output-dir` as itself).
 fn caller_owned_dir(who: Who, parent: &std::path::Path, name: &str) -> std::path::PathBuf {
     let d = parent.join(name);

@@ -47,9 +47,50 @@ impl Cli {
                 }),
                 None => OneCli::<ExecCommand>::try_parse_from(args).map(OneCli::into_cli),
             },
-            Some("run") => OneCli::<RunCommand>::try_parse_from(args).map(OneCli::into_cli),
+            Some("run") => OneCli::<RunCommand>::try_parse_from(&args)
+                .map(OneCli::into_cli)
+                .map_err(|e| with_run_args_tip(e, &args)),
             _ => Cli::try_parse_from(args),
         }
+    }
+}
+
+/// `cordon run FILE x y`: clap says only "unexpected argument 'x' found". The program's
+/// arguments go after `--` (cordon's options may follow FILE, so they cannot start at it):
+/// an unexpected argument, with no `--` on the line, gets that tip.
+fn with_run_args_tip(e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    const USAGE: &str = "Usage: cordon run [OPTIONS] [FILE] [-- <ARGS>...]\n\nFor more information, try '--help'.\n";
+    if args.iter().any(|a| a == "--") {
+        return e;
+    }
+    match e.kind() {
+        // A misspelt option of cordon's keeps clap's suggestion instead.
+        ErrorKind::UnknownArgument if e.get(ContextKind::SuggestedArg).is_none() => {
+            let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+                return e;
+            };
+            clap::Error::raw(
+                ErrorKind::UnknownArgument,
+                format!(
+                    "unexpected argument '{arg}' found\n\n  tip: the program's arguments go after `--`: cordon run [OPTIONS] [FILE] -- {arg} ...\n\n{USAGE}"
+                ),
+            )
+        }
+        // `-c CODE x`: x was taken for FILE.
+        ErrorKind::ArgumentConflict => {
+            let text = e.to_string();
+            if !(text.contains("'-c <CODE>'") && text.contains("'[FILE]'")) {
+                return e;
+            }
+            clap::Error::raw(
+                ErrorKind::ArgumentConflict,
+                format!(
+                    "the argument '-c <CODE>' cannot be used with '[FILE]'\n\n  tip: with -c, the program's arguments go after `--`: cordon run [OPTIONS] -c CODE -- ARGS...\n\n{USAGE}"
+                ),
+            )
+        }
+        _ => e,
     }
 }
 
@@ -141,6 +182,7 @@ pub enum RootfsCommand {
     },
     /// List the built root filesystems.
     List {
+        /// Print the list as JSON (language, path, toolchain, built, size).
         #[arg(long)]
         json: bool,
     },
@@ -206,27 +248,27 @@ pub struct RunLimitArgs {
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
     /// CPUs for the run (default 1).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_cpus)]
     pub cpus: Option<f64>,
     /// Processes and threads (default 64).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub pids: Option<u64>,
     /// Bytes kept of stdout and of stderr, each (default 10M).
     #[arg(long, value_name = "SIZE")]
     pub output_limit: Option<String>,
-    /// Largest file the program may write.
+    /// Largest file the program may write (default 256M; 0 = none).
     #[arg(long, value_name = "SIZE")]
     pub file_size: Option<String>,
-    /// Open files per process.
-    #[arg(long, value_name = "N")]
+    /// Open files per process (default 1024).
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub open_files: Option<u64>,
-    /// Size of /workspace.
+    /// Size of /workspace (default 256M).
     #[arg(long, value_name = "SIZE")]
     pub workspace_size: Option<String>,
     /// Files, directories and symlinks /workspace may hold (default 16384).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub workspace_inodes: Option<u64>,
-    /// Size of /tmp.
+    /// Size of /tmp and of /dev/shm, each (default 64M).
     #[arg(long, value_name = "SIZE")]
     pub tmp_size: Option<String>,
     /// Wall-clock limit of the compile (default: the profile's).
@@ -236,7 +278,7 @@ pub struct RunLimitArgs {
     #[arg(long, value_name = "SIZE")]
     pub compile_memory: Option<String>,
     /// Processes of the compile.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = parse_count)]
     pub compile_pids: Option<u64>,
 }
 
@@ -457,10 +499,10 @@ pub struct ExecArgs {
     #[arg(long, value_name = "SIZE", value_parser = spec::parse_memory)]
     pub memory: Option<u64>,
     /// CPU bandwidth in CPUs (default 1; 0 = none).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_cpus)]
     pub cpus: Option<f64>,
     /// Processes and threads alive at once (0 = none).
-    #[arg(long, value_name = "N", default_value_t = EXEC_PIDS)]
+    #[arg(long, value_name = "N", value_parser = parse_count, default_value_t = EXEC_PIDS)]
     pub pids: u64,
     /// Bytes kept of stdout and of stderr, each; exceeding it kills the sandbox.
     #[arg(long, value_name = "SIZE", default_value = EXEC_OUTPUT_LIMIT, value_parser = spec::parse_size)]
@@ -469,13 +511,13 @@ pub struct ExecArgs {
     #[arg(long, value_name = "SIZE", default_value = EXEC_FILE_SIZE, value_parser = spec::parse_size)]
     pub file_size: u64,
     /// Open file descriptors per process.
-    #[arg(long, value_name = "N", default_value_t = EXEC_OPEN_FILES)]
+    #[arg(long, value_name = "N", value_parser = parse_count, default_value_t = EXEC_OPEN_FILES)]
     pub open_files: u64,
     /// Size of the /workspace tmpfs.
     #[arg(long, value_name = "SIZE", default_value = EXEC_WORKSPACE_SIZE, value_parser = spec::parse_size)]
     pub workspace_size: u64,
     /// Files, directories and symlinks the /workspace tmpfs may hold.
-    #[arg(long, value_name = "N", default_value_t = EXEC_WORKSPACE_INODES)]
+    #[arg(long, value_name = "N", value_parser = parse_count, default_value_t = EXEC_WORKSPACE_INODES)]
     pub workspace_inodes: u64,
     /// Size of the /tmp and /dev/shm tmpfs.
     #[arg(long, value_name = "SIZE", default_value = EXEC_TMP_SIZE, value_parser = spec::parse_size)]
@@ -512,8 +554,10 @@ pub struct ExecArgs {
     pub hostname: String,
     #[command(flatten)]
     pub net: NetArgs,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
+    /// The command and its arguments. `--` before it is optional: the first argument that
+    /// is not one of cordon's options starts the command, and every argument after it is the
+    /// command's, options and all.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
@@ -585,6 +629,19 @@ impl ExecArgs {
         s.passthrough = !self.json;
         Ok(s)
     }
+}
+
+/// `--cpus`: a number (its range is checked with the other limits: above 0, or 0 for none).
+/// Negative numbers reach here, to be refused with that check's message, not clap's tip.
+fn parse_cpus(s: &str) -> Result<f64, String> {
+    s.parse()
+        .map_err(|_| "expected a number of CPUs, such as 1, 0.5 or 2 (0 = no limit)".to_string())
+}
+
+/// A count (`--pids`, `--open-files`, `--workspace-inodes`): a whole number.
+fn parse_count(s: &str) -> Result<u64, String> {
+    s.parse()
+        .map_err(|_| "expected a whole number, such as 64".to_string())
 }
 
 /// `--ro-bind SRC:DST`: SRC an existing host directory (resolved now, symlinks and all, so

@@ -67,6 +67,7 @@ pub struct CreateArgs {
     /// of their own, as with runc).
     #[arg(long)]
     pub no_new_keyring: bool,
+    /// The container's ID (unique under --root).
     pub id: String,
 }
 
@@ -75,20 +76,33 @@ pub enum OciCommand {
     /// Create a container; its process waits for `start`.
     Create(CreateArgs),
     /// Start a created container's process.
-    Start { id: String },
+    Start {
+        /// The container's ID.
+        id: String,
+    },
     /// Print a container's state as JSON.
-    State { id: String },
+    State {
+        /// The container's ID.
+        id: String,
+    },
     /// Send a signal (default SIGTERM) to the container's process (--all: every process).
     Kill {
+        /// The container's ID.
         id: String,
+        /// A signal name (TERM, SIGTERM) or number.
         #[arg(default_value = "SIGTERM")]
         signal: String,
+        /// Signal every process of the container (its cgroup's, sub-cgroups included), not
+        /// only its init.
         #[arg(long, short = 'a')]
         all: bool,
     },
     /// Delete a stopped container (--force: kill it first).
     Delete {
+        /// The container's ID.
         id: String,
+        /// Kill a container that is still running (SIGKILL to every process) and delete it;
+        /// a container that does not exist is not an error.
         #[arg(long, short = 'f')]
         force: bool,
     },
@@ -107,14 +121,18 @@ pub enum OciCommand {
     Exec(ExecArgs),
     /// List containers.
     List {
+        /// `table` or `json`.
         #[arg(long, short = 'f', default_value = "table")]
         format: String,
+        /// Print the IDs only.
         #[arg(long, short = 'q')]
         quiet: bool,
     },
     /// List a container's processes.
     Ps {
+        /// The container's ID.
         id: String,
+        /// `table` (ps(1)'s output) or `json` (the pids).
         #[arg(long, short = 'f', default_value = "table")]
         format: String,
         /// Options for ps(1) in table format.
@@ -123,22 +141,32 @@ pub enum OciCommand {
     },
     /// Write a starting config.json (`spec --rootless`: for an unprivileged user).
     Spec {
+        /// Where to write config.json.
         #[arg(long, short = 'b', default_value = ".")]
         bundle: PathBuf,
     },
     /// Print what this runtime supports, as JSON (runtime-spec features.md).
     Features,
     /// Freeze every process of a container.
-    Pause { id: String },
+    Pause {
+        /// The container's ID.
+        id: String,
+    },
     /// Thaw a paused container.
-    Resume { id: String },
+    Resume {
+        /// The container's ID.
+        id: String,
+    },
     /// Change a container's resource limits.
     Update(UpdateArgs),
     /// Print resource usage (--stats once, else every --interval).
     Events {
+        /// The container's ID.
         id: String,
+        /// Print the resource usage once, as JSON, and exit.
         #[arg(long)]
         stats: bool,
+        /// How often to print it without --stats.
         #[arg(long, default_value = "5s")]
         interval: String,
     },
@@ -149,24 +177,33 @@ pub struct ExecArgs {
     /// A process.json (the `process` object of config.json).
     #[arg(long, short = 'p', value_name = "FILE")]
     pub process: Option<PathBuf>,
+    /// Return once the process started, instead of waiting for it.
     #[arg(long, short = 'd')]
     pub detach: bool,
+    /// Write the process's pid here.
     #[arg(long, value_name = "FILE")]
     pub pid_file: Option<PathBuf>,
+    /// Give the process a terminal (its pty master goes to --console-socket).
     #[arg(long, short = 't')]
     pub tty: bool,
+    /// Unix socket that receives the pty master with --tty.
     #[arg(long, value_name = "PATH")]
     pub console_socket: Option<PathBuf>,
+    /// The process's working directory (default: the container's).
     #[arg(long)]
     pub cwd: Option<PathBuf>,
+    /// Add KEY=VALUE to the process's environment (repeatable).
     #[arg(long, short = 'e')]
     pub env: Vec<String>,
     /// uid[:gid]
     #[arg(long, short = 'u')]
     pub user: Option<String>,
+    /// Pass this many extra fds (from 3 up) to the process.
     #[arg(long, default_value_t = 0)]
     pub preserve_fds: i32,
+    /// The container's ID.
     pub id: String,
+    /// The command and its arguments (unless --process gives them).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     pub args: Vec<String>,
 }
@@ -179,23 +216,30 @@ pub struct UpdateArgs {
     /// Bytes; -1: no limit.
     #[arg(long, allow_negative_numbers = true)]
     pub memory: Option<i64>,
+    /// Memory plus swap, bytes; -1: no limit.
     #[arg(long, allow_negative_numbers = true)]
     pub memory_swap: Option<i64>,
+    /// Soft memory limit (reclaimed down to under pressure), bytes; -1: none.
     #[arg(long, allow_negative_numbers = true)]
     pub memory_reservation: Option<i64>,
     /// Microseconds per period; -1: no quota.
     #[arg(long, allow_negative_numbers = true)]
     pub cpu_quota: Option<i64>,
+    /// The period --cpu-quota is counted over, microseconds.
     #[arg(long)]
     pub cpu_period: Option<u64>,
+    /// Relative CPU weight, as cgroup v1's cpu.shares (cpu.weight on cgroup v2).
     #[arg(long)]
     pub cpu_share: Option<u64>,
+    /// CPUs the processes may run on (`0-3,5`).
     #[arg(long)]
     pub cpuset_cpus: Option<String>,
+    /// Memory nodes the processes may allocate on (`0`).
     #[arg(long)]
     pub cpuset_mems: Option<String>,
-    /// -1 (or 0): no limit.
+    /// Processes at once; -1 (or 0): no limit.
     #[arg(long, allow_negative_numbers = true)]
     pub pids_limit: Option<i64>,
+    /// The container's ID.
     pub id: String,
 }
