@@ -317,14 +317,22 @@ pub fn run(args: &RunArgs) -> i32 {
         && args.requests.is_none()
         && (args.output_root.is_some() || args.request_net.is_some())
     {
-        let flag = if args.output_root.is_some() {
-            "--output-root"
+        let (flag, what, own) = if args.output_root.is_some() {
+            (
+                "--output-root",
+                "where a JSON request's outputDir may be",
+                "--output-dir says where its files go",
+            )
         } else {
-            "--request-net"
+            (
+                "--request-net",
+                "which network a JSON request may ask for",
+                "--net says what network it gets",
+            )
         };
         return fail(
             format!(
-                "{flag} confines what a JSON request may ask for (outputDir, network), and there is no request here; give --request FILE or --requests FILE, or leave {flag} out (code given on the command line is yours: --output-dir and --net say where its files and network go)"
+                "{flag} confines {what}, and there is no request here; give --request FILE or --requests FILE, or leave {flag} out (code given on the command line is yours: {own})"
             ),
             args.json,
         );

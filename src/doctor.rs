@@ -232,6 +232,16 @@ fn namespace_checks(checks: &mut Vec<Check>) {
     }
 }
 
+/// What gives a caller left with the rlimit backend exact limits: a delegated cgroup v2
+/// subtree, which a host whose controllers are on cgroup v1 cannot give anyone.
+fn rlimit_fallback_fix(version: crate::limits::CgroupVersion) -> String {
+    use crate::limits::CgroupVersion;
+    match version {
+        CgroupVersion::Hybrid | CgroupVersion::V1 => "for exact memory and CPU limits, run as root (cgroup v1, which this host's controllers are on, cannot be delegated to a user), or boot the host with cgroup v2 (`systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all`), where a user's cgroup can be delegated".into(),
+        _ => "for exact memory and CPU limits, run with a delegated cgroup v2 subtree (in a systemd login session cordon asks the user manager for one itself; or `systemd-run --user --scope -p Delegate=yes cordon ...`) or as root".into(),
+    }
+}
+
 /// The sandbox's network namespace, made as a run makes it: a helper of cordon's joins the
 /// sandbox's new user namespace and makes it there (see launch::netns), which a host may
 /// refuse where a clone of all the namespaces at once passes.
@@ -398,9 +408,7 @@ pub fn report() -> Report {
             "rlimits are always available; used when no cgroup can be had (memory as RLIMIT_DATA and a polled watch of the whole sandbox, processes as RLIMIT_NPROC, --cpus as CPU affinity in whole CPUs); this caller gets {}",
             limits.auto_backend
         ),
-        fix: (limits.auto_backend == "rlimit").then(|| {
-            "for exact memory and CPU limits, run with a delegated cgroup v2 subtree (in a systemd login session cordon asks the user manager for one itself; or `systemd-run --user --scope -p Delegate=yes cordon ...`) or as root".into()
-        }),
+        fix: (limits.auto_backend == "rlimit").then(|| rlimit_fallback_fix(limits.version)),
     });
     // The watch counts socket buffers through sock_diag; without it, runs under the watch are
     // refused (required when this caller gets the rlimit backend).
@@ -526,6 +534,20 @@ pub fn main(json: bool) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rlimit_fallback_fix_offers_delegation_only_where_it_exists() {
+        use crate::limits::CgroupVersion;
+        for v in [CgroupVersion::Hybrid, CgroupVersion::V1] {
+            let fix = rlimit_fallback_fix(v);
+            assert!(
+                !fix.contains("systemd-run") && fix.contains("run as root"),
+                "{v:?}: {fix}"
+            );
+        }
+        let fix = rlimit_fallback_fix(CgroupVersion::V2);
+        assert!(fix.contains("systemd-run --user --scope"), "{fix}");
+    }
 
     #[test]
     fn the_core_dump_check_fails_only_for_a_piped_pattern_and_a_fixed_hard_limit_of_0() {

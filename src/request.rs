@@ -69,6 +69,32 @@ fn files<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Json
     d.deserialize_map(Files)
 }
 
+/// A base64 decoding error in words: the crate's names the byte by its number ("Invalid
+/// symbol 46, offset 7"); offsets count the content without its whitespace.
+fn base64_error(e: &base64::DecodeError) -> String {
+    use base64::DecodeError as E;
+    let shown = |b: u8| match b {
+        0x21..=0x7e => format!("'{}'", b as char),
+        _ => format!("byte 0x{b:02x}"),
+    };
+    match e {
+        E::InvalidByte(at, b) => format!(
+            "{} at offset {at} is not a base64 character (A-Z, a-z, 0-9, +, /, and = at the end)",
+            shown(*b)
+        ),
+        E::InvalidLength(n) => format!(
+            "{n} characters cannot be base64 (whole groups of 4, = padding included): is it cut short?"
+        ),
+        E::InvalidLastSymbol(at, b) => format!(
+            "the last character, {} at offset {at}, leaves bits over: is it cut short?",
+            shown(*b)
+        ),
+        E::InvalidPadding => {
+            "the = padding at the end is wrong or missing: is it cut short?".to_string()
+        }
+    }
+}
+
 /// `env`: `{"NAME": "VALUE", ...}`, each name at most once.
 fn env<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, String>, D::Error> {
     d.deserialize_map(UniqueStrings("env"))
@@ -312,12 +338,22 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
             "invalid request: it holds more than {MAX_REQUEST_VALUES} JSON values (strings, numbers, arrays, objects); send fewer args, env entries, files or packages"
         )));
     }
+    if text.trim().is_empty() {
+        return Err(bad(
+            r#"invalid request: it is empty; send one JSON object, such as {"language": "python", "code": "print(1)"}"#,
+        ));
+    }
     serde_json::from_str(text).map_err(|e| {
         let msg = e.to_string();
         let hint = if msg.contains("unknown field") {
             unknown_field_hint(text)
         } else if msg.contains("missing field") {
             "; `language` is required".to_string()
+        } else if msg.contains("trailing characters") {
+            "; a request is one JSON object: for several, one per line, use --requests FILE"
+                .to_string()
+        } else if msg.contains("expected u64") || msg.contains("expected f64") {
+            "; config's limits are numbers: timeout, cpuTime and compileTimeout in milliseconds, memoryLimit in MiB, cpuLimit in CPUs, pids a count, outputLimit in bytes".to_string()
         } else {
             String::new()
         };
@@ -392,7 +428,8 @@ impl JsonRequest {
                         .decode(&content)
                         .map_err(|e| {
                             bad(format!(
-                                "invalid request: files.{name}: not valid base64: {e}"
+                                "invalid request: files.{name}: not valid base64: {}",
+                                base64_error(&e)
                             ))
                         })?;
                     (b, executable)
@@ -589,6 +626,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("`config.x` is not a config field"), "{e}");
+        // Common mistakes get what to do.
+        let e = parse(" \n").unwrap_err().to_string();
+        assert!(
+            e.contains("it is empty") && e.contains(r#""language""#),
+            "{e}"
+        );
+        let e = parse("{\"language\": \"python\", \"code\": \"1\"}\n{\"language\": \"python\"}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("trailing characters") && e.contains("--requests"),
+            "{e}"
+        );
+        let e = parse(r#"{"language": "python", "code": "1", "config": {"timeout": "5s"}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("timeout, cpuTime and compileTimeout in milliseconds"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -893,5 +950,26 @@ mod tests {
             .into_run()
             .unwrap_err();
         assert!(e.to_string().contains("base64"));
+        // The character and where it is, in words.
+        let bad64 = |content: &str| {
+            parse(&format!(
+                r#"{{"language":"python","files":{{"a":{{"content":"{content}","encoding":"base64"}}}},"entryPoint":"a"}}"#
+            ))
+            .unwrap()
+            .into_run()
+            .unwrap_err()
+            .to_string()
+        };
+        let e = bad64("iVBORw0...");
+        assert!(
+            e.contains("'.' at offset 7 is not a base64 character"),
+            "{e}"
+        );
+        let e = bad64("iVBORw0");
+        assert!(e.contains("cut short"), "{e}");
+        let ok = parse(r#"{"language":"python","files":{"a":{"content":"iVBORw0KGgo=","encoding":"base64"}},"entryPoint":"a"}"#)
+            .unwrap()
+            .into_run();
+        assert!(ok.is_ok());
     }
 }

@@ -721,7 +721,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                                 "the compiler exited 0 but wrote no `{artifact}`; check the profile's `compile` and `artifact`"
                             ));
                         } else if failed.status == Status::CompileError {
-                            failed.message = Some("compilation failed; the compiler's messages are on stderr (`compile.error` in --json)".into());
+                            failed.message = Some("compilation failed; the compiler's messages are in `compile.error` (on stderr without --json)".into());
                         }
                         failed.success = false;
                         failed.cli_exit_code = if failed.status == Status::CompileError {

@@ -66,6 +66,15 @@ both!(fn dir_rootfs_is_the_root_and_read_only(who) {
     assert!(!root.join("workspace").exists(), "cordon must not create /workspace inside the rootfs dir");
 });
 
+both!(fn a_command_missing_from_a_dir_rootfs_names_that_rootfs(who) {
+    let Some((_keep, root)) = tiny_rootfs("a_command_missing_from_a_dir_rootfs_names_that_rootfs") else { return };
+    let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &["python3", "-c", "pass"]);
+    assert_eq!(r.code(), 127, "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("").to_string();
+    assert!(msg.contains("command not found") && msg.contains(root.to_str().unwrap()), "{}", r.describe());
+    assert!(!msg.contains("--rootfs host only"), "the advice for the host's rootfs does not apply:\n{}", r.describe());
+});
+
 both!(
     /// A socket or FIFO at the top of a rootfs directory is left out: bound in, the socket
     /// was a channel to the host process listening on it, even with no network (Landlock

@@ -640,8 +640,18 @@ fn exec(ctx: &ChildCtx) -> i32 {
             exit_codes::CANNOT_EXECUTE
         }
         None => {
+            let visible = match ctx.rootfs_dir {
+                Some(dir) => format!(
+                    "the sandbox's root is {} (--rootfs): install the command there",
+                    dir.display()
+                ),
+                None => {
+                    "with --rootfs host only /usr, /bin, /sbin and /lib* of the host are visible"
+                        .to_string()
+                }
+            };
             let msg = format!(
-                "command not found in the sandbox: {shown} (searched {}); with --rootfs host only /usr, /bin, /sbin and /lib* of the host are visible",
+                "command not found in the sandbox: {shown} (searched {}); {visible}",
                 if name.contains(&b'/') {
                     "that path".to_string()
                 } else {

@@ -481,6 +481,10 @@ pub mod fixes {
     pub const V2_ON_HYBRID: &str = "this host binds memory, pids and cpu to cgroup v1 hierarchies, so cgroup v2 has none: \
          boot with `systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all` on the kernel command line for cgroup v2, \
          or run as root to use cgroup v1";
+    /// [`V2_ON_HYBRID`] for a root caller, who has cgroup v1 already.
+    pub const V2_ON_HYBRID_ROOT: &str = "this host binds memory, pids and cpu to cgroup v1 hierarchies, so cgroup v2 has none: \
+         as root, cordon uses those v1 hierarchies instead (`--limits-backend auto`, the default, or `cgroup-v1`); \
+         boot with `systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all` on the kernel command line for cgroup v2";
     pub const V2_NO_MOUNT: &str = "mount cgroup2 (`mount -t cgroup2 none /sys/fs/cgroup`) or boot with \
          `systemd.unified_cgroup_hierarchy=1`";
     pub const V2_INTERNAL_PROCESSES: &str = "cgroup v2 forbids enabling controllers for the children of a cgroup that \

@@ -487,6 +487,18 @@ fn forced_v2_on_hybrid_is_an_error() {
         err.contains("cgroup-v2") && err.contains("systemd.unified_cgroup_hierarchy=1"),
         "{err}"
     );
+    // The fake caller is not root: cgroup v1 needs root.
+    assert!(err.contains("run as root to use cgroup v1"), "{err}");
+    // Root has cgroup v1 already: it is told so, not to run as root.
+    let mut host = fs.host(HYBRID_PROC, PID);
+    host.uid = 0;
+    let err = prepare_with(fs.clone(), &host, &limits(), BackendChoice::CgroupV2, "r1")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("as root, cordon uses those v1 hierarchies") && !err.contains("run as root"),
+        "{err}"
+    );
     // And nothing was created anywhere.
     assert!(
         !fs.root()

@@ -51,6 +51,15 @@ pub fn supervisor_leaf(own: &Path, pid: u32) -> PathBuf {
     own.join(format!("cordon-{pid}-supervisor"))
 }
 
+/// What to do on a host whose controllers are on cgroup v1: root has them there already.
+fn on_hybrid(host: &HostPaths) -> &'static str {
+    if host.uid == 0 {
+        fixes::V2_ON_HYBRID_ROOT
+    } else {
+        fixes::V2_ON_HYBRID
+    }
+}
+
 /// The checks that need no write: a cgroup2 mount, cordon's own cgroup in it, the controllers
 /// available there, and `cgroup.procs` writable (moving the child needs it).
 pub fn check<'a>(
@@ -62,7 +71,7 @@ pub fn check<'a>(
         let fix = if layout.v1.is_empty() {
             fixes::V2_NO_MOUNT
         } else {
-            fixes::V2_ON_HYBRID
+            on_hybrid(host)
         };
         return Err(Failure::other(
             "not mounted",
@@ -95,7 +104,7 @@ pub fn check<'a>(
                     "has no {} controller (bound to cgroup v1)",
                     missing.join("/")
                 ),
-                fixes::V2_ON_HYBRID,
+                on_hybrid(host),
             )
         } else {
             (

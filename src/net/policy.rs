@@ -151,6 +151,16 @@ pub fn parse_allow_list(list: &str) -> Result<Vec<Entry>, PolicyError> {
 
 /// Parses one `HOST[:PORT]` entry.
 pub fn parse_entry(e: &str) -> Result<Entry, PolicyError> {
+    // A URL (`https://pypi.org/simple`) instead of a host: say so, not "bad port".
+    if let Some((_, rest)) = e.split_once("://") {
+        let host = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+        return Err(perr(
+            e,
+            format!(
+                "give a host name, not a URL: `{host}` (ports 80 and 443 are allowed by default; add `:PORT` for another)"
+            ),
+        ));
+    }
     let (host, port) = if let Some(rest) = e.strip_prefix('[') {
         let (addr, after) = rest
             .split_once(']')
@@ -604,6 +614,14 @@ mod tests {
         );
         assert!(parse_override("x").is_err());
         assert!(parse_override("x=nope").is_err());
+        // A URL is named as one, with the host to give instead.
+        for (url, host) in [
+            ("allow=https://pypi.org/simple/", "`pypi.org`"),
+            ("allow=http://example.org:8080", "`example.org:8080`"),
+        ] {
+            let e = parse_network(url).unwrap_err().to_string();
+            assert!(e.contains("not a URL") && e.contains(host), "{e}");
+        }
     }
 
     #[test]

@@ -550,6 +550,13 @@ impl SandboxSpec {
                 "at least one process is needed",
             ));
         }
+        if self.limits.open_files == 0 {
+            return Err(ParseError::new(
+                &name("open_files"),
+                "0",
+                "a program with no file descriptor cannot even load its libraries; give 1 or more (the default is 1024)",
+            ));
+        }
         // tmpfs reads a size or inode count of 0 as "unbounded": a cap cannot be lifted that
         // way (the memory limit would be all that held a full /workspace).
         for (key, v, hint) in [
@@ -745,5 +752,15 @@ mod tests {
         assert!(s.validate().is_ok());
         s.env = vec![("A=B".into(), "x".into())];
         assert!(s.validate().is_err());
+    }
+
+    #[test]
+    fn no_open_files_is_refused_naming_the_flag() {
+        let mut s = SandboxSpec::new(vec!["true".into()]);
+        s.limits.open_files = 0;
+        let e = s.validate().unwrap_err().to_string();
+        assert!(e.contains("--open-files") && e.contains("1 or more"), "{e}");
+        s.limits.open_files = 1;
+        assert!(s.validate().is_ok());
     }
 }
