@@ -155,6 +155,24 @@ fn built_rootfs_is_clean() {
         root.join("etc/ssl/certs/ca-certificates.crt").is_file(),
         "no CA bundle"
     );
+    // The CAs the host's administrator added are in the bundle (on a host that has some).
+    let bundle = read(&root, "etc/ssl/certs/ca-certificates.crt");
+    let added = std::fs::read_dir("/usr/local/share/ca-certificates")
+        .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for crt in added
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "crt"))
+    {
+        let pem = std::fs::read_to_string(crt).unwrap();
+        let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        let in_bundle: String = bundle.lines().filter(|l| !l.starts_with("-----")).collect();
+        assert!(
+            in_bundle.contains(&body),
+            "{} is trusted on the host but not in the rootfs's CA bundle",
+            crt.display()
+        );
+    }
     if let Ok(shadow) = std::fs::read_to_string(root.join("etc/shadow")) {
         for l in shadow.lines() {
             let pw = l.split(':').nth(1).unwrap_or("");
