@@ -603,6 +603,22 @@ both!(fn masked_and_readonly_paths(who) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"), "{}", describe(&out));
 });
 
+// A network namespace made for the container has its loopback up (as runc and crun:
+// `podman run --network none`, and containers joining that namespace, use 127.0.0.1).
+both!(fn a_new_network_namespace_has_lo_up(who) {
+    let Some(b) = Bundle::new(who, &["busybox", "ip", "-o", "link", "show", "lo"], |c| {
+        let ns = c["linux"]["namespaces"].as_array_mut().unwrap();
+        if !ns.iter().any(|n| n["type"] == "network") {
+            ns.push(json!({"type": "network"}));
+        }
+    }) else { return };
+    let out = b.run(&format!("lo-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let flags = text.split('<').nth(1).and_then(|r| r.split('>').next()).unwrap_or("");
+    assert!(flags.split(',').any(|f| f == "UP"), "lo must be up: {text}\n{}", describe(&out));
+});
+
 // A mount may not land inside /proc, where cordon-oci writes as the container's root
 // (sysctls, masks): not by its destination, nor through a symlink of the image (a volume at
 // `/data -> /proc/sys/net` would turn the write of net.ipv4.ping_group_range, which podman
@@ -1468,6 +1484,28 @@ both!(fn pause_and_resume(who) {
     let pids: Vec<i64> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(pids, [pid], "{}", describe(&out));
     let out = b.oci(&["delete", "--force", id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    // SIGKILL to a paused container kills it (thawed after, as runc): `podman kill` of a
+    // paused container left it frozen and alive. Another signal leaves it paused.
+    let id = "p2";
+    let a = b.bundle_args("run", id);
+    let mut a: Vec<&str> = a.iter().map(String::as_str).collect();
+    a.insert(1, "--detach");
+    let out = b.oci(&a);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["pause", id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["kill", id, "USR1"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(b.state(id)["status"], "paused", "a signal other than SIGKILL does not thaw");
+    let out = b.oci(&["kill", id, "KILL"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while b.state(id)["status"] != "stopped" && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(b.state(id)["status"], "stopped", "SIGKILL must kill a paused container");
+    let out = b.oci(&["delete", id]);
     assert!(out.status.success(), "{}", describe(&out));
 });
 

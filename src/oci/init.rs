@@ -141,6 +141,22 @@ fn setup(a: &InitArgs, state: &[u8]) -> Result<Option<OwnedFd>, Step> {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP)
             .map_err(e("create the cgroup namespace"))?;
     }
+    // A network namespace made for the container gets its loopback up, as runc and crun do
+    // (runc's "loopback" network): `podman run --network none` and the containers that
+    // join that namespace expect 127.0.0.1 to work. One joined by path is its owner's.
+    if c.setup().new_namespaces() & libc::CLONE_NEWNET != 0 {
+        let lo = sys::loopback_socket().map_err(e("open a socket to bring up lo"))?;
+        sys::loopback_up(&lo).map_err(|(step, err)| {
+            let what = match step {
+                sys::LoopbackStep::ReadFlags => "read lo's flags (SIOCGIFFLAGS)",
+                sys::LoopbackStep::SetFlags => "bring up lo (SIOCSIFFLAGS)",
+            };
+            (
+                "set up the container's network namespace",
+                format!("{what}: {err}"),
+            )
+        })?;
+    }
     if let Some(h) = c.hostname() {
         nix::unistd::sethostname(h).map_err(e("set the hostname"))?;
     }

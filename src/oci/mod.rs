@@ -1205,11 +1205,21 @@ fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
     })?;
     let (dir, s) = state::load(&ctx.root, id)?;
     let st = state::status(&dir, &s);
+    // A frozen process dies of SIGKILL only once thawed (cgroup v1 freezer; v2 kills it, but
+    // thawing is harmless there): as runc, a SIGKILL to a paused container thaws it after,
+    // else `podman kill` of a paused container leaves it frozen, alive, and podman waiting.
+    // Other signals stay pending until `resume`.
+    let thaw = || {
+        if sig == libc::SIGKILL && st == Status::Paused {
+            let _ = cgroup::freeze(&s.cgroup_dirs, false);
+        }
+    };
     // --all, as runc: every process of the container's cgroup, whatever the status (a
     // stopped container's init is gone, but what it left in the cgroup is not), no error.
     // The init too when the container has no cgroup (a rootless one without), once only.
     if all {
         let done = cgroup::signal_all(&s.cgroup_dirs, sig);
+        thaw();
         done.check(sig)?;
         if st == Status::Stopped || done.pids.contains(&s.pid) {
             return Ok(());
@@ -1224,7 +1234,9 @@ fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<(), OciError> {
             what: "container not running, there is no process to signal (kill --all signals what is left in its cgroup)",
         });
     }
-    sys::kill_raw(Pid::from_raw(s.pid), sig).map_err(sys_err("signal the container"))
+    let sent = sys::kill_raw(Pid::from_raw(s.pid), sig).map_err(sys_err("signal the container"));
+    thaw();
+    sent
 }
 
 fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
