@@ -603,6 +603,23 @@ both!(fn masked_and_readonly_paths(who) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("Read-only file system"), "{}", describe(&out));
 });
 
+// linux.personality: LINUX32 makes uname report a 32-bit machine (as crun); flags, which
+// the runtime spec defines none of, are refused.
+both!(fn personality_linux32_is_set(who) {
+    let Some(b) = Bundle::new(who, &["busybox", "uname", "-m"], |c| {
+        c["linux"]["personality"] = json!({"domain": "LINUX32"});
+    }) else { return };
+    let out = b.run(&format!("pers-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "i686", "{}", describe(&out));
+    let Some(b) = Bundle::new(who, &["true"], |c| {
+        c["linux"]["personality"] = json!({"domain": "LINUX", "flags": ["X"]});
+    }) else { return };
+    let out = b.run(&format!("persf-{who:?}"));
+    assert!(!out.status.success(), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("linux.personality.flags"), "{}", describe(&out));
+});
+
 // A network namespace made for the container has its loopback up (as runc and crun:
 // `podman run --network none`, and containers joining that namespace, use 127.0.0.1).
 both!(fn a_new_network_namespace_has_lo_up(who) {

@@ -707,8 +707,20 @@ fn refuse_unsupported(r: &LinuxResources, v2: bool) -> Result<(), CgroupError> {
             why: why.into(),
         })
     };
-    if r.block_io().is_some() {
-        return unsupported("linux.resources.blockIO", "not implemented");
+    // An empty blockIO asks for nothing: podman writes `"blockIO": {}` when it has dropped
+    // a --blkio-weight the kernel cannot take ("Weight discarded").
+    if let Some(b) = r.block_io() {
+        let empty = |v: &Option<Vec<_>>| v.as_ref().is_none_or(|v| v.is_empty());
+        if b.weight().is_some()
+            || b.leaf_weight().is_some()
+            || b.weight_device().as_ref().is_some_and(|v| !v.is_empty())
+            || !empty(b.throttle_read_bps_device())
+            || !empty(b.throttle_write_bps_device())
+            || !empty(b.throttle_read_iops_device())
+            || !empty(b.throttle_write_iops_device())
+        {
+            return unsupported("linux.resources.blockIO", "not implemented");
+        }
     }
     if r.hugepage_limits().as_ref().is_some_and(|h| !h.is_empty()) {
         return unsupported("linux.resources.hugepageLimits", "not implemented");
@@ -1582,6 +1594,24 @@ pub fn read_u64(dirs: &[PathBuf], file: &str, key: Option<&str>) -> Option<u64> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_block_io_is_no_request_and_a_real_one_is_refused() {
+        let parse = |json: &str| -> LinuxResources { serde_json::from_str(json).unwrap() };
+        for v2 in [false, true] {
+            assert!(refuse_unsupported(&parse(r#"{"blockIO": {}}"#), v2).is_ok());
+            assert!(refuse_unsupported(&parse(r#"{"blockIO": {"weightDevice": []}}"#), v2).is_ok());
+            for asked in [
+                r#"{"blockIO": {"weight": 300}}"#,
+                r#"{"blockIO": {"throttleReadBpsDevice": [{"major": 254, "minor": 0, "rate": 1048576}]}}"#,
+            ] {
+                let e = refuse_unsupported(&parse(asked), v2)
+                    .unwrap_err()
+                    .to_string();
+                assert!(e.contains("linux.resources.blockIO"), "{e}");
+            }
+        }
+    }
 
     // Item 8 of the second OCI review: two creates making the same missing parent raced,
     // and the loser failed with EEXIST. Many threads, each making its own cgroup below one

@@ -7,7 +7,7 @@
 //! createContainer hooks → pivot_root → console (bound at /dev/console) → sysctl, masked
 //! and read-only paths → tell the parent "ready" → block on exec.fifo until `start` →
 //! session, session keyring and terminal →
-//! rlimits → (seccomp here when no_new_privs is off: installing it needs CAP_SYS_ADMIN) →
+//! rlimits → personality → (seccomp here when no_new_privs is off: installing it needs CAP_SYS_ADMIN) →
 //! capabilities and ids → no_new_privs → seccomp → startContainer hooks (with the process's
 //! own privileges and filter, as runc) → execve.
 
@@ -1284,6 +1284,10 @@ fn prepare(
     give_stdio_to(c.setup().uid)?;
     for &(res, soft, hard) in &c.setup().rlimits {
         crate::limits::set_rlimit(res, soft, hard).map_err(|err| ("set process.rlimits", err))?;
+    }
+    // Before the container's seccomp filter, which may allow only some personalities.
+    if let Some(p) = c.setup().personality {
+        sys::set_personality(p).map_err(e("set linux.personality"))?;
     }
     if !c.setup().no_new_privileges
         && let Some(f) = filter

@@ -114,6 +114,9 @@ pub struct ContainerSetup {
     /// The cgroup limits in the runtime spec's form (in place of the spec's `limits`, which
     /// are the hardened launcher's: wall time, output, workspace...).
     pub resources: Option<oci_spec::runtime::LinuxResources>,
+    /// `linux.personality`: the execution domain set right before the process's execve
+    /// (`PER_LINUX` or `PER_LINUX32`).
+    pub personality: Option<libc::c_ulong>,
 }
 
 impl ContainerSetup {
@@ -235,6 +238,7 @@ mod tests {
             root_propagation: libc::MS_SLAVE | libc::MS_REC,
             seccomp: None,
             resources: None,
+            personality: None,
         }
     }
 

@@ -327,9 +327,21 @@ impl Container {
         if linux.intel_rdt().is_some() {
             return Err(unsupported("linux.intelRdt", "not implemented"));
         }
-        if linux.personality().is_some() {
-            return Err(unsupported("linux.personality", "not implemented"));
-        }
+        // The execution domain: PER_LINUX (0) or PER_LINUX32 (8), as crun sets it; its flags
+        // name no value the runtime spec defines.
+        let personality = match linux.personality() {
+            None => None,
+            Some(p) if p.flags().as_ref().is_some_and(|f| !f.is_empty()) => {
+                return Err(unsupported(
+                    "linux.personality.flags",
+                    "the runtime spec defines no flag; leave it empty",
+                ));
+            }
+            Some(p) => Some(match p.domain() {
+                oci_spec::runtime::LinuxPersonalityDomain::PerLinux => 0x0000,
+                oci_spec::runtime::LinuxPersonalityDomain::PerLinux32 => 0x0008,
+            }),
+        };
         if linux.memory_policy().is_some() {
             return Err(unsupported("linux.memoryPolicy", "not implemented"));
         }
@@ -541,6 +553,7 @@ impl Container {
             root_propagation,
             seccomp: linux.seccomp().clone(),
             resources: linux.resources().clone(),
+            personality,
         };
         let mut sandbox = SandboxSpec::new(args);
         sandbox.env = env;

@@ -224,6 +224,15 @@ fn guarded_stack(size: usize) -> Result<*mut libc::c_void, Errno> {
     Ok(stack)
 }
 
+/// `personality(2)`: sets the calling process's execution domain (`PER_LINUX32`, ...).
+pub fn set_personality(persona: libc::c_ulong) -> Result<(), Errno> {
+    // SAFETY: personality takes a number by value and touches no memory of ours.
+    if unsafe { libc::personality(persona) } == -1 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
 /// Whether capability number `cap` is in the calling thread's bounding set
 /// (`PR_CAPBSET_READ`); EINVAL for a number this kernel does not know.
 pub fn capbset_read(cap: u32) -> Result<bool, Errno> {
