@@ -2478,6 +2478,29 @@ both!(fn seccomp_conditions_on_one_argument_are_alternatives(who) {
     assert!(err.contains("ip: socket: Function not implemented"), "{}", describe(&denied));
 });
 
+// A tmpcopyup tmpfs takes the owner and mode of the directory it covers only when the image
+// has one (as runc): on a mount point cordon-oci made, it keeps its own (`mode=`, else
+// 1777). podman --read-only adds /tmp, /run and /var/tmp that way; they were 0755 and
+// root's, so a non-root process could not write /tmp.
+both!(fn a_tmpcopyup_tmpfs_keeps_its_mode_where_the_image_has_no_directory(who) {
+    let script = "stat -c '%a' /run /x /kept";
+    let Some(b) = Bundle::new(who, &["busybox", "sh", "-c", script], |c| {
+        let mounts = c["mounts"].as_array_mut().unwrap();
+        mounts.push(json!({"destination": "/run", "type": "tmpfs", "source": "tmpfs", "options": ["tmpcopyup"]}));
+        mounts.push(json!({"destination": "/x", "type": "tmpfs", "source": "tmpfs", "options": ["tmpcopyup", "mode=1770"]}));
+        mounts.push(json!({"destination": "/kept", "type": "tmpfs", "source": "tmpfs", "options": ["tmpcopyup"]}));
+    }) else { return };
+    let kept = b.path().join("rootfs/kept");
+    std::fs::create_dir(&kept).unwrap();
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o750)).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.run(&format!("tcm-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1777\n1770\n750\n", "{}", describe(&out));
+});
+
 // F5 of the OCI review: tmpcopyup copied by path before pivot_root, so a directory swapped
 // for a symlink mid-copy was followed on the host (3 of 60 runs printed the host's file). The
 // copy now goes entry by entry through descriptors (O_NOFOLLOW, fstat), symlinks recreated.

@@ -700,6 +700,13 @@ fn do_mount(
             mount_cgroup_v1(m, v1, &target)?;
         }
         kind => {
+            // Whether the image has the directory the tmpfs covers: only then does the
+            // tmpfs take its owner and mode with tmpcopyup (as runc, which restores the
+            // mode of an existing destination). A mount point made here is cordon-oci's
+            // own 0755 directory: a tmpfs on it keeps the mode it was mounted with (its
+            // `mode=`, else tmpfs's 1777), so podman's --read-only /tmp, /run and /var/tmp
+            // stay writable by all, as with runc.
+            let existed = open_in_root(&root, &create_at, OFlag::O_PATH).is_ok();
             make_mount_point(&root, &create_at, false)?;
             // tmpcopyup: keep a handle on what the tmpfs will cover, copy it in afterwards.
             let under = if m.copy_up {
@@ -736,7 +743,7 @@ fn do_mount(
             }
             if let Some(f) = under {
                 let now = target(OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
-                copy_tree(&f, &now, &m.dst).map_err(|err| {
+                copy_tree(&f, &now, &m.dst, existed).map_err(|err| {
                     (
                         "copy up into a tmpfs (tmpcopyup)",
                         format!("{}: {err}", m.dst.display()),
@@ -909,8 +916,9 @@ fn mount_cgroup_v1(
 /// symlink during the copy (this runs before pivot_root, with the host's root) cannot make
 /// it read a host file (CVE-2021-30465 class). Symlinks are recreated, never followed; an
 /// entry whose type changes between fstatat and open fails the copy. `rel` names the
-/// directory in errors.
-fn copy_tree(src: &OwnedFd, dst: &OwnedFd, rel: &Path) -> std::io::Result<()> {
+/// directory in errors. `dst` itself takes the owner and mode of `src` when `top_attrs`
+/// (the directories below always do).
+fn copy_tree(src: &OwnedFd, dst: &OwnedFd, rel: &Path, top_attrs: bool) -> std::io::Result<()> {
     use nix::fcntl::{AtFlags, OFlag, openat};
     use nix::sys::stat::{FileStat, fchmod, fstat, fstatat};
     let fail = |what: &str, name: &std::ffi::OsStr, err: Errno| {
@@ -966,7 +974,7 @@ fn copy_tree(src: &OwnedFd, dst: &OwnedFd, rel: &Path) -> std::io::Result<()> {
             nix::sys::stat::mkdirat(dst, name, Mode::from_bits_truncate(0o700))
                 .map_err(|err| fail("create the directory", name, err))?;
             let to = open_dir(dst).map_err(|err| fail("open the new directory", name, err))?;
-            copy_tree(&from, &to, &rel.join(name))?;
+            copy_tree(&from, &to, &rel.join(name), true)?;
         } else if k == SFlag::S_IFREG {
             // O_NONBLOCK: a fifo swapped in would not block the open (and is refused below).
             let from = openat(
@@ -1006,10 +1014,12 @@ fn copy_tree(src: &OwnedFd, dst: &OwnedFd, rel: &Path) -> std::io::Result<()> {
         }
         // Devices, fifos and sockets are not copied (as before).
     }
-    let st = fstat(src).map_err(|err| fail("stat", "".as_ref(), err))?;
-    let (u, g) = owner(&st);
-    nix::unistd::fchown(dst, u, g).map_err(|err| fail("set the owner", "".as_ref(), err))?;
-    fchmod(dst, perm(&st)).map_err(|err| fail("set the mode", "".as_ref(), err))?;
+    if top_attrs {
+        let st = fstat(src).map_err(|err| fail("stat", "".as_ref(), err))?;
+        let (u, g) = owner(&st);
+        nix::unistd::fchown(dst, u, g).map_err(|err| fail("set the owner", "".as_ref(), err))?;
+        fchmod(dst, perm(&st)).map_err(|err| fail("set the mode", "".as_ref(), err))?;
+    }
     Ok(())
 }
 
