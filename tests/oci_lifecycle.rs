@@ -2478,6 +2478,27 @@ both!(fn seccomp_conditions_on_one_argument_are_alternatives(who) {
     assert!(err.contains("ip: socket: Function not implemented"), "{}", describe(&denied));
 });
 
+// A cgroup hierarchy left out of the read-only cgroup mount (the caller sits at its root:
+// conmon in name=systemd) still gets a mount point: podman `--systemd always` binds the
+// container's systemd cgroup at /sys/fs/cgroup/systemd after the cgroup mount, and that
+// failed with EROFS. (Pure cgroup v2 has one hierarchy and no such mount: nothing to check.)
+both!(fn a_mount_below_the_cgroup_mount_finds_its_mount_point(who) {
+    if cordon::limits::probe().version == cordon::limits::CgroupVersion::V2 {
+        skip!("SKIP: a_mount_below_the_cgroup_mount_finds_its_mount_point: pure cgroup v2 has no v1 hierarchies");
+        return;
+    }
+    let vol = common::shared_tempdir();
+    common::write_world_readable(&vol.path().join("marker"), b"");
+    let Some(b) = Bundle::new(who, &["ls", "/sys/fs/cgroup/systemd"], |c| {
+        let mounts = c["mounts"].as_array_mut().unwrap();
+        assert!(mounts.iter().any(|m| m["destination"] == "/sys/fs/cgroup"), "the default spec has a cgroup mount");
+        mounts.push(json!({"destination": "/sys/fs/cgroup/systemd", "type": "bind", "source": vol.path(), "options": ["rbind"]}));
+    }) else { return };
+    let out = b.run(&format!("cgsd-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "marker\n", "{}", describe(&out));
+});
+
 // A tmpcopyup tmpfs takes the owner and mode of the directory it covers only when the image
 // has one (as runc): on a mount point cordon-oci made, it keeps its own (`mode=`, else
 // 1777). podman --read-only adds /tmp, /run and /var/tmp that way; they were 0755 and

@@ -101,15 +101,23 @@ pub fn hierarchies_of(mounts: &[MountInfo]) -> Vec<Hierarchy> {
 pub struct V1View {
     pub binds: Vec<V1Bind>,
     pub links: Vec<(String, String)>,
+    /// The hierarchies left out of `binds` (see [`v1_mount_plan`]): an empty directory
+    /// each, a mount point for a later mount of the config (podman binds the container's
+    /// `name=systemd` cgroup at /sys/fs/cgroup/systemd for `--systemd always`).
+    pub empty: Vec<String>,
 }
 
 /// [`V1View`] for a container whose own cgroups are `own`, read from this process's
 /// /proc/self/mountinfo and /proc/self/cgroup (the init it clones starts in the same
 /// cgroups, then moves into `own`).
 pub fn v1_view(own: &[PathBuf]) -> Result<V1View, CgroupError> {
+    let mounts = own_mounts()?;
+    let binds = v1_mount_plan(&mounts, &own_cgroups()?, own);
+    let empty = v1_left_out(&mounts, &binds);
     Ok(V1View {
-        binds: v1_mount_plan(&own_mounts()?, &own_cgroups()?, own),
+        binds,
         links: v1_links(Path::new("/sys/fs/cgroup"))?,
+        empty,
     })
 }
 
@@ -126,6 +134,28 @@ pub struct V1Bind {
     /// does not place the container in leaves it in the caller's cgroup, which the
     /// container must not change: always bound read-only.
     pub own: bool,
+}
+
+/// The names of the cgroup hierarchies mounted directly below /sys/fs/cgroup that `binds`
+/// leaves out.
+fn v1_left_out(mountinfo: &[MountInfo], binds: &[V1Bind]) -> Vec<String> {
+    let base = Path::new("/sys/fs/cgroup");
+    let mut out: Vec<String> = mountinfo
+        .iter()
+        .filter(|m| m.fs_type == "cgroup" || m.fs_type == "cgroup2")
+        .filter_map(|m| {
+            m.mount_point
+                .strip_prefix(base)
+                .ok()
+                .filter(|n| n.components().count() == 1)
+                .and_then(|n| n.to_str())
+                .map(str::to_string)
+        })
+        .filter(|n| !binds.iter().any(|b| &b.name == n))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// What a `cgroup` mount shows on a v1/hybrid host: per hierarchy mounted directly below

@@ -889,6 +889,17 @@ fn mount_cgroup_v1(
         };
         remount_bind(&fd_path(&sub(&b.name)?), flags)?;
     }
+    for name in &v1.empty {
+        match nix::sys::stat::mkdirat(&dir, name.as_str(), Mode::from_bits_truncate(0o755)) {
+            Ok(()) | Err(Errno::EEXIST) => {}
+            Err(err) => {
+                return Err((
+                    "create a cgroup hierarchy's mount point",
+                    format!("{}/{name}: {err}", m.dst.display()),
+                ));
+            }
+        }
+    }
     for (name, to) in &v1.links {
         match nix::unistd::symlinkat(to.as_str(), &dir, name.as_str()) {
             Ok(()) | Err(Errno::EEXIST) => {}
