@@ -620,22 +620,6 @@ both!(fn personality_linux32_is_set(who) {
     assert!(String::from_utf8_lossy(&out.stderr).contains("linux.personality.flags"), "{}", describe(&out));
 });
 
-// A network namespace made for the container has its loopback up (as runc and crun:
-// `podman run --network none`, and containers joining that namespace, use 127.0.0.1).
-both!(fn a_new_network_namespace_has_lo_up(who) {
-    let Some(b) = Bundle::new(who, &["busybox", "ip", "-o", "link", "show", "lo"], |c| {
-        let ns = c["linux"]["namespaces"].as_array_mut().unwrap();
-        if !ns.iter().any(|n| n["type"] == "network") {
-            ns.push(json!({"type": "network"}));
-        }
-    }) else { return };
-    let out = b.run(&format!("lo-{who:?}"));
-    assert!(out.status.success(), "{}", describe(&out));
-    let text = String::from_utf8_lossy(&out.stdout);
-    let flags = text.split('<').nth(1).and_then(|r| r.split('>').next()).unwrap_or("");
-    assert!(flags.split(',').any(|f| f == "UP"), "lo must be up: {text}\n{}", describe(&out));
-});
-
 // A mount may not land inside /proc, where cordon-oci writes as the container's root
 // (sysctls, masks): not by its destination, nor through a symlink of the image (a volume at
 // `/data -> /proc/sys/net` would turn the write of net.ipv4.ping_group_range, which podman
@@ -727,7 +711,8 @@ both!(fn masks_use_only_a_real_null_device(who) {
 });
 
 // A new network namespace is the container's own from the start: its sysfs (mounted inside
-// it) lists only `lo`, left down as runc leaves it, and a createRuntime hook, which may set
+// it) lists only `lo`, brought up as runc and crun bring it up (its operstate is then
+// "unknown": loopback has no carrier to report), and a createRuntime hook, which may set
 // the network up, sees the namespace the program gets.
 both!(fn a_new_network_namespace_is_the_containers_own(who) {
     let host = std::fs::read_link("/proc/self/ns/net").unwrap();
@@ -769,7 +754,7 @@ both!(fn a_new_network_namespace_is_the_containers_own(who) {
         assert_eq!(lines.len(), 3, "hook {with_hook}: {}", describe(&out));
         assert!(lines[0].starts_with("net:["), "hook {with_hook}: {}", describe(&out));
         assert_ne!(Path::new(lines[0]), host, "hook {with_hook}: the host's network namespace: {}", describe(&out));
-        assert_eq!(&lines[1..], ["lo", "down"], "hook {with_hook}: {}", describe(&out));
+        assert_eq!(&lines[1..], ["lo", "unknown"], "hook {with_hook}: {}", describe(&out));
         if with_hook {
             let saw = std::fs::read_to_string(&seen).unwrap_or_else(|e| panic!("the hook did not run: {e}: {}", describe(&out)));
             assert_eq!(saw.trim(), lines[0], "the createRuntime hook saw another namespace: {}", describe(&out));
@@ -1474,6 +1459,21 @@ both!(fn a_missing_or_unexecutable_process_exits_127_or_126(who) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("(/bin/not-executable)") && err.contains("EACCES"), "{}", describe(&out));
     assert!(out.stdout.is_empty(), "{}", describe(&out));
+    // As runc, what keeps the process from running fails `create`, not the started
+    // container: with the code (podman maps runc's words for it to 127 and 126), and
+    // nothing left behind. A cwd that does not exist likewise.
+    let Some(b) = Bundle::new(who, &["no-such-program"], |_| {}) else { return };
+    let id = format!("x3-{who:?}");
+    let out = b.oci(&b.bundle_args("create", &id).iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(127), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("executable file not found in $PATH"), "{}", describe(&out));
+    assert!(!b.oci(&["state", &id]).status.success(), "no container is left after a failed create");
+    let Some(b) = Bundle::new(who, &["true"], |c| c["process"]["cwd"] = json!("/no/such/dir")) else { return };
+    let id = format!("x4-{who:?}");
+    let out = b.oci(&b.bundle_args("create", &id).iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("enter process.cwd: /no/such/dir: ENOENT"), "{}", describe(&out));
+    assert!(!b.oci(&["state", &id]).status.success(), "no container is left after a failed create");
 });
 
 both!(fn pause_and_resume(who) {

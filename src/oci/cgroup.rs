@@ -101,8 +101,8 @@ pub fn hierarchies_of(mounts: &[MountInfo]) -> Vec<Hierarchy> {
 pub struct V1View {
     pub binds: Vec<V1Bind>,
     pub links: Vec<(String, String)>,
-    /// The hierarchies left out of `binds` (see [`v1_mount_plan`]): an empty directory
-    /// each, a mount point for a later mount of the config (podman binds the container's
+    /// The hierarchies left out of `binds` (see [`v1_mount_plan`]): in a read-only cgroup
+    /// mount, an empty directory each, a mount point for a later mount of the config (podman binds the container's
     /// `name=systemd` cgroup at /sys/fs/cgroup/systemd for `--systemd always`).
     pub empty: Vec<String>,
 }

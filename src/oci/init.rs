@@ -5,11 +5,12 @@
 //! the parent did not) → wait for the parent's go (maps written, cgroup joined,
 //! createRuntime hooks run) → cgroup namespace → hostname → mounts, devices →
 //! createContainer hooks → pivot_root → console (bound at /dev/console) → sysctl, masked
-//! and read-only paths → tell the parent "ready" → block on exec.fifo until `start` →
-//! session, session keyring and terminal →
-//! rlimits → personality → (seccomp here when no_new_privs is off: installing it needs CAP_SYS_ADMIN) →
-//! capabilities and ids → no_new_privs → seccomp → startContainer hooks (with the process's
-//! own privileges and filter, as runc) → execve.
+//! and read-only paths → session, session keyring and terminal → rlimits → personality →
+//! (seccomp here when no_new_privs is off: installing it needs CAP_SYS_ADMIN) →
+//! capabilities and ids → cwd → the program's search → tell the parent "ready" (a failure
+//! until here fails `create`, as with runc) → block on exec.fifo until `start` →
+//! no_new_privs → seccomp → startContainer hooks (with the process's own privileges and
+//! filter, as runc) → execve.
 
 use crate::fs::{fd_path, mounts};
 use crate::security::seccomp::oci::OciFilter;
@@ -93,15 +94,24 @@ pub fn main(mut a: InitArgs) -> ! {
         );
         sys::exit_now(1)
     }
-    match setup(&a, &state) {
-        Ok(slave) => {
+    // As runc, everything but the no_new_privs filter, the startContainer hooks and the
+    // execve is done before `create` returns: the process's session, terminal, rlimits,
+    // identity, capabilities and cwd, and the search for its program. So a config that
+    // cannot run fails `create` with the reason (and `podman run` with 126 or 127), instead
+    // of a container that starts, prints the reason as its own output and exits 1.
+    let prepared = setup(&a, &state)
+        .and_then(|slave| prepare(a.c, a.filter, slave, a.preserve_fds))
+        .map_err(|(step, msg)| format!("ERR {step}: {msg}"))
+        .and_then(|()| find_program(a.c).map_err(|(code, msg)| format!("EXEC{code} {msg}")));
+    match prepared {
+        Ok(()) => {
             let _ = nix::unistd::write(&a.ready, b"OK");
             // The parent reads to end-of-file: init's copy is the last one.
             drop(a.ready);
-            run_payload_after_start(a.c, a.fifo, a.filter, a.preserve_fds, slave, &state)
+            run_payload_after_start(a.c, a.fifo, a.filter, &state)
         }
-        Err((step, msg)) => {
-            let _ = nix::unistd::write(&a.ready, format!("ERR {step}: {msg}").as_bytes());
+        Err(report) => {
+            let _ = nix::unistd::write(&a.ready, report.as_bytes());
             sys::exit_now(1)
         }
     }
@@ -889,7 +899,8 @@ fn mount_cgroup_v1(
         };
         remount_bind(&fd_path(&sub(&b.name)?), flags)?;
     }
-    for name in &v1.empty {
+    // (Without `ro` the tmpfs stays writable: a later mount makes its own mount point.)
+    for name in v1.empty.iter().filter(|_| ro) {
         match nix::sys::stat::mkdirat(&dir, name.as_str(), Mode::from_bits_truncate(0o755)) {
             Ok(()) | Err(Errno::EEXIST) => {}
             Err(err) => {
@@ -1239,8 +1250,6 @@ fn run_payload_after_start(
     c: &Container,
     fifo: OwnedFd,
     filter: Option<&OciFilter>,
-    preserve_fds: i32,
-    slave: Option<OwnedFd>,
     state: &[u8],
 ) -> ! {
     // Blocks until `start` writes its byte.
@@ -1259,7 +1268,7 @@ fn run_payload_after_start(
         eprintln!("cordon-oci: cannot {step}: {msg}");
         sys::exit_now(code)
     };
-    if let Err((step, msg)) = prepare(c, filter, slave, preserve_fds) {
+    if let Err((step, msg)) = no_new_privs_filter(c, filter) {
         fail(step, msg, 1);
     }
     // startContainer hooks run the container's own files (their paths resolve after
@@ -1317,13 +1326,6 @@ fn prepare(
             .map_err(|err| ("install linux.seccomp", err.to_string()))?;
     }
     set_identity(c)?;
-    if c.setup().no_new_privileges {
-        nix::sys::prctl::set_no_new_privs().map_err(e("set process.noNewPrivileges"))?;
-        if let Some(f) = filter {
-            crate::security::seccomp::install_program(&f.program, f.flags)
-                .map_err(|err| ("install linux.seccomp", err.to_string()))?;
-        }
-    }
     // process.user.umask, else 0022 as runc: never the caller's (a shim's or a shell's).
     nix::sys::stat::umask(Mode::from_bits_truncate(
         c.setup().umask.unwrap_or(DEFAULT_UMASK),
@@ -1342,6 +1344,73 @@ fn prepare(
         ));
     }
     Ok(())
+}
+
+/// `process.noNewPrivileges`, then the container's seccomp filter under it (with
+/// no_new_privs off, [`prepare`] installed it before the identity change): as runc, as close
+/// to the execve as can be, so that the fewest calls run under it.
+fn no_new_privs_filter(c: &Container, filter: Option<&OciFilter>) -> Result<(), Step> {
+    if c.setup().no_new_privileges {
+        nix::sys::prctl::set_no_new_privs().map_err(e("set process.noNewPrivileges"))?;
+        if let Some(f) = filter {
+            crate::security::seccomp::install_program(&f.program, f.flags)
+                .map_err(|err| ("install linux.seccomp", err.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Finds the process's program as [`exec`] will (execvp's search of the config's PATH, in
+/// the container's root and cwd, with the process's identity), without executing it. On
+/// failure: the exit code (127 not found, 126 found but not executable) and a message in
+/// the words runtimes use (podman maps "executable file not found" and "permission
+/// denied" to those codes).
+fn find_program(c: &Container) -> Result<(), (i32, String)> {
+    use nix::sys::stat::stat;
+    use nix::unistd::{AccessFlags, access};
+    let name = &c.sandbox.argv[0];
+    let candidates: Vec<PathBuf> = if name.contains('/') {
+        vec![PathBuf::from(name)]
+    } else {
+        c.path_dirs()
+            .iter()
+            .map(|d| Path::new(d).join(name))
+            .collect()
+    };
+    let mut denied: Option<(PathBuf, Errno)> = None;
+    for p in candidates {
+        let err = match stat(&p) {
+            Err(Errno::ENOENT | Errno::ENOTDIR) => continue,
+            Err(err) => err,
+            // execve refuses a directory or a special file with EACCES.
+            Ok(st) if st.st_mode & libc::S_IFMT != libc::S_IFREG => Errno::EACCES,
+            Ok(_) => match access(&p, AccessFlags::X_OK) {
+                Ok(()) => return Ok(()),
+                Err(err) => err,
+            },
+        };
+        let stop = err != Errno::EACCES;
+        denied = Some((p, err));
+        if stop {
+            break;
+        }
+    }
+    Err(match denied {
+        None => (
+            127,
+            format!(
+                "cannot execute {name:?} in the container: executable file not found in $PATH ({})",
+                c.path_dirs().join(":")
+            ),
+        ),
+        Some((p, err)) => (
+            126,
+            format!(
+                "cannot execute {name:?} in the container ({}): {err}",
+                p.display()
+            ),
+        ),
+    })
 }
 
 /// Makes the process's user (`uid`, of the container) the owner of what its fds 0-2 are (the
@@ -1443,7 +1512,9 @@ pub fn exec_process(
         },
         None => None,
     };
-    if let Err((step, msg)) = prepare(c, filter, slave, preserve_fds) {
+    if let Err((step, msg)) =
+        prepare(c, filter, slave, preserve_fds).and_then(|()| no_new_privs_filter(c, filter))
+    {
         eprintln!("cordon-oci: cannot {step}: {msg}");
         sys::exit_now(1);
     }

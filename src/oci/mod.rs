@@ -63,6 +63,9 @@ pub enum OciError {
     },
     #[error("the container's init failed to {0}")]
     Init(String),
+    /// The process's program cannot run: `code` is 127 (not found) or 126 (not executable).
+    #[error("{why}")]
+    Exec { code: i32, why: String },
     #[error("cannot start the container's init: its clone helper failed to {0}")]
     CloneHelper(String),
     #[error("container {id} is {status}: {what}")]
@@ -240,7 +243,10 @@ pub fn main(cli: OciCli) -> i32 {
         Err(e) => {
             ctx.log("error", &e.to_string());
             eprintln!("cordon-oci: {e}");
-            1
+            match e {
+                OciError::Exec { code, .. } => code,
+                _ => 1,
+            }
         }
     }
 }
@@ -787,6 +793,18 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     let msg = String::from_utf8_lossy(&read_to_end(&ready_r, "read the container's init report")?)
         .into_owned();
     if msg != "OK" {
+        // "EXEC127 why": the process's program cannot run (not found, 127; not executable,
+        // 126); cordon-oci exits with that code, as a shell would.
+        if let Some((code, why)) = msg
+            .strip_prefix("EXEC")
+            .and_then(|r| r.split_once(' '))
+            .and_then(|(c, why)| Some((c.parse::<i32>().ok()?, why)))
+        {
+            return Err(OciError::Exec {
+                code,
+                why: why.to_string(),
+            });
+        }
         let why = msg
             .strip_prefix("ERR ")
             .unwrap_or("exit before reporting")
