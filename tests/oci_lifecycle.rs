@@ -1406,8 +1406,10 @@ fn environ(out: &Output) -> Vec<String> {
         .collect()
 }
 
-// The process gets the config's environment and nothing else; a key given twice keeps its
-// first place with its last value, as runc sets it, and `exec --env` overrides the config.
+// The process gets the config's environment and nothing else but HOME when the config has
+// none (as runc and crun: the user's home in the container's /etc/passwd, else `/`); a key
+// given twice keeps its first place with its last value, as runc sets it, and `exec --env`
+// overrides the config.
 both!(fn environment_is_the_configs_with_later_settings_winning(who) {
     let env = json!(["PATH=/bin", "A=1", "B=x=y", "A=2", "E="]);
     let Some(b) = Bundle::new(who, &["cat", "/proc/self/environ"], |c| {
@@ -1415,7 +1417,23 @@ both!(fn environment_is_the_configs_with_later_settings_winning(who) {
     }) else { return };
     let out = b.run(&format!("env1-{who:?}"));
     assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(environ(&out), ["PATH=/bin", "A=2", "B=x=y", "E="], "{}", describe(&out));
+    assert_eq!(environ(&out), ["PATH=/bin", "A=2", "B=x=y", "E=", "HOME=/"], "{}", describe(&out));
+    // The process's uid has a passwd entry: its home; a HOME of the config's is kept.
+    for (home, want) in [(None, "HOME=/srv/app"), (Some("HOME=/mine"), "HOME=/mine")] {
+        let Some(b) = Bundle::new(who, &["cat", "/proc/self/environ"], |c| {
+            let mut e = vec![json!("PATH=/bin")];
+            e.extend(home.map(|h| json!(h)));
+            c["process"]["env"] = json!(e);
+        }) else { return };
+        std::fs::create_dir_all(b.path().join("rootfs/etc")).unwrap();
+        std::fs::write(b.path().join("rootfs/etc/passwd"), "root:x:0:0:root:/srv/app:/bin/sh\n").unwrap();
+        if who == Who::User {
+            b.chown();
+        }
+        let out = b.run(&format!("envh-{who:?}"));
+        assert!(out.status.success(), "{}", describe(&out));
+        assert_eq!(environ(&out), ["PATH=/bin", want], "{}", describe(&out));
+    }
 
     let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
         c["process"]["env"] = env.clone();
@@ -1426,7 +1444,7 @@ both!(fn environment_is_the_configs_with_later_settings_winning(who) {
     assert!(out.status.success(), "{}", describe(&out));
     let out = b.oci(&["exec", "--env", "A=3", "--env", "C=4", &id, "cat", "/proc/self/environ"]);
     assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(environ(&out), ["PATH=/bin", "A=3", "B=x=y", "E=", "C=4"], "{}", describe(&out));
+    assert_eq!(environ(&out), ["PATH=/bin", "A=3", "B=x=y", "E=", "C=4", "HOME=/"], "{}", describe(&out));
     let out = b.oci(&["exec", "--env", "NOVALUE", &id, "true"]);
     assert!(!out.status.success(), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--env: \"NOVALUE\" has no `=`"), "{}", describe(&out));

@@ -1610,7 +1610,11 @@ fn exec(c: &Container) -> ! {
             .collect::<Result<Vec<_>, _>>()
     };
     // (from_spec refuses NUL bytes in both; nothing is dropped if one got through.)
-    let (Ok(args), Ok(env)) = (cstrings(c.sandbox.argv.clone()), cstrings(c.env_strings())) else {
+    let mut env = c.env_strings();
+    if !env.iter().any(|e| e.starts_with("HOME=")) {
+        env.push(format!("HOME={}", home_of(c.setup().uid)));
+    }
+    let (Ok(args), Ok(env)) = (cstrings(c.sandbox.argv.clone()), cstrings(env)) else {
         eprintln!(
             "cordon-oci: cannot execute {name:?} in the container: an argument or environment entry contains a NUL byte"
         );
@@ -1634,9 +1638,57 @@ fn exec(c: &Container) -> ! {
     }
 }
 
+/// The home directory of `uid` in the container's /etc/passwd (read in the container's
+/// root, as the process), else `/`: the HOME runc and crun give a process whose `env` has
+/// none (podman relies on it). A passwd that is not a regular file, or is larger than
+/// 4 MiB, counts as none.
+fn home_of(uid: u32) -> String {
+    use nix::fcntl::OFlag;
+    use std::io::Read;
+    let read = || -> Option<String> {
+        let fd = nix::fcntl::open(
+            "/etc/passwd",
+            OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let st = nix::sys::stat::fstat(&fd).ok()?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return None;
+        }
+        let mut text = String::new();
+        std::fs::File::from(fd)
+            .take(4 << 20)
+            .read_to_string(&mut text)
+            .ok()?;
+        passwd_home(&text, uid)
+    };
+    read().unwrap_or_else(|| "/".to_string())
+}
+
+/// The home field of the first /etc/passwd line of `uid`, if it has one.
+fn passwd_home(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 7 && f[2].parse::<u32>().ok() == Some(uid) && !f[5].is_empty())
+            .then(|| f[5].to_string())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn home_comes_from_the_first_passwd_line_of_the_uid() {
+        let passwd = "root:x:0:0:root:/root:/bin/sh\n# comment\nbad line\n\
+                      app:x:1000:1000::/home/app:/bin/sh\nagain:x:1000:1000::/other:/bin/sh\n\
+                      nohome:x:1001:1001:::/bin/sh\n";
+        assert_eq!(passwd_home(passwd, 0).as_deref(), Some("/root"));
+        assert_eq!(passwd_home(passwd, 1000).as_deref(), Some("/home/app"));
+        assert_eq!(passwd_home(passwd, 1001), None);
+        assert_eq!(passwd_home(passwd, 4242), None);
+    }
 
     #[test]
     fn a_refused_cgroup2_mount_binds_the_containers_own_cgroup_first() {
