@@ -2496,6 +2496,25 @@ both!(fn seccomp_conditions_on_one_argument_are_alternatives(who) {
     assert!(err.contains("ip: socket: Function not implemented"), "{}", describe(&denied));
 });
 
+// A seccomp filter that refuses getcwd (runtime-tools' linux_seccomp test has one) must not
+// stop the container: the check that the cwd is inside the root (CVE-2024-21626) then walks
+// up from it instead. Without no_new_privs the filter is in place before that check.
+both!(fn a_filter_refusing_getcwd_does_not_stop_the_container(who) {
+    for nnp in [false, true] {
+        let Some(b) = Bundle::new(who, &["echo", "ran"], |c| {
+            c["process"]["noNewPrivileges"] = json!(nnp);
+            c["linux"]["seccomp"] = json!({
+                "defaultAction": "SCMP_ACT_ALLOW",
+                "architectures": ["SCMP_ARCH_X86_64"],
+                "syscalls": [{"names": ["getcwd"], "action": "SCMP_ACT_ERRNO"}]
+            });
+        }) else { return };
+        let out = b.run(&format!("gcwd-{nnp}-{who:?}"));
+        assert!(out.status.success(), "noNewPrivileges {nnp}: {}", describe(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n", "{}", describe(&out));
+    }
+});
+
 // A cgroup hierarchy left out of the read-only cgroup mount (the caller sits at its root:
 // conmon in name=systemd) still gets a mount point: podman `--systemd always` binds the
 // container's systemd cgroup at /sys/fs/cgroup/systemd after the cgroup mount, and that

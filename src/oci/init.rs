@@ -1333,17 +1333,54 @@ fn prepare(
     nix::unistd::chdir(&c.setup().cwd).map_err(ep("enter process.cwd", &c.setup().cwd))?;
     // CVE-2024-21626: a cwd reached through a magic link (/proc/self/fd/N of a descriptor
     // on a host directory) lies outside the container's root, where getcwd fails (ENOENT,
-    // "unreachable"). The program must start inside its root.
-    if let Err(err) = nix::unistd::getcwd() {
+    // "unreachable"). The program must start inside its root. A container's seccomp filter
+    // (installed by now when no_new_privs is off) may refuse getcwd itself: then the walk up
+    // from the cwd decides instead.
+    let outside = match nix::unistd::getcwd() {
+        Ok(_) => None,
+        Err(Errno::ENOENT) => Some(Errno::ENOENT.to_string()),
+        Err(err) => match cwd_below_root() {
+            Ok(true) => None,
+            Ok(false) => Some(format!(
+                "getcwd: {err}; the walk up from it misses the root"
+            )),
+            Err(walk) => Some(format!("getcwd: {err}; walk up from it: {walk}")),
+        },
+    };
+    if let Some(why) = outside {
         return Err((
             "enter process.cwd",
             format!(
-                "{}: the directory is outside the container's root filesystem ({err}); give a path inside it",
+                "{}: the directory is outside the container's root filesystem ({why}); give a path inside it",
                 c.setup().cwd.display()
             ),
         ));
     }
     Ok(())
+}
+
+/// Whether the working directory lies below this process's root: climbing `..` from it
+/// reaches `/` (the same file) before a directory that is its own parent (the top of the
+/// mount namespace, past the root: the cwd was outside it).
+fn cwd_below_root() -> Result<bool, Errno> {
+    use nix::fcntl::{OFlag, open, openat};
+    use nix::sys::stat::{fstat, stat};
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let root = stat("/")?;
+    let id = |st: &nix::sys::stat::FileStat| (st.st_dev, st.st_ino);
+    let mut dir = open(".", flags, Mode::empty())?;
+    for _ in 0..4096 {
+        let here = fstat(&dir)?;
+        if id(&here) == id(&root) {
+            return Ok(true);
+        }
+        let up = openat(&dir, "..", flags, Mode::empty())?;
+        if id(&fstat(&up)?) == id(&here) {
+            return Ok(false);
+        }
+        dir = up;
+    }
+    Err(Errno::ELOOP)
 }
 
 /// `process.noNewPrivileges`, then the container's seccomp filter under it (with
@@ -1678,6 +1715,38 @@ fn passwd_home(passwd: &str, uid: u32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A chroot that leaves the cwd outside it (the CVE-2024-21626 shape): the walk up
+    /// misses the root; after chdir("/") it finds it. In a forked child (chroot is
+    /// process-wide); root only.
+    #[test]
+    fn the_walk_up_tells_a_cwd_outside_the_root() {
+        if !nix::unistd::geteuid().is_root() {
+            println!("SKIP: the_walk_up_tells_a_cwd_outside_the_root needs root (chroot)");
+            return;
+        }
+        assert_eq!(cwd_below_root(), Ok(true));
+        let d = tempfile::tempdir().unwrap();
+        let inner = std::ffi::CString::new(d.path().as_os_str().as_encoded_bytes()).unwrap();
+        match sys::fork().unwrap() {
+            sys::CloneResult::Child => {
+                let code = if nix::unistd::chroot(inner.as_c_str()).is_err() {
+                    3
+                } else if cwd_below_root() != Ok(false) {
+                    4
+                } else if nix::unistd::chdir("/").is_err() || cwd_below_root() != Ok(true) {
+                    5
+                } else {
+                    0
+                };
+                sys::exit_now(code)
+            }
+            sys::CloneResult::Parent(pid) => {
+                let st = nix::sys::wait::waitpid(pid, None).unwrap();
+                assert_eq!(st, nix::sys::wait::WaitStatus::Exited(pid, 0));
+            }
+        }
+    }
 
     #[test]
     fn home_comes_from_the_first_passwd_line_of_the_uid() {
