@@ -2168,9 +2168,9 @@ both!(fn cgroup_v1_mount_shows_only_the_containers_cgroups(who) {
 });
 
 // A `cgroup` mount without `ro` on a v1/hybrid host: the container's own cgroups (root's:
-// it gets one per controller cordon uses) are writable, every other hierarchy (the caller's
-// cgroup: blkio, name=systemd, the unified one; all of them for a rootless container, which
-// gets none of its own on v1) stays read-only.
+// it gets one per controller hierarchy, blkio and cpuset included) are writable, every other
+// hierarchy (the caller's cgroup: name=systemd, the unified one; all of them for a rootless
+// container, which gets none of its own on v1) stays read-only.
 both!(fn cgroup_v1_mount_without_ro_writes_only_the_containers_own(who) {
     if cgroup_layout() != CgroupLayout::HybridOrV1 {
         skip!("SKIP: cgroup_v1_mount_without_ro_writes_only_the_containers_own: not a cgroup v1 host");
@@ -2195,7 +2195,7 @@ both!(fn cgroup_v1_mount_without_ro_writes_only_the_containers_own(who) {
     assert!(out.status.success(), "{}", describe(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let wrote: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix("WROTE_")).collect();
-    let own: &[&str] = if who == Who::Root { &["memory", "pids"] } else { &[] };
+    let own: &[&str] = if who == Who::Root { &["memory", "pids", "blkio"] } else { &[] };
     assert_eq!(wrote, own, "{}", describe(&out));
     // The mounts from the cgroup mount's tmpfs on (see the test above).
     let lines: Vec<&str> = stdout.lines().filter(|l| l.contains(" /sys/fs/cgroup")).collect();
@@ -3141,8 +3141,8 @@ both!(fn run_forwards_signals_to_the_container(who) {
 });
 
 // `update` on cgroup v1: memory and memory+swap raised or lowered together whatever the order
-// the kernel needs; an update the kernel refuses says so for the update, and a cpuset update
-// of a container without a cpuset cgroup gives that reason.
+// the kernel needs; an update the kernel refuses says so for the update; a cpuset update of a
+// container created without cpus works.
 #[test]
 fn update_on_cgroup_v1() {
     if !running_as_root() || cgroup_layout() != CgroupLayout::HybridOrV1 {
@@ -3191,14 +3191,26 @@ fn update_on_cgroup_v1() {
         "{}",
         describe(&out)
     );
-    let out = b.oci(&["update", "--cpuset-cpus", "0", "upd1"]);
-    assert!(!out.status.success(), "{}", describe(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("no cpuset cgroup") && err.contains("created without"),
-        "{}",
-        describe(&out)
+    // Every container has a cpuset cgroup of its own (seeded from its parent's), as with
+    // runc: `podman update --cpuset-cpus` of one created without cpus works.
+    let cpuset = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, c, p) = (f.next()?, f.next()?, f.next()?);
+            c.split(',').any(|x| x == "cpuset").then(|| p.to_string())
+        })
+        .unwrap();
+    assert_ne!(
+        cpuset, "/",
+        "the container is in a cpuset cgroup of its own"
     );
+    let out = b.oci(&["update", "--cpuset-cpus", "0", "upd1"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let cpus =
+        std::fs::read_to_string(format!("/sys/fs/cgroup/cpuset{cpuset}/cpuset.cpus")).unwrap();
+    assert_eq!(cpus.trim(), "0");
     let out = b.oci(&["delete", "--force", "upd1"]);
     assert!(out.status.success(), "{}", describe(&out));
 }

@@ -61,9 +61,12 @@ fn io(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CgroupE
     move |source| CgroupError::Io { step, path, source }
 }
 
-/// v1 controllers a container gets a directory in (cpuset only on demand: a new cpuset
-/// directory starts with no CPUs and refuses tasks).
-const V1_CONTROLLERS: &[&str] = &["memory", "cpu", "cpuacct", "pids", "freezer", "devices"];
+/// v1 controllers a container gets a directory in (and cpuset, which [`create`] seeds from
+/// its parent: a new cpuset directory starts with no CPUs and refuses tasks). blkio: its
+/// I/O is then the container's own in `blkio.*` (podman stats' BlockIO), not its caller's.
+const V1_CONTROLLERS: &[&str] = &[
+    "memory", "cpu", "cpuacct", "pids", "freezer", "devices", "blkio",
+];
 
 /// One cgroup hierarchy: its mount point, and its controllers (v1) or `None` (v2).
 pub type Hierarchy = (PathBuf, Option<Vec<String>>);
@@ -379,8 +382,8 @@ pub fn own_v2_cgroup() -> Result<Option<PathBuf>, CgroupError> {
 }
 
 /// The container's cgroup directories: the v2 one when the host is pure v2, else one per
-/// v1 hierarchy with a controller cordon uses (cpuset when `want_cpuset`).
-pub fn dirs_for(rel: &Path, want_cpuset: bool) -> Result<Vec<PathBuf>, CgroupError> {
+/// v1 hierarchy with a controller cordon uses.
+pub fn dirs_for(rel: &Path) -> Result<Vec<PathBuf>, CgroupError> {
     let h = hierarchies()?;
     let v1: Vec<&Hierarchy> = h.iter().filter(|(_, c)| c.is_some()).collect();
     if v1.is_empty() {
@@ -390,11 +393,8 @@ pub fn dirs_for(rel: &Path, want_cpuset: bool) -> Result<Vec<PathBuf>, CgroupErr
         return Ok(Vec::new());
     }
     let mut dirs = Vec::new();
-    for (mp, ctrls) in v1 {
-        let ctrls = ctrls.as_ref().map(Vec::as_slice).unwrap_or(&[]);
-        if ctrls.iter().any(|c| c != "cpuset") || want_cpuset {
-            dirs.push(mp.join(rel));
-        }
+    for (mp, _) in v1 {
+        dirs.push(mp.join(rel));
     }
     Ok(dirs)
 }

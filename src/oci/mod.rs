@@ -512,11 +512,9 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         ctx.systemd,
         v2_own.as_deref(),
     )?;
-    let want_cpuset = resources
-        .as_ref()
-        .and_then(|r| r.cpu().as_ref())
-        .is_some_and(|cpu| cpu.cpus().is_some() || cpu.mems().is_some());
-    let dirs = cgroup::dirs_for(&rel, want_cpuset)?;
+    // Every hierarchy, cpuset included (seeded from its parent), as runc: a later
+    // `update --cpuset-cpus` (podman update) then has the container's own cpuset to write.
+    let dirs = cgroup::dirs_for(&rel)?;
     // What a cgroup must hold: fields of 0 are unset (as cgroup::apply reads them), and a
     // `memory` or `cpu` object with nothing set in it asks for nothing.
     let set = |v: serde_json::Value| v.as_object().is_some_and(|o| !o.is_empty());
@@ -1681,9 +1679,8 @@ fn update_resources(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
             a.id
         )));
     }
-    // On cgroup v1 a container is put in a cpuset cgroup only when its config sets cpus or
-    // mems (a new cpuset cgroup needs both seeded before it takes a process): one created
-    // without them has no cpuset cgroup to update, which is not the host's fault.
+    // A container cordon-oci created before it put every v1 container in a cpuset cgroup
+    // may have none: say so rather than write nothing.
     let wants_cpuset = r.cpu().as_ref().is_some_and(|c| {
         c.cpus().as_ref().is_some_and(|v| !v.is_empty())
             || c.mems().as_ref().is_some_and(|v| !v.is_empty())
@@ -1693,7 +1690,7 @@ fn update_resources(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
         && !s.cgroup_dirs.iter().any(|d| d.join("cpuset.cpus").exists())
     {
         return Err(OciError::Usage(format!(
-            "cannot update container {}: `linux.resources.cpu.cpus`/`mems` (--cpuset-cpus, --cpuset-mems): the container has no cpuset cgroup, as it was created without linux.resources.cpu.cpus or mems (on cgroup v1 cordon-oci puts a container in a cpuset cgroup only then); recreate it with them set (all of the host's CPUs, as in /sys/fs/cgroup/cpuset/cpuset.cpus, to start unrestricted)",
+            "cannot update container {}: `linux.resources.cpu.cpus`/`mems` (--cpuset-cpus, --cpuset-mems): the container has no cpuset cgroup (an older cordon-oci created it); recreate it",
             a.id
         )));
     }
