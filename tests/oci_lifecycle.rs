@@ -1486,6 +1486,29 @@ both!(fn a_missing_or_unexecutable_process_exits_127_or_126(who) {
     assert_eq!(out.status.code(), Some(127), "{}", describe(&out));
     assert!(String::from_utf8_lossy(&out.stderr).contains("executable file not found in $PATH"), "{}", describe(&out));
     assert!(!b.oci(&["state", &id]).status.success(), "no container is left after a failed create");
+    // A name with a `/` is not searched in PATH: runc's words for it.
+    let Some(b) = Bundle::new(who, &["/bin/nope"], |_| {}) else { return };
+    let out = b.run(&format!("x5-{who:?}"));
+    assert_eq!(out.status.code(), Some(127), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no such file or directory") && !err.contains("$PATH"), "{}", describe(&out));
+    // The search decides as execve will, with the effective capabilities: uid 1000 holding
+    // CAP_DAC_OVERRIDE runs a program only root may execute (plain access(2) said EACCES).
+    if who == Who::Root {
+        let caps = json!(["CAP_DAC_OVERRIDE"]);
+        let Some(b) = Bundle::new(who, &["/bin/rootonly"], |c| {
+            c["process"]["user"] = json!({"uid": 1000, "gid": 1000});
+            for set in ["bounding", "effective", "permitted", "inheritable", "ambient"] {
+                c["process"]["capabilities"][set] = caps.clone();
+            }
+        }) else { return };
+        let file = b.path().join("rootfs/bin/rootonly");
+        std::fs::write(&file, "#!/bin/sh\necho ran\n").unwrap();
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let out = b.run("x6");
+        assert!(out.status.success(), "{}", describe(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n", "{}", describe(&out));
+    }
     let Some(b) = Bundle::new(who, &["true"], |c| c["process"]["cwd"] = json!("/no/such/dir")) else { return };
     let id = format!("x4-{who:?}");
     let out = b.oci(&b.bundle_args("create", &id).iter().map(String::as_str).collect::<Vec<_>>());

@@ -1326,6 +1326,10 @@ fn prepare(
             .map_err(|err| ("install linux.seccomp", err.to_string()))?;
     }
     set_identity(c)?;
+    // A change of ids resets "dumpable" to fs.suid_dumpable: init waits for `start` with
+    // the process's ids now, and must stay out of reach of ptrace and /proc meanwhile.
+    // execve makes the program dumpable again.
+    nix::sys::prctl::set_dumpable(false).map_err(e("make the container's init non-dumpable"))?;
     // process.user.umask, else 0022 as runc: never the caller's (a shim's or a shell's).
     nix::sys::stat::umask(Mode::from_bits_truncate(
         c.setup().umask.unwrap_or(DEFAULT_UMASK),
@@ -1338,14 +1342,15 @@ fn prepare(
     // from the cwd decides instead.
     let outside = match nix::unistd::getcwd() {
         Ok(_) => None,
-        Err(Errno::ENOENT) => Some(Errno::ENOENT.to_string()),
-        Err(err) => match cwd_below_root() {
+        // What a filter answers: the walk decides. Any other failure fails closed, as runc.
+        Err(err @ (Errno::EPERM | Errno::EACCES | Errno::ENOSYS)) => match cwd_below_root() {
             Ok(true) => None,
             Ok(false) => Some(format!(
                 "getcwd: {err}; the walk up from it misses the root"
             )),
             Err(walk) => Some(format!("getcwd: {err}; walk up from it: {walk}")),
         },
+        Err(err) => Some(err.to_string()),
     };
     if let Some(why) = outside {
         return Err((
@@ -1360,23 +1365,27 @@ fn prepare(
 }
 
 /// Whether the working directory lies below this process's root: climbing `..` from it
-/// reaches `/` (the same file) before a directory that is its own parent (the top of the
-/// mount namespace, past the root: the cwd was outside it).
+/// reaches the root itself, the directory whose `..` is itself, on the root's mount (device,
+/// inode and mount id all the root's), before any other top. The mount id tells the root
+/// from another view of the same directory (the host's view of the rootfs, through a
+/// descriptor opened outside the container), whose `..` leads on out; a kernel that does
+/// not report it (before 5.8) fails the check.
 fn cwd_below_root() -> Result<bool, Errno> {
     use nix::fcntl::{OFlag, open, openat};
-    use nix::sys::stat::{fstat, stat};
+    use nix::sys::stat::fstat;
+    use std::os::fd::AsFd;
     let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let root = stat("/")?;
-    let id = |st: &nix::sys::stat::FileStat| (st.st_dev, st.st_ino);
+    let key = |fd: &OwnedFd| -> Result<(u64, u64, u64), Errno> {
+        let st = fstat(fd)?;
+        Ok((st.st_dev, st.st_ino, sys::mount_id(fd.as_fd())?))
+    };
+    let root = key(&open("/", flags, Mode::empty())?)?;
     let mut dir = open(".", flags, Mode::empty())?;
     for _ in 0..4096 {
-        let here = fstat(&dir)?;
-        if id(&here) == id(&root) {
-            return Ok(true);
-        }
+        let here = key(&dir)?;
         let up = openat(&dir, "..", flags, Mode::empty())?;
-        if id(&fstat(&up)?) == id(&here) {
-            return Ok(false);
+        if key(&up)? == here {
+            return Ok(here == root);
         }
         dir = up;
     }
@@ -1404,7 +1413,6 @@ fn no_new_privs_filter(c: &Container, filter: Option<&OciFilter>) -> Result<(), 
 /// denied" to those codes).
 fn find_program(c: &Container) -> Result<(), (i32, String)> {
     use nix::sys::stat::stat;
-    use nix::unistd::{AccessFlags, access};
     let name = &c.sandbox.argv[0];
     let candidates: Vec<PathBuf> = if name.contains('/') {
         vec![PathBuf::from(name)]
@@ -1418,13 +1426,22 @@ fn find_program(c: &Container) -> Result<(), (i32, String)> {
     for p in candidates {
         let err = match stat(&p) {
             Err(Errno::ENOENT | Errno::ENOTDIR) => continue,
+            // What a seccomp filter answers: this search cannot tell; execve decides.
+            Err(Errno::EPERM | Errno::ENOSYS) => return Ok(()),
             Err(err) => err,
             // execve refuses a directory or a special file with EACCES.
             Ok(st) if st.st_mode & libc::S_IFMT != libc::S_IFREG => Errno::EACCES,
-            Ok(_) => match access(&p, AccessFlags::X_OK) {
-                Ok(()) => return Ok(()),
-                Err(err) => err,
-            },
+            Ok(_) => {
+                let Ok(path) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
+                    return Ok(());
+                };
+                // With the effective ids and capabilities, as execve checks (a uid of 1000
+                // with CAP_DAC_OVERRIDE runs a root-only program).
+                match sys::executable(&path) {
+                    Ok(()) | Err(Errno::EPERM | Errno::ENOSYS) => return Ok(()),
+                    Err(err) => err,
+                }
+            }
         };
         let stop = err != Errno::EACCES;
         denied = Some((p, err));
@@ -1433,6 +1450,11 @@ fn find_program(c: &Container) -> Result<(), (i32, String)> {
         }
     }
     Err(match denied {
+        // A name with a `/` is not searched: runc's words for it.
+        None if name.contains('/') => (
+            127,
+            format!("cannot execute {name:?} in the container: no such file or directory"),
+        ),
         None => (
             127,
             format!(
@@ -1635,10 +1657,11 @@ fn set_identity(c: &Container) -> Result<(), Step> {
     Ok(())
 }
 
-/// The program is looked for here, after `start`, not before `create` returns as runc and
-/// crun do: the runtime spec has `start` fail when the program cannot run, and runtime-tools'
+/// Executes the process's program, searched as [`find_program`] searched it before `create`
+/// returned (as runc and crun do: podman maps that failure to 126 or 127). runtime-tools'
 /// misc_props creates and starts a config whose program is missing and expects both to
-/// succeed (a create-time lookup was tried and cost that test).
+/// succeed: that test fails, as with runc. A program gone between create and start fails
+/// here, after `start`.
 fn exec(c: &Container) -> ! {
     let name = &c.sandbox.argv[0];
     let cstrings = |v: Vec<String>| {
@@ -1740,6 +1763,49 @@ mod tests {
                     0
                 };
                 sys::exit_now(code)
+            }
+            sys::CloneResult::Parent(pid) => {
+                let st = nix::sys::wait::waitpid(pid, None).unwrap();
+                assert_eq!(st, nix::sys::wait::WaitStatus::Exited(pid, 0));
+            }
+        }
+    }
+
+    /// The root's own directory seen through another mount (the host's view of a bind
+    /// mounted rootfs, by a descriptor opened before): same device and inode as the root,
+    /// but outside it, and the walk must say so. In a forked child with a mount namespace
+    /// of its own; root only.
+    #[test]
+    fn the_walk_up_tells_the_root_from_another_view_of_it() {
+        use nix::mount::{MsFlags, mount};
+        if !nix::unistd::geteuid().is_root() {
+            println!("SKIP: the_walk_up_tells_the_root_from_another_view_of_it needs root");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let none: Option<&str> = None;
+        match sys::fork().unwrap() {
+            sys::CloneResult::Child => {
+                let step = || -> Result<i32, Errno> {
+                    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
+                    mount(none, "/", none, MsFlags::MS_PRIVATE | MsFlags::MS_REC, none)?;
+                    let host_view = nix::fcntl::open(
+                        &root,
+                        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY,
+                        Mode::empty(),
+                    )?;
+                    mount(Some(&root), &root, none, MsFlags::MS_BIND, none)?;
+                    nix::unistd::chroot(&root)?;
+                    nix::unistd::chdir("/")?;
+                    if cwd_below_root() != Ok(true) {
+                        return Ok(4);
+                    }
+                    nix::unistd::fchdir(&host_view)?;
+                    Ok(if cwd_below_root() == Ok(false) { 0 } else { 5 })
+                };
+                sys::exit_now(step().unwrap_or(3))
             }
             sys::CloneResult::Parent(pid) => {
                 let st = nix::sys::wait::waitpid(pid, None).unwrap();

@@ -224,6 +224,54 @@ fn guarded_stack(size: usize) -> Result<*mut libc::c_void, Errno> {
     Ok(stack)
 }
 
+/// The id of the mount `fd` is on (`statx` with `STATX_MNT_ID`, kernel 5.8+): two views of
+/// one directory through different mounts share device and inode, not this. ENOSYS when
+/// the kernel does not report it.
+pub fn mount_id(fd: std::os::fd::BorrowedFd<'_>) -> Result<u64, Errno> {
+    const STATX_MNT_ID: libc::c_uint = 0x1000;
+    // SAFETY: an all-zero statx is a valid value (integers and padding).
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: statx writes at most one struct statx into `st`, which outlives the call; the
+    // empty path with AT_EMPTY_PATH names `fd` itself.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_statx,
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            STATX_MNT_ID,
+            &raw mut st,
+        )
+    };
+    if r < 0 {
+        return Err(Errno::last());
+    }
+    if st.stx_mask & STATX_MNT_ID == 0 {
+        return Err(Errno::ENOSYS);
+    }
+    Ok(st.stx_mnt_id)
+}
+
+/// Whether the caller may execute `path` as execve would decide it: with its effective ids
+/// and capabilities (`faccessat2` with `AT_EACCESS`, kernel 5.8+; plain `access` uses the
+/// real ids and drops the capabilities of a non-root uid). ENOSYS when the kernel lacks it.
+pub fn executable(path: &std::ffi::CStr) -> Result<(), Errno> {
+    // SAFETY: faccessat2 reads the NUL-terminated path, which outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_faccessat2,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::X_OK,
+            libc::AT_EACCESS,
+        )
+    };
+    if r < 0 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
 /// `personality(2)`: sets the calling process's execution domain (`PER_LINUX32`, ...).
 pub fn set_personality(persona: libc::c_ulong) -> Result<(), Errno> {
     // SAFETY: personality takes a number by value and touches no memory of ours.
