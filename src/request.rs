@@ -352,7 +352,9 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
         } else if msg.contains("trailing characters") {
             "; a request is one JSON object: for several, one per line, use --requests FILE"
                 .to_string()
-        } else if msg.contains("expected u64") || msg.contains("expected f64") {
+        } else if msg.contains("invalid type: string")
+            && (msg.contains("expected u64") || msg.contains("expected f64"))
+        {
             "; config's limits are numbers: timeout, cpuTime and compileTimeout in milliseconds, memoryLimit in MiB, cpuLimit in CPUs, pids a count, outputLimit in bytes".to_string()
         } else {
             String::new()
@@ -644,6 +646,14 @@ mod tests {
             .to_string();
         assert!(
             e.contains("timeout, cpuTime and compileTimeout in milliseconds"),
+            "{e}"
+        );
+        // A number of the wrong kind is not told that limits are numbers.
+        let e = parse(r#"{"language": "python", "code": "1", "config": {"pids": -1}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("invalid value") && !e.contains("are numbers"),
             "{e}"
         );
     }

@@ -215,6 +215,12 @@ both!(fn the_command_needs_no_double_dash(who) {
         .run();
     assert_eq!(f.code, 0, "{}", f.describe());
     assert_eq!(String::from_utf8_lossy(&f.stdout), "--json|--timeout|\n", "{}", f.describe());
+    // cordon says so: the author may have meant them for cordon (a limit silently not set).
+    let err = String::from_utf8_lossy(&f.stderr);
+    assert!(err.contains("--json --timeout come after the command \"sh\""), "{}", f.describe());
+    let f = Cordon::new(who).args(["exec", "--", "sh", "-c", "echo $0", "--json"]).run();
+    assert_eq!(String::from_utf8_lossy(&f.stdout), "--json\n", "{}", f.describe());
+    assert!(!String::from_utf8_lossy(&f.stderr).contains("warning"), "`--` says where the command starts:\n{}", f.describe());
     // A mistyped option before the command is still a usage error, not a command.
     let f = Cordon::new(who).args(["exec", "--jsn", "true"]).run();
     assert_eq!(f.code, 125, "{}", f.describe());

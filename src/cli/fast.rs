@@ -24,7 +24,6 @@ use std::path::PathBuf;
 const REPEATABLE: &[&str] = &["env", "file", "ro-bind", "allow-degraded", "net-resolve"];
 
 /// Every long option this parser reads (a test checks they are exactly clap's).
-#[cfg(test)]
 const KNOWN: &[&str] = &[
     "json",
     "timeout",
@@ -51,6 +50,28 @@ const KNOWN: &[&str] = &[
     "net-resolve",
     "net-log",
 ];
+
+/// The arguments of `command` that name one of `exec`'s options (`--memory`, `--timeout=5s`,
+/// `-e`), when `args` (those after `exec`) hold no `--`: the command started before them, so
+/// they are the command's, which its author may not have meant (`cordon exec python3 x.py
+/// --memory 64M` runs under the default memory limit). Empty when `--` is there: the line
+/// says where the command starts.
+pub(super) fn options_after_command(args: &[OsString], command: &[String]) -> Vec<String> {
+    if args.iter().any(|a| a == "--") {
+        return Vec::new();
+    }
+    command
+        .iter()
+        .skip(1)
+        .filter(|a| {
+            *a == "-e"
+                || a.strip_prefix("--")
+                    .map(|n| n.split_once('=').map_or(n, |(n, _)| n))
+                    .is_some_and(|n| KNOWN.contains(&n))
+        })
+        .cloned()
+        .collect()
+}
 
 /// `exec`'s arguments (those after `exec`), or `None` for clap to parse.
 pub(super) fn exec(args: &[OsString]) -> Option<ExecArgs> {
@@ -478,6 +499,42 @@ mod tests {
         let mut known = super::KNOWN.to_vec();
         known.sort();
         assert_eq!(longs, known);
+    }
+
+    #[test]
+    fn options_after_the_command_are_named_unless_a_double_dash_says_where_it_starts() {
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let cmd = s(&[
+            "sh",
+            "-c",
+            "x",
+            "--memory",
+            "64M",
+            "--timeout=1s",
+            "-e",
+            "--mem",
+            "--",
+        ]);
+        let args = os(&[
+            "--json",
+            "sh",
+            "-c",
+            "x",
+            "--memory",
+            "64M",
+            "--timeout=1s",
+            "-e",
+            "--mem",
+        ]);
+        assert_eq!(
+            super::options_after_command(&args, &cmd[..8]),
+            ["--memory", "--timeout=1s", "-e"]
+        );
+        let with_dash = os(&["--json", "--", "sh", "-c", "x", "--memory", "64M"]);
+        assert!(super::options_after_command(&with_dash, &cmd).is_empty());
+        // The command's own name is never taken for an option.
+        assert!(super::options_after_command(&os(&["env"]), &s(&["env"])).is_empty());
     }
 
     #[test]

@@ -41,12 +41,31 @@ impl Cli {
     pub fn parse_args() -> Result<Cli, clap::Error> {
         let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
         match args.get(1).and_then(|a| a.to_str()) {
-            Some("exec") => match fast::exec(args.get(2..).unwrap_or_default()) {
-                Some(a) => Ok(Cli {
-                    command: Command::Exec(Box::new(a)),
-                }),
-                None => OneCli::<ExecCommand>::try_parse_from(args).map(OneCli::into_cli),
-            },
+            Some("exec") => {
+                let rest = args.get(2..).unwrap_or_default();
+                let cli = match fast::exec(rest) {
+                    Some(a) => Ok(Cli {
+                        command: Command::Exec(Box::new(a)),
+                    }),
+                    None => OneCli::<ExecCommand>::try_parse_from(&args).map(OneCli::into_cli),
+                }?;
+                if let Command::Exec(a) = &cli.command {
+                    let late = fast::options_after_command(rest, &a.command);
+                    if !late.is_empty() {
+                        let (verb, pron) = if late.len() == 1 {
+                            ("comes", "it is")
+                        } else {
+                            ("come", "they are")
+                        };
+                        eprintln!(
+                            "cordon: warning: {} {verb} after the command {:?}: {pron} passed to the command, not read by cordon; put cordon's options before the command, or `--` before the command to say this is meant",
+                            late.join(" "),
+                            a.command[0],
+                        );
+                    }
+                }
+                Ok(cli)
+            }
             Some("run") => OneCli::<RunCommand>::try_parse_from(&args)
                 .map(OneCli::into_cli)
                 .map_err(|e| with_run_args_tip(e, &args)),
