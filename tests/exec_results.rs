@@ -211,13 +211,17 @@ both!(fn the_command_needs_no_double_dash(who) {
     // As with env, timeout or bwrap: the first argument that is not one of cordon's options
     // starts the command, and what follows is the command's, cordon's option names included.
     let f = Cordon::new(who)
-        .args(["exec", "--timeout", "20s", "sh", "-c", "echo \"$0|$1|$2\"", "--json", "--timeout"])
+        .args(["exec", "--timeout", "20s", "sh", "-c", "echo \"$0|$1|$2\"", "--json", "--timeout", "--memory=1G"])
         .run();
     assert_eq!(f.code, 0, "{}", f.describe());
-    assert_eq!(String::from_utf8_lossy(&f.stdout), "--json|--timeout|\n", "{}", f.describe());
-    // cordon says so: the author may have meant them for cordon (a limit silently not set).
+    assert_eq!(String::from_utf8_lossy(&f.stdout), "--json|--timeout|--memory=1G\n", "{}", f.describe());
+    // cordon says so for its limits: the author may have meant them for cordon (a limit
+    // silently not set); not for options programs have too (--json, -e).
     let err = String::from_utf8_lossy(&f.stderr);
-    assert!(err.contains("--json --timeout come after the command \"sh\""), "{}", f.describe());
+    assert!(err.contains("--timeout --memory=1G come after the command \"sh\""), "{}", f.describe());
+    let f = Cordon::new(who).args(["exec", "sh", "-c", "echo $0", "-e"]).run();
+    assert_eq!(String::from_utf8_lossy(&f.stdout), "-e\n", "{}", f.describe());
+    assert!(!String::from_utf8_lossy(&f.stderr).contains("warning"), "{}", f.describe());
     let f = Cordon::new(who).args(["exec", "--", "sh", "-c", "echo $0", "--json"]).run();
     assert_eq!(String::from_utf8_lossy(&f.stdout), "--json\n", "{}", f.describe());
     assert!(!String::from_utf8_lossy(&f.stderr).contains("warning"), "`--` says where the command starts:\n{}", f.describe());

@@ -51,11 +51,35 @@ const KNOWN: &[&str] = &[
     "net-log",
 ];
 
-/// The arguments of `command` that name one of `exec`'s options (`--memory`, `--timeout=5s`,
-/// `-e`), when `args` (those after `exec`) hold no `--`: the command started before them, so
-/// they are the command's, which its author may not have meant (`cordon exec python3 x.py
-/// --memory 64M` runs under the default memory limit). Empty when `--` is there: the line
-/// says where the command starts.
+/// The options of `exec` that set a limit or the isolation: one of these meant for cordon
+/// but written after the command would silently leave the sandbox looser than asked. The
+/// others (`--json`, `--env`/`-e`, `--file`, `--stdin`...) are common options of programs
+/// too (`node -e`, `grep -e`, `tool --json`), and a warning for them would be noise.
+const LIMIT_OPTIONS: &[&str] = &[
+    "timeout",
+    "cpu-time",
+    "memory",
+    "cpus",
+    "pids",
+    "output-limit",
+    "file-size",
+    "open-files",
+    "workspace-size",
+    "workspace-inodes",
+    "tmp-size",
+    "ro-bind",
+    "rootfs",
+    "allow-degraded",
+    "limits-backend",
+    "net",
+    "net-resolve",
+];
+
+/// The arguments of `command` that name one of `exec`'s limit or isolation options
+/// ([`LIMIT_OPTIONS`]: `--memory`, `--timeout=5s`), when `args` (those after `exec`) hold no
+/// `--`: the command started before them, so they are the command's, which its author may
+/// not have meant (`cordon exec python3 x.py --memory 64M` runs under the default memory
+/// limit). Empty when `--` is there: the line says where the command starts.
 pub(super) fn options_after_command(args: &[OsString], command: &[String]) -> Vec<String> {
     if args.iter().any(|a| a == "--") {
         return Vec::new();
@@ -64,10 +88,9 @@ pub(super) fn options_after_command(args: &[OsString], command: &[String]) -> Ve
         .iter()
         .skip(1)
         .filter(|a| {
-            *a == "-e"
-                || a.strip_prefix("--")
-                    .map(|n| n.split_once('=').map_or(n, |(n, _)| n))
-                    .is_some_and(|n| KNOWN.contains(&n))
+            a.strip_prefix("--")
+                .map(|n| n.split_once('=').map_or(n, |(n, _)| n))
+                .is_some_and(|n| LIMIT_OPTIONS.contains(&n))
         })
         .cloned()
         .collect()
@@ -529,7 +552,16 @@ mod tests {
         ]);
         assert_eq!(
             super::options_after_command(&args, &cmd[..8]),
-            ["--memory", "--timeout=1s", "-e"]
+            ["--memory", "--timeout=1s"]
+        );
+        // Options programs have too are not warned about: `node -e`, `tool --json`.
+        let node = s(&["node", "-e", "1", "--json", "--env=x"]);
+        assert!(super::options_after_command(&os(&["node", "-e", "1"]), &node).is_empty());
+        // Every option warned about is one of exec's.
+        assert!(
+            super::LIMIT_OPTIONS
+                .iter()
+                .all(|o| super::KNOWN.contains(o))
         );
         let with_dash = os(&["--json", "--", "sh", "-c", "x", "--memory", "64M"]);
         assert!(super::options_after_command(&with_dash, &cmd).is_empty());
