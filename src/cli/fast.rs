@@ -24,6 +24,7 @@ use std::path::PathBuf;
 const REPEATABLE: &[&str] = &["env", "file", "ro-bind", "allow-degraded", "net-resolve"];
 
 /// Every long option this parser reads (a test checks they are exactly clap's).
+#[cfg(test)]
 const KNOWN: &[&str] = &[
     "json",
     "timeout",
