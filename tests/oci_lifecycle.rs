@@ -1320,6 +1320,26 @@ both!(fn podman_runs_containers(who) {
         let out = run(&["--memory", "64m"], &["sh", "-c", probe]);
         assert!(out.status.success(), "{}", describe(&out));
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "67108864", "{}", describe(&out));
+        // A read throttle on the disk under the host's root (/dev/DEVNAME, from sysfs).
+        let disk = disk_of(Path::new("/")).and_then(|(ma, mi)| {
+            let uevent = std::fs::read_to_string(format!("/sys/dev/block/{ma}:{mi}/uevent")).ok()?;
+            let name = uevent.lines().find_map(|l| l.strip_prefix("DEVNAME="))?.to_string();
+            Some((ma, mi, name))
+        });
+        match disk {
+            Some((ma, mi, name)) => {
+                let probe = "cat /sys/fs/cgroup/blkio/blkio.throttle.read_bps_device 2>/dev/null || cat /sys/fs/cgroup/io.max";
+                let out = run(&["--device-read-bps", &format!("/dev/{name}:1mb")], &["sh", "-c", probe]);
+                assert!(out.status.success(), "{}", describe(&out));
+                let text = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    text.lines().any(|l| l == format!("{ma}:{mi} 1048576") || l.starts_with(&format!("{ma}:{mi} rbps=1048576 "))),
+                    "{}",
+                    describe(&out)
+                );
+            }
+            None => eprintln!("SKIP: podman --device-read-bps: / is on no block device"),
+        }
     }
     // Detached: exec into it, stop it, remove it.
     let name = format!("cordon-oci-test-{who:?}-{}", std::process::id()).to_lowercase();
@@ -1558,8 +1578,8 @@ both!(fn pause_and_resume(who) {
     assert_eq!(b.state(id)["status"], "paused", "a signal other than SIGKILL does not thaw");
     let out = b.oci(&["kill", id, "KILL"]);
     assert!(out.status.success(), "{}", describe(&out));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while b.state(id)["status"] != "stopped" && std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    while b.state(id)["status"] != "stopped" && Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_eq!(b.state(id)["status"], "stopped", "SIGKILL must kill a paused container");
@@ -1922,12 +1942,33 @@ both!(fn cgroup_v2_resources_update_pause_delete(who) {
     if !gets_a_cgroup(who, "cgroup_v2_resources_update_pause_delete") {
         return;
     }
+    // Block I/O limits as root (a user's delegated cgroup has no io controller), on a whole
+    // disk: in the guest of scripts/vm-test, brd's /dev/ram0.
+    let disk = (who == Who::Root)
+        .then(|| std::fs::read_dir("/sys/dev/block").ok())
+        .flatten()
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| !e.path().join("partition").exists())
+        .find_map(|e| e.file_name().to_str().map(String::from));
+    if who == Who::Root && disk.is_none() {
+        eprintln!("SKIP: cgroup_v2_resources_update_pause_delete: blockIO: this host has no block device");
+    }
     let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
         c["linux"]["resources"] = json!({
             "memory": {"limit": 67108864},
             "pids": {"limit": 17},
             "cpu": {"quota": 50000, "period": 200000}
         });
+        if let Some((ma, mi)) = disk.as_deref().and_then(|d| d.split_once(':')) {
+            let (ma, mi): (i64, i64) = (ma.parse().unwrap(), mi.parse().unwrap());
+            c["linux"]["resources"]["blockIO"] = json!({
+                "weight": 500,
+                "throttleReadBpsDevice": [{"major": ma, "minor": mi, "rate": 1048576}],
+                "throttleWriteIOPSDevice": [{"major": ma, "minor": mi, "rate": 100}]
+            });
+        }
     }) else { return };
     let id = format!("v2-{who:?}");
     let pid = b.create(&id);
@@ -1940,6 +1981,20 @@ both!(fn cgroup_v2_resources_update_pause_delete(who) {
     assert_eq!(read_trim(&cg.join("memory.max")), "67108864");
     assert_eq!(read_trim(&cg.join("pids.max")), "17");
     assert_eq!(read_trim(&cg.join("cpu.max")), "50000 200000");
+    if let Some(d) = &disk {
+        assert_eq!(read_trim(&cg.join("io.max")), format!("{d} rbps=1048576 wbps=max riops=max wiops=100"));
+        // io.weight's scale (1-10000) from blkio's (10-1000), unless BFQ's io.bfq.weight is there.
+        let (file, before, after) = if cg.join("io.bfq.weight").exists() {
+            ("io.bfq.weight", "500", "1000")
+        } else {
+            ("io.weight", "default 4950", "default 10000")
+        };
+        let first = |f: &str| read_trim(&cg.join(f)).lines().next().unwrap_or("").to_string();
+        assert!(first(file).ends_with(before), "{file}: {}", first(file));
+        let out = b.oci(&["update", "--blkio-weight", "1000", &id]);
+        assert!(out.status.success(), "update: {}", describe(&out));
+        assert!(first(file).ends_with(after), "{file}: {}", first(file));
+    }
 
     let out = b.oci(&["update", "--memory", "134217728", "--pids-limit", "33", "--cpu-quota", "25000", &id]);
     assert!(out.status.success(), "update: {}", describe(&out));
@@ -3236,6 +3291,183 @@ fn update_on_cgroup_v1() {
     assert_eq!(cpus.trim(), "0");
     let out = b.oci(&["delete", "--force", "upd1"]);
     assert!(out.status.success(), "{}", describe(&out));
+}
+
+/// The whole disk (major, minor) that holds `path`: its filesystem's device, or that
+/// device's disk when it is a partition; `None` when the filesystem is on no block device
+/// (tmpfs, overlay).
+fn disk_of(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).ok()?.dev();
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    let sys = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    let sys = if sys.join("partition").exists() {
+        sys.join("..")
+    } else {
+        sys
+    };
+    let text = std::fs::read_to_string(sys.join("dev")).ok()?;
+    let (a, b) = text.trim().split_once(':')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+// linux.resources.blockIO on cgroup v1: a read throttle on the disk that holds the bundle
+// slows the container's direct reads of it, a weight lands in blkio.bfq.weight and
+// `update --blkio-weight` changes it, and a device the host lacks, or a per-device weight on
+// a disk whose scheduler is not BFQ, is an error saying so.
+#[test]
+fn block_io_limits_on_cgroup_v1() {
+    if !running_as_root() || cgroup_layout() != CgroupLayout::HybridOrV1 {
+        skip!("SKIP: block_io_limits_on_cgroup_v1: needs root on a cgroup v1 host");
+        return;
+    }
+    let probe = Bundle::new(Who::Root, &["true"], |_| {});
+    let Some(probe) = probe else { return };
+    let Some((major, minor)) = disk_of(&probe.path().join("rootfs/bin/busybox")) else {
+        skip!(
+            "SKIP: block_io_limits_on_cgroup_v1: the test's temporary directory is on no block device (tmpfs?)"
+        );
+        return;
+    };
+    // 1 MiB read with O_DIRECT (past the page cache) at 256 KiB/s: about 4 s; unthrottled,
+    // a few milliseconds.
+    let rate = 262144u64;
+    let Some(b) = Bundle::new(
+        Who::Root,
+        &[
+            "sh",
+            "-c",
+            "/bin/busybox dd if=/bin/busybox of=/dev/null bs=65536 count=16 iflag=direct 2>&1; sleep 60",
+        ],
+        |c| {
+            c["linux"]["resources"] = json!({"blockIO": {
+                "weight": 300,
+                "throttleReadBpsDevice": [{"major": major, "minor": minor, "rate": rate}]
+            }});
+        },
+    ) else {
+        return;
+    };
+    let _cleanup = Deleted(&b, "blkio1".into());
+    let pid = b.create("blkio1");
+    let rel = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, c, p) = (f.next()?, f.next()?, f.next()?);
+            c.split(',').any(|x| x == "blkio").then(|| p.to_string())
+        })
+        .unwrap();
+    let dir = PathBuf::from(format!("/sys/fs/cgroup/blkio{rel}"));
+    assert_ne!(rel, "/", "the container has no blkio cgroup of its own");
+    assert_eq!(
+        read_trim(&dir.join("blkio.throttle.read_bps_device")),
+        format!("{major}:{minor} {rate}")
+    );
+    let weight = |d: &Path| read_trim(&d.join("blkio.bfq.weight"));
+    if dir.join("blkio.bfq.weight").exists() {
+        assert!(
+            weight(&dir).ends_with("300"),
+            "blkio.bfq.weight: {}",
+            weight(&dir)
+        );
+        let out = b.oci(&["update", "--blkio-weight", "700", "blkio1"]);
+        assert!(out.status.success(), "update: {}", describe(&out));
+        assert!(
+            weight(&dir).ends_with("700"),
+            "blkio.bfq.weight: {}",
+            weight(&dir)
+        );
+    }
+    let out = b.oci(&["update", "--blkio-weight", "5", "blkio1"]);
+    assert!(
+        !out.status.success(),
+        "weight 5 was taken: {}",
+        describe(&out)
+    );
+    let started = Instant::now();
+    let out = b.oci(&["start", "blkio1"]);
+    assert!(out.status.success(), "start: {}", describe(&out));
+    // The container's own blkio counters see the read once dd is done.
+    let read_bytes = || {
+        std::fs::read_to_string(dir.join("blkio.throttle.io_service_bytes"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!("{major}:{minor} Read "))
+                    .and_then(|n| n.parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+    };
+    let deadline = started + Duration::from_secs(30);
+    while read_bytes() < 1 << 20 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = started.elapsed();
+    assert!(
+        read_bytes() >= 1 << 20,
+        "the container read {} bytes of {major}:{minor} directly",
+        read_bytes()
+    );
+    // At 256 KiB/s, 1 MiB cannot be read in under 2 s (the throttle lets a first slice
+    // through at once): a lower bound only, which a slow machine cannot break.
+    assert!(
+        took >= Duration::from_secs(2),
+        "1 MiB was read in {took:?} under a 256 KiB/s throttle"
+    );
+
+    for (asked, want) in [
+        (
+            json!({"throttleReadBpsDevice": [{"major": 4095, "minor": 1048575, "rate": 1}]}),
+            "no whole block device of that major:minor",
+        ),
+        (json!({"leafWeight": 300}), "leafWeight"),
+    ] {
+        let Some(bad) = Bundle::new(Who::Root, &["true"], |c| {
+            c["linux"]["resources"] = json!({"blockIO": asked.clone()});
+        }) else {
+            return;
+        };
+        let out = bad.oci(
+            &bad.bundle_args("create", "blkio2")
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
+        let _ = bad.oci(&["delete", "--force", "blkio2"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("linux.resources.blockIO") && err.contains(want),
+            "{asked}: {}",
+            describe(&out)
+        );
+    }
+    let scheduler =
+        std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/queue/scheduler"))
+            .unwrap_or_default();
+    if dir.join("blkio.bfq.weight_device").exists() && !scheduler.contains("[bfq]") {
+        let Some(bad) = Bundle::new(Who::Root, &["true"], |c| {
+            c["linux"]["resources"] = json!({"blockIO": {"weightDevice": [{"major": major, "minor": minor, "weight": 300}]}});
+        }) else {
+            return;
+        };
+        let out = bad.oci(
+            &bad.bundle_args("create", "blkio3")
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        );
+        let _ = bad.oci(&["delete", "--force", "blkio3"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains("weightDevice[0].weight")
+                && err.contains("echo bfq >"),
+            "{}",
+            describe(&out)
+        );
+    }
 }
 
 // Errors name the field to fix: a bind source that does not exist (mounts[N].source), a

@@ -240,6 +240,9 @@ pub struct UpdateArgs {
     /// Processes at once; -1 (or 0): no limit.
     #[arg(long, allow_negative_numbers = true)]
     pub pids_limit: Option<i64>,
+    /// Relative block I/O weight, 10 to 1000 (blkio.bfq.weight; io.bfq.weight or io.weight on cgroup v2).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(10..=1000))]
+    pub blkio_weight: Option<u16>,
     /// The container's ID.
     pub id: String,
 }

@@ -491,7 +491,18 @@ fn write_to(path: &Path, field: &str, value: &str) -> Result<(), CgroupError> {
             (Some(libc::EINVAL), "memory.limit_in_bytes" | "memory.memsw.limit_in_bytes") => {
                 "; cgroup v1 keeps the memory limit at or below the memory+swap limit (memory.memsw.limit_in_bytes): give a swap limit (linux.resources.memory.swap, `update --memory-swap`) at least the memory limit, or -1"
             }
-            (Some(libc::EINVAL), _) => "; the kernel refused the value: check its range and format",
+            (Some(libc::ENODEV), _) => {
+                "; this host has no whole block device of that major:minor (limits apply to disks, not partitions; /sys/dev/block lists them)"
+            }
+            (Some(libc::EOPNOTSUPP), "blkio.bfq.weight_device" | "io.bfq.weight") => {
+                "; a device's own weight needs the device to use the BFQ I/O scheduler (`echo bfq > /sys/dev/block/MAJOR:MINOR/queue/scheduler`)"
+            }
+            (Some(libc::EOPNOTSUPP), "io.weight") => {
+                "; a device's own weight needs io.cost enabled for the device (the root cgroup's io.cost.qos) or the BFQ I/O scheduler"
+            }
+            (Some(libc::EINVAL | libc::ERANGE), _) => {
+                "; the kernel refused the value: check its range and format"
+            }
             (Some(libc::EBUSY), _) => {
                 "; the cgroup's current usage or its children's settings are in the way: lower them first"
             }
@@ -537,6 +548,10 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
     let r = &zero_is_unset(r);
     let v2 = is_v2(dirs);
     refuse_unsupported(r, v2)?;
+    let block_io = match r.block_io() {
+        Some(b) => block_io_writes(dirs, b, v2)?,
+        None => Vec::new(),
+    };
     if let Some(m) = r.memory()
         && m.check_before_update() == Some(true)
     {
@@ -726,7 +741,199 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
     if let Some(rules) = r.devices() {
         apply_devices(dirs, rules)?;
     }
+    for w in &block_io {
+        write_to(&w.path, &w.field, &w.value)?;
+    }
     Ok(())
+}
+
+/// One write of `linux.resources.blockIO`: `value` to the cgroup file at `path`.
+#[derive(Debug, PartialEq, Eq)]
+struct BlockIoWrite {
+    field: String,
+    path: PathBuf,
+    value: String,
+}
+
+/// `linux.resources.blockIO` as the writes that apply it, every file found and every value
+/// checked before the first write. cgroup v1: the blkio files (weights in BFQ's
+/// `blkio.bfq.weight*`, or CFQ's `blkio.weight*` on kernels before 5.0; throttles in
+/// `blkio.throttle.*`). cgroup v2: BFQ's `io.bfq.weight` (the same 10-1000 scale), else
+/// `io.weight` (1-10000, converted as runc and crun do); throttles in `io.max`. A weight of 0
+/// is not given (as runc).
+fn block_io_writes(
+    dirs: &[PathBuf],
+    b: &oci_spec::runtime::LinuxBlockIo,
+    v2: bool,
+) -> Result<Vec<BlockIoWrite>, CgroupError> {
+    let base = "linux.resources.blockIO";
+    let bad = |field: String, why: String| CgroupError::Resource { field, why };
+    let check_weight = |field: &str, w: u16| {
+        if (10..=1000).contains(&w) {
+            Ok(w)
+        } else {
+            Err(bad(
+                field.into(),
+                format!("{w} is not a block I/O weight: give 10 to 1000"),
+            ))
+        }
+    };
+    let device = |field: &str, major: i64, minor: i64| {
+        if major < 0 || minor < 0 {
+            return Err(bad(
+                field.into(),
+                format!(
+                    "{major}:{minor} is not a device number: give the major and minor numbers of a block device (/sys/dev/block lists them)"
+                ),
+            ));
+        }
+        Ok(format!("{major}:{minor}"))
+    };
+    // The first of `files` the cgroup has; else an error saying what provides it.
+    let pick = |field: &str,
+                files: &[&'static str],
+                why: &str|
+     -> Result<(PathBuf, &'static str), CgroupError> {
+        files
+            .iter()
+            .find_map(|f| with_file(dirs, f).map(|p| (p, *f)))
+            .ok_or_else(|| bad(field.into(), why.into()))
+    };
+    let no_weight = if v2 {
+        "this host's cgroup has neither io.bfq.weight nor io.weight (is the io controller enabled in the parent's cgroup.subtree_control, and the kernel built with BFQ group scheduling or io.cost?); remove the weight"
+    } else {
+        "this host's blkio cgroup has neither blkio.bfq.weight nor blkio.weight: load the BFQ I/O scheduler (`modprobe bfq`), whose group scheduling provides them, or remove the weight"
+    };
+    let no_leaf = if v2 {
+        "cgroup v2 has no leaf weight: remove the field"
+    } else {
+        "this kernel has no blkio.leaf_weight (CFQ's, removed in Linux 5.0): remove the field"
+    };
+    // io.weight's scale is 1-10000 with 100 the default; blkio's 10-1000 with 500.
+    let convert = |w: u16, file: &str| -> u32 {
+        if file == "io.weight" {
+            1 + (u32::from(w) - 10) * 9999 / 990
+        } else {
+            u32::from(w)
+        }
+    };
+    let weight_files: &[&'static str] = if v2 {
+        &["io.bfq.weight", "io.weight"]
+    } else {
+        &["blkio.bfq.weight", "blkio.weight"]
+    };
+    let device_weight_files: &[&'static str] = if v2 {
+        &["io.bfq.weight", "io.weight"]
+    } else {
+        &["blkio.bfq.weight_device", "blkio.weight_device"]
+    };
+    let mut out = Vec::new();
+    if let Some(w) = b.weight().filter(|&w| w != 0) {
+        let field = format!("{base}.weight");
+        let w = check_weight(&field, w)?;
+        let (path, file) = pick(&field, weight_files, no_weight)?;
+        let value = match file {
+            "io.weight" => format!("default {}", convert(w, file)),
+            _ => w.to_string(),
+        };
+        out.push(BlockIoWrite { field, path, value });
+    }
+    if let Some(w) = b.leaf_weight().filter(|&w| w != 0) {
+        let field = format!("{base}.leafWeight");
+        let w = check_weight(&field, w)?;
+        let files: &[&str] = if v2 { &[] } else { &["blkio.leaf_weight"] };
+        let (path, _) = pick(&field, files, no_leaf)?;
+        out.push(BlockIoWrite {
+            field,
+            path,
+            value: w.to_string(),
+        });
+    }
+    for (i, d) in b.weight_device().iter().flatten().enumerate() {
+        let field = format!("{base}.weightDevice[{i}]");
+        let dev = device(&field, d.major(), d.minor())?;
+        if let Some(w) = d.weight().filter(|&w| w != 0) {
+            let w = check_weight(&format!("{field}.weight"), w)?;
+            let (path, file) = pick(&field, device_weight_files, no_weight)?;
+            let value = format!("{dev} {}", convert(w, file));
+            out.push(BlockIoWrite {
+                field: format!("{field}.weight"),
+                path,
+                value,
+            });
+        }
+        if let Some(w) = d.leaf_weight().filter(|&w| w != 0) {
+            let leaf_field = format!("{field}.leafWeight");
+            let w = check_weight(&leaf_field, w)?;
+            let files: &[&str] = if v2 {
+                &[]
+            } else {
+                &["blkio.leaf_weight_device"]
+            };
+            let (path, _) = pick(&leaf_field, files, no_leaf)?;
+            out.push(BlockIoWrite {
+                field: leaf_field,
+                path,
+                value: format!("{dev} {w}"),
+            });
+        }
+    }
+    let throttles = [
+        (
+            "throttleReadBpsDevice",
+            b.throttle_read_bps_device(),
+            "read_bps_device",
+            "rbps",
+        ),
+        (
+            "throttleWriteBpsDevice",
+            b.throttle_write_bps_device(),
+            "write_bps_device",
+            "wbps",
+        ),
+        (
+            "throttleReadIOPSDevice",
+            b.throttle_read_iops_device(),
+            "read_iops_device",
+            "riops",
+        ),
+        (
+            "throttleWriteIOPSDevice",
+            b.throttle_write_iops_device(),
+            "write_iops_device",
+            "wiops",
+        ),
+    ];
+    for (name, list, v1_file, v2_key) in throttles {
+        for (i, t) in list.iter().flatten().enumerate() {
+            let field = format!("{base}.{name}[{i}]");
+            let dev = device(&field, t.major(), t.minor())?;
+            // A rate of 0 removes the device's limit (v1's own meaning; v2 says `max`).
+            let (file, value) = if v2 {
+                let rate = match t.rate() {
+                    0 => "max".to_string(),
+                    r => r.to_string(),
+                };
+                ("io.max".to_string(), format!("{dev} {v2_key}={rate}"))
+            } else {
+                (
+                    format!("blkio.throttle.{v1_file}"),
+                    format!("{dev} {}", t.rate()),
+                )
+            };
+            let why = format!(
+                "this host's cgroup has no {file}: the kernel needs block I/O throttling (CONFIG_BLK_DEV_THROTTLING){}",
+                if v2 {
+                    ", and the io controller enabled in the parent's cgroup.subtree_control"
+                } else {
+                    ""
+                }
+            );
+            let path = with_file(dirs, &file).ok_or_else(|| bad(field.clone(), why))?;
+            out.push(BlockIoWrite { field, path, value });
+        }
+    }
+    Ok(out)
 }
 
 /// The fields of `linux.resources` that cgroup v1 or v2 (`v2`) cannot take from cordon-oci.
@@ -737,21 +944,6 @@ fn refuse_unsupported(r: &LinuxResources, v2: bool) -> Result<(), CgroupError> {
             why: why.into(),
         })
     };
-    // An empty blockIO asks for nothing: podman writes `"blockIO": {}` when it has dropped
-    // a --blkio-weight the kernel cannot take ("Weight discarded").
-    if let Some(b) = r.block_io() {
-        let empty = |v: &Option<Vec<_>>| v.as_ref().is_none_or(|v| v.is_empty());
-        if b.weight().is_some()
-            || b.leaf_weight().is_some()
-            || b.weight_device().as_ref().is_some_and(|v| !v.is_empty())
-            || !empty(b.throttle_read_bps_device())
-            || !empty(b.throttle_write_bps_device())
-            || !empty(b.throttle_read_iops_device())
-            || !empty(b.throttle_write_iops_device())
-        {
-            return unsupported("linux.resources.blockIO", "not implemented");
-        }
-    }
     if r.hugepage_limits().as_ref().is_some_and(|h| !h.is_empty()) {
         return unsupported("linux.resources.hugepageLimits", "not implemented");
     }
@@ -1625,22 +1817,205 @@ pub fn read_u64(dirs: &[PathBuf], file: &str, key: Option<&str>) -> Option<u64> 
 mod tests {
     use super::*;
 
-    #[test]
-    fn an_empty_block_io_is_no_request_and_a_real_one_is_refused() {
-        let parse = |json: &str| -> LinuxResources { serde_json::from_str(json).unwrap() };
-        for v2 in [false, true] {
-            assert!(refuse_unsupported(&parse(r#"{"blockIO": {}}"#), v2).is_ok());
-            assert!(refuse_unsupported(&parse(r#"{"blockIO": {"weightDevice": []}}"#), v2).is_ok());
-            for asked in [
-                r#"{"blockIO": {"weight": 300}}"#,
-                r#"{"blockIO": {"throttleReadBpsDevice": [{"major": 254, "minor": 0, "rate": 1048576}]}}"#,
-            ] {
-                let e = refuse_unsupported(&parse(asked), v2)
-                    .unwrap_err()
-                    .to_string();
-                assert!(e.contains("linux.resources.blockIO"), "{e}");
-            }
+    /// A fake cgroup directory holding `files` (empty), and `tasks` (v1) or
+    /// `cgroup.controllers` (v2).
+    fn fake_cgroup(v2: bool, files: &[&str]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let kind = if v2 { "cgroup.controllers" } else { "tasks" };
+        for f in files.iter().chain([&kind]) {
+            std::fs::write(d.path().join(f), "").unwrap();
         }
+        d
+    }
+
+    fn block_io(json: &str) -> oci_spec::runtime::LinuxBlockIo {
+        serde_json::from_str(json).unwrap()
+    }
+
+    /// (file name, value) of each write.
+    fn writes_of(
+        d: &tempfile::TempDir,
+        v2: bool,
+        json: &str,
+    ) -> Result<Vec<(String, String)>, String> {
+        block_io_writes(&[d.path().to_path_buf()], &block_io(json), v2)
+            .map(|ws| {
+                ws.into_iter()
+                    .map(|w| {
+                        assert_eq!(w.path.parent(), Some(d.path()));
+                        (
+                            w.path.file_name().unwrap().to_string_lossy().into_owned(),
+                            w.value,
+                        )
+                    })
+                    .collect()
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    const V1_BFQ: &[&str] = &[
+        "blkio.bfq.weight",
+        "blkio.bfq.weight_device",
+        "blkio.throttle.read_bps_device",
+        "blkio.throttle.write_bps_device",
+        "blkio.throttle.read_iops_device",
+        "blkio.throttle.write_iops_device",
+    ];
+
+    #[test]
+    fn block_io_on_cgroup_v1_writes_bfq_weights_and_throttles() {
+        let d = fake_cgroup(false, V1_BFQ);
+        let all = r#"{"weight": 500, "weightDevice": [{"major": 254, "minor": 0, "weight": 300}],
+            "throttleReadBpsDevice": [{"major": 254, "minor": 0, "rate": 1048576}],
+            "throttleWriteBpsDevice": [{"major": 254, "minor": 0, "rate": 0}],
+            "throttleReadIOPSDevice": [{"major": 8, "minor": 16, "rate": 100}],
+            "throttleWriteIOPSDevice": [{"major": 8, "minor": 16, "rate": 50}]}"#;
+        let w = |f: &str, v: &str| (f.to_string(), v.to_string());
+        assert_eq!(
+            writes_of(&d, false, all).unwrap(),
+            [
+                w("blkio.bfq.weight", "500"),
+                w("blkio.bfq.weight_device", "254:0 300"),
+                w("blkio.throttle.read_bps_device", "254:0 1048576"),
+                w("blkio.throttle.write_bps_device", "254:0 0"),
+                w("blkio.throttle.read_iops_device", "8:16 100"),
+                w("blkio.throttle.write_iops_device", "8:16 50"),
+            ]
+        );
+        // Nothing asked (podman's `"blockIO": {}`), or a weight of 0: no write.
+        for none in [r#"{}"#, r#"{"weight": 0, "weightDevice": []}"#] {
+            assert_eq!(writes_of(&d, false, none).unwrap(), []);
+        }
+        // CFQ's files, on a kernel older than 5.0.
+        let cfq = fake_cgroup(false, &["blkio.weight", "blkio.leaf_weight"]);
+        assert_eq!(
+            writes_of(&cfq, false, r#"{"weight": 10, "leafWeight": 20}"#).unwrap(),
+            [w("blkio.weight", "10"), w("blkio.leaf_weight", "20")]
+        );
+    }
+
+    #[test]
+    fn block_io_on_cgroup_v2_converts_io_weight_and_writes_io_max() {
+        let d = fake_cgroup(true, &["io.weight", "io.max"]);
+        let w = |f: &str, v: &str| (f.to_string(), v.to_string());
+        // io.weight's 1-10000 from blkio's 10-1000, as runc and crun convert it.
+        for (blkio, io) in [
+            (10, "default 1"),
+            (500, "default 4950"),
+            (1000, "default 10000"),
+        ] {
+            assert_eq!(
+                writes_of(&d, true, &format!(r#"{{"weight": {blkio}}}"#)).unwrap(),
+                [w("io.weight", io)]
+            );
+        }
+        let json = r#"{"weightDevice": [{"major": 1, "minor": 0, "weight": 1000}],
+            "throttleReadBpsDevice": [{"major": 1, "minor": 0, "rate": 1048576}],
+            "throttleWriteIOPSDevice": [{"major": 1, "minor": 0, "rate": 0}]}"#;
+        assert_eq!(
+            writes_of(&d, true, json).unwrap(),
+            [
+                w("io.weight", "1:0 10000"),
+                w("io.max", "1:0 rbps=1048576"),
+                w("io.max", "1:0 wiops=max"),
+            ]
+        );
+        // BFQ's io.bfq.weight, when there, takes blkio's scale as it is.
+        let bfq = fake_cgroup(true, &["io.bfq.weight", "io.weight"]);
+        assert_eq!(
+            writes_of(
+                &bfq,
+                true,
+                r#"{"weight": 300, "weightDevice": [{"major": 1, "minor": 0, "weight": 20}]}"#
+            )
+            .unwrap(),
+            [w("io.bfq.weight", "300"), w("io.bfq.weight", "1:0 20")]
+        );
+    }
+
+    #[test]
+    fn block_io_that_cannot_be_applied_is_refused_naming_the_field() {
+        for (v2, files, json, want) in [
+            (false, V1_BFQ, r#"{"weight": 5}"#, "blockIO.weight`"),
+            (false, V1_BFQ, r#"{"weight": 1001}"#, "give 10 to 1000"),
+            (
+                false,
+                V1_BFQ,
+                r#"{"leafWeight": 300}"#,
+                "removed in Linux 5.0",
+            ),
+            (
+                true,
+                &["io.weight", "io.max"][..],
+                r#"{"leafWeight": 300}"#,
+                "cgroup v2 has no leaf weight",
+            ),
+            (
+                false,
+                &["blkio.throttle.read_bps_device"][..],
+                r#"{"weight": 300}"#,
+                "modprobe bfq",
+            ),
+            (
+                true,
+                &["io.max"][..],
+                r#"{"weight": 300}"#,
+                "neither io.bfq.weight nor io.weight",
+            ),
+            (
+                false,
+                V1_BFQ,
+                r#"{"weightDevice": [{"major": 254, "minor": 0, "weight": 3}]}"#,
+                "weightDevice[0].weight`",
+            ),
+            (
+                false,
+                V1_BFQ,
+                r#"{"throttleReadBpsDevice": [{"major": 254, "minor": 0, "rate": 1}, {"major": -1, "minor": 0, "rate": 1}]}"#,
+                "throttleReadBpsDevice[1]`",
+            ),
+            (
+                false,
+                &["blkio.bfq.weight"][..],
+                r#"{"throttleWriteIOPSDevice": [{"major": 254, "minor": 0, "rate": 1}]}"#,
+                "no blkio.throttle.write_iops_device",
+            ),
+            (
+                true,
+                &["io.weight"][..],
+                r#"{"throttleReadBpsDevice": [{"major": 254, "minor": 0, "rate": 1}]}"#,
+                "io controller enabled",
+            ),
+        ] {
+            let d = fake_cgroup(v2, files);
+            let e = writes_of(&d, v2, json).unwrap_err();
+            assert!(
+                e.contains("linux.resources.blockIO") && e.contains(want),
+                "{json}: {e}"
+            );
+        }
+    }
+
+    // A blockIO that cannot be applied is refused before anything is written: the memory limit
+    // given with it is not applied either.
+    #[test]
+    fn a_refused_block_io_writes_nothing_else() {
+        let d = fake_cgroup(
+            false,
+            &["memory.limit_in_bytes", "blkio.throttle.read_bps_device"],
+        );
+        let r: LinuxResources =
+            serde_json::from_str(r#"{"memory": {"limit": 1048576}, "blockIO": {"weight": 500}}"#)
+                .unwrap();
+        let e = apply(&[d.path().to_path_buf()], &r)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("linux.resources.blockIO.weight"), "{e}");
+        let limit = std::fs::read_to_string(d.path().join("memory.limit_in_bytes")).unwrap();
+        assert_eq!(
+            limit, "",
+            "the memory limit was written before blockIO was refused"
+        );
     }
 
     // Item 8 of the second OCI review: two creates making the same missing parent raced,

@@ -1673,6 +1673,11 @@ fn update_resources(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
         pids.set_limit(p);
         r.set_pids(Some(pids));
     }
+    if let Some(w) = a.blkio_weight {
+        let mut b = r.block_io().clone().unwrap_or_default();
+        b.set_weight(Some(w));
+        r.set_block_io(Some(b));
+    }
     if s.cgroup_dirs.is_empty() {
         return Err(OciError::Usage(format!(
             "container {} has no cgroup (created rootless without limits): its resources cannot be updated",
