@@ -1961,6 +1961,9 @@ both!(fn cgroup_v2_resources_update_pause_delete(who) {
             "pids": {"limit": 17},
             "cpu": {"quota": 50000, "period": 200000}
         });
+        if who == Who::Root {
+            c["linux"]["resources"]["hugepageLimits"] = json!([{"pageSize": "2MB", "limit": 4194304}]);
+        }
         if let Some((ma, mi)) = disk.as_deref().and_then(|d| d.split_once(':')) {
             let (ma, mi): (i64, i64) = (ma.parse().unwrap(), mi.parse().unwrap());
             c["linux"]["resources"]["blockIO"] = json!({
@@ -1981,6 +1984,12 @@ both!(fn cgroup_v2_resources_update_pause_delete(who) {
     assert_eq!(read_trim(&cg.join("memory.max")), "67108864");
     assert_eq!(read_trim(&cg.join("pids.max")), "17");
     assert_eq!(read_trim(&cg.join("cpu.max")), "50000 200000");
+    if who == Who::Root {
+        assert_eq!(read_trim(&cg.join("hugetlb.2MB.max")), "4194304");
+        if cg.join("hugetlb.2MB.rsvd.max").exists() {
+            assert_eq!(read_trim(&cg.join("hugetlb.2MB.rsvd.max")), "4194304");
+        }
+    }
     if let Some(d) = &disk {
         assert_eq!(read_trim(&cg.join("io.max")), format!("{d} rbps=1048576 wbps=max riops=max wiops=100"));
         // io.weight's scale (1-10000) from blkio's (10-1000), unless BFQ's io.bfq.weight is there.

@@ -65,7 +65,7 @@ fn io(step: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CgroupE
 /// its parent: a new cpuset directory starts with no CPUs and refuses tasks). blkio: its
 /// I/O is then the container's own in `blkio.*` (podman stats' BlockIO), not its caller's.
 const V1_CONTROLLERS: &[&str] = &[
-    "memory", "cpu", "cpuacct", "pids", "freezer", "devices", "blkio",
+    "memory", "cpu", "cpuacct", "pids", "freezer", "devices", "blkio", "hugetlb",
 ];
 
 /// One cgroup hierarchy: its mount point, and its controllers (v1) or `None` (v2).
@@ -548,10 +548,15 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
     let r = &zero_is_unset(r);
     let v2 = is_v2(dirs);
     refuse_unsupported(r, v2)?;
-    let block_io = match r.block_io() {
+    let mut late = match r.block_io() {
         Some(b) => block_io_writes(dirs, b, v2)?,
         None => Vec::new(),
     };
+    late.extend(hugetlb_writes(
+        dirs,
+        r.hugepage_limits().as_deref().unwrap_or(&[]),
+        v2,
+    )?);
     if let Some(m) = r.memory()
         && m.check_before_update() == Some(true)
     {
@@ -741,15 +746,91 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
     if let Some(rules) = r.devices() {
         apply_devices(dirs, rules)?;
     }
-    for w in &block_io {
+    for w in &late {
         write_to(&w.path, &w.field, &w.value)?;
     }
     Ok(())
 }
 
-/// One write of `linux.resources.blockIO`: `value` to the cgroup file at `path`.
+/// `linux.resources.hugepageLimits` as the writes that apply them: per page size (`2MB`,
+/// `1GB`, as the kernel names them) cgroup v1's `hugetlb.<size>.limit_in_bytes` or v2's
+/// `hugetlb.<size>.max`, and the reservation limit beside it where the kernel has one
+/// (`rsvd`, Linux 5.7; as runc 1.2), so that memory reserved at mmap counts too. Kubernetes
+/// gives every page size of the node, 0 for those a pod did not ask for.
+fn hugetlb_writes(
+    dirs: &[PathBuf],
+    limits: &[oci_spec::runtime::LinuxHugepageLimit],
+    v2: bool,
+) -> Result<Vec<LateWrite>, CgroupError> {
+    let mut out = Vec::new();
+    for (i, l) in limits.iter().enumerate() {
+        let field = format!("linux.resources.hugepageLimits[{i}]");
+        let size = l.page_size();
+        let digits = size.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        let unit = &size[digits.len()..];
+        if digits.is_empty()
+            || !digits.bytes().all(|b| b.is_ascii_digit())
+            || !matches!(unit, "KB" | "MB" | "GB")
+        {
+            return Err(CgroupError::Resource {
+                field: format!("{field}.pageSize"),
+                why: format!(
+                    "{size:?} is not a huge page size: give it as the kernel names it, e.g. `2MB` or `1GB`"
+                ),
+            });
+        }
+        let (limit_file, rsvd_file) = if v2 {
+            (
+                format!("hugetlb.{size}.max"),
+                format!("hugetlb.{size}.rsvd.max"),
+            )
+        } else {
+            (
+                format!("hugetlb.{size}.limit_in_bytes"),
+                format!("hugetlb.{size}.rsvd.limit_in_bytes"),
+            )
+        };
+        let path = with_file(dirs, &limit_file).ok_or_else(|| CgroupError::Resource {
+            field: field.clone(),
+            why: format!(
+                "this host's cgroups have no {limit_file}: {}",
+                if hugetlb_anywhere(dirs) {
+                    "the kernel has no huge pages of that size (/sys/kernel/mm/hugepages lists the sizes it has)".to_string()
+                } else if v2 {
+                    "the hugetlb controller is not enabled for the container's cgroup (its parent's cgroup.subtree_control)".to_string()
+                } else {
+                    "the hugetlb controller is not mounted as a cgroup v1 hierarchy (on a hybrid host it may be on the unified one, where cordon-oci does not place containers)".to_string()
+                }
+            ),
+        })?;
+        let value = l.limit().to_string();
+        if let Some(rsvd) = with_file(dirs, &rsvd_file) {
+            out.push(LateWrite {
+                field: field.clone(),
+                path: rsvd,
+                value: value.clone(),
+            });
+        }
+        out.push(LateWrite { field, path, value });
+    }
+    Ok(out)
+}
+
+/// Whether any of `dirs` has a hugetlb file (the controller is there, whatever the sizes).
+fn hugetlb_anywhere(dirs: &[PathBuf]) -> bool {
+    dirs.iter().any(|d| {
+        std::fs::read_dir(d).is_ok_and(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("hugetlb."))
+        })
+    })
+}
+
+/// One write of `linux.resources.blockIO` or `hugepageLimits`: `value` to the cgroup file at
+/// `path`, found before the first write of `linux.resources`.
 #[derive(Debug, PartialEq, Eq)]
-struct BlockIoWrite {
+struct LateWrite {
     field: String,
     path: PathBuf,
     value: String,
@@ -765,7 +846,7 @@ fn block_io_writes(
     dirs: &[PathBuf],
     b: &oci_spec::runtime::LinuxBlockIo,
     v2: bool,
-) -> Result<Vec<BlockIoWrite>, CgroupError> {
+) -> Result<Vec<LateWrite>, CgroupError> {
     let base = "linux.resources.blockIO";
     let bad = |field: String, why: String| CgroupError::Resource { field, why };
     let check_weight = |field: &str, w: u16| {
@@ -836,14 +917,14 @@ fn block_io_writes(
             "io.weight" => format!("default {}", convert(w, file)),
             _ => w.to_string(),
         };
-        out.push(BlockIoWrite { field, path, value });
+        out.push(LateWrite { field, path, value });
     }
     if let Some(w) = b.leaf_weight().filter(|&w| w != 0) {
         let field = format!("{base}.leafWeight");
         let w = check_weight(&field, w)?;
         let files: &[&str] = if v2 { &[] } else { &["blkio.leaf_weight"] };
         let (path, _) = pick(&field, files, no_leaf)?;
-        out.push(BlockIoWrite {
+        out.push(LateWrite {
             field,
             path,
             value: w.to_string(),
@@ -856,7 +937,7 @@ fn block_io_writes(
             let w = check_weight(&format!("{field}.weight"), w)?;
             let (path, file) = pick(&field, device_weight_files, no_weight)?;
             let value = format!("{dev} {}", convert(w, file));
-            out.push(BlockIoWrite {
+            out.push(LateWrite {
                 field: format!("{field}.weight"),
                 path,
                 value,
@@ -871,7 +952,7 @@ fn block_io_writes(
                 &["blkio.leaf_weight_device"]
             };
             let (path, _) = pick(&leaf_field, files, no_leaf)?;
-            out.push(BlockIoWrite {
+            out.push(LateWrite {
                 field: leaf_field,
                 path,
                 value: format!("{dev} {w}"),
@@ -930,7 +1011,7 @@ fn block_io_writes(
                 }
             );
             let path = with_file(dirs, &file).ok_or_else(|| bad(field.clone(), why))?;
-            out.push(BlockIoWrite { field, path, value });
+            out.push(LateWrite { field, path, value });
         }
     }
     Ok(out)
@@ -944,9 +1025,6 @@ fn refuse_unsupported(r: &LinuxResources, v2: bool) -> Result<(), CgroupError> {
             why: why.into(),
         })
     };
-    if r.hugepage_limits().as_ref().is_some_and(|h| !h.is_empty()) {
-        return unsupported("linux.resources.hugepageLimits", "not implemented");
-    }
     if r.network().is_some() {
         return unsupported("linux.resources.network", "not implemented");
     }
@@ -1994,6 +2072,85 @@ mod tests {
                 "{json}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn hugepage_limits_write_the_limit_and_the_reservation_limit() {
+        let lim = |json: &str| -> Vec<oci_spec::runtime::LinuxHugepageLimit> {
+            serde_json::from_str(json).unwrap()
+        };
+        let two = r#"[{"pageSize": "2MB", "limit": 4194304}, {"pageSize": "1GB", "limit": 0}]"#;
+        let names = |ws: Vec<LateWrite>| -> Vec<(String, String)> {
+            ws.into_iter()
+                .map(|w| {
+                    (
+                        w.path.file_name().unwrap().to_string_lossy().into_owned(),
+                        w.value,
+                    )
+                })
+                .collect()
+        };
+        let w = |f: &str, v: &str| (f.to_string(), v.to_string());
+        let v2 = fake_cgroup(
+            true,
+            &["hugetlb.2MB.max", "hugetlb.2MB.rsvd.max", "hugetlb.1GB.max"],
+        );
+        assert_eq!(
+            names(hugetlb_writes(&[v2.path().to_path_buf()], &lim(two), true).unwrap()),
+            [
+                w("hugetlb.2MB.rsvd.max", "4194304"),
+                w("hugetlb.2MB.max", "4194304"),
+                w("hugetlb.1GB.max", "0"),
+            ]
+        );
+        let v1 = fake_cgroup(
+            false,
+            &[
+                "hugetlb.2MB.limit_in_bytes",
+                "hugetlb.1GB.limit_in_bytes",
+                "hugetlb.1GB.rsvd.limit_in_bytes",
+            ],
+        );
+        assert_eq!(
+            names(hugetlb_writes(&[v1.path().to_path_buf()], &lim(two), false).unwrap()),
+            [
+                w("hugetlb.2MB.limit_in_bytes", "4194304"),
+                w("hugetlb.1GB.rsvd.limit_in_bytes", "0"),
+                w("hugetlb.1GB.limit_in_bytes", "0"),
+            ]
+        );
+        for (dir, json, want) in [
+            (
+                &v2,
+                r#"[{"pageSize": "2M", "limit": 1}]"#,
+                "hugepageLimits[0].pageSize` cannot be applied: \"2M\" is not a huge page size",
+            ),
+            (
+                &v2,
+                r#"[{"pageSize": "../2MB", "limit": 1}]"#,
+                "is not a huge page size",
+            ),
+            (
+                &v2,
+                r#"[{"pageSize": "2MB", "limit": 1}, {"pageSize": "16GB", "limit": 1}]"#,
+                "hugepageLimits[1]` cannot be applied: this host's cgroups have no hugetlb.16GB.max: the kernel has no huge pages of that size",
+            ),
+        ] {
+            let e = hugetlb_writes(&[dir.path().to_path_buf()], &lim(json), true)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{json}: {e}");
+        }
+        let none = fake_cgroup(false, &["memory.limit_in_bytes"]);
+        let e = hugetlb_writes(&[none.path().to_path_buf()], &lim(two), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not mounted as a cgroup v1 hierarchy"), "{e}");
+        let none = fake_cgroup(true, &["memory.max"]);
+        let e = hugetlb_writes(&[none.path().to_path_buf()], &lim(two), true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cgroup.subtree_control"), "{e}");
     }
 
     // A blockIO that cannot be applied is refused before anything is written: the memory limit
