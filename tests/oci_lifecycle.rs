@@ -3247,15 +3247,7 @@ fn update_on_cgroup_v1() {
     };
     let _cleanup = Deleted(&b, "upd1".into());
     let pid = b.create("upd1");
-    let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    let rel = cg
-        .lines()
-        .find_map(|l| {
-            let mut f = l.splitn(3, ':');
-            let (_, c, p) = (f.next()?, f.next()?, f.next()?);
-            c.split(',').any(|x| x == "memory").then(|| p.to_string())
-        })
-        .unwrap();
+    let rel = v1_cgroup_of(pid, "memory");
     let read = |f: &str| {
         std::fs::read_to_string(format!("/sys/fs/cgroup/memory{rel}/{f}"))
             .unwrap()
@@ -3280,15 +3272,7 @@ fn update_on_cgroup_v1() {
     );
     // Every container has a cpuset cgroup of its own (seeded from its parent's), as with
     // runc: `podman update --cpuset-cpus` of one created without cpus works.
-    let cpuset = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            let mut f = l.splitn(3, ':');
-            let (_, c, p) = (f.next()?, f.next()?, f.next()?);
-            c.split(',').any(|x| x == "cpuset").then(|| p.to_string())
-        })
-        .unwrap();
+    let cpuset = v1_cgroup_of(pid, "cpuset");
     assert_ne!(
         cpuset, "/",
         "the container is in a cpuset cgroup of its own"
@@ -3300,6 +3284,19 @@ fn update_on_cgroup_v1() {
     assert_eq!(cpus.trim(), "0");
     let out = b.oci(&["delete", "--force", "upd1"]);
     assert!(out.status.success(), "{}", describe(&out));
+}
+
+/// The cgroup of `pid` in the v1 hierarchy of `controller` (its /proc/PID/cgroup line).
+fn v1_cgroup_of(pid: i64, controller: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, c, p) = (f.next()?, f.next()?, f.next()?);
+            c.split(',').any(|x| x == controller).then(|| p.to_string())
+        })
+        .unwrap_or_else(|| panic!("process {pid} is in no {controller} hierarchy"))
 }
 
 /// The whole disk (major, minor) that holds `path`: its filesystem's device, or that
@@ -3359,15 +3356,7 @@ fn block_io_limits_on_cgroup_v1() {
     };
     let _cleanup = Deleted(&b, "blkio1".into());
     let pid = b.create("blkio1");
-    let rel = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            let mut f = l.splitn(3, ':');
-            let (_, c, p) = (f.next()?, f.next()?, f.next()?);
-            c.split(',').any(|x| x == "blkio").then(|| p.to_string())
-        })
-        .unwrap();
+    let rel = v1_cgroup_of(pid, "blkio");
     let dir = PathBuf::from(format!("/sys/fs/cgroup/blkio{rel}"));
     assert_ne!(rel, "/", "the container has no blkio cgroup of its own");
     assert_eq!(
@@ -3426,54 +3415,44 @@ fn block_io_limits_on_cgroup_v1() {
         "1 MiB was read in {took:?} under a 256 KiB/s throttle"
     );
 
-    for (asked, want) in [
+    // A per-device weight needs BFQ on that disk: refused, saying how, where it is not.
+    let scheduler =
+        std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/queue/scheduler"))
+            .unwrap_or_default();
+    let mut refused = vec![
         (
             json!({"throttleReadBpsDevice": [{"major": 4095, "minor": 1048575, "rate": 1}]}),
-            "no whole block device of that major:minor",
+            vec![
+                "throttleReadBpsDevice[0]",
+                "no whole block device of that major:minor",
+            ],
         ),
-        (json!({"leafWeight": 300}), "leafWeight"),
-    ] {
+        (
+            json!({"leafWeight": 300}),
+            vec!["leafWeight", "remove the field"],
+        ),
+    ];
+    if dir.join("blkio.bfq.weight_device").exists() && !scheduler.contains("[bfq]") {
+        refused.push((
+            json!({"weightDevice": [{"major": major, "minor": minor, "weight": 300}]}),
+            vec!["weightDevice[0].weight", "echo bfq >"],
+        ));
+    }
+    for (asked, want) in refused {
         let Some(bad) = Bundle::new(Who::Root, &["true"], |c| {
             c["linux"]["resources"] = json!({"blockIO": asked.clone()});
         }) else {
             return;
         };
-        let out = bad.oci(
-            &bad.bundle_args("create", "blkio2")
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>(),
-        );
+        let args = bad.bundle_args("create", "blkio2");
+        let out = bad.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
         let _ = bad.oci(&["delete", "--force", "blkio2"]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            !out.status.success() && err.contains("linux.resources.blockIO") && err.contains(want),
-            "{asked}: {}",
-            describe(&out)
-        );
-    }
-    let scheduler =
-        std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/queue/scheduler"))
-            .unwrap_or_default();
-    if dir.join("blkio.bfq.weight_device").exists() && !scheduler.contains("[bfq]") {
-        let Some(bad) = Bundle::new(Who::Root, &["true"], |c| {
-            c["linux"]["resources"] = json!({"blockIO": {"weightDevice": [{"major": major, "minor": minor, "weight": 300}]}});
-        }) else {
-            return;
-        };
-        let out = bad.oci(
-            &bad.bundle_args("create", "blkio3")
-                .iter()
-                .map(String::as_str)
-                .collect::<Vec<_>>(),
-        );
-        let _ = bad.oci(&["delete", "--force", "blkio3"]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
             !out.status.success()
-                && err.contains("weightDevice[0].weight")
-                && err.contains("echo bfq >"),
-            "{}",
+                && err.contains("linux.resources.blockIO")
+                && want.iter().all(|w| err.contains(w)),
+            "{asked}: {}",
             describe(&out)
         );
     }
