@@ -1615,8 +1615,10 @@ fn containerd_runs_a_container() {
         return;
     };
     let id = format!("cordon-oci-test-{}", std::process::id());
+    // --cpu-quota alone: ctr sends `"period": 0`, which runc (and so cordon-oci) takes as
+    // not given.
     let out = Command::new("ctr")
-        .args(["run", "--rm", "--runc-binary"])
+        .args(["run", "--rm", "--cpu-quota", "20000", "--runc-binary"])
         .arg(oci_bin())
         .arg("--rootfs")
         .arg(b.path().join("rootfs"))

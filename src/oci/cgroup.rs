@@ -521,8 +521,9 @@ pub fn is_v2(dirs: &[PathBuf]) -> bool {
 }
 
 /// `r` with the values runc takes as not given left out: a memory limit, reservation or swap
-/// limit of 0 and cpu shares of 0 (runc writes none of them; written, they would be a limit
-/// of no memory at all and the lowest cpu weight, 1).
+/// limit of 0, and cpu shares, quota, period and real-time period or runtime of 0 (runc
+/// writes none of them; written, they would be a limit of no memory at all, the lowest cpu
+/// weight, or a period the kernel refuses: `ctr run --cpu-quota N` sends `"period": 0`).
 pub(crate) fn zero_is_unset(r: &LinuxResources) -> LinuxResources {
     let mut r = r.clone();
     if let Some(mut m) = *r.memory() {
@@ -535,6 +536,10 @@ pub(crate) fn zero_is_unset(r: &LinuxResources) -> LinuxResources {
     }
     if let Some(mut c) = r.cpu().clone() {
         c.set_shares(c.shares().filter(|&s| s != 0));
+        c.set_quota(c.quota().filter(|&q| q != 0));
+        c.set_period(c.period().filter(|&p| p != 0));
+        c.set_realtime_period(c.realtime_period().filter(|&p| p != 0));
+        c.set_realtime_runtime(c.realtime_runtime().filter(|&r| r != 0));
         r.set_cpu(Some(c));
     }
     r
@@ -2959,6 +2964,8 @@ mod device_program_tests {
 
     // Item 9 of the second OCI review: a memory limit of 0 was written as memory.max 0 (the
     // container killed at once) and cpu shares of 0 as the weight 1; runc takes 0 as unset.
+    // So is a cpu period, quota or real-time setting of 0: `ctr run --cpu-quota N` sends `"period": 0`,
+    // which the kernel refuses.
     #[test]
     fn zero_memory_and_cpu_shares_are_unset() {
         for v2 in [true, false] {
@@ -2968,6 +2975,7 @@ mod device_program_tests {
                     ("memory.low", "0"),
                     ("memory.swap.max", "max"),
                     ("cpu.weight", "100"),
+                    ("cpu.max", "max 100000"),
                 ])
             } else {
                 let d = tempfile::tempdir().unwrap();
@@ -2977,6 +2985,10 @@ mod device_program_tests {
                     ("memory.soft_limit_in_bytes", "9223372036854771712"),
                     ("memory.memsw.limit_in_bytes", "9223372036854771712"),
                     ("cpu.shares", "1024"),
+                    ("cpu.cfs_quota_us", "-1"),
+                    ("cpu.cfs_period_us", "100000"),
+                    ("cpu.rt_period_us", "1000000"),
+                    ("cpu.rt_runtime_us", "0"),
                 ] {
                     std::fs::write(d.path().join(f), v).unwrap();
                 }
@@ -2993,7 +3005,7 @@ mod device_program_tests {
             apply(
                 &dirs,
                 &resources(
-                    r#"{"memory": {"limit": 0, "reservation": 0, "swap": 0, "kernel": 0}, "cpu": {"shares": 0}}"#,
+                    r#"{"memory": {"limit": 0, "reservation": 0, "swap": 0, "kernel": 0}, "cpu": {"shares": 0, "quota": 0, "period": 0, "realtimePeriod": 0, "realtimeRuntime": 0}}"#,
                 ),
             )
             .unwrap();
