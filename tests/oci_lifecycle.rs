@@ -1363,6 +1363,7 @@ both!(fn exec_joins_the_container(who) {
         c["hostname"] = json!("exec-test");
     }) else { return };
     let id = format!("e1-{who:?}");
+    let _d = Deleted(&b, id.clone());
     b.create(&id);
     let out = b.oci(&["start", &id]);
     assert!(out.status.success(), "{}", describe(&out));
@@ -1374,6 +1375,23 @@ both!(fn exec_joins_the_container(who) {
     // In the container's pid namespace the exec'd shell is not pid 1 (that is `sleep`).
     let pid: u32 = lines.next().unwrap().parse().unwrap();
     assert!(pid > 1, "{}", describe(&out));
+    // A process that cannot start fails exec itself, as runc's does (containerd and CRI
+    // tell a failed exec from a process that failed; --detach must not report success),
+    // with 127 or 126 and runc's words, which podman maps to those codes.
+    for (args, code, words) in [
+        (&["nosuch"][..], 127, "executable file not found in $PATH"),
+        (&["--detach", "nosuch"][..], 127, "executable file not found in $PATH"),
+        (&["/bin"][..], 126, "EACCES"),
+        (&["--cwd", "/nonexistent", "true"][..], 1, "cannot start the exec process: enter process.cwd: /nonexistent"),
+    ] {
+        let mut a = vec!["exec"];
+        a.extend(&args[..args.len() - 1]);
+        a.extend([id.as_str(), args[args.len() - 1]]);
+        let out = b.oci(&a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.code() == Some(code) && err.contains(words), "{a:?}: {}", describe(&out));
+    }
+    assert_eq!(b.state(&id)["status"], "running", "a failed exec touched the container");
     let out = b.oci(&["delete", "--force", &id]);
     assert!(out.status.success(), "{}", describe(&out));
 });
@@ -1529,11 +1547,20 @@ both!(fn a_missing_or_unexecutable_process_exits_127_or_126(who) {
         assert!(out.status.success(), "{}", describe(&out));
         assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n", "{}", describe(&out));
     }
-    let Some(b) = Bundle::new(who, &["true"], |c| c["process"]["cwd"] = json!("/no/such/dir")) else { return };
+    // A missing cwd is made (as runc and crun make it), even in a read-only root; one below
+    // a file fails create.
+    let Some(b) = Bundle::new(who, &["sh", "-c", "pwd; ls -ld /new/dir | cut -c1-10"], |c| {
+        c["process"]["cwd"] = json!("/new/dir");
+        c["root"]["readonly"] = json!(true);
+    }) else { return };
+    let out = b.run(&format!("x7-{who:?}"));
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "/new/dir\ndrwxr-xr-x\n", "{}", describe(&out));
+    let Some(b) = Bundle::new(who, &["true"], |c| c["process"]["cwd"] = json!("/bin/busybox/dir")) else { return };
     let id = format!("x4-{who:?}");
     let out = b.oci(&b.bundle_args("create", &id).iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("enter process.cwd: /no/such/dir: ENOENT"), "{}", describe(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("enter process.cwd: /bin/busybox/dir: ENOTDIR"), "{}", describe(&out));
     assert!(!b.oci(&["state", &id]).status.success(), "no container is left after a failed create");
 });
 

@@ -1163,6 +1163,21 @@ fn enter_root(rootfs: &Path, no_pivot: bool) -> Result<(), Step> {
 
 fn finish_root(c: &Container) -> Result<(), Step> {
     let none: Option<&str> = None;
+    // A process.cwd the root lacks is made (0755, as runc and crun make it: `ctr run --cwd`,
+    // an image whose WORKDIR is missing), inside the root as mount points are, before the
+    // root turns read-only. What exists is left to the chdir (and its checks) as it is.
+    let cwd = &c.setup().cwd;
+    if matches!(std::fs::metadata(cwd), Err(err) if err.kind() == std::io::ErrorKind::NotFound) {
+        let root = nix::fcntl::open(
+            "/",
+            nix::fcntl::OFlag::O_PATH
+                | nix::fcntl::OFlag::O_DIRECTORY
+                | nix::fcntl::OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(e("open the root"))?;
+        make_mount_point(&root, cwd, false).map_err(|(_, why)| ("create process.cwd", why))?;
+    }
     if !c.setup().sysctl.is_empty() {
         let proc = container_proc("set a sysctl (linux.sysctl)")?;
         for (k, v) in &c.setup().sysctl {
@@ -1285,7 +1300,7 @@ fn run_payload_after_start(
     {
         fail("run the startContainer hooks", err.to_string(), 1);
     }
-    exec(c)
+    exec(c, None)
 }
 
 fn prepare(
@@ -1544,22 +1559,29 @@ fn new_session_keyring() -> Result<(), Step> {
 
 /// The process of `exec`, in the container's namespaces: same preparation as init's
 /// (without a terminal), then execve.
+/// The process `exec` starts, in the container's namespaces and cgroup: set up as the
+/// container's init sets up its process, then its program is searched and executed. Every
+/// failure before its program runs goes to `report` (close-on-exec, so a successful execve
+/// closes it, which is how `exec` learns the program runs), as "ERR step: why" or, when the
+/// program cannot run, "EXEC127 why" / "EXEC126 why": `exec` then fails with that error, as
+/// runc's does, instead of starting a process that prints it and exits (containerd and CRI
+/// tell a failed exec from a process that failed; podman maps the words to 126 and 127).
 pub fn exec_process(
     c: &Container,
     filter: Option<&OciFilter>,
     preserve_fds: i32,
-    _report: std::os::fd::RawFd,
+    report: std::os::fd::BorrowedFd<'_>,
     console_sock: Option<&OwnedFd>,
 ) -> ! {
     let fail = |step: &str, msg: String| -> ! {
-        eprintln!("cordon-oci: cannot {step}: {msg}");
+        let _ = nix::unistd::write(report, format!("ERR {step}: {msg}").as_bytes());
         sys::exit_now(1)
     };
     // CVE-2024-21626: whatever cordon-oci inherited from its caller without close-on-exec
     // (a host directory, a cgroup, a socket) must not reach the container: keep 0-2, the
     // --preserve-fds ones and our own, close the rest.
     let mut keep: Vec<i32> = (3..3 + preserve_fds).collect();
-    keep.push(_report);
+    keep.push(report.as_raw_fd());
     keep.extend(console_sock.map(|s| s.as_raw_fd()));
     if let Err(err) = sys::close_fds_except(&keep) {
         fail("close inherited file descriptors", err.to_string());
@@ -1571,13 +1593,17 @@ pub fn exec_process(
         },
         None => None,
     };
-    if let Err((step, msg)) =
-        prepare(c, filter, slave, preserve_fds).and_then(|()| no_new_privs_filter(c, filter))
-    {
-        eprintln!("cordon-oci: cannot {step}: {msg}");
-        sys::exit_now(1);
+    if let Err((step, msg)) = prepare(c, filter, slave, preserve_fds) {
+        fail(step, msg);
     }
-    exec(c)
+    if let Err((code, why)) = find_program(c) {
+        let _ = nix::unistd::write(report, format!("EXEC{code} {why}").as_bytes());
+        sys::exit_now(code)
+    }
+    if let Err((step, msg)) = no_new_privs_filter(c, filter) {
+        fail(step, msg);
+    }
+    exec(c, Some(report))
 }
 
 /// The capabilities of `process.capabilities.<set>`; a name that is none, or that the running
@@ -1662,8 +1688,20 @@ fn set_identity(c: &Container) -> Result<(), Step> {
 /// misc_props creates and starts a config whose program is missing and expects both to
 /// succeed: that test fails, as with runc. A program gone between create and start fails
 /// here, after `start`.
-fn exec(c: &Container) -> ! {
+///
+/// A failure is reported on `report` ([`exec_process`]'s) when given, else on stderr, and
+/// cordon-oci exits 126 or 127.
+fn exec(c: &Container, report: Option<std::os::fd::BorrowedFd<'_>>) -> ! {
     let name = &c.sandbox.argv[0];
+    let fail = |code: i32, why: String| -> ! {
+        match report {
+            Some(fd) => {
+                let _ = nix::unistd::write(fd, format!("EXEC{code} {why}").as_bytes());
+            }
+            None => eprintln!("cordon-oci: {why}"),
+        }
+        sys::exit_now(code)
+    };
     let cstrings = |v: Vec<String>| {
         v.into_iter()
             .map(CString::new)
@@ -1675,26 +1713,28 @@ fn exec(c: &Container) -> ! {
         env.push(format!("HOME={}", home_of(c.setup().uid)));
     }
     let (Ok(args), Ok(env)) = (cstrings(c.sandbox.argv.clone()), cstrings(env)) else {
-        eprintln!(
-            "cordon-oci: cannot execute {name:?} in the container: an argument or environment entry contains a NUL byte"
-        );
-        sys::exit_now(126)
+        fail(
+            126,
+            format!(
+                "cannot execute {name:?} in the container: an argument or environment entry contains a NUL byte"
+            ),
+        )
     };
     match crate::launch::exec_search(&args, &env, &c.path_dirs()) {
-        None => {
-            eprintln!(
-                "cordon-oci: cannot execute {name:?} in the container: {}",
+        None => fail(
+            127,
+            format!(
+                "cannot execute {name:?} in the container: {}",
                 Errno::ENOENT
-            );
-            sys::exit_now(127)
-        }
-        Some((path, errno)) => {
-            eprintln!(
-                "cordon-oci: cannot execute {name:?} in the container ({}): {errno}",
+            ),
+        ),
+        Some((path, errno)) => fail(
+            126,
+            format!(
+                "cannot execute {name:?} in the container ({}): {errno}",
                 path.to_string_lossy()
-            );
-            sys::exit_now(126)
-        }
+            ),
+        ),
     }
 }
 

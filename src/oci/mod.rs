@@ -22,7 +22,7 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use state::{StateError, Status, Stored};
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// The newest OCI runtime-spec version cordon-oci implements.
@@ -63,6 +63,9 @@ pub enum OciError {
     },
     #[error("the container's init failed to {0}")]
     Init(String),
+    /// `exec`'s process failed before its program ran ("step: why").
+    #[error("cannot start the exec process: {0}")]
+    ExecProcess(String),
     /// The process's program cannot run: `code` is 127 (not found) or 126 (not executable).
     #[error("{why}")]
     Exec { code: i32, why: String },
@@ -793,15 +796,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     if msg != "OK" {
         // "EXEC127 why": the process's program cannot run (not found, 127; not executable,
         // 126); cordon-oci exits with that code, as a shell would.
-        if let Some((code, why)) = msg
-            .strip_prefix("EXEC")
-            .and_then(|r| r.split_once(' '))
-            .and_then(|(c, why)| Some((c.parse::<i32>().ok()?, why)))
-        {
-            return Err(OciError::Exec {
-                code,
-                why: why.to_string(),
-            });
+        if let Some((code, why)) = exec_failure(&msg) {
+            return Err(OciError::Exec { code, why });
         }
         let why = msg
             .strip_prefix("ERR ")
@@ -1919,10 +1915,15 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         .and_then(|p| p.trim().parse::<i32>().ok())
     else {
         let _ = nix::sys::wait::waitpid(mid, None);
-        return Err(OciError::Init(format!(
-            "start the exec process: {}",
-            text.strip_prefix("ERR ").unwrap_or("no report")
-        )));
+        // Its program cannot run: 127 (not found) or 126, as `create` fails.
+        if let Some((code, why)) = exec_failure(&text) {
+            return Err(OciError::Exec { code, why });
+        }
+        return Err(OciError::ExecProcess(
+            text.strip_prefix("ERR ")
+                .unwrap_or("it exited without a report")
+                .to_string(),
+        ));
     };
     if let Some(p) = &a.pid_file {
         write_pid_file(p, pid)?;
@@ -1935,6 +1936,13 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
             Err(e) => return Err(sys_err("wait for the exec process")(e)),
         }
     }
+}
+
+/// A report "EXEC127 why" (init's or an exec process's): its program cannot run, with the
+/// exit code (127 not found, 126 not executable) and why.
+fn exec_failure(report: &str) -> Option<(i32, String)> {
+    let (code, why) = report.strip_prefix("EXEC")?.split_once(' ')?;
+    Some((code.parse().ok()?, why.to_string()))
 }
 
 /// `exec --user UID[:GID]` over the process's (`uid`, `gid`), as runc reads it: what is
@@ -2017,14 +2025,32 @@ fn exec_mid(
             format!("{}: {e}", ns_name(*flag)),
         );
     }
+    // The process reports here until its execve closes it (see init::exec_process).
+    let (status_r, status_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return fail("create the exec process's report pipe", e.to_string()),
+    };
     let child = match sys::fork() {
         Ok(CloneResult::Child) => {
+            drop(status_r);
             let _ = nix::unistd::chdir("/");
-            init::exec_process(c, filter, preserve, report.as_raw_fd(), console)
+            init::exec_process(c, filter, preserve, status_w.as_fd(), console)
         }
         Ok(CloneResult::Parent(p)) => p,
         Err(e) => return fail("fork the exec process", e.to_string()),
     };
+    drop(status_w);
+    let status = match read_to_end(&status_r, "read the exec process's report") {
+        Ok(s) => s,
+        Err(e) => return fail("start the exec process", e.to_string()),
+    };
+    if !status.is_empty() {
+        // It failed before its program ran: that is exec's error (passed on as it is:
+        // "ERR step: why" or "EXEC127 why").
+        let _ = nix::sys::wait::waitpid(child, None);
+        let _ = nix::unistd::write(report, &status);
+        return 1;
+    }
     // The host pid of the process (we share the caller's pid namespace view).
     let _ = nix::unistd::write(report, format!("PID {child}").as_bytes());
     if detach {
