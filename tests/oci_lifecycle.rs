@@ -3315,6 +3315,75 @@ fn update_on_cgroup_v1() {
     assert!(out.status.success(), "{}", describe(&out));
 }
 
+/// Runs `mount ARGS...` on the host; panics with its output on failure.
+fn host_mount(args: &[&str]) {
+    let out = Command::new("mount").args(args).output().unwrap();
+    assert!(out.status.success(), "mount {args:?}: {}", describe(&out));
+}
+
+// linux.rootfsPropagation: by default the root is a slave of the host's mount, as with runc
+// (a mount the host makes below the rootfs after start, a volume's, reaches the container;
+// none goes back); `rprivate` cuts it off. The rootfs is made a shared mount of its own for
+// the test, as podman's overlay roots are.
+#[test]
+fn the_root_receives_host_mounts_unless_private() {
+    if !running_as_root() {
+        skip!(
+            "SKIP: the_root_receives_host_mounts_unless_private: needs root (mounts on the host)"
+        );
+        return;
+    }
+    for (prop, seen) in [
+        (None, true),
+        (Some("rslave"), true),
+        (Some("rprivate"), false),
+    ] {
+        let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |c| {
+            if let Some(p) = prop {
+                c["linux"]["rootfsPropagation"] = json!(p);
+            }
+        }) else {
+            return;
+        };
+        let rootfs = b.path().join("rootfs");
+        let sub = rootfs.join("mnt/x");
+        std::fs::create_dir_all(&sub).unwrap();
+        let (r, s) = (rootfs.to_str().unwrap(), sub.to_str().unwrap());
+        host_mount(&["--bind", r, r]);
+        host_mount(&["--make-shared", r]);
+        struct Unmount(String);
+        impl Drop for Unmount {
+            fn drop(&mut self) {
+                let _ = Command::new("umount").args(["-R", &self.0]).status();
+            }
+        }
+        let _u = Unmount(r.to_string());
+        let id = format!("prop-{}", prop.unwrap_or("default"));
+        let _d = Deleted(&b, id.clone());
+        b.create(&id);
+        let out = b.oci(&["start", &id]);
+        assert!(out.status.success(), "{}", describe(&out));
+        host_mount(&["-t", "tmpfs", "tmpfs", s]);
+        let out = b.oci(&["exec", &id, "cat", "/proc/self/mountinfo"]);
+        assert!(out.status.success(), "{}", describe(&out));
+        let info = String::from_utf8_lossy(&out.stdout);
+        let root = info
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some("/"))
+            .unwrap_or("");
+        let got = info.lines().any(|l| l.split(' ').nth(4) == Some("/mnt/x"));
+        assert_eq!(
+            got, seen,
+            "{prop:?}: the host's mount below the rootfs: {info}"
+        );
+        assert_eq!(root.contains("master:"), seen, "{prop:?}: the root: {root}");
+        assert!(
+            !root.contains("shared:"),
+            "{prop:?}: the root is shared: {root}"
+        );
+    }
+}
+
 /// The cgroup of `pid` in the v1 hierarchy of `controller` (its /proc/PID/cgroup line).
 fn v1_cgroup_of(pid: i64, controller: &str) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/cgroup"))

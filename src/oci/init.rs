@@ -484,9 +484,9 @@ fn build_root(
         none,
     )
     .map_err(ep("bind the root filesystem onto itself", c.rootfs()))?;
-    // The parent mount of the root must not be shared either.
-    mount(none, c.rootfs(), none, MsFlags::MS_PRIVATE, none)
-        .map_err(ep("make the root mount private", c.rootfs()))?;
+    // The bind keeps what `/` now is below the root: a slave by default (mounts the host
+    // makes below the rootfs later, a volume's, reach the container, as with runc), never
+    // shared, so pivot_root takes it.
     for (i, m) in c.setup().mounts.iter().enumerate() {
         do_mount(c, i, m, in_userns, cgroup2, v1, v2_own)?;
     }
