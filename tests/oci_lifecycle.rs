@@ -2139,6 +2139,18 @@ both!(fn device_rules_are_enforced(who) {
         assert!(!String::from_utf8_lossy(&out.stderr).contains("cordon-oci"), "the container did not start: {}", describe(&out));
         stderr.push(String::from_utf8_lossy(&out.stderr).into_owned());
     }
+    // Not among the defaults: the host's console (5:1), even to a container that may mknod.
+    let Some(b) = Bundle::new(who, &["sh", "-c", "/bin/busybox mknod /dev/hostcon c 5 1 && echo x >/dev/hostcon"], |c| {
+        for set in ["bounding", "effective", "permitted"] {
+            c["process"]["capabilities"][set] = json!(["CAP_MKNOD"]);
+        }
+    }) else { return };
+    let out = b.run("dev-console");
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("Operation not permitted"),
+        "the host's console opened: {}",
+        describe(&out)
+    );
     assert!(stderr[0].contains("Operation not permitted"), "no rule at all let /dev/tunx open: {}", stderr[0]);
     assert!(stderr[1].contains("Operation not permitted"), "deny-all let /dev/tunx open: {}", stderr[1]);
     assert!(!stderr[2].contains("Operation not permitted"), "the allow rule did not let /dev/tunx open: {}", stderr[2]);

@@ -1164,7 +1164,11 @@ fn check_memory_usage(
 }
 
 /// Device rules every container gets after the config's own (as runc): /dev/null, zero, full,
-/// random, urandom, tty, console, ptmx, the ptys, and mknod of anything.
+/// random, urandom, tty, ptmx, the ptys, and mknod of anything. Not the host's console (5:1:
+/// the container's /dev/console is its pty, 136:N; a node of 5:1 it made would write to the
+/// host's console), as runc; and not the tun device (10:200), which runc adds: a container
+/// that needs it gets it from its config (`podman --device /dev/net/tun`), and a config that
+/// denies it is obeyed.
 const DEFAULT_ALLOW: &[&str] = &[
     "c *:* m",
     "b *:* m",
@@ -1174,7 +1178,6 @@ const DEFAULT_ALLOW: &[&str] = &[
     "c 1:8 rwm",
     "c 1:9 rwm",
     "c 5:0 rwm",
-    "c 5:1 rwm",
     "c 5:2 rwm",
     "c 136:* rwm",
 ];
@@ -2521,6 +2524,8 @@ mod device_program_tests {
         let p = device_program(&list);
         assert_eq!(run(&p, DEV_CHAR, R | W, 1, 3), 1, "/dev/null");
         assert_eq!(run(&p, DEV_CHAR, R | W, 10, 200), 0, "/dev/net/tun");
+        assert_eq!(run(&p, DEV_CHAR, W, 5, 1), 0, "the host's console");
+        assert_eq!(run(&p, DEV_CHAR, R | W, 5, 0), 1, "/dev/tty");
         assert_eq!(run(&p, DEV_BLOCK, R, 8, 0), 0, "a disk");
         // A config's own allow-all still allows all.
         let all: Vec<oci_spec::runtime::LinuxDeviceCgroup> =
