@@ -3327,6 +3327,30 @@ fn update_on_cgroup_v1() {
     assert!(out.status.success(), "{}", describe(&out));
 }
 
+// A memory limit too small for the container's init to start (`ctr run --memory-limit 1`)
+// gets the OOM killer named, not "failed to exit before joining its cgroup".
+#[test]
+fn a_memory_limit_too_small_to_start_says_so() {
+    if !running_as_root() {
+        skip!("SKIP: a_memory_limit_too_small_to_start_says_so: needs root (a memory cgroup)");
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["true"], |c| {
+        c["linux"]["resources"] = json!({"memory": {"limit": 1}});
+    }) else {
+        return;
+    };
+    let out = b.run("oom-start");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("OOM killer")
+            && err.contains("linux.resources.memory.limit"),
+        "{}",
+        describe(&out)
+    );
+}
+
 /// Runs `mount ARGS...` on the host; panics with its output on failure.
 fn host_mount(args: &[&str]) {
     let out = Command::new("mount").args(args).output().unwrap();

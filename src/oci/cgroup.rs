@@ -1888,6 +1888,14 @@ fn current_cpu_max(dirs: &[PathBuf]) -> (String, u64) {
     (q, p)
 }
 
+/// Whether the container's memory cgroup has seen an OOM kill (v1 memory.oom_control, v2
+/// memory.events: `oom_kill N`).
+pub fn oom_killed(dirs: &[PathBuf]) -> bool {
+    read_u64(dirs, "memory.oom_control", Some("oom_kill"))
+        .or_else(|| read_u64(dirs, "memory.events", Some("oom_kill")))
+        .is_some_and(|n| n > 0)
+}
+
 /// Reads one number from the first directory that has `file` (first line, or a `key value`);
 /// cgroup v2's `max` (no limit) reads as `u64::MAX`, as runc reports it.
 pub fn read_u64(dirs: &[PathBuf], file: &str, key: Option<&str>) -> Option<u64> {

@@ -386,6 +386,42 @@ struct Cleanup {
     child: Option<Pid>,
 }
 
+impl Cleanup {
+    /// How the container's init died, when it closed its report without a word: reaped here
+    /// (within a second), so the guard no longer signals its pid.
+    fn init_death(&mut self) -> String {
+        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+        let Some(pid) = self.child else {
+            return "it is gone".into();
+        };
+        for _ in 0..100 {
+            let status = match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    continue;
+                }
+                Ok(s) => s,
+                Err(e) => return format!("it closed its report without one (wait: {e})"),
+            };
+            self.child = None;
+            return death_of(status, cgroup::oom_killed(&self.cgroups));
+        }
+        "it closed its report without one".into()
+    }
+}
+
+/// Words for how a process ended (`status`), for an error; `oom`: its memory cgroup saw an
+/// OOM kill.
+fn death_of(status: nix::sys::wait::WaitStatus, oom: bool) -> String {
+    use nix::sys::wait::WaitStatus;
+    match status {
+        WaitStatus::Signaled(_, Signal::SIGKILL, _) if oom => "the kernel's OOM killer killed it: linux.resources.memory.limit is below what it needs to start (a few MiB); raise the limit".into(),
+        WaitStatus::Signaled(_, sig, _) => format!("it was killed by {sig}"),
+        WaitStatus::Exited(_, code) => format!("it exited with status {code} without a report"),
+        other => format!("it ended ({other:?}) without a report"),
+    }
+}
+
 impl Drop for Cleanup {
     fn drop(&mut self) {
         if let Some(pid) = self.child {
@@ -740,10 +776,11 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         let msg = String::from_utf8_lossy(&read_to_end(&r, "read the container's init report")?)
             .into_owned();
         if msg != "OK" {
-            let why = msg
-                .strip_prefix("ERR ")
-                .unwrap_or("exit before joining its cgroup");
-            return Err(OciError::Init(why.to_string()));
+            let why = match msg.strip_prefix("ERR ") {
+                Some(why) => why.to_string(),
+                None => format!("join its cgroup: {}", cleanup.init_death()),
+            };
+            return Err(OciError::Init(why));
         }
     } else if !cleanup.cgroups.is_empty() && !by_helper {
         cgroup::attach(&cleanup.cgroups, child.as_raw())?;
@@ -799,10 +836,10 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         if let Some((code, why)) = exec_failure(&msg) {
             return Err(OciError::Exec { code, why });
         }
-        let why = msg
-            .strip_prefix("ERR ")
-            .unwrap_or("exit before reporting")
-            .to_string();
+        let why = match msg.strip_prefix("ERR ") {
+            Some(why) => why.to_string(),
+            None => format!("set up the container: {}", cleanup.init_death()),
+        };
         return Err(OciError::Init(why));
     }
     if let Some(p) = &a.pid_file {
@@ -2069,6 +2106,20 @@ fn exec_mid(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_init_death_is_told_with_its_cause() {
+        use nix::sys::wait::WaitStatus;
+        let pid = Pid::from_raw(7);
+        let killed = WaitStatus::Signaled(pid, Signal::SIGKILL, false);
+        assert!(death_of(killed, true).contains("OOM killer"));
+        assert_eq!(death_of(killed, false), "it was killed by SIGKILL");
+        assert_eq!(
+            death_of(WaitStatus::Signaled(pid, Signal::SIGSEGV, true), true),
+            "it was killed by SIGSEGV"
+        );
+        assert!(death_of(WaitStatus::Exited(pid, 3), false).contains("status 3"));
+    }
 
     // Item 9 of the second OCI review: `exec --user 1000` set gid 0; runc keeps the config's.
     #[test]
