@@ -491,7 +491,7 @@ fn write_to(path: &Path, field: &str, value: &str) -> Result<(), CgroupError> {
             (Some(libc::EINVAL), "memory.limit_in_bytes" | "memory.memsw.limit_in_bytes") => {
                 "; cgroup v1 keeps the memory limit at or below the memory+swap limit (memory.memsw.limit_in_bytes): give a swap limit (linux.resources.memory.swap, `update --memory-swap`) at least the memory limit, or -1"
             }
-            (Some(libc::ENODEV), _) => {
+            (Some(libc::ENODEV), f) if f.starts_with("blkio.") || f.starts_with("io.") => {
                 "; this host has no whole block device of that major:minor (limits apply to disks, not partitions; /sys/dev/block lists them)"
             }
             (Some(libc::EOPNOTSUPP), "blkio.bfq.weight_device" | "io.bfq.weight") => {
@@ -808,15 +808,26 @@ fn hugetlb_writes(
                 }
             ),
         })?;
-        let value = l.limit().to_string();
-        if let Some(rsvd) = with_file(dirs, &rsvd_file) {
+        // v2 says `max` for no limit; v1 takes -1.
+        let value = match l.limit() {
+            n if n < 0 && v2 => "max".to_string(),
+            n => n.to_string(),
+        };
+        // The limit first (as runc): if the kernel refuses it, the reservation limit is
+        // left as it was.
+        let rsvd = with_file(dirs, &rsvd_file);
+        out.push(LateWrite {
+            field: field.clone(),
+            path,
+            value: value.clone(),
+        });
+        if let Some(rsvd) = rsvd {
             out.push(LateWrite {
-                field: field.clone(),
+                field,
                 path: rsvd,
-                value: value.clone(),
+                value,
             });
         }
-        out.push(LateWrite { field, path, value });
     }
     Ok(out)
 }
@@ -839,6 +850,21 @@ struct LateWrite {
     field: String,
     path: PathBuf,
     value: String,
+}
+
+/// Whether `b` asks for anything: podman sends `"blockIO": {}` when it has dropped a weight
+/// the kernel cannot take, and a weight of 0 is none.
+pub fn block_io_asks(b: &oci_spec::runtime::LinuxBlockIo) -> bool {
+    let listed = |v: &Option<Vec<oci_spec::runtime::LinuxThrottleDevice>>| {
+        v.as_ref().is_some_and(|v| !v.is_empty())
+    };
+    b.weight().is_some_and(|w| w != 0)
+        || b.leaf_weight().is_some_and(|w| w != 0)
+        || b.weight_device().as_ref().is_some_and(|v| !v.is_empty())
+        || listed(b.throttle_read_bps_device())
+        || listed(b.throttle_write_bps_device())
+        || listed(b.throttle_read_iops_device())
+        || listed(b.throttle_write_iops_device())
 }
 
 /// `linux.resources.blockIO` as the writes that apply it, every file found and every value
@@ -908,8 +934,9 @@ fn block_io_writes(
     } else {
         &["blkio.bfq.weight", "blkio.weight"]
     };
+    // v2's weight files take a device's weight too (`MAJOR:MINOR WEIGHT`).
     let device_weight_files: &[&'static str] = if v2 {
-        &["io.bfq.weight", "io.weight"]
+        weight_files
     } else {
         &["blkio.bfq.weight_device", "blkio.weight_device"]
     };
@@ -1888,12 +1915,12 @@ fn current_cpu_max(dirs: &[PathBuf]) -> (String, u64) {
     (q, p)
 }
 
-/// Whether the container's memory cgroup has seen an OOM kill (v1 memory.oom_control, v2
-/// memory.events: `oom_kill N`).
-pub fn oom_killed(dirs: &[PathBuf]) -> bool {
+/// The OOM kills the container's memory cgroup has counted (v1 memory.oom_control, v2
+/// memory.events: `oom_kill N`); 0 without one.
+pub fn oom_kills(dirs: &[PathBuf]) -> u64 {
     read_u64(dirs, "memory.oom_control", Some("oom_kill"))
         .or_else(|| read_u64(dirs, "memory.events", Some("oom_kill")))
-        .is_some_and(|n| n > 0)
+        .unwrap_or(0)
 }
 
 /// Reads one number from the first directory that has `file` (first line, or a `key value`);
@@ -1976,10 +2003,13 @@ mod tests {
                 w("blkio.throttle.write_iops_device", "8:16 50"),
             ]
         );
-        // Nothing asked (podman's `"blockIO": {}`), or a weight of 0: no write.
+        // Nothing asked (podman's `"blockIO": {}`), or a weight of 0: no write, and no
+        // cgroup needed for it.
         for none in [r#"{}"#, r#"{"weight": 0, "weightDevice": []}"#] {
             assert_eq!(writes_of(&d, false, none).unwrap(), []);
+            assert!(!block_io_asks(&block_io(none)));
         }
+        assert!(block_io_asks(&block_io(all)));
         // CFQ's files, on a kernel older than 5.0.
         let cfq = fake_cgroup(false, &["blkio.weight", "blkio.leaf_weight"]);
         assert_eq!(
@@ -2114,8 +2144,8 @@ mod tests {
         assert_eq!(
             names(hugetlb_writes(&[v2.path().to_path_buf()], &lim(two), true).unwrap()),
             [
-                w("hugetlb.2MB.rsvd.max", "4194304"),
                 w("hugetlb.2MB.max", "4194304"),
+                w("hugetlb.2MB.rsvd.max", "4194304"),
                 w("hugetlb.1GB.max", "0"),
             ]
         );
@@ -2131,9 +2161,22 @@ mod tests {
             names(hugetlb_writes(&[v1.path().to_path_buf()], &lim(two), false).unwrap()),
             [
                 w("hugetlb.2MB.limit_in_bytes", "4194304"),
-                w("hugetlb.1GB.rsvd.limit_in_bytes", "0"),
                 w("hugetlb.1GB.limit_in_bytes", "0"),
+                w("hugetlb.1GB.rsvd.limit_in_bytes", "0"),
             ]
+        );
+        // No limit: -1 on v1, `max` on v2.
+        let none = r#"[{"pageSize": "2MB", "limit": -1}]"#;
+        assert_eq!(
+            names(hugetlb_writes(&[v2.path().to_path_buf()], &lim(none), true).unwrap()),
+            [
+                w("hugetlb.2MB.max", "max"),
+                w("hugetlb.2MB.rsvd.max", "max")
+            ]
+        );
+        assert_eq!(
+            names(hugetlb_writes(&[v1.path().to_path_buf()], &lim(none), false).unwrap()),
+            [w("hugetlb.2MB.limit_in_bytes", "-1")]
         );
         for (dir, json, want) in [
             (

@@ -102,7 +102,7 @@ pub fn main(mut a: InitArgs) -> ! {
     let prepared = setup(&a, &state)
         .and_then(|slave| prepare(a.c, a.filter, slave, a.preserve_fds))
         .map_err(|(step, msg)| format!("ERR {step}: {msg}"))
-        .and_then(|()| find_program(a.c).map_err(|(code, msg)| format!("EXEC{code} {msg}")));
+        .and_then(|()| find_program(a.c).map_err(|(code, msg)| exec_report(code, &msg)));
     match prepared {
         Ok(()) => {
             let _ = nix::unistd::write(&a.ready, b"OK");
@@ -466,11 +466,13 @@ fn build_root(
     v2_own: Option<&Path>,
 ) -> Result<(), Step> {
     let none: Option<&str> = None;
-    // Nothing mounted below propagates back to the host: `/` becomes a slave (or private,
-    // when the config asks for that); a shared or unbindable rootfsPropagation is applied
-    // after pivot_root (shared would leak the mounts below, unbindable would refuse them).
-    let initial = if c.setup().root_propagation & libc::MS_PRIVATE != 0 {
-        c.setup().root_propagation
+    // Nothing mounted below propagates back to the host: every mount becomes a slave (or
+    // private, for `rprivate`), recursively; any other rootfsPropagation (shared, unbindable,
+    // a plain `private`, which alone would leave the mounts below `/` shared with the host's)
+    // is applied after pivot_root.
+    let rprivate = libc::MS_PRIVATE | libc::MS_REC;
+    let initial = if c.setup().root_propagation & rprivate == rprivate {
+        rprivate
     } else {
         libc::MS_SLAVE | libc::MS_REC
     };
@@ -500,6 +502,22 @@ fn build_root(
 fn remount_bind(dst: &Path, flags: libc::c_ulong) -> Result<(), Step> {
     mounts::remount_bind(dst, to_ms(flags))
         .map_err(ep("remount a bind mount with its options", dst))
+}
+
+/// `path` with `.` dropped and each `..` taking away the component before it (never above
+/// `/`), as the kernel resolves it when no symlink is on the way: where a missing cwd is made.
+fn lexically_clean(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// `path` (absolute inside the container) relative to the root, `..` and `.` kept for the
@@ -1166,8 +1184,8 @@ fn finish_root(c: &Container) -> Result<(), Step> {
     // A process.cwd the root lacks is made (0755, as runc and crun make it: `ctr run --cwd`,
     // an image whose WORKDIR is missing), inside the root as mount points are, before the
     // root turns read-only. What exists is left to the chdir (and its checks) as it is.
-    let cwd = &c.setup().cwd;
-    if matches!(std::fs::metadata(cwd), Err(err) if err.kind() == std::io::ErrorKind::NotFound) {
+    let cwd = lexically_clean(&c.setup().cwd);
+    if matches!(std::fs::metadata(&cwd), Err(err) if err.kind() == std::io::ErrorKind::NotFound) {
         let root = nix::fcntl::open(
             "/",
             nix::fcntl::OFlag::O_PATH
@@ -1176,7 +1194,11 @@ fn finish_root(c: &Container) -> Result<(), Step> {
             Mode::empty(),
         )
         .map_err(e("open the root"))?;
-        make_mount_point(&root, cwd, false).map_err(|(_, why)| ("create process.cwd", why))?;
+        // 0755 whatever the caller's umask (the process's own is set later).
+        let old = nix::sys::stat::umask(Mode::from_bits_truncate(0o022));
+        let made = make_mount_point(&root, &cwd, false);
+        nix::sys::stat::umask(old);
+        made.map_err(|(_, why)| ("create process.cwd", why))?;
     }
     if !c.setup().sysctl.is_empty() {
         let proc = container_proc("set a sysctl (linux.sysctl)")?;
@@ -1421,6 +1443,12 @@ fn no_new_privs_filter(c: &Container, filter: Option<&OciFilter>) -> Result<(), 
     Ok(())
 }
 
+/// The report of a program that cannot run (`code` 127 or 126), which `oci::exec_failure`
+/// reads back.
+pub fn exec_report(code: i32, why: &str) -> String {
+    format!("EXEC{code} {why}")
+}
+
 /// Finds the process's program as [`exec`] will (execvp's search of the config's PATH, in
 /// the container's root and cwd, with the process's identity), without executing it. On
 /// failure: the exit code (127 not found, 126 found but not executable) and a message in
@@ -1557,8 +1585,6 @@ fn new_session_keyring() -> Result<(), Step> {
     }
 }
 
-/// The process of `exec`, in the container's namespaces: same preparation as init's
-/// (without a terminal), then execve.
 /// The process `exec` starts, in the container's namespaces and cgroup: set up as the
 /// container's init sets up its process, then its program is searched and executed. Every
 /// failure before its program runs goes to `report` (close-on-exec, so a successful execve
@@ -1597,7 +1623,7 @@ pub fn exec_process(
         fail(step, msg);
     }
     if let Err((code, why)) = find_program(c) {
-        let _ = nix::unistd::write(report, format!("EXEC{code} {why}").as_bytes());
+        let _ = nix::unistd::write(report, exec_report(code, &why).as_bytes());
         sys::exit_now(code)
     }
     if let Err((step, msg)) = no_new_privs_filter(c, filter) {
@@ -1696,7 +1722,7 @@ fn exec(c: &Container, report: Option<std::os::fd::BorrowedFd<'_>>) -> ! {
     let fail = |code: i32, why: String| -> ! {
         match report {
             Some(fd) => {
-                let _ = nix::unistd::write(fd, format!("EXEC{code} {why}").as_bytes());
+                let _ = nix::unistd::write(fd, exec_report(code, &why).as_bytes());
             }
             None => eprintln!("cordon-oci: {why}"),
         }

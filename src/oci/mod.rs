@@ -384,6 +384,10 @@ struct Cleanup {
     dir: Option<PathBuf>,
     cgroups: Vec<PathBuf>,
     child: Option<Pid>,
+    /// The OOM kills the cgroup had counted before the init joined it (a reused directory
+    /// keeps its count), and whether the config limits memory: for [`Cleanup::init_death`].
+    oom_before: u64,
+    memory_limited: bool,
 }
 
 impl Cleanup {
@@ -401,21 +405,30 @@ impl Cleanup {
                     continue;
                 }
                 Ok(s) => s,
-                Err(e) => return format!("it closed its report without one (wait: {e})"),
+                Err(e) => {
+                    // ECHILD: reaped already (SIGCHLD ignored by the caller); its pid may
+                    // be another process's by now.
+                    self.child = None;
+                    return format!("it closed its report without one (wait: {e})");
+                }
             };
             self.child = None;
-            return death_of(status, cgroup::oom_killed(&self.cgroups));
+            let oom = cgroup::oom_kills(&self.cgroups) > self.oom_before;
+            return death_of(status, oom.then_some(self.memory_limited));
         }
         "it closed its report without one".into()
     }
 }
 
-/// Words for how a process ended (`status`), for an error; `oom`: its memory cgroup saw an
-/// OOM kill.
-fn death_of(status: nix::sys::wait::WaitStatus, oom: bool) -> String {
+/// Words for how a process ended (`status`), for an error; `oom`: its memory cgroup counted
+/// an OOM kill meanwhile, with whether the config limits the memory.
+fn death_of(status: nix::sys::wait::WaitStatus, oom: Option<bool>) -> String {
     use nix::sys::wait::WaitStatus;
     match status {
-        WaitStatus::Signaled(_, Signal::SIGKILL, _) if oom => "the kernel's OOM killer killed it: linux.resources.memory.limit is below what it needs to start (a few MiB); raise the limit".into(),
+        WaitStatus::Signaled(_, Signal::SIGKILL, _) if oom == Some(true) => "the kernel's OOM killer killed it: linux.resources.memory.limit is below what it needs to start (a few MiB); raise the limit".into(),
+        WaitStatus::Signaled(_, Signal::SIGKILL, _) if oom == Some(false) => {
+            "the kernel's OOM killer killed it (the host is out of memory)".into()
+        }
         WaitStatus::Signaled(_, sig, _) => format!("it was killed by {sig}"),
         WaitStatus::Exited(_, code) => format!("it exited with status {code} without a report"),
         other => format!("it ended ({other:?}) without a report"),
@@ -491,6 +504,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         dir: Some(dir.clone()),
         cgroups: Vec::new(),
         child: None,
+        oom_before: 0,
+        memory_limited: false,
     };
     let mut c = Container::load(&bundle)?;
     c.setup_mut().new_keyring = !a.no_new_keyring;
@@ -568,7 +583,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                     .is_some_and(|c| set(serde_json::to_value(c).unwrap_or_default()))
                 || r.pids().is_some()
                 || r.unified().as_ref().is_some_and(|u| !u.is_empty())
-                || r.block_io().is_some()
+                || r.block_io().as_ref().is_some_and(cgroup::block_io_asks)
                 || r.hugepage_limits().as_ref().is_some_and(|h| !h.is_empty())
                 || r.network().is_some()
                 || r.rdma().is_some()
@@ -608,7 +623,11 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             cleanup.cgroups = dirs.clone();
             if let Some(r) = &resources {
                 cgroup::apply(&dirs, r).map_err(resource_err("config.json"))?;
+                cleanup.memory_limited = cgroup::zero_is_unset(r)
+                    .memory()
+                    .is_some_and(|m| m.limit().is_some_and(|l| l > 0));
             }
+            cleanup.oom_before = cgroup::oom_kills(&dirs);
             if !rootless() {
                 cgroup::apply_device_allowlist(&dirs, &allowlist)
                     .map_err(resource_err("config.json"))?;
@@ -2108,17 +2127,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_exec_report_reads_back() {
+        assert_eq!(
+            exec_failure(&init::exec_report(127, "not found: x y")),
+            Some((127, "not found: x y".to_string()))
+        );
+        assert_eq!(exec_failure("ERR step: why"), None);
+        assert_eq!(exec_failure("PID 12"), None);
+    }
+
+    #[test]
     fn an_init_death_is_told_with_its_cause() {
         use nix::sys::wait::WaitStatus;
         let pid = Pid::from_raw(7);
         let killed = WaitStatus::Signaled(pid, Signal::SIGKILL, false);
-        assert!(death_of(killed, true).contains("OOM killer"));
-        assert_eq!(death_of(killed, false), "it was killed by SIGKILL");
+        assert!(death_of(killed, Some(true)).contains("memory.limit"));
+        assert!(death_of(killed, Some(false)).contains("host is out of memory"));
+        assert_eq!(death_of(killed, None), "it was killed by SIGKILL");
         assert_eq!(
-            death_of(WaitStatus::Signaled(pid, Signal::SIGSEGV, true), true),
+            death_of(WaitStatus::Signaled(pid, Signal::SIGSEGV, true), Some(true)),
             "it was killed by SIGSEGV"
         );
-        assert!(death_of(WaitStatus::Exited(pid, 3), false).contains("status 3"));
+        assert!(death_of(WaitStatus::Exited(pid, 3), None).contains("status 3"));
     }
 
     // Item 9 of the second OCI review: `exec --user 1000` set gid 0; runc keeps the config's.
