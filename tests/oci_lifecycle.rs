@@ -3327,6 +3327,20 @@ fn update_on_cgroup_v1() {
     assert!(out.status.success(), "{}", describe(&out));
 }
 
+// A blockIO that asks for nothing (podman sends `{}` after dropping a weight the kernel
+// cannot take; a weight of 0 is none) needs no cgroup: an unprivileged caller, who gets
+// none on cgroup v1, runs the container (it was refused as a limit that needs one).
+both!(fn an_empty_block_io_needs_no_cgroup(who) {
+    for (n, block_io) in [json!({}), json!({"weight": 0, "throttleReadBpsDevice": []})].into_iter().enumerate() {
+        let Some(b) = Bundle::new(who, &["sh", "-c", "echo ran"], |c| {
+            c["linux"]["resources"] = json!({"blockIO": block_io.clone()});
+        }) else { return };
+        let out = b.run(&format!("bio0-{n}-{who:?}"));
+        assert!(out.status.success(), "{block_io}: {}", describe(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n", "{}", describe(&out));
+    }
+});
+
 // A memory limit too small for the container's init to start (`ctr run --memory-limit 1`)
 // gets the OOM killer named, not "failed to exit before joining its cgroup".
 #[test]
