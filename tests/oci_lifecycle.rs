@@ -1437,6 +1437,44 @@ both!(fn exec_joins_the_container(who) {
     assert!(out.status.success(), "{}", describe(&out));
 });
 
+// An exec process killed before its program runs, without a word (here by the container's
+// seccomp filter, which kills setresuid to uid 1234 and, without noNewPrivileges, is in
+// place before the process takes its identity), fails exec; it counted as started (exec
+// returned 159, `--detach` 0). The control run as uid 0 shows the filter lets the rest run.
+both!(fn exec_of_a_process_killed_before_its_program_fails(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        c["process"]["noNewPrivileges"] = json!(false);
+        c["linux"]["seccomp"] = json!({
+            "defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["setresuid"], "action": "SCMP_ACT_KILL_PROCESS",
+                "args": [{"index": 0, "value": 1234, "op": "SCMP_CMP_EQ"}]}]
+        });
+    }) else { return };
+    let id = format!("ek-{who:?}");
+    let _d = Deleted(&b, id.clone());
+    b.create(&id);
+    let out = b.oci(&["start", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["exec", "--user", "0:0", &id, "sh", "-c", "exit 4"]);
+    assert_eq!(out.status.code(), Some(4), "control run: {}", describe(&out));
+    for detach in [false, true] {
+        let mut a = vec!["exec", "--user", "1234:0"];
+        if detach {
+            a.push("--detach");
+        }
+        a.extend([id.as_str(), "true"]);
+        let out = b.oci(&a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.code() == Some(1) && err.contains("killed by SIGSYS before its program ran"),
+            "{a:?}: {}",
+            describe(&out)
+        );
+    }
+    assert_eq!(b.state(&id)["status"], "running", "a failed exec touched the container");
+});
+
 // Item 9 of the second OCI review: `exec --user 1000` set gid 0, where runc keeps the
 // config's gid when only a uid is given. Root only: the user's container maps uid 0 alone.
 #[test]

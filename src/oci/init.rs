@@ -1457,6 +1457,10 @@ fn no_new_privs_filter(c: &Container, filter: Option<&OciFilter>) -> Result<(), 
     Ok(())
 }
 
+/// What an exec process writes on its report pipe once it is set up and its program found,
+/// before its last steps (the no_new_privs filter, the execve); a failure report may follow.
+pub const EXEC_READY: &[u8] = b"READY ";
+
 /// The report of a program that cannot run (`code` 127 or 126), which `oci::exec_failure`
 /// reads back.
 pub fn exec_report(code: i32, why: &str) -> String {
@@ -1640,6 +1644,10 @@ pub fn exec_process(
         let _ = nix::unistd::write(report, exec_report(code, &why).as_bytes());
         sys::exit_now(code)
     }
+    // Set up and its program found: what is left is the no_new_privs filter and the execve.
+    // `exec` tells by this mark a process that died before (killed by a seccomp filter that
+    // kills a call of the set-up, or by the OOM killer) from one whose program runs.
+    let _ = nix::unistd::write(report, EXEC_READY);
     if let Err((step, msg)) = no_new_privs_filter(c, filter) {
         fail(step, msg);
     }

@@ -2102,11 +2102,23 @@ fn exec_mid(
         Ok(s) => s,
         Err(e) => return fail("start the exec process", e.to_string()),
     };
+    let (ready, status) = match status.strip_prefix(init::EXEC_READY) {
+        Some(rest) => (true, rest),
+        None => (false, &status[..]),
+    };
+    if !ready && status.is_empty() {
+        // The report pipe closed without a word before the process was set up: it died
+        // there (still running, it wrote no mark because a seccomp filter refused the
+        // write; then its program runs).
+        if let Some(why) = died_before_its_program(child) {
+            return fail("start the exec process", why);
+        }
+    }
     if !status.is_empty() {
         // It failed before its program ran: that is exec's error (passed on as it is:
         // "ERR step: why" or "EXEC127 why").
         let _ = nix::sys::wait::waitpid(child, None);
-        let _ = nix::unistd::write(report, &status);
+        let _ = nix::unistd::write(report, status);
         return 1;
     }
     // The host pid of the process (we share the caller's pid namespace view).
@@ -2121,6 +2133,58 @@ fn exec_mid(
             Ok(_) | Err(Errno::EINTR) => continue,
             Err(_) => return 1,
         }
+    }
+}
+
+/// How the exec process `child`, which closed its report pipe without a word before it
+/// was set up, ended (it is reaped); None if it is still running.
+///
+/// End-of-file comes as it exits (its files are closed before it turns into a zombie), so
+/// it is waited for, through a pidfd, for up to [`EXEC_DEATH_WAIT`]; a process still running
+/// then is one whose filter refused the write of its mark: its program runs.
+fn died_before_its_program(child: nix::unistd::Pid) -> Option<String> {
+    use nix::sys::wait::waitpid;
+    let Ok(pidfd) = sys::pidfd_open(child) else {
+        // Gone already (ESRCH cannot be: it is our unreaped child) or no pidfds: wait.
+        return Some(death_before_program(waitpid(child, None)));
+    };
+    let deadline = std::time::Instant::now() + EXEC_DEATH_WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        let mut fds = [nix::poll::PollFd::new(
+            std::os::fd::AsFd::as_fd(&pidfd),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+            Err(Errno::EINTR) if ms > 0 => continue,
+            Ok(n) if n > 0 => break,
+            _ => return None,
+        }
+    }
+    let status = loop {
+        match waitpid(child, None) {
+            Err(Errno::EINTR) => continue,
+            other => break other,
+        }
+    };
+    Some(death_before_program(status))
+}
+
+/// How long `exec` waits for an exec process that closed its report pipe without its mark.
+const EXEC_DEATH_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`died_before_its_program`]'s words for how the process ended.
+fn death_before_program(status: nix::Result<nix::sys::wait::WaitStatus>) -> String {
+    use nix::sys::wait::WaitStatus;
+    match status {
+        Ok(WaitStatus::Signaled(_, Signal::SIGSYS, _)) => "it was killed by SIGSYS before its program ran: the container's seccomp filter (linux.seccomp) kills a system call that the process's set-up makes; allow that call, or make the rule SCMP_ACT_ERRNO".into(),
+        Ok(WaitStatus::Signaled(_, Signal::SIGKILL, _)) => "it was killed by SIGKILL before its program ran: by the kernel's OOM killer if the container's cgroup is at its memory limit (raise linux.resources.memory.limit), or by another process".into(),
+        Ok(WaitStatus::Signaled(_, sig, _)) => format!("it was killed by {sig} before its program ran"),
+        Ok(WaitStatus::Exited(_, code)) => {
+            format!("it exited with status {code} before its program ran, without a report")
+        }
+        other => format!("it ended before its program ran ({other:?})"),
     }
 }
 
