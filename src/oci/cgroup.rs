@@ -561,6 +561,7 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
         dirs,
         r.hugepage_limits().as_deref().unwrap_or(&[]),
         v2,
+        hugetlb_v1_mounted,
     )?);
     if let Some(m) = r.memory()
         && m.check_before_update() == Some(true)
@@ -766,6 +767,7 @@ fn hugetlb_writes(
     dirs: &[PathBuf],
     limits: &[oci_spec::runtime::LinuxHugepageLimit],
     v2: bool,
+    v1_mounted: impl Fn() -> bool,
 ) -> Result<Vec<LateWrite>, CgroupError> {
     let mut out = Vec::new();
     for (i, l) in limits.iter().enumerate() {
@@ -803,6 +805,8 @@ fn hugetlb_writes(
                     "the kernel has no huge pages of that size (/sys/kernel/mm/hugepages lists the sizes it has)".to_string()
                 } else if v2 {
                     "the hugetlb controller is not enabled for the container's cgroup (its parent's cgroup.subtree_control)".to_string()
+                } else if v1_mounted() {
+                    "the container has no hugetlb cgroup, though this host mounts that hierarchy: it was created by a cordon-oci without huge page limits; recreate it".to_string()
                 } else {
                     "the hugetlb controller is not mounted as a cgroup v1 hierarchy (on a hybrid host it may be on the unified one, where cordon-oci does not place containers)".to_string()
                 }
@@ -833,6 +837,15 @@ fn hugetlb_writes(
 }
 
 /// Whether any of `dirs` has a hugetlb file (the controller is there, whatever the sizes).
+/// Whether this host mounts a cgroup v1 hierarchy with the hugetlb controller.
+fn hugetlb_v1_mounted() -> bool {
+    own_mounts().is_ok_and(|mounts| {
+        mounts
+            .iter()
+            .any(|m| m.fs_type == "cgroup" && m.super_options.iter().any(|o| o == "hugetlb"))
+    })
+}
+
 fn hugetlb_anywhere(dirs: &[PathBuf]) -> bool {
     dirs.iter().any(|d| {
         std::fs::read_dir(d).is_ok_and(|entries| {
@@ -2142,7 +2155,7 @@ mod tests {
             &["hugetlb.2MB.max", "hugetlb.2MB.rsvd.max", "hugetlb.1GB.max"],
         );
         assert_eq!(
-            names(hugetlb_writes(&[v2.path().to_path_buf()], &lim(two), true).unwrap()),
+            names(hugetlb_writes(&[v2.path().to_path_buf()], &lim(two), true, || false).unwrap()),
             [
                 w("hugetlb.2MB.max", "4194304"),
                 w("hugetlb.2MB.rsvd.max", "4194304"),
@@ -2158,7 +2171,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            names(hugetlb_writes(&[v1.path().to_path_buf()], &lim(two), false).unwrap()),
+            names(hugetlb_writes(&[v1.path().to_path_buf()], &lim(two), false, || false).unwrap()),
             [
                 w("hugetlb.2MB.limit_in_bytes", "4194304"),
                 w("hugetlb.1GB.limit_in_bytes", "0"),
@@ -2168,14 +2181,14 @@ mod tests {
         // No limit: -1 on v1, `max` on v2.
         let none = r#"[{"pageSize": "2MB", "limit": -1}]"#;
         assert_eq!(
-            names(hugetlb_writes(&[v2.path().to_path_buf()], &lim(none), true).unwrap()),
+            names(hugetlb_writes(&[v2.path().to_path_buf()], &lim(none), true, || false).unwrap()),
             [
                 w("hugetlb.2MB.max", "max"),
                 w("hugetlb.2MB.rsvd.max", "max")
             ]
         );
         assert_eq!(
-            names(hugetlb_writes(&[v1.path().to_path_buf()], &lim(none), false).unwrap()),
+            names(hugetlb_writes(&[v1.path().to_path_buf()], &lim(none), false, || false).unwrap()),
             [w("hugetlb.2MB.limit_in_bytes", "-1")]
         );
         for (dir, json, want) in [
@@ -2195,18 +2208,27 @@ mod tests {
                 "hugepageLimits[1]` cannot be applied: this host's cgroups have no hugetlb.16GB.max: the kernel has no huge pages of that size",
             ),
         ] {
-            let e = hugetlb_writes(&[dir.path().to_path_buf()], &lim(json), true)
+            let e = hugetlb_writes(&[dir.path().to_path_buf()], &lim(json), true, || false)
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(want), "{json}: {e}");
         }
         let none = fake_cgroup(false, &["memory.limit_in_bytes"]);
-        let e = hugetlb_writes(&[none.path().to_path_buf()], &lim(two), false)
+        let e = hugetlb_writes(&[none.path().to_path_buf()], &lim(two), false, || false)
             .unwrap_err()
             .to_string();
         assert!(e.contains("not mounted as a cgroup v1 hierarchy"), "{e}");
+        // A container of a cordon-oci without huge page limits, on a host that mounts the
+        // hierarchy: it has no hugetlb cgroup, and only a new container gets one.
+        let e = hugetlb_writes(&[none.path().to_path_buf()], &lim(two), false, || true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the container has no hugetlb cgroup") && e.contains("recreate it"),
+            "{e}"
+        );
         let none = fake_cgroup(true, &["memory.max"]);
-        let e = hugetlb_writes(&[none.path().to_path_buf()], &lim(two), true)
+        let e = hugetlb_writes(&[none.path().to_path_buf()], &lim(two), true, || false)
             .unwrap_err()
             .to_string();
         assert!(e.contains("cgroup.subtree_control"), "{e}");
