@@ -108,9 +108,7 @@ pub fn main(mut a: InitArgs) -> ! {
             let _ = nix::unistd::write(&a.ready, b"OK");
             // The parent reads to end-of-file: init's copy is the last one.
             drop(a.ready);
-            // The startContainer hooks run once `create` has finished: they see `created`.
-            let created = with_status(&state, "created");
-            run_payload_after_start(a.c, a.fifo, a.filter, &created)
+            run_payload_after_start(a.c, a.fifo, a.filter, &state)
         }
         Err(report) => {
             let _ = nix::unistd::write(&a.ready, report.as_bytes());
@@ -129,18 +127,6 @@ fn read_all(fd: &OwnedFd) -> Option<Vec<u8>> {
             Err(Errno::EINTR) => continue,
             Err(_) => return None,
         }
-    }
-}
-
-/// The state JSON `state` (from the parent) with its `status` set to `status`; `state`
-/// itself should it not parse (it always does: the parent serialised it).
-fn with_status(state: &[u8], status: &str) -> Vec<u8> {
-    match serde_json::from_slice::<serde_json::Value>(state) {
-        Ok(mut v) if v.is_object() => {
-            v["status"] = status.into();
-            serde_json::to_vec(&v).unwrap_or_else(|_| state.to_vec())
-        }
-        _ => state.to_vec(),
     }
 }
 

@@ -832,10 +832,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     state::save(&dir, &stored)?;
     // The config as checked now: `exec` uses it, not whatever config.json holds later.
     state::save_config(&dir, &serde_json::to_vec(&c.spec).unwrap_or_default())?;
-    // The hooks of `create` (prestart, createRuntime, and createContainer in init) see the
-    // state `creating`, as the runtime spec has it while create runs (and runc and crun pass);
-    // init turns it to `created` for the startContainer hooks.
-    let creating = serde_json::to_vec(&stored.oci(Status::Creating)).unwrap_or_default();
+    // The hooks before start see the state `created` (what `state` answers from now on).
+    let creating = serde_json::to_vec(&stored.oci(Status::Created)).unwrap_or_default();
     if let Some(h) = c.spec.hooks() {
         for (kind, list) in [
             ("prestart", h.prestart()),
