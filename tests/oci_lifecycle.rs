@@ -1107,6 +1107,7 @@ both!(fn hooks_get_the_state(who) {
     let mut cfg: Value = serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
     let hook = |name: &str| json!({"path": "/bin/sh", "args": ["sh", "-c", format!("cat > {}/{name}", out_dir.display())]});
     cfg["hooks"] = json!({
+        "prestart": [hook("prestart")],
         "createRuntime": [hook("createRuntime")],
         "poststart": [hook("poststart")],
         "poststop": [hook("poststop")]
@@ -1117,12 +1118,54 @@ both!(fn hooks_get_the_state(who) {
     }
     let out = b.run("h1");
     assert!(out.status.success(), "{}", describe(&out));
-    for (name, status) in [("createRuntime", "created"), ("poststart", "running"), ("poststop", "stopped")] {
+    // The hooks of create run after the runtime environment is made (the runtime spec's
+    // lifecycle step 2): `created`, as crun passes and runtime-tools' hooks_stdin requires
+    // (runc passes `creating`). Then `running` and `stopped`. (createContainer and
+    // startContainer, which run in the container: hooks_in_the_container_get_the_state.)
+    let hooks = [("prestart", "created"), ("createRuntime", "created"), ("poststart", "running"), ("poststop", "stopped")];
+    for (name, status) in hooks {
         let text = std::fs::read_to_string(out_dir.join(name)).unwrap_or_else(|e| panic!("{name} hook did not run: {e}"));
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["id"], "h1", "{name}: {v}");
         assert_eq!(v["status"], status, "{name}: {v}");
         assert_eq!(v["bundle"], b.path().display().to_string(), "{name}: {v}");
+    }
+});
+
+// The hooks that run in the container see the state too: createContainer (before
+// pivot_root, where the runtime's paths still resolve) and startContainer (after `start`),
+// both `created`.
+both!(fn hooks_in_the_container_get_the_state(who) {
+    let Some(b) = Bundle::new(who, &["cat", "/tmp/startContainer"], |c| {
+        c["mounts"].as_array_mut().unwrap().push(
+            json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["mode=1777"]}),
+        );
+    }) else { return };
+    let out_dir = b.path().join("hooks");
+    std::fs::create_dir(&out_dir).unwrap();
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let sh = |cmd: String| json!({"path": "/bin/sh", "args": ["sh", "-c", cmd]});
+    cfg["hooks"] = json!({
+        "createContainer": [sh(format!("cat > {}/createContainer", out_dir.display()))],
+        "startContainer": [sh("cat > /tmp/startContainer".into())]
+    });
+    std::fs::write(b.path().join("config.json"), serde_json::to_vec(&cfg).unwrap()).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.run("h2");
+    assert!(out.status.success(), "{}", describe(&out));
+    let create = std::fs::read_to_string(out_dir.join("createContainer"))
+        .unwrap_or_else(|e| panic!("createContainer hook did not run: {e}: {}", describe(&out)));
+    for (name, text) in [
+        ("createContainer", create),
+        ("startContainer", String::from_utf8_lossy(&out.stdout).into_owned()),
+    ] {
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}: {text:?}"));
+        assert_eq!(v["id"], "h2", "{name}: {v}");
+        assert_eq!(v["status"], "created", "{name}: {v}");
+        assert_eq!(v["bundle"], b.path().display().to_string(), "{name}: {v}");
+        assert!(v["pid"].as_u64().is_some_and(|p| p > 0), "{name}: {v}");
     }
 });
 
