@@ -441,26 +441,6 @@ fn root_in_the_root_cgroup_needs_no_leaf() {
     assert!(!dir.exists(), "{} outlived the run", dir.display());
 }
 
-/// The systemd user manager scripts/vm-test starts for the test user:
-/// `CORDON_TEST_USER_MANAGER=<XDG_RUNTIME_DIR>:<the manager's cgroup dir>:<a cgroup in it, owned by
-/// root, where the user's cordon starts>` (a login session's cgroup, not delegated to the user).
-fn user_manager(test: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
-    let required = std::env::var("CORDON_TEST_REQUIRE_USER_MANAGER").as_deref() == Ok("1");
-    let v = std::env::var("CORDON_TEST_USER_MANAGER").unwrap_or_default();
-    let parts: Vec<&str> = v.split(':').collect();
-    if let [runtime, manager, session] = parts[..] {
-        return Some((runtime.into(), manager.into(), session.into()));
-    }
-    assert!(
-        !required,
-        "{test}: CORDON_TEST_REQUIRE_USER_MANAGER=1 without CORDON_TEST_USER_MANAGER={v:?}"
-    );
-    skip!(
-        "SKIP: {test}: no systemd user manager for the test user (CORDON_TEST_USER_MANAGER; scripts/vm-test starts one)"
-    );
-    None
-}
-
 /// The scope a sandbox cgroup `<scope>/cordon-<pid>-<run>` is in.
 fn scope_of(dir: &Path, r: &JsonRun) -> PathBuf {
     let scope = dir

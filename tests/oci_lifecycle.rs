@@ -6,7 +6,7 @@ mod common;
 
 use common::{
     CgroupLayout, SCOPE_SCRIPT, Who, cgroup_layout, cgroup_scopes, running_as_root, shared_tempdir,
-    test_user,
+    test_user, user_manager,
 };
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
@@ -186,14 +186,43 @@ impl Bundle {
 
     /// [`Bundle::oci`], started by `prefix` ([`Bundle::command_under`]).
     fn oci_under(&self, prefix: &[&str], args: &[&str]) -> Output {
+        self.output_of(|| self.command_under(prefix, args), args)
+    }
+
+    /// The test user's cordon-oci started in `session` (an existing cgroup it does not own,
+    /// as a login session's is), with `env` added; not in a delegated cgroup of
+    /// `$CORDON_TEST_CGROUP_SCOPES`.
+    fn oci_in_session(&self, session: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+        let command = || {
+            let u = test_user().unwrap();
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", SCOPE_SCRIPT, "sh"])
+                .arg(session)
+                .args(["existing", "0:0", "setpriv"])
+                .arg(format!("--reuid={}", u.uid))
+                .arg(format!("--regid={}", u.gid))
+                .args(["--clear-groups", "env"])
+                .args(env.iter().map(|(k, v)| format!("{k}={v}")))
+                .arg(oci_bin())
+                .arg("--root")
+                .arg(self.state_root())
+                .args(args)
+                .current_dir("/")
+                .stdin(Stdio::null());
+            cmd
+        };
+        self.output_of(command, args)
+    }
+
+    /// Runs the command `command` makes (cordon-oci `args`), with a deadline.
+    fn output_of(&self, command: impl Fn() -> Command, args: &[&str]) -> Output {
         let out_dir = tempfile::tempdir().unwrap();
         let (o, e) = (out_dir.path().join("out"), out_dir.path().join("err"));
         // ETXTBSY: another test thread may be forking while the binary's copy is still open
         // for writing in this one (the copy is made once, on first use); retry briefly.
         let mut tries = 0;
         let mut child = loop {
-            match self
-                .command_under(prefix, args)
+            match command()
                 .stdout(std::fs::File::create(&o).unwrap())
                 .stderr(std::fs::File::create(&e).unwrap())
                 .spawn()
@@ -1168,6 +1197,189 @@ both!(fn hooks_in_the_container_get_the_state(who) {
         assert!(v["pid"].as_u64().is_some_and(|p| p > 0), "{name}: {v}");
     }
 });
+
+// Rootless podman on a systemd host (its default cgroup manager there) runs the runtime with
+// --systemd-cgroup and a cgroupsPath `user.slice:libpod:ID`, from conmon's cgroup, which is
+// not delegated. cordon-oci computed the unit's path from the hierarchy's root, could not
+// create it, and failed create for the limits. It now asks the caller's systemd user
+// manager for that unit, a transient scope delegated to the caller, as runc and crun do:
+// the container's cgroup is the scope's `container` leaf (the scope's own limit files stay
+// the manager's) with the config's limits, and systemd removes the scope once the container
+// is deleted. Runs in scripts/vm-test's guest, which has a user manager.
+#[test]
+fn rootless_systemd_cgroup_gets_a_scope_from_the_user_manager() {
+    let test = "rootless_systemd_cgroup_gets_a_scope_from_the_user_manager";
+    let who = Who::User;
+    if !who.ready(test) {
+        return;
+    }
+    if cgroup_layout() != CgroupLayout::PureV2 {
+        skip!(
+            "SKIP: {test}: needs a pure cgroup v2 host with a systemd user manager (scripts/vm-test's guest)"
+        );
+        return;
+    }
+    let Some((runtime, manager, session)) = user_manager(test) else {
+        return;
+    };
+    assert!(
+        running_as_root(),
+        "{test}: starting cordon-oci in the session cgroup needs root"
+    );
+    let id = "sd1";
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        c["linux"]["cgroupsPath"] = json!(format!("user.slice:libpod:{id}"));
+        c["linux"]["resources"] = json!({"memory": {"limit": 67108864}, "pids": {"limit": 50}});
+    }) else {
+        return;
+    };
+    let env = [
+        ("XDG_RUNTIME_DIR", runtime.to_str().unwrap()),
+        ("DBUS_SESSION_BUS_ADDRESS", ""),
+    ];
+    let oci = |args: &[&str]| b.oci_in_session(&session, &env, args);
+    let bundle = b.path().display().to_string();
+    let out = oci(&["--systemd-cgroup", "create", "--bundle", &bundle, id]);
+    assert!(out.status.success(), "create: {}", describe(&out));
+    let pid = b.state(id)["pid"].as_i64().unwrap();
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let rel = text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let dir = Path::new("/sys/fs/cgroup").join(rel.trim_start_matches('/'));
+    assert!(
+        dir.starts_with(&manager)
+            && rel.ends_with(&format!("/user.slice/libpod-{id}.scope/container")),
+        "the container's cgroup {rel} is not the container leaf of libpod-{id}.scope in the user manager's tree {}",
+        manager.display()
+    );
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.join(f))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("memory.max"), "67108864", "{}", dir.display());
+    assert_eq!(read("pids.max"), "50", "{}", dir.display());
+    let scope = dir.parent().unwrap().to_path_buf();
+    let out = oci(&["--systemd-cgroup", "start", id]);
+    assert!(out.status.success(), "start: {}", describe(&out));
+    assert_eq!(b.state(id)["status"], "running");
+    let out = oci(&["--systemd-cgroup", "delete", "--force", id]);
+    assert!(out.status.success(), "delete: {}", describe(&out));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while scope.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !scope.exists(),
+        "{} outlived the deleted container",
+        scope.display()
+    );
+}
+
+// The same through podman itself: rootless, with the systemd cgroup manager (podman's
+// default on a systemd host), started from a login session's cgroup. podman puts conmon in
+// a scope of the user manager and runs cordon-oci with --systemd-cgroup; `--memory` must
+// reach the container's cgroup, which the container sees as its root (cgroup namespace).
+#[test]
+fn rootless_podman_with_the_systemd_cgroup_manager() {
+    let test = "rootless_podman_with_the_systemd_cgroup_manager";
+    let who = Who::User;
+    if !who.ready(test) {
+        return;
+    }
+    if let Ok(why) = std::env::var("CORDON_TEST_NO_PODMAN") {
+        skip!("SKIP: {test}: {why} (CORDON_TEST_NO_PODMAN)");
+        return;
+    }
+    if Command::new("podman").arg("--version").output().is_err() {
+        skip_unless_required!("SKIP: {test}: podman not installed (apt-get install podman)");
+        return;
+    }
+    if cgroup_layout() != CgroupLayout::PureV2 {
+        skip!(
+            "SKIP: {test}: needs a pure cgroup v2 host with a systemd user manager (scripts/vm-test's guest)"
+        );
+        return;
+    }
+    let Some((runtime, _manager, session)) = user_manager(test) else {
+        return;
+    };
+    assert!(
+        running_as_root(),
+        "{test}: starting podman in the session cgroup needs root"
+    );
+    let Some(b) = Bundle::new(who, &["true"], |_| {}) else {
+        return;
+    };
+    let tar = b.path().join("rootfs.tar");
+    let st = Command::new("tar")
+        .arg("-C")
+        .arg(b.path().join("rootfs"))
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let home = b.path().join("podman-home");
+    std::fs::create_dir_all(&home).unwrap();
+    b.chown();
+    let u = test_user().unwrap();
+    let podman = |args: &[&str]| -> Output {
+        let mut c = Command::new("sh");
+        c.args(["-c", SCOPE_SCRIPT, "sh"])
+            .arg(&session)
+            .args(["existing", "0:0", "setpriv"])
+            .arg(format!("--reuid={}", u.uid))
+            .arg(format!("--regid={}", u.gid))
+            .args(["--clear-groups", "env"])
+            .arg(format!("HOME={}", home.display()))
+            .arg(format!("XDG_RUNTIME_DIR={}", runtime.display()))
+            .arg(format!(
+                "DBUS_SESSION_BUS_ADDRESS=unix:path={}/bus",
+                runtime.display()
+            ))
+            .args(["podman", "--cgroup-manager=systemd"])
+            .args(args)
+            .current_dir("/")
+            .stdin(Stdio::null());
+        c.output().unwrap()
+    };
+    let image = "localhost/cordon-oci-sd-test:latest";
+    let out = podman(&["import", "-q", tar.to_str().unwrap(), image]);
+    assert!(out.status.success(), "podman import: {}", describe(&out));
+    let rt = oci_bin().to_str().unwrap().to_string();
+    let probe = "cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max; exit 7";
+    let out = podman(&[
+        "--runtime",
+        &rt,
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "--memory",
+        "64m",
+        "--pids-limit",
+        "40",
+        image,
+        "sh",
+        "-c",
+        probe,
+    ]);
+    assert_eq!(out.status.code(), Some(7), "podman run: {}", describe(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "67108864\n40\n",
+        "{}",
+        describe(&out)
+    );
+    let _ = podman(&["rmi", "-f", image]);
+}
 
 /// Whether a container `who` creates gets a cgroup with controllers here: always as root; for
 /// the unprivileged user only on cgroup v2 where each cordon-oci starts in a delegated cgroup

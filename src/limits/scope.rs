@@ -276,23 +276,19 @@ pub fn unit_name(pid: u32, run_id: &str) -> String {
     format!("cordon-{pid}-{run_id}.scope")
 }
 
-/// The `busctl call` arguments of `StartTransientUnit(name, "fail", [PIDs, Delegate,
-/// CollectMode, Description], [])`.
-pub fn start_args(unit: &str, pid: u32) -> Vec<String> {
-    [
-        "call",
-        "org.freedesktop.systemd1",
-        "/org/freedesktop/systemd1",
-        "org.freedesktop.systemd1.Manager",
-        "StartTransientUnit",
-        "ssa(sv)a(sa(sv))",
-        unit,
-        "fail",
-        "4",
+/// The description of cordon's own scopes.
+const SUPERVISOR_DESCRIPTION: &str = "cordon sandbox supervisor (cgroup v2 limits)";
+
+/// The `busctl call` arguments of `StartTransientUnit(unit, "fail", [PIDs, Delegate,
+/// CollectMode, Description, and Slice when given], [])`: a delegated scope holding `pid`, in
+/// `slice` (else the manager's default), described by `description`.
+pub fn start_args_in(unit: &str, pid: u32, slice: Option<&str>, description: &str) -> Vec<String> {
+    let pid = pid.to_string();
+    let mut props: Vec<&str> = vec![
         "PIDs",
         "au",
         "1",
-        &pid.to_string(),
+        &pid,
         "Delegate",
         "b",
         "true",
@@ -301,11 +297,26 @@ pub fn start_args(unit: &str, pid: u32) -> Vec<String> {
         "inactive-or-failed",
         "Description",
         "s",
-        "cordon sandbox supervisor (cgroup v2 limits)",
-        "0",
-    ]
-    .map(String::from)
-    .to_vec()
+        description,
+    ];
+    if let Some(slice) = slice {
+        props.extend(["Slice", "s", slice]);
+    }
+    let count = (props.len() / 3).to_string();
+    let mut args = vec![
+        "call",
+        "org.freedesktop.systemd1",
+        "/org/freedesktop/systemd1",
+        "org.freedesktop.systemd1.Manager",
+        "StartTransientUnit",
+        "ssa(sv)a(sa(sv))",
+        unit,
+        "fail",
+        &count,
+    ];
+    args.extend(props);
+    args.push("0");
+    args.into_iter().map(String::from).collect()
 }
 
 /// Whether `/proc/self/cgroup` text puts cordon in (or below) `unit`.
@@ -326,8 +337,23 @@ impl UserScope for SystemdUserScope {
     }
 
     fn obtain(&self, pid: u32, run_id: &str) -> Result<Obtained, String> {
-        let unit = unit_name(pid, run_id);
-        let args = start_args(&unit, pid);
+        self.obtain_unit(&unit_name(pid, run_id), pid, None, SUPERVISOR_DESCRIPTION)
+    }
+}
+
+impl SystemdUserScope {
+    /// Moves this process (`pid`) into a new delegated scope `unit`, in `slice` when given:
+    /// [`UserScope::obtain`] with the unit named by the caller (cordon-oci's
+    /// `--systemd-cgroup`, where the engine names the container's unit).
+    pub fn obtain_unit(
+        &self,
+        unit: &str,
+        pid: u32,
+        slice: Option<&str>,
+        description: &str,
+    ) -> Result<Obtained, String> {
+        let unit = unit.to_string();
+        let args = start_args_in(&unit, pid, slice, description);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let job = self.busctl(&args)?;
         let job = job
@@ -496,7 +522,7 @@ mod tests {
 
     #[test]
     fn start_args_ask_for_a_delegated_scope_holding_cordon() {
-        let a = start_args("cordon-42-r1.scope", 42);
+        let a = start_args_in("cordon-42-r1.scope", 42, None, SUPERVISOR_DESCRIPTION);
         let i = a.iter().position(|x| x == "StartTransientUnit").unwrap();
         assert_eq!(
             a[i + 1..i + 4],
@@ -507,6 +533,15 @@ mod tests {
         assert!(joined.contains("Delegate b true "), "{joined}");
         assert_eq!(a[i + 4], "4", "four properties follow");
         assert_eq!(a.last().map(String::as_str), Some("0"), "no aux units");
+        let a = start_args_in("libpod-c1.scope", 7, Some("user.slice"), "container c1");
+        let i = a.iter().position(|x| x == "StartTransientUnit").unwrap();
+        assert_eq!(a[i + 2..i + 5], ["libpod-c1.scope", "fail", "5"]);
+        let joined = a.join(" ");
+        assert!(joined.contains("PIDs au 1 7 "), "{joined}");
+        assert!(
+            joined.contains("Description s container c1 Slice s user.slice 0"),
+            "{joined}"
+        );
     }
 
     #[test]

@@ -322,6 +322,13 @@ fn relative_path_for(
 /// empty one is `system.slice`), then the unit: `prefix-name.scope`, or `name` itself when it
 /// is a slice (not expanded: runc's path). Anything else is refused, with why.
 fn systemd_path(p: &str) -> Result<PathBuf, String> {
+    let (slice, unit) = systemd_unit(p)?;
+    Ok(expand_slice(&slice)?.join(unit))
+}
+
+/// A `--systemd-cgroup` cgroupsPath, `slice:prefix:name`, as the slice (an empty one is
+/// `system.slice`) and the unit (`prefix-name.scope`, or `name` when it is a slice) it names.
+pub fn systemd_unit(p: &str) -> Result<(String, String), String> {
     let [slice, prefix, name] = p.split(':').collect::<Vec<_>>()[..] else {
         return Err(
             "give it as slice:prefix:name (for example system.slice:cri-containerd:ID)".into(),
@@ -342,7 +349,8 @@ fn systemd_path(p: &str) -> Result<PathBuf, String> {
     } else {
         format!("{prefix}-{name}.scope")
     };
-    Ok(expand_slice(slice)?.join(unit))
+    expand_slice(slice)?;
+    Ok((slice.to_string(), unit))
 }
 
 /// A systemd slice name as its path, as systemd (and runc's ExpandSlice) nests it: each

@@ -448,6 +448,85 @@ impl Drop for Cleanup {
     }
 }
 
+/// The leaf of a `--systemd-cgroup` scope that holds cordon-oci itself while it runs (its
+/// `create`, and a foreground `run` until the container exits).
+const SCOPE_RUNTIME_LEAF: &str = "cordon-oci";
+/// The leaf of that scope that is the container's cgroup.
+const SCOPE_CONTAINER_LEAF: &str = "container";
+
+/// An unprivileged `--systemd-cgroup` create on a pure cgroup v2 host, as rootless podman
+/// runs its runtime on a systemd host: the container's unit (`prefix-name.scope` in `slice`,
+/// from `slice:prefix:name`) becomes a transient scope of the caller's systemd user manager,
+/// as runc and crun make it, delegated to the caller (Delegate=yes), who may create cgroups
+/// only in such a subtree. cordon-oci asks for it holding itself, moves itself into the
+/// scope's leaf [`SCOPE_RUNTIME_LEAF`] (a cgroup with processes cannot hand controllers to
+/// its children) and returns the container's cgroup, the leaf [`SCOPE_CONTAINER_LEAF`], below
+/// the hierarchy's root. The scope's own limit files stay the manager's; its leaves are the
+/// caller's, so the limits go on the container's leaf. Once nothing of the container runs and
+/// cordon-oci is gone, systemd stops the scope and removes its cgroup with the leaves.
+///
+/// None when there is no such cgroupsPath; Some(Err(why)) when the manager gave no scope
+/// (create then fails if the config has limits, else runs without a cgroup).
+fn systemd_user_scope(
+    ctx: &Ctx,
+    cgroups_path: Option<&str>,
+    id: &str,
+) -> Result<Option<Result<PathBuf, String>>, OciError> {
+    let Some(p) = cgroups_path.filter(|p| !p.is_empty()) else {
+        return Ok(None);
+    };
+    let (slice, unit) = cgroup::systemd_unit(p).map_err(|why| {
+        resource_err("config.json")(cgroup::CgroupError::Resource {
+            field: "linux.cgroupsPath".into(),
+            why: format!("{p:?} (--systemd-cgroup): {why}"),
+        })
+    })?;
+    if !unit.ends_with(".scope") {
+        return Ok(Some(Err(format!(
+            "linux.cgroupsPath {p:?} names a slice as the container's unit; an unprivileged cordon-oci makes scopes only (give slice:prefix:name)"
+        ))));
+    }
+    let pid = std::process::id();
+    let scope = crate::limits::SystemdUserScope::from_env();
+    let obtained = match scope.obtain_unit(
+        &unit,
+        pid,
+        Some(&slice),
+        &format!("cordon-oci container {id}"),
+    ) {
+        Ok(o) => o,
+        Err(why) => return Ok(Some(Err(format!("cannot start the scope {unit}: {why}")))),
+    };
+    let Some(scope_rel) = obtained
+        .proc_self_cgroup
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| PathBuf::from(p.trim().trim_start_matches('/')))
+    else {
+        return Ok(Some(Err(format!(
+            "cordon-oci was moved into {unit}, but /proc/self/cgroup has no cgroup v2 line"
+        ))));
+    };
+    ctx.log(
+        "debug",
+        &format!(
+            "rootless --systemd-cgroup: in the scope {unit} (/{})",
+            scope_rel.display()
+        ),
+    );
+    for leaf in cgroup::dirs_for(&scope_rel.join(SCOPE_RUNTIME_LEAF))? {
+        match std::fs::create_dir(&leaf) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err("create cordon-oci's leaf of its scope", &leaf)(e)),
+        }
+        let procs = leaf.join("cgroup.procs");
+        std::fs::write(&procs, pid.to_string())
+            .map_err(io_err("move cordon-oci into its leaf of the scope", &procs))?;
+    }
+    Ok(Some(Ok(scope_rel.join(SCOPE_CONTAINER_LEAF))))
+}
+
 /// Not root of the host: another uid, or uid 0 of a user namespace (rootless podman runs
 /// its runtime inside one). Such a caller usually may not create cgroups or use /run.
 fn rootless() -> bool {
@@ -560,12 +639,20 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     // The cgroup and its limits exist before any process of the container does.
     let resources = c.setup().resources.clone();
     let v2_own = cgroup::own_v2_cgroup()?;
-    let rel = cgroup::relative_path(
-        c.cgroups_path.as_deref(),
-        &a.id,
-        ctx.systemd,
-        v2_own.as_deref(),
-    )?;
+    let user_scope = if ctx.systemd && rootless() && v2_own.is_some() {
+        systemd_user_scope(ctx, c.cgroups_path.as_deref(), &a.id)?
+    } else {
+        None
+    };
+    let rel = match &user_scope {
+        Some(Ok(rel)) => rel.clone(),
+        _ => cgroup::relative_path(
+            c.cgroups_path.as_deref(),
+            &a.id,
+            ctx.systemd,
+            v2_own.as_deref(),
+        )?,
+    };
     // Every hierarchy, cpuset included (seeded from its parent), as runc: a later
     // `update --cpuset-cpus` (podman update) then has the container's own cpuset to write.
     let dirs = cgroup::dirs_for(&rel)?;
@@ -588,6 +675,18 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 || r.network().is_some()
                 || r.rdma().is_some()
         });
+    if let Some(Err(why)) = &user_scope {
+        if has_limits {
+            return Err(OciError::Usage(format!(
+                "the limits in linux.resources need a cgroup, and an unprivileged --systemd-cgroup \
+                 gets it from the caller's systemd user manager: {why}"
+            )));
+        }
+        ctx.log(
+            "debug",
+            &format!("rootless --systemd-cgroup: no scope from the user manager ({why})"),
+        );
+    }
     let cgroup2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     // The device rules are an allowlist (cgroup::device_allowlist), enforced by the v1
     // devices files or a v2 eBPF device program: apart from the other limits, since an

@@ -328,6 +328,27 @@ pub enum Input {
     Piped,
 }
 
+#[allow(dead_code)]
+/// The systemd user manager scripts/vm-test starts for the test user:
+/// `CORDON_TEST_USER_MANAGER=<XDG_RUNTIME_DIR>:<the manager's cgroup dir>:<a cgroup in it, owned by
+/// root, where the user's cordon starts>` (a login session's cgroup, not delegated to the user).
+pub fn user_manager(test: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    let required = std::env::var("CORDON_TEST_REQUIRE_USER_MANAGER").as_deref() == Ok("1");
+    let v = std::env::var("CORDON_TEST_USER_MANAGER").unwrap_or_default();
+    let parts: Vec<&str> = v.split(':').collect();
+    if let [runtime, manager, session] = parts[..] {
+        return Some((runtime.into(), manager.into(), session.into()));
+    }
+    assert!(
+        !required,
+        "{test}: CORDON_TEST_REQUIRE_USER_MANAGER=1 without CORDON_TEST_USER_MANAGER={v:?}"
+    );
+    skip!(
+        "SKIP: {test}: no systemd user manager for the test user (CORDON_TEST_USER_MANAGER; scripts/vm-test starts one)"
+    );
+    None
+}
+
 /// `$CORDON_TEST_CGROUP_SCOPES`: a cgroup v2 directory under which, when the tests run as root,
 /// every cordon invocation starts in a fresh cgroup of its own, delegated to the caller (owned
 /// by it: the directory and its `cgroup.procs`, `cgroup.subtree_control`, `cgroup.threads`).
