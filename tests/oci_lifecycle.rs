@@ -1239,6 +1239,7 @@ fn rootless_systemd_cgroup_gets_a_scope_from_the_user_manager() {
     ];
     let oci = |args: &[&str]| b.oci_in_session(&session, &env, args);
     let bundle = b.path().display().to_string();
+    let _d = Deleted(&b, id.to_string());
     let out = oci(&["--systemd-cgroup", "create", "--bundle", &bundle, id]);
     assert!(out.status.success(), "create: {}", describe(&out));
     let pid = b.state(id)["pid"].as_i64().unwrap();
@@ -1265,9 +1266,47 @@ fn rootless_systemd_cgroup_gets_a_scope_from_the_user_manager() {
     assert_eq!(read("memory.max"), "67108864", "{}", dir.display());
     assert_eq!(read("pids.max"), "50", "{}", dir.display());
     let scope = dir.parent().unwrap().to_path_buf();
+    // create has returned: nothing is left in cordon-oci's own leaf.
+    let runtime_leaf = std::fs::read_to_string(scope.join("cordon-oci/cgroup.procs")).unwrap();
+    assert_eq!(
+        runtime_leaf.trim(),
+        "",
+        "cordon-oci's leaf of {}",
+        scope.display()
+    );
     let out = oci(&["--systemd-cgroup", "start", id]);
     assert!(out.status.success(), "start: {}", describe(&out));
     assert_eq!(b.state(id)["status"], "running");
+    // exec from the session (in the manager's tree): into the container's cgroup, which it
+    // sees as its root (cgroup namespace) or by its full path.
+    let out = oci(&["exec", id, "cat", "/proc/self/cgroup"]);
+    let seen = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        out.status.success() && (seen == "0::/" || seen == format!("0::{rel}")),
+        "exec: {}",
+        describe(&out)
+    );
+    // exec from a cgroup outside the manager's tree, not the user's: it cannot move itself
+    // into the container's, and says where to start it instead.
+    let outside =
+        Path::new("/sys/fs/cgroup").join(format!("cordon-outside-{}", std::process::id()));
+    std::fs::create_dir(&outside).unwrap();
+    let out = b.oci_in_session(&outside, &env, &["exec", id, "true"]);
+    let _ = std::fs::remove_dir(&outside);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("join the container's cgroup")
+            && err.contains("systemd-run --user --scope"),
+        "exec from outside: {}",
+        describe(&out)
+    );
+    let out = oci(&["--systemd-cgroup", "delete", "--force", id]);
+    assert!(out.status.success(), "delete: {}", describe(&out));
+    // Created again at once, as `podman restart` does: the scope of the same name may still
+    // be going away, and create waits for it.
+    let out = oci(&["--systemd-cgroup", "create", "--bundle", &bundle, id]);
+    assert!(out.status.success(), "create again: {}", describe(&out));
     let out = oci(&["--systemd-cgroup", "delete", "--force", id]);
     assert!(out.status.success(), "delete: {}", describe(&out));
     let deadline = Instant::now() + Duration::from_secs(10);

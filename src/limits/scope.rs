@@ -194,6 +194,8 @@ impl SystemdUserScope {
         let timeout = format!("--timeout={CALL_TIMEOUT_S}");
         let out = Command::new(busctl)
             .args(["--user", "--no-pager", &timeout])
+            // The end of busctl's options: a unit or slice name may start with `-` (`-.slice`).
+            .arg("--")
             .args(args)
             .env("DBUS_SESSION_BUS_ADDRESS", bus)
             .env("SYSTEMD_COLORS", "0")

@@ -814,7 +814,7 @@ fn hugetlb_writes(
                 } else if v2 {
                     "the hugetlb controller is not enabled for the container's cgroup (its parent's cgroup.subtree_control)".to_string()
                 } else if v1_mounted() {
-                    "the container has no hugetlb cgroup, though this host mounts that hierarchy: it was created by a cordon-oci without huge page limits; recreate it".to_string()
+                    "the container has no hugetlb cgroup, though this host mounts that hierarchy: it was created by an older cordon-oci, or before the hierarchy was mounted; recreate it".to_string()
                 } else {
                     "the hugetlb controller is not mounted as a cgroup v1 hierarchy (on a hybrid host it may be on the unified one, where cordon-oci does not place containers)".to_string()
                 }
@@ -844,7 +844,6 @@ fn hugetlb_writes(
     Ok(out)
 }
 
-/// Whether any of `dirs` has a hugetlb file (the controller is there, whatever the sizes).
 /// Whether this host mounts a cgroup v1 hierarchy with the hugetlb controller.
 fn hugetlb_v1_mounted() -> bool {
     own_mounts().is_ok_and(|mounts| {
@@ -854,6 +853,7 @@ fn hugetlb_v1_mounted() -> bool {
     })
 }
 
+/// Whether any of `dirs` has a hugetlb file (the controller is there, whatever the sizes).
 fn hugetlb_anywhere(dirs: &[PathBuf]) -> bool {
     dirs.iter().any(|d| {
         std::fs::read_dir(d).is_ok_and(|entries| {

@@ -453,17 +453,20 @@ impl Drop for Cleanup {
 const SCOPE_RUNTIME_LEAF: &str = "cordon-oci";
 /// The leaf of that scope that is the container's cgroup.
 const SCOPE_CONTAINER_LEAF: &str = "container";
+/// How long create waits for a scope of the same name to go away.
+const SCOPE_EXISTS_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// An unprivileged `--systemd-cgroup` create on a pure cgroup v2 host, as rootless podman
 /// runs its runtime on a systemd host: the container's unit (`prefix-name.scope` in `slice`,
-/// from `slice:prefix:name`) becomes a transient scope of the caller's systemd user manager,
-/// as runc and crun make it, delegated to the caller (Delegate=yes), who may create cgroups
-/// only in such a subtree. cordon-oci asks for it holding itself, moves itself into the
-/// scope's leaf [`SCOPE_RUNTIME_LEAF`] (a cgroup with processes cannot hand controllers to
-/// its children) and returns the container's cgroup, the leaf [`SCOPE_CONTAINER_LEAF`], below
-/// the hierarchy's root. The scope's own limit files stay the manager's; its leaves are the
-/// caller's, so the limits go on the container's leaf. Once nothing of the container runs and
-/// cordon-oci is gone, systemd stops the scope and removes its cgroup with the leaves.
+/// from `slice:prefix:name`; an empty slice is `user.slice`, as with runc rootless) becomes a
+/// transient scope of the caller's systemd user manager, as runc and crun make it, delegated
+/// to the caller (Delegate=yes), who may create cgroups only in such a subtree. cordon-oci
+/// asks for it holding itself, moves itself into the scope's leaf [`SCOPE_RUNTIME_LEAF`] (a
+/// cgroup with processes cannot hand controllers to its children) and returns the
+/// container's cgroup, the leaf [`SCOPE_CONTAINER_LEAF`], below the hierarchy's root. The
+/// limits go on that leaf: systemd sets the scope's own limit files from the unit's
+/// properties, and may set them again. Once nothing of the container runs and cordon-oci is
+/// gone, systemd stops the scope and removes its cgroup with the leaves.
 ///
 /// None when there is no such cgroupsPath; Some(Err(why)) when the manager gave no scope
 /// (create then fails if the config has limits, else runs without a cgroup).
@@ -474,6 +477,12 @@ fn systemd_user_scope(
 ) -> Result<Option<Result<PathBuf, String>>, OciError> {
     let Some(p) = cgroups_path.filter(|p| !p.is_empty()) else {
         return Ok(None);
+    };
+    // runc's rootless default slice; systemd_unit's default is the system manager's.
+    let p = &if p.starts_with(':') {
+        format!("user.slice{p}")
+    } else {
+        p.to_string()
     };
     let (slice, unit) = cgroup::systemd_unit(p).map_err(|why| {
         resource_err("config.json")(cgroup::CgroupError::Resource {
@@ -486,25 +495,51 @@ fn systemd_user_scope(
             "linux.cgroupsPath {p:?} names a slice as the container's unit; an unprivileged cordon-oci makes scopes only (give slice:prefix:name)"
         ))));
     }
+    // The manager finds the scope's process by its pid in the manager's pid namespace, and
+    // its cgroup is read back from /proc/self/cgroup: both hold only in the host's pid and
+    // cgroup namespaces (a nested pid namespace's pid names another process there).
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let nspids = status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map_or(0, |v| v.split_whitespace().count());
+    if nspids != 1 {
+        return Ok(Some(Err(
+            "cordon-oci runs in a pid namespace of its own (/proc/self/status NSpid), where the user manager cannot name it".into(),
+        )));
+    }
     let pid = std::process::id();
     let scope = crate::limits::SystemdUserScope::from_env();
-    let obtained = match scope.obtain_unit(
-        &unit,
-        pid,
-        Some(&slice),
-        &format!("cordon-oci container {id}"),
-    ) {
-        Ok(o) => o,
-        Err(why) => return Ok(Some(Err(format!("cannot start the scope {unit}: {why}")))),
+    let description = format!("cordon-oci container {id}");
+    // A scope of the same name that is still going away (a container deleted and created
+    // again at once, as `podman restart` does) is waited for, briefly.
+    let deadline = std::time::Instant::now() + SCOPE_EXISTS_WAIT;
+    let obtained = loop {
+        match scope.obtain_unit(&unit, pid, Some(&slice), &description) {
+            Ok(o) => break o,
+            // busctl prints the manager's message ("Unit NAME already exists."), not the
+            // error's name (org.freedesktop.systemd1.UnitExists).
+            Err(why)
+                if (why.contains("already exists") || why.contains("UnitExists"))
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(why) => return Ok(Some(Err(format!("cannot start the scope {unit}: {why}")))),
+        }
     };
     let Some(scope_rel) = obtained
         .proc_self_cgroup
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .map(|p| PathBuf::from(p.trim().trim_start_matches('/')))
+        .filter(|p| {
+            p.components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+        })
     else {
         return Ok(Some(Err(format!(
-            "cordon-oci was moved into {unit}, but /proc/self/cgroup has no cgroup v2 line"
+            "cordon-oci was moved into {unit}, but /proc/self/cgroup has no cgroup v2 path below the hierarchy's root (a cgroup namespace?)"
         ))));
     };
     ctx.log(
@@ -2167,7 +2202,14 @@ fn exec_mid(
     }
     // Single-threaded (a fork): it may move itself, the cheap way.
     if let Err(e) = cgroup::attach_self(cg) {
-        return fail("join the container's cgroup", e.to_string());
+        let denied = matches!(&e, cgroup::CgroupError::Io { source, .. }
+            if source.kind() == std::io::ErrorKind::PermissionDenied);
+        let hint = if denied && rootless() {
+            " (moving a process between cgroups takes write access to the cgroup.procs of the lowest cgroup above both: start `cordon-oci exec` in the subtree delegated to you that holds the container, for a --systemd-cgroup container your systemd user manager's: `systemd-run --user --scope cordon-oci exec ...`)"
+        } else {
+            ""
+        };
+        return fail("join the container's cgroup", format!("{e}{hint}"));
     }
     let joined = join_in_order(
         ns,
@@ -2233,29 +2275,26 @@ fn exec_mid(
     }
 }
 
-/// How the exec process `child`, which closed its report pipe without a word before it
-/// was set up, ended (it is reaped); None if it is still running.
+/// How the exec process `child`, which closed its report pipe without a word before it was
+/// set up, died (it is reaped then); None if its program runs.
 ///
 /// End-of-file comes as it exits (its files are closed before it turns into a zombie), so
-/// it is waited for, through a pidfd, for up to [`EXEC_DEATH_WAIT`]; a process still running
-/// then is one whose filter refused the write of its mark: its program runs.
+/// its end is waited for, for up to [`EXEC_DEATH_WAIT`], and looked at without reaping it.
+/// Killed by a signal: it died before its program ran (every failure of its own is
+/// reported first). Exited with a status, or still running: its program runs or ran (a
+/// seccomp filter refused the write of its mark), and exec goes on as for any program.
 fn died_before_its_program(child: nix::unistd::Pid) -> Option<String> {
-    use nix::sys::wait::waitpid;
-    let Ok(pidfd) = sys::pidfd_open(child) else {
-        // Gone already (ESRCH cannot be: it is our unreaped child) or no pidfds: wait.
-        return Some(death_before_program(waitpid(child, None)));
-    };
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
     let deadline = std::time::Instant::now() + EXEC_DEATH_WAIT;
+    let peek = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
     loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
-        let mut fds = [nix::poll::PollFd::new(
-            std::os::fd::AsFd::as_fd(&pidfd),
-            nix::poll::PollFlags::POLLIN,
-        )];
-        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
-            Err(Errno::EINTR) if ms > 0 => continue,
-            Ok(n) if n > 0 => break,
+        match waitid(Id::Pid(child), peek) {
+            Ok(WaitStatus::Signaled(..)) => break,
+            Ok(WaitStatus::StillAlive) | Err(Errno::EINTR)
+                if std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
             _ => return None,
         }
     }
@@ -2278,9 +2317,6 @@ fn death_before_program(status: nix::Result<nix::sys::wait::WaitStatus>) -> Stri
         Ok(WaitStatus::Signaled(_, Signal::SIGSYS, _)) => "it was killed by SIGSYS before its program ran: the container's seccomp filter (linux.seccomp) kills a system call that the process's set-up makes; allow that call, or make the rule SCMP_ACT_ERRNO".into(),
         Ok(WaitStatus::Signaled(_, Signal::SIGKILL, _)) => "it was killed by SIGKILL before its program ran: by the kernel's OOM killer if the container's cgroup is at its memory limit (raise linux.resources.memory.limit), or by another process".into(),
         Ok(WaitStatus::Signaled(_, sig, _)) => format!("it was killed by {sig} before its program ran"),
-        Ok(WaitStatus::Exited(_, code)) => {
-            format!("it exited with status {code} before its program ran, without a report")
-        }
         other => format!("it ended before its program ran ({other:?})"),
     }
 }
