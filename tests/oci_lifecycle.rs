@@ -194,21 +194,11 @@ impl Bundle {
     /// `$CORDON_TEST_CGROUP_SCOPES`.
     fn oci_in_session(&self, session: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
         let command = || {
-            let u = test_user().unwrap();
-            let mut cmd = Command::new("sh");
-            cmd.args(["-c", SCOPE_SCRIPT, "sh"])
-                .arg(session)
-                .args(["existing", "0:0", "setpriv"])
-                .arg(format!("--reuid={}", u.uid))
-                .arg(format!("--regid={}", u.gid))
-                .args(["--clear-groups", "env"])
-                .args(env.iter().map(|(k, v)| format!("{k}={v}")))
-                .arg(oci_bin())
+            let mut cmd = user_in_cgroup(session, env);
+            cmd.arg(oci_bin())
                 .arg("--root")
                 .arg(self.state_root())
-                .args(args)
-                .current_dir("/")
-                .stdin(Stdio::null());
+                .args(args);
             cmd
         };
         self.output_of(command, args)
@@ -301,6 +291,62 @@ impl Drop for Reaped {
 }
 
 /// A container a test made, deleted (`delete --force`) however the test ends.
+/// `sh` that moves itself (as root) into the existing cgroup `cgroup`, then runs what the
+/// caller appends as the test user, with `env` added: a login session's process, whose
+/// cgroup is not the user's.
+fn user_in_cgroup(cgroup: &Path, env: &[(&str, &str)]) -> Command {
+    let u = test_user().unwrap();
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", SCOPE_SCRIPT, "sh"])
+        .arg(cgroup)
+        .args(["existing", "0:0", "setpriv"])
+        .arg(format!("--reuid={}", u.uid))
+        .arg(format!("--regid={}", u.gid))
+        .args(["--clear-groups", "env"])
+        .args(env.iter().map(|(k, v)| format!("{k}={v}")))
+        .current_dir("/")
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// For the tests of rootless `--systemd-cgroup`: as the test user, on a pure cgroup v2 host,
+/// with scripts/vm-test's systemd user manager (its runtime directory, cgroup, and the
+/// session cgroup to start in), else None with a SKIP line.
+fn user_manager_on_v2(test: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
+    if !Who::User.ready(test) {
+        return None;
+    }
+    if cgroup_layout() != CgroupLayout::PureV2 {
+        skip!(
+            "SKIP: {test}: needs a pure cgroup v2 host with a systemd user manager (scripts/vm-test's guest)"
+        );
+        return None;
+    }
+    let found = user_manager(test)?;
+    assert!(
+        running_as_root(),
+        "{test}: starting the user's processes in the session cgroup needs root"
+    );
+    Some(found)
+}
+
+/// The bundle's root filesystem as a tar file (for `podman import`), owned by the bundle's
+/// user.
+fn rootfs_tar(b: &Bundle) -> PathBuf {
+    let tar = b.path().join("rootfs.tar");
+    let st = Command::new("tar")
+        .arg("-C")
+        .arg(b.path().join("rootfs"))
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(st.success());
+    b.chown();
+    tar
+}
+
 struct Deleted<'a>(&'a Bundle, String);
 
 impl Drop for Deleted<'_> {
@@ -1203,29 +1249,16 @@ both!(fn hooks_in_the_container_get_the_state(who) {
 // not delegated. cordon-oci computed the unit's path from the hierarchy's root, could not
 // create it, and failed create for the limits. It now asks the caller's systemd user
 // manager for that unit, a transient scope delegated to the caller, as runc and crun do:
-// the container's cgroup is the scope's `container` leaf (the scope's own limit files stay
-// the manager's) with the config's limits, and systemd removes the scope once the container
-// is deleted. Runs in scripts/vm-test's guest, which has a user manager.
+// the container's cgroup is the scope's `container` leaf, with the config's limits (systemd
+// sets the scope's own limit files from unit properties), and systemd removes the scope once
+// the container is deleted. Runs in scripts/vm-test's guest, which has a user manager.
 #[test]
 fn rootless_systemd_cgroup_gets_a_scope_from_the_user_manager() {
     let test = "rootless_systemd_cgroup_gets_a_scope_from_the_user_manager";
     let who = Who::User;
-    if !who.ready(test) {
-        return;
-    }
-    if cgroup_layout() != CgroupLayout::PureV2 {
-        skip!(
-            "SKIP: {test}: needs a pure cgroup v2 host with a systemd user manager (scripts/vm-test's guest)"
-        );
-        return;
-    }
-    let Some((runtime, manager, session)) = user_manager(test) else {
+    let Some((runtime, manager, session)) = user_manager_on_v2(test) else {
         return;
     };
-    assert!(
-        running_as_root(),
-        "{test}: starting cordon-oci in the session cgroup needs root"
-    );
     let id = "sd1";
     let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
         c["linux"]["cgroupsPath"] = json!(format!("user.slice:libpod:{id}"));
@@ -1328,9 +1361,6 @@ fn rootless_systemd_cgroup_gets_a_scope_from_the_user_manager() {
 fn rootless_podman_with_the_systemd_cgroup_manager() {
     let test = "rootless_podman_with_the_systemd_cgroup_manager";
     let who = Who::User;
-    if !who.ready(test) {
-        return;
-    }
     if let Ok(why) = std::env::var("CORDON_TEST_NO_PODMAN") {
         skip!("SKIP: {test}: {why} (CORDON_TEST_NO_PODMAN)");
         return;
@@ -1339,54 +1369,29 @@ fn rootless_podman_with_the_systemd_cgroup_manager() {
         skip_unless_required!("SKIP: {test}: podman not installed (apt-get install podman)");
         return;
     }
-    if cgroup_layout() != CgroupLayout::PureV2 {
-        skip!(
-            "SKIP: {test}: needs a pure cgroup v2 host with a systemd user manager (scripts/vm-test's guest)"
-        );
-        return;
-    }
-    let Some((runtime, _manager, session)) = user_manager(test) else {
+    let Some((runtime, _manager, session)) = user_manager_on_v2(test) else {
         return;
     };
-    assert!(
-        running_as_root(),
-        "{test}: starting podman in the session cgroup needs root"
-    );
     let Some(b) = Bundle::new(who, &["true"], |_| {}) else {
         return;
     };
-    let tar = b.path().join("rootfs.tar");
-    let st = Command::new("tar")
-        .arg("-C")
-        .arg(b.path().join("rootfs"))
-        .arg("-cf")
-        .arg(&tar)
-        .arg(".")
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let tar = rootfs_tar(&b);
     let home = b.path().join("podman-home");
     std::fs::create_dir_all(&home).unwrap();
     b.chown();
-    let u = test_user().unwrap();
+    let (home_env, runtime_env) = (
+        format!("{}", home.display()),
+        format!("{}", runtime.display()),
+    );
+    let bus = format!("unix:path={runtime_env}/bus");
+    let env = [
+        ("HOME", home_env.as_str()),
+        ("XDG_RUNTIME_DIR", runtime_env.as_str()),
+        ("DBUS_SESSION_BUS_ADDRESS", bus.as_str()),
+    ];
     let podman = |args: &[&str]| -> Output {
-        let mut c = Command::new("sh");
-        c.args(["-c", SCOPE_SCRIPT, "sh"])
-            .arg(&session)
-            .args(["existing", "0:0", "setpriv"])
-            .arg(format!("--reuid={}", u.uid))
-            .arg(format!("--regid={}", u.gid))
-            .args(["--clear-groups", "env"])
-            .arg(format!("HOME={}", home.display()))
-            .arg(format!("XDG_RUNTIME_DIR={}", runtime.display()))
-            .arg(format!(
-                "DBUS_SESSION_BUS_ADDRESS=unix:path={}/bus",
-                runtime.display()
-            ))
-            .args(["podman", "--cgroup-manager=systemd"])
-            .args(args)
-            .current_dir("/")
-            .stdin(Stdio::null());
+        let mut c = user_in_cgroup(&session, &env);
+        c.args(["podman", "--cgroup-manager=systemd"]).args(args);
         c.output().unwrap()
     };
     let image = "localhost/cordon-oci-sd-test:latest";
@@ -1555,17 +1560,7 @@ both!(fn podman_runs_containers(who) {
     let Some(b) = Bundle::new(who, &["true"], |_| {}) else {
         return;
     };
-    let tar = b.path().join("rootfs.tar");
-    let st = Command::new("tar")
-        .arg("-C")
-        .arg(b.path().join("rootfs"))
-        .arg("-cf")
-        .arg(&tar)
-        .arg(".")
-        .status()
-        .unwrap();
-    assert!(st.success());
-    b.chown();
+    let tar = rootfs_tar(&b);
     // Rootless podman keeps its storage and runtime state under the user's own directories.
     let home = b.path().join("podman-home");
     std::fs::create_dir_all(home.join("run")).unwrap();
