@@ -2246,9 +2246,9 @@ fn exec_mid(
         None => (false, &status[..]),
     };
     if !ready && status.is_empty() {
-        // The report pipe closed without a word before the process was set up: it died
-        // there (still running, it wrote no mark because a seccomp filter refused the
-        // write; then its program runs).
+        // The report pipe closed without a word or the mark: the process died in its
+        // set-up, or a seccomp filter refused the mark's write and its program runs (or
+        // ran): died_before_its_program tells which.
         if let Some(why) = died_before_its_program(child) {
             return fail("start the exec process", why);
         }
