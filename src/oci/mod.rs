@@ -714,7 +714,10 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         if has_limits {
             return Err(OciError::Usage(format!(
                 "the limits in linux.resources need a cgroup, and an unprivileged --systemd-cgroup \
-                 gets it from the caller's systemd user manager: {why}"
+                 gets it from the caller's systemd user manager: {why}; run it in a login \
+                 session whose user manager is reachable (XDG_RUNTIME_DIR with its `bus`, or \
+                 DBUS_SESSION_BUS_ADDRESS), or without --systemd-cgroup from a delegated cgroup \
+                 (`systemd-run --user --scope -p Delegate=yes`), or without limits"
             )));
         }
         ctx.log(
