@@ -170,6 +170,9 @@ impl OutputDir {
         use std::collections::VecDeque;
         use std::ffi::OsString;
         use std::path::Component;
+        // Rebuilt from its components: a trailing slash (`/tmp/out/`) would make the lstat
+        // below follow a symlink in the last place.
+        let dir = &dir.components().collect::<PathBuf>();
         if std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_symlink()) {
             return Err(OutputError::Refused {
                 path: dir.into(),
@@ -219,6 +222,21 @@ impl OutputDir {
             match nix::sys::stat::fstatat(&fd, n, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
                 Err(Errno::ENOENT) => fd = open_dir_at(&fd, n, &shown)?,
                 Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
+                    // The directory holding it passed check_trusted, but a sticky one (/tmp)
+                    // lets anyone add entries: a symlink another user planted there (before
+                    // cordon looked, or as the name it was about to create) would choose
+                    // where the files go. Only the caller's and root's are followed, as the
+                    // kernel's fs.protected_symlinks would have it.
+                    let euid = nix::unistd::geteuid().as_raw();
+                    if st.st_uid != euid && st.st_uid != 0 {
+                        return Err(OutputError::Refused {
+                            path: shown,
+                            why: format!(
+                                "it is a symlink of uid {}, neither the caller's nor root's, so that user chooses where the program's files go; give a path without it",
+                                st.st_uid
+                            ),
+                        });
+                    }
                     hops += 1;
                     if hops > 40 {
                         return Err(io("resolve", dir)(Errno::ELOOP));
@@ -471,6 +489,62 @@ mod tests {
             .err()
             .expect("must be refused");
         assert!(e.to_string().contains("belongs to uid 65534"), "{e}");
+    }
+
+    #[test]
+    fn a_symlink_with_a_trailing_slash_is_still_the_output_dir_itself() {
+        let d = tempfile::tempdir().unwrap();
+        let target = tempfile::tempdir().unwrap();
+        let link = d.path().join("out");
+        std::os::unix::fs::symlink(target.path(), &link).unwrap();
+        let mut slashed = link.into_os_string();
+        slashed.push("/");
+        let e = OutputDir::open(Path::new(&slashed))
+            .err()
+            .expect("a symlink must be refused, trailing slash or not");
+        assert!(e.to_string().contains("it is a symlink"), "{e}");
+    }
+
+    // A sticky directory open to all (/tmp) is trusted for its entries' names, not for the
+    // symlinks other users put there: `ln -s /etc /tmp/build` by one user must not send a
+    // root caller's `--output-dir /tmp/build/sub` into /etc.
+    #[test]
+    fn another_users_symlink_in_a_sticky_directory_is_not_followed() {
+        use std::os::unix::fs::PermissionsExt;
+        if !nix::unistd::geteuid().is_root() {
+            println!(
+                "SKIP: another_users_symlink_in_a_sticky_directory_is_not_followed needs root (lchown)"
+            );
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let sticky = d.path().join("tmp");
+        std::fs::create_dir(&sticky).unwrap();
+        std::fs::set_permissions(&sticky, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let victim = d.path().join("victim");
+        std::fs::create_dir(&victim).unwrap();
+        let link = sticky.join("build");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+        let e = OutputDir::open(&sticky.join("build/sub"))
+            .err()
+            .expect("another user's symlink must not be followed");
+        assert!(e.to_string().contains("symlink of uid 65534"), "{e}");
+        for below in ["build/sub", "build/"] {
+            let e = OutputDir::open(&sticky.join(below))
+                .err()
+                .expect("another user's symlink must not be followed");
+            // `build/` is the output dir itself, a symlink: refused as such.
+            assert!(e.to_string().contains("symlink"), "{below}: {e}");
+        }
+        assert!(
+            !victim.join("sub").exists(),
+            "a directory was made through the link"
+        );
+        // The caller's own symlink there is followed, as before.
+        std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
+        OutputDir::open(&sticky.join("build/sub")).unwrap();
+        assert!(victim.join("sub").is_dir());
     }
 
     #[test]
