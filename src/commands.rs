@@ -75,14 +75,18 @@ fn report(outcome: &Outcome, json: bool, delivered: bool) -> i32 {
             let _ = std::io::stderr().write_all(d.output.as_bytes());
         }
         if let Some(m) = &outcome.message {
-            eprintln!("cordon: {}: {m}", outcome.status.as_str());
+            eprintln!(
+                "cordon: {}: {}",
+                outcome.status.as_str(),
+                escape_controls(m, &['\n'])
+            );
         }
         if let (true, Some(first)) = (delivered, outcome.files_omitted.first()) {
             eprintln!(
                 "cordon: {} file(s) the program wrote were not copied to --output-dir (first: {}: {}); --json lists them all",
                 outcome.files_omitted.len(),
-                first.path,
-                first.reason
+                escape_controls(&first.path, &[]),
+                escape_controls(&first.reason, &[])
             );
         }
         if let Some(n) = outcome.network.as_ref().filter(|n| !n.refused.is_empty()) {
@@ -697,4 +701,34 @@ pub fn rootfs_list(json: bool) -> i32 {
         );
     }
     0
+}
+
+/// `text` with its control characters (but those in `keep`) escaped as Rust does (`\r`,
+/// `\u{1b}`), for cordon's own lines on a terminal that quote what the program chose (a
+/// file name): such a name could otherwise rewrite the line or send the terminal escape
+/// sequences (OSC 52 writes the clipboard). The program's own output passes through as it is.
+pub fn escape_controls(text: &str, keep: &[char]) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && !keep.contains(&c) {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn control_characters_in_quoted_names_are_escaped() {
+        let name = "\r\x1b[2Kcordon: ok\x1b]52;c;aGk=\x07\nx";
+        assert_eq!(
+            super::escape_controls(name, &[]),
+            "\\r\\u{1b}[2Kcordon: ok\\u{1b}]52;c;aGk=\\u{7}\\nx"
+        );
+        assert_eq!(super::escape_controls("a\nb\tc", &['\n']), "a\nb\\tc");
+        assert_eq!(super::escape_controls("plain é", &[]), "plain é");
+    }
 }

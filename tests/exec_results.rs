@@ -292,6 +292,22 @@ both!(fn files_go_in_with_file_and_come_back_with_output_dir(who) {
         plain.describe()
     );
     assert!(out3.join("ok.txt").is_file() && !out3.join("link").exists(), "{}", plain.describe());
+
+    // The name is the program's choice: cordon's line quotes it with its control characters
+    // escaped, so it can neither rewrite that line nor send the terminal escape sequences.
+    let out4 = caller_owned_dir(who, dir.path(), "out4");
+    let plain = exec_plain(
+        who,
+        &["--output-dir", out4.to_str().unwrap()],
+        &["sh", "-c", r#"ln -s /etc/passwd "$(printf '\r\033]52;c;aGk=\007x')""#],
+    );
+    assert_eq!(plain.code, 0, "{}", plain.describe());
+    let err = plain.stderr_str();
+    assert!(
+        !err.contains('\u{1b}') && !err.contains('\r') && err.contains("(first: \\r\\u{1b}]52;c;aGk=\\u{7}x:"),
+        "{}",
+        plain.describe()
+    );
 });
 
 both!(fn output_dir_problems_are_reported(who) {
