@@ -146,7 +146,7 @@ both!(fn proc_only_sandbox_pids_and_init_is_cordon(who) {
 both!(fn proc_sensitive_files_masked(who) {
     let r = sh_ok(
         who,
-        "for f in /proc/kcore /proc/keys /proc/sysrq-trigger /proc/timer_list /proc/cmdline /proc/interrupts; do \
+        "for f in /proc/kcore /proc/keys /proc/sysrq-trigger /proc/timer_list /proc/cmdline /proc/interrupts /proc/softirqs; do \
            n=$(head -c 4096 \"$f\" 2>/dev/null | wc -c); \
            if [ \"$n\" -ne 0 ]; then echo \"READABLE $f $n\"; fi; \
          done; \
@@ -163,6 +163,7 @@ both!(fn proc_sys_read_only(who) {
         who,
         "if (echo 1 > /proc/sys/kernel/ns_last_pid) 2>/dev/null; then echo WROTE-ns_last_pid; fi; \
          if (echo x > /proc/sys/kernel/hostname) 2>/dev/null; then echo WROTE-hostname; fi; \
+         awk '$5 == \"/proc/fs\" { print \"fs\", $6 }' /proc/self/mountinfo; \
          awk '$5 == \"/proc/sys\" { print $6 }' /proc/self/mountinfo",
     );
     let out = r.output();
@@ -173,6 +174,15 @@ both!(fn proc_sys_read_only(who) {
         "/proc/sys must be a read-only mount (mountinfo options {opts:?}):\n{}",
         r.describe()
     );
+    // /proc/fs (nfsd's export controls, where loaded), as runc keeps it.
+    if std::path::Path::new("/proc/fs").is_dir() {
+        let fs = out.lines().find_map(|l| l.strip_prefix("fs ")).unwrap_or("");
+        assert!(
+            fs.split(',').any(|o| o == "ro"),
+            "/proc/fs must be a read-only mount (mountinfo options {fs:?}):\n{}",
+            r.describe()
+        );
+    }
 });
 
 /// Prints `<label> OK` or `<label> <errno name>` for each connection attempt.

@@ -94,11 +94,13 @@ pub const PROC_MASKED_FILES: &[&str] = &[
     // Per-CPU counts of every host interrupt: watched over time, a timing side channel on
     // what other users do (keystrokes, network traffic).
     "/proc/interrupts",
+    // The same channel by softirq kind (NET_RX, TIMER, BLOCK per CPU).
+    "/proc/softirqs",
 ];
 /// procfs directories hidden under an empty read-only tmpfs.
 pub const PROC_MASKED_DIRS: &[&str] = &["/proc/acpi", "/proc/scsi", "/proc/asound", "/proc/driver"];
 /// procfs directories left visible but read-only.
-pub const PROC_READONLY: &[&str] = &["/proc/sys", "/proc/bus", "/proc/irq"];
+pub const PROC_READONLY: &[&str] = &["/proc/sys", "/proc/bus", "/proc/irq", "/proc/fs"];
 
 /// Device nodes bound from the host into the minimal /dev.
 pub const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
