@@ -310,6 +310,8 @@ fn dangerous_socket_families_are_denied_ordinary_ones_allowed() {
 
 #[test]
 fn only_unix_and_inet_families_and_their_ordinary_protocols_are_allowed() {
+    // The obsolete type (libc deprecates its name) the kernel turns into AF_PACKET.
+    const SOCK_PACKET: libc::c_int = 10;
     for (d, t, p) in [
         (libc::AF_UNIX, libc::SOCK_STREAM, 0),
         (libc::AF_UNIX, libc::SOCK_SEQPACKET, 0),
@@ -341,6 +343,8 @@ fn only_unix_and_inet_families_and_their_ordinary_protocols_are_allowed() {
         (libc::AF_INET6, libc::SOCK_DGRAM, libc::IPPROTO_ICMP),
         (libc::AF_INET, libc::SOCK_SEQPACKET, 0),
         (libc::AF_INET6, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0),
+        (libc::AF_INET, SOCK_PACKET, 0),
+        (libc::AF_INET, SOCK_PACKET | libc::SOCK_CLOEXEC, 0x0300),
     ] {
         assert_eq!(
             decide("socket", &[d as u64, t as u64, p as u64]),
@@ -352,6 +356,21 @@ fn only_unix_and_inet_families_and_their_ordinary_protocols_are_allowed() {
     assert_eq!(decide("socket", &[29 | 1 << 32, 3, 1]), EPERM);
     assert_eq!(decide("socket", &[2 | 1 << 32, 1, 0]), ALLOW);
     assert_eq!(decide("socketpair", &[libc::AF_CAN as u64, 3, 1, 0]), EPERM);
+}
+
+#[test]
+fn upper_layer_protocols_and_page_cache_residency_are_refused() {
+    let sockopt = |level: u64, name: u64| decide("setsockopt", &[3, level, name, 0, 4]);
+    assert_eq!(sockopt(6, 31), errno(libc::ENOPROTOOPT), "TCP_ULP");
+    // The compares are 32-bit: high bits hide neither the level nor the option.
+    assert_eq!(
+        sockopt(6 | 1 << 32, 31 | 1 << 40),
+        errno(libc::ENOPROTOOPT),
+        "TCP_ULP, high bits"
+    );
+    assert_eq!(sockopt(6, 1), ALLOW, "TCP_NODELAY");
+    assert_eq!(sockopt(1, 31), ALLOW, "option 31 at SOL_SOCKET");
+    assert_eq!(decide("cachestat", &[3, 0, 0, 0]), errno(libc::ENOSYS));
 }
 
 #[test]
