@@ -2320,7 +2320,7 @@ both!(fn cgroup_v2_resources_update_pause_delete(who) {
         c["linux"]["resources"] = json!({
             "memory": {"limit": 67108864},
             "pids": {"limit": 17},
-            "cpu": {"quota": 50000, "period": 200000}
+            "cpu": {"quota": 50000, "period": 200000, "burst": 10000, "idle": 1}
         });
         if who == Who::Root {
             c["linux"]["resources"]["hugepageLimits"] = json!([{"pageSize": "2MB", "limit": 4194304}]);
@@ -2345,6 +2345,8 @@ both!(fn cgroup_v2_resources_update_pause_delete(who) {
     assert_eq!(read_trim(&cg.join("memory.max")), "67108864");
     assert_eq!(read_trim(&cg.join("pids.max")), "17");
     assert_eq!(read_trim(&cg.join("cpu.max")), "50000 200000");
+    assert_eq!(read_trim(&cg.join("cpu.max.burst")), "10000");
+    assert_eq!(read_trim(&cg.join("cpu.idle")), "1");
     if who == Who::Root {
         assert_eq!(read_trim(&cg.join("hugetlb.2MB.max")), "4194304");
         if cg.join("hugetlb.2MB.rsvd.max").exists() {
@@ -3780,6 +3782,58 @@ fn the_root_receives_host_mounts_unless_private() {
             "{prop:?}: the container's mounts leaked to the host: {below:#?}"
         );
     }
+}
+
+// cpu.burst and cpu.idle on cgroup v1, whose cpu controller has both (cpu.cfs_burst_us,
+// Linux 5.14; cpu.idle, 5.15): written at create, and the burst again by `update`.
+#[test]
+fn cpu_burst_and_idle_on_cgroup_v1() {
+    if !running_as_root() || cgroup_layout() != CgroupLayout::HybridOrV1 {
+        skip!("SKIP: cpu_burst_and_idle_on_cgroup_v1: needs root on a cgroup v1 host");
+        return;
+    }
+    if !Path::new("/sys/fs/cgroup/cpu/cpu.cfs_burst_us").exists()
+        || !Path::new("/sys/fs/cgroup/cpu/cpu.idle").exists()
+    {
+        skip!(
+            "SKIP: cpu_burst_and_idle_on_cgroup_v1: the kernel's v1 cpu controller lacks cpu.cfs_burst_us or cpu.idle (Linux 5.15)"
+        );
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |c| {
+        c["linux"]["resources"] =
+            json!({"cpu": {"quota": 50000, "period": 100000, "burst": 20000, "idle": 1}});
+    }) else {
+        return;
+    };
+    let _cleanup = Deleted(&b, "burst1".into());
+    let pid = b.create("burst1");
+    let rel = v1_cgroup_of(pid, "cpu");
+    let read = |f: &str| {
+        std::fs::read_to_string(format!("/sys/fs/cgroup/cpu{rel}/{f}"))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("cpu.cfs_quota_us"), "50000");
+    assert_eq!(read("cpu.cfs_burst_us"), "20000");
+    assert_eq!(read("cpu.idle"), "1");
+    let res = b.dir.path().join("burst.json");
+    std::fs::write(&res, r#"{"cpu": {"burst": 10000, "idle": 0}}"#).unwrap();
+    let out = b.oci(&["update", "-r", res.to_str().unwrap(), "burst1"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(read("cpu.cfs_burst_us"), "10000");
+    assert_eq!(read("cpu.idle"), "0");
+    // A burst above the quota is the kernel's to refuse, and the update says so.
+    std::fs::write(&res, r#"{"cpu": {"burst": 60000}}"#).unwrap();
+    let out = b.oci(&["update", "-r", res.to_str().unwrap(), "burst1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("cpu.cfs_burst_us"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(read("cpu.cfs_burst_us"), "10000");
 }
 
 /// The cgroup of `pid` in the v1 hierarchy of `controller` (its /proc/PID/cgroup line).

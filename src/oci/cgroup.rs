@@ -612,23 +612,44 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
             }
         };
         if v2 {
+            // swap is memory+swap (v1's memsw); memory.swap.max is swap alone. Without a
+            // limit here (an `update` of the swap only), the current memory.max counts. As
+            // runc: a memory+swap figure means nothing without a memory limit, and one below
+            // it is a config error (cgroup v1's kernel refuses it too). Decided before any
+            // write, so that a refused update changes nothing.
+            let swap = match m.swap() {
+                None => None,
+                Some(s) if s < 0 => Some("max".to_string()),
+                Some(s) => {
+                    let limit = m.limit().or_else(|| {
+                        read_u64(dirs, "memory.max", None).and_then(|v| i64::try_from(v).ok())
+                    });
+                    match limit {
+                        Some(l) if l >= 0 && s >= l => Some((s - l).to_string()),
+                        Some(l) if l >= 0 => {
+                            return unsupported(
+                                "linux.resources.memory.swap",
+                                &format!(
+                                    "{s} is below the memory limit {l}: swap is memory plus swap, so it must be at least the memory limit (equal: no swap)"
+                                ),
+                            );
+                        }
+                        _ => {
+                            return unsupported(
+                                "linux.resources.memory.swap",
+                                "a memory plus swap limit needs a memory limit (linux.resources.memory.limit); give both, or -1 for no swap limit",
+                            );
+                        }
+                    }
+                }
+            };
             if let Some(l) = m.reservation() {
                 write(dirs, f, "memory.low", &limit_str(l))?;
             }
             if let Some(l) = m.limit() {
                 write(dirs, f, "memory.max", &limit_str(l))?;
             }
-            if let Some(s) = m.swap() {
-                // swap is memory+swap (v1's memsw); memory.swap.max is swap alone. Without a
-                // limit here (an `update` of the swap only), the current memory.max counts.
-                let limit = m.limit().or_else(|| {
-                    read_u64(dirs, "memory.max", None).and_then(|v| i64::try_from(v).ok())
-                });
-                let v = match (s, limit) {
-                    (s, _) if s < 0 => "max".to_string(),
-                    (s, Some(l)) if l >= 0 => (s - l).max(0).to_string(),
-                    (s, _) => s.to_string(),
-                };
+            if let Some(v) = swap {
                 write(dirs, f, "memory.swap.max", &v)?;
             }
         } else {
@@ -724,6 +745,19 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
             }
             if let Some(q) = c.quota() {
                 write(dirs, f, "cpu.cfs_quota_us", &q.to_string())?;
+            }
+            // After the quota: the kernel keeps the burst at or below it (Linux 5.14).
+            if let Some(b) = c.burst() {
+                write(
+                    dirs,
+                    "linux.resources.cpu.burst",
+                    "cpu.cfs_burst_us",
+                    &b.to_string(),
+                )?;
+            }
+            // SCHED_IDLE for the group (Linux 5.15, v1 and v2 alike).
+            if let Some(i) = c.idle() {
+                write(dirs, "linux.resources.cpu.idle", "cpu.idle", &i.to_string())?;
             }
             if let Some(p) = c.realtime_period() {
                 write(
@@ -1142,12 +1176,6 @@ fn refuse_unsupported(r: &LinuxResources, v2: bool) -> Result<(), CgroupError> {
                 "linux.resources.cpu.realtimePeriod",
                 "cgroup v2 has no real-time group scheduling (no cpu.rt_period_us): remove the field",
             );
-        }
-        if !v2 && c.idle().is_some() {
-            return unsupported("linux.resources.cpu.idle", "needs cgroup v2");
-        }
-        if !v2 && c.burst().is_some() {
-            return unsupported("linux.resources.cpu.burst", "needs cgroup v2");
         }
     }
     if v2 && r.devices().is_some() {
@@ -3104,6 +3132,62 @@ mod device_program_tests {
                 );
             }
         }
+    }
+
+    // memory.swap is memory plus swap on both versions: on v2 memory.swap.max gets the
+    // difference; a figure below the limit, or with no limit to take it from, is refused
+    // before anything is written (it was written as swap 0, or as a swap-only figure).
+    #[test]
+    fn swap_on_cgroup_v2_is_memory_plus_swap_or_refused() {
+        let d = fake_v2(&[("memory.max", "max\n"), ("memory.swap.max", "max\n")]);
+        let dirs = [d.path().to_path_buf()];
+        let read = |f: &str| {
+            std::fs::read_to_string(d.path().join(f))
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        for json in [
+            r#"{"memory": {"swap": 1000000}}"#,
+            r#"{"memory": {"limit": -1, "swap": 1000000}}"#,
+        ] {
+            let e = apply(&dirs, &resources(json)).unwrap_err().to_string();
+            assert!(
+                e.contains("memory.swap") && e.contains("needs a memory limit"),
+                "{json}: {e}"
+            );
+            assert_eq!(
+                (read("memory.max"), read("memory.swap.max")),
+                ("max".into(), "max".into()),
+                "{json}"
+            );
+        }
+        let e = apply(
+            &dirs,
+            &resources(r#"{"memory": {"limit": 2000000, "swap": 1000000}}"#),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("below the memory limit 2000000"), "{e}");
+        assert_eq!(
+            read("memory.max"),
+            "max",
+            "a refused update wrote the limit"
+        );
+        apply(
+            &dirs,
+            &resources(r#"{"memory": {"limit": 2000000, "swap": 3000000}}"#),
+        )
+        .unwrap();
+        assert_eq!(
+            (read("memory.max"), read("memory.swap.max")),
+            ("2000000".into(), "1000000".into())
+        );
+        // An update of the swap alone takes the limit in force; -1 lifts it.
+        apply(&dirs, &resources(r#"{"memory": {"swap": 2000000}}"#)).unwrap();
+        assert_eq!(read("memory.swap.max"), "0");
+        apply(&dirs, &resources(r#"{"memory": {"swap": -1}}"#)).unwrap();
+        assert_eq!(read("memory.swap.max"), "max");
     }
 
     #[test]
