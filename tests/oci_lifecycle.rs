@@ -2421,6 +2421,65 @@ both!(fn cgroup_v2_resources_update_pause_delete(who) {
     assert!(!b.oci(&["state", &id]).status.success());
 });
 
+// linux.devices is made as asked, or create fails naming the device; never dropped, never
+// another node under its name. A FIFO is made in any case (it needs no privilege). In a user
+// namespace (the unprivileged caller's container) a device is the host's node bound in: one
+// whose numbers differ from the config's, or whose mode is more open than the config's
+// fileMode, is refused. A config that binds the host's /dev brings its own nodes: a device
+// missing there is refused, one present runs.
+both!(fn linux_devices_are_made_as_asked_or_refused(who) {
+    let fifo = json!([{"path": "/dev/myfifo", "type": "p", "fileMode": 420}]);
+    let Some(b) = Bundle::new(who, &["sh", "-c", "[ -p /dev/myfifo ] && echo FIFO"], |c| {
+        c["linux"]["devices"] = fifo.clone();
+    }) else { return };
+    let out = b.run("dev-fifo");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("FIFO"),
+        "{}",
+        describe(&out)
+    );
+    if who == Who::User {
+        for (dev, want) in [
+            // /dev/null is 1:3 on every host, not 1:5.
+            (json!({"path": "/dev/null", "type": "c", "major": 1, "minor": 5, "fileMode": 438}), "not the c 1:5"),
+            // The host's /dev/null is 0666: a bound node would not be 0600.
+            (json!({"path": "/dev/null", "type": "c", "major": 1, "minor": 3, "fileMode": 384}), "fileMode 600"),
+        ] {
+            let Some(b) = Bundle::new(who, &["true"], |c| c["linux"]["devices"] = json!([dev])) else { return };
+            let out = b.run("dev-userns");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                !out.status.success() && err.contains("/dev/null") && err.contains(want),
+                "want {want:?}: {}",
+                describe(&out)
+            );
+        }
+    }
+    let host_dev = |c: &mut Value, dev: Value| {
+        let mounts = c["mounts"].as_array_mut().unwrap();
+        mounts.retain(|m| !m["destination"].as_str().unwrap().starts_with("/dev"));
+        mounts.push(json!({"destination": "/dev", "type": "bind", "source": "/dev", "options": ["rbind", "nosuid", "noexec"]}));
+        c["linux"]["devices"] = json!([dev]);
+    };
+    let absent = json!({"path": "/dev/cordon-absent", "type": "c", "major": 1, "minor": 3, "fileMode": 438});
+    let Some(b) = Bundle::new(who, &["true"], |c| host_dev(c, absent)) else { return };
+    let out = b.run("dev-bound-absent");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("linux.devices[0] /dev/cordon-absent"),
+        "{}",
+        describe(&out)
+    );
+    let null = json!({"path": "/dev/null", "type": "c", "major": 1, "minor": 3, "fileMode": 438});
+    let Some(b) = Bundle::new(who, &["sh", "-c", "echo ok > /dev/null && echo WROTE"], |c| host_dev(c, null)) else { return };
+    let out = b.run("dev-bound-null");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("WROTE"),
+        "{}",
+        describe(&out)
+    );
+});
+
 // linux.resources.devices holds: a device node the config makes (/dev/tunx, the tun device
 // 10:200) cannot be opened under a deny-all rule (EPERM from the devices controller on v1,
 // from cordon-oci's eBPF device program on v2), nor without any rule (`"devices": []`, as
