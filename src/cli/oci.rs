@@ -174,8 +174,9 @@ pub enum OciCommand {
 
 #[derive(Debug, Args, Clone)]
 pub struct ExecArgs {
-    /// A process.json (the `process` object of config.json).
-    #[arg(long, short = 'p', value_name = "FILE")]
+    /// A process.json (the `process` object of config.json). It gives the whole process:
+    /// --cwd, --env, --user and a command cannot be added to it.
+    #[arg(long, short = 'p', value_name = "FILE", conflicts_with_all = ["cwd", "env", "user", "args"])]
     pub process: Option<PathBuf>,
     /// Return once the process started, instead of waiting for it.
     #[arg(long, short = 'd')]

@@ -1815,7 +1815,7 @@ fn update_resources(ctx: &Ctx, a: &UpdateArgs) -> Result<(), OciError> {
             } else {
                 std::fs::read_to_string(p).map_err(io_err("read", p))?
             };
-            serde_json::from_str(&text)
+            config::parse_json(text.as_bytes())
                 .map_err(|e| OciError::Usage(format!("{}: {e}", p.display())))?
         }
         None => LinuxResources::default(),
@@ -1987,11 +1987,18 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
     let mut c = Container::from_json(&state::load_config(&dir)?, Path::new(&s.bundle))?;
     if let Some(p) = &a.process {
         let text = std::fs::read_to_string(p).map_err(io_err("read --process", p))?;
-        let proc: oci_spec::runtime::Process = serde_json::from_str(&text)
-            .map_err(|e| OciError::Usage(format!("{}: {e}", p.display())))?;
+        let proc: oci_spec::runtime::Process = config::parse_json(text.as_bytes())
+            .map_err(|e| OciError::Usage(format!("--process {}: {e}", p.display())))?;
         let mut spec = c.spec.clone();
         spec.set_process(Some(proc));
-        c = Container::from_spec(spec, Path::new(&s.bundle))?;
+        // Its fields are checked as config.json's `process`: an error names the file.
+        c = Container::from_spec(spec, Path::new(&s.bundle)).map_err(|e| {
+            OciError::Usage(e.to_string().replacen(
+                "config.json: ",
+                &format!("--process {} (the process object): ", p.display()),
+                1,
+            ))
+        })?;
     } else {
         if a.args.is_empty() {
             return Err(OciError::Usage(

@@ -20,6 +20,22 @@ pub enum OciConfigError {
     Invalid { field: String, why: String },
 }
 
+/// Parses JSON into `T`; an error names the field it is in (`process.capabilities.bounding[2]:
+/// unknown variant ...`), not only its line and column.
+pub fn parse_json<T: serde::de::DeserializeOwned>(text: &[u8]) -> Result<T, String> {
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let v = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.inner().to_string()
+        } else {
+            format!("`{path}`: {}", e.inner())
+        }
+    })?;
+    de.end().map_err(|e| e.to_string())?;
+    Ok(v)
+}
+
 fn unsupported(field: impl Into<String>, why: impl Into<String>) -> OciConfigError {
     OciConfigError::Unsupported {
         field: field.into(),
@@ -173,9 +189,9 @@ impl Container {
 
     /// Parses config.json's text and checks it (the bundle path is only joined, never read).
     pub fn from_json(text: &[u8], bundle: &Path) -> Result<Container, OciConfigError> {
-        let spec: Spec = serde_json::from_slice(text).map_err(|e| OciConfigError::Load {
+        let spec: Spec = parse_json(text).map_err(|why| OciConfigError::Load {
             path: "config.json".into(),
-            why: e.to_string(),
+            why,
         })?;
         refuse_mount_id_mappings(text)?;
         Container::from_spec(spec, bundle)
@@ -195,11 +211,16 @@ impl Container {
         if spec.zos().is_some() {
             return Err(unsupported("zos", "cordon runs Linux containers only"));
         }
-        if spec.uid_mappings().is_some() || spec.gid_mappings().is_some() {
-            return Err(unsupported(
-                "uidMappings",
-                "top-level (per-mount) id mappings are not supported; use linux.uidMappings",
-            ));
+        for (field, set) in [
+            ("uidMappings", spec.uid_mappings().is_some()),
+            ("gidMappings", spec.gid_mappings().is_some()),
+        ] {
+            if set {
+                return Err(unsupported(
+                    field,
+                    "a top-level id mapping is not a field of the runtime spec (its Linux mappings are linux.uidMappings and linux.gidMappings; a mount's own are mounts[].uidMappings, which cordon-oci refuses too)",
+                ));
+            }
         }
         if let Some(h) = spec.hooks() {
             check_hooks(h)?;
@@ -277,8 +298,17 @@ impl Container {
             return Err(unsupported("process.user.username", "a Windows-only field"));
         }
         let mut rlimits = Vec::new();
-        for r in process.rlimits().as_ref().into_iter().flatten() {
-            rlimits.push((rlimit_resource(r.typ()), r.soft(), r.hard()));
+        for (i, r) in process.rlimits().as_ref().into_iter().flatten().enumerate() {
+            let resource = rlimit_resource(r.typ());
+            // The runtime spec: duplicated entries of one type MUST be an error (which one
+            // would win is not the config's to leave open).
+            if rlimits.iter().any(|(res, _, _)| *res == resource) {
+                return Err(invalid(
+                    format!("process.rlimits[{i}].type"),
+                    format!("{} is listed twice; keep one entry per type", r.typ()),
+                ));
+            }
+            rlimits.push((resource, r.soft(), r.hard()));
         }
         let caps = process
             .capabilities()
@@ -467,11 +497,21 @@ impl Container {
             };
             device_path(d.path())
                 .map_err(|why| invalid(format!("linux.devices[{i}].path"), why))?;
+            // A FIFO has no numbers; a device's must fit dev_t (major 12 bits, minor 20 bits
+            // in the kernel's MAJOR/MINOR; makedev would fold a larger one into another).
+            for (field, n, max) in [("major", d.major(), 0xfff), ("minor", d.minor(), 0xfffff)] {
+                if kind != 'p' && !(0..=max).contains(&n) {
+                    return Err(invalid(
+                        format!("linux.devices[{i}].{field}"),
+                        format!("{n} is not a device {field} number (0 to {max})"),
+                    ));
+                }
+            }
             devices.push(Device {
                 path: d.path().clone(),
                 kind,
-                major: d.major() as u64,
-                minor: d.minor() as u64,
+                major: d.major().max(0) as u64,
+                minor: d.minor().max(0) as u64,
                 mode: d.file_mode().unwrap_or(0o666),
                 uid: d.uid().unwrap_or(0),
                 gid: d.gid().unwrap_or(0),
@@ -488,16 +528,26 @@ impl Container {
         };
         if let Some(seccomp) = linux.seccomp() {
             // The full check happens when the filter is compiled; the cheap ones here.
-            if seccomp.listener_path().is_some()
-                || seccomp
-                    .syscalls()
-                    .iter()
-                    .flatten()
-                    .any(|s| s.action() == LinuxSeccompAction::ScmpActNotify)
+            const NO_NOTIFY: &str =
+                "seccomp user notification (SCMP_ACT_NOTIFY) is not implemented";
+            if seccomp.listener_path().is_some() {
+                return Err(unsupported("linux.seccomp.listenerPath", NO_NOTIFY));
+            }
+            if seccomp.listener_metadata().is_some() {
+                return Err(unsupported("linux.seccomp.listenerMetadata", NO_NOTIFY));
+            }
+            if seccomp.default_action() == LinuxSeccompAction::ScmpActNotify {
+                return Err(unsupported("linux.seccomp.defaultAction", NO_NOTIFY));
+            }
+            if let Some(i) = seccomp
+                .syscalls()
+                .iter()
+                .flatten()
+                .position(|s| s.action() == LinuxSeccompAction::ScmpActNotify)
             {
                 return Err(unsupported(
-                    "linux.seccomp.listenerPath",
-                    "seccomp user notification (SCMP_ACT_NOTIFY) is not implemented",
+                    format!("linux.seccomp.syscalls[{i}].action"),
+                    NO_NOTIFY,
                 ));
             }
         }
@@ -531,10 +581,24 @@ impl Container {
             additional_gids: user.additional_gids().clone().unwrap_or_default(),
             umask: user.umask(),
             terminal: process.terminal().unwrap_or(false),
-            console_size: process
-                .console_size()
-                .as_ref()
-                .map(|b| (b.height() as u16, b.width() as u16)),
+            console_size: match process.console_size() {
+                None => None,
+                // The terminal's winsize holds 16-bit rows and columns.
+                Some(b) => Some((
+                    u16::try_from(b.height()).map_err(|_| {
+                        invalid(
+                            "process.consoleSize.height",
+                            format!("{} rows is more than a terminal has (65535)", b.height()),
+                        )
+                    })?,
+                    u16::try_from(b.width()).map_err(|_| {
+                        invalid(
+                            "process.consoleSize.width",
+                            format!("{} columns is more than a terminal has (65535)", b.width()),
+                        )
+                    })?,
+                )),
+            },
             no_new_privileges: process.no_new_privileges().unwrap_or(false),
             new_keyring: true,
             oom_score_adj: process.oom_score_adj(),
@@ -808,6 +872,17 @@ fn check_hooks(h: &oci_spec::runtime::Hooks) -> Result<(), OciConfigError> {
         ("poststop", h.poststop()),
     ] {
         for (i, hook) in list.iter().flatten().enumerate() {
+            // Run as given, not looked up in cordon-oci's PATH or relative to its working
+            // directory (the runtime spec: an absolute path).
+            if !hook.path().is_absolute() {
+                return Err(invalid(
+                    format!("hooks.{kind}[{i}].path"),
+                    format!(
+                        "{:?} is not an absolute path (the hook is run as given, never looked up)",
+                        hook.path()
+                    ),
+                ));
+            }
             if let Some(t) = hook.timeout()
                 && t <= 0
             {
@@ -887,9 +962,14 @@ fn container_paths(
 
 fn mount_op(i: usize, m: &Mount, bundle: &Path) -> Result<MountOp, OciConfigError> {
     let field = |f: &str| format!("mounts[{i}].{f}");
-    let dst = m.destination().clone();
-    if !dst.is_absolute() {
-        return Err(invalid(field("destination"), "must be an absolute path"));
+    // A relative destination is relative to the container's `/` (runtime spec 1.2, which
+    // allows it on Linux for older configs, as runc reads it).
+    let dst = Path::new("/").join(m.destination());
+    if m.destination().as_os_str().is_empty() {
+        return Err(invalid(
+            field("destination"),
+            "give the path in the container",
+        ));
     }
     if dst
         .components()
@@ -938,6 +1018,14 @@ fn mount_op(i: usize, m: &Mount, bundle: &Path) -> Result<MountOp, OciConfigErro
     let kind = m.typ().clone().unwrap_or_default();
     if kind == "bind" {
         bind = true;
+    }
+    // tmpcopyup fills a new tmpfs with what the directory held; on any other mount it
+    // would do nothing (crun refuses it there too).
+    if copy_up && (bind || kind != "tmpfs") {
+        return Err(invalid(
+            field("options"),
+            "\"tmpcopyup\" applies to a tmpfs mount only; remove it",
+        ));
     }
     // A filesystem's own options (`mode=`, `size=`, `newinstance`, `lowerdir=`) go to
     // mount(2), which refuses those it does not know. A bind mount takes no filesystem data:
@@ -1197,6 +1285,136 @@ mod tests {
         v["hooks"] = hooks(3, &["A=1", "B="]);
         let s: Spec = serde_json::from_value(v).unwrap();
         assert!(Container::from_spec(s, Path::new("/b")).is_ok());
+    }
+
+    #[test]
+    fn values_the_spec_forbids_or_cordon_cannot_honour_are_named() {
+        // Each: an edit of BASE, and the field the error must name.
+        type Edit = fn(&mut serde_json::Value);
+        let cases: [(Edit, &str); 12] = [
+            (
+                |v| {
+                    v["process"]["rlimits"] = serde_json::json!([
+                        {"type": "RLIMIT_NOFILE", "soft": 10, "hard": 10},
+                        {"type": "RLIMIT_CORE", "soft": 0, "hard": 0},
+                        {"type": "RLIMIT_NOFILE", "soft": 20, "hard": 20}])
+                },
+                "`process.rlimits[2].type`",
+            ),
+            (
+                |v| v["hooks"] = serde_json::json!({"poststart": [{"path": "true"}]}),
+                "`hooks.poststart[0].path`",
+            ),
+            (
+                |v| v["process"]["consoleSize"] = serde_json::json!({"height": 70000, "width": 80}),
+                "`process.consoleSize.height`",
+            ),
+            (
+                |v| v["process"]["consoleSize"] = serde_json::json!({"height": 24, "width": 65536}),
+                "`process.consoleSize.width`",
+            ),
+            (
+                |v| {
+                    v["linux"]["devices"] = serde_json::json!([
+                        {"path": "/dev/a", "type": "c", "major": 1, "minor": 3},
+                        {"path": "/dev/b", "type": "c", "major": -1, "minor": 3}])
+                },
+                "`linux.devices[1].major`",
+            ),
+            (
+                |v| v["linux"]["devices"] = serde_json::json!([{"path": "/dev/b", "type": "b", "major": 8, "minor": 1048576}]),
+                "`linux.devices[0].minor`",
+            ),
+            (
+                |v| {
+                    v["linux"]["seccomp"] = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "listenerMetadata": "x"})
+                },
+                "`linux.seccomp.listenerMetadata`",
+            ),
+            (
+                |v| {
+                    v["linux"]["seccomp"] = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW",
+                    "syscalls": [{"names": ["getpid"], "action": "SCMP_ACT_ERRNO"},
+                                 {"names": ["mkdir"], "action": "SCMP_ACT_NOTIFY"}]})
+                },
+                "`linux.seccomp.syscalls[1].action`",
+            ),
+            (
+                |v| v["linux"]["seccomp"] = serde_json::json!({"defaultAction": "SCMP_ACT_NOTIFY"}),
+                "`linux.seccomp.defaultAction`",
+            ),
+            (
+                |v| v["mounts"][2]["options"] = serde_json::json!(["rbind", "tmpcopyup"]),
+                "`mounts[2].options`",
+            ),
+            (
+                |v| {
+                    v["gidMappings"] =
+                        serde_json::json!([{"containerID": 0, "hostID": 1, "size": 1}])
+                },
+                "`gidMappings`",
+            ),
+            (
+                |v| v["mounts"][0]["destination"] = serde_json::json!(""),
+                "`mounts[0].destination`",
+            ),
+        ];
+        for (edit, field) in cases {
+            let e = error_of(edit);
+            assert!(e.contains(field), "want {field}: {e}");
+        }
+        // What the spec allows stays allowed: one entry per rlimit type, a FIFO (no
+        // numbers), the largest numbers, tmpcopyup on a tmpfs, and a relative destination
+        // (relative to the container's `/`).
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        v["process"]["rlimits"] = serde_json::json!([
+            {"type": "RLIMIT_NOFILE", "soft": 10, "hard": 10},
+            {"type": "RLIMIT_CORE", "soft": 0, "hard": 0}]);
+        v["linux"]["devices"] = serde_json::json!([
+            {"path": "/dev/p", "type": "p", "major": 0, "minor": 0},
+            {"path": "/dev/c", "type": "c", "major": 4095, "minor": 1048575}]);
+        v["mounts"][1]["options"] = serde_json::json!(["tmpcopyup"]);
+        v["mounts"][0]["destination"] = serde_json::json!("proc");
+        v["process"]["consoleSize"] = serde_json::json!({"height": 65535, "width": 80});
+        let c = Container::from_spec(serde_json::from_value(v).unwrap(), Path::new("/b")).unwrap();
+        assert_eq!(c.setup().rlimits.len(), 2);
+        assert_eq!(
+            (c.setup().devices[1].major, c.setup().devices[1].minor),
+            (4095, 1048575)
+        );
+        assert!(c.setup().mounts[1].copy_up);
+        assert_eq!(c.setup().mounts[0].dst, Path::new("/proc"));
+        assert_eq!(c.setup().console_size, Some((65535, 80)));
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_kind_names_its_field() {
+        let e = |json: &str| {
+            Container::from_json(json.as_bytes(), Path::new("/b"))
+                .unwrap_err()
+                .to_string()
+        };
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        v["process"]["capabilities"] =
+            serde_json::json!({"bounding": ["CAP_KILL", "CAP_NO_SUCH_THING"]});
+        let got = e(&v.to_string());
+        assert!(
+            got.contains("`process.capabilities.bounding[1]`") && got.contains("CAP_NO_SUCH_THING"),
+            "{got}"
+        );
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        v["linux"]["namespaces"][0]["type"] = serde_json::json!("bogus");
+        let got = e(&v.to_string());
+        assert!(got.contains("`linux.namespaces[0].type`"), "{got}");
+        // Not JSON at all: the parser's own words, with no field to name.
+        let got = e("{\"ociVersion\": ");
+        assert!(
+            got.starts_with("cannot read config.json: ") && got.contains("EOF while parsing"),
+            "{got}"
+        );
+        // Trailing data after the object is refused, as before.
+        let got = e(&format!("{BASE} x"));
+        assert!(got.contains("trailing characters"), "{got}");
     }
 
     #[test]
