@@ -247,3 +247,37 @@ pub struct UpdateArgs {
     /// The container's ID.
     pub id: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn exec_process_gives_the_whole_process() {
+        let parse = |args: &[&str]| {
+            OciCli::try_parse_from(["cordon-oci", "exec"].iter().chain(args))
+                .map(|c| match c.command {
+                    OciCommand::Exec(a) => a.process,
+                    _ => unreachable!("an exec command"),
+                })
+                .map_err(|e| e.to_string())
+        };
+        // As podman and containerd call it.
+        assert_eq!(
+            parse(&["--process", "/p.json", "--detach", "--pid-file", "/x", "c1"]),
+            Ok(Some(PathBuf::from("/p.json")))
+        );
+        for extra in [
+            &["--cwd", "/tmp"][..],
+            &["--env", "A=1"],
+            &["--user", "1:1"],
+            &["sh", "-c", "true"],
+        ] {
+            let mut args = vec!["--process", "/p.json", "c1"];
+            args.extend(extra);
+            let e = parse(&args).unwrap_err();
+            assert!(e.contains("cannot be used with"), "{extra:?}: {e}");
+        }
+    }
+}
