@@ -3843,6 +3843,91 @@ fn the_root_receives_host_mounts_unless_private() {
     }
 }
 
+// On a hybrid host whose hugetlb controller is only in the unified hierarchy (no v1 hugetlb
+// mount, as on this kind of machine), a container with huge page limits gets a cgroup there
+// too: its init is in it, the limit is written, `update -r` changes it, an exec'd process
+// joins it, delete removes it. A container without such limits stays out of it (a move into
+// a v2 cgroup costs an RCU grace period). Kubernetes sends hugepageLimits for every pod.
+#[test]
+fn hugepage_limits_on_a_hybrid_host_use_its_unified_hierarchy() {
+    let unified = Path::new("/sys/fs/cgroup/unified");
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let v1_hugetlb = mountinfo
+        .lines()
+        .any(|l| l.contains(" - cgroup ") && l.split(',').any(|o| o.trim() == "hugetlb"));
+    let has = std::fs::read_to_string(unified.join("cgroup.controllers")).unwrap_or_default();
+    if !running_as_root()
+        || cgroup_layout() != CgroupLayout::HybridOrV1
+        || v1_hugetlb
+        || !has.split_whitespace().any(|c| c == "hugetlb")
+        || !Path::new("/sys/kernel/mm/hugepages/hugepages-2048kB").exists()
+    {
+        skip!(
+            "SKIP: hugepage_limits_on_a_hybrid_host_use_its_unified_hierarchy: needs root on a hybrid host whose hugetlb controller (2 MB pages) is in /sys/fs/cgroup/unified only"
+        );
+        return;
+    }
+    let unified_of = |pid: i64| -> PathBuf {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        let p = text
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .unwrap()
+            .to_string();
+        unified.join(p.trim_start_matches('/'))
+    };
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |c| {
+        c["linux"]["resources"] =
+            json!({"hugepageLimits": [{"pageSize": "2MB", "limit": 4194304}]});
+    }) else {
+        return;
+    };
+    let _cleanup = Deleted(&b, "huge1".into());
+    let pid = b.create("huge1");
+    let cg = unified_of(pid);
+    assert_ne!(
+        cg,
+        unified_of(std::process::id() as i64),
+        "the init is not in a unified cgroup of its own"
+    );
+    assert_eq!(read_trim(&cg.join("hugetlb.2MB.max")), "4194304");
+    let res = b.path().join("huge.json");
+    std::fs::write(
+        &res,
+        r#"{"hugepageLimits": [{"pageSize": "2MB", "limit": 2097152}]}"#,
+    )
+    .unwrap();
+    let out = b.oci(&["update", "-r", res.to_str().unwrap(), "huge1"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(read_trim(&cg.join("hugetlb.2MB.max")), "2097152");
+    // In the container's cgroup namespace its own unified cgroup reads `/`.
+    let out = b.oci(&["exec", "huge1", "cat", "/proc/self/cgroup"]);
+    assert!(
+        out.status.success()
+            && String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .any(|l| l == "0::/"),
+        "the exec'd process is not in the container's unified cgroup: {}",
+        describe(&out)
+    );
+    let procs = read_trim(&cg.join("cgroup.procs"));
+    assert_eq!(
+        procs,
+        pid.to_string(),
+        "only the init is left in the container's unified cgroup"
+    );
+    let out = b.oci(&["delete", "--force", "huge1"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!cg.exists(), "{} outlived delete", cg.display());
+    // Without huge page limits: not placed there.
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |_| {}) else {
+        return;
+    };
+    let _cleanup = Deleted(&b, "huge2".into());
+    let pid = b.create("huge2");
+    assert_eq!(unified_of(pid), unified_of(std::process::id() as i64));
+}
+
 // cpu.burst and cpu.idle on cgroup v1, whose cpu controller has both (cpu.cfs_burst_us,
 // Linux 5.14; cpu.idle, 5.15): written at create, and the burst again by `update`.
 #[test]

@@ -392,19 +392,47 @@ pub fn own_v2_cgroup() -> Result<Option<PathBuf>, CgroupError> {
 /// The container's cgroup directories: the v2 one when the host is pure v2, else one per
 /// v1 hierarchy with a controller cordon uses.
 pub fn dirs_for(rel: &Path) -> Result<Vec<PathBuf>, CgroupError> {
+    dirs_for_limits(rel, false)
+}
+
+/// [`dirs_for`], for a container whose limits include huge pages (`hugetlb`): on a hybrid
+/// host that mounts no v1 hugetlb hierarchy but has the controller in its cgroup2 (unified)
+/// hierarchy, the container gets a cgroup there too, after the v1 ones, as runc places
+/// containers in the unified hierarchy of a hybrid host. Only then: moving a process into a
+/// v2 cgroup costs an RCU grace period (see [`attach_self`]), which every other container is
+/// spared.
+pub fn dirs_for_limits(rel: &Path, hugetlb: bool) -> Result<Vec<PathBuf>, CgroupError> {
     let h = hierarchies()?;
+    Ok(dirs_of(&h, rel, hugetlb, |mp| {
+        std::fs::read_to_string(mp.join("cgroup.controllers")).unwrap_or_default()
+    }))
+}
+
+/// [`dirs_for_limits`] for the hierarchies `h`; `controllers` reads a cgroup2 mount's
+/// root cgroup.controllers.
+fn dirs_of(
+    h: &[Hierarchy],
+    rel: &Path,
+    hugetlb: bool,
+    controllers: impl Fn(&Path) -> String,
+) -> Vec<PathBuf> {
     let v1: Vec<&Hierarchy> = h.iter().filter(|(_, c)| c.is_some()).collect();
+    let unified = h.iter().find(|(_, c)| c.is_none()).map(|(mp, _)| mp);
     if v1.is_empty() {
-        if let Some((mp, _)) = h.iter().find(|(_, c)| c.is_none()) {
-            return Ok(vec![mp.join(rel)]);
-        }
-        return Ok(Vec::new());
+        return unified.map(|mp| vec![mp.join(rel)]).unwrap_or_default();
     }
-    let mut dirs = Vec::new();
-    for (mp, _) in v1 {
+    let mut dirs: Vec<PathBuf> = v1.iter().map(|(mp, _)| mp.join(rel)).collect();
+    let v1_hugetlb = v1
+        .iter()
+        .any(|(_, c)| c.iter().flatten().any(|c| c == "hugetlb"));
+    if let Some(mp) = unified
+        && hugetlb
+        && !v1_hugetlb
+        && controllers(mp).split_whitespace().any(|c| c == "hugetlb")
+    {
         dirs.push(mp.join(rel));
     }
-    Ok(dirs)
+    dirs
 }
 
 /// Creates the directories (cpuset ones inherit their parent's cpus and mems). An existing
@@ -828,17 +856,19 @@ fn hugetlb_writes(
                 ),
             });
         }
-        let (limit_file, rsvd_file) = if v2 {
-            (
-                format!("hugetlb.{size}.max"),
-                format!("hugetlb.{size}.rsvd.max"),
-            )
-        } else {
-            (
-                format!("hugetlb.{size}.limit_in_bytes"),
-                format!("hugetlb.{size}.rsvd.limit_in_bytes"),
-            )
-        };
+        let v2_files = (
+            format!("hugetlb.{size}.max"),
+            format!("hugetlb.{size}.rsvd.max"),
+        );
+        let v1_files = (
+            format!("hugetlb.{size}.limit_in_bytes"),
+            format!("hugetlb.{size}.rsvd.limit_in_bytes"),
+        );
+        // The files' names say the version: on a hybrid host the container's hugetlb
+        // cgroup may be its unified one ([`dirs_for_limits`]) beside v1 ones.
+        let in_v2 = v2
+            || (with_file(dirs, &v1_files.0).is_none() && with_file(dirs, &v2_files.0).is_some());
+        let (limit_file, rsvd_file) = if in_v2 { v2_files } else { v1_files };
         let path = with_file(dirs, &limit_file).ok_or_else(|| CgroupError::Resource {
             field: field.clone(),
             why: format!(
@@ -850,13 +880,13 @@ fn hugetlb_writes(
                 } else if v1_mounted() {
                     "the container has no hugetlb cgroup, though this host mounts that hierarchy: it was created by an older cordon-oci, or before the hierarchy was mounted; recreate it".to_string()
                 } else {
-                    "the hugetlb controller is not mounted as a cgroup v1 hierarchy (on a hybrid host it may be on the unified one, where cordon-oci does not place containers)".to_string()
+                    "the container has no hugetlb cgroup: this host mounts no cgroup v1 hugetlb hierarchy, and a container gets one in the unified hierarchy of a hybrid host only when created with hugepageLimits; recreate it with them".to_string()
                 }
             ),
         })?;
         // v2 says `max` for no limit; v1 takes -1.
         let value = match l.limit() {
-            n if n < 0 && v2 => "max".to_string(),
+            n if n < 0 && in_v2 => "max".to_string(),
             n => n.to_string(),
         };
         // The limit first (as runc): if the kernel refuses it, the reservation limit is
@@ -2169,6 +2199,46 @@ mod tests {
         }
     }
 
+    /// A v1 cgroup directory without hugetlb files.
+    fn v1_plain() -> tempfile::TempDir {
+        fake_cgroup(false, &["memory.limit_in_bytes"])
+    }
+
+    // A hybrid host: the unified hierarchy only for a container with huge page limits, only
+    // when no v1 hierarchy has the controller and the unified one does; never on a pure v1
+    // or v2 layout's account.
+    #[test]
+    fn the_unified_hierarchy_of_a_hybrid_host_only_for_huge_pages_it_alone_has() {
+        let v1 = |c: &[&str]| {
+            (
+                PathBuf::from(format!("/sys/fs/cgroup/{}", c.join(","))),
+                Some(c.iter().map(|s| s.to_string()).collect::<Vec<_>>()),
+            )
+        };
+        let unified: Hierarchy = (PathBuf::from("/sys/fs/cgroup/unified"), None);
+        let hybrid = [v1(&["memory"]), v1(&["pids"]), unified.clone()];
+        let rel = Path::new("cordon/c1");
+        let has = |_: &Path| "hugetlb".to_string();
+        let lacks = |_: &Path| String::new();
+        let v1_dirs = vec![
+            PathBuf::from("/sys/fs/cgroup/memory/cordon/c1"),
+            PathBuf::from("/sys/fs/cgroup/pids/cordon/c1"),
+        ];
+        assert_eq!(dirs_of(&hybrid, rel, false, has), v1_dirs);
+        assert_eq!(dirs_of(&hybrid, rel, true, lacks), v1_dirs);
+        let mut with = v1_dirs.clone();
+        with.push(PathBuf::from("/sys/fs/cgroup/unified/cordon/c1"));
+        assert_eq!(dirs_of(&hybrid, rel, true, has), with);
+        // A v1 hugetlb hierarchy holds it there.
+        let v1_hugetlb = [v1(&["memory"]), v1(&["hugetlb"]), unified.clone()];
+        assert_eq!(dirs_of(&v1_hugetlb, rel, true, has).len(), 2);
+        // Pure v2: its one directory, whatever is asked.
+        assert_eq!(
+            dirs_of(&[unified], rel, true, has),
+            [PathBuf::from("/sys/fs/cgroup/unified/cordon/c1")]
+        );
+    }
+
     #[test]
     fn hugepage_limits_write_the_limit_and_the_reservation_limit() {
         let lim = |json: &str| -> Vec<oci_spec::runtime::LinuxHugepageLimit> {
@@ -2253,7 +2323,34 @@ mod tests {
         let e = hugetlb_writes(&[none.path().to_path_buf()], &lim(two), false, || false)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("not mounted as a cgroup v1 hierarchy"), "{e}");
+        assert!(
+            e.contains("mounts no cgroup v1 hugetlb hierarchy")
+                && e.contains("recreate it with them"),
+            "{e}"
+        );
+        // A hybrid host's container: v1 cgroups, and a unified one with the controller
+        // (dirs_for_limits): the v2 files there, in v2's words.
+        let plain = v1_plain();
+        let mixed = [
+            plain.path().to_path_buf(),
+            fake_cgroup(true, &["hugetlb.2MB.max", "hugetlb.2MB.rsvd.max"]).keep(),
+        ];
+        assert_eq!(
+            names(
+                hugetlb_writes(
+                    &mixed,
+                    &lim(r#"[{"pageSize": "2MB", "limit": -1}]"#),
+                    false,
+                    || false
+                )
+                .unwrap()
+            ),
+            [
+                w("hugetlb.2MB.max", "max"),
+                w("hugetlb.2MB.rsvd.max", "max")
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&mixed[1]);
         // A container of a cordon-oci without huge page limits, on a host that mounts the
         // hierarchy: it has no hugetlb cgroup, and only a new container gets one.
         let e = hugetlb_writes(&[none.path().to_path_buf()], &lim(two), false, || true)

@@ -690,7 +690,11 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     };
     // Every hierarchy, cpuset included (seeded from its parent), as runc: a later
     // `update --cpuset-cpus` (podman update) then has the container's own cpuset to write.
-    let dirs = cgroup::dirs_for(&rel)?;
+    let hugetlb = resources
+        .as_ref()
+        .and_then(|r| r.hugepage_limits().as_ref())
+        .is_some_and(|h| !h.is_empty());
+    let dirs = cgroup::dirs_for_limits(&rel, hugetlb)?;
     // What a cgroup must hold: fields of 0 are unset (as cgroup::apply reads them), and a
     // `memory` or `cpu` object with nothing set in it asks for nothing.
     let set = |v: serde_json::Value| v.as_object().is_some_and(|o| !o.is_empty());
@@ -773,10 +777,14 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         }
         // An unprivileged user usually may not create cgroups: fine when no limit was asked.
         Err(e) if rootless() && !has_limits => {
-            ctx.log(
-                "debug",
-                &format!("rootless: running without a cgroup ({e})"),
-            );
+            // As runc rootless. A cgroupsPath the config named is not where the container
+            // runs, which its caller may look for: said in the log as a warning.
+            let level = if c.cgroups_path.is_some() {
+                "warning"
+            } else {
+                "debug"
+            };
+            ctx.log(level, &format!("rootless: running without a cgroup ({e})"));
         }
         Err(e) if rootless() => {
             let why = if v2_own.is_some() {
