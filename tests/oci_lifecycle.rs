@@ -2688,6 +2688,30 @@ both!(fn cgroup_v1_mount_shows_only_the_containers_cgroups(who) {
     }
 });
 
+// A `cgroup` mount on a v1/hybrid host is made of binds, which take no filesystem options:
+// one it was given (cgroup2's `nsdelegate`) fails create, naming the mount, instead of being
+// dropped.
+both!(fn cgroup_v1_mount_with_filesystem_options_is_refused(who) {
+    if cgroup_layout() != CgroupLayout::HybridOrV1 {
+        skip!("SKIP: cgroup_v1_mount_with_filesystem_options_is_refused: not a cgroup v1 host");
+        return;
+    }
+    let Some(b) = Bundle::new(who, &["true"], |c| {
+        for m in c["mounts"].as_array_mut().unwrap() {
+            if m["type"] == "cgroup" {
+                m["options"].as_array_mut().unwrap().push(json!("nsdelegate"));
+            }
+        }
+    }) else { return };
+    let out = b.run(&format!("cgopt-{who:?}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("take no filesystem options") && err.contains("nsdelegate"),
+        "{}",
+        describe(&out)
+    );
+});
+
 // A `cgroup` mount without `ro` on a v1/hybrid host: the container's own cgroups (root's:
 // it gets one per controller hierarchy, blkio and cpuset included) are writable, every other
 // hierarchy (the caller's cgroup: name=systemd, the unified one; all of them for a rootless

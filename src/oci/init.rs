@@ -779,11 +779,28 @@ fn do_mount(
         }
         Ok(())
     };
+    // A mount made as binds instead of the filesystem asked for cannot take that
+    // filesystem's own options: refused rather than dropped.
+    let binds_instead = |how: &str| -> Result<(), Step> {
+        if m.data.is_empty() {
+            return Ok(());
+        }
+        Err((
+            "mount",
+            format!(
+                "mounts[{index}] ({} at {}): {how}, which take no filesystem options; remove {:?} from mounts[{index}].options",
+                m.kind,
+                m.dst.display(),
+                m.data
+            ),
+        ))
+    };
     match m.kind.as_str() {
         "bind" => bind(&m.src, m.recursive, 0)?,
         "cgroup" | "cgroup2" if !cgroup2 => {
             // A v1 (or hybrid) host: a tmpfs with, per hierarchy, the container's own cgroup
             // (as runc), never the hierarchies' roots.
+            binds_instead("on a cgroup v1 host it is made of binds of the container's cgroups")?;
             make_mount_point(&root, &create_at, false)?;
             mount_cgroup_v1(m, v1, &target)?;
         }
@@ -809,14 +826,27 @@ fn do_mount(
             match (r, kind) {
                 // Without its own network (sysfs) or ipc (mqueue) namespace, a user namespace
                 // may not mount these: bind the host's, as runc does for rootless containers.
-                (Err(Errno::EPERM), "sysfs") if in_userns => bind(Path::new("/sys"), true, 0)?,
+                (Err(Errno::EPERM), "sysfs") if in_userns => {
+                    binds_instead(
+                        "its user namespace may not mount sysfs, so the host's /sys is bound",
+                    )?;
+                    bind(Path::new("/sys"), true, 0)?
+                }
                 (Err(Errno::EPERM), "mqueue") if in_userns => {
+                    binds_instead(
+                        "its user namespace may not mount mqueue, so the host's /dev/mqueue is bound",
+                    )?;
                     bind(Path::new("/dev/mqueue"), true, 0)?
                 }
                 // Pure v2: a cgroup2 mount first (it works in the container's own cgroup
                 // namespace, rooted at its cgroup); refused (EPERM, or EBUSY as runc also
                 // takes it), a bind.
-                (Err(Errno::EPERM | Errno::EBUSY), "cgroup2") if in_userns => bind_cgroup2()?,
+                (Err(Errno::EPERM | Errno::EBUSY), "cgroup2") if in_userns => {
+                    binds_instead(
+                        "its user namespace may not mount cgroup2, so its cgroup is bound",
+                    )?;
+                    bind_cgroup2()?
+                }
                 (Err(Errno::EINVAL), _) if !m.data.is_empty() => {
                     return Err((
                         "mount",
