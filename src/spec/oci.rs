@@ -20,6 +20,82 @@ pub enum OciConfigError {
     Invalid { field: String, why: String },
 }
 
+/// The newest runtime spec cordon-oci implements (its `features` says so too).
+pub const SPEC_VERSION: (u64, u64) = (1, 2);
+
+/// A config of a runtime spec newer than [`SPEC_VERSION`] may hold fields that version added,
+/// which the parser here does not know and would drop: those are refused, naming them (in
+/// such a config they are not extensions, which the spec has runtimes ignore, but settings
+/// of the container). A config of 1.2 or before keeps the spec's rule: unknown properties
+/// are ignored.
+fn refuse_unknown_fields_of_newer_versions(spec: &Spec, text: &[u8]) -> Result<(), OciConfigError> {
+    let mut parts = spec.version().split(['.', '-', '+']);
+    let mut num = || parts.next().and_then(|p| p.parse::<u64>().ok());
+    let (Some(major), Some(minor)) = (num(), num()) else {
+        return Ok(()); // from_spec refuses a version that is not 1.x.y.
+    };
+    if (major, minor) <= SPEC_VERSION {
+        return Ok(());
+    }
+    let (Ok(given), Ok(read)) = (
+        serde_json::from_slice::<serde_json::Value>(text),
+        serde_json::to_value(spec),
+    ) else {
+        return Ok(());
+    };
+    let mut unknown = Vec::new();
+    unknown_fields(&given, &read, "", &mut unknown);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(unsupported(
+        unknown.join("`, `"),
+        format!(
+            "the config is of runtime spec {}, newer than the {}.{} cordon-oci implements, and these fields are not in {}.{}: cordon-oci would ignore them; remove them, or write the config for runtime spec {}.{}",
+            spec.version(),
+            SPEC_VERSION.0,
+            SPEC_VERSION.1,
+            SPEC_VERSION.0,
+            SPEC_VERSION.1,
+            SPEC_VERSION.0,
+            SPEC_VERSION.1
+        ),
+    ))
+}
+
+/// The paths of the non-null values of `given` that `read` (the same JSON, parsed and
+/// written back) lacks. Maps (annotations, sysctl) come back whole; arrays element by element.
+fn unknown_fields(
+    given: &serde_json::Value,
+    read: &serde_json::Value,
+    at: &str,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    match (given, read) {
+        (Value::Object(g), Value::Object(r)) => {
+            for (k, v) in g {
+                let path = if at.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{at}.{k}")
+                };
+                match r.get(k) {
+                    None if !v.is_null() => out.push(path),
+                    None => {}
+                    Some(rv) => unknown_fields(v, rv, &path, out),
+                }
+            }
+        }
+        (Value::Array(g), Value::Array(r)) => {
+            for (i, (v, rv)) in g.iter().zip(r).enumerate() {
+                unknown_fields(v, rv, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Parses JSON into `T`; an error names the field it is in (`process.capabilities.bounding[2]:
 /// unknown variant ...`), not only its line and column.
 pub fn parse_json<T: serde::de::DeserializeOwned>(text: &[u8]) -> Result<T, String> {
@@ -194,6 +270,7 @@ impl Container {
             why,
         })?;
         refuse_mount_id_mappings(text)?;
+        refuse_unknown_fields_of_newer_versions(&spec, text)?;
         Container::from_spec(spec, bundle)
     }
 
@@ -1415,6 +1492,36 @@ mod tests {
         // Trailing data after the object is refused, as before.
         let got = e(&format!("{BASE} x"));
         assert!(got.contains("trailing characters"), "{got}");
+    }
+
+    // A config of a newer runtime spec: the fields cordon-oci does not know are refused,
+    // named; one of 1.2 or before ignores them (extensions, as the spec requires).
+    #[test]
+    fn fields_of_a_newer_runtime_spec_are_refused_not_dropped() {
+        let with = |version: &str| {
+            let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+            v["ociVersion"] = serde_json::json!(version);
+            v["linux"]["futureKnob"] = serde_json::json!({"on": true});
+            v["process"]["rlimits"] =
+                serde_json::json!([{"type": "RLIMIT_NOFILE", "soft": 1, "hard": 1, "future": 2}]);
+            v["annotations"] = serde_json::json!({"org.example/x": "y"});
+            v["linux"]["sysctl"] = serde_json::json!({"net.ipv4.ip_forward": "1"});
+            v["hostname"] = serde_json::Value::Null;
+            Container::from_json(v.to_string().as_bytes(), Path::new("/b"))
+                .map_err(|e| e.to_string())
+        };
+        let e = with("1.3.0").unwrap_err();
+        assert!(
+            e.contains("`linux.futureKnob`, `process.rlimits[0].future`") && e.contains("1.3.0"),
+            "{e}"
+        );
+        for v in ["1.2.1", "1.0.2", "1.2.0-rc.1"] {
+            assert!(with(v).is_ok(), "{v}: {:?}", with(v));
+        }
+        // A 1.3 config with only fields cordon-oci knows runs.
+        let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+        v["ociVersion"] = serde_json::json!("1.3.0");
+        assert!(Container::from_json(v.to_string().as_bytes(), Path::new("/b")).is_ok());
     }
 
     #[test]
