@@ -1353,6 +1353,127 @@ fn rootless_systemd_cgroup_gets_a_scope_from_the_user_manager() {
     );
 }
 
+// Root on a host booted with systemd: `--systemd-cgroup` asks the system manager for the
+// container's scope (machine.slice:cordon:ID), as runc and crun do, instead of making the
+// cgroup behind systemd's back in a slice it manages. scripts/vm-test's guest has no system
+// manager (its PID 1 is a script); root's own systemd user manager, on its session bus,
+// stands in for it through DBUS_SYSTEM_BUS_ADDRESS, the address a system bus client takes:
+// the calls and the scope are the same, the manager is not PID 1. With no system bus to
+// reach, root makes the cgroup itself, at the cgroupsPath's place, and says so.
+#[test]
+fn root_systemd_cgroup_gets_a_scope_from_the_system_manager() {
+    let test = "root_systemd_cgroup_gets_a_scope_from_the_system_manager";
+    if !running_as_root() || cgroup_layout() != CgroupLayout::PureV2 {
+        skip!(
+            "SKIP: {test}: needs root on a pure cgroup v2 host with a systemd manager (scripts/vm-test's guest)"
+        );
+        return;
+    }
+    let required = std::env::var("CORDON_TEST_REQUIRE_USER_MANAGER").as_deref() == Ok("1");
+    let v = std::env::var("CORDON_TEST_SYSTEM_MANAGER").unwrap_or_default();
+    let Some((bus, manager)) = v.rsplit_once(':').filter(|_| !v.is_empty()) else {
+        assert!(
+            !required,
+            "{test}: CORDON_TEST_REQUIRE_USER_MANAGER=1 without CORDON_TEST_SYSTEM_MANAGER"
+        );
+        skip!(
+            "SKIP: {test}: no systemd manager for root (CORDON_TEST_SYSTEM_MANAGER; scripts/vm-test starts one)"
+        );
+        return;
+    };
+    let manager = PathBuf::from(manager);
+    assert!(
+        Path::new("/run/systemd/system").is_dir(),
+        "{test}: the host must look booted with systemd (/run/systemd/system)"
+    );
+    let id = "sdroot1";
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |c| {
+        c["linux"]["cgroupsPath"] = json!(format!("machine.slice:cordon:{id}"));
+        c["linux"]["resources"] = json!({"memory": {"limit": 67108864}, "pids": {"limit": 50}});
+    }) else {
+        return;
+    };
+    let oci = |bus: &str, args: &[&str]| {
+        b.output_of(
+            || {
+                let mut cmd = b.command(args);
+                cmd.env("DBUS_SYSTEM_BUS_ADDRESS", bus);
+                cmd
+            },
+            args,
+        )
+    };
+    let bundle = b.path().display().to_string();
+    let _d = Deleted(&b, id.to_string());
+    let out = oci(
+        bus,
+        &["--systemd-cgroup", "create", "--bundle", &bundle, id],
+    );
+    assert!(
+        out.status.success() && !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "create: {}",
+        describe(&out)
+    );
+    let pid = b.state(id)["pid"].as_i64().unwrap();
+    let dir = v2_cgroup_of(pid);
+    assert!(
+        dir.starts_with(&manager)
+            && dir.ends_with(format!("machine.slice/cordon-{id}.scope/container")),
+        "the container's cgroup {} is not the container leaf of cordon-{id}.scope in the manager's tree {}",
+        dir.display(),
+        manager.display()
+    );
+    assert_eq!(read_trim(&dir.join("memory.max")), "67108864");
+    assert_eq!(read_trim(&dir.join("pids.max")), "50");
+    let scope = dir.parent().unwrap().to_path_buf();
+    assert_eq!(
+        read_trim(&scope.join("cordon-oci/cgroup.procs")),
+        "",
+        "cordon-oci's leaf of {}",
+        scope.display()
+    );
+    let out = oci(bus, &["--systemd-cgroup", "delete", "--force", id]);
+    assert!(out.status.success(), "delete: {}", describe(&out));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while scope.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !scope.exists(),
+        "{} outlived the deleted container",
+        scope.display()
+    );
+
+    // No system bus: the cgroup made directly at machine.slice/cordon-ID.scope, with a warning.
+    let id = "sdroot2";
+    let _d = Deleted(&b, id.to_string());
+    let cfg_path = b.path().join("config.json");
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+    cfg["linux"]["cgroupsPath"] = json!(format!("machine.slice:cordon:{id}"));
+    std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    let nobus = "unix:path=/nonexistent/cordon-test-bus";
+    let out = oci(
+        nobus,
+        &["--systemd-cgroup", "create", "--bundle", &bundle, id],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && err.contains("no scope from the systemd system manager"),
+        "create without a bus: {}",
+        describe(&out)
+    );
+    let pid = b.state(id)["pid"].as_i64().unwrap();
+    let dir = v2_cgroup_of(pid);
+    assert_eq!(
+        dir,
+        Path::new("/sys/fs/cgroup/machine.slice").join(format!("cordon-{id}.scope"))
+    );
+    assert_eq!(read_trim(&dir.join("memory.max")), "67108864");
+    let out = oci(nobus, &["--systemd-cgroup", "delete", "--force", id]);
+    assert!(out.status.success(), "delete: {}", describe(&out));
+    assert!(!dir.exists(), "{} outlived delete", dir.display());
+}
+
 // The same through podman itself: rootless, with the systemd cgroup manager (podman's
 // default on a systemd host), started from a login session's cgroup. podman puts conmon in
 // a scope of the user manager and runs cordon-oci with --systemd-cgroup; `--memory` must

@@ -84,14 +84,40 @@ impl UserScope for NoScope {
     }
 }
 
-/// The caller's systemd user manager, through `busctl --user`.
+/// The caller's systemd user manager, through `busctl --user`; or, for a root cordon-oci
+/// on a host booted with systemd, the system manager, through `busctl --system`
+/// ([`SystemdUserScope::system_from_env`]).
 #[derive(Debug, Clone)]
 pub struct SystemdUserScope {
-    /// The session bus address, or why there is none.
+    /// The session (or system) bus address, or why there is none.
     bus: Result<String, String>,
     busctl: Option<PathBuf>,
     /// Set by [`OPT_OUT_ENV`].
     disabled: bool,
+    /// The system manager on the system bus, not the user manager on the session bus.
+    system: bool,
+}
+
+/// The system bus's socket when `$DBUS_SYSTEM_BUS_ADDRESS` does not name another (the D-Bus
+/// specification's default).
+pub const SYSTEM_BUS_SOCKET: &str = "/run/dbus/system_bus_socket";
+
+/// The system bus: `$DBUS_SYSTEM_BUS_ADDRESS`, else [`SYSTEM_BUS_SOCKET`] when it exists; or
+/// why there is none.
+pub fn system_bus(
+    system_bus_env: Option<&str>,
+    exists: &dyn Fn(&Path) -> bool,
+) -> Result<String, String> {
+    if let Some(bus) = system_bus_env.filter(|s| !s.is_empty()) {
+        return Ok(bus.to_string());
+    }
+    if exists(Path::new(SYSTEM_BUS_SOCKET)) {
+        Ok(format!("unix:path={SYSTEM_BUS_SOCKET}"))
+    } else {
+        Err(format!(
+            "no system bus: DBUS_SYSTEM_BUS_ADDRESS is not set and {SYSTEM_BUS_SOCKET} does not exist (no dbus-daemon or dbus-broker running)"
+        ))
+    }
 }
 
 /// The session bus: `$DBUS_SESSION_BUS_ADDRESS`, else the socket `$XDG_RUNTIME_DIR/bus` when it
@@ -158,7 +184,31 @@ impl SystemdUserScope {
             bus: session_bus(session_bus_env, xdg_runtime_dir, exists),
             busctl: BUSCTL_PATHS.iter().map(PathBuf::from).find(|p| exists(p)),
             disabled: opted_out(opt_out),
+            system: false,
         }
+    }
+
+    /// The system manager, on the system bus ([`system_bus`]).
+    pub fn new_system(system_bus_env: Option<&str>, exists: &dyn Fn(&Path) -> bool) -> Self {
+        SystemdUserScope {
+            bus: system_bus(system_bus_env, exists),
+            busctl: BUSCTL_PATHS.iter().map(PathBuf::from).find(|p| exists(p)),
+            disabled: false,
+            system: true,
+        }
+    }
+
+    /// [`SystemdUserScope::new_system`] from the environment and the real filesystem.
+    pub fn system_from_env() -> Self {
+        SystemdUserScope::new_system(
+            std::env::var("DBUS_SYSTEM_BUS_ADDRESS").ok().as_deref(),
+            &|p| p.exists(),
+        )
+    }
+
+    /// "user" or "system", for messages.
+    fn manager(&self) -> &'static str {
+        if self.system { "system" } else { "user" }
     }
 
     /// From cordon's environment and the real filesystem.
@@ -188,16 +238,22 @@ impl SystemdUserScope {
         Ok((bus, busctl))
     }
 
-    /// `busctl --user ARGS` on the session bus; its stdout, or the error it printed.
+    /// `busctl --user ARGS` on the session bus (`--system` on the system bus); its stdout,
+    /// or the error it printed.
     fn busctl(&self, args: &[&str]) -> Result<String, String> {
         let (bus, busctl) = self.ready()?;
         let timeout = format!("--timeout={CALL_TIMEOUT_S}");
+        let (flag, env) = if self.system {
+            ("--system", "DBUS_SYSTEM_BUS_ADDRESS")
+        } else {
+            ("--user", "DBUS_SESSION_BUS_ADDRESS")
+        };
         let out = Command::new(busctl)
-            .args(["--user", "--no-pager", &timeout])
+            .args([flag, "--no-pager", &timeout])
             // The end of busctl's options: a unit or slice name may start with `-` (`-.slice`).
             .arg("--")
             .args(args)
-            .env("DBUS_SESSION_BUS_ADDRESS", bus)
+            .env(env, bus)
             .env("SYSTEMD_COLORS", "0")
             .stdin(Stdio::null())
             .output()
@@ -208,7 +264,8 @@ impl SystemdUserScope {
         let err = String::from_utf8_lossy(&out.stderr);
         let err = err.trim();
         Err(format!(
-            "the systemd user manager on {bus} refused or did not answer ({}): {}",
+            "the systemd {} manager on {bus} refused or did not answer ({}): {}",
+            self.manager(),
             out.status,
             if err.is_empty() {
                 "busctl printed no error"
@@ -385,7 +442,14 @@ impl SystemdUserScope {
                     ])
                     .is_ok()
         };
-        wait_for_move(&unit, &job, read, job_pending, Instant::now() + WAIT)
+        wait_for_move(&unit, &job, read, job_pending, Instant::now() + WAIT).map_err(|e| {
+            if self.system {
+                e.replace("the user manager", "the system manager")
+                    .replace("journalctl --user", "journalctl")
+            } else {
+                e
+            }
+        })
     }
 }
 
@@ -505,6 +569,28 @@ mod tests {
         );
         assert_eq!(address_escape(b"/run/user/1000/bus"), "/run/user/1000/bus");
         assert_eq!(address_escape(b"-_.*\\"), "-_.*\\");
+    }
+
+    #[test]
+    fn system_bus_from_env_or_its_default_socket() {
+        let all = |_: &Path| true;
+        let none = |_: &Path| false;
+        assert_eq!(
+            system_bus(Some("unix:path=/run/x"), &none),
+            Ok("unix:path=/run/x".to_string())
+        );
+        assert_eq!(
+            system_bus(None, &all),
+            Ok(format!("unix:path={SYSTEM_BUS_SOCKET}"))
+        );
+        let e = system_bus(Some(""), &none).unwrap_err();
+        assert!(
+            e.contains(SYSTEM_BUS_SOCKET) && e.contains("DBUS_SYSTEM_BUS_ADDRESS"),
+            "{e}"
+        );
+        let s = SystemdUserScope::new_system(None, &all);
+        assert_eq!(s.manager(), "system");
+        assert_eq!(s.reachable(), Ok(format!("unix:path={SYSTEM_BUS_SOCKET}")));
     }
 
     #[test]

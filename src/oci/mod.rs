@@ -470,16 +470,22 @@ const SCOPE_EXISTS_WAIT: std::time::Duration = std::time::Duration::from_secs(3)
 ///
 /// None when there is no such cgroupsPath; Some(Err(why)) when the manager gave no scope
 /// (create then fails if the config has limits, else runs without a cgroup).
-fn systemd_user_scope(
+///
+/// `system`: a root cordon-oci on a host booted with systemd asks the system manager (on the
+/// system bus) the same way, as runc and crun do, so that the container's scope is a unit
+/// systemd knows, not a cgroup made behind its back in a slice it manages (whose controllers
+/// it may take away when it next realizes the slice). An empty slice is then `system.slice`.
+fn systemd_scope(
     ctx: &Ctx,
     cgroups_path: Option<&str>,
     id: &str,
+    system: bool,
 ) -> Result<Option<Result<PathBuf, String>>, OciError> {
     let Some(p) = cgroups_path.filter(|p| !p.is_empty()) else {
         return Ok(None);
     };
     // runc's rootless default slice; systemd_unit's default is the system manager's.
-    let p = &if p.starts_with(':') {
+    let p = &if p.starts_with(':') && !system {
         format!("user.slice{p}")
     } else {
         p.to_string()
@@ -492,7 +498,7 @@ fn systemd_user_scope(
     })?;
     if !unit.ends_with(".scope") {
         return Ok(Some(Err(format!(
-            "linux.cgroupsPath {p:?} names a slice as the container's unit; an unprivileged cordon-oci makes scopes only (give slice:prefix:name)"
+            "linux.cgroupsPath {p:?} names a slice as the container's unit; cordon-oci asks the systemd manager for scopes only (give slice:prefix:name)"
         ))));
     }
     // The manager finds the scope's process by its pid in the manager's pid namespace, and
@@ -509,7 +515,11 @@ fn systemd_user_scope(
         )));
     }
     let pid = std::process::id();
-    let scope = crate::limits::SystemdUserScope::from_env();
+    let scope = if system {
+        crate::limits::SystemdUserScope::system_from_env()
+    } else {
+        crate::limits::SystemdUserScope::from_env()
+    };
     let description = format!("cordon-oci container {id}");
     // A scope of the same name that is still going away (a container deleted and created
     // again at once, as `podman restart` does) is waited for, briefly.
@@ -545,7 +555,8 @@ fn systemd_user_scope(
     ctx.log(
         "debug",
         &format!(
-            "rootless --systemd-cgroup: in the scope {unit} (/{})",
+            "--systemd-cgroup: in the scope {unit} of the {} manager (/{})",
+            if system { "system" } else { "user" },
             scope_rel.display()
         ),
     );
@@ -560,6 +571,12 @@ fn systemd_user_scope(
             .map_err(io_err("move cordon-oci into its leaf of the scope", &procs))?;
     }
     Ok(Some(Ok(scope_rel.join(SCOPE_CONTAINER_LEAF))))
+}
+
+/// Whether the host was booted with systemd as its system manager (sd_booted(3): the
+/// directory /run/systemd/system exists).
+fn systemd_booted() -> bool {
+    Path::new("/run/systemd/system").is_dir()
 }
 
 /// Not root of the host: another uid, or uid 0 of a user namespace (rootless podman runs
@@ -674,11 +691,24 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     // The cgroup and its limits exist before any process of the container does.
     let resources = c.setup().resources.clone();
     let v2_own = cgroup::own_v2_cgroup()?;
-    let user_scope = if ctx.systemd && rootless() && v2_own.is_some() {
-        systemd_user_scope(ctx, c.cgroups_path.as_deref(), &a.id)?
+    // `--systemd-cgroup` on a pure v2 host: the scope from the caller's user manager
+    // (rootless), or from the system manager when the host was booted with systemd (root).
+    let system_manager = !rootless() && systemd_booted();
+    let mut user_scope = if ctx.systemd && v2_own.is_some() && (rootless() || system_manager) {
+        systemd_scope(ctx, c.cgroups_path.as_deref(), &a.id, system_manager)?
     } else {
         None
     };
+    // Root makes the cgroup itself when the system manager gives none (as before it asked):
+    // said, since systemd does not know that cgroup.
+    if system_manager && let Some(Err(why)) = &user_scope {
+        let msg = format!(
+            "--systemd-cgroup: no scope from the systemd system manager ({why}); the container's cgroup is made directly at the cgroupsPath's place, unknown to systemd"
+        );
+        ctx.log("warning", &msg);
+        eprintln!("cordon-oci: warning: {msg}");
+        user_scope = None;
+    }
     let rel = match &user_scope {
         Some(Ok(rel)) => rel.clone(),
         _ => cgroup::relative_path(
