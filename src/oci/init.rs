@@ -492,16 +492,22 @@ fn build_root(
     for (i, m) in c.setup().mounts.iter().enumerate() {
         do_mount(c, i, m, in_userns, cgroup2, v1, v2_own)?;
     }
+    // A config binding a directory over /dev brings its own nodes (cordon-oci makes none
+    // there, as runc); `create` says which of linux.devices it lacks (bound_dev_mismatches).
     if c.setup().default_devices {
         make_devices(c, in_userns)?;
-    } else {
-        check_bound_devices(c)?;
     }
     Ok(())
 }
 
-/// The node a device entry asks for: (file type bits, major, minor). A FIFO has no numbers.
-fn node_matches(st: &nix::sys::stat::FileStat, kind: char, major: u64, minor: u64) -> bool {
+/// Whether `st` is the node a device entry asks for: its file type and (but for a FIFO) its
+/// numbers.
+pub(super) fn node_matches(
+    st: &nix::sys::stat::FileStat,
+    kind: char,
+    major: u64,
+    minor: u64,
+) -> bool {
     let want = match kind {
         'b' => libc::S_IFBLK,
         'p' => libc::S_IFIFO,
@@ -511,51 +517,6 @@ fn node_matches(st: &nix::sys::stat::FileStat, kind: char, major: u64, minor: u6
         && (kind == 'p'
             || (nix::sys::stat::major(st.st_rdev) == major
                 && nix::sys::stat::minor(st.st_rdev) == minor))
-}
-
-/// A config that binds a directory over /dev brings its own nodes, and cordon-oci makes none
-/// (as runc): each node of linux.devices must then be there already, as asked, or create
-/// fails naming it, rather than the container starting without it (or with another device
-/// under its name).
-fn check_bound_devices(c: &Container) -> Result<(), Step> {
-    use nix::fcntl::OFlag;
-    if c.setup().devices.is_empty() {
-        return Ok(());
-    }
-    let root = nix::fcntl::open(
-        c.rootfs(),
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(ep("open the root filesystem", c.rootfs()))?;
-    for (i, d) in c.setup().devices.iter().enumerate() {
-        let node = open_in_root(&root, &d.path, OFlag::O_PATH | OFlag::O_NOFOLLOW).map_err(|e| {
-            (
-                "find a device of linux.devices in the /dev a mount binds",
-                format!(
-                    "linux.devices[{i}] {}: {e}; a bind mount over /dev brings the host's nodes and cordon-oci makes none there: bind the node too, or remove the /dev bind",
-                    d.path.display()
-                ),
-            )
-        })?;
-        let st = nix::sys::stat::fstat(&node).map_err(ep("inspect the device", &d.path))?;
-        if !node_matches(&st, d.kind, d.major, d.minor) {
-            return Err((
-                "find a device of linux.devices in the /dev a mount binds",
-                format!(
-                    "linux.devices[{i}] {}: the node there is not the {} {}:{} the config asks for (mode {:o}, device {}:{})",
-                    d.path.display(),
-                    d.kind,
-                    d.major,
-                    d.minor,
-                    st.st_mode,
-                    nix::sys::stat::major(st.st_rdev),
-                    nix::sys::stat::minor(st.st_rdev)
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Remounts a bind mount with `flags` ([`mounts::remount_bind`]).
@@ -1204,15 +1165,24 @@ fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
         // more open than the config's mode (the bind keeps the host's mode and owner). A
         // FIFO needs no privilege: made as outside one.
         if in_userns && kind != 'p' {
-            let st = nix::sys::stat::lstat(&path).map_err(|e| {
-                (
-                    "find the host's node of a device (a user namespace cannot make one)",
-                    format!("{}: {e}", path.display()),
-                )
-            })?;
+            const STEP: &str =
+                "bind the host's node of a device (a user namespace cannot make one)";
+            // Opened once (a symlink, /dev/disk/by-id/..., followed as a bind follows it):
+            // the node checked is the node bound, whatever the path names meanwhile.
+            let node = nix::fcntl::open(&path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+                .map_err(|e| {
+                    (
+                        STEP,
+                        format!(
+                            "{}: {e}; in a user namespace a device of linux.devices must exist on the host under the same path",
+                            path.display()
+                        ),
+                    )
+                })?;
+            let st = nix::sys::stat::fstat(&node).map_err(ep("inspect the host's node", &path))?;
             if !node_matches(&st, kind, major, minor) {
                 return Err((
-                    "bind the host's node of a device (a user namespace cannot make one)",
+                    STEP,
                     format!(
                         "{}: the host's node is not the {kind} {major}:{minor} the config asks for (mode {:o}, device {}:{}); in a user namespace a device of linux.devices must exist on the host under the same path",
                         path.display(),
@@ -1222,24 +1192,27 @@ fn make_devices(c: &Container, in_userns: bool) -> Result<(), Step> {
                     ),
                 ));
             }
-            let wider = st.st_mode & 0o7777 & !(mode & 0o7777);
-            if wider != 0 {
+            let (host, asked) = (st.st_mode & 0o7777, mode & 0o7777);
+            if host & !asked != 0 {
                 return Err((
-                    "bind the host's node of a device (a user namespace cannot make one)",
+                    STEP,
                     format!(
-                        "{}: the host's node has mode {:o}, more open than the fileMode {:o} the config asks for, and a bound node keeps the host's mode; ask for {:o} or more, or run the container without a user namespace",
-                        path.display(),
-                        st.st_mode & 0o7777,
-                        mode & 0o7777,
-                        st.st_mode & 0o7777
+                        "{}: the host's node has mode {host:o}, more open than the fileMode {asked:o} the config asks for, and a bound node keeps the host's mode; ask for {host:o} or more, or run the container without a user namespace",
+                        path.display()
                     ),
                 ));
             }
             make_mount_point(&root, &resolved(&path), true)?;
             let t = open_in_root(&root, &path, OFlag::O_PATH)
                 .map_err(ep("open a device mount point", &path))?;
-            mount(Some(&path), &fd_path(&t), none, MsFlags::MS_BIND, none)
-                .map_err(ep("bind the device node", &path))?;
+            mount(
+                Some(&fd_path(&node)),
+                &fd_path(&t),
+                none,
+                MsFlags::MS_BIND,
+                none,
+            )
+            .map_err(ep("bind the device node", &path))?;
             continue;
         }
         let (dir, name) = place(&path)?;

@@ -598,6 +598,48 @@ fn in_initial_userns() -> bool {
 /// For a caller that cannot enforce linux.resources.devices: an error naming the first node
 /// of linux.devices (bound into the container from the host) that the rules would deny it
 /// to read or write.
+/// A config that binds a host directory over /dev brings that directory's nodes, and
+/// cordon-oci makes none of linux.devices there (as runc, which does not look): each device
+/// the bound directory lacks, or holds as another node (a USB or input device renumbered
+/// since an engine wrote the config with `-v /dev:/dev`), is a warning naming it, not a
+/// silent difference. Symlinks are followed, as the bind follows them.
+fn bound_dev_mismatches(c: &Container) -> Vec<String> {
+    let Some(src) = c
+        .setup()
+        .mounts
+        .iter()
+        .rev()
+        .find(|m| m.dst == Path::new("/dev") && m.kind == "bind")
+        .map(|m| &m.src)
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, d) in c.setup().devices.iter().enumerate() {
+        let host = src.join(d.path.strip_prefix("/dev").unwrap_or(&d.path));
+        let why = match nix::sys::stat::stat(&host) {
+            Err(e) => format!("{} is not there ({e})", host.display()),
+            Ok(st) if !init::node_matches(&st, d.kind, d.major, d.minor) => format!(
+                "{} is device {}:{} (mode {:o}), not the {} {}:{} asked for",
+                host.display(),
+                nix::sys::stat::major(st.st_rdev),
+                nix::sys::stat::minor(st.st_rdev),
+                st.st_mode,
+                d.kind,
+                d.major,
+                d.minor
+            ),
+            Ok(_) => continue,
+        };
+        out.push(format!(
+            "linux.devices[{i}] {}: a mount binds {} over /dev, and cordon-oci makes no node there: {why}; the container sees what the bound directory holds (recreate the container, or bind the node itself)",
+            d.path.display(),
+            src.display()
+        ));
+    }
+    out
+}
+
 fn unenforced_device_rules(
     c: &config::Container,
     allowlist: &[cgroup::DeviceRule],
@@ -774,6 +816,10 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         })
         .unwrap_or_default();
     let allowlist = cgroup::device_allowlist(&device_rules).map_err(resource_err("config.json"))?;
+    for msg in bound_dev_mismatches(&c) {
+        ctx.log("warning", &msg);
+        eprintln!("cordon-oci: warning: {msg}");
+    }
     if rootless() {
         // Its container is in a user namespace other than the host's, so it cannot make
         // device nodes: it reaches the default ones and those of linux.devices (the host's
