@@ -1359,7 +1359,8 @@ fn rootless_systemd_cgroup_gets_a_scope_from_the_user_manager() {
 // manager (its PID 1 is a script); root's own systemd user manager, on its session bus,
 // stands in for it through DBUS_SYSTEM_BUS_ADDRESS, the address a system bus client takes:
 // the calls and the scope are the same, the manager is not PID 1. With no system bus to
-// reach, root makes the cgroup itself, at the cgroupsPath's place, and says so.
+// reach, root makes the cgroup itself, at the cgroupsPath's place, and says so; a manager
+// that answers without a scope fails create.
 #[test]
 fn root_systemd_cgroup_gets_a_scope_from_the_system_manager() {
     let test = "root_systemd_cgroup_gets_a_scope_from_the_system_manager";
@@ -1432,6 +1433,25 @@ fn root_systemd_cgroup_gets_a_scope_from_the_system_manager() {
         "cordon-oci's leaf of {}",
         scope.display()
     );
+    // A manager that answers but gives no scope (the unit is the running container's) is
+    // not fallen back from: that cgroup is systemd's unit's, and create fails, saying so.
+    let out = oci(
+        bus,
+        &[
+            "--systemd-cgroup",
+            "create",
+            "--bundle",
+            &bundle,
+            "sdroot1b",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("gave no scope") && err.contains("already exists"),
+        "a second container for the same unit: {}",
+        describe(&out)
+    );
+    let _ = oci(bus, &["delete", "--force", "sdroot1b"]);
     let out = oci(bus, &["--systemd-cgroup", "delete", "--force", id]);
     assert!(out.status.success(), "delete: {}", describe(&out));
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -448,6 +448,31 @@ impl Drop for Cleanup {
     }
 }
 
+/// Why a systemd manager gave no scope ([`systemd_scope`]).
+#[derive(Debug)]
+struct NoScope {
+    why: String,
+    /// The manager was reached and refused, or its job did not put cordon-oci in the unit:
+    /// the unit may exist, so its cgroup is not cordon-oci's to make. False when it was not
+    /// asked or could not be reached.
+    answered: bool,
+}
+
+impl std::fmt::Display for NoScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl NoScope {
+    fn unasked(why: String) -> NoScope {
+        NoScope {
+            why,
+            answered: false,
+        }
+    }
+}
+
 /// The leaf of a `--systemd-cgroup` scope that holds cordon-oci itself while it runs (its
 /// `create`, and a foreground `run` until the container exits).
 const SCOPE_RUNTIME_LEAF: &str = "cordon-oci";
@@ -468,7 +493,7 @@ const SCOPE_EXISTS_WAIT: std::time::Duration = std::time::Duration::from_secs(3)
 /// properties, and may set them again. Once nothing of the container runs and cordon-oci is
 /// gone, systemd stops the scope and removes its cgroup with the leaves.
 ///
-/// None when there is no such cgroupsPath; Some(Err(why)) when the manager gave no scope
+/// None when there is no such cgroupsPath; Some(Err(NoScope)) when the manager gave no scope
 /// (create then fails if the config has limits, else runs without a cgroup).
 ///
 /// `system`: a root cordon-oci on a host booted with systemd asks the system manager (on the
@@ -480,7 +505,7 @@ fn systemd_scope(
     cgroups_path: Option<&str>,
     id: &str,
     system: bool,
-) -> Result<Option<Result<PathBuf, String>>, OciError> {
+) -> Result<Option<Result<PathBuf, NoScope>>, OciError> {
     let Some(p) = cgroups_path.filter(|p| !p.is_empty()) else {
         return Ok(None);
     };
@@ -497,9 +522,9 @@ fn systemd_scope(
         })
     })?;
     if !unit.ends_with(".scope") {
-        return Ok(Some(Err(format!(
+        return Ok(Some(Err(NoScope::unasked(format!(
             "linux.cgroupsPath {p:?} names a slice as the container's unit; cordon-oci asks the systemd manager for scopes only (give slice:prefix:name)"
-        ))));
+        )))));
     }
     // The manager finds the scope's process by its pid in the manager's pid namespace, and
     // its cgroup is read back from /proc/self/cgroup: both hold only in the host's pid and
@@ -510,9 +535,9 @@ fn systemd_scope(
         .find_map(|l| l.strip_prefix("NSpid:"))
         .map_or(0, |v| v.split_whitespace().count());
     if nspids != 1 {
-        return Ok(Some(Err(
-            "cordon-oci runs in a pid namespace of its own (/proc/self/status NSpid), where the user manager cannot name it".into(),
-        )));
+        return Ok(Some(Err(NoScope::unasked(
+            "cordon-oci runs in a pid namespace of its own (/proc/self/status NSpid), where the systemd manager cannot name it".into(),
+        ))));
     }
     let pid = std::process::id();
     let scope = if system {
@@ -535,7 +560,16 @@ fn systemd_scope(
             {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            Err(why) => return Ok(Some(Err(format!("cannot start the scope {unit}: {why}")))),
+            Err(why) => {
+                // Not reached at all (no bus, no busctl, nothing listening), or reached and
+                // refused (a unit still there, a failed job, no move into it).
+                let answered = crate::limits::UserScope::reachable(&scope).is_ok()
+                    && !why.contains("Failed to connect to bus");
+                return Ok(Some(Err(NoScope {
+                    why: format!("cannot start the scope {unit}: {why}"),
+                    answered,
+                })));
+            }
         }
     };
     let Some(scope_rel) = obtained
@@ -548,9 +582,12 @@ fn systemd_scope(
                 .all(|c| matches!(c, std::path::Component::Normal(_)))
         })
     else {
-        return Ok(Some(Err(format!(
-            "cordon-oci was moved into {unit}, but /proc/self/cgroup has no cgroup v2 path below the hierarchy's root (a cgroup namespace?)"
-        ))));
+        return Ok(Some(Err(NoScope {
+            why: format!(
+                "cordon-oci was moved into {unit}, but /proc/self/cgroup has no cgroup v2 path below the hierarchy's root (a cgroup namespace?)"
+            ),
+            answered: true,
+        })));
     };
     ctx.log(
         "debug",
@@ -743,9 +780,17 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     };
     // Root makes the cgroup itself when the system manager gives none (as before it asked):
     // said, since systemd does not know that cgroup.
-    if system_manager && let Some(Err(why)) = &user_scope {
+    if system_manager && let Some(Err(no)) = &user_scope {
+        // A manager that answered may hold the unit: its cgroup is systemd's, not ours.
+        if no.answered {
+            return Err(OciError::Usage(format!(
+                "--systemd-cgroup: the systemd system manager gave no scope for the container: {}; see `journalctl -u` with the unit, or run without --systemd-cgroup",
+                no.why
+            )));
+        }
         let msg = format!(
-            "--systemd-cgroup: no scope from the systemd system manager ({why}); the container's cgroup is made directly at the cgroupsPath's place, unknown to systemd"
+            "--systemd-cgroup: no scope from the systemd system manager ({}); the container's cgroup is made directly at the cgroupsPath's place, unknown to systemd",
+            no.why
         );
         ctx.log("warning", &msg);
         eprintln!("cordon-oci: warning: {msg}");
