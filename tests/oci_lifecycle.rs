@@ -262,6 +262,13 @@ impl Bundle {
         self.oci(&a.iter().map(String::as_str).collect::<Vec<_>>())
     }
 
+    /// `update -r FILE id`, FILE holding `json` (linux.resources).
+    fn update_resources(&self, id: &str, json: &str) -> Output {
+        let f = self.path().join(format!("resources-{id}.json"));
+        std::fs::write(&f, json).unwrap();
+        self.oci(&["update", "-r", f.to_str().unwrap(), id])
+    }
+
     fn state(&self, id: &str) -> Value {
         let out = self.oci(&["state", id]);
         assert!(out.status.success(), "state: {}", describe(&out));
@@ -3852,13 +3859,7 @@ fn update_on_cgroup_v1() {
     };
     let _cleanup = Deleted(&b, "upd1".into());
     let pid = b.create("upd1");
-    let rel = v1_cgroup_of(pid, "memory");
-    let read = |f: &str| {
-        std::fs::read_to_string(format!("/sys/fs/cgroup/memory{rel}/{f}"))
-            .unwrap()
-            .trim()
-            .to_string()
-    };
+    let read = v1_file_of(pid, "memory");
     for v in ["209715200", "52428800"] {
         let out = b.oci(&["update", "--memory", v, "--memory-swap", v, "upd1"]);
         assert!(out.status.success(), "update to {v}: {}", describe(&out));
@@ -4062,13 +4063,10 @@ fn hugepage_limits_on_a_hybrid_host_use_its_unified_hierarchy() {
         "the init is not in a unified cgroup of its own"
     );
     assert_eq!(read_trim(&cg.join("hugetlb.2MB.max")), "4194304");
-    let res = b.path().join("huge.json");
-    std::fs::write(
-        &res,
+    let out = b.update_resources(
+        "huge1",
         r#"{"hugepageLimits": [{"pageSize": "2MB", "limit": 2097152}]}"#,
-    )
-    .unwrap();
-    let out = b.oci(&["update", "-r", res.to_str().unwrap(), "huge1"]);
+    );
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(read_trim(&cg.join("hugetlb.2MB.max")), "2097152");
     // In the container's cgroup namespace its own unified cgroup reads `/`.
@@ -4123,32 +4121,39 @@ fn cpu_burst_and_idle_on_cgroup_v1() {
     };
     let _cleanup = Deleted(&b, "burst1".into());
     let pid = b.create("burst1");
-    let rel = v1_cgroup_of(pid, "cpu");
-    let read = |f: &str| {
-        std::fs::read_to_string(format!("/sys/fs/cgroup/cpu{rel}/{f}"))
-            .unwrap()
-            .trim()
-            .to_string()
-    };
+    let read = v1_file_of(pid, "cpu");
     assert_eq!(read("cpu.cfs_quota_us"), "50000");
     assert_eq!(read("cpu.cfs_burst_us"), "20000");
     assert_eq!(read("cpu.idle"), "1");
-    let res = b.dir.path().join("burst.json");
-    std::fs::write(&res, r#"{"cpu": {"burst": 10000, "idle": 0}}"#).unwrap();
-    let out = b.oci(&["update", "-r", res.to_str().unwrap(), "burst1"]);
+    let out = b.update_resources("burst1", r#"{"cpu": {"burst": 10000, "idle": 0}}"#);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(read("cpu.cfs_burst_us"), "10000");
     assert_eq!(read("cpu.idle"), "0");
+    // Both lowered below the current burst: the burst goes first (the kernel keeps it at or
+    // below the quota at every write).
+    let out = b.update_resources("burst1", r#"{"cpu": {"quota": 8000, "burst": 4000}}"#);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        (read("cpu.cfs_quota_us"), read("cpu.cfs_burst_us")),
+        ("8000".into(), "4000".into())
+    );
     // A burst above the quota is the kernel's to refuse, and the update says so.
-    std::fs::write(&res, r#"{"cpu": {"burst": 60000}}"#).unwrap();
-    let out = b.oci(&["update", "-r", res.to_str().unwrap(), "burst1"]);
+    let out = b.update_resources("burst1", r#"{"cpu": {"burst": 60000}}"#);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success() && err.contains("cpu.cfs_burst_us"),
         "{}",
         describe(&out)
     );
-    assert_eq!(read("cpu.cfs_burst_us"), "10000");
+    assert_eq!(read("cpu.cfs_burst_us"), "4000");
+}
+
+/// A reader of the files of `pid`'s cgroup in the v1 hierarchy of `controller`, trimmed.
+fn v1_file_of(pid: i64, controller: &str) -> impl Fn(&str) -> String {
+    let dir = Path::new("/sys/fs/cgroup")
+        .join(controller)
+        .join(v1_cgroup_of(pid, controller).trim_start_matches('/'));
+    move |f| read_trim(&dir.join(f))
 }
 
 /// The cgroup of `pid` in the v1 hierarchy of `controller` (its /proc/PID/cgroup line).

@@ -610,11 +610,11 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
             why: why.into(),
         })
     };
-    if let Some(u) = r.unified() {
-        for (k, v) in u {
-            write(dirs, "linux.resources.unified", k, v)?;
-        }
-    }
+    // Decided before any write, so that a refused update changes nothing.
+    let v2_swap = match r.memory() {
+        Some(m) if v2 => v2_swap_max(dirs, m)?,
+        _ => None,
+    };
     if let Some(m) = r.memory() {
         if let Some(t) = m.kernel_tcp() {
             write(
@@ -640,45 +640,14 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
             }
         };
         if v2 {
-            // swap is memory+swap (v1's memsw); memory.swap.max is swap alone. Without a
-            // limit here (an `update` of the swap only), the current memory.max counts. As
-            // runc: a memory+swap figure means nothing without a memory limit, and one below
-            // it is a config error (cgroup v1's kernel refuses it too). Decided before any
-            // write, so that a refused update changes nothing.
-            let swap = match m.swap() {
-                None => None,
-                Some(s) if s < 0 => Some("max".to_string()),
-                Some(s) => {
-                    let limit = m.limit().or_else(|| {
-                        read_u64(dirs, "memory.max", None).and_then(|v| i64::try_from(v).ok())
-                    });
-                    match limit {
-                        Some(l) if l >= 0 && s >= l => Some((s - l).to_string()),
-                        Some(l) if l >= 0 => {
-                            return unsupported(
-                                "linux.resources.memory.swap",
-                                &format!(
-                                    "{s} is below the memory limit {l}: swap is memory plus swap, so it must be at least the memory limit (equal: no swap)"
-                                ),
-                            );
-                        }
-                        _ => {
-                            return unsupported(
-                                "linux.resources.memory.swap",
-                                "a memory plus swap limit needs a memory limit (linux.resources.memory.limit); give both, or -1 for no swap limit",
-                            );
-                        }
-                    }
-                }
-            };
             if let Some(l) = m.reservation() {
                 write(dirs, f, "memory.low", &limit_str(l))?;
             }
             if let Some(l) = m.limit() {
                 write(dirs, f, "memory.max", &limit_str(l))?;
             }
-            if let Some(v) = swap {
-                write(dirs, f, "memory.swap.max", &v)?;
+            if let Some(v) = &v2_swap {
+                write(dirs, f, "memory.swap.max", v)?;
             }
         } else {
             let v1 = |v: i64| {
@@ -740,6 +709,19 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
     }
     if let Some(c) = r.cpu() {
         let f = "linux.resources.cpu";
+        // The kernel keeps the burst at or below the quota at every write (Linux 5.14), so
+        // lowering both needs the burst first, raising both the quota first: as runc, the
+        // burst is tried before the quota (a refusal there is not final) and written after.
+        let burst_file = if v2 {
+            "cpu.max.burst"
+        } else {
+            "cpu.cfs_burst_us"
+        };
+        if let Some(b) = c.burst()
+            && let Some(p) = with_file(dirs, burst_file)
+        {
+            let _ = std::fs::write(p, b.to_string());
+        }
         if v2 {
             if let Some(s) = c.shares() {
                 // The conversion runc and crun use: [2, 262144] → [1, 10000].
@@ -762,7 +744,12 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                 write(dirs, f, "cpu.idle", &i.to_string())?;
             }
             if let Some(b) = c.burst() {
-                write(dirs, f, "cpu.max.burst", &b.to_string())?;
+                write(
+                    dirs,
+                    "linux.resources.cpu.burst",
+                    burst_file,
+                    &b.to_string(),
+                )?;
             }
         } else {
             if let Some(s) = c.shares() {
@@ -774,12 +761,11 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
             if let Some(q) = c.quota() {
                 write(dirs, f, "cpu.cfs_quota_us", &q.to_string())?;
             }
-            // After the quota: the kernel keeps the burst at or below it (Linux 5.14).
             if let Some(b) = c.burst() {
                 write(
                     dirs,
                     "linux.resources.cpu.burst",
-                    "cpu.cfs_burst_us",
+                    burst_file,
                     &b.to_string(),
                 )?;
             }
@@ -825,7 +811,47 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
     for w in &late {
         write_to(&w.path, &w.field, &w.value)?;
     }
+    // Last, as runc: the raw files it names have the final word over what the fields above
+    // set (Kubernetes' memory.swap.max for its swap behaviour, over memory.swap's).
+    if let Some(u) = r.unified() {
+        for (k, v) in u {
+            write(dirs, "linux.resources.unified", k, v)?;
+        }
+    }
     Ok(())
+}
+
+/// cgroup v2's `memory.swap.max` for `m.swap`, which is memory plus swap (v1's memsw): the
+/// difference from the memory limit (given, or else the one in force, for an `update` of the
+/// swap alone); `max` for -1. As runc, a figure without a memory limit, or below it, is an
+/// error (v1's kernel refuses it too), not swap 0 or a swap-only figure.
+fn v2_swap_max(
+    dirs: &[PathBuf],
+    m: &oci_spec::runtime::LinuxMemory,
+) -> Result<Option<String>, CgroupError> {
+    let field = "linux.resources.memory.swap";
+    let refuse = |why: String| {
+        Err(CgroupError::Resource {
+            field: field.into(),
+            why,
+        })
+    };
+    let Some(s) = m.swap() else { return Ok(None) };
+    if s < 0 {
+        return Ok(Some("max".into()));
+    }
+    let limit = m
+        .limit()
+        .or_else(|| read_u64(dirs, "memory.max", None).and_then(|v| i64::try_from(v).ok()));
+    match limit {
+        Some(l) if l >= 0 && s >= l => Ok(Some((s - l).to_string())),
+        Some(l) if l >= 0 => refuse(format!(
+            "{s} is below the memory limit {l}: swap is memory plus swap, so it must be at least the memory limit (equal: no swap)"
+        )),
+        _ => refuse(
+            "a memory plus swap limit needs a memory limit (linux.resources.memory.limit); give both, or -1 for no swap limit".into(),
+        ),
+    }
 }
 
 /// `linux.resources.hugepageLimits` as the writes that apply them: per page size (`2MB`,
@@ -3285,6 +3311,25 @@ mod device_program_tests {
         assert_eq!(read("memory.swap.max"), "0");
         apply(&dirs, &resources(r#"{"memory": {"swap": -1}}"#)).unwrap();
         assert_eq!(read("memory.swap.max"), "max");
+        // A refused swap leaves the unified files unwritten too; `unified` is written last
+        // (runc's order), so its memory.swap.max has the final word, as Kubernetes needs.
+        std::fs::write(d.path().join("memory.high"), "max").unwrap();
+        let e = apply(
+            &dirs,
+            &resources(
+                r#"{"unified": {"memory.high": "5000"}, "memory": {"limit": 2000000, "swap": 1}}"#,
+            ),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("below the memory limit"), "{e}");
+        assert_eq!(read("memory.high"), "max");
+        apply(
+            &dirs,
+            &resources(r#"{"unified": {"memory.swap.max": "0"}, "memory": {"limit": 2000000, "swap": 4000000}}"#),
+        )
+        .unwrap();
+        assert_eq!(read("memory.swap.max"), "0");
     }
 
     #[test]
