@@ -78,15 +78,15 @@ fn report(outcome: &Outcome, json: bool, delivered: bool) -> i32 {
             eprintln!(
                 "cordon: {}: {}",
                 outcome.status.as_str(),
-                escape_controls(m, &['\n'])
+                escape_controls(m)
             );
         }
         if let (true, Some(first)) = (delivered, outcome.files_omitted.first()) {
             eprintln!(
                 "cordon: {} file(s) the program wrote were not copied to --output-dir (first: {}: {}); --json lists them all",
                 outcome.files_omitted.len(),
-                escape_controls(&first.path, &[]),
-                escape_controls(&first.reason, &[])
+                escape_controls(&first.path),
+                escape_controls(&first.reason)
             );
         }
         if let Some(n) = outcome.network.as_ref().filter(|n| !n.refused.is_empty()) {
@@ -703,14 +703,15 @@ pub fn rootfs_list(json: bool) -> i32 {
     0
 }
 
-/// `text` with its control characters (but those in `keep`) escaped as Rust does (`\r`,
-/// `\u{1b}`), for cordon's own lines on a terminal that quote what the program chose (a
-/// file name): such a name could otherwise rewrite the line or send the terminal escape
-/// sequences (OSC 52 writes the clipboard). The program's own output passes through as it is.
-pub fn escape_controls(text: &str, keep: &[char]) -> String {
+/// `text` with its control characters escaped as Rust escapes them (`\n`, `\u{1b}`), for
+/// cordon's own lines on a terminal that quote what the program chose (a file name, also
+/// inside a delivery error): such a name could otherwise forge a line of cordon's or send
+/// the terminal escape sequences (OSC 52 writes the clipboard). The program's own output
+/// passes through as it is.
+pub fn escape_controls(text: &str) -> String {
     text.chars()
         .map(|c| {
-            if c.is_control() && !keep.contains(&c) {
+            if c.is_control() {
                 c.escape_default().to_string()
             } else {
                 c.to_string()
@@ -725,10 +726,9 @@ mod tests {
     fn control_characters_in_quoted_names_are_escaped() {
         let name = "\r\x1b[2Kcordon: ok\x1b]52;c;aGk=\x07\nx";
         assert_eq!(
-            super::escape_controls(name, &[]),
+            super::escape_controls(name),
             "\\r\\u{1b}[2Kcordon: ok\\u{1b}]52;c;aGk=\\u{7}\\nx"
         );
-        assert_eq!(super::escape_controls("a\nb\tc", &['\n']), "a\nb\\tc");
-        assert_eq!(super::escape_controls("plain é", &[]), "plain é");
+        assert_eq!(super::escape_controls("plain é"), "plain é");
     }
 }

@@ -308,6 +308,22 @@ both!(fn files_go_in_with_file_and_come_back_with_output_dir(who) {
         "{}",
         plain.describe()
     );
+    // The same inside a delivery error: a name with a newline, under which the output
+    // directory holds a directory, cannot forge a line of cordon's of its own.
+    let out5 = caller_owned_dir(who, dir.path(), "out5");
+    let forged = "x\ncordon: ok: forged";
+    std::fs::create_dir(out5.join(forged)).unwrap();
+    let plain = exec_plain(
+        who,
+        &["--output-dir", out5.to_str().unwrap()],
+        &["sh", "-c", r#"printf y > "$(printf 'x\ncordon: ok: forged')""#],
+    );
+    let err = plain.stderr_str();
+    assert!(
+        plain.code == 125 && err.contains("x\\ncordon: ok: forged") && !err.lines().any(|l| l.starts_with("cordon: ok")),
+        "{}",
+        plain.describe()
+    );
 });
 
 both!(fn output_dir_problems_are_reported(who) {
