@@ -48,17 +48,12 @@ fn refuse_unknown_fields_of_newer_versions(spec: &Spec, text: &[u8]) -> Result<(
     if unknown.is_empty() {
         return Ok(());
     }
+    let ours = format!("{}.{}", SPEC_VERSION.0, SPEC_VERSION.1);
     Err(unsupported(
         unknown.join("`, `"),
         format!(
-            "the config is of runtime spec {}, newer than the {}.{} cordon-oci implements, and these fields are not in {}.{}: cordon-oci would ignore them; remove them, or write the config for runtime spec {}.{}",
-            spec.version(),
-            SPEC_VERSION.0,
-            SPEC_VERSION.1,
-            SPEC_VERSION.0,
-            SPEC_VERSION.1,
-            SPEC_VERSION.0,
-            SPEC_VERSION.1
+            "the config is of runtime spec {}, newer than the {ours} cordon-oci implements, and these fields are not in {ours}: cordon-oci would ignore them; remove them, or write the config for runtime spec {ours}",
+            spec.version()
         ),
     ))
 }
@@ -1518,6 +1513,12 @@ mod tests {
         for v in ["1.2.1", "1.0.2", "1.2.0-rc.1"] {
             assert!(with(v).is_ok(), "{v}: {:?}", with(v));
         }
+        // The version `features` reports is the one this check holds configs to.
+        assert!(
+            crate::oci::OCI_VERSION.starts_with(&format!("{}.{}.", SPEC_VERSION.0, SPEC_VERSION.1)),
+            "{} against {SPEC_VERSION:?}",
+            crate::oci::OCI_VERSION
+        );
         // A 1.3 config with only fields cordon-oci knows runs.
         let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
         v["ociVersion"] = serde_json::json!("1.3.0");
