@@ -337,6 +337,20 @@ fn user_manager_on_v2(test: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
     Some(found)
 }
 
+/// A systemd scope removes itself once nothing of it runs: `scope` must be gone within 10 s
+/// of its container's delete.
+fn assert_gone_soon(scope: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while scope.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !scope.exists(),
+        "{} outlived the deleted container",
+        scope.display()
+    );
+}
+
 /// The bundle's root filesystem as a tar file (for `podman import`), owned by the bundle's
 /// user.
 fn rootfs_tar(b: &Bundle) -> PathBuf {
@@ -1349,15 +1363,7 @@ fn rootless_systemd_cgroup_gets_a_scope_from_the_user_manager() {
     assert!(out.status.success(), "create again: {}", describe(&out));
     let out = oci(&["--systemd-cgroup", "delete", "--force", id]);
     assert!(out.status.success(), "delete: {}", describe(&out));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while scope.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        !scope.exists(),
-        "{} outlived the deleted container",
-        scope.display()
-    );
+    assert_gone_soon(&scope);
 }
 
 // Root on a host booted with systemd: `--systemd-cgroup` asks the system manager for the
@@ -1464,15 +1470,7 @@ fn root_systemd_cgroup_gets_a_scope_from_the_system_manager() {
     let _ = oci(bus, &["delete", "--force", "sdroot1b"]);
     let out = oci(bus, &["--systemd-cgroup", "delete", "--force", id]);
     assert!(out.status.success(), "delete: {}", describe(&out));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while scope.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        !scope.exists(),
-        "{} outlived the deleted container",
-        scope.display()
-    );
+    assert_gone_soon(&scope);
 
     // No system bus: the cgroup made directly at machine.slice/cordon-ID.scope, with a warning.
     let id = "sdroot2";

@@ -740,17 +740,6 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                 let p = c.period().unwrap_or(cur_p);
                 write(dirs, f, "cpu.max", &format!("{q} {p}"))?;
             }
-            if let Some(i) = c.idle() {
-                write(dirs, f, "cpu.idle", &i.to_string())?;
-            }
-            if let Some(b) = c.burst() {
-                write(
-                    dirs,
-                    "linux.resources.cpu.burst",
-                    burst_file,
-                    &b.to_string(),
-                )?;
-            }
         } else {
             if let Some(s) = c.shares() {
                 write(dirs, f, "cpu.shares", &s.to_string())?;
@@ -760,18 +749,6 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
             }
             if let Some(q) = c.quota() {
                 write(dirs, f, "cpu.cfs_quota_us", &q.to_string())?;
-            }
-            if let Some(b) = c.burst() {
-                write(
-                    dirs,
-                    "linux.resources.cpu.burst",
-                    burst_file,
-                    &b.to_string(),
-                )?;
-            }
-            // SCHED_IDLE for the group (Linux 5.15, v1 and v2 alike).
-            if let Some(i) = c.idle() {
-                write(dirs, "linux.resources.cpu.idle", "cpu.idle", &i.to_string())?;
             }
             if let Some(p) = c.realtime_period() {
                 write(
@@ -789,6 +766,19 @@ pub fn apply(dirs: &[PathBuf], r: &LinuxResources) -> Result<(), CgroupError> {
                     &rt.to_string(),
                 )?;
             }
+        }
+        // After the quota, whichever version wrote it (see above).
+        if let Some(b) = c.burst() {
+            write(
+                dirs,
+                "linux.resources.cpu.burst",
+                burst_file,
+                &b.to_string(),
+            )?;
+        }
+        // SCHED_IDLE for the group (Linux 5.15, v1 and v2 alike).
+        if let Some(i) = c.idle() {
+            write(dirs, "linux.resources.cpu.idle", "cpu.idle", &i.to_string())?;
         }
         if let Some(cpus) = c.cpus().as_ref().filter(|s| !s.is_empty()) {
             write(dirs, "linux.resources.cpu.cpus", "cpuset.cpus", cpus)?;
