@@ -2868,9 +2868,9 @@ both!(fn cgroup_v1_mount_with_filesystem_options_is_refused(who) {
 });
 
 // A `cgroup` mount without `ro` on a v1/hybrid host: the container's own cgroups (root's:
-// it gets one per controller hierarchy, blkio and cpuset included) are writable, every other
-// hierarchy (the caller's cgroup: name=systemd, the unified one; all of them for a rootless
-// container, which gets none of its own on v1) stays read-only.
+// it gets one per controller hierarchy, blkio, cpuset and name=systemd included) are
+// writable, every other hierarchy (the caller's cgroup: the unified one; all of them for a
+// rootless container, which gets none of its own on v1) stays read-only.
 both!(fn cgroup_v1_mount_without_ro_writes_only_the_containers_own(who) {
     if cgroup_layout() != CgroupLayout::HybridOrV1 {
         skip!("SKIP: cgroup_v1_mount_without_ro_writes_only_the_containers_own: not a cgroup v1 host");
@@ -2895,7 +2895,12 @@ both!(fn cgroup_v1_mount_without_ro_writes_only_the_containers_own(who) {
     assert!(out.status.success(), "{}", describe(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let wrote: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix("WROTE_")).collect();
-    let own: &[&str] = if who == Who::Root { &["memory", "pids", "blkio"] } else { &[] };
+    let named = Path::new("/sys/fs/cgroup/systemd/cgroup.procs").exists();
+    let own: &[&str] = match who {
+        Who::Root if named => &["memory", "pids", "blkio", "systemd"],
+        Who::Root => &["memory", "pids", "blkio"],
+        _ => &[],
+    };
     assert_eq!(wrote, own, "{}", describe(&out));
     // The mounts from the cgroup mount's tmpfs on (see the test above).
     let lines: Vec<&str> = stdout.lines().filter(|l| l.contains(" /sys/fs/cgroup")).collect();
@@ -3891,6 +3896,63 @@ fn update_on_cgroup_v1() {
     assert_eq!(cpus.trim(), "0");
     let out = b.oci(&["delete", "--force", "upd1"]);
     assert!(out.status.success(), "{}", describe(&out));
+}
+
+// On a v1 or hybrid host the container also gets a cgroup of its own in systemd's named
+// hierarchy, as with runc. Left at its caller's place (conmon sits at that hierarchy's root),
+// it saw the host's whole tree there, and a systemd inside (podman `--systemd always` binds
+// the hierarchy writable) made its units at the host's root.
+#[test]
+fn the_named_systemd_hierarchy_holds_the_container_in_a_cgroup_of_its_own() {
+    let test = "the_named_systemd_hierarchy_holds_the_container_in_a_cgroup_of_its_own";
+    if !running_as_root() || cgroup_layout() != CgroupLayout::HybridOrV1 {
+        skip!("SKIP: {test}: needs root on a cgroup v1 host");
+        return;
+    }
+    if !Path::new("/sys/fs/cgroup/systemd/cgroup.procs").exists() {
+        skip!("SKIP: {test}: this host mounts no name=systemd hierarchy at /sys/fs/cgroup/systemd");
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |_| {}) else {
+        return;
+    };
+    let _cleanup = Deleted(&b, "named1".into());
+    let pid = b.create("named1");
+    let named = v1_cgroup_of(pid, "name=systemd");
+    assert_ne!(
+        named, "/",
+        "the container is in a name=systemd cgroup of its own"
+    );
+    assert_eq!(
+        named,
+        v1_cgroup_of(pid, "memory"),
+        "at the same place as in the others"
+    );
+    let dir = PathBuf::from("/sys/fs/cgroup/systemd").join(named.trim_start_matches('/'));
+    assert_eq!(read_trim(&dir.join("cgroup.procs")), pid.to_string());
+    // Inside, /sys/fs/cgroup/systemd is that cgroup (its init is 1 there), read-only.
+    let out = b.oci(&[
+        "exec",
+        "named1",
+        "sh",
+        "-c",
+        "cat /sys/fs/cgroup/systemd/cgroup.procs; mkdir /sys/fs/cgroup/systemd/x",
+    ]);
+    assert!(!out.status.success(), "{}", describe(&out));
+    let procs = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(procs.lines().next(), Some("1"), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Read-only"),
+        "{}",
+        describe(&out)
+    );
+    let out = b.oci(&["delete", "--force", "named1"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        !dir.exists(),
+        "{} is removed with the container",
+        dir.display()
+    );
 }
 
 // A blockIO that asks for nothing (podman sends `{}` after dropping a weight the kernel

@@ -68,6 +68,12 @@ const V1_CONTROLLERS: &[&str] = &[
     "memory", "cpu", "cpuacct", "pids", "freezer", "devices", "blkio", "hugetlb",
 ];
 
+/// The named v1 hierarchy a container also gets a directory in, as runc and crun place it:
+/// systemd's own, with no controller. Left at its caller's place (conmon often sits at its
+/// root), the container would see the host's whole tree as its own, and a systemd inside
+/// (podman `--systemd always` binds the hierarchy writable) would build its units there.
+const V1_NAMED: &str = "name=systemd";
+
 /// One cgroup hierarchy: its mount point, and its controllers (v1) or `None` (v2).
 pub type Hierarchy = (PathBuf, Option<Vec<String>>);
 
@@ -76,7 +82,9 @@ pub fn hierarchies() -> Result<Vec<Hierarchy>, CgroupError> {
     Ok(hierarchies_of(&own_mounts()?))
 }
 
-/// The cgroup2 mounts and the v1 ones with a controller cordon uses (or cpuset), of `mounts`.
+/// The cgroup2 mounts and the v1 ones with a controller cordon uses (or cpuset), of `mounts`;
+/// and systemd's named one ([`V1_NAMED`]) beside those v1 ones only: on a pure v2 host that
+/// also mounts it (for containers of an old systemd), the host stays v2.
 pub fn hierarchies_of(mounts: &[MountInfo]) -> Vec<Hierarchy> {
     let mut out = Vec::new();
     for m in mounts {
@@ -86,7 +94,9 @@ pub fn hierarchies_of(mounts: &[MountInfo]) -> Vec<Hierarchy> {
                 let ctrls: Vec<String> = m
                     .super_options
                     .iter()
-                    .filter(|o| V1_CONTROLLERS.contains(&o.as_str()) || *o == "cpuset")
+                    .filter(|o| {
+                        V1_CONTROLLERS.contains(&o.as_str()) || *o == "cpuset" || *o == V1_NAMED
+                    })
                     .cloned()
                     .collect();
                 if !ctrls.is_empty() {
@@ -95,6 +105,10 @@ pub fn hierarchies_of(mounts: &[MountInfo]) -> Vec<Hierarchy> {
             }
             _ => {}
         }
+    }
+    let named = |c: &Option<Vec<String>>| c.as_ref().is_some_and(|c| c == &[V1_NAMED]);
+    if !out.iter().any(|(_, c)| c.is_some() && !named(c)) {
+        out.retain(|(_, c)| !named(c));
     }
     out
 }
@@ -2519,9 +2533,18 @@ mod tests {
 33 30 0:29 / /sys/fs/cgroup/memory rw shared:13 - cgroup cgroup rw,memory
 34 30 0:30 / /sys/fs/cgroup/cpu,cpuacct rw shared:14 - cgroup cgroup rw,cpu,cpuacct
 35 30 0:31 / /sys/fs/cgroup/net_cls rw shared:15 - cgroup cgroup rw,net_cls
+36 30 0:32 / /sys/fs/cgroup/systemd rw shared:16 - cgroup cgroup rw,xattr,name=systemd
+37 30 0:33 / /sys/fs/cgroup/elogind rw shared:17 - cgroup cgroup rw,name=elogind
 ";
         let h = hierarchies_of(&MountInfo::parse(text).unwrap());
-        assert_eq!(h.len(), 3);
+        assert_eq!(h.len(), 4, "{h:?}");
+        assert_eq!(
+            h[3],
+            (
+                PathBuf::from("/sys/fs/cgroup/systemd"),
+                Some(vec!["name=systemd".to_string()])
+            )
+        );
         assert_eq!(h[0], (PathBuf::from("/sys/fs/cgroup/unified"), None));
         assert_eq!(
             h[2],
@@ -2530,6 +2553,13 @@ mod tests {
                 Some(vec!["cpu".to_string(), "cpuacct".to_string()])
             )
         );
+        // A pure v2 host with systemd's v1 hierarchy mounted beside it stays a v2 host.
+        let text = "\
+30 25 0:26 / /sys/fs/cgroup rw shared:9 - cgroup2 cgroup2 rw,nsdelegate
+36 30 0:32 / /sys/fs/cgroup/systemd rw shared:16 - cgroup cgroup rw,xattr,name=systemd
+";
+        let h = hierarchies_of(&MountInfo::parse(text).unwrap());
+        assert_eq!(h, vec![(PathBuf::from("/sys/fs/cgroup"), None)]);
     }
 
     #[test]
