@@ -3783,6 +3783,86 @@ both!(fn exec_applies_oom_score_adj(who) {
     assert!(out.status.success(), "{}", describe(&out));
 });
 
+// `exec --process` holds the file to the container's runtime spec version (a field a newer
+// spec added is refused, named, not dropped), and says which file an error is in: a stored
+// config this cordon-oci refuses (one an older cordon-oci created the container with) is
+// named as that, with what to do, not as the --process file's or a config.json's.
+both!(fn exec_names_the_file_its_error_is_in(who) {
+    let Some(b) = Bundle::new(who, &["sleep", "60"], |c| {
+        c["ociVersion"] = json!("1.3.0");
+    }) else { return };
+    let id = format!("exf-{who:?}");
+    let _cleanup = Deleted(&b, id.clone());
+    let mut args = b.bundle_args("run", &id);
+    args.insert(1, "-d".into());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    let cfg: Value =
+        serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let mut process = cfg["process"].clone();
+    process["args"] = json!(["echo", "exec-ran"]);
+    let p = b.path().join("process.json");
+    let write_process = |process: &Value| {
+        std::fs::write(&p, serde_json::to_vec(process).unwrap()).unwrap();
+        if who == Who::User {
+            b.chown();
+        }
+    };
+    write_process(&process);
+    let out = b.oci(&["exec", "--process", p.to_str().unwrap(), &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "exec-ran\n", "{}", describe(&out));
+    process["futureFlag"] = json!(true);
+    write_process(&process);
+    let out = b.oci(&["exec", "--process", p.to_str().unwrap(), &id]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains(&format!("--process {}", p.display()))
+            && err.contains("`process.futureFlag`")
+            && err.contains("1.3.0"),
+        "{}",
+        describe(&out)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("exec-ran"), "{}", describe(&out));
+    // The stored config as an older cordon-oci could have kept it: a duplicate rlimit,
+    // which this one refuses. A --process file replaces that process: it runs.
+    let stored = b.state_root().join(&id).join("config.json");
+    let mut kept: Value = serde_json::from_slice(&std::fs::read(&stored).unwrap()).unwrap();
+    kept["process"]["rlimits"] = json!([
+        {"type": "RLIMIT_NOFILE", "soft": 1024, "hard": 1024},
+        {"type": "RLIMIT_NOFILE", "soft": 512, "hard": 512}
+    ]);
+    std::fs::write(&stored, serde_json::to_vec(&kept).unwrap()).unwrap();
+    process.as_object_mut().unwrap().remove("futureFlag");
+    write_process(&process);
+    let by_file = ["exec", "--process", p.to_str().unwrap(), &id];
+    let out = b.oci(&by_file);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "exec-ran\n", "{}", describe(&out));
+    let refused = |out: &Output, what: &str| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains(&format!("container {id}'s config, as create stored it"))
+                && err.contains(what)
+                && err.contains("create it again")
+                && !err.contains("config.json:")
+                && !err.contains("--process"),
+            "{}",
+            describe(out)
+        );
+    };
+    refused(&b.oci(&["exec", &id, "echo", "exec-ran"]), "RLIMIT_NOFILE");
+    // A field outside the process: refused for both.
+    kept["hooks"] = json!({"poststop": [{"path": "relative/hook"}]});
+    std::fs::write(&stored, serde_json::to_vec(&kept).unwrap()).unwrap();
+    refused(&b.oci(&by_file), "hooks.poststop[0].path");
+    refused(&b.oci(&["exec", &id, "echo", "exec-ran"]), "hooks.poststop[0].path");
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
 // A foreground `run` passes a signal it gets on to the container's process, then ends with
 // that process's status and removes the container (as runc does).
 both!(fn run_forwards_signals_to_the_container(who) {

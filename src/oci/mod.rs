@@ -2099,6 +2099,18 @@ fn events(ctx: &Ctx, id: &str, once: bool, interval: &str) -> Result<(), OciErro
     }
 }
 
+/// The config `create` stored for container `id` no longer passes this cordon-oci's checks
+/// (one from before an upgrade that refuses what the older one took): said so, not as an
+/// error of a config.json the caller could edit.
+fn stored_config_refused(id: &str, e: OciConfigError) -> OciError {
+    let text = e.to_string();
+    let text = text.strip_prefix("config.json: ").unwrap_or(&text);
+    OciError::Usage(format!(
+        "container {id}'s config, as create stored it: {text}; the cordon-oci that created the \
+         container took it, this one does not: delete the container and create it again"
+    ))
+}
+
 /// `exec`: a new process in a running container's namespaces and cgroup, with the
 /// container's seccomp filter, capabilities and ids (or those of --process).
 fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
@@ -2113,22 +2125,45 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
     }
     // The config `create` checked (kept in the state directory): a config.json edited
     // since cannot hand exec'd processes other capabilities, ids or seccomp policy.
-    let mut c = Container::from_json(&state::load_config(&dir)?, Path::new(&s.bundle))?;
-    if let Some(p) = &a.process {
+    let stored = state::load_config(&dir)?;
+    let bundle = Path::new(&s.bundle);
+    let mut c = if let Some(p) = &a.process {
         let text = std::fs::read_to_string(p).map_err(io_err("read --process", p))?;
         let proc: oci_spec::runtime::Process = config::parse_json(text.as_bytes())
             .map_err(|e| OciError::Usage(format!("--process {}: {e}", p.display())))?;
-        let mut spec = c.spec.clone();
-        spec.set_process(Some(proc));
-        // Its fields are checked as config.json's `process`: an error names the file.
-        c = Container::from_spec(spec, Path::new(&s.bundle)).map_err(|e| {
+        let in_file = |e: OciConfigError| {
             OciError::Usage(e.to_string().replacen(
                 "config.json: ",
                 &format!("--process {} (the process object): ", p.display()),
                 1,
             ))
+        };
+        // The stored config's own process is replaced, unchecked: only the file's counts.
+        let mut spec: oci_spec::runtime::Spec = config::parse_json(&stored).map_err(|why| {
+            stored_config_refused(
+                &a.id,
+                OciConfigError::Load {
+                    path: "config.json".into(),
+                    why,
+                },
+            )
         })?;
+        config::refuse_unknown_process_fields(spec.version(), &proc, text.as_bytes())
+            .map_err(in_file)?;
+        spec.set_process(Some(proc));
+        // Its fields are checked as config.json's `process`: an error in one names the file.
+        Container::from_spec(spec, bundle).map_err(|e| match &e {
+            OciConfigError::Unsupported { field, .. } | OciConfigError::Invalid { field, .. }
+                if !field.starts_with("process") =>
+            {
+                stored_config_refused(&a.id, e)
+            }
+            _ => in_file(e),
+        })?
     } else {
+        Container::from_json(&stored, bundle).map_err(|e| stored_config_refused(&a.id, e))?
+    };
+    if a.process.is_none() {
         if a.args.is_empty() {
             return Err(OciError::Usage(
                 "give the command to run, or --process".into(),

@@ -29,7 +29,27 @@ pub const SPEC_VERSION: (u64, u64) = (1, 2);
 /// of the container). A config of 1.2 or before keeps the spec's rule: unknown properties
 /// are ignored.
 fn refuse_unknown_fields_of_newer_versions(spec: &Spec, text: &[u8]) -> Result<(), OciConfigError> {
-    let mut parts = spec.version().split(['.', '-', '+']);
+    refuse_unknown_fields_of(spec.version(), spec, text, "")
+}
+
+/// [`refuse_unknown_fields_of_newer_versions`] for an `exec --process` file, the `process`
+/// object of a container whose config is of runtime spec `version`: its fields are named
+/// as that config's (`process.…`).
+pub fn refuse_unknown_process_fields(
+    version: &str,
+    process: &oci_spec::runtime::Process,
+    text: &[u8],
+) -> Result<(), OciConfigError> {
+    refuse_unknown_fields_of(version, process, text, "process")
+}
+
+fn refuse_unknown_fields_of(
+    version: &str,
+    parsed: &impl serde::Serialize,
+    text: &[u8],
+    at: &str,
+) -> Result<(), OciConfigError> {
+    let mut parts = version.split(['.', '-', '+']);
     let mut num = || parts.next().and_then(|p| p.parse::<u64>().ok());
     let (Some(major), Some(minor)) = (num(), num()) else {
         return Ok(()); // from_spec refuses a version that is not 1.x.y.
@@ -39,12 +59,12 @@ fn refuse_unknown_fields_of_newer_versions(spec: &Spec, text: &[u8]) -> Result<(
     }
     let (Ok(given), Ok(read)) = (
         serde_json::from_slice::<serde_json::Value>(text),
-        serde_json::to_value(spec),
+        serde_json::to_value(parsed),
     ) else {
         return Ok(());
     };
     let mut unknown = Vec::new();
-    unknown_fields(&given, &read, "", &mut unknown);
+    unknown_fields(&given, &read, at, &mut unknown);
     if unknown.is_empty() {
         return Ok(());
     }
@@ -52,8 +72,7 @@ fn refuse_unknown_fields_of_newer_versions(spec: &Spec, text: &[u8]) -> Result<(
     Err(unsupported(
         unknown.join("`, `"),
         format!(
-            "the config is of runtime spec {}, newer than the {ours} cordon-oci implements, and these fields are not in {ours}: cordon-oci would ignore them; remove them, or write the config for runtime spec {ours}",
-            spec.version()
+            "the config is of runtime spec {version}, newer than the {ours} cordon-oci implements, and these fields are not in {ours}: cordon-oci would ignore them; remove them, or write the config for runtime spec {ours}",
         ),
     ))
 }
@@ -1523,6 +1542,24 @@ mod tests {
         let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
         v["ociVersion"] = serde_json::json!("1.3.0");
         assert!(Container::from_json(v.to_string().as_bytes(), Path::new("/b")).is_ok());
+    }
+
+    // The same for an `exec --process` file: its fields are named as the config's `process`.
+    #[test]
+    fn fields_of_a_newer_runtime_spec_in_a_process_file_are_refused() {
+        let text = br#"{"args": ["true"], "cwd": "/", "futureFlag": true, "user": {"uid": 0, "gid": 0, "future": 1}}"#;
+        let proc: oci_spec::runtime::Process = parse_json(text).unwrap();
+        let e = refuse_unknown_process_fields("1.3.0", &proc, text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`process.futureFlag`, `process.user.future`") && e.contains("1.3.0"),
+            "{e}"
+        );
+        assert!(refuse_unknown_process_fields("1.2.1", &proc, text).is_ok());
+        let known = br#"{"args": ["true"], "cwd": "/", "user": {"uid": 0, "gid": 0}}"#;
+        let proc: oci_spec::runtime::Process = parse_json(known).unwrap();
+        assert!(refuse_unknown_process_fields("1.3.0", &proc, known).is_ok());
     }
 
     #[test]
