@@ -1775,6 +1775,26 @@ pub fn replace_device_program(dirs: &[PathBuf], rules: &[DeviceRule]) -> Result<
     Ok(())
 }
 
+/// Whether `dir` is a cgroup v2 directory (not one of a v1 hierarchy, which has `tasks`).
+fn is_v2_dir(dir: &Path) -> bool {
+    dir.join("cgroup.controllers").exists() && !dir.join("tasks").exists()
+}
+
+/// The container's cgroup v2 directory among `dirs` (on a pure v2 host the only one; on a
+/// hybrid host the unified one, when it has one), opened for
+/// [`crate::sys::clone_into_cgroup`], and the others, which a process born there must still
+/// join. None without one, or when it cannot be opened (the move then says why).
+pub fn born_into(dirs: &[PathBuf]) -> Option<(std::os::fd::OwnedFd, Vec<PathBuf>)> {
+    let v2 = dirs.iter().find(|d| is_v2_dir(d))?;
+    let fd = nix::fcntl::open(
+        v2,
+        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()?;
+    Some((fd, dirs.iter().filter(|d| *d != v2).cloned().collect()))
+}
+
 /// Moves `pid` into every directory.
 pub fn attach(dirs: &[PathBuf], pid: i32) -> Result<(), CgroupError> {
     for d in dirs {
@@ -2965,6 +2985,46 @@ mod device_program_tests {
             .join(format!("cordon-{tag}-{}", std::process::id()));
         std::fs::create_dir(&dir).expect("create a test cgroup");
         Some(dir)
+    }
+
+    // A process cloned with clone3 CLONE_INTO_CGROUP is in the cgroup v2 directory
+    // `born_into` opened from its first instruction, and the other directories are left for
+    // it to join.
+    #[test]
+    fn a_clone_into_a_cgroup_is_born_there() {
+        use crate::sys::CloneResult;
+        use std::os::fd::AsFd;
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIP: a_clone_into_a_cgroup_is_born_there: creating the cgroup needs root");
+            return;
+        }
+        let Some(dir) = test_cgroup2_dir("born") else {
+            eprintln!("SKIP: a_clone_into_a_cgroup_is_born_there: no cgroup2 mount");
+            return;
+        };
+        let v1 = PathBuf::from("/sys/fs/cgroup/memory/not-v2");
+        let (fd, rest) = born_into(&[v1.clone(), dir.clone()]).expect("the v2 directory opens");
+        assert_eq!(rest, vec![v1]);
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let child = match crate::sys::clone_into_cgroup(0, fd.as_fd()) {
+            Ok(CloneResult::Child) => {
+                drop(w);
+                let mut b = [0u8; 1];
+                let _ = nix::unistd::read(&r, &mut b);
+                crate::sys::exit_now(0)
+            }
+            Ok(CloneResult::Parent(pid)) => pid,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                panic!("clone3 CLONE_INTO_CGROUP (Linux 5.7+): {e}");
+            }
+        };
+        drop(r);
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+        drop(w);
+        let _ = nix::sys::wait::waitpid(child, None);
+        let _ = std::fs::remove_dir(&dir);
+        assert_eq!(procs.trim(), child.to_string(), "{}", dir.display());
     }
 
     /// The program as the kernel runs it: through the verifier, attached to a new cgroup of

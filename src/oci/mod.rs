@@ -1006,14 +1006,40 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     } else {
         cgroup::V1View::default()
     };
+    // The cgroups the init joins after its clone: all of them, or, when it is born in its
+    // cgroup v2 directory (clone3 CLONE_INTO_CGROUP, which waits for no RCU grace period as
+    // a move there does), the v1 ones left (a hybrid host's).
+    let mut attach_dirs = cleanup.cgroups.clone();
+    let born = (!by_helper)
+        .then(|| cgroup::born_into(&cleanup.cgroups))
+        .flatten();
     let cloned = if by_helper {
         clone_after_joining(&join, flags, &cleanup.cgroups, c.setup().oom_score_adj)
     } else {
-        sys::clone_namespaces(flags).map_err(|errno| OciError::Sys {
-            step: "create the container's namespaces (clone)",
-            errno,
-            hint: crate::doctor::userns_hint(errno),
-        })
+        let into = born
+            .as_ref()
+            .map(|(fd, _)| sys::clone_into_cgroup(flags, fd.as_fd()));
+        match (into, born) {
+            (Some(Ok(r)), Some((_, rest))) => {
+                attach_dirs = rest;
+                Ok(r)
+            }
+            // No clone3 or CLONE_INTO_CGROUP (an older kernel, a seccomp filter), or no
+            // right to: a plain clone, then the move, which says what it lacks.
+            (into, _) => {
+                if let Some(Err(errno)) = into {
+                    ctx.log(
+                        "debug",
+                        &format!("clone3 into the container's cgroup: {errno}; a clone and a move instead"),
+                    );
+                }
+                sys::clone_namespaces(flags).map_err(|errno| OciError::Sys {
+                    step: "create the container's namespaces (clone)",
+                    errno,
+                    hint: crate::doctor::userns_hint(errno),
+                })
+            }
+        }
     };
     drop(join);
     let child = match cloned {
@@ -1045,7 +1071,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                     None
                 },
                 caller_in_userns: !in_initial_userns(),
-                self_attach: attached_w.map(|w| (cleanup_dirs.as_slice(), w)),
+                self_attach: attached_w.map(|w| (attach_dirs.as_slice(), w)),
             })
         }
         Ok(CloneResult::Parent(pid)) => pid,
@@ -1067,8 +1093,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
             };
             return Err(OciError::Init(why));
         }
-    } else if !cleanup.cgroups.is_empty() && !by_helper {
-        cgroup::attach(&cleanup.cgroups, child.as_raw())?;
+    } else if !attach_dirs.is_empty() && !by_helper {
+        cgroup::attach(&attach_dirs, child.as_raw())?;
     }
     if let Some(adj) = c.setup().oom_score_adj.filter(|_| !by_helper) {
         let p = format!("/proc/{child}/oom_score_adj");
@@ -2244,10 +2270,31 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
     let (pid_r, pid_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(sys_err("create a pipe"))?;
     let preserve = a.preserve_fds;
-    let cg = s.cgroup_dirs.clone();
     // Intermediate: joins the cgroup and the namespaces, forks the process (a fork is needed
     // for the pid namespace to apply), reports its pid, and waits for it unless detached.
-    let mid = match sys::fork().map_err(sys_err("fork"))? {
+    // Born in the container's cgroup v2 directory when it can be (see create), it then joins
+    // only the v1 ones.
+    let mut cg = s.cgroup_dirs.clone();
+    let born = cgroup::born_into(&cg);
+    let forked = match born {
+        Some((fd, rest)) => match sys::clone_into_cgroup(0, fd.as_fd()) {
+            Ok(r) => {
+                cg = rest;
+                Ok(r)
+            }
+            Err(errno) => {
+                ctx.log(
+                    "debug",
+                    &format!(
+                        "clone3 into the container's cgroup: {errno}; a fork and a move instead"
+                    ),
+                );
+                sys::fork()
+            }
+        },
+        None => sys::fork(),
+    };
+    let mid = match forked.map_err(sys_err("fork"))? {
         CloneResult::Child => {
             drop(pid_r);
             let code = exec_mid(
