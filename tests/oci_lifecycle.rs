@@ -1751,6 +1751,21 @@ both!(fn podman_runs_containers(who) {
     assert_eq!(out.status.code(), Some(5), "{}", describe(&out));
     let out = run(&["--read-only"], &["touch", "/x"]);
     assert!(!out.status.success(), "--read-only root was writable: {}", describe(&out));
+    // Root podman on a host with AppArmor on (and profiles loadable) gives the container its
+    // default profile, which the container runs under.
+    let apparmor = std::fs::read_to_string("/sys/module/apparmor/parameters/enabled")
+        .is_ok_and(|s| s.trim() == "Y")
+        && Path::new("/sys/kernel/security/apparmor").exists()
+        && Path::new("/usr/sbin/apparmor_parser").exists();
+    if who == Who::Root && apparmor {
+        let out = run(&[], &["cat", "/proc/self/attr/current"]);
+        let label = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && label.starts_with("containers-default") && label.contains("(enforce)"),
+            "{}",
+            describe(&out)
+        );
+    }
     if who == Who::Root {
         // The container's own memory cgroup is at the hierarchy's mount point (as with runc;
         // the host's tree is not visible: review F1).
@@ -3779,6 +3794,104 @@ both!(fn exec_applies_oom_score_adj(who) {
     let out = b.oci(&["exec", "--process", p.to_str().unwrap(), &id]);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "400", "{}", describe(&out));
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+});
+
+// process.apparmorProfile (containerd's CRI plugin and root podman give every container one
+// on a host with AppArmor): the process runs confined by it, in `run` and in `exec` alike,
+// and a profile that cannot be entered fails the container. Where AppArmor is off, a profile
+// is an error naming the field, never dropped, and `unconfined` runs. (AppArmor is on in the
+// cgroup v2 guest of scripts/vm-test, off on the host of .ci/run.)
+both!(fn an_apparmor_profile_confines_the_process_or_is_refused(who) {
+    let test = "an_apparmor_profile_confines_the_process_or_is_refused";
+    let enabled = std::fs::read_to_string("/sys/module/apparmor/parameters/enabled")
+        .is_ok_and(|s| s.trim() == "Y");
+    let with_profile = |profile: &str, args: &[&str]| {
+        Bundle::new(who, args, |c| c["process"]["apparmorProfile"] = json!(profile))
+    };
+    if !enabled {
+        let Some(b) = with_profile("cordon-oci-test", &["true"]) else { return };
+        let out = b.run(&format!("aa-off-{who:?}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && err.contains("process.apparmorProfile")
+                && err.contains("cordon-oci-test")
+                && err.contains("not enabled"),
+            "{}",
+            describe(&out)
+        );
+        let Some(b) = with_profile("unconfined", &["sh", "-c", "echo ran"]) else { return };
+        let out = b.run(&format!("aa-unconf-{who:?}"));
+        assert!(out.status.success(), "{}", describe(&out));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\n", "{}", describe(&out));
+        return;
+    }
+    // A profile that is not loaded cannot be entered: the container fails, it never runs
+    // unconfined.
+    let Some(b) = with_profile("cordon-oci-no-such-profile", &["sh", "-c", "echo ran"]) else { return };
+    let out = b.run(&format!("aa-none-{who:?}"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains("apply process.apparmorProfile")
+            && !String::from_utf8_lossy(&out.stdout).contains("ran"),
+        "{}",
+        describe(&out)
+    );
+    if who == Who::User {
+        return; // Loading a profile takes root; the rest is the root variant's.
+    }
+    let parser = Path::new("/usr/sbin/apparmor_parser");
+    if !parser.exists() || !Path::new("/sys/kernel/security/apparmor").exists() {
+        skip_unless_required!(
+            "SKIP: {test}: AppArmor is on but profiles cannot be loaded here (apt-get install apparmor; mount -t securityfs securityfs /sys/kernel/security)"
+        );
+        return;
+    }
+    let name = format!("cordon-oci-test-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile");
+    std::fs::write(
+        &profile,
+        format!(
+            "profile {name} flags=(attach_disconnected,mediate_deleted) {{\n  file,\n  capability,\n  \
+             network,\n  signal,\n  unix,\n  ptrace,\n  mount,\n  umount,\n  pivot_root,\n  \
+             deny /denied r,\n}}\n"
+        ),
+    )
+    .unwrap();
+    let load = Command::new(parser).args(["-r", "-K"]).arg(&profile).output().unwrap();
+    assert!(load.status.success(), "apparmor_parser: {}", describe(&load));
+    struct Unload<'a>(&'a Path, &'a Path);
+    impl Drop for Unload<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new(self.0).arg("-R").arg(self.1).output();
+        }
+    }
+    let _unload = Unload(parser, &profile);
+    let script = "cat /proc/self/attr/apparmor/current 2>/dev/null || cat /proc/self/attr/current; \
+                  cat /denied && echo READ; sleep 60";
+    let Some(b) = with_profile(&name, &["sh", "-c", script]) else { return };
+    std::fs::write(b.path().join("rootfs/denied"), "secret\n").unwrap();
+    let id = "aa-on".to_string();
+    let _cleanup = Deleted(&b, id.clone());
+    let mut args = b.bundle_args("run", &id);
+    args.insert(1, "-d".into());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["exec", &id, "sh", "-c", "cat /proc/self/attr/apparmor/current 2>/dev/null || cat /proc/self/attr/current; cat /denied && echo READ"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("{name} (enforce)")) && !stdout.contains("READ") && !stdout.contains("secret"),
+        "exec: {}",
+        describe(&out)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"), "{}", describe(&out));
+    let pid = b.state(&id)["pid"].as_i64().unwrap();
+    let current = std::fs::read_to_string(format!("/proc/{pid}/attr/current")).unwrap();
+    assert_eq!(current.trim(), format!("{name} (enforce)"), "the container's init");
     let out = b.oci(&["delete", "--force", &id]);
     assert!(out.status.success(), "{}", describe(&out));
 });

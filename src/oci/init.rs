@@ -1453,6 +1453,11 @@ fn prepare(
     if let Some(p) = c.setup().personality {
         sys::set_personality(p).map_err(e("set linux.personality"))?;
     }
+    // As runc: with init's privileges, before no_new_privs and any seccomp filter; the
+    // execve enters it (the startContainer hooks' too).
+    if let Some(p) = &c.setup().apparmor_profile {
+        super::apparmor::change_onexec(p).map_err(|why| ("apply process.apparmorProfile", why))?;
+    }
     if !c.setup().no_new_privileges
         && let Some(f) = filter
     {

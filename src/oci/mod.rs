@@ -7,6 +7,7 @@
 //! `start` unblocks the fifo. Every later command reads `state.json` and checks the init's
 //! pid against its start time ([`state`]).
 
+pub mod apparmor;
 pub mod cgroup;
 pub mod exe;
 pub mod hooks;
@@ -719,6 +720,8 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     };
     let mut c = Container::load(&bundle)?;
     c.setup_mut().new_keyring = !a.no_new_keyring;
+    c.setup_mut().apparmor_profile =
+        apparmor::to_apply(c.setup().apparmor_profile.as_deref()).map_err(OciError::Usage)?;
     // Socket activation, as runc: the descriptors go to the container's process, before
     // those of --preserve-fds, with LISTEN_FDS (and LISTEN_PID, set by the init below).
     let listen = listen_fds();
@@ -1913,7 +1916,7 @@ fn features() -> serde_json::Value {
                     "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"],
                 "archs": ["SCMP_ARCH_X86_64"]
             },
-            "apparmor": {"enabled": false},
+            "apparmor": {"enabled": true},
             "selinux": {"enabled": false}
         },
         "annotations": {"org.cordon.runtime": "cordon-oci"}
@@ -2212,6 +2215,8 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
     }
     // As the container's init did (create --no-new-keyring).
     c.setup_mut().new_keyring = s.new_keyring;
+    c.setup_mut().apparmor_profile =
+        apparmor::to_apply(c.setup().apparmor_profile.as_deref()).map_err(OciError::Usage)?;
     ContainerSetup::check_container_spec(&c.sandbox).map_err(OciError::Usage)?;
     c.setup().caps.check_known(kernel_cap)?;
     let console = if c.setup().terminal || a.tty {

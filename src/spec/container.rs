@@ -117,6 +117,8 @@ pub struct ContainerSetup {
     /// `linux.personality`: the execution domain set right before the process's execve
     /// (`PER_LINUX` or `PER_LINUX32`).
     pub personality: Option<libc::c_ulong>,
+    /// `process.apparmorProfile`: the AppArmor profile the process's execve enters.
+    pub apparmor_profile: Option<String>,
 }
 
 impl ContainerSetup {
@@ -239,6 +241,7 @@ mod tests {
             seccomp: None,
             resources: None,
             personality: None,
+            apparmor_profile: None,
         }
     }
 

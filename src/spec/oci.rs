@@ -361,17 +361,26 @@ impl Container {
         if process.command_line().is_some() {
             return Err(unsupported("process.commandLine", "a Windows-only field"));
         }
-        for (field, set) in [
-            ("process.apparmorProfile", process.apparmor_profile()),
-            ("process.selinuxLabel", process.selinux_label()),
-        ] {
-            if set.as_ref().is_some_and(|s| !s.is_empty()) {
-                return Err(unsupported(
-                    field,
-                    "cordon applies no LSM profile; remove the field (cordon confines with namespaces, capabilities and seccomp)",
+        if process
+            .selinux_label()
+            .as_ref()
+            .is_some_and(|s| !s.is_empty())
+        {
+            return Err(unsupported(
+                "process.selinuxLabel",
+                "cordon-oci applies no SELinux label; remove the field (cordon confines with namespaces, capabilities and seccomp)",
+            ));
+        }
+        let apparmor_profile = match process.apparmor_profile().as_deref() {
+            None | Some("") => None,
+            Some(p) if p.contains(['\0', '\n']) || p.len() > 4096 => {
+                return Err(invalid(
+                    "process.apparmorProfile",
+                    "not a profile name (a NUL or a newline, or longer than 4096 bytes)",
                 ));
             }
-        }
+            Some(p) => Some(p.to_string()),
+        };
         if process.io_priority().is_some() {
             return Err(unsupported("process.ioPriority", "not implemented"));
         }
@@ -709,6 +718,7 @@ impl Container {
             seccomp: linux.seccomp().clone(),
             resources: linux.resources().clone(),
             personality,
+            apparmor_profile,
         };
         let mut sandbox = SandboxSpec::new(args);
         sandbox.env = env;
@@ -1348,6 +1358,26 @@ mod tests {
         assert!(e.contains("process.args[1]") && e.contains("NUL"), "{e}");
     }
 
+    // process.apparmorProfile is kept for the process's execve; an empty one is none.
+    #[test]
+    fn an_apparmor_profile_is_kept() {
+        let with = |p: &str| {
+            let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+            v["process"]["apparmorProfile"] = p.into();
+            let s: Spec = serde_json::from_value(v).unwrap();
+            Container::from_spec(s, Path::new("/b"))
+                .unwrap()
+                .setup()
+                .apparmor_profile
+                .clone()
+        };
+        assert_eq!(
+            with("cri-containerd.apparmor.d"),
+            Some("cri-containerd.apparmor.d".into())
+        );
+        assert_eq!(with(""), None);
+    }
+
     fn error_of(edit: impl FnOnce(&mut serde_json::Value)) -> String {
         let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
         edit(&mut v);
@@ -1620,8 +1650,14 @@ mod tests {
     fn unsupported_fields_are_named() {
         let e = error_of(|v| v["linux"]["intelRdt"] = serde_json::json!({"closID": "x"}));
         assert!(e.contains("`linux.intelRdt`"), "{e}");
-        let e = error_of(|v| v["process"]["apparmorProfile"] = "p".into());
-        assert!(e.contains("`process.apparmorProfile`"), "{e}");
+        let e =
+            error_of(|v| v["process"]["selinuxLabel"] = "system_u:system_r:container_t:s0".into());
+        assert!(e.contains("`process.selinuxLabel`"), "{e}");
+        let e = error_of(|v| v["process"]["apparmorProfile"] = "p\nchangeprofile x".into());
+        assert!(
+            e.contains("`process.apparmorProfile`") && e.contains("newline"),
+            "{e}"
+        );
         let e = error_of(|v| v["mounts"][0]["options"] = serde_json::json!(["idmap"]));
         assert!(e.contains("`mounts[0].options`"), "{e}");
         let e = error_of(|v| v["mounts"][0]["type"] = "nfs".into());

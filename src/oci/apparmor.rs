@@ -1,0 +1,89 @@
+//! `process.apparmorProfile`: the AppArmor profile a container's process enters at its
+//! execve, applied as runc applies it: `exec PROFILE` written to the process's own
+//! `attr/apparmor/exec` file (`attr/exec` before Linux 5.8), before no_new_privs and the
+//! seccomp filter. containerd's CRI plugin and podman put a profile in every container's
+//! config on a host with AppArmor enabled.
+
+use std::io::Write;
+
+/// Whether AppArmor is enabled (the kernel has it and it was not turned off at boot).
+const ENABLED: &str = "/sys/module/apparmor/parameters/enabled";
+
+fn enabled() -> bool {
+    std::fs::read_to_string(ENABLED).is_ok_and(|s| s.trim() == "Y")
+}
+
+/// The profile the process must enter, checked on the host before the container is made (or
+/// exec'd into): `None` when there is none to enter. A profile asked for on a host without
+/// AppArmor is an error, never dropped; `unconfined` there is what every process already
+/// runs as.
+pub fn to_apply(profile: Option<&str>) -> Result<Option<String>, String> {
+    to_apply_with(profile, enabled())
+}
+
+fn to_apply_with(profile: Option<&str>, enabled: bool) -> Result<Option<String>, String> {
+    match profile {
+        None => Ok(None),
+        Some(p) if enabled => Ok(Some(p.to_string())),
+        Some("unconfined") => Ok(None),
+        Some(p) => Err(format!(
+            "`process.apparmorProfile` asks for the AppArmor profile {p:?}, but AppArmor is not \
+             enabled on this host ({ENABLED} is not Y): boot with AppArmor enabled (and the \
+             profile loaded), or remove the field"
+        )),
+    }
+}
+
+/// Makes the calling thread's next execve enter `profile`. Through the container's /proc:
+/// it runs once the container's root is entered.
+pub fn change_onexec(profile: &str) -> Result<(), String> {
+    let data = format!("exec {profile}");
+    let paths = [
+        "/proc/thread-self/attr/apparmor/exec",
+        "/proc/thread-self/attr/exec",
+    ];
+    for (i, path) in paths.iter().enumerate() {
+        let f = std::fs::OpenOptions::new().write(true).open(path);
+        let mut f = match f {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && i == 0 => continue,
+            Err(e) => {
+                return Err(format!(
+                    "open {path}: {e} (the profile is set through the container's /proc)"
+                ));
+            }
+        };
+        // One write: the kernel parses the whole command from it.
+        return match f.write(data.as_bytes()) {
+            Ok(n) if n == data.len() => Ok(()),
+            Ok(n) => Err(format!("write {data:?} to {path}: only {n} bytes written")),
+            Err(e) => Err(format!(
+                "write {data:?} to {path}: {e} (is the profile loaded? `aa-status` lists the loaded profiles)"
+            )),
+        };
+    }
+    unreachable!("the loop returns on its last path")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profile_is_applied_only_where_apparmor_is_enabled() {
+        assert_eq!(to_apply_with(None, true), Ok(None));
+        assert_eq!(to_apply_with(Some("p"), true), Ok(Some("p".into())));
+        assert_eq!(
+            to_apply_with(Some("unconfined"), true),
+            Ok(Some("unconfined".into()))
+        );
+        assert_eq!(to_apply_with(Some("unconfined"), false), Ok(None));
+        let e = to_apply_with(Some("cri-containerd.apparmor.d"), false).unwrap_err();
+        assert!(
+            e.contains("process.apparmorProfile")
+                && e.contains("cri-containerd.apparmor.d")
+                && e.contains("not enabled"),
+            "{e}"
+        );
+    }
+}
