@@ -3798,6 +3798,31 @@ both!(fn exec_applies_oom_score_adj(who) {
     assert!(out.status.success(), "{}", describe(&out));
 });
 
+// A created container's init, waiting for `start`, ends on a `kill` with a signal that ends a
+// process (SIGTERM: containerd's and Kubernetes' stop), as with runc, though it is its pid
+// namespace's init, which is sent only the signals it handles. Its program never runs.
+both!(fn a_created_container_ends_on_sigterm(who) {
+    let marker = common::shared_tempdir();
+    let ran = marker.path().join("ran");
+    let script = format!("touch {}", ran.display());
+    let Some(b) = Bundle::new(who, &["sh", "-c", &script], |c| {
+        let mounts = c["mounts"].as_array_mut().unwrap();
+        mounts.push(json!({"destination": marker.path(), "type": "bind", "source": marker.path(), "options": ["rbind"]}));
+    }) else { return };
+    for sig in ["TERM", "INT", "HUP"] {
+        let id = format!("term-{sig}-{who:?}");
+        let _cleanup = Deleted(&b, id.clone());
+        b.create(&id);
+        assert_eq!(b.state(&id)["status"], "created");
+        let out = b.oci(&["kill", &id, sig]);
+        assert!(out.status.success(), "{}", describe(&out));
+        assert_eq!(b.wait_status(&id, "stopped")["status"], "stopped", "SIG{sig} to a created container");
+        let out = b.oci(&["delete", &id]);
+        assert!(out.status.success(), "{}", describe(&out));
+        assert!(!ran.exists(), "the program ran after SIG{sig}");
+    }
+});
+
 // process.apparmorProfile (containerd's CRI plugin and root podman give every container one
 // on a host with AppArmor): the process runs confined by it, in `run` and in `exec` alike,
 // and a profile that cannot be entered fails the container. Where AppArmor is off, a profile

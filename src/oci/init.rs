@@ -1386,7 +1386,11 @@ fn run_payload_after_start(
     filter: Option<&OciFilter>,
     state: &[u8],
 ) -> ! {
-    // Blocks until `start` writes its byte.
+    // Blocks until `start` writes its byte; a `kill` with a signal that would end a process
+    // ends this one meanwhile (as with runc), though it is its pid namespace's init.
+    if sys::exit_on_terminating_signals(true).is_err() {
+        sys::exit_now(1)
+    }
     let mut b = [0u8; 1];
     loop {
         match nix::unistd::read(&fifo, &mut b) {
@@ -1394,6 +1398,9 @@ fn run_payload_after_start(
             Err(Errno::EINTR) => continue,
             _ => sys::exit_now(1),
         }
+    }
+    if sys::exit_on_terminating_signals(false).is_err() {
+        sys::exit_now(1)
     }
     // Kept (close-on-exec) until the execve below: `start` waits for the fifo to lose its
     // last reader, so it returns once the program runs.

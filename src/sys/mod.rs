@@ -451,6 +451,49 @@ pub fn reset_signals() -> Result<(), Errno> {
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
 }
 
+/// The signals whose default action ends a process, which a container's init waiting for
+/// `start` ends on (see [`exit_on_terminating_signals`]). Not SIGKILL, which ends it anyway.
+pub const TERMINATING_SIGNALS: &[libc::c_int] = &[
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGTERM,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGPIPE,
+];
+
+extern "C" fn exit_by_signal(sig: libc::c_int) {
+    // SAFETY: _exit is async-signal-safe; nothing else runs here.
+    unsafe { libc::_exit(128 + sig) }
+}
+
+/// Makes each of [`TERMINATING_SIGNALS`] end the process with status 128+signal (`on`), or
+/// gives them their default action back (`!on`). The init of a pid namespace is sent only
+/// the signals it handles, SIGKILL and SIGSTOP aside: a container's init waiting for `start`
+/// with default actions would ignore a `kill` with SIGTERM, where runc's (a Go program, which
+/// handles every signal) ends.
+pub fn exit_on_terminating_signals(on: bool) -> Result<(), Errno> {
+    for &sig in TERMINATING_SIGNALS {
+        let handler = if on {
+            exit_by_signal as extern "C" fn(libc::c_int) as libc::sighandler_t
+        } else {
+            libc::SIG_DFL
+        };
+        // SAFETY: sigaction with a zeroed struct (an empty mask, no flags) and either SIG_DFL
+        // or `exit_by_signal`, an extern "C" fn of the one-int signature that calls only
+        // _exit; the old action is not asked for (null).
+        let ret = unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = handler;
+            libc::sigaction(sig, &act, std::ptr::null_mut())
+        };
+        Errno::result(ret)?;
+    }
+    Ok(())
+}
+
 /// `kill(2)` with a signal number: real-time signals too (SIGRTMIN+3, 37, as podman stops a
 /// systemd container with), which nix's `Signal` cannot name.
 pub fn kill_raw(pid: Pid, sig: libc::c_int) -> Result<(), Errno> {
