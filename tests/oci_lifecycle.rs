@@ -3798,6 +3798,56 @@ both!(fn exec_applies_oom_score_adj(who) {
     assert!(out.status.success(), "{}", describe(&out));
 });
 
+// Root `--systemd-cgroup` with no systemd manager to ask (a host not booted with systemd, or a
+// cgroup v1 one): the cgroup is made where systemd would put the unit, with a warning that
+// says no systemd knows it (runc refuses the flag on a host without systemd).
+#[test]
+fn root_systemd_cgroup_without_a_manager_to_ask_warns() {
+    let test = "root_systemd_cgroup_without_a_manager_to_ask_warns";
+    let booted = Path::new("/run/systemd/system").is_dir();
+    if !running_as_root() || (booted && cgroup_layout() != CgroupLayout::HybridOrV1) {
+        skip!("SKIP: {test}: needs root on a host not booted with systemd, or a cgroup v1 one");
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |c| {
+        c["linux"]["cgroupsPath"] = json!("cordontest.slice:cordon:sdw");
+    }) else {
+        return;
+    };
+    let id = "sdw";
+    let _cleanup = Deleted(&b, id.into());
+    let bundle = b.path().display().to_string();
+    let out = b.oci(&["--systemd-cgroup", "create", "--bundle", &bundle, id]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success()
+            && err.contains("warning: --systemd-cgroup")
+            && err.contains("unknown to systemd"),
+        "{}",
+        describe(&out)
+    );
+    let pid = b.state(id)["pid"].as_i64().unwrap();
+    let want = "/cordontest.slice/cordon-sdw.scope";
+    let got = match cgroup_layout() {
+        CgroupLayout::HybridOrV1 => v1_cgroup_of(pid, "memory"),
+        _ => format!(
+            "/{}",
+            v2_cgroup_of(pid)
+                .strip_prefix("/sys/fs/cgroup")
+                .unwrap()
+                .display()
+        ),
+    };
+    assert_eq!(got, want, "{}", describe(&out));
+    let out = b.oci(&["delete", "--force", id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    // The slice is left, as runc leaves a cgroupsPath's parents: the test removes its own.
+    for h in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        let _ = std::fs::remove_dir(h.path().join("cordontest.slice"));
+    }
+    let _ = std::fs::remove_dir("/sys/fs/cgroup/cordontest.slice");
+}
+
 // A created container's init, waiting for `start`, ends on a `kill` with a signal that ends a
 // process (SIGTERM: containerd's and Kubernetes' stop), as with runc, though it is its pid
 // namespace's init, which is sent only the signals it handles. Its program never runs.

@@ -781,6 +781,21 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     } else {
         None
     };
+    // Root with no manager to ask (a host not booted with systemd, where runc refuses
+    // --systemd-cgroup; or a cgroup v1 or hybrid one): the cgroup is made at the unit's
+    // place, as systemd would name it; said, since no systemd knows it.
+    if ctx.systemd && !rootless() && user_scope.is_none() {
+        let why = if !systemd_booted() {
+            "this host was not booted with systemd (no /run/systemd/system)"
+        } else {
+            "cordon-oci asks systemd for a scope on a pure cgroup v2 host only"
+        };
+        let msg = format!(
+            "--systemd-cgroup: {why}; the container's cgroup is made directly where systemd would put its unit, unknown to systemd"
+        );
+        ctx.log("warning", &msg);
+        eprintln!("cordon-oci: warning: {msg}");
+    }
     // Root makes the cgroup itself when the system manager gives none (as before it asked):
     // said, since systemd does not know that cgroup.
     if system_manager && let Some(Err(no)) = &user_scope {
