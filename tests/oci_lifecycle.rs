@@ -3815,6 +3815,22 @@ fn root_systemd_cgroup_without_a_manager_to_ask_warns() {
         return;
     };
     let id = "sdw";
+    // The slice is left, as runc leaves a cgroupsPath's parents: the test removes its own,
+    // after the container (dropped in reverse order).
+    struct SliceRemoved;
+    impl Drop for SliceRemoved {
+        fn drop(&mut self) {
+            for h in std::fs::read_dir("/sys/fs/cgroup")
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let _ = std::fs::remove_dir(h.path().join("cordontest.slice"));
+            }
+            let _ = std::fs::remove_dir("/sys/fs/cgroup/cordontest.slice");
+        }
+    }
+    let _slice = SliceRemoved;
     let _cleanup = Deleted(&b, id.into());
     let bundle = b.path().display().to_string();
     let out = b.oci(&["--systemd-cgroup", "create", "--bundle", &bundle, id]);
@@ -3841,11 +3857,6 @@ fn root_systemd_cgroup_without_a_manager_to_ask_warns() {
     assert_eq!(got, want, "{}", describe(&out));
     let out = b.oci(&["delete", "--force", id]);
     assert!(out.status.success(), "{}", describe(&out));
-    // The slice is left, as runc leaves a cgroupsPath's parents: the test removes its own.
-    for h in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
-        let _ = std::fs::remove_dir(h.path().join("cordontest.slice"));
-    }
-    let _ = std::fs::remove_dir("/sys/fs/cgroup/cordontest.slice");
 }
 
 // A created container's init, waiting for `start`, ends on a `kill` with a signal that ends a
@@ -3964,6 +3975,21 @@ both!(fn an_apparmor_profile_confines_the_process_or_is_refused(who) {
         describe(&out)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("Permission denied"), "{}", describe(&out));
+    // An exec --process file without a profile keeps the container's, as runc keeps it.
+    let cfg: Value =
+        serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let mut process = cfg["process"].clone();
+    process.as_object_mut().unwrap().remove("apparmorProfile");
+    process["args"] = json!(["cat", "/proc/self/attr/current"]);
+    let p = b.path().join("process.json");
+    std::fs::write(&p, serde_json::to_vec(&process).unwrap()).unwrap();
+    let out = b.oci(&["exec", "--process", p.to_str().unwrap(), &id]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("{name} (enforce)"),
+        "exec --process: {}",
+        describe(&out)
+    );
     let pid = b.state(&id)["pid"].as_i64().unwrap();
     let current = std::fs::read_to_string(format!("/proc/{pid}/attr/current")).unwrap();
     assert_eq!(current.trim(), format!("{name} (enforce)"), "the container's init");

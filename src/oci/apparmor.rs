@@ -34,31 +34,58 @@ fn to_apply_with(profile: Option<&str>, enabled: bool) -> Result<Option<String>,
     }
 }
 
-/// Makes the calling thread's next execve enter `profile`. Through the container's /proc:
-/// it runs once the container's root is entered.
-pub fn change_onexec(profile: &str) -> Result<(), String> {
+/// Makes the calling process's next execve enter `profile`, through `proc`, the container's
+/// procfs (checked as such by the caller): the file is opened below it with no symlink
+/// followed and no mount crossed, as runc checks since CVE-2019-16884, so that a file or
+/// mount the image or the container put at /proc cannot take the write while the process
+/// runs unconfined. The process must be single-threaded (its pid is its thread's id).
+pub fn change_onexec(proc: &std::os::fd::OwnedFd, profile: &str) -> Result<(), String> {
+    use nix::errno::Errno;
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
     let data = format!("exec {profile}");
+    let pid = std::process::id();
+    let how = OpenHow::new()
+        .flags(OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY)
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_MAGICLINKS
+                | ResolveFlag::RESOLVE_NO_XDEV,
+        );
     let paths = [
-        "/proc/thread-self/attr/apparmor/exec",
-        "/proc/thread-self/attr/exec",
+        format!("{pid}/attr/apparmor/exec"),
+        format!("{pid}/attr/exec"),
     ];
-    for (i, path) in paths.iter().enumerate() {
-        let f = std::fs::OpenOptions::new().write(true).open(path);
-        let mut f = match f {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && i == 0 => continue,
+    for (i, rel) in paths.iter().enumerate() {
+        let fd = loop {
+            match openat2(proc, rel.as_str(), how) {
+                Err(Errno::EAGAIN) | Err(Errno::EINTR) => continue,
+                r => break r,
+            }
+        };
+        let fd = match fd {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) if i == 0 => continue,
             Err(e) => {
                 return Err(format!(
-                    "open {path}: {e} (the profile is set through the container's /proc)"
+                    "open /proc/{rel}: {e} (in the container's procfs, with no symlink or mount on the way)"
                 ));
             }
         };
+        let on_proc = nix::sys::statfs::fstatfs(&fd)
+            .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
+        if !on_proc {
+            return Err(format!("/proc/{rel} is not a file of the procfs"));
+        }
+        let mut f = std::fs::File::from(fd);
         // One write: the kernel parses the whole command from it.
         return match f.write(data.as_bytes()) {
             Ok(n) if n == data.len() => Ok(()),
-            Ok(n) => Err(format!("write {data:?} to {path}: only {n} bytes written")),
+            Ok(n) => Err(format!(
+                "write {data:?} to /proc/{rel}: only {n} bytes written"
+            )),
             Err(e) => Err(format!(
-                "write {data:?} to {path}: {e} (is the profile loaded? `aa-status` lists the loaded profiles)"
+                "write {data:?} to /proc/{rel}: {e} (is the profile loaded? `aa-status` lists the loaded profiles)"
             )),
         };
     }

@@ -1388,7 +1388,8 @@ fn run_payload_after_start(
 ) -> ! {
     // Blocks until `start` writes its byte; a `kill` with a signal that would end a process
     // ends this one meanwhile (as with runc), though it is its pid namespace's init.
-    if sys::exit_on_terminating_signals(true).is_err() {
+    if let Err(err) = sys::exit_on_terminating_signals(true) {
+        eprintln!("cordon-oci: cannot handle the signals that end a created container: {err}");
         sys::exit_now(1)
     }
     let mut b = [0u8; 1];
@@ -1399,7 +1400,8 @@ fn run_payload_after_start(
             _ => sys::exit_now(1),
         }
     }
-    if sys::exit_on_terminating_signals(false).is_err() {
+    if let Err(err) = sys::exit_on_terminating_signals(false) {
+        eprintln!("cordon-oci: cannot restore the default actions of signals: {err}");
         sys::exit_now(1)
     }
     // Kept (close-on-exec) until the execve below: `start` waits for the fifo to lose its
@@ -1463,7 +1465,9 @@ fn prepare(
     // As runc: with init's privileges, before no_new_privs and any seccomp filter; the
     // execve enters it (the startContainer hooks' too).
     if let Some(p) = &c.setup().apparmor_profile {
-        super::apparmor::change_onexec(p).map_err(|why| ("apply process.apparmorProfile", why))?;
+        let step = "apply process.apparmorProfile";
+        let proc = container_proc(step)?;
+        super::apparmor::change_onexec(&proc, p).map_err(|why| (step, why))?;
     }
     if !c.setup().no_new_privileges
         && let Some(f) = filter

@@ -787,8 +787,10 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     if ctx.systemd && !rootless() && user_scope.is_none() {
         let why = if !systemd_booted() {
             "this host was not booted with systemd (no /run/systemd/system)"
-        } else {
+        } else if v2_own.is_none() {
             "cordon-oci asks systemd for a scope on a pure cgroup v2 host only"
+        } else {
+            "linux.cgroupsPath names no unit (slice:prefix:name)"
         };
         let msg = format!(
             "--systemd-cgroup: {why}; the container's cgroup is made directly where systemd would put its unit, unknown to systemd"
@@ -829,7 +831,15 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         .as_ref()
         .and_then(|r| r.hugepage_limits().as_ref())
         .is_some_and(|h| !h.is_empty());
-    let dirs = cgroup::dirs_for_limits(&rel, hugetlb)?;
+    let mut dirs = cgroup::dirs_for_limits(&rel, hugetlb)?;
+    // systemd's named hierarchy, apart: joined only where it can be made (see below).
+    let named = match cgroup::named_hierarchy()? {
+        Some(mp) => {
+            let n = dirs.iter().position(|d| d.starts_with(&mp));
+            n.map(|i| dirs.remove(i))
+        }
+        None => None,
+    };
     // What a cgroup must hold: fields of 0 are unset (as cgroup::apply reads them), and a
     // `memory` or `cpu` object with nothing set in it asks for nothing.
     let set = |v: serde_json::Value| v.as_object().is_some_and(|o| !o.is_empty());
@@ -900,6 +910,14 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     let mut enforced_devices = None;
     match cgroup::create(&dirs) {
         Ok(()) => {
+            // As runc, which ignores a failure to join it: a host whose name=systemd
+            // hierarchy is not writable still runs the container, in its caller's cgroup there.
+            if let Some(n) = named {
+                match cgroup::create(std::slice::from_ref(&n)) {
+                    Ok(()) => dirs.push(n),
+                    Err(e) => ctx.log("debug", &format!("name=systemd: {e}; left out")),
+                }
+            }
             cleanup.cgroups = dirs.clone();
             if let Some(r) = &resources {
                 cgroup::apply(&dirs, r).map_err(resource_err("config.json"))?;
@@ -2194,6 +2212,16 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
         })?;
         config::refuse_unknown_process_fields(spec.version(), &proc, text.as_bytes())
             .map_err(in_file)?;
+        // A file without an AppArmor profile keeps the container's, as runc keeps it: an
+        // exec'd process is never less confined for a field left out.
+        let mut proc = proc;
+        if proc.apparmor_profile().as_deref().is_none_or(str::is_empty) {
+            let stored = spec
+                .process()
+                .as_ref()
+                .and_then(|p| p.apparmor_profile().clone());
+            proc.set_apparmor_profile(stored);
+        }
         spec.set_process(Some(proc));
         // Its fields are checked as config.json's `process`: an error in one names the file.
         Container::from_spec(spec, bundle).map_err(|e| match &e {
@@ -2435,7 +2463,8 @@ fn exec_mid(
             );
         }
     }
-    // Before anything of the container is joined: a non-dumpable process cannot be
+    // Before anything of the container is joined (but its cgroup v2 directory, where it may
+    // have been born, which names no process to the container): a non-dumpable process cannot be
     // ptraced, nor its /proc/PID/exe, fds or memory opened, by the container's processes
     // (the flag passes to the forked process and is reset by its execve).
     if let Err(e) = nix::sys::prctl::set_dumpable(false) {

@@ -172,7 +172,10 @@ pub fn clone_into_cgroup(
         ..CloneArgs::default()
     };
     // SAFETY: clone3 without CLONE_VM and with a null stack behaves like fork(2): the child
-    // gets a copy of the address space and continues on the same (copied) stack. The kernel
+    // gets a copy of the address space and continues on the same (copied) stack. Unlike the
+    // C library's fork it runs no atfork handlers and leaves the C library's cached thread id
+    // stale in the child: harmless here, since cordon registers no atfork handler and the
+    // child, single-threaded, uses no lock that records its owner's thread id. The kernel
     // reads `args` (a live, fully initialised struct of the size passed) during the call only;
     // no pointer in it is set (pidfd, child_tid, parent_tid, set_tid are 0), and `cgroup` is
     // a descriptor the borrow keeps open for the call. The caller guarantees a single-threaded
@@ -451,18 +454,12 @@ pub fn reset_signals() -> Result<(), Errno> {
     sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
 }
 
-/// The signals whose default action ends a process, which a container's init waiting for
-/// `start` ends on (see [`exit_on_terminating_signals`]). Not SIGKILL, which ends it anyway.
-pub const TERMINATING_SIGNALS: &[libc::c_int] = &[
-    libc::SIGHUP,
-    libc::SIGINT,
-    libc::SIGQUIT,
-    libc::SIGTERM,
-    libc::SIGUSR1,
-    libc::SIGUSR2,
-    libc::SIGALRM,
-    libc::SIGPIPE,
-];
+/// The signals a container's init waiting for `start` ends on (see
+/// [`exit_on_terminating_signals`]): those that end runc's (a Go program, whose runtime
+/// ignores SIGUSR1, SIGUSR2, SIGALRM and SIGPIPE unless asked for them). Not SIGKILL, which
+/// ends it anyway.
+pub const TERMINATING_SIGNALS: &[libc::c_int] =
+    &[libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM];
 
 extern "C" fn exit_by_signal(sig: libc::c_int) {
     // SAFETY: _exit is async-signal-safe; nothing else runs here.
