@@ -41,28 +41,14 @@ fn to_apply_with(profile: Option<&str>, enabled: bool) -> Result<Option<String>,
 /// runs unconfined. The process must be single-threaded (its pid is its thread's id).
 pub fn change_onexec(proc: &std::os::fd::OwnedFd, profile: &str) -> Result<(), String> {
     use nix::errno::Errno;
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
     let data = format!("exec {profile}");
     let pid = std::process::id();
-    let how = OpenHow::new()
-        .flags(OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY)
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS
-                | ResolveFlag::RESOLVE_NO_XDEV,
-        );
     let paths = [
         format!("{pid}/attr/apparmor/exec"),
         format!("{pid}/attr/exec"),
     ];
     for (i, rel) in paths.iter().enumerate() {
-        let fd = loop {
-            match openat2(proc, rel.as_str(), how) {
-                Err(Errno::EAGAIN) | Err(Errno::EINTR) => continue,
-                r => break r,
-            }
-        };
+        let fd = super::init::write_below_proc(proc, rel);
         let fd = match fd {
             Ok(fd) => fd,
             Err(Errno::ENOENT) if i == 0 => continue,

@@ -252,13 +252,11 @@ fn container_proc(what: &'static str) -> Result<OwnedFd, Step> {
     Ok(fd)
 }
 
-/// Writes the sysctl `key` (dotted) as `value` below the container's procfs `proc`, with no
-/// symlink followed and no mount crossed on the way: the file written is the container's
-/// own sysctl, whatever the image put where.
-fn write_sysctl(proc: &OwnedFd, key: &str, value: &str) -> Result<(), Step> {
+/// Opens `rel` below the container's procfs `proc` for writing, with no symlink followed and
+/// no mount crossed on the way (openat2): the file is the procfs's own, whatever the image or
+/// the container put where.
+pub(super) fn write_below_proc(proc: &OwnedFd, rel: &str) -> Result<OwnedFd, Errno> {
     use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
-    let step = "set a sysctl (linux.sysctl)";
-    let rel = format!("sys/{}", key.replace('.', "/"));
     let how = OpenHow::new()
         .flags(OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY)
         .resolve(
@@ -267,19 +265,30 @@ fn write_sysctl(proc: &OwnedFd, key: &str, value: &str) -> Result<(), Step> {
                 | ResolveFlag::RESOLVE_NO_MAGICLINKS
                 | ResolveFlag::RESOLVE_NO_XDEV,
         );
-    let fd = loop {
-        match openat2(proc, rel.as_str(), how) {
+    loop {
+        match openat2(proc, rel, how) {
             Err(Errno::EAGAIN) | Err(Errno::EINTR) => continue,
-            Err(err @ (Errno::EXDEV | Errno::ELOOP)) => {
-                return Err((
-                    step,
-                    format!(
-                        "{key}={value}: /proc/{rel}: {err}: a mount or symlink lies on the way to it in the container; remove the mount over /proc"
-                    ),
-                ));
-            }
-            r => break r.map_err(|err| (step, format!("{key}={value}: /proc/{rel}: {err}")))?,
+            r => return r,
         }
+    }
+}
+
+/// Writes the sysctl `key` (dotted) as `value` below the container's procfs `proc`, with no
+/// symlink followed and no mount crossed on the way: the file written is the container's
+/// own sysctl, whatever the image put where.
+fn write_sysctl(proc: &OwnedFd, key: &str, value: &str) -> Result<(), Step> {
+    let step = "set a sysctl (linux.sysctl)";
+    let rel = format!("sys/{}", key.replace('.', "/"));
+    let fd = match write_below_proc(proc, &rel) {
+        Err(err @ (Errno::EXDEV | Errno::ELOOP)) => {
+            return Err((
+                step,
+                format!(
+                    "{key}={value}: /proc/{rel}: {err}: a mount or symlink lies on the way to it in the container; remove the mount over /proc"
+                ),
+            ));
+        }
+        r => r.map_err(|err| (step, format!("{key}={value}: /proc/{rel}: {err}")))?,
     };
     let mut f = std::fs::File::from(fd);
     std::io::Write::write_all(&mut f, value.as_bytes())
