@@ -3870,19 +3870,60 @@ both!(fn a_created_container_ends_on_sigterm(who) {
         let mounts = c["mounts"].as_array_mut().unwrap();
         mounts.push(json!({"destination": marker.path(), "type": "bind", "source": marker.path(), "options": ["rbind"]}));
     }) else { return };
-    for sig in ["TERM", "INT", "HUP"] {
-        let id = format!("term-{sig}-{who:?}");
+    // Through `kill`, as a shim's stop sends it.
+    let id = format!("term-kill-{who:?}");
+    let _cleanup = Deleted(&b, id.clone());
+    b.create(&id);
+    assert_eq!(b.state(&id)["status"], "created");
+    let out = b.oci(&["kill", &id, "TERM"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(b.wait_status(&id, "stopped")["status"], "stopped", "SIGTERM to a created container");
+    let out = b.oci(&["delete", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!ran.exists(), "the program ran after SIGTERM");
+    // The status the caller of `create` reaps (as a subreaper, as conmon and the shims
+    // are): 128+signal, for each of the four signals.
+    for (name, num) in [("TERM", 15), ("INT", 2), ("HUP", 1), ("QUIT", 3)] {
+        let id = format!("term-{name}-{who:?}");
         let _cleanup = Deleted(&b, id.clone());
-        b.create(&id);
-        assert_eq!(b.state(&id)["status"], "created");
-        let out = b.oci(&["kill", &id, sig]);
-        assert!(out.status.success(), "{}", describe(&out));
-        assert_eq!(b.wait_status(&id, "stopped")["status"], "stopped", "SIG{sig} to a created container");
-        let out = b.oci(&["delete", &id]);
-        assert!(out.status.success(), "{}", describe(&out));
-        assert!(!ran.exists(), "the program ran after SIG{sig}");
+        let pid_file = b.path().join(format!("{id}.pid"));
+        let (sig, pid_file_arg) = (num.to_string(), pid_file.display().to_string());
+        let prefix = ["/usr/bin/python3", "-c", REAP_AFTER_SIGNAL, &sig, &pid_file_arg];
+        let mut args = b.bundle_args("create", &id);
+        args.extend(["--pid-file".to_string(), pid_file_arg.clone()]);
+        let out = b.oci_under(&prefix, &args.iter().map(String::as_str).collect::<Vec<_>>());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "create, SIG{name}, reap: {}", describe(&out));
+        assert!(
+            text.lines().any(|l| l == format!("exited {}", 128 + num)),
+            "the created container's init after SIG{name}: want `exited {}`: {}",
+            128 + num,
+            describe(&out)
+        );
+        assert_eq!(b.state(&id)["status"], "stopped");
+        assert!(!ran.exists(), "the program ran after SIG{name}");
     }
 });
+
+/// Runs the command after its two arguments (SIGNAL PIDFILE) as a subreaper, sends SIGNAL
+/// to the pid the command wrote to PIDFILE (the created container's init, now a child of
+/// this process), reaps it and prints `exited CODE` or `killed SIGNAL`.
+const REAP_AFTER_SIGNAL: &str = r#"
+import ctypes, os, subprocess, sys
+if ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) != 0:
+    sys.exit("prctl(PR_SET_CHILD_SUBREAPER) failed")
+sig, pid_file = int(sys.argv[1]), sys.argv[2]
+r = subprocess.run(sys.argv[3:])
+if r.returncode != 0:
+    sys.exit(r.returncode)
+pid = int(open(pid_file).read())
+os.kill(pid, sig)
+_, st = os.waitpid(pid, 0)
+if os.WIFEXITED(st):
+    print("exited", os.WEXITSTATUS(st), flush=True)
+else:
+    print("killed", os.WTERMSIG(st), flush=True)
+"#;
 
 // process.apparmorProfile (containerd's CRI plugin and root podman give every container one
 // on a host with AppArmor): the process runs confined by it, in `run` and in `exec` alike,

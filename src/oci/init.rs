@@ -105,6 +105,17 @@ pub fn main(mut a: InitArgs) -> ! {
         .and_then(|()| find_program(a.c).map_err(|(code, msg)| exec_report(code, &msg)));
     match prepared {
         Ok(()) => {
+            // Before "OK": from the moment `create` returns, a `kill` with a signal that
+            // would end a process ends this one (as with runc), though it is its pid
+            // namespace's init, to which the kernel delivers only the signals it handles.
+            if let Err(err) = sys::exit_on_terminating_signals(true) {
+                let _ = nix::unistd::write(
+                    &a.ready,
+                    format!("ERR handle the signals that end a created container: {err}")
+                        .as_bytes(),
+                );
+                sys::exit_now(1)
+            }
             let _ = nix::unistd::write(&a.ready, b"OK");
             // The parent reads to end-of-file: init's copy is the last one.
             drop(a.ready);
@@ -1395,12 +1406,8 @@ fn run_payload_after_start(
     filter: Option<&OciFilter>,
     state: &[u8],
 ) -> ! {
-    // Blocks until `start` writes its byte; a `kill` with a signal that would end a process
-    // ends this one meanwhile (as with runc), though it is its pid namespace's init.
-    if let Err(err) = sys::exit_on_terminating_signals(true) {
-        eprintln!("cordon-oci: cannot handle the signals that end a created container: {err}");
-        sys::exit_now(1)
-    }
+    // Blocks until `start` writes its byte; a terminating signal ends the process meanwhile
+    // (main set that up before telling `create` it was ready).
     let mut b = [0u8; 1];
     loop {
         match nix::unistd::read(&fifo, &mut b) {
