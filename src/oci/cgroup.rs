@@ -1805,6 +1805,31 @@ pub fn born_into(dirs: &[PathBuf]) -> Option<(std::os::fd::OwnedFd, Vec<PathBuf>
     Some((fd, dirs.iter().filter(|d| *d != v2).cloned().collect()))
 }
 
+/// A child process, a clone with the namespace `flags` (a fork with none), born in the
+/// container's cgroup v2 directory among `dirs` (see [`born_into`]) when the kernel lets it
+/// be; with the directories the child must still join: the v1 ones left after a birth in
+/// place, all of them after the plain clone that is the fallback. That fallback is taken
+/// without a v2 directory, and when clone3 fails (an older kernel, a seccomp filter that
+/// hides it, or no right to the directory, which the move then reports); `why_not` is told
+/// the clone3 error.
+pub fn clone_into(
+    dirs: &[PathBuf],
+    flags: libc::c_int,
+    why_not: &mut dyn FnMut(nix::errno::Errno),
+) -> (
+    Result<crate::sys::CloneResult, nix::errno::Errno>,
+    Vec<PathBuf>,
+) {
+    use std::os::fd::AsFd;
+    if let Some((fd, rest)) = born_into(dirs) {
+        match crate::sys::clone_into_cgroup(flags, fd.as_fd()) {
+            Ok(r) => return (Ok(r), rest),
+            Err(errno) => why_not(errno),
+        }
+    }
+    (crate::sys::clone_namespaces(flags), dirs.to_vec())
+}
+
 /// Moves `pid` into every directory.
 pub fn attach(dirs: &[PathBuf], pid: i32) -> Result<(), CgroupError> {
     for d in dirs {
@@ -2997,13 +3022,31 @@ mod device_program_tests {
         Some(dir)
     }
 
-    // A process cloned with clone3 CLONE_INTO_CGROUP is in the cgroup v2 directory
-    // `born_into` opened from its first instruction, and the other directories are left for
-    // it to join.
+    // Without a cgroup v2 directory (a v1 host's container) the child is a plain fork,
+    // clone3 is not tried, and every directory is left for it to join.
+    #[test]
+    fn without_a_v2_directory_the_child_joins_every_cgroup() {
+        let dirs = vec![
+            PathBuf::from("/sys/fs/cgroup/memory/not-v2"),
+            PathBuf::from("/sys/fs/cgroup/pids/not-v2"),
+        ];
+        let mut tried = false;
+        let (cloned, left) = clone_into(&dirs, 0, &mut |_| tried = true);
+        match cloned.expect("a fork") {
+            crate::sys::CloneResult::Child => crate::sys::exit_now(0),
+            crate::sys::CloneResult::Parent(pid) => {
+                let _ = nix::sys::wait::waitpid(pid, None);
+            }
+        }
+        assert!(!tried, "clone3 was tried without a v2 directory");
+        assert_eq!(left, dirs);
+    }
+
+    // A process from `clone_into` is in the cgroup v2 directory from its first instruction
+    // (clone3 CLONE_INTO_CGROUP), and the other directories are left for it to join.
     #[test]
     fn a_clone_into_a_cgroup_is_born_there() {
         use crate::sys::CloneResult;
-        use std::os::fd::AsFd;
         if !nix::unistd::geteuid().is_root() {
             eprintln!("SKIP: a_clone_into_a_cgroup_is_born_there: creating the cgroup needs root");
             return;
@@ -3013,10 +3056,10 @@ mod device_program_tests {
             return;
         };
         let v1 = PathBuf::from("/sys/fs/cgroup/memory/not-v2");
-        let (fd, rest) = born_into(&[v1.clone(), dir.clone()]).expect("the v2 directory opens");
-        assert_eq!(rest, vec![v1]);
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
-        let child = match crate::sys::clone_into_cgroup(0, fd.as_fd()) {
+        let mut why_not = None;
+        let (cloned, left) = clone_into(&[v1.clone(), dir.clone()], 0, &mut |e| why_not = Some(e));
+        let child = match cloned {
             Ok(CloneResult::Child) => {
                 drop(w);
                 let mut b = [0u8; 1];
@@ -3024,18 +3067,28 @@ mod device_program_tests {
                 crate::sys::exit_now(0)
             }
             Ok(CloneResult::Parent(pid)) => pid,
-            Err(e @ (nix::errno::Errno::ENOSYS | nix::errno::Errno::E2BIG)) => {
-                let _ = std::fs::remove_dir(&dir);
-                eprintln!(
-                    "SKIP: a_clone_into_a_cgroup_is_born_there: no clone3 CLONE_INTO_CGROUP here ({e}: a kernel before 5.7, or a seccomp filter); cordon-oci falls back to a move"
-                );
-                return;
-            }
             Err(e) => {
                 let _ = std::fs::remove_dir(&dir);
-                panic!("clone3 CLONE_INTO_CGROUP: {e}");
+                panic!("no child at all: {e}");
             }
         };
+        if let Some(e) = why_not {
+            drop(w);
+            let _ = nix::sys::wait::waitpid(child, None);
+            let _ = std::fs::remove_dir(&dir);
+            // The fallback leaves every directory to join.
+            assert_eq!(left, vec![v1, dir.clone()]);
+            assert!(
+                matches!(e, nix::errno::Errno::ENOSYS | nix::errno::Errno::E2BIG),
+                "clone3 CLONE_INTO_CGROUP: {e}"
+            );
+            eprintln!(
+                "SKIP: a_clone_into_a_cgroup_is_born_there: no clone3 CLONE_INTO_CGROUP here ({e}: a kernel before 5.7, or a seccomp filter); cordon-oci falls back to a move"
+            );
+            return;
+        }
+        // Born in the v2 directory: only the v1 one is left to join.
+        assert_eq!(left, vec![v1]);
         drop(r);
         let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
         drop(w);

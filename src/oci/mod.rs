@@ -1045,37 +1045,24 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
     // The cgroups the init joins after its clone: all of them, or, when it is born in its
     // cgroup v2 directory (clone3 CLONE_INTO_CGROUP, which waits for no RCU grace period as
     // a move there does), the v1 ones left (a hybrid host's).
-    let mut attach_dirs = cleanup.cgroups.clone();
-    let born = (!by_helper)
-        .then(|| cgroup::born_into(&cleanup.cgroups))
-        .flatten();
-    let cloned = if by_helper {
-        clone_after_joining(&join, flags, &cleanup.cgroups, c.setup().oom_score_adj)
+    let (cloned, attach_dirs) = if by_helper {
+        (
+            clone_after_joining(&join, flags, &cleanup.cgroups, c.setup().oom_score_adj),
+            cleanup.cgroups.clone(),
+        )
     } else {
-        let into = born
-            .as_ref()
-            .map(|(fd, _)| sys::clone_into_cgroup(flags, fd.as_fd()));
-        match (into, born) {
-            (Some(Ok(r)), Some((_, rest))) => {
-                attach_dirs = rest;
-                Ok(r)
-            }
-            // No clone3 or CLONE_INTO_CGROUP (an older kernel, a seccomp filter), or no
-            // right to: a plain clone, then the move, which says what it lacks.
-            (into, _) => {
-                if let Some(Err(errno)) = into {
-                    ctx.log(
-                        "debug",
-                        &format!("clone3 into the container's cgroup: {errno}; a clone and a move instead"),
-                    );
-                }
-                sys::clone_namespaces(flags).map_err(|errno| OciError::Sys {
-                    step: "create the container's namespaces (clone)",
-                    errno,
-                    hint: crate::doctor::userns_hint(errno),
-                })
-            }
-        }
+        let (cloned, left) = cgroup::clone_into(&cleanup.cgroups, flags, &mut |errno| {
+            ctx.log(
+                "debug",
+                &format!("clone3 into the container's cgroup: {errno}; a clone and a move instead"),
+            )
+        });
+        let cloned = cloned.map_err(|errno| OciError::Sys {
+            step: "create the container's namespaces (clone)",
+            errno,
+            hint: crate::doctor::userns_hint(errno),
+        });
+        (cloned, left)
     };
     drop(join);
     let child = match cloned {
@@ -2322,26 +2309,12 @@ fn exec(ctx: &Ctx, a: &ExecArgs) -> Result<i32, OciError> {
     // for the pid namespace to apply), reports its pid, and waits for it unless detached.
     // Born in the container's cgroup v2 directory when it can be (see create), it then joins
     // only the v1 ones.
-    let mut cg = s.cgroup_dirs.clone();
-    let born = cgroup::born_into(&cg);
-    let forked = match born {
-        Some((fd, rest)) => match sys::clone_into_cgroup(0, fd.as_fd()) {
-            Ok(r) => {
-                cg = rest;
-                Ok(r)
-            }
-            Err(errno) => {
-                ctx.log(
-                    "debug",
-                    &format!(
-                        "clone3 into the container's cgroup: {errno}; a fork and a move instead"
-                    ),
-                );
-                sys::fork()
-            }
-        },
-        None => sys::fork(),
-    };
+    let (forked, cg) = cgroup::clone_into(&s.cgroup_dirs, 0, &mut |errno| {
+        ctx.log(
+            "debug",
+            &format!("clone3 into the container's cgroup: {errno}; a fork and a move instead"),
+        )
+    });
     let mid = match forked.map_err(sys_err("fork"))? {
         CloneResult::Child => {
             drop(pid_r);
