@@ -34,6 +34,11 @@ fn to_apply_with(profile: Option<&str>, enabled: bool) -> Result<Option<String>,
     }
 }
 
+/// What to do when the container's /proc is not a plain procfs.
+const FIX: &str = "mount a `proc` file system at /proc in config.json's `mounts` and mount \
+                   nothing below it (a mount or symlink there could take the write that confines \
+                   the process)";
+
 /// Makes the calling process's next execve enter `profile`, through `proc`, the container's
 /// procfs (checked as such by the caller): the file is opened below it with no symlink
 /// followed and no mount crossed, as runc checks since CVE-2019-16884, so that a file or
@@ -52,16 +57,26 @@ pub fn change_onexec(proc: &std::os::fd::OwnedFd, profile: &str) -> Result<(), S
         let fd = match fd {
             Ok(fd) => fd,
             Err(Errno::ENOENT) if i == 0 => continue,
+            Err(e @ (Errno::EXDEV | Errno::ELOOP)) => {
+                return Err(format!(
+                    "open /proc/{rel}: {e}: a mount or a symlink is in the way in the container's \
+                     procfs, where the file must be opened with none: {FIX}"
+                ));
+            }
             Err(e) => {
                 return Err(format!(
-                    "open /proc/{rel}: {e} (in the container's procfs, with no symlink or mount on the way)"
+                    "open /proc/{rel}: {e} (in the container's procfs, with no symlink or mount \
+                     on the way): {FIX}"
                 ));
             }
         };
         let on_proc = nix::sys::statfs::fstatfs(&fd)
             .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::PROC_SUPER_MAGIC);
         if !on_proc {
-            return Err(format!("/proc/{rel} is not a file of the procfs"));
+            return Err(format!(
+                "/proc/{rel} is not a file of the procfs (another file system is mounted over \
+                 it): {FIX}"
+            ));
         }
         let mut f = std::fs::File::from(fd);
         // One write: the kernel parses the whole command from it.
