@@ -426,6 +426,26 @@ both!(fn create_start_kill_delete(who) {
     assert_eq!(s["bundle"], b.path().display().to_string());
     let pid: i64 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     assert_eq!(s["pid"], pid);
+    // runc's fields beside the spec's (go-runc reads them): the root directory, the
+    // creation time (RFC 3339, UTC) and the creator's name.
+    let rootfs = std::fs::canonicalize(b.path().join("rootfs")).unwrap();
+    assert_eq!(s["rootfs"], rootfs.display().to_string(), "{s}");
+    let created = s["created"].as_str().unwrap_or_default().as_bytes();
+    let year = Command::new("date").args(["-u", "+%Y"]).output().unwrap().stdout;
+    assert!(
+        created.len() >= 20
+            && created.starts_with(&year[..4])
+            && created[4] == b'-'
+            && created[10] == b'T'
+            && created[13] == b':'
+            && created.ends_with(b"Z"),
+        "{s}"
+    );
+    let owner = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(who.caller_uid()))
+        .unwrap()
+        .unwrap()
+        .name;
+    assert_eq!(s["owner"], owner, "{s}");
     // Before start the process is cordon's init, not yet `sleep`.
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
     assert_ne!(comm.trim(), "sleep");

@@ -337,7 +337,7 @@ fn dispatch(ctx: &Ctx, cmd: OciCommand) -> Result<i32, OciError> {
         OciCommand::Start { id } => start(ctx, &id).map(|()| 0),
         OciCommand::State { id } => {
             let (dir, s) = state::load(&ctx.root, &id)?;
-            let st = s.oci(state::status(&dir, &s));
+            let st = s.state_output(state::status(&dir, &s));
             println!("{}", serde_json::to_string_pretty(&st).unwrap_or_default());
             Ok(0)
         }
@@ -1135,6 +1135,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         annotations: c.spec.annotations().clone().unwrap_or_default(),
         start_time,
         created: now_rfc3339(),
+        rootfs: c.rootfs().display().to_string(),
         cgroup_dirs: cleanup.cgroups.clone(),
         hooks: c.spec.hooks().clone(),
         rootless: rootless(),
@@ -1769,10 +1770,10 @@ fn list(ctx: &Ctx, format: &str, quiet: bool) -> Result<(), OciError> {
         let v: Vec<serde_json::Value> = rows
             .iter()
             .map(|(s, st)| {
-                serde_json::json!({"ociVersion": s.oci_version, "id": s.id,
-                    "pid": if *st == Status::Stopped { 0 } else { s.pid },
-                    "status": st.to_string(), "bundle": s.bundle, "rootfs": "",
-                    "created": s.created, "owner": s.owner.to_string()})
+                let mut v = s.state_output(*st);
+                // runc's list prints 0 for a stopped container's pid.
+                v["pid"] = (if *st == Status::Stopped { 0 } else { s.pid }).into();
+                v
             })
             .collect();
         println!("{}", serde_json::Value::Array(v));
@@ -1782,7 +1783,10 @@ fn list(ctx: &Ctx, format: &str, quiet: bool) -> Result<(), OciError> {
             let pid = if *st == Status::Stopped { 0 } else { s.pid };
             println!(
                 "{}\t{pid}\t{st}\t{}\t{}\t{}",
-                s.id, s.bundle, s.created, s.owner
+                s.id,
+                s.bundle,
+                s.created,
+                s.owner_name()
             );
         }
     }

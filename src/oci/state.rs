@@ -82,6 +82,10 @@ pub struct Stored {
     pub start_time: u64,
     /// RFC 3339 creation time.
     pub created: String,
+    /// The container's root directory on the host (absolute; empty in a state written by a
+    /// cordon-oci that did not keep it).
+    #[serde(default)]
+    pub rootfs: String,
     /// The cgroup directories of the container (one per v1 hierarchy, or the v2 one).
     #[serde(default)]
     pub cgroup_dirs: Vec<PathBuf>,
@@ -420,6 +424,27 @@ pub fn status(dir: &Path, s: &Stored) -> Status {
 }
 
 impl Stored {
+    /// What `state` prints: the OCI state, with what runc's adds (and go-runc, which
+    /// containerd's shim uses, reads): `rootfs`, `created` and `owner` (the user name of the
+    /// uid that created the container, or the uid without a name).
+    pub fn state_output(&self, status: Status) -> serde_json::Value {
+        let mut v = serde_json::to_value(self.oci(status)).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("rootfs".into(), self.rootfs.clone().into());
+            o.insert("created".into(), self.created.clone().into());
+            o.insert("owner".into(), self.owner_name().into());
+        }
+        v
+    }
+
+    /// The user name of [`Stored::owner`], or its number without one.
+    pub fn owner_name(&self) -> String {
+        nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(self.owner))
+            .ok()
+            .flatten()
+            .map_or_else(|| self.owner.to_string(), |u| u.name)
+    }
+
     /// The OCI state with the given status.
     pub fn oci(&self, status: Status) -> OciState {
         OciState {
@@ -471,6 +496,7 @@ mod tests {
             annotations: HashMap::new(),
             start_time: 1,
             created: "x".into(),
+            rootfs: "/b/rootfs".into(),
             cgroup_dirs: vec![],
             hooks: None,
             rootless: false,
@@ -645,5 +671,18 @@ mod tests {
         assert_eq!(v["bundle"], "/b");
         let v = serde_json::to_value(s.oci(Status::Stopped)).unwrap();
         assert!(v.get("pid").is_none());
+        // The hooks' state is the spec's; `state` adds runc's fields.
+        assert!(
+            v.get("rootfs").is_none() && v.get("created").is_none(),
+            "{v}"
+        );
+        let v = s.state_output(Status::Running);
+        assert_eq!(v["rootfs"], "/b/rootfs");
+        assert_eq!(v["created"], "x");
+        assert_eq!(v["owner"], "root");
+        assert_eq!(v["pid"], 42);
+        let mut nameless = sample("c2");
+        nameless.owner = 4_000_000;
+        assert_eq!(nameless.state_output(Status::Running)["owner"], "4000000");
     }
 }
