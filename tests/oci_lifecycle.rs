@@ -676,6 +676,76 @@ both!(fn seccomp_errno(who) {
     );
 });
 
+/// A static i386 program of 100 bytes: `getpid()` through `int 0x80` (i386 number 20;
+/// x86_64's getpid is 39), then `exit(that pid)`, so its exit status is its pid (1 as a pid
+/// namespace's init) or, when a filter answers an errno, 256 minus it.
+fn i386_getpid_program() -> Vec<u8> {
+    let code = [
+        0xb8, 20, 0, 0, 0, // mov eax, 20 (getpid)
+        0xcd, 0x80, // int 0x80
+        0x89, 0xc3, // mov ebx, eax
+        0xb8, 1, 0, 0, 0, // mov eax, 1 (exit)
+        0xcd, 0x80, // int 0x80
+    ];
+    let base: u32 = 0x0804_8000;
+    let total = (52 + 32 + code.len()) as u32;
+    let mut elf = b"\x7fELF\x01\x01\x01".to_vec();
+    elf.resize(16, 0);
+    for h in [2u16, 3] {
+        elf.extend(h.to_le_bytes()); // ET_EXEC, EM_386
+    }
+    for w in [1u32, base + 84, 52, 0, 0] {
+        elf.extend(w.to_le_bytes()); // version, entry, phoff, shoff, flags
+    }
+    for h in [52u16, 32, 1, 0, 0, 0] {
+        elf.extend(h.to_le_bytes()); // ehsize, phentsize, phnum, sh*
+    }
+    for w in [1u32, 0, base, base, total, total, 5, 0x1000] {
+        elf.extend(w.to_le_bytes()); // PT_LOAD of the whole file, R+X
+    }
+    elf.extend(code);
+    elf
+}
+
+// A 32-bit (i386) program's calls, which seccomp sees as another architecture, get the
+// policy's rules by their i386 numbers when `architectures` lists SCMP_ARCH_X86 (as
+// podman's and Docker's default profiles do, and as runc and crun honour), and are killed
+// when it does not.
+both!(fn seccomp_filters_i386_calls_when_the_policy_lists_x86(who) {
+    let test = "seccomp_filters_i386_calls_when_the_policy_lists_x86";
+    let prog = common::shared_tempdir();
+    let host_copy = prog.path().join("getpid32");
+    std::fs::write(&host_copy, i386_getpid_program()).unwrap();
+    std::fs::set_permissions(&host_copy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    match Command::new(&host_copy).status() {
+        Ok(st) if st.code().is_some() => {}
+        other => {
+            eprintln!("SKIP: {test}: this kernel runs no 32-bit programs ({other:?}): CONFIG_IA32_EMULATION is off or ia32_emulation=0");
+            return;
+        }
+    }
+    let cases: [(&str, Value, i32); 3] = [
+        // No rule for getpid: allowed, the pid (1).
+        ("i386-allow", json!({"defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+            "syscalls": [{"names": ["getppid"], "action": "SCMP_ACT_ERRNO"}]}), 1),
+        // getpid refused with ENOSYS (38): 256 - 38.
+        ("i386-errno", json!({"defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86"],
+            "syscalls": [{"names": ["getpid"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38}]}), 218),
+        // i386 not listed: killed (SIGSYS, 128 + 31).
+        ("i386-killed", json!({"defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64"],
+            "syscalls": [{"names": ["getppid"], "action": "SCMP_ACT_ERRNO"}]}), 159),
+    ];
+    for (name, policy, want) in cases {
+        let Some(b) = Bundle::new(who, &["/bin/getpid32"], |c| c["linux"]["seccomp"] = policy.clone()) else { return };
+        std::fs::copy(&host_copy, b.path().join("rootfs/bin/getpid32")).unwrap();
+        let out = b.run(&format!("{name}-{who:?}"));
+        assert_eq!(out.status.code(), Some(want), "{name}: {}", describe(&out));
+    }
+});
+
 // A readonlyPath is bound onto itself recursively, which copies its submounts writable; a
 // remount of the top made only that one read-only (the tmpfs at /data/sub stayed writable).
 both!(fn readonly_paths_cover_the_mounts_below(who) {

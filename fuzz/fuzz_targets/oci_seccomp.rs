@@ -4,8 +4,9 @@
 //! order). Profiles are built from the input: entries naming syscalls (several per entry, the
 //! same syscall in several entries), every action, the default action's own (left out, as
 //! runc does), argument conditions of every operator, repeated indexes (each condition then a
-//! rule of its own); calls on and around the named syscalls, on both architectures and x32
-//! numbers, with argument values on and around the conditions'.
+//! rule of its own), i386 filtered or not; calls on and around the named syscalls (by their
+//! x86_64 and i386 numbers), on both architectures and x32 numbers, with argument values on
+//! and around the conditions'.
 #![no_main]
 use cordon::security::seccomp::oci::linear_and_compiled;
 use libfuzzer_sys::fuzz_target;
@@ -13,6 +14,9 @@ use libfuzzer_sys::fuzz_target;
 #[path = "shared/seccomp_calls.rs"]
 mod seccomp_calls;
 use seccomp_calls::{Input, SYSCALLS, same_answers};
+
+/// The i386 numbers of the names of `SYSCALLS`, and a few only i386 has.
+const I386_NUMBERS: &[u32] = &[3, 4, 90, 125, 54, 359, 120, 37, 136, 172, 310, 357, 102, 192];
 
 const OPS: &[&str] = &[
     "SCMP_CMP_EQ",
@@ -75,8 +79,15 @@ fuzz_target!(|data: &[u8]| {
             args.join(",")
         ));
     }
+    // Half the profiles filter i386 calls too, by the i386 numbers of the same names.
+    let archs = if input.byte() % 2 == 0 {
+        numbers.extend(I386_NUMBERS.iter().flat_map(|&n| [n, n + 1, n - 1]));
+        r#""architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86"], "#
+    } else {
+        ""
+    };
     let json = format!(
-        r#"{{"defaultAction": "{default}", "defaultErrnoRet": {}, "syscalls": [{}]}}"#,
+        r#"{{{archs}"defaultAction": "{default}", "defaultErrnoRet": {}, "syscalls": [{}]}}"#,
         input.byte() % 4,
         entries.join(",")
     );

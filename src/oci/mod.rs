@@ -742,7 +742,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
                 ctx.log(
                     "debug",
                     &format!(
-                        "seccomp: syscalls unknown on x86_64, skipped: {}",
+                        "seccomp: syscalls unknown on every filtered architecture, skipped: {}",
                         f.unknown.join(" ")
                     ),
                 );

@@ -23,6 +23,7 @@ mod error;
 pub mod oci;
 mod policy;
 mod syscalls;
+mod syscalls_i386;
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]

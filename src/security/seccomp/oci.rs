@@ -3,27 +3,35 @@
 //! What it means, as the linear program the tests compare with:
 //!
 //! ```text
-//! guard:  ld arch; jeq AUDIT_ARCH_X86_64 or ret KILL_PROCESS   (i386 `int 0x80`, ...)
-//!         ld nr;   nr >= 0x40000000 → ret KILL_PROCESS           (x32)
+//! arch:   ld arch; jeq AUDIT_ARCH_I386 → i386 part (only when `architectures` lists
+//!         SCMP_ARCH_X86); jeq AUDIT_ARCH_X86_64 or ret KILL_PROCESS
+//! x86_64: ld nr;   nr >= 0x40000000 → ret KILL_PROCESS           (x32)
 //!         nr > HIGHEST → ret ERRNO(ENOSYS)   (when defaultAction is an errno; see `enosys_stub`)
-//! rules:  per (syscall, entry), in config order: ld nr; jeq NR or skip; the argument
+//!         rules: per (syscall, entry), in config order: ld nr; jeq NR or skip; the argument
 //!         comparisons (64-bit, as libseccomp compares them) or skip; ret ACTION. An entry
 //!         whose args name some index twice gives one rule per condition (see `rules`).
-//! end:    ret defaultAction
+//!         ret defaultAction
+//! i386:   ld nr; the ENOSYS stub; the rules with the i386 numbers of the same names, their
+//!         comparisons on the low 32 bits of each argument (all an i386 call has, see
+//!         `condition`); ret defaultAction
 //! ```
 //!
-//! What is installed (see [`compile`]): the same guard, then a binary search on the syscall
-//! number into that syscall's rules (in config order, without their `ld nr; jeq NR`), each
-//! number's ending in `ret defaultAction`, then the peephole pass of cordon's own policies.
+//! What is installed (see [`compile`]): the same architecture check, then in each part the
+//! same head, a binary search on the syscall number into that syscall's rules (in config
+//! order, without their `ld nr; jeq NR`), each number's ending in `ret defaultAction`; then
+//! the peephole pass of cordon's own policies.
 //!
 //! The first matching rule decides. seccompiler 0.5 gives a filter one match action, which
 //! cannot express an OCI policy (an allow-list with a default errno, and per-entry errnos),
 //! so the program is assembled here and installed as is.
 //!
-//! Calls through a foreign ABI (i386, x32) are killed even when `architectures` lists
-//! SCMP_ARCH_X86 or SCMP_ARCH_X32: the rules name x86_64 numbers only. Syscall names the
-//! x86_64 table does not know are skipped, as libseccomp-based runtimes do (policies list
-//! syscalls of every architecture and of newer kernels); `--debug` logs them.
+//! Calls of 32-bit programs (i386) are filtered by the policy when `architectures` lists
+//! SCMP_ARCH_X86, as runc and crun do (podman's and Docker's default profiles list it), and
+//! killed otherwise. x32 calls are killed even when SCMP_ARCH_X32 is listed: the x32 ABI is
+//! off in most kernels and no container engine's image uses it. Syscall names an
+//! architecture's table does not know are skipped there, as libseccomp-based runtimes do
+//! (policies list syscalls of every architecture and of newer kernels); `--debug` logs those
+//! no filtered architecture knows.
 
 use oci_spec::runtime::{Arch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompOperator};
 use seccompiler::sock_filter;
@@ -43,11 +51,13 @@ pub struct OciFilter {
     pub program: Vec<sock_filter>,
     /// `SECCOMP_FILTER_FLAG_*` for seccomp(2).
     pub flags: libc::c_ulong,
-    /// Names that are not x86_64 syscalls (skipped).
+    /// Names that are syscalls of no filtered architecture (skipped).
     pub unknown: Vec<String>,
 }
 
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+/// EM_386 (3) | __AUDIT_ARCH_LE (include/uapi/linux/audit.h).
+const AUDIT_ARCH_I386: u32 = 0x4000_0003;
 const X32_BIT: u32 = 0x4000_0000;
 const RET_KILL_PROCESS: u32 = 0x8000_0000;
 const RET_KILL_THREAD: u32 = 0;
@@ -61,6 +71,7 @@ const LD_W_ABS: u16 = 0x20;
 const JEQ: u16 = 0x15;
 const JGT: u16 = 0x25;
 const JGE: u16 = 0x35;
+const JA: u16 = 0x05;
 const AND: u16 = 0x54;
 const RET: u16 = 0x06;
 
@@ -129,14 +140,62 @@ fn action(a: LinuxSeccompAction, errno: Option<u32>, field: &str) -> Result<u32,
     })
 }
 
-/// The instructions of one argument comparison (64-bit, unsigned).
-fn condition(index: usize, op: LinuxSeccompOperator, value: u64, two: u64) -> Vec<Ins> {
+/// The ABIs a filter tells apart.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Abi {
+    X86_64,
+    I386,
+}
+
+impl Abi {
+    fn number(self, name: &str) -> Option<u32> {
+        match self {
+            Abi::X86_64 => crate::security::seccomp::syscall_number(name),
+            Abi::I386 => super::syscalls_i386::number(name),
+        }
+    }
+}
+
+/// A condition that holds whatever the argument: its block passes.
+fn always() -> Vec<Ins> {
+    vec![jmp(JEQ, 0, Tgt::Pass, Tgt::Pass)]
+}
+
+/// A condition that holds for no argument: the rule fails.
+fn never() -> Vec<Ins> {
+    vec![jmp(JEQ, 0, Tgt::Fail, Tgt::Fail)]
+}
+
+/// The instructions of one argument comparison (unsigned): 64-bit for x86_64; for i386, the
+/// argument is the low 32 bits of `args[index]` taken as a 64-bit number with a zero high
+/// half, what the kernel's 32-bit entry passes on. The high half of `seccomp_data.args` is
+/// not read there: a 64-bit process making an i386 call through `int 0x80` can put anything
+/// in it, and the kernel ignores it; so a comparison with a value above 32 bits is decided
+/// without a load (`EQ 1<<32` never holds, `NE 1<<32` always does).
+fn condition(abi: Abi, index: usize, op: LinuxSeccompOperator, value: u64, two: u64) -> Vec<Ins> {
     let lo_off = 16 + 8 * index as u32;
     let hi_off = lo_off + 4;
     let (vhi, vlo) = ((value >> 32) as u32, value as u32);
     let ld_hi = ins(LD_W_ABS, hi_off);
     let ld_lo = ins(LD_W_ABS, lo_off);
     use LinuxSeccompOperator::*;
+    if abi == Abi::I386 {
+        let (dhi, dlo) = ((two >> 32) as u32, two as u32);
+        return match op {
+            ScmpCmpEq | ScmpCmpGt | ScmpCmpGe if vhi != 0 => never(),
+            ScmpCmpNe | ScmpCmpLt | ScmpCmpLe if vhi != 0 => always(),
+            // The argument's high half is 0, so is its masked one: `valueTwo`'s must be.
+            ScmpCmpMaskedEq if dhi != 0 => never(),
+            ScmpCmpEq => vec![ld_lo, jmp(JEQ, vlo, Tgt::Pass, Tgt::Fail)],
+            ScmpCmpNe => vec![ld_lo, jmp(JEQ, vlo, Tgt::Fail, Tgt::Pass)],
+            ScmpCmpMaskedEq => vec![ld_lo, ins(AND, vlo), jmp(JEQ, dlo, Tgt::Pass, Tgt::Fail)],
+            ScmpCmpGt => vec![ld_lo, jmp(JGT, vlo, Tgt::Pass, Tgt::Fail)],
+            ScmpCmpGe => vec![ld_lo, jmp(JGE, vlo, Tgt::Pass, Tgt::Fail)],
+            // lo < v  ⇔ !(lo >= v);  lo <= v ⇔ !(lo > v)
+            ScmpCmpLt => vec![ld_lo, jmp(JGE, vlo, Tgt::Fail, Tgt::Pass)],
+            ScmpCmpLe => vec![ld_lo, jmp(JGT, vlo, Tgt::Fail, Tgt::Pass)],
+        };
+    }
     match op {
         ScmpCmpEq => vec![
             ld_hi,
@@ -219,8 +278,16 @@ pub fn compile(s: &LinuxSeccomp) -> Result<OciFilter, OciSeccompError> {
              rule)"
         ),
     };
-    let mut program = a.guard.clone();
-    program.extend(super::compile::dispatch_or(&a.chains, a.default));
+    let parts: Vec<Vec<sock_filter>> = a
+        .parts
+        .iter()
+        .map(|p| {
+            let mut part = p.head.clone();
+            part.extend(super::compile::dispatch_or(&p.chains, a.default));
+            part
+        })
+        .collect();
+    let program = join(&parts);
     // The pass shortens programs like this about two times; one this far over the limit is
     // refused before it spends time on it.
     if program.len() > 16 * MAX_INSNS {
@@ -237,6 +304,26 @@ pub fn compile(s: &LinuxSeccomp) -> Result<OciFilter, OciSeccompError> {
     })
 }
 
+/// The architecture check, then the part of each ABI (x86_64's first, then i386's when the
+/// policy filters it), each entered with the architecture checked and nothing loaded. Any
+/// other architecture is killed.
+fn join(parts: &[Vec<sock_filter>]) -> Vec<sock_filter> {
+    let f = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    let native = &parts[0];
+    let mut p = vec![f(LD_W_ABS, 0, 0, 4)];
+    if parts.len() > 1 {
+        // Over the x86_64 check and part, farther than a conditional jump reaches.
+        p.push(f(JEQ, 0, 1, AUDIT_ARCH_I386));
+        p.push(f(JA, 0, 0, native.len() as u32 + 2));
+    }
+    p.push(f(JEQ, 1, 0, AUDIT_ARCH_X86_64));
+    p.push(f(RET, 0, 0, RET_KILL_PROCESS));
+    for part in parts {
+        p.extend(part.iter().cloned());
+    }
+    p
+}
+
 /// For the fuzz target `oci_seccomp` only (feature `fuzzing`): for a `linux.seccomp` object
 /// in JSON, the linear program the module's documentation draws, and what [`compile`] makes
 /// of the same object.
@@ -249,13 +336,23 @@ pub fn linear_and_compiled(json: &str) -> Result<(Vec<sock_filter>, Vec<sock_fil
     Ok((linear, compiled))
 }
 
-/// The config's seccomp object, checked and taken apart.
-struct Assembled {
-    /// The architecture and x32 guard; it ends with the syscall number loaded.
-    guard: Vec<sock_filter>,
+/// One ABI's part of the program.
+struct Part {
+    /// What runs first: the syscall number loaded, x32's calls killed (x86_64's part), and
+    /// the ENOSYS stub; it ends with the syscall number loaded.
+    head: Vec<sock_filter>,
     /// Per syscall number (ascending): its rules in the config's order, each failing to the
     /// next, and then `ret default`.
     chains: Vec<(u32, Vec<sock_filter>)>,
+    /// The part as the module's documentation draws it.
+    #[cfg(any(test, feature = "fuzzing"))]
+    linear: Vec<sock_filter>,
+}
+
+/// The config's seccomp object, checked and taken apart.
+struct Assembled {
+    /// x86_64's part, then i386's when `architectures` lists SCMP_ARCH_X86.
+    parts: Vec<Part>,
     default: u32,
     flags: libc::c_ulong,
     unknown: Vec<String>,
@@ -266,14 +363,19 @@ struct Assembled {
 }
 
 fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
+    let mut abis = vec![Abi::X86_64];
     for a in s.architectures().iter().flatten() {
         match a {
-            Arch::ScmpArchNative | Arch::ScmpArchX86_64 | Arch::ScmpArchX86 | Arch::ScmpArchX32 => {
+            Arch::ScmpArchNative | Arch::ScmpArchX86_64 | Arch::ScmpArchX32 => {}
+            Arch::ScmpArchX86 => {
+                if !abis.contains(&Abi::I386) {
+                    abis.push(Abi::I386);
+                }
             }
             other => {
                 return Err(OciSeccompError::Unsupported {
                     field: "linux.seccomp.architectures".into(),
-                    why: format!("{other:?}: cordon-oci filters x86_64 only"),
+                    why: format!("{other:?}: cordon-oci filters x86_64 and x86 (i386) only"),
                 });
             }
         }
@@ -292,50 +394,59 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
         s.default_errno_ret(),
         "linux.seccomp.defaultAction",
     )?;
-    // The guard.
-    let mut guard = vec![
-        sock_filter {
-            code: LD_W_ABS,
-            jt: 0,
-            jf: 0,
-            k: 4,
-        },
-        sock_filter {
-            code: JEQ,
-            jt: 1,
-            jf: 0,
-            k: AUDIT_ARCH_X86_64,
-        },
-        sock_filter {
-            code: RET,
-            jt: 0,
-            jf: 0,
-            k: RET_KILL_PROCESS,
-        },
-        sock_filter {
-            code: LD_W_ABS,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
-        sock_filter {
-            code: JGE,
-            jt: 0,
-            jf: 1,
-            k: X32_BIT,
-        },
-        sock_filter {
-            code: RET,
-            jt: 0,
-            jf: 0,
-            k: RET_KILL_PROCESS,
-        },
-    ];
-    guard.extend(enosys_stub(s, default));
+    let parts = abis
+        .iter()
+        .map(|&abi| part(s, abi, default))
+        .collect::<Result<Vec<_>, _>>()?;
+    let unknown = s
+        .syscalls()
+        .iter()
+        .flatten()
+        .flat_map(|e| e.names())
+        .filter(|n| abis.iter().all(|abi| abi.number(n).is_none()))
+        .cloned()
+        .collect();
     #[cfg(any(test, feature = "fuzzing"))]
-    let mut linear = guard.clone();
+    let linear = join(&parts.iter().map(|p| p.linear.clone()).collect::<Vec<_>>());
+    Ok(Assembled {
+        parts,
+        default,
+        flags,
+        unknown,
+        #[cfg(any(test, feature = "fuzzing"))]
+        linear,
+    })
+}
+
+/// The part of the program for the calls of `abi`.
+fn part(s: &LinuxSeccomp, abi: Abi, default: u32) -> Result<Part, OciSeccompError> {
+    let ld_nr = sock_filter {
+        code: LD_W_ABS,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    };
+    let mut head = vec![ld_nr];
+    if abi == Abi::X86_64 {
+        head.extend([
+            sock_filter {
+                code: JGE,
+                jt: 0,
+                jf: 1,
+                k: X32_BIT,
+            },
+            sock_filter {
+                code: RET,
+                jt: 0,
+                jf: 0,
+                k: RET_KILL_PROCESS,
+            },
+        ]);
+    }
+    head.extend(enosys_stub(s, abi, default));
+    #[cfg(any(test, feature = "fuzzing"))]
+    let mut linear = head.clone();
     let mut by_nr: std::collections::BTreeMap<u32, Vec<sock_filter>> = Default::default();
-    let mut unknown = Vec::new();
     for (i, entry) in s.syscalls().iter().flatten().enumerate() {
         let field = format!("linux.seccomp.syscalls[{i}]");
         let ret = action(
@@ -343,19 +454,17 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
             entry.errno_ret(),
             &format!("{field}.action"),
         )?;
-        let rules = rules(entry.args().as_deref().unwrap_or(&[]), &field)?;
+        let rules = rules(abi, entry.args().as_deref().unwrap_or(&[]), &field)?;
         // An entry whose action is the default's (errno included) changes nothing, and runc
         // leaves it out: compiled, it would take the call before a later entry for the same
         // syscall could (an allow-by-default profile's later ERRNO entry would never apply).
-        let same_as_default = ret == default;
+        if ret == default {
+            continue;
+        }
         for name in entry.names() {
-            let Some(nr) = crate::security::seccomp::syscall_number(name) else {
-                unknown.push(name.clone());
+            let Some(nr) = abi.number(name) else {
                 continue;
             };
-            if same_as_default {
-                continue;
-            }
             for conds in &rules {
                 push_rule(by_nr.entry(nr).or_default(), None, conds, ret, &field)?;
                 #[cfg(any(test, feature = "fuzzing"))]
@@ -371,8 +480,8 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
     };
     #[cfg(any(test, feature = "fuzzing"))]
     linear.push(ret_default.clone());
-    Ok(Assembled {
-        guard,
+    Ok(Part {
+        head,
         chains: by_nr
             .into_iter()
             .map(|(nr, mut rules)| {
@@ -380,9 +489,6 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
                 (nr, rules)
             })
             .collect(),
-        default,
-        flags,
-        unknown,
         #[cfg(any(test, feature = "fuzzing"))]
         linear,
     })
@@ -396,7 +502,7 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
 /// numbers return ENOSYS: two instructions after the guard, `nr` loaded. Other default
 /// actions (allow, kill, trap, log, trace) are kept as they are: the stub must not turn a
 /// killing default into a softer answer. None without a known syscall name.
-fn enosys_stub(s: &LinuxSeccomp, default: u32) -> Vec<sock_filter> {
+fn enosys_stub(s: &LinuxSeccomp, abi: Abi, default: u32) -> Vec<sock_filter> {
     let enosys = RET_ERRNO | libc::ENOSYS as u32;
     if default & 0xffff_0000 != RET_ERRNO || default == enosys {
         return Vec::new();
@@ -406,7 +512,7 @@ fn enosys_stub(s: &LinuxSeccomp, default: u32) -> Vec<sock_filter> {
         .iter()
         .flatten()
         .flat_map(|e| e.names())
-        .filter_map(|n| crate::security::seccomp::syscall_number(n))
+        .filter_map(|n| abi.number(n))
         .max();
     let Some(highest) = highest else {
         return Vec::new();
@@ -437,6 +543,7 @@ fn enosys_stub(s: &LinuxSeccomp, default: u32) -> Vec<sock_filter> {
 ///   so all of them are ORed, those on the other indexes too (`a0 == 16, a0 == 17, a2 == 9`
 ///   matches `a0 == 16`, `a0 == 17` or `a2 == 9`).
 fn rules(
+    abi: Abi,
     args: &[oci_spec::runtime::LinuxSeccompArg],
     field: &str,
 ) -> Result<Vec<Vec<Vec<Ins>>>, OciSeccompError> {
@@ -451,6 +558,7 @@ fn rules(
         }
         count[a.index()] += 1;
         blocks.push(condition(
+            abi,
             a.index(),
             a.op(),
             a.value(),
@@ -540,9 +648,98 @@ mod tests {
             run(&f.program, &Data::x86_64(nr("read") | X32_BIT, &[])),
             RET_KILL_PROCESS
         );
+        // SCMP_ARCH_X86 is listed: i386 calls get the same rules, by their i386 numbers.
+        assert_eq!(run(&f.program, &i386("read", &[])), RET_ALLOW);
+        assert_eq!(run(&f.program, &i386("mkdir", &[])), RET_ERRNO | 1);
+        assert_eq!(run(&f.program, &i386("open", &[])), RET_ERRNO | 38);
+        // Another architecture is killed.
         let mut foreign = Data::x86_64(3, &[]);
-        foreign.arch = 0x4000_0003;
+        foreign.arch = 0xc000_00b7; // AUDIT_ARCH_AARCH64
         assert_eq!(run(&f.program, &foreign), RET_KILL_PROCESS);
+        // Without SCMP_ARCH_X86, i386 calls are killed.
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X32"],
+                "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO"}]}"#,
+        );
+        assert_eq!(run(&f.program, &i386("read", &[])), RET_KILL_PROCESS);
+        assert_eq!(run(&f.program, &Data::x86_64(nr("read"), &[])), RET_ALLOW);
+        // Nor does the x86_64 table's name list change: names only i386 has are no longer
+        // "unknown" once it is filtered.
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ERRNO", "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86"],
+                "syscalls": [{"names": ["socketcall", "stat64", "arch_prctl", "no_such_call"], "action": "SCMP_ACT_ALLOW"}]}"#,
+        );
+        assert_eq!(f.unknown, ["no_such_call"]);
+        assert_eq!(run(&f.program, &i386("socketcall", &[])), RET_ALLOW);
+        assert_eq!(
+            run(&f.program, &Data::x86_64(nr("arch_prctl"), &[])),
+            RET_ALLOW
+        );
+    }
+
+    /// An i386 call of the system call `name`.
+    fn i386(name: &str, args: &[u64]) -> Data {
+        let mut d = Data::x86_64(super::super::syscalls_i386::number(name).unwrap(), args);
+        d.arch = AUDIT_ARCH_I386;
+        d
+    }
+
+    // i386 arguments are 32-bit: the high half of `seccomp_data.args`, which a 64-bit
+    // process's `int 0x80` can fill, is never read, and a value above 32 bits decides its
+    // comparison alone (the argument is below it).
+    #[test]
+    fn i386_argument_comparisons_read_the_low_32_bits() {
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86"],
+                "syscalls": [
+                  {"names": ["personality"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 8, "op": "SCMP_CMP_EQ"}]},
+                  {"names": ["clone"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 2114060288, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}]},
+                  {"names": ["dup"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 4294967296, "op": "SCMP_CMP_EQ"}]},
+                  {"names": ["dup2"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 4294967296, "op": "SCMP_CMP_NE"}]},
+                  {"names": ["dup3"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 4294967296, "op": "SCMP_CMP_GE"}]},
+                  {"names": ["close"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 4294967296, "op": "SCMP_CMP_LT"}]},
+                  {"names": ["kill"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 1, "value": 255, "valueTwo": 4294967305, "op": "SCMP_CMP_MASKED_EQ"}]},
+                  {"names": ["tkill"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 1, "value": 9, "op": "SCMP_CMP_LE"}]}
+                ]}"#,
+        );
+        let r = |name: &str, args: &[u64]| run(&f.program, &i386(name, args));
+        let e = RET_ERRNO | 1;
+        assert_eq!(r("personality", &[8]), e);
+        assert_eq!(
+            r("personality", &[8 | 0xdead_beef << 32]),
+            e,
+            "high half read"
+        );
+        assert_eq!(r("personality", &[9]), RET_ALLOW);
+        assert_eq!(r("clone", &[0x11]), e);
+        assert_eq!(r("clone", &[0x11 | 0xffff_ffff << 32]), e, "high half read");
+        assert_eq!(r("clone", &[0x1000_0011]), RET_ALLOW);
+        for v in [0, 1 << 32, u64::MAX] {
+            assert_eq!(r("dup", &[v]), RET_ALLOW, "EQ 1<<32, {v:#x}");
+            assert_eq!(r("dup2", &[v]), e, "NE 1<<32, {v:#x}");
+            assert_eq!(r("dup3", &[v]), RET_ALLOW, "GE 1<<32, {v:#x}");
+            assert_eq!(r("close", &[v]), e, "LT 1<<32, {v:#x}");
+            assert_eq!(
+                r("kill", &[0, 9 | v]),
+                RET_ALLOW,
+                "MASKED_EQ to 1<<32 | 9, {v:#x}"
+            );
+        }
+        assert_eq!(r("tkill", &[0, 9]), e);
+        assert_eq!(r("tkill", &[0, 10]), RET_ALLOW);
+        assert_eq!(r("tkill", &[0, 9 | 1 << 32]), e, "high half read");
+        // x86_64 calls compare all 64 bits.
+        let r64 = |name: &str, args: &[u64]| run(&f.program, &Data::x86_64(nr(name), args));
+        assert_eq!(r64("personality", &[8 | 1 << 32]), RET_ALLOW);
+        assert_eq!(r64("dup", &[1 << 32]), e);
     }
 
     // Item 11 of the second OCI review: with defaultAction an errno, a syscall newer than the
@@ -888,11 +1085,25 @@ mod tests {
             u64::MAX,
             u64::MAX - 1,
         ];
+        // Each profile as it is (i386 calls killed) and with i386 filtered too.
+        let with_i386 = |t: &str| {
+            t.replacen(
+                '{',
+                r#"{"architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"], "#,
+                1,
+            )
+        };
+        let mut profiles = Vec::new();
         for (text, shorter_by) in [
-            (engine.as_str(), 0.4),
-            (allow_by_default, 0.0),
-            (long_chain.as_str(), 0.0),
+            (engine.clone(), 0.4),
+            (allow_by_default.to_string(), 0.0),
+            (long_chain.clone(), 0.0),
         ] {
+            // The i386 part finds fewer of the names (x86_64's), and shortens less.
+            profiles.push((with_i386(&text), shorter_by * 0.75));
+            profiles.push((text, shorter_by));
+        }
+        for (text, shorter_by) in &profiles {
             let s: LinuxSeccomp = serde_json::from_str(text).unwrap();
             let plain = assemble(&s).unwrap().linear;
             let opt = compile(&s).unwrap().program;
@@ -902,7 +1113,7 @@ mod tests {
                 plain.len(),
                 opt.len()
             );
-            for arch in [AUDIT_ARCH_X86_64, 0x4000_0003] {
+            for arch in [AUDIT_ARCH_X86_64, AUDIT_ARCH_I386, 0xc000_00b7] {
                 for n in (0..=470u32).chain([X32_BIT, X32_BIT | 1, u32::MAX]) {
                     for _ in 0..40 {
                         let d = Data {
