@@ -4380,6 +4380,71 @@ fn the_named_systemd_hierarchy_holds_the_container_in_a_cgroup_of_its_own() {
     );
 }
 
+// A name=systemd hierarchy cordon-oci cannot write (here: remounted read-only in the mount
+// namespace it runs in) leaves the container in its caller's cgroup there, as runc does, with
+// a debug line saying so; the controllers' cgroups and limits are unchanged.
+#[test]
+fn an_unwritable_named_systemd_hierarchy_is_left_out() {
+    let test = "an_unwritable_named_systemd_hierarchy_is_left_out";
+    if !running_as_root() || cgroup_layout() != CgroupLayout::HybridOrV1 {
+        skip!("SKIP: {test}: needs root on a cgroup v1 host");
+        return;
+    }
+    if !Path::new("/sys/fs/cgroup/systemd/cgroup.procs").exists() {
+        skip!("SKIP: {test}: this host mounts no name=systemd hierarchy at /sys/fs/cgroup/systemd");
+        return;
+    }
+    let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |c| {
+        c["linux"]["resources"] = json!({"memory": {"limit": 64 << 20}});
+    }) else {
+        return;
+    };
+    let id = "named-ro";
+    let _cleanup = Deleted(&b, id.into());
+    let log = b.path().join("debug.log");
+    let prefix = [
+        "unshare",
+        "--mount",
+        "sh",
+        "-c",
+        "mount -o remount,bind,ro /sys/fs/cgroup/systemd && exec \"$@\"",
+        "sh",
+    ];
+    let mut args = vec![
+        "--debug".to_string(),
+        "--log".into(),
+        log.display().to_string(),
+    ];
+    args.extend(b.bundle_args("create", id));
+    let out = b.oci_under(
+        &prefix,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let pid = b.state(id)["pid"].as_i64().unwrap();
+    let me = i64::from(std::process::id());
+    assert_eq!(
+        v1_cgroup_of(pid, "name=systemd"),
+        v1_cgroup_of(me, "name=systemd"),
+        "left in its caller's name=systemd cgroup"
+    );
+    let memory = v1_cgroup_of(pid, "memory");
+    assert_ne!(
+        memory,
+        v1_cgroup_of(me, "memory"),
+        "a memory cgroup of its own"
+    );
+    let limit = PathBuf::from("/sys/fs/cgroup/memory")
+        .join(memory.trim_start_matches('/'))
+        .join("memory.limit_in_bytes");
+    assert_eq!(read_trim(&limit), (64u64 << 20).to_string());
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        logged.contains("name=systemd") && logged.contains("left out"),
+        "no debug line: {logged}"
+    );
+}
+
 // A blockIO that asks for nothing (podman sends `{}` after dropping a weight the kernel
 // cannot take; a weight of 0 is none) needs no cgroup: an unprivileged caller, who gets
 // none on cgroup v1, runs the container (it was refused as a limit that needs one).
