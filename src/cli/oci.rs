@@ -170,6 +170,13 @@ pub enum OciCommand {
         #[arg(long, default_value = "5s")]
         interval: String,
     },
+    /// runc's `checkpoint` and `restore`, which cordon-oci does not implement: refused with
+    /// what to use instead, rather than as unknown words.
+    #[command(hide = true, name = "checkpoint", alias = "restore")]
+    Unsupported {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        rest: Vec<String>,
+    },
 }
 
 #[derive(Debug, Args, Clone)]

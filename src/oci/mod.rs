@@ -371,6 +371,12 @@ fn dispatch(ctx: &Ctx, cmd: OciCommand) -> Result<i32, OciError> {
             stats,
             interval,
         } => events(ctx, &id, stats, &interval).map(|()| 0),
+        OciCommand::Unsupported { .. } => Err(OciError::Usage(
+            "checkpoint and restore are not implemented: cordon-oci does not save or restore \
+             a container's processes (runc and crun do it through CRIU); use one of them as \
+             the runtime for containers you checkpoint (`podman --runtime runc`)"
+                .into(),
+        )),
     }
 }
 
