@@ -12,8 +12,10 @@
 //!         whose args name some index twice gives one rule per condition (see `rules`).
 //!         ret defaultAction
 //! i386:   ld nr; the ENOSYS stub; the rules with the i386 numbers of the same names, their
-//!         comparisons on the low 32 bits of each argument (all an i386 call has, see
-//!         `condition`); ret defaultAction
+//!         comparisons on the low 32 bits of each argument and value (all an i386 call has,
+//!         as libseccomp compares them, see `condition`), and for a socket or SysV IPC call
+//!         the same rule again on its multiplexer, socketcall or ipc (see `Multiplexed`);
+//!         ret defaultAction
 //! ```
 //!
 //! What is installed (see [`compile`]): the same architecture check, then in each part the
@@ -154,24 +156,30 @@ impl Abi {
             Abi::I386 => super::syscalls_i386::number(name),
         }
     }
+
+    /// The way `name` is called through a multiplexer on this ABI (i386's socketcall and
+    /// ipc), if there is one.
+    fn multiplexed(self, name: &str) -> Option<Multiplexed> {
+        match self {
+            Abi::X86_64 => None,
+            Abi::I386 => Multiplexed::of(name),
+        }
+    }
+
+    /// Whether a rule naming `name` applies to some call of this ABI.
+    fn knows(self, name: &str) -> bool {
+        self.number(name).is_some() || self.multiplexed(name).is_some()
+    }
 }
 
-/// A condition that holds whatever the argument: its block passes.
-fn always() -> Vec<Ins> {
-    vec![jmp(JEQ, 0, Tgt::Pass, Tgt::Pass)]
-}
-
-/// A condition that holds for no argument: the rule fails.
-fn never() -> Vec<Ins> {
-    vec![jmp(JEQ, 0, Tgt::Fail, Tgt::Fail)]
-}
-
-/// The instructions of one argument comparison (unsigned): 64-bit for x86_64; for i386, the
-/// argument is the low 32 bits of `args[index]` taken as a 64-bit number with a zero high
-/// half, what the kernel's 32-bit entry passes on. The high half of `seccomp_data.args` is
-/// not read there: a 64-bit process making an i386 call through `int 0x80` can put anything
-/// in it, and the kernel ignores it; so a comparison with a value above 32 bits is decided
-/// without a load (`EQ 1<<32` never holds, `NE 1<<32` always does).
+/// The instructions of one argument comparison (unsigned): 64-bit for x86_64; for i386, as
+/// libseccomp makes them for a 32-bit architecture (runc's and crun's filters): the low 32
+/// bits of the argument against the low 32 bits of the value (and mask), so that a value
+/// written for x86_64 as a sign-extended negative number (-1 as 0xffff_ffff_ffff_ffff)
+/// matches the same number of an i386 call (0xffff_ffff). The high half of
+/// `seccomp_data.args` is never read there: a 64-bit process making an i386 call through
+/// `int 0x80` can put anything in it, and the kernel ignores it. MASKED_EQ compares
+/// `arg & mask` with `valueTwo & mask`, as libseccomp does on either architecture.
 fn condition(abi: Abi, index: usize, op: LinuxSeccompOperator, value: u64, two: u64) -> Vec<Ins> {
     let lo_off = 16 + 8 * index as u32;
     let hi_off = lo_off + 4;
@@ -180,15 +188,14 @@ fn condition(abi: Abi, index: usize, op: LinuxSeccompOperator, value: u64, two: 
     let ld_lo = ins(LD_W_ABS, lo_off);
     use LinuxSeccompOperator::*;
     if abi == Abi::I386 {
-        let (dhi, dlo) = ((two >> 32) as u32, two as u32);
         return match op {
-            ScmpCmpEq | ScmpCmpGt | ScmpCmpGe if vhi != 0 => never(),
-            ScmpCmpNe | ScmpCmpLt | ScmpCmpLe if vhi != 0 => always(),
-            // The argument's high half is 0, so is its masked one: `valueTwo`'s must be.
-            ScmpCmpMaskedEq if dhi != 0 => never(),
             ScmpCmpEq => vec![ld_lo, jmp(JEQ, vlo, Tgt::Pass, Tgt::Fail)],
             ScmpCmpNe => vec![ld_lo, jmp(JEQ, vlo, Tgt::Fail, Tgt::Pass)],
-            ScmpCmpMaskedEq => vec![ld_lo, ins(AND, vlo), jmp(JEQ, dlo, Tgt::Pass, Tgt::Fail)],
+            ScmpCmpMaskedEq => vec![
+                ld_lo,
+                ins(AND, vlo),
+                jmp(JEQ, two as u32 & vlo, Tgt::Pass, Tgt::Fail),
+            ],
             ScmpCmpGt => vec![ld_lo, jmp(JGT, vlo, Tgt::Pass, Tgt::Fail)],
             ScmpCmpGe => vec![ld_lo, jmp(JGE, vlo, Tgt::Pass, Tgt::Fail)],
             // lo < v  ⇔ !(lo >= v);  lo <= v ⇔ !(lo > v)
@@ -212,6 +219,7 @@ fn condition(abi: Abi, index: usize, op: LinuxSeccompOperator, value: u64, two: 
         ScmpCmpMaskedEq => {
             // OCI: `value` is the mask, `valueTwo` the expected value (libseccomp's order).
             let (mhi, mlo) = ((value >> 32) as u32, value as u32);
+            let two = two & value;
             let (dhi, dlo) = ((two >> 32) as u32, two as u32);
             vec![
                 ld_hi,
@@ -403,7 +411,7 @@ fn assemble(s: &LinuxSeccomp) -> Result<Assembled, OciSeccompError> {
         .iter()
         .flatten()
         .flat_map(|e| e.names())
-        .filter(|n| abis.iter().all(|abi| abi.number(n).is_none()))
+        .filter(|n| !abis.iter().any(|abi| abi.knows(n)))
         .cloned()
         .collect();
     #[cfg(any(test, feature = "fuzzing"))]
@@ -454,7 +462,8 @@ fn part(s: &LinuxSeccomp, abi: Abi, default: u32) -> Result<Part, OciSeccompErro
             entry.errno_ret(),
             &format!("{field}.action"),
         )?;
-        let rules = rules(abi, entry.args().as_deref().unwrap_or(&[]), &field)?;
+        let args = entry.args().as_deref().unwrap_or(&[]);
+        let rules = rules(abi, args, &field, None)?;
         // An entry whose action is the default's (errno included) changes nothing, and runc
         // leaves it out: compiled, it would take the call before a later entry for the same
         // syscall could (an allow-by-default profile's later ERRNO entry would never apply).
@@ -462,13 +471,19 @@ fn part(s: &LinuxSeccomp, abi: Abi, default: u32) -> Result<Part, OciSeccompErro
             continue;
         }
         for name in entry.names() {
-            let Some(nr) = abi.number(name) else {
-                continue;
-            };
-            for conds in &rules {
-                push_rule(by_nr.entry(nr).or_default(), None, conds, ret, &field)?;
-                #[cfg(any(test, feature = "fuzzing"))]
-                push_rule(&mut linear, Some(nr), conds, ret, &field)?;
+            let mut ways = Vec::new();
+            if let Some(nr) = abi.number(name) {
+                ways.push((nr, rules.clone()));
+            }
+            if let Some(m) = abi.multiplexed(name) {
+                ways.push((m.nr, self::rules(abi, args, &field, Some(m))?));
+            }
+            for (nr, rules) in ways {
+                for conds in &rules {
+                    push_rule(by_nr.entry(nr).or_default(), None, conds, ret, &field)?;
+                    #[cfg(any(test, feature = "fuzzing"))]
+                    push_rule(&mut linear, Some(nr), conds, ret, &field)?;
+                }
             }
         }
     }
@@ -546,6 +561,7 @@ fn rules(
     abi: Abi,
     args: &[oci_spec::runtime::LinuxSeccompArg],
     field: &str,
+    mux: Option<Multiplexed>,
 ) -> Result<Vec<Vec<Vec<Ins>>>, OciSeccompError> {
     let mut blocks = Vec::with_capacity(args.len());
     let mut count = [0usize; 6];
@@ -557,19 +573,116 @@ fn rules(
             });
         }
         count[a.index()] += 1;
-        blocks.push(condition(
+        let block = condition(
             abi,
             a.index(),
             a.op(),
             a.value(),
             a.value_two().unwrap_or(0),
-        ));
+        );
+        blocks.push((a.index(), block));
     }
-    Ok(if count.iter().any(|&n| n > 1) {
+    let rules: Vec<Vec<(usize, Vec<Ins>)>> = if count.iter().any(|&n| n > 1) {
         blocks.into_iter().map(|b| vec![b]).collect()
     } else {
         vec![blocks]
-    })
+    };
+    // Through the multiplexer, argument 0 is the call's number and the call's own
+    // arguments are in memory, out of the filter's reach: the conditions on index 0 give way
+    // to the number's (as libseccomp rewrites such a rule), the others stay on the
+    // multiplexer's arguments, as libseccomp leaves them.
+    Ok(rules
+        .into_iter()
+        .map(|rule| match mux {
+            None => rule.into_iter().map(|(_, b)| b).collect(),
+            Some(m) => std::iter::once(m.condition())
+                .chain(rule.into_iter().filter(|(i, _)| *i != 0).map(|(_, b)| b))
+                .collect(),
+        })
+        .collect())
+}
+
+/// An i386 socket or SysV IPC call made through its multiplexer, `socketcall(2)` or `ipc(2)`,
+/// whose first argument names the call. 32-bit programs use them (the C library's older
+/// builds always, and for `accept`, `send`, `recv`, `semop` and `semtimedop`, which i386 has
+/// no direct number for, any build); libseccomp adds a rule there for every rule on such a
+/// call, and so does cordon-oci, or a 32-bit program could pass a policy's rule by the
+/// other way in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Multiplexed {
+    /// The multiplexer's i386 number.
+    nr: u32,
+    /// The call's number in its first argument.
+    call: u32,
+    /// The bits of the first argument the kernel reads as the call's number: all for
+    /// socketcall; the low 16 for ipc, whose high half is a version the kernel sets aside.
+    mask: u32,
+}
+
+impl Multiplexed {
+    /// The multiplexed form of the i386 call `name`, if it has one.
+    fn of(name: &str) -> Option<Multiplexed> {
+        // include/uapi/linux/net.h (SYS_*) and include/uapi/linux/ipc.h (SEMOP...).
+        const SOCKETCALL: &[(&str, u32)] = &[
+            ("socket", 1),
+            ("bind", 2),
+            ("connect", 3),
+            ("listen", 4),
+            ("accept", 5),
+            ("getsockname", 6),
+            ("getpeername", 7),
+            ("socketpair", 8),
+            ("send", 9),
+            ("recv", 10),
+            ("sendto", 11),
+            ("recvfrom", 12),
+            ("shutdown", 13),
+            ("setsockopt", 14),
+            ("getsockopt", 15),
+            ("sendmsg", 16),
+            ("recvmsg", 17),
+            ("accept4", 18),
+            ("recvmmsg", 19),
+            ("sendmmsg", 20),
+        ];
+        const IPC: &[(&str, u32)] = &[
+            ("semop", 1),
+            ("semget", 2),
+            ("semctl", 3),
+            ("semtimedop", 4),
+            ("msgsnd", 11),
+            ("msgrcv", 12),
+            ("msgget", 13),
+            ("msgctl", 14),
+            ("shmat", 21),
+            ("shmdt", 22),
+            ("shmget", 23),
+            ("shmctl", 24),
+        ];
+        let find = |table: &[(&str, u32)]| table.iter().find(|(n, _)| *n == name).map(|e| e.1);
+        if let Some(call) = find(SOCKETCALL) {
+            return Some(Multiplexed {
+                nr: 102,
+                call,
+                mask: u32::MAX,
+            });
+        }
+        find(IPC).map(|call| Multiplexed {
+            nr: 117,
+            call,
+            mask: 0xffff,
+        })
+    }
+
+    /// The condition "the first argument names this call".
+    fn condition(self) -> Vec<Ins> {
+        let mut c = vec![ins(LD_W_ABS, 16)];
+        if self.mask != u32::MAX {
+            c.push(ins(AND, self.mask));
+        }
+        c.push(jmp(JEQ, self.call, Tgt::Pass, Tgt::Fail));
+        c
+    }
 }
 
 /// Appends one rule to `prog`: its conditions, then `ret`; a condition that fails jumps to
@@ -684,9 +797,10 @@ mod tests {
         d
     }
 
-    // i386 arguments are 32-bit: the high half of `seccomp_data.args`, which a 64-bit
-    // process's `int 0x80` can fill, is never read, and a value above 32 bits decides its
-    // comparison alone (the argument is below it).
+    // i386 arguments are 32-bit, compared as libseccomp compares them for a 32-bit
+    // architecture: the low halves of the argument and of the value. The high half of
+    // `seccomp_data.args`, which a 64-bit process's `int 0x80` can fill, is never read; a
+    // value written for x86_64 as a sign-extended negative number matches the i386 one.
     #[test]
     fn i386_argument_comparisons_read_the_low_32_bits() {
         let f = filter(
@@ -696,18 +810,18 @@ mod tests {
                    "args": [{"index": 0, "value": 8, "op": "SCMP_CMP_EQ"}]},
                   {"names": ["clone"], "action": "SCMP_ACT_ERRNO",
                    "args": [{"index": 0, "value": 2114060288, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}]},
+                  {"names": ["kill"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 18446744073709551615, "op": "SCMP_CMP_EQ"}]},
+                  {"names": ["tkill"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 18446744071562067968, "op": "SCMP_CMP_GE"}]},
                   {"names": ["dup"], "action": "SCMP_ACT_ERRNO",
-                   "args": [{"index": 0, "value": 4294967296, "op": "SCMP_CMP_EQ"}]},
+                   "args": [{"index": 0, "value": 18446744073709551615, "op": "SCMP_CMP_NE"}]},
                   {"names": ["dup2"], "action": "SCMP_ACT_ERRNO",
-                   "args": [{"index": 0, "value": 4294967296, "op": "SCMP_CMP_NE"}]},
-                  {"names": ["dup3"], "action": "SCMP_ACT_ERRNO",
-                   "args": [{"index": 0, "value": 4294967296, "op": "SCMP_CMP_GE"}]},
+                   "args": [{"index": 1, "value": 255, "valueTwo": 4294967305, "op": "SCMP_CMP_MASKED_EQ"}]},
                   {"names": ["close"], "action": "SCMP_ACT_ERRNO",
                    "args": [{"index": 0, "value": 4294967296, "op": "SCMP_CMP_LT"}]},
-                  {"names": ["kill"], "action": "SCMP_ACT_ERRNO",
-                   "args": [{"index": 1, "value": 255, "valueTwo": 4294967305, "op": "SCMP_CMP_MASKED_EQ"}]},
-                  {"names": ["tkill"], "action": "SCMP_ACT_ERRNO",
-                   "args": [{"index": 1, "value": 9, "op": "SCMP_CMP_LE"}]}
+                  {"names": ["umask"], "action": "SCMP_ACT_ERRNO",
+                   "args": [{"index": 0, "value": 9, "op": "SCMP_CMP_LE"}]}
                 ]}"#,
         );
         let r = |name: &str, args: &[u64]| run(&f.program, &i386(name, args));
@@ -722,75 +836,106 @@ mod tests {
         assert_eq!(r("clone", &[0x11]), e);
         assert_eq!(r("clone", &[0x11 | 0xffff_ffff << 32]), e, "high half read");
         assert_eq!(r("clone", &[0x1000_0011]), RET_ALLOW);
-        for v in [0, 1 << 32, u64::MAX] {
-            assert_eq!(r("dup", &[v]), RET_ALLOW, "EQ 1<<32, {v:#x}");
-            assert_eq!(r("dup2", &[v]), e, "NE 1<<32, {v:#x}");
-            assert_eq!(r("dup3", &[v]), RET_ALLOW, "GE 1<<32, {v:#x}");
-            assert_eq!(r("close", &[v]), e, "LT 1<<32, {v:#x}");
-            assert_eq!(
-                r("kill", &[0, 9 | v]),
-                RET_ALLOW,
-                "MASKED_EQ to 1<<32 | 9, {v:#x}"
-            );
-        }
-        assert_eq!(r("tkill", &[0, 9]), e);
-        assert_eq!(r("tkill", &[0, 10]), RET_ALLOW);
-        assert_eq!(r("tkill", &[0, 9 | 1 << 32]), e, "high half read");
+        // -1 (EQ), any negative pid (GE -2^31), all but -1 (NE): as i386 passes them.
+        assert_eq!(r("kill", &[0xffff_ffff, 9]), e);
+        assert_eq!(r("kill", &[1, 9]), RET_ALLOW);
+        assert_eq!(r("tkill", &[0x8000_0000, 9]), e);
+        assert_eq!(r("tkill", &[0xffff_ffff, 9]), e);
+        assert_eq!(r("tkill", &[0x7fff_ffff, 9]), RET_ALLOW);
+        assert_eq!(r("dup", &[0xffff_ffff]), RET_ALLOW);
+        assert_eq!(r("dup", &[3]), e);
+        // MASKED_EQ compares valueTwo masked too: (a1 & 255) == 9.
+        assert_eq!(r("dup2", &[0, 9]), e);
+        assert_eq!(r("dup2", &[0, 0x109]), e);
+        assert_eq!(r("dup2", &[0, 10]), RET_ALLOW);
+        // LT 1<<32 is LT 0 on 32 bits: never.
+        assert_eq!(r("close", &[0]), RET_ALLOW);
+        assert_eq!(r("umask", &[9]), e);
+        assert_eq!(r("umask", &[10]), RET_ALLOW);
+        assert_eq!(r("umask", &[9 | 1 << 32]), e, "high half read");
         // x86_64 calls compare all 64 bits.
         let r64 = |name: &str, args: &[u64]| run(&f.program, &Data::x86_64(nr(name), args));
         assert_eq!(r64("personality", &[8 | 1 << 32]), RET_ALLOW);
-        assert_eq!(r64("dup", &[1 << 32]), e);
+        assert_eq!(r64("kill", &[0xffff_ffff, 9]), RET_ALLOW);
+        assert_eq!(r64("kill", &[u64::MAX, 9]), e);
+        assert_eq!(r64("dup2", &[0, 9]), e, "valueTwo masked on x86_64 too");
     }
 
-    // Item 11 of the second OCI review: with defaultAction an errno, a syscall newer than the
-    // profile (numbered above all it names) got that errno, EPERM, and the C library did not
-    // fall back; runc answers ENOSYS there.
+    // A rule on a socket or SysV IPC call holds for i386 calls through socketcall(2) and
+    // ipc(2) too (as libseccomp adds it there): argument 0 names the call, the rule's other
+    // conditions stay, its conditions on argument 0 (which the multiplexer does not carry)
+    // give way. ipc's version bits (the high 16) do not hide the call.
     #[test]
-    fn syscalls_newer_than_the_profile_get_enosys() {
-        let profile = |default: &str| {
-            format!(
-                r#"{{"defaultAction": {default},
-                    "syscalls": [{{"names": ["read", "fchmodat", "clone"], "action": "SCMP_ACT_ALLOW"}},
-                                 {{"names": ["openat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 13}}]}}"#
-            )
+    fn i386_socket_and_ipc_rules_hold_through_their_multiplexers() {
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86"],
+                "syscalls": [
+                  {"names": ["socket"], "action": "SCMP_ACT_ERRNO", "errnoRet": 97,
+                   "args": [{"index": 0, "value": 40, "op": "SCMP_CMP_EQ"}]},
+                  {"names": ["accept", "recv"], "action": "SCMP_ACT_ERRNO", "errnoRet": 2},
+                  {"names": ["setsockopt"], "action": "SCMP_ACT_ERRNO", "errnoRet": 3,
+                   "args": [{"index": 1, "value": 7, "op": "SCMP_CMP_EQ"}]},
+                  {"names": ["shmget", "semop"], "action": "SCMP_ACT_ERRNO", "errnoRet": 4}
+                ]}"#,
+        );
+        let mux = |nr: u32, args: &[u64]| {
+            let mut d = Data::x86_64(nr, args);
+            d.arch = AUDIT_ARCH_I386;
+            run(&f.program, &d)
         };
-        let f = filter(&profile(r#""SCMP_ACT_ERRNO""#));
-        let highest = nr("openat").max(nr("fchmodat")); // 257, 268
-        assert_eq!(highest, 268);
+        // socket: the direct call by its argument, the multiplexed one by its number.
+        assert_eq!(run(&f.program, &i386("socket", &[40])), RET_ERRNO | 97);
+        assert_eq!(run(&f.program, &i386("socket", &[2])), RET_ALLOW);
+        assert_eq!(mux(102, &[1, 0x1000]), RET_ERRNO | 97);
+        assert_eq!(mux(102, &[2, 0x1000]), RET_ALLOW, "bind");
+        // Calls only the multiplexer reaches on i386.
+        assert_eq!(mux(102, &[5]), RET_ERRNO | 2);
+        assert_eq!(mux(102, &[10]), RET_ERRNO | 2);
+        assert_eq!(mux(102, &[5 | 1 << 32]), RET_ERRNO | 2, "high half read");
+        // Conditions on other indexes stay, on the multiplexer's own arguments.
+        assert_eq!(mux(102, &[14, 7]), RET_ERRNO | 3);
+        assert_eq!(mux(102, &[14, 8]), RET_ALLOW);
+        assert_eq!(run(&f.program, &i386("setsockopt", &[3, 7])), RET_ERRNO | 3);
+        // ipc, with and without version bits.
+        assert_eq!(mux(117, &[23]), RET_ERRNO | 4);
+        assert_eq!(mux(117, &[23 | 1 << 16]), RET_ERRNO | 4);
+        assert_eq!(mux(117, &[1]), RET_ERRNO | 4, "semop");
+        assert_eq!(mux(117, &[21]), RET_ALLOW, "shmat");
+        assert_eq!(run(&f.program, &i386("shmget", &[])), RET_ERRNO | 4);
+        // x86_64 has no multiplexer: its numbers 102 and 117 are getuid and setresuid.
+        assert_eq!(run(&f.program, &Data::x86_64(102, &[1])), RET_ALLOW);
         assert_eq!(
-            run(&f.program, &Data::x86_64(452, &[])),
-            RET_ERRNO | libc::ENOSYS as u32
-        ); // fchmodat2
-        assert_eq!(
-            run(&f.program, &Data::x86_64(highest + 1, &[])),
-            RET_ERRNO | libc::ENOSYS as u32
+            run(&f.program, &Data::x86_64(nr("accept"), &[])),
+            RET_ERRNO | 2
         );
-        // At or below the highest: the rules, then the default.
-        assert_eq!(
-            run(&f.program, &Data::x86_64(nr("fchmodat"), &[])),
-            RET_ALLOW
+        // Names only a multiplexer reaches on i386 are not unknown.
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ERRNO", "architectures": ["SCMP_ARCH_X86"],
+                "syscalls": [{"names": ["recv", "send", "semop", "no_such_call"], "action": "SCMP_ACT_ALLOW"}]}"#,
         );
-        assert_eq!(
-            run(&f.program, &Data::x86_64(nr("openat"), &[])),
-            RET_ERRNO | 13
+        assert_eq!(f.unknown, ["no_such_call"]);
+    }
+
+    // The ENOSYS stub of the i386 part is computed from the i386 numbers.
+    #[test]
+    fn i386_calls_newer_than_the_profile_get_enosys() {
+        let f = filter(
+            r#"{"defaultAction": "SCMP_ACT_ERRNO", "architectures": ["SCMP_ARCH_X86"],
+                "syscalls": [{"names": ["read", "openat"], "action": "SCMP_ACT_ALLOW"}]}"#,
         );
-        assert_eq!(
-            run(&f.program, &Data::x86_64(nr("mkdir"), &[])),
-            RET_ERRNO | libc::EPERM as u32
-        );
-        // x32 is still killed.
-        assert_eq!(
-            run(&f.program, &Data::x86_64(nr("read") | X32_BIT, &[])),
-            RET_KILL_PROCESS
-        );
-        // A default that allows or kills is left alone.
-        for (default, ret) in [
-            (r#""SCMP_ACT_ALLOW""#, RET_ALLOW),
-            (r#""SCMP_ACT_KILL_PROCESS""#, RET_KILL_PROCESS),
-        ] {
-            let f = filter(&profile(default));
-            assert_eq!(run(&f.program, &Data::x86_64(452, &[])), ret, "{default}");
-        }
+        let enosys = RET_ERRNO | libc::ENOSYS as u32;
+        // openat is 295 on i386 (257 on x86_64).
+        assert_eq!(run(&f.program, &i386("openat", &[])), RET_ALLOW);
+        assert_eq!(run(&f.program, &i386("mkdir", &[])), RET_ERRNO | 1);
+        assert_eq!(run(&f.program, &i386("fchmodat2", &[])), enosys);
+        let mut above = i386("read", &[]);
+        above.nr = 296;
+        assert_eq!(run(&f.program, &above), enosys);
+        above.nr = 295;
+        assert_eq!(run(&f.program, &above), RET_ALLOW);
+        // x86_64's part has its own highest number, openat's 257: 258 is mkdirat.
+        assert_eq!(run(&f.program, &Data::x86_64(258, &[])), enosys);
+        assert_eq!(run(&f.program, &Data::x86_64(83, &[])), RET_ERRNO | 1);
     }
 
     #[test]

@@ -515,4 +515,30 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), I386.len(), "a name twice");
     }
+
+    // Every entry the C library's uapi header (Linux 6.1 on Debian 12) has, and no other up
+    // to its highest number.
+    #[test]
+    fn the_table_is_the_uapi_headers_up_to_its_last_call() {
+        let header = "/usr/include/x86_64-linux-gnu/asm/unistd_32.h";
+        let Ok(text) = std::fs::read_to_string(header) else {
+            eprintln!(
+                "SKIP: the_table_is_the_uapi_headers_up_to_its_last_call: no {header} (apt-get install linux-libc-dev)"
+            );
+            return;
+        };
+        let from_header: Vec<(&str, u32)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.strip_prefix("#define __NR_")?.split_whitespace();
+                Some((w.next()?, w.next()?.parse().ok()?))
+            })
+            .collect();
+        let last = from_header.iter().map(|e| e.1).max().expect("entries");
+        assert!(last >= 450, "{header} ends at {last}");
+        let ours: Vec<(&str, u32)> = I386.iter().copied().filter(|e| e.1 <= last).collect();
+        let mut theirs = from_header.clone();
+        theirs.sort_by_key(|e| e.1);
+        assert_eq!(ours, theirs);
+    }
 }
