@@ -5,10 +5,13 @@
 //! `linux.seccomp` whose `architectures` lists `SCMP_ARCH_X86` gets its rules compiled for
 //! these numbers too (see `oci.rs`), as runc and crun do through libseccomp.
 //!
-//! Numbers up to 450 come from the uapi header `asm/unistd_32.h`; from 424 on, new calls
-//! share one number on every architecture, so those after 450 are the x86_64 table's.
+//! The numbers below 424 come from the uapi header `asm/unistd_32.h`; from 424 on, every
+//! architecture gives a new call one number, so those are the x86_64 table's.
 
-/// `(name, number)` for every i386 system call, sorted by number.
+/// The first number every architecture shares.
+const SHARED_FROM: u32 = 424;
+
+/// `(name, number)` for every i386 system call below [`SHARED_FROM`], sorted by number.
 pub(super) const I386: &[(&str, u32)] = &[
     ("restart_syscall", 0),
     ("exit", 1),
@@ -423,57 +426,19 @@ pub(super) const I386: &[(&str, u32)] = &[
     ("rt_sigtimedwait_time64", 421),
     ("futex_time64", 422),
     ("sched_rr_get_interval_time64", 423),
-    ("pidfd_send_signal", 424),
-    ("io_uring_setup", 425),
-    ("io_uring_enter", 426),
-    ("io_uring_register", 427),
-    ("open_tree", 428),
-    ("move_mount", 429),
-    ("fsopen", 430),
-    ("fsconfig", 431),
-    ("fsmount", 432),
-    ("fspick", 433),
-    ("pidfd_open", 434),
-    ("clone3", 435),
-    ("close_range", 436),
-    ("openat2", 437),
-    ("pidfd_getfd", 438),
-    ("faccessat2", 439),
-    ("process_madvise", 440),
-    ("epoll_pwait2", 441),
-    ("mount_setattr", 442),
-    ("quotactl_fd", 443),
-    ("landlock_create_ruleset", 444),
-    ("landlock_add_rule", 445),
-    ("landlock_restrict_self", 446),
-    ("memfd_secret", 447),
-    ("process_mrelease", 448),
-    ("futex_waitv", 449),
-    ("set_mempolicy_home_node", 450),
-    ("cachestat", 451),
-    ("fchmodat2", 452),
-    ("map_shadow_stack", 453),
-    ("futex_wake", 454),
-    ("futex_wait", 455),
-    ("futex_requeue", 456),
-    ("statmount", 457),
-    ("listmount", 458),
-    ("lsm_get_self_attr", 459),
-    ("lsm_set_self_attr", 460),
-    ("lsm_list_modules", 461),
-    ("mseal", 462),
-    ("setxattrat", 463),
-    ("getxattrat", 464),
-    ("listxattrat", 465),
-    ("removexattrat", 466),
-    ("open_tree_attr", 467),
-    ("file_getattr", 468),
-    ("file_setattr", 469),
 ];
 
 /// The number of the i386 system call `name`, if there is one.
 pub(super) fn number(name: &str) -> Option<u32> {
-    I386.iter().find(|(n, _)| *n == name).map(|(_, nr)| *nr)
+    all().find(|(n, _)| *n == name).map(|(_, nr)| nr)
+}
+
+/// Every i386 system call, by number: its own, then the shared ones.
+fn all() -> impl Iterator<Item = (&'static str, u32)> {
+    let shared = super::syscalls::X86_64
+        .iter()
+        .filter(|(_, nr)| *nr >= SHARED_FROM);
+    I386.iter().chain(shared).copied()
 }
 
 #[cfg(test)]
@@ -536,7 +501,7 @@ mod tests {
             .collect();
         let last = from_header.iter().map(|e| e.1).max().expect("entries");
         assert!(last >= 450, "{header} ends at {last}");
-        let ours: Vec<(&str, u32)> = I386.iter().copied().filter(|e| e.1 <= last).collect();
+        let ours: Vec<(&str, u32)> = all().filter(|e| e.1 <= last).collect();
         let mut theirs = from_header.clone();
         theirs.sort_by_key(|e| e.1);
         assert_eq!(ours, theirs);
