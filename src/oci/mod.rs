@@ -1944,7 +1944,7 @@ fn features() -> serde_json::Value {
                     "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP"],
                 "operators": ["SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT", "SCMP_CMP_LE", "SCMP_CMP_LT",
                     "SCMP_CMP_MASKED_EQ", "SCMP_CMP_NE"],
-                "archs": ["SCMP_ARCH_X86_64"]
+                "archs": ["SCMP_ARCH_X86", "SCMP_ARCH_X86_64"]
             },
             "apparmor": {"enabled": true},
             "selinux": {"enabled": false}
@@ -2577,6 +2577,45 @@ fn death_before_program(status: nix::Result<nix::sys::wait::WaitStatus>) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // What `features` says of seccomp is what the compiler takes: every action, operator and
+    // architecture it lists compiles in a policy, and the architectures it leaves out do not.
+    #[test]
+    fn features_lists_what_the_seccomp_compiler_takes() {
+        let f = features();
+        let sc = &f["linux"]["seccomp"];
+        let list = |k: &str| -> Vec<String> {
+            sc[k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect()
+        };
+        let compile = |json: serde_json::Value| {
+            let s: oci_spec::runtime::LinuxSeccomp = serde_json::from_value(json).unwrap();
+            crate::security::seccomp::oci::compile(&s)
+        };
+        for action in list("actions") {
+            let p = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [{"names": ["mkdir"], "action": action}]});
+            assert!(compile(p).is_ok(), "{action}");
+        }
+        for op in list("operators") {
+            let p = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW",
+                "syscalls": [{"names": ["mkdir"], "action": "SCMP_ACT_ERRNO",
+                    "args": [{"index": 0, "value": 1, "valueTwo": 1, "op": op}]}]});
+            assert!(compile(p).is_ok(), "{op}");
+        }
+        let archs = list("archs");
+        assert!(archs.contains(&"SCMP_ARCH_X86".to_string()), "{archs:?}");
+        for arch in &archs {
+            let p = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": [arch]});
+            assert!(compile(p).is_ok(), "{arch}");
+        }
+        let p = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW", "architectures": ["SCMP_ARCH_AARCH64"]});
+        assert!(compile(p).is_err());
+    }
 
     #[test]
     fn an_exec_report_reads_back() {
