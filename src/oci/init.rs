@@ -111,8 +111,13 @@ pub fn main(mut a: InitArgs) -> ! {
             if let Err(err) = sys::exit_on_terminating_signals(true) {
                 let _ = nix::unistd::write(
                     &a.ready,
-                    format!("ERR handle the signals that end a created container: {err}")
-                        .as_bytes(),
+                    format!(
+                        "ERR handle the signals that end a created container (rt_sigaction: {err}): \
+                         the container's own filter is not yet installed, so a seccomp filter or \
+                         security module that cordon-oci runs under refused it; allow rt_sigaction \
+                         in the seccomp profile of the process that runs cordon-oci"
+                    )
+                    .as_bytes(),
                 );
                 sys::exit_now(1)
             }
