@@ -3977,6 +3977,13 @@ fn root_systemd_cgroup_without_a_manager_to_ask_warns() {
 // process (SIGTERM: containerd's and Kubernetes' stop), as with runc, though it is its pid
 // namespace's init, which is sent only the signals it handles. Its program never runs.
 both!(fn a_created_container_ends_on_sigterm(who) {
+    // The subreaper that reaps the created container's init (REAP_AFTER_SIGNAL).
+    if !Path::new(REAPER).exists() {
+        skip_unless_required!(
+            "SKIP: a_created_container_ends_on_sigterm: needs {REAPER} (apt-get install python3)"
+        );
+        return;
+    }
     let marker = common::shared_tempdir();
     let ran = marker.path().join("ran");
     let script = format!("touch {}", ran.display());
@@ -4002,7 +4009,7 @@ both!(fn a_created_container_ends_on_sigterm(who) {
         let _cleanup = Deleted(&b, id.clone());
         let pid_file = b.path().join(format!("{id}.pid"));
         let (sig, pid_file_arg) = (num.to_string(), pid_file.display().to_string());
-        let prefix = ["/usr/bin/python3", "-c", REAP_AFTER_SIGNAL, &sig, &pid_file_arg];
+        let prefix = [REAPER, "-c", REAP_AFTER_SIGNAL, &sig, &pid_file_arg];
         let mut args = b.bundle_args("create", &id);
         args.extend(["--pid-file".to_string(), pid_file_arg.clone()]);
         let out = b.oci_under(&prefix, &args.iter().map(String::as_str).collect::<Vec<_>>());
@@ -4018,6 +4025,9 @@ both!(fn a_created_container_ends_on_sigterm(who) {
         assert!(!ran.exists(), "the program ran after SIG{name}");
     }
 });
+
+/// The interpreter that runs [`REAP_AFTER_SIGNAL`].
+const REAPER: &str = "/usr/bin/python3";
 
 /// Runs the command after its two arguments (SIGNAL PIDFILE) as a subreaper, sends SIGNAL
 /// to the pid the command wrote to PIDFILE (the created container's init, now a child of
@@ -4349,6 +4359,20 @@ fn update_on_cgroup_v1() {
     assert!(out.status.success(), "{}", describe(&out));
 }
 
+/// For the tests of systemd's named hierarchy: root on a cgroup v1 or hybrid host that mounts
+/// it at /sys/fs/cgroup/systemd. Says SKIP and why otherwise.
+fn named_systemd_ready(test: &str) -> bool {
+    if !running_as_root() || cgroup_layout() != CgroupLayout::HybridOrV1 {
+        skip!("SKIP: {test}: needs root on a cgroup v1 host");
+        return false;
+    }
+    if !Path::new("/sys/fs/cgroup/systemd/cgroup.procs").exists() {
+        skip!("SKIP: {test}: this host mounts no name=systemd hierarchy at /sys/fs/cgroup/systemd");
+        return false;
+    }
+    true
+}
+
 // On a v1 or hybrid host the container also gets a cgroup of its own in systemd's named
 // hierarchy, as with runc. Left at its caller's place (conmon sits at that hierarchy's root),
 // it saw the host's whole tree there, and a systemd inside (podman `--systemd always` binds
@@ -4356,12 +4380,7 @@ fn update_on_cgroup_v1() {
 #[test]
 fn the_named_systemd_hierarchy_holds_the_container_in_a_cgroup_of_its_own() {
     let test = "the_named_systemd_hierarchy_holds_the_container_in_a_cgroup_of_its_own";
-    if !running_as_root() || cgroup_layout() != CgroupLayout::HybridOrV1 {
-        skip!("SKIP: {test}: needs root on a cgroup v1 host");
-        return;
-    }
-    if !Path::new("/sys/fs/cgroup/systemd/cgroup.procs").exists() {
-        skip!("SKIP: {test}: this host mounts no name=systemd hierarchy at /sys/fs/cgroup/systemd");
+    if !named_systemd_ready(test) {
         return;
     }
     let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |_| {}) else {
@@ -4412,12 +4431,7 @@ fn the_named_systemd_hierarchy_holds_the_container_in_a_cgroup_of_its_own() {
 #[test]
 fn an_unwritable_named_systemd_hierarchy_is_left_out() {
     let test = "an_unwritable_named_systemd_hierarchy_is_left_out";
-    if !running_as_root() || cgroup_layout() != CgroupLayout::HybridOrV1 {
-        skip!("SKIP: {test}: needs root on a cgroup v1 host");
-        return;
-    }
-    if !Path::new("/sys/fs/cgroup/systemd/cgroup.procs").exists() {
-        skip!("SKIP: {test}: this host mounts no name=systemd hierarchy at /sys/fs/cgroup/systemd");
+    if !named_systemd_ready(test) {
         return;
     }
     let Some(b) = Bundle::new(Who::Root, &["sleep", "60"], |c| {
