@@ -1433,6 +1433,8 @@ fn rootless_systemd_cgroup_gets_a_scope_from_the_user_manager() {
     };
     assert_eq!(read("memory.max"), "67108864", "{}", dir.display());
     assert_eq!(read("pids.max"), "50", "{}", dir.display());
+    // What `features` says of it.
+    assert_features_cgroup(&b, "systemdUser");
     let scope = dir.parent().unwrap().to_path_buf();
     // create has returned: nothing is left in cordon-oci's own leaf.
     let runtime_leaf = std::fs::read_to_string(scope.join("cordon-oci/cgroup.procs")).unwrap();
@@ -1478,6 +1480,21 @@ fn rootless_systemd_cgroup_gets_a_scope_from_the_user_manager() {
     let out = oci(&["--systemd-cgroup", "delete", "--force", id]);
     assert!(out.status.success(), "delete: {}", describe(&out));
     assert_gone_soon(&scope);
+}
+
+/// `cordon-oci features` says `linux.cgroup.FIELD` is true: for the tests that have just seen
+/// `--systemd-cgroup` get a scope (FIELD `systemd` from the system manager, `systemdUser`
+/// from a user manager), so that `features` cannot say otherwise of what cordon-oci does.
+fn assert_features_cgroup(b: &Bundle, field: &str) {
+    let out = b.oci(&["features"]);
+    assert!(out.status.success(), "features: {}", describe(&out));
+    let f: Value = serde_json::from_slice(&out.stdout).expect("features prints JSON");
+    assert_eq!(
+        f["linux"]["cgroup"][field],
+        json!(true),
+        "features: linux.cgroup.{field}: {}",
+        describe(&out)
+    );
 }
 
 // Root on a host booted with systemd: `--systemd-cgroup` asks the system manager for the
@@ -1553,6 +1570,8 @@ fn root_systemd_cgroup_gets_a_scope_from_the_system_manager() {
     );
     assert_eq!(read_trim(&dir.join("memory.max")), "67108864");
     assert_eq!(read_trim(&dir.join("pids.max")), "50");
+    // What `features` says of it.
+    assert_features_cgroup(&b, "systemd");
     let scope = dir.parent().unwrap().to_path_buf();
     assert_eq!(
         read_trim(&scope.join("cordon-oci/cgroup.procs")),

@@ -1937,7 +1937,7 @@ fn features() -> serde_json::Value {
         "linux": {
             "namespaces": ["cgroup", "ipc", "mount", "network", "pid", "user", "uts"],
             "capabilities": caps::all().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
-            "cgroup": {"v1": true, "v2": true, "systemd": false, "systemdUser": false},
+            "cgroup": {"v1": true, "v2": true, "systemd": true, "systemdUser": true},
             "seccomp": {
                 "enabled": true,
                 "actions": ["SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL", "SCMP_ACT_KILL_PROCESS",
