@@ -255,6 +255,30 @@ both!(fn fork_bomb_with_forced_rlimit_is_contained(who) {
     fork_bomb(who, &["--limits-backend", "rlimit"]);
 });
 
+// A program that meets the pids limit, handles the refused forks and exits 0 keeps status
+// `ok` and its code; where the kernel counts the refusals (a cgroup), the message says the
+// limit was met, as the README promises for any pidsLimitHits above 0.
+both!(fn an_ok_run_that_met_the_pids_limit_says_so(who) {
+    let py = "import os, time\nkids = []\nfor _ in range(20):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        time.sleep(1)\n        os._exit(0)\n    kids.append(pid)\nfor k in kids:\n    os.waitpid(k, 0)\nprint(len(kids))\n";
+    let r = exec_json_run(who, &["--pids", "8"], &[PY, "-c", py]);
+    assert_eq!((r.status(), r.code()), ("ok", 0), "{}", r.describe());
+    let forked: u64 = r.output().trim().parse().unwrap_or(99);
+    assert!(forked < 8, "forked {forked} children under --pids 8:\n{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    if r.backend().starts_with("cgroup") {
+        assert!(r.get("/pidsLimitHits").as_u64().is_some_and(|n| n > 0), "{}", r.describe());
+        assert!(
+            msg.starts_with("the program exited with code 0, but fork or clone failed")
+                && msg.contains("at the limit of 8 processes"),
+            "{}",
+            r.describe()
+        );
+    } else {
+        assert!(r.get("/pidsLimitHits").is_null(), "{}", r.describe());
+        assert_eq!(r.get("/message"), &serde_json::Value::Null, "{}", r.describe());
+    }
+});
+
 // Case 27, unbounded: a shell fork bomb and `while True: os.fork()` in every process, which
 // never stop on their own. The pids limit holds them, the timeout ends the run on time (cordon
 // stays responsive), and the result counts the refused forks where the kernel does (cgroup

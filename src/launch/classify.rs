@@ -460,14 +460,20 @@ pub fn outcome(
     }
 
     // A fork bomb, or a program that ran short of processes: the counter says what the
-    // status cannot (a run that timed out or failed because it could not fork).
-    // (A program that handled the failed forks and exited 0 keeps a plain result; the count
-    // is in pidsLimitHits.)
+    // status cannot (a run that timed out or failed because it could not fork). A program
+    // that handled the failed forks and exited 0 keeps its status, and the note says it met
+    // the limit (as for a child OOM-killed above): its work may have been done with fewer
+    // processes than it asked for.
     if let (Some(n), Some(max)) = (metrics.pids_limit_hits.filter(|&n| n > 0), lim.pids)
-        && !matches!(status, Status::SandboxError | Status::Ok)
+        && status != Status::SandboxError
     {
+        let lead = if status == Status::Ok {
+            "the program exited with code 0, but "
+        } else {
+            ""
+        };
         let note = format!(
-            "fork or clone failed {n} time(s) at the limit of {max} processes and threads (raise it with {})",
+            "{lead}fork or clone failed {n} time(s) at the limit of {max} processes and threads (raise it with {})",
             raise("pids")
         );
         message = Some(match message {
@@ -655,7 +661,7 @@ mod tests {
             m.contains("wall-clock") && m.contains("failed 1000 time(s)"),
             "{m}"
         );
-        // A program that handled the refusals and exited 0: counted, no note.
+        // A program that handled the refusals and exited 0: still ok, counted, and said.
         let o = run(
             vec![Msg::Exited { code: 0 }],
             |_| {},
@@ -663,8 +669,13 @@ mod tests {
             Default::default(),
         );
         assert_eq!(
-            (o.status, o.message, o.pids_limit_hits),
-            (Status::Ok, None, Some(3))
+            (o.status, o.cli_exit_code, o.pids_limit_hits),
+            (Status::Ok, 0, Some(3))
+        );
+        let m = o.message.unwrap();
+        assert!(
+            m.starts_with("the program exited with code 0, but fork or clone failed 3 time(s)"),
+            "{m}"
         );
         // None refused, or nothing counts them (rlimit): no note.
         let o = run(
