@@ -496,6 +496,13 @@ except OSError as e:
     );
     assert!(r.finished.stdout.len() < 1 << 20, "the result grew to {} bytes", r.finished.stdout.len());
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), listed, "{}", r.describe());
+    // The run is ok, and its message says the output is incomplete.
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("not every file in /workspace was collected") && msg.contains("1000 files"),
+        "{}",
+        r.describe()
+    );
 
     // /tmp and /dev/shm have their own inode caps (4096 each).
     let code = r#"

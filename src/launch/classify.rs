@@ -481,6 +481,26 @@ pub fn outcome(
             None => note,
         });
     }
+    // Files left out by the collection's caps: the program's output is incomplete, which
+    // `filesOmitted` alone would leave to the caller to notice. (Entries skipped for what
+    // they are, a symlink or a FIFO, are not said: they are never collected.)
+    if let Some(c) = spec.collect.as_ref()
+        && let Some(first) = collected
+            .omitted
+            .iter()
+            .find(|f| f.reason.starts_with("over the "))
+    {
+        let note = format!(
+            "not every file in /workspace was collected: {} and maybe others are over the cap of {} files and {} (see `filesOmitted`); have the program write fewer or smaller files, or an archive of them",
+            first.path,
+            c.max_files,
+            human_size(c.max_bytes)
+        );
+        message = Some(match message {
+            Some(m) => format!("{m}; {note}"),
+            None => note,
+        });
+    }
     let (memory_used, memory_used_source) = match (metrics.peak_memory, ended.rusage_maxrss) {
         (Some(p), _) => (Some(p), cgroup_source),
         // The watch's peak is a sum over the sandbox; ru_maxrss the largest single process.
@@ -1224,6 +1244,47 @@ mod tests {
             "{m}"
         );
         assert!(!m.contains("asked it to stop"), "{m}");
+    }
+
+    /// Files left out by the collection's caps are said in the message (the run stays ok);
+    /// entries never collected for what they are (a symlink) are listed only.
+    #[test]
+    fn files_over_the_collection_caps_are_said() {
+        let omitted = |path: &str, reason: &str| Msg::FileOmitted {
+            path: path.into(),
+            reason: reason.into(),
+        };
+        let mut files = a_file("small.txt");
+        files.push(omitted("link", "symbolic link (not followed)"));
+        files.push(Msg::CollectDone);
+        let o = run_collecting(
+            vec![Msg::Exited { code: 0 }],
+            files,
+            |_| {},
+            Default::default(),
+        );
+        assert_eq!(
+            (o.status, o.message, o.files_omitted.len()),
+            (Status::Ok, None, 1)
+        );
+
+        let mut files = a_file("small.txt");
+        files.push(omitted("link", "symbolic link (not followed)"));
+        files.push(omitted("big.bin", "over the total-size cap"));
+        files.push(Msg::CollectDone);
+        let o = run_collecting(
+            vec![Msg::Exited { code: 0 }],
+            files,
+            |_| {},
+            Default::default(),
+        );
+        assert_eq!((o.status, o.cli_exit_code), (Status::Ok, 0));
+        let m = o.message.unwrap();
+        assert!(
+            m.starts_with("not every file in /workspace was collected: big.bin")
+                && m.contains("1000 files and 64 MiB"),
+            "{m}"
+        );
     }
 
     /// The same exit with the collection complete is a success; with no collection asked
