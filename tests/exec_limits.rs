@@ -371,6 +371,19 @@ both!(fn file_size_limit(who) {
     let size: usize = r.output().trim().parse().unwrap_or_else(|_| panic!("{}", r.describe()));
     assert!(size <= MIB, "a {size}-byte file was written under --file-size 1M:\n{}", r.describe());
     assert_eq!(r.status(), "ok", "{}", r.describe());
+    // The writer itself killed by SIGXFSZ: the message names the limit and the flag.
+    let r = exec_json_run(
+        who,
+        &["--file-size", "1M"],
+        &["sh", "-c", "exec head -c 3000000 /dev/zero > big"],
+    );
+    assert_eq!((r.status(), r.code()), ("signaled", 128 + 25), "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    assert!(
+        msg.contains("SIGXFSZ") && msg.contains("1 MiB") && msg.contains("--file-size"),
+        "{}",
+        r.describe()
+    );
 });
 
 both!(fn workspace_and_tmp_size_limits(who) {

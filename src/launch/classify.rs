@@ -293,6 +293,16 @@ pub fn outcome(
                     message = Some(
                         "killed by SIGSYS: the seccomp policy kills system calls made through another ABI (i386 `int 0x80`, x32); build the program for x86_64".into(),
                     );
+                } else if s == libc::SIGXFSZ
+                    && let Some(max) = lim.file_size
+                {
+                    // The signal RLIMIT_FSIZE sends on a write past it (a program that
+                    // ignores it gets EFBIG instead, and says so itself).
+                    message = Some(format!(
+                        "killed by SIGXFSZ: a write went past the file size limit of {} (raise it with {})",
+                        human_size(max),
+                        raise("file_size")
+                    ));
                 } else if ended.cpu_timed_out
                     // RLIMIT_CPU's SIGXCPU, only with that limit set and most of it used (the
                     // counters cordon reads run up to 15% behind the process's own clock,
