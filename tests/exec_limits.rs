@@ -558,15 +558,25 @@ both!(fn memory_without_a_cgroup_is_warned_about_briefly(who) {
 });
 
 // Under RLIMIT_DATA a memory failure is inferred from what the runtime prints, as its own
-// phrase: an ordinary error message that mentions allocating is the program's own failure.
+// phrase, and only with evidence that the limit was met: an ordinary error message that
+// mentions allocating, or a program's own out-of-memory words far below the limit, is the
+// program's own failure, with its own exit code.
 both!(fn an_ordinary_error_is_not_taken_for_a_memory_failure_under_rlimit(who) {
     let opts = ["--limits-backend", "rlimit", "--memory", "256M"];
     let r = exec_json_run(who, &opts, &["sh", "-c", "echo 'error: cannot allocate widget' >&2; exit 3"]);
     assert_eq!((r.status(), r.code()), ("runtime_error", 3), "{}", r.describe());
     assert_eq!(r.get("/oomKilled").as_bool(), Some(false), "{}", r.describe());
+    let r = exec_json_run(who, &opts, &["sh", "-c", "echo 'CUDA error: out of memory' >&2; exit 2"]);
+    assert_eq!((r.status(), r.code()), ("runtime_error", 2), "{}", r.describe());
     let r = exec_json_run(who, &opts, &[PY, "-c", "raise MemoryError"]);
-    assert_eq!(r.status(), "memory_limit", "{}", r.describe());
+    assert_eq!((r.status(), r.code()), ("runtime_error", 1), "{}", r.describe());
+    assert_eq!(r.get("/oomKilled").as_bool(), Some(false), "{}", r.describe());
+    // One request over the limit: nothing grew, but the watch saw the limit refuse it.
+    let r = exec_json_run(who, &opts, &[PY, "-c", "b = bytearray(1 << 30)"]);
+    assert_eq!((r.status(), r.code()), ("memory_limit", 137), "{}", r.describe());
     assert_eq!(r.get("/oomKilledSource").as_str(), Some("inferred"), "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("a request for 10") && msg.contains("more was over it"), "{}", r.describe());
 });
 
 /// Whether this test process holds CAP_SYS_RESOURCE (root may lack it in its bounding set).

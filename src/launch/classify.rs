@@ -177,6 +177,21 @@ pub fn outcome(
     let mut exit_code = None;
     let mut oom_inferred = false;
     let watch = ended.memory_watch.clone();
+    // What says that an allocation failure the program reports under RLIMIT_DATA was the
+    // memory limit, beside its own words (which any program may print): a request the watch
+    // saw the limit refuse, or a process (ru_maxrss) or the sandbox (the watch's samples)
+    // grown to half the limit or more. None: no such evidence; the failure is the program's.
+    let limit_met: Option<String> = lim.memory.and_then(|limit| {
+        if let Some(n) = watch.as_ref().and_then(|w| w.refused_request) {
+            return Some(format!("a request for {} more was over it", human_size(n)));
+        }
+        let grown = [ended.rusage_maxrss, watch.as_ref().map(|w| w.peak)]
+            .into_iter()
+            .flatten()
+            .max()?;
+        (grown.saturating_mul(2) >= limit)
+            .then(|| format!("memory had grown to {}", human_size(grown)))
+    });
     let watch_over = watch.as_ref().is_some_and(|w| w.over);
     let watch_error = watch.as_ref().and_then(|w| w.error.as_ref());
     if let Some(e) = &ended.internal_error {
@@ -277,7 +292,11 @@ pub fn outcome(
                 if c != 0 && oom_reported == Some(true) {
                     status = Status::MemoryLimit;
                     code = exit_codes::KILLED;
-                } else if c != 0 && memory_by_rlimit && looks_like_oom(&stderr_text) {
+                } else if c != 0
+                    && memory_by_rlimit
+                    && limit_met.is_some()
+                    && looks_like_oom(&stderr_text)
+                {
                     status = Status::MemoryLimit;
                     oom_inferred = true;
                     code = exit_codes::KILLED;
@@ -315,6 +334,7 @@ pub fn outcome(
                     code = exit_codes::TIMEOUT;
                 } else if memory_by_rlimit
                     && (s == libc::SIGSEGV || s == libc::SIGABRT || s == libc::SIGBUS)
+                    && limit_met.is_some()
                     && looks_like_oom(&stderr_text)
                 {
                     status = Status::MemoryLimit;
@@ -348,10 +368,11 @@ pub fn outcome(
             Status::MemoryLimit => Some(format!(
                 "the memory limit of {} was reached ({}); raise it with {}",
                 lim.memory.map(human_size).unwrap_or_else(|| "?".into()),
-                if oom_inferred {
-                    "inferred from the program's allocation failure under RLIMIT_DATA"
-                } else {
-                    "OOM kill reported by the kernel"
+                match (oom_inferred, &limit_met) {
+                    (true, Some(evidence)) => format!(
+                        "inferred from the program's allocation failure under RLIMIT_DATA: {evidence}"
+                    ),
+                    _ => "OOM kill reported by the kernel".to_string(),
                 },
                 raise("memory")
             )),
@@ -897,15 +918,68 @@ mod tests {
             }),
             ..Default::default()
         };
+        use crate::launch::memwatch::WatchReport;
+        let limit = spec().limits.memory.unwrap();
         let f = |e: &mut Ended| e.stderr.data = b"Traceback...\nMemoryError\n".to_vec();
-        let o = run(vec![Msg::Exited { code: 1 }], f, Default::default(), rl);
-        assert_eq!(
-            (o.status, o.oom_killed_source),
-            (Status::MemoryLimit, MetricSource::Inferred)
-        );
+        // The program's words alone (any program may print them, far below the limit): its
+        // own failure, its own code.
+        let small = |e: &mut Ended| {
+            f(e);
+            e.rusage_maxrss = Some(10 << 20);
+            e.memory_watch = Some(WatchReport {
+                peak: 12 << 20,
+                samples: 3,
+                ..Default::default()
+            });
+        };
         let o = run(
             vec![Msg::Exited { code: 1 }],
-            f,
+            small,
+            Default::default(),
+            rl.clone(),
+        );
+        assert_eq!(
+            (o.status, o.cli_exit_code, o.oom_killed),
+            (Status::RuntimeError, 1, false)
+        );
+        // With a process grown to half the limit or more: the limit, inferred.
+        let grown = |e: &mut Ended| {
+            small(e);
+            e.rusage_maxrss = Some(limit / 2);
+        };
+        let o = run(
+            vec![Msg::Exited { code: 1 }],
+            grown,
+            Default::default(),
+            rl.clone(),
+        );
+        assert_eq!(
+            (o.status, o.cli_exit_code, o.oom_killed_source),
+            (Status::MemoryLimit, 137, MetricSource::Inferred)
+        );
+        let m = o.message.unwrap();
+        assert!(
+            m.contains("inferred") && m.contains("memory had grown to 256 MiB"),
+            "{m}"
+        );
+        // With a request the watch saw the limit refuse (one large allocation, nothing grown).
+        let refused = |e: &mut Ended| {
+            small(e);
+            e.memory_watch.as_mut().unwrap().refused_request = Some(1 << 30);
+        };
+        let o = run(
+            vec![Msg::Exited { code: 1 }],
+            refused,
+            Default::default(),
+            rl,
+        );
+        assert_eq!(o.status, Status::MemoryLimit);
+        let m = o.message.unwrap();
+        assert!(m.contains("a request for 1 GiB more was over it"), "{m}");
+        // Not under RLIMIT_DATA: never inferred.
+        let o = run(
+            vec![Msg::Exited { code: 1 }],
+            grown,
             Default::default(),
             Default::default(),
         );

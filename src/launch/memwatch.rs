@@ -141,6 +141,10 @@ pub struct WatchReport {
     pub notifications: u64,
     /// The most the sandbox's socket buffers held in one sample (part of `peak`'s sums).
     pub socket_peak: u64,
+    /// The first private writable request shown to the watch (16 MiB or more: mmap, mremap,
+    /// mprotect) that RLIMIT_DATA refuses (the caller's `VmData` plus it over the limit), in
+    /// bytes: evidence that a program's allocation failure was the memory limit.
+    pub refused_request: Option<u64>,
     /// The watch ended the run: the sum exceeded the limit.
     pub over: bool,
     /// The watch could not do its work (why); the supervisor killed the sandbox.
@@ -1235,14 +1239,25 @@ impl MemWatch {
             }
         };
         self.report.notifications += 1;
-        if i64::from(n.nr) == libc::SYS_mmap {
-            // Page-rounded, as the kernel sizes the mapping; a length the kernel refuses makes
-            // no object (the record only ever raises a bound).
-            let len = n.args[1].saturating_add(PAGE - 1) & !(PAGE - 1);
-            self.creations.push(Creation {
-                after: self.complete,
-                len,
-            });
+        match private_growth(i64::from(n.nr), &n.args) {
+            None if i64::from(n.nr) == libc::SYS_mmap => {
+                // Page-rounded, as the kernel sizes the mapping; a length the kernel refuses
+                // makes no object (the record only ever raises a bound).
+                let len = page_round(n.args[1]);
+                self.creations.push(Creation {
+                    after: self.complete,
+                    len,
+                });
+            }
+            // The caller waits in the call meanwhile: its VmData is what the kernel will add
+            // the request to (another thread of it may change it; evidence only).
+            Some(grow)
+                if self.report.refused_request.is_none()
+                    && data_vm(n.pid).is_some_and(|d| d.saturating_add(grow) > self.limit) =>
+            {
+                self.report.refused_request = Some(grow);
+            }
+            _ => {}
         }
         match sys::notif_continue(listener, n.id) {
             Ok(()) | Err(Errno::ENOENT) => None,
@@ -1255,6 +1270,39 @@ impl MemWatch {
 }
 
 const PAGE: u64 = 4096;
+
+fn page_round(len: u64) -> u64 {
+    len.saturating_add(PAGE - 1) & !(PAGE - 1)
+}
+
+/// How much a notified call would add to its caller's private writable memory (RLIMIT_DATA's
+/// count), page-rounded: a private mmap or an mprotect making memory writable adds its
+/// length (the filter shows only those with PROT_WRITE), an mremap what it grows by. None for
+/// a shared anonymous mmap (a creation), or any other call.
+fn private_growth(nr: i64, args: &[u64; 6]) -> Option<u64> {
+    const MAP_SHARED: u64 = 0x01;
+    match nr {
+        libc::SYS_mmap if args[3] & MAP_SHARED == 0 => Some(page_round(args[1])),
+        libc::SYS_mprotect => Some(page_round(args[1])),
+        libc::SYS_mremap => Some(page_round(args[2]).saturating_sub(page_round(args[1]))),
+        _ => None,
+    }
+}
+
+/// A process's `VmData` (its private writable memory, as RLIMIT_DATA counts it) in bytes,
+/// from the host's /proc (the notification names the caller by its pid there).
+fn data_vm(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmData:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
+}
 
 /// A shared mapping's creation, shown to the watch before it took effect
 /// ([`MemWatch::notified`]): how many complete samples there had been, and its length.
@@ -1616,6 +1664,29 @@ pub fn receive_proc(from_child: &OwnedFd) -> Result<Option<Received>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn private_growth_is_what_rlimit_data_would_add() {
+        let mib = 1u64 << 20;
+        // mmap(addr, len, prot, flags, ...): private counts (page-rounded), shared is a creation.
+        let mmap = |len, flags| private_growth(libc::SYS_mmap, &[0, len, 3, flags, 0, 0]);
+        assert_eq!(mmap(16 * mib + 1, 0x22), Some(16 * mib + 4096));
+        assert_eq!(mmap(16 * mib, 0x21), None);
+        // mremap(old, old_len, new_len, ...): what it grows by; shrinking adds nothing.
+        let mremap = |old, new| private_growth(libc::SYS_mremap, &[0, old, new, 1, 0, 0]);
+        assert_eq!(mremap(16 * mib, 48 * mib), Some(32 * mib));
+        assert_eq!(mremap(48 * mib, 16 * mib), Some(0));
+        assert_eq!(
+            private_growth(libc::SYS_mprotect, &[0, 20 * mib, 3, 0, 0, 0]),
+            Some(20 * mib)
+        );
+        assert_eq!(
+            private_growth(libc::SYS_munmap, &[0, 20 * mib, 0, 0, 0, 0]),
+            None
+        );
+        // VmData of this process: present and nonzero.
+        assert!(data_vm(std::process::id()).is_some_and(|d| d > 0));
+    }
 
     #[test]
     fn an_exiting_process_is_told_from_one_that_hides_its_descriptors() {
