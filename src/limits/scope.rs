@@ -453,6 +453,36 @@ impl SystemdUserScope {
     }
 }
 
+impl SystemdUserScope {
+    /// Asks the manager to stop `unit` (`StopUnit(unit, "replace")`), as runc and crun do
+    /// when they destroy a container's scope: its cgroup goes at once rather than whenever
+    /// the manager acts on the cgroup's emptiness. A unit the manager no longer has is
+    /// stopped already.
+    pub fn stop_unit(&self, unit: &str) -> Result<(), String> {
+        match self.busctl(&stop_args(unit)) {
+            Ok(_) => Ok(()),
+            // busctl prints the manager's message ("Unit NAME not loaded."), not the error's
+            // name (org.freedesktop.systemd1.NoSuchUnit).
+            Err(why) if why.contains("not loaded") || why.contains("NoSuchUnit") => Ok(()),
+            Err(why) => Err(why),
+        }
+    }
+}
+
+/// The `busctl call` arguments of `StopUnit(unit, "replace")`.
+pub fn stop_args(unit: &str) -> Vec<&str> {
+    vec![
+        "call",
+        "org.freedesktop.systemd1",
+        "/org/freedesktop/systemd1",
+        "org.freedesktop.systemd1.Manager",
+        "StopUnit",
+        "ss",
+        unit,
+        "replace",
+    ]
+}
+
 /// Whether `path` is a job object of the manager (what `StartTransientUnit` returns).
 fn is_job_path(path: &str) -> bool {
     path.strip_prefix("/org/freedesktop/systemd1/job/")
@@ -606,6 +636,14 @@ mod tests {
         let s = SystemdUserScope::new(None, Some("/run/user/7"), None, &only_bus);
         assert!(s.reachable().unwrap_err().contains("busctl"));
         assert!(s.obtain(1, "r").unwrap_err().contains("busctl"));
+    }
+
+    #[test]
+    fn stop_args_replace_any_job_of_the_unit() {
+        assert_eq!(
+            stop_args("cordon-a.scope")[4..],
+            ["StopUnit", "ss", "cordon-a.scope", "replace"]
+        );
     }
 
     #[test]

@@ -455,6 +455,10 @@ impl Drop for Cleanup {
     }
 }
 
+/// A scope a systemd manager gave ([`systemd_scope`]): the container's cgroup (its leaf of
+/// the scope, below the hierarchy's root) and the unit.
+type ScopeGiven = (PathBuf, state::SystemdScope);
+
 /// Why a systemd manager gave no scope ([`systemd_scope`]).
 #[derive(Debug)]
 struct NoScope {
@@ -497,8 +501,8 @@ const SCOPE_EXISTS_WAIT: std::time::Duration = std::time::Duration::from_secs(3)
 /// cgroup with processes cannot hand controllers to its children) and returns the
 /// container's cgroup, the leaf [`SCOPE_CONTAINER_LEAF`], below the hierarchy's root. The
 /// limits go on that leaf: systemd sets the scope's own limit files from the unit's
-/// properties, and may set them again. Once nothing of the container runs and cordon-oci is
-/// gone, systemd stops the scope and removes its cgroup with the leaves.
+/// properties, and may set them again. `delete` asks the manager to stop the scope
+/// ([`stop_scope`]), which removes its cgroup with the leaves.
 ///
 /// None when there is no such cgroupsPath; Some(Err(NoScope)) when the manager gave no scope
 /// (create then fails if the config has limits, else runs without a cgroup).
@@ -512,7 +516,7 @@ fn systemd_scope(
     cgroups_path: Option<&str>,
     id: &str,
     system: bool,
-) -> Result<Option<Result<PathBuf, NoScope>>, OciError> {
+) -> Result<Option<Result<ScopeGiven, NoScope>>, OciError> {
     let Some(p) = cgroups_path.filter(|p| !p.is_empty()) else {
         return Ok(None);
     };
@@ -614,7 +618,10 @@ fn systemd_scope(
         std::fs::write(&procs, pid.to_string())
             .map_err(io_err("move cordon-oci into its leaf of the scope", &procs))?;
     }
-    Ok(Some(Ok(scope_rel.join(SCOPE_CONTAINER_LEAF))))
+    Ok(Some(Ok((
+        scope_rel.join(SCOPE_CONTAINER_LEAF),
+        state::SystemdScope { unit, system },
+    ))))
 }
 
 /// Whether the host was booted with systemd as its system manager (sd_booted(3): the
@@ -823,7 +830,7 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         user_scope = None;
     }
     let rel = match &user_scope {
-        Some(Ok(rel)) => rel.clone(),
+        Some(Ok((rel, _))) => rel.clone(),
         _ => cgroup::relative_path(
             c.cgroups_path.as_deref(),
             &a.id,
@@ -1150,6 +1157,10 @@ fn create(ctx: &Ctx, a: &CreateArgs, for_run: bool) -> Result<Created, OciError>
         has_process: c.has_process,
         device_rules: enforced_devices,
         new_keyring: c.setup().new_keyring,
+        systemd_scope: match user_scope {
+            Some(Ok((_, unit))) => Some(unit),
+            _ => None,
+        },
     };
     state::save(&dir, &stored)?;
     // The config as checked now: `exec` uses it, not whatever config.json holds later.
@@ -1667,6 +1678,9 @@ fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
         ctx.log("warning", &e.to_string());
         eprintln!("cordon-oci: warning: {e}");
     }
+    if let Some(scope) = &s.systemd_scope {
+        stop_scope(ctx, scope, &s.cgroup_dirs);
+    }
     std::fs::remove_dir_all(&dir).map_err(io_err("remove the state directory", &dir))?;
     if let Some(list) = s.hooks.as_ref().and_then(|h| h.poststop().clone()) {
         let json = serde_json::to_vec(&s.oci(Status::Stopped)).unwrap_or_default();
@@ -1676,6 +1690,36 @@ fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<(), OciError> {
         }
     }
     Ok(())
+}
+
+/// How long delete waits for a stopped scope's cgroup to go.
+const SCOPE_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Asks the systemd manager that gave the container its scope to stop it, once nothing of
+/// the container runs, and waits briefly for the scope's cgroup (the parent of the
+/// container's leaf in `dirs`) to go, so that a container of the same name can be created at
+/// once. A manager that cannot be asked is warned about: the scope then goes when the
+/// manager sees it empty.
+fn stop_scope(ctx: &Ctx, scope: &state::SystemdScope, dirs: &[PathBuf]) {
+    let manager = if scope.system {
+        crate::limits::SystemdUserScope::system_from_env()
+    } else {
+        crate::limits::SystemdUserScope::from_env()
+    };
+    if let Err(why) = manager.stop_unit(&scope.unit) {
+        let msg = format!(
+            "cannot stop the systemd scope {}: {why}; it is removed when its manager sees it empty",
+            scope.unit
+        );
+        ctx.log("warning", &msg);
+        eprintln!("cordon-oci: warning: {msg}");
+        return;
+    }
+    let deadline = std::time::Instant::now() + SCOPE_STOP_WAIT;
+    let scope_dirs: Vec<&Path> = dirs.iter().filter_map(|d| d.parent()).collect();
+    while scope_dirs.iter().any(|d| d.exists()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// What a foreground `run` passes on to the container's process, as runc does: every

@@ -109,6 +109,21 @@ pub struct Stored {
     /// follows it, as runc's does.
     #[serde(default = "yes")]
     pub new_keyring: bool,
+    /// The systemd scope a `--systemd-cgroup` create obtained for the container, which
+    /// delete asks the same manager to stop. `None`: the container's cgroup is cordon-oci's
+    /// own, or the state was written by a cordon-oci that did not keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub systemd_scope: Option<SystemdScope>,
+}
+
+/// A systemd unit holding a container's cgroup ([`Stored::systemd_scope`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SystemdScope {
+    /// The unit's name (`cordon-ID.scope`).
+    pub unit: String,
+    /// Of the system manager (root); else of the caller's user manager.
+    pub system: bool,
 }
 
 fn yes() -> bool {
@@ -505,7 +520,27 @@ mod tests {
             has_process: true,
             device_rules: None,
             new_keyring: true,
+            systemd_scope: None,
         }
+    }
+
+    #[test]
+    fn the_systemd_scope_is_kept_and_absent_from_older_states() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        let d = create_dir(&root, "c1").unwrap();
+        let mut s = sample("c1");
+        s.systemd_scope = Some(SystemdScope {
+            unit: "cordon-c1.scope".into(),
+            system: true,
+        });
+        save(&d, &s).unwrap();
+        assert_eq!(load(&root, "c1").unwrap().1.systemd_scope, s.systemd_scope);
+        // A state without the field (none obtained, or an older cordon-oci's): None.
+        save(&d, &sample("c1")).unwrap();
+        let text = std::fs::read_to_string(d.join("state.json")).unwrap();
+        assert!(!text.contains("systemdScope"), "{text}");
+        assert_eq!(load(&root, "c1").unwrap().1.systemd_scope, None);
     }
 
     #[test]
