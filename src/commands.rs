@@ -40,14 +40,37 @@ enum JsonResult {
     Error(serde_json::Value),
 }
 
-/// The JSON object printed when cordon failed before anything ran.
+/// The JSON object printed when cordon failed before anything ran: the result's fields that
+/// say so (no program ran, so no `exitCode`).
 fn error_json(message: &str) -> serde_json::Value {
     serde_json::json!({
         "success": false,
         "status": "sandbox_error",
+        "exitCode": null,
         "message": message,
         "cliExitCode": exit_codes::SANDBOX_ERROR,
     })
+}
+
+/// A command line cordon cannot parse, when it asked for `--json`: the error object on
+/// stdout (so that a caller reading JSON gets an answer), clap's message in it, with its tip
+/// and without the usage; clap's own text still goes to stderr.
+pub fn usage_error_json(rendered: &str) {
+    let text = rendered.trim().trim_start_matches("error: ");
+    let text = text
+        .split("\n\nUsage:")
+        .next()
+        .unwrap_or(text)
+        .split("\n\nFor more information")
+        .next()
+        .unwrap_or(text);
+    let message = text
+        .split("\n\n")
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    print_json(&error_json(&message), true);
 }
 
 /// Prints an outcome the way the CLI does and returns the exit code.
@@ -102,7 +125,7 @@ fn report(outcome: &Outcome, json: bool, delivered: bool) -> i32 {
 
 fn fail(e: impl std::fmt::Display, json: bool) -> i32 {
     if json {
-        print_json(&error_json(&e.to_string()), false);
+        print_json(&error_json(&e.to_string()), true);
     }
     eprintln!("cordon: {e}");
     exit_codes::SANDBOX_ERROR

@@ -13,6 +13,9 @@ fn main() {
     let cli = match Cli::parse_args() {
         Ok(c) => c,
         Err(e) => {
+            if e.use_stderr() && cordon::cli::json_requested(std::env::args_os()) {
+                commands::usage_error_json(&e.render().to_string());
+            }
             let _ = e.print();
             std::process::exit(if e.use_stderr() {
                 cordon::outcome::exit_codes::SANDBOX_ERROR

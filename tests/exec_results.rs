@@ -207,6 +207,29 @@ both!(fn unknown_option_is_a_cordon_error(who) {
     assert!(!plain.stderr.is_empty(), "a usage error must say what is wrong:\n{}", plain.describe());
 });
 
+// With --json, a command line cordon cannot parse still answers on stdout with the error
+// object (a caller that reads JSON gets one), clap's message and tip in it; clap's text
+// stays on stderr. A negative number is the option's value, refused by its parser, not
+// taken for an option (clap's "use -- -1" tip would be wrong there).
+both!(fn a_usage_error_with_json_is_a_json_error_object(who) {
+    let r = Cordon::new(who).args(["exec", "--json", "--memory", "12X", "--", "true"]).run_json();
+    assert_eq!(r.finished.code, 125, "{}", r.describe());
+    assert_eq!((r.status(), r.get("/success")), ("sandbox_error", &json!(false)), "{}", r.describe());
+    assert_eq!(r.get("/exitCode"), &json!(null), "no program ran:\n{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("invalid value '12X' for '--memory <SIZE>'") && !msg.contains("Usage:"), "{}", r.describe());
+    assert!(String::from_utf8_lossy(&r.finished.stderr).contains("12X"), "{}", r.describe());
+    let r = Cordon::new(who).args(["run", "--json", "--lang", "bash", "a.sh", "x"]).run_json();
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("unexpected argument 'x'") && msg.contains("; tip: the program's arguments go after `--`"), "{}", r.describe());
+    let f = Cordon::new(who).args(["exec", "--json", "--timeout", "-1", "--", "true"]).run();
+    let err = String::from_utf8_lossy(&f.stderr);
+    assert!(f.code == 125 && err.contains("invalid duration `-1`") && !err.contains("-- -1"), "{}", f.describe());
+    // Without --json (or with it only in the command's arguments): no JSON on stdout.
+    let f = Cordon::new(who).args(["exec", "--memory", "12X", "--", "echo", "--json"]).run();
+    assert!(f.code == 125 && f.stdout.is_empty(), "{}", f.describe());
+});
+
 both!(fn the_command_needs_no_double_dash(who) {
     // As with env, timeout or bwrap: the first argument that is not one of cordon's options
     // starts the command, and what follows is the command's, cordon's option names included.

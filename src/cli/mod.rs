@@ -150,6 +150,16 @@ pub enum Command {
     },
 }
 
+/// Whether a command line (the program's name first) asks `exec` or `run` for `--json`
+/// among cordon's own options, before any `--`: what a usage error is then also printed as.
+pub fn json_requested<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
+    let mut args = args.into_iter().skip(1);
+    let Some(sub) = args.next() else {
+        return false;
+    };
+    (sub == "exec" || sub == "run") && args.take_while(|a| a != "--").any(|a| a == "--json")
+}
+
 /// One launching subcommand alone, `exec` or `run` (see [`Cli::parse_args`]).
 #[derive(Debug, Parser)]
 #[command(name = "cordon", version, about = ABOUT)]
@@ -257,47 +267,47 @@ impl NetArgs {
 #[derive(Debug, Args, Default, Clone)]
 pub struct RunLimitArgs {
     /// Wall-clock limit of the run (default: the profile's, else 30s).
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, allow_negative_numbers = true, value_name = "DUR")]
     pub timeout: Option<String>,
     /// CPU-time limit (default: none; 0 = none): with a cgroup, summed over the whole
     /// sandbox (and per process); without one, per process only (RLIMIT_CPU, whole seconds).
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, allow_negative_numbers = true, value_name = "DUR")]
     pub cpu_time: Option<String>,
     /// Memory limit of the run (default 512M).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE")]
     pub memory: Option<String>,
     /// CPUs for the run (default 1).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_cpus)]
     pub cpus: Option<f64>,
     /// Processes and threads (default 64).
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = parse_count)]
     pub pids: Option<u64>,
     /// Bytes kept of stdout and of stderr, each (default 10M).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE")]
     pub output_limit: Option<String>,
     /// Largest file the program may write (default 256M; 0 = none).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE")]
     pub file_size: Option<String>,
     /// Open files per process (default 1024).
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = parse_count)]
     pub open_files: Option<u64>,
     /// Size of /workspace (default 256M).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE")]
     pub workspace_size: Option<String>,
     /// Files, directories and symlinks /workspace may hold (default 16384).
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = parse_count)]
     pub workspace_inodes: Option<u64>,
     /// Size of /tmp and of /dev/shm, each (default 64M).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE")]
     pub tmp_size: Option<String>,
     /// Wall-clock limit of the compile (default: the profile's).
-    #[arg(long, value_name = "DUR")]
+    #[arg(long, allow_negative_numbers = true, value_name = "DUR")]
     pub compile_timeout: Option<String>,
     /// Memory limit of the compile.
-    #[arg(long, value_name = "SIZE")]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE")]
     pub compile_memory: Option<String>,
     /// Processes of the compile.
-    #[arg(long, value_name = "N", value_parser = parse_count)]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = parse_count)]
     pub compile_pids: Option<u64>,
 }
 
@@ -376,10 +386,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["lang", "code", "file"])]
     pub requests: Option<PathBuf>,
     /// Batch mode: how many requests run at once (default 1).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
     /// A batch worker's request: its line in the --requests file, for its error messages.
-    #[arg(long, value_name = "N", hide = true)]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", hide = true)]
     pub request_line: Option<usize>,
     /// Print the result object as JSON.
     #[arg(long)]
@@ -508,38 +518,38 @@ pub struct ExecArgs {
     #[arg(long)]
     pub json: bool,
     /// Wall-clock limit (30, 1.5s, 500ms, 2m).
-    #[arg(long, value_name = "DUR", default_value = EXEC_TIMEOUT, value_parser = spec::parse_duration)]
+    #[arg(long, allow_negative_numbers = true, value_name = "DUR", default_value = EXEC_TIMEOUT, value_parser = spec::parse_duration)]
     pub timeout: std::time::Duration,
     /// CPU-time limit (default: none; 0 = none): with a cgroup, summed over the whole
     /// sandbox (and per process); without one, per process only (RLIMIT_CPU, whole seconds).
-    #[arg(long, value_name = "DUR", value_parser = spec::parse_duration)]
+    #[arg(long, allow_negative_numbers = true, value_name = "DUR", value_parser = spec::parse_duration)]
     pub cpu_time: Option<std::time::Duration>,
     /// Memory limit, no swap (default 512M; 0 = none).
-    #[arg(long, value_name = "SIZE", value_parser = spec::parse_memory)]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE", value_parser = spec::parse_memory)]
     pub memory: Option<u64>,
     /// CPU bandwidth in CPUs (default 1; 0 = none).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = parse_cpus)]
     pub cpus: Option<f64>,
     /// Processes and threads alive at once (0 = none).
-    #[arg(long, value_name = "N", value_parser = parse_count, default_value_t = EXEC_PIDS)]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = parse_count, default_value_t = EXEC_PIDS)]
     pub pids: u64,
     /// Bytes kept of stdout and of stderr, each; exceeding it kills the sandbox.
-    #[arg(long, value_name = "SIZE", default_value = EXEC_OUTPUT_LIMIT, value_parser = spec::parse_size)]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE", default_value = EXEC_OUTPUT_LIMIT, value_parser = spec::parse_size)]
     pub output_limit: u64,
     /// Largest file the program may write (0 = none).
-    #[arg(long, value_name = "SIZE", default_value = EXEC_FILE_SIZE, value_parser = spec::parse_size)]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE", default_value = EXEC_FILE_SIZE, value_parser = spec::parse_size)]
     pub file_size: u64,
     /// Open file descriptors per process.
-    #[arg(long, value_name = "N", value_parser = parse_count, default_value_t = EXEC_OPEN_FILES)]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = parse_count, default_value_t = EXEC_OPEN_FILES)]
     pub open_files: u64,
     /// Size of the /workspace tmpfs.
-    #[arg(long, value_name = "SIZE", default_value = EXEC_WORKSPACE_SIZE, value_parser = spec::parse_size)]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE", default_value = EXEC_WORKSPACE_SIZE, value_parser = spec::parse_size)]
     pub workspace_size: u64,
     /// Files, directories and symlinks the /workspace tmpfs may hold.
-    #[arg(long, value_name = "N", value_parser = parse_count, default_value_t = EXEC_WORKSPACE_INODES)]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = parse_count, default_value_t = EXEC_WORKSPACE_INODES)]
     pub workspace_inodes: u64,
     /// Size of the /tmp and /dev/shm tmpfs.
-    #[arg(long, value_name = "SIZE", default_value = EXEC_TMP_SIZE, value_parser = spec::parse_size)]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE", default_value = EXEC_TMP_SIZE, value_parser = spec::parse_size)]
     pub tmp_size: u64,
     /// Add KEY=VALUE to the program's environment (repeatable).
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = spec::parse_env_pair)]
@@ -694,6 +704,16 @@ fn ro_bind(arg: &str) -> Result<crate::spec::Bind, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_is_requested_among_cordons_options_of_exec_and_run() {
+        let asks = |line: &str| json_requested(line.split(' ').map(std::ffi::OsString::from));
+        assert!(asks("cordon exec --json --memory 12X -- true"));
+        assert!(asks("cordon run --lang python --json a.py x"));
+        assert!(!asks("cordon exec --memory 12X -- echo --json"));
+        assert!(!asks("cordon doctor --json"));
+        assert!(!asks("cordon"));
+    }
 
     #[test]
     fn the_short_path_for_exec_and_run_parses_and_helps_like_the_full_one() {
