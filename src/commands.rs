@@ -273,6 +273,12 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
         language: lang,
         files,
         entry: None,
+        code_name: match (&args.code, &args.file) {
+            (None, Some(p)) if p.as_os_str() != "-" => {
+                p.file_name().and_then(|n| n.to_str()).map(str::to_string)
+            }
+            _ => None,
+        },
         args: args.args.clone(),
         stdin,
         env: args.env.clone(),

@@ -542,6 +542,7 @@ impl JsonRequest {
             language: self.language,
             files,
             entry: if has_code { None } else { self.entry_point },
+            code_name: None,
             args: self.args,
             stdin: match self.stdin {
                 Some(s) => StdinSource::Bytes(s.into_bytes()),

@@ -56,6 +56,11 @@ pub struct RunRequest {
     pub files: Vec<InputFile>,
     /// The file to run (or compile); default: the profile's `source`.
     pub entry: Option<String>,
+    /// The name of the file the code (the file with an empty path) came from, as
+    /// `cordon run chart.py` gives it: kept as the entry point, so that the program sees its
+    /// own name (argv[0], tracebacks, node's `.mjs`), when it is a name the profile can run
+    /// ([`code_entry`]); else the code is the profile's `source`.
+    pub code_name: Option<String>,
     pub args: Vec<String>,
     pub stdin: StdinSource,
     pub env: Vec<(String, String)>,
@@ -552,6 +557,16 @@ fn check_entry(entry: &str) -> Result<(), RunError> {
     Ok(())
 }
 
+/// The entry point for code that came from a file named `name` ([`RunRequest::code_name`]):
+/// its name when it is a valid entry point and, for a profile that compiles, has the
+/// extension of the profile's `source` (`go build` takes only `.go` files); None (the
+/// profile's `source`) otherwise.
+fn code_entry(name: &str, profile: &crate::profile::Profile) -> Option<String> {
+    let ext = |n: &str| std::path::Path::new(n).extension().map(|e| e.to_owned());
+    let fits = profile.compile.is_none() || ext(name) == ext(&profile.source);
+    (fits && !name.contains('/') && check_entry(name).is_ok()).then(|| name.to_string())
+}
+
 /// The input cap ([`MAX_INPUT_BYTES`]) over the code and files (and a request's stdin), in
 /// the words of whoever gave them: a JSON request's `code`, `files` and `stdin`, or the
 /// command line's code and `--file`s.
@@ -582,7 +597,11 @@ fn check_input_size(
 /// Runs one request to completion.
 pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError> {
     let profile = crate::profile::find(&req.language, &opts.profiles)?;
-    let entry = req.entry.clone().unwrap_or_else(|| profile.source.clone());
+    let entry = req
+        .entry
+        .clone()
+        .or_else(|| code_entry(req.code_name.as_deref()?, &profile))
+        .unwrap_or_else(|| profile.source.clone());
     check_entry(&entry)?;
     let mut files = req.files.clone();
     for f in &mut files {
@@ -599,10 +618,14 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     let mut seen = std::collections::HashSet::new();
     for f in &files {
         if !seen.insert(f.path.as_str()) {
-            return Err(RunError::Request(format!(
-                "file `{}` is given twice",
-                f.path
-            )));
+            return Err(RunError::Request(if f.path == entry {
+                format!(
+                    "file `{}` is given twice: it is the code to run, and another file has its name; rename that file",
+                    f.path
+                )
+            } else {
+                format!("file `{}` is given twice; give each file once", f.path)
+            }));
         }
     }
     // Opened (and made) once the request is known to be valid, before anything runs: a bad

@@ -691,6 +691,37 @@ both!(fn code_from_stdin(who) {
     drop(dir);
 });
 
+// `cordon run chart.py`: the program runs under the name it was given (argv[0], its
+// tracebacks, node's module type from `.mjs`), not the profile's default `main.py`; a
+// --file of the same name is refused, saying which clash it is.
+both!(fn a_code_file_keeps_its_name(who) {
+    let (dir, path) = source_file("chart.py", "import sys\nprint(sys.argv[0])\nraise ValueError('x')\n");
+    let r = cordon_run(who).arg("--lang").arg("python").arg("--json").arg(&path).run_json();
+    assert_eq!(r.status(), "runtime_error", "{}", r.describe());
+    assert_eq!(r.output(), "chart.py\n", "{}", r.describe());
+    assert!(r.error().contains("File \"/workspace/chart.py\", line 3"), "{}", r.describe());
+    let (_d2, other) = source_file("chart.py", "x = 1\n");
+    let f = cordon_run(who)
+        .arg("--lang")
+        .arg("python")
+        .arg("--file")
+        .arg(format!("chart.py={}", other.display()))
+        .arg(&path)
+        .run();
+    assert!(f.code == 125 && f.stderr_str().contains("`chart.py` is given twice: it is the code to run"), "{}", f.describe());
+    // A file whose name cannot be an entry point (starts with `-`) runs as main.py.
+    let dash = dir.path().join("-x.py");
+    write_world_readable(&dash, b"import sys\nprint(sys.argv[0])\n");
+    let r = cordon_run(who).arg("--lang").arg("python").arg("--json").arg(&dash).run_json();
+    assert_eq!(r.expect_ok(), "main.py\n", "{}", r.describe());
+    if toolchain_ready("node", "a_code_file_keeps_its_name") {
+        let (_d3, mjs) = source_file("mod.mjs", "import { basename } from 'node:path';\nconsole.log(basename(import.meta.url));\n");
+        let r = cordon_run(who).arg("--lang").arg("node").arg("--json").arg(&mjs).run_json();
+        assert_eq!(r.expect_ok(), "mod.mjs\n", "{}", r.describe());
+    }
+    drop(dir);
+});
+
 both!(fn env_reaches_the_program(who) {
     let r = cordon_run(who)
         .arg("--lang")
