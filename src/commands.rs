@@ -83,12 +83,15 @@ fn report(outcome: &Outcome, json: bool, delivered: bool) -> i32 {
             return exit_codes::SANDBOX_ERROR;
         }
     } else {
+        // The compiler's messages: all of them when it failed, its warnings (stderr) when it
+        // succeeded, as `cargo run` shows them; a cached artifact compiled nothing.
         if let Some(c) = &outcome.compile
             && !c.cached
-            && c.status != crate::Status::Ok
         {
             let _ = std::io::stderr().write_all(c.error.as_bytes());
-            let _ = std::io::stderr().write_all(c.output.as_bytes());
+            if c.status != crate::Status::Ok {
+                let _ = std::io::stderr().write_all(c.output.as_bytes());
+            }
         }
         if let Some(d) = &outcome.dependencies
             && !d.cached

@@ -153,6 +153,23 @@ both!(fn rust_compile_error(who) {
     compile_error(who, "rust", "broken.rs", RUST_BROKEN, &["cannot find value `nope`"]);
 });
 
+// A compile that succeeds with warnings: without --json they are on stderr (as `cargo run`
+// shows them), before the program's own output; with --json in `compile.error`.
+both!(fn rust_warnings_are_shown(who) {
+    if !toolchain_ready("rust", "rust_warnings_are_shown") {
+        return;
+    }
+    let code = format!("fn main() {{ let unused_{} = 1; println!(\"ran\"); }}\n", nonce(who).replace('-', "_").to_lowercase());
+    let (_dir, src) = host_file("warn.rs", &code);
+    let f = cordon_run(who).arg("--lang").arg("rust").arg(&src).run();
+    assert_eq!((f.code, f.stdout_str().as_str()), (0, "ran\n"), "{}", f.describe());
+    assert!(f.stderr_str().contains("warning: unused variable"), "{}", f.describe());
+    let r = run_source(who, "rust", "warn.rs", &code, &[]);
+    assert_eq!(r.get("/compile/cached"), &serde_json::json!(true), "{}", r.describe());
+    let f = cordon_run(who).arg("--lang").arg("rust").arg(&src).run();
+    assert!(!f.stderr_str().contains("warning"), "a cached artifact compiled nothing:\n{}", f.describe());
+});
+
 /// A Rust program of `n` non-inlined functions: rustc -O takes seconds for n in the
 /// thousands (3,000: about 8 s on this VM), while a hello world compiles in a fraction of a
 /// second. It prints `marker`, then a number.
