@@ -401,6 +401,16 @@ both!(fn workspace_and_tmp_size_limits(who) {
     assert_eq!(sizes.len(), 2, "{}", r.describe());
     assert!(sizes[0] <= 2 * MIB, "/workspace held {} bytes under --workspace-size 2M", sizes[0]);
     assert!(sizes[1] <= 2 * MIB, "/tmp held {} bytes under --tmp-size 2M", sizes[1]);
+    // The writes' ENOSPC says nothing of a limit: the message names the two to raise.
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    assert!(
+        msg.contains("/workspace is full (all of its 2 MiB are used)")
+            && msg.contains("raise it with --workspace-size")
+            && msg.contains("/tmp is full")
+            && msg.contains("raise it with --tmp-size"),
+        "{}",
+        r.describe()
+    );
 });
 
 both!(fn workspace_inode_limit(who) {
@@ -417,6 +427,13 @@ both!(fn workspace_inode_limit(who) {
     assert!((20..40).contains(&n), "{n} files under --workspace-inodes 40:\n{}", r.describe());
     let reported = r.get("/limits/workspaceBytes/note").as_str().unwrap_or_default().to_string();
     assert!(reported.contains("40 inodes"), "the result must say the cap: {reported}\n{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("the program exited with code 0, but /workspace is full (all of its 40 files")
+            && msg.ends_with("raise it with --workspace-inodes"),
+        "{}",
+        r.describe()
+    );
 });
 
 // tmpfs reads 0 as "no cap": a 0 is refused, never a /workspace bounded only by memory.

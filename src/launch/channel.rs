@@ -28,6 +28,10 @@ pub enum Msg {
     /// init had to show host directories as plain read-only binds (`--allow-degraded
     /// overlay`); the status says why.
     HostViews { status: String },
+    /// A size-capped tmpfs of the sandbox (`/workspace`, `/tmp`, `/dev/shm`) was full when
+    /// the payload ended: no byte free (`inodes` false) or no inode free (`inodes` true). Sent
+    /// by init just before [`Msg::Exited`] or [`Msg::Signaled`].
+    Full { path: String, inodes: bool },
     /// The payload's main process exited with this code.
     Exited { code: i32 },
     /// The payload's main process was killed by this signal.

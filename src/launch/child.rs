@@ -404,6 +404,30 @@ fn write_shm_sysctls(limit: u64) -> Result<(), (&'static str, String)> {
     Ok(())
 }
 
+/// The sandbox's size-capped tmpfs mounts, which a program can fill.
+const CAPPED_MOUNTS: [&str; 3] = ["/workspace", "/tmp", "/dev/shm"];
+
+/// Says which of [`CAPPED_MOUNTS`] are full ([`Msg::Full`]): a program that failed on
+/// ENOSPC ("No space left on device") is then told which limit to raise.
+fn report_full_mounts(report: &Reporter) {
+    for path in CAPPED_MOUNTS {
+        let Ok(st) = nix::sys::statvfs::statvfs(path) else {
+            continue;
+        };
+        for (inodes, total, free) in [
+            (false, st.blocks(), st.blocks_available()),
+            (true, st.files(), st.files_available()),
+        ] {
+            if total > 0 && free == 0 {
+                report.send(&Msg::Full {
+                    path: path.to_string(),
+                    inodes,
+                });
+            }
+        }
+    }
+}
+
 /// Reaps every child until the payload exits, then reports how it ended, runs `after` (file
 /// collection) and exits. A "stop" from the parent on the go pipe ends the run early: every
 /// other process is killed, then `after` runs all the same. End-of-file there means the parent
@@ -422,11 +446,13 @@ fn reap(
         loop {
             match waitpid(None, Some(flags)) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == payload => {
+                    report_full_mounts(report);
                     report.send(&Msg::Exited { code });
                     after(report, code == 0);
                     sys::exit_now(0);
                 }
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == payload => {
+                    report_full_mounts(report);
                     report.send(&Msg::Signaled { signal: sig as i32 });
                     after(report, false);
                     sys::exit_now(0);

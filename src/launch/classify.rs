@@ -512,6 +512,39 @@ pub fn outcome(
             None => note,
         });
     }
+    // A tmpfs of the sandbox full when the program ended: a write there failed with ENOSPC
+    // ("No space left on device", which says nothing of a limit) or the next one would. The
+    // note names the limit to raise. Not for a run cordon ended itself (timeout, memory,
+    // output): its own message says why.
+    if matches!(status, Status::Ok | Status::RuntimeError | Status::Signaled) {
+        for m in &ended.msgs {
+            let Msg::Full { path, inodes } = m else {
+                continue;
+            };
+            let (what, key) = match (path.as_str(), inodes) {
+                ("/workspace", false) => (human_size(lim.workspace_size), "workspace_size"),
+                ("/workspace", true) => (
+                    format!("{} files, directories and symlinks", lim.workspace_inodes),
+                    "workspace_inodes",
+                ),
+                ("/tmp" | "/dev/shm", false) => (human_size(lim.tmp_size), "tmp_size"),
+                _ => continue,
+            };
+            let lead = if status == Status::Ok {
+                "the program exited with code 0, but "
+            } else {
+                ""
+            };
+            let note = format!(
+                "{lead}{path} is full (all of its {what} are used), so a write there failed with ENOSPC (\"No space left on device\") or would; raise it with {}",
+                raise(key)
+            );
+            message = Some(match message {
+                Some(m) => format!("{m}; {note}"),
+                None => note,
+            });
+        }
+    }
     // Files left out by the collection's caps: the program's output is incomplete, which
     // `filesOmitted` alone would leave to the caller to notice. (Entries skipped for what
     // they are, a symlink or a FIFO, are not said: they are never collected.)
@@ -675,6 +708,54 @@ mod tests {
         // A program that failed is reported as such: nothing was to be copied.
         let r = with(vec![Msg::Exited { code: 3 }]);
         assert_eq!((r.status, r.cli_exit_code), (Status::RuntimeError, 3));
+    }
+
+    #[test]
+    fn a_full_tmpfs_names_its_limit() {
+        let full = |path: &str, inodes| Msg::Full {
+            path: path.into(),
+            inodes,
+        };
+        let o = run(
+            vec![full("/workspace", false), Msg::Exited { code: 1 }],
+            |_| {},
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!((o.status, o.cli_exit_code), (Status::RuntimeError, 1));
+        let m = o.message.unwrap();
+        assert!(
+            m.starts_with("/workspace is full (all of its 256 MiB are used)")
+                && m.contains("No space left on device")
+                && m.ends_with("raise it with --workspace-size"),
+            "{m}"
+        );
+        let o = run(
+            vec![
+                full("/tmp", false),
+                full("/workspace", true),
+                Msg::Exited { code: 0 },
+            ],
+            |_| {},
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(o.status, Status::Ok);
+        let m = o.message.unwrap();
+        assert!(
+            m.starts_with("the program exited with code 0, but /tmp is full")
+                && m.contains("--tmp-size; the program exited with code 0, but /workspace is full")
+                && m.ends_with("--workspace-inodes"),
+            "{m}"
+        );
+        // Nothing full: no message.
+        let o = run(
+            vec![Msg::Exited { code: 1 }],
+            |_| {},
+            Default::default(),
+            Default::default(),
+        );
+        assert_eq!(o.message, None);
     }
 
     #[test]
