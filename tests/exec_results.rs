@@ -63,6 +63,13 @@ both!(fn command_not_executable_is_126(who) {
     assert_eq!(r.code(), 126, "{}", r.describe());
     assert_eq!(r.get("/cliExitCode"), &json!(126), "{}", r.describe());
     assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+    // The message tells the causes apart: a file without an execute bit (a script given
+    // with --file from a mode 644 host file), a directory.
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("it is not executable (mode 644): run it through its interpreter"), "{}", r.describe());
+    let r = exec_json_run(who, &[] as &[&str], &["/usr"]);
+    assert_eq!(r.code(), 126, "{}", r.describe());
+    assert!(r.get("/message").as_str().unwrap_or("").ends_with("it is a directory"), "{}", r.describe());
 });
 
 both!(fn stdin_is_forwarded(who) {

@@ -649,6 +649,38 @@ pub(crate) fn exec_search(
     denied
 }
 
+/// What to do about a command found but not executed (`errno` from execve): for EACCES the
+/// usual causes, told apart by a stat of `path` and of its mount.
+fn why_not_executable(path: &CString, errno: Errno) -> String {
+    use nix::sys::stat::{SFlag, stat};
+    use nix::sys::statvfs::{FsFlags, statvfs};
+    let shown = path.to_string_lossy();
+    let generic = "check that it is an executable file inside the sandbox".to_string();
+    if errno != Errno::EACCES {
+        return generic;
+    }
+    let Ok(st) = stat(path.as_c_str()) else {
+        return generic;
+    };
+    let kind = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+    if kind == SFlag::S_IFDIR {
+        return "it is a directory".into();
+    }
+    if kind != SFlag::S_IFREG {
+        return "it is not a regular file".into();
+    }
+    if st.st_mode & 0o111 == 0 {
+        return format!(
+            "it is not executable (mode {:o}): run it through its interpreter (`sh {shown}`, `python3 {shown}`), or make it executable on the host (chmod +x) before giving it with --file, which keeps the host file's mode",
+            st.st_mode & 0o7777
+        );
+    }
+    if statvfs(path.as_c_str()).is_ok_and(|v| v.flags().contains(FsFlags::ST_NOEXEC)) {
+        return "its filesystem is mounted noexec in the sandbox (as /etc and /dev/shm are): put it in /workspace or /tmp, or run it through its interpreter (`sh FILE`, `python3 FILE`)".into();
+    }
+    "the sandbox's user has no execute permission on it (or on a directory above it)".into()
+}
+
 /// execs the payload's command ([`exec_search`]); on failure, reports why and returns the
 /// exit code (126 found but not executable, 127 not found).
 fn exec(ctx: &ChildCtx) -> i32 {
@@ -658,8 +690,9 @@ fn exec(ctx: &ChildCtx) -> i32 {
     match denied {
         Some((path, errno)) => {
             let msg = format!(
-                "cannot execute {}: {errno}; check that it is an executable file inside the sandbox (its root is read-only and mounted nosuid)",
-                path.to_string_lossy()
+                "cannot execute {}: {errno}; {}",
+                path.to_string_lossy(),
+                why_not_executable(&path, errno)
             );
             ctx.report
                 .fail("execute the command", msg, exit_codes::CANNOT_EXECUTE);
