@@ -519,21 +519,37 @@ pub fn main(json: bool) -> i32 {
             "[ok  ] limits: cordon exec will use {} {how} (path {}, cgroup version seen: {:?})",
             l.auto_backend, l.auto_path, l.version
         );
-        println!(
-            "{}",
-            if r.ready {
-                "ready: cordon exec runs with full isolation"
-            } else {
-                "NOT ready: fix the FAIL lines above"
-            }
-        );
+        println!("{}", verdict(r.ready, l.auto_backend));
     }
     if r.ready { 0 } else { 1 }
+}
+
+/// doctor's last line: whether `cordon exec` runs, and how exact its limits are with the
+/// backend it will use.
+fn verdict(ready: bool, backend: &str) -> String {
+    if !ready {
+        return "NOT ready: fix the FAIL lines above".into();
+    }
+    if backend == "rlimit" {
+        "ready: cordon exec runs with full isolation; its limits are rlimits, not a cgroup's: memory polled over the whole sandbox, CPU time per process, --cpus in whole CPUs, no count of refused forks (see `limits` above for how to get a cgroup)".into()
+    } else {
+        format!("ready: cordon exec runs with full isolation and exact limits ({backend})")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_verdict_says_how_exact_the_limits_are() {
+        assert!(verdict(false, "cgroup-v2").starts_with("NOT ready"));
+        assert!(
+            verdict(true, "cgroup-v1").ends_with("full isolation and exact limits (cgroup-v1)")
+        );
+        let v = verdict(true, "rlimit");
+        assert!(v.contains("its limits are rlimits, not a cgroup's"), "{v}");
+    }
 
     #[test]
     fn the_rlimit_fallback_fix_offers_delegation_only_where_it_exists() {

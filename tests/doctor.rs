@@ -147,6 +147,12 @@ both!(fn doctor_exit_code_and_plain_output_agree_with_ready(who) {
         assert!(text.contains(word), "plain doctor output does not mention {word}:\n{}", f.describe());
     }
     assert_eq!(f.code, fj.code, "plain and --json doctor must agree:\n{}", f.describe());
+    // The verdict does not call rlimits exact limits.
+    if ready {
+        let rlimit = v["limits"]["autoBackend"] == "rlimit";
+        assert_eq!(text.contains("its limits are rlimits"), rlimit, "{}", f.describe());
+        assert_eq!(text.contains("exact limits"), !rlimit, "{}", f.describe());
+    }
 });
 
 #[test]
