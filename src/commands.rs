@@ -152,6 +152,15 @@ fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
                 r.value.unwrap_or_default(),
                 r.note.as_deref().unwrap_or("")
             );
+        } else if let Some((_, beyond)) = r
+            .note
+            .as_deref()
+            .and_then(|n| n.split_once("; more than the "))
+        {
+            eprintln!(
+                "cordon: warning: --cpus {} is more than the {beyond}",
+                r.value.unwrap_or_default()
+            );
         }
     }
     // The whole account of what the watch counts is in the JSON result's limits (a page of

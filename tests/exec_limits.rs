@@ -482,6 +482,21 @@ both!(fn default_backend_matches_host(who) {
     }
 });
 
+// More CPUs than the host has: set as asked (a cgroup quota, or every CPU cordon may use),
+// and said, in the result and on stderr, with the number there is.
+both!(fn cpus_beyond_the_host_are_said(who) {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let said = format!("more than the {n} CPU(s) available here, so the sandbox gets at most {n}");
+    let r = exec_json_run(who, &["--cpus", "999"], &["true"]);
+    r.expect_ok();
+    let note = r.get("/limits/cpus/note").as_str().unwrap_or("");
+    assert!(note.contains(&said), "{}", r.describe());
+    let f = exec_plain(who, &["--cpus", "999"], &["true"]);
+    assert!(f.code == 0 && f.stderr_str().contains(&format!("warning: --cpus 999 is {said}")), "{}", f.describe());
+    let r = exec_json_run(who, &["--cpus", "1"], &["true"]);
+    assert!(!r.get("/limits/cpus/note").as_str().unwrap_or("").contains("more than"), "{}", r.describe());
+});
+
 both!(fn forced_rlimit_backend(who) {
     let r = exec_json_run(who, &["--limits-backend", "rlimit"], &["true"]);
     r.expect_ok();

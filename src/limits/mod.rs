@@ -841,6 +841,17 @@ fn rlimit_only(limits: &Limits, backend_text: String) -> Prepared {
     }
 }
 
+/// A note for a CPU quota of `c` CPUs above the `available` ones cordon may run on (its
+/// affinity, its cgroup's quota): the quota is set as asked, but cannot be reached.
+fn beyond_the_host(c: f64, available: Option<std::num::NonZeroUsize>) -> String {
+    match available {
+        Some(n) if c > n.get() as f64 => {
+            format!("; more than the {n} CPU(s) available here, so the sandbox gets at most {n}")
+        }
+        _ => String::new(),
+    }
+}
+
 /// How `--cpus c` is held without a cgroup: the CPU set of [`cpu_pin`], or why not.
 fn pin_report(c: f64, pin: Result<&[usize], &nix::Error>) -> LimitReport {
     match pin {
@@ -852,10 +863,8 @@ fn pin_report(c: f64, pin: Result<&[usize], &nix::Error>) -> LimitReport {
                 .join(",");
             let rounded = if (cpus.len() as f64) > c {
                 format!("; {c} rounds up to {} whole CPU(s)", cpus.len())
-            } else if (cpus.len() as f64) < c {
-                format!("; only {} CPU(s) are available to cordon", cpus.len())
             } else {
-                String::new()
+                beyond_the_host(c, std::num::NonZeroUsize::new(cpus.len()))
             };
             entry(
                 c,
@@ -917,17 +926,18 @@ fn report(
     });
     let cpus = limits.cpus.map(|c| {
         let quota = v2::cpu_quota_us(c);
+        let beyond = beyond_the_host(c, std::thread::available_parallelism().ok());
         match backend {
             Backend::CgroupV2 => entry(
                 c,
                 E::CgroupV2,
-                format!("cpu.max = {quota} {}", v2::CPU_PERIOD_US),
+                format!("cpu.max = {quota} {}{beyond}", v2::CPU_PERIOD_US),
             ),
             Backend::CgroupV1 => entry(
                 c,
                 E::CgroupV1,
                 format!(
-                    "cpu.cfs_quota_us = {quota}, cpu.cfs_period_us = {}",
+                    "cpu.cfs_quota_us = {quota}, cpu.cfs_period_us = {}{beyond}",
                     v2::CPU_PERIOD_US
                 ),
             ),

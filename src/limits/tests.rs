@@ -1286,3 +1286,15 @@ fn cpu_pin_takes_whole_cpus_of_those_allowed() {
     let r = pin_report(2.0, Err(&nix::Error::EPERM));
     assert_eq!(r.enforcement, Enforcement::NotEnforced);
 }
+
+#[test]
+fn a_cpu_quota_beyond_the_host_is_noted() {
+    let two = std::num::NonZeroUsize::new(2);
+    assert_eq!(beyond_the_host(2.0, two), "");
+    assert_eq!(beyond_the_host(1.5, two), "");
+    assert_eq!(
+        beyond_the_host(999.0, two),
+        "; more than the 2 CPU(s) available here, so the sandbox gets at most 2"
+    );
+    assert_eq!(beyond_the_host(999.0, None), "");
+}
