@@ -517,7 +517,7 @@ pub struct ExecArgs {
     /// Print the result object as JSON on stdout (the program's output is inside it).
     #[arg(long)]
     pub json: bool,
-    /// Wall-clock limit (30, 1.5s, 500ms, 2m).
+    /// Wall-clock limit (30, 1.5s, 500ms, 2m, 1m30s).
     #[arg(long, allow_negative_numbers = true, value_name = "DUR", default_value = EXEC_TIMEOUT, value_parser = spec::parse_duration)]
     pub timeout: std::time::Duration,
     /// CPU-time limit (default: none; 0 = none): with a cgroup, summed over the whole

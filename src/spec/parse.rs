@@ -104,23 +104,43 @@ pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
         ParseError::new(
             "duration",
             s,
-            "use seconds or a unit: 30, 1.5s, 500ms, 2m, 1h",
+            "use seconds or a unit: 30, 1.5s, 500ms, 2m, 1h, 1m30s",
         )
     };
     let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| err())?;
-    let secs = match unit.trim() {
-        "" | "s" | "sec" => v,
-        "ms" => v / 1000.0,
-        "us" => v / 1_000_000.0,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return Err(err()),
-    };
+    // Number-unit pairs, summed (`1m30s`, `1h30m`, as Go's durations); a bare number alone
+    // is seconds.
+    let mut rest = t;
+    let mut secs = 0.0;
+    let mut v = 0.0;
+    let mut parts = 0;
+    while !rest.is_empty() {
+        let split = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (num, after) = rest.split_at(split);
+        let after = after.trim_start();
+        let unit_len = after
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let n: f64 = num.parse().map_err(|_| err())?;
+        secs += match unit {
+            "" if parts == 0 && next.is_empty() => n,
+            "s" | "sec" => n,
+            "ms" => n / 1000.0,
+            "us" => n / 1_000_000.0,
+            "m" | "min" => n * 60.0,
+            "h" => n * 3600.0,
+            _ => return Err(err()),
+        };
+        v += n;
+        parts += 1;
+        rest = next.trim_start();
+    }
+    if parts == 0 {
+        return Err(err());
+    }
     if !(secs.is_finite() && secs >= 0.0) {
         return Err(err());
     }
@@ -211,6 +231,19 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("-1").is_err());
         assert!(parse_duration("5 fortnights").is_err());
+        // Compound, as Go writes them; a bare number only alone.
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1h 30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(
+            parse_duration("1s500ms").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(parse_duration("30 s").unwrap(), Duration::from_secs(30));
+        assert!(parse_duration("1m30").is_err());
+        assert!(parse_duration("30 1m").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("m").is_err());
+        assert!(parse_duration("1m-5s").is_err());
     }
 
     #[test]
