@@ -345,6 +345,11 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
     }
     serde_json::from_str(text).map_err(|e| {
         let msg = e.to_string();
+        if msg.contains("unknown field")
+            && let Some(said) = unknown_top_field(text)
+        {
+            return bad(format!("invalid request: {said}"));
+        }
         let hint = if msg.contains("unknown field") {
             unknown_field_hint(text)
         } else if msg.contains("missing field") {
@@ -363,19 +368,62 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
     })
 }
 
-/// Where an unknown field is, for the hint after serde's message: serde lists the fields
-/// expected where the unknown one is, but not where that is. A top-level one gets the list of
-/// a request's fields; one inside `config` is named as `config.NAME` (serde's list is the
-/// right one there).
+/// A request's unknown top-level field, said in place of serde's message (whose list of
+/// expected fields would repeat the list given here): which it is, the field it is likely a
+/// misspelling of, or the `config` field of that name, and the request's fields. None when
+/// every top-level field is known (the unknown one is inside `config` or `files`).
+fn unknown_top_field(text: &str) -> Option<String> {
+    use serde::de::IgnoredAny;
+    let top = serde_json::from_str::<BTreeMap<String, IgnoredAny>>(text).ok()?;
+    let k = top.keys().find(|k| !REQUEST_FIELDS.contains(&k.as_str()))?;
+    let config: Vec<String> = match serde_json::to_value(JsonConfig::default()) {
+        Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    };
+    let near = |known: &str| edit_distance(&k.to_lowercase(), &known.to_lowercase()) <= 2;
+    let guess = if let Some(c) = config.iter().find(|c| *c == k) {
+        format!(" (`{c}` is a field of `config`: {{\"config\": {{\"{c}\": ...}}}})")
+    } else if let Some(f) = REQUEST_FIELDS.iter().find(|f| near(f)) {
+        format!(" (did you mean `{f}`?)")
+    } else if let Some(c) = config.iter().find(|c| near(c)) {
+        format!(" (did you mean `config.{c}`?)")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "unknown field `{k}`{guess}; a request's fields are: {}",
+        REQUEST_FIELDS.join(", ")
+    ))
+}
+
+/// Levenshtein distance between `a` and `b` (in chars): how many insertions, deletions
+/// and substitutions make one the other.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                prev
+            } else {
+                1 + prev.min(cur).min(row[j])
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// Where an unknown field below the top level is, for the hint after serde's message: serde
+/// lists the fields expected where the unknown one is, but not where that is. One inside
+/// `config` is named as `config.NAME` (serde's list is the right one there). A top-level one
+/// is said by [`unknown_top_field`].
 fn unknown_field_hint(text: &str) -> String {
     use serde::de::IgnoredAny;
     // Keys only: the values are skipped, never built.
-    let Ok(top) = serde_json::from_str::<BTreeMap<String, IgnoredAny>>(text) else {
-        return String::new();
-    };
-    if top.keys().any(|k| !REQUEST_FIELDS.contains(&k.as_str())) {
-        return format!("; a request's fields are: {}", REQUEST_FIELDS.join(", "));
-    }
     #[derive(Deserialize)]
     struct ConfigKeys {
         config: Option<BTreeMap<String, IgnoredAny>>,
@@ -595,6 +643,29 @@ mod tests {
             "{e}"
         );
         // Unknown fields are still named, with values that are never built.
+        let e = parse(r#"{"languag": "python", "code": ""}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid request: unknown field `languag` (did you mean `language`?); a request's fields are: language, code,")
+                && !e.contains("expected one of"),
+            "{e}"
+        );
+        let e = parse(r#"{"language": "python", "code": "", "timeout": 5}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("(`timeout` is a field of `config`: {\"config\": {\"timeout\": ...}})"),
+            "{e}"
+        );
+        let e = parse(r#"{"language": "python", "code": "", "memoryLimt": 5}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("(did you mean `config.memoryLimit`?)"), "{e}");
+        assert_eq!(
+            (edit_distance("kitten", "sitting"), edit_distance("", "ab")),
+            (3, 2)
+        );
         let e = parse(r#"{"language": "python", "bogus": [[[]]], "config": {"x": 1}}"#)
             .unwrap_err()
             .to_string();
