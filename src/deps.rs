@@ -399,7 +399,7 @@ pub fn prepare(
 
     let mut h = Sha256::new();
     for part in [
-        "cordon-deps-v2".to_string(),
+        "cordon-deps-v3".to_string(),
         cfg.installer.clone(),
         pkgs.join("\n"),
         index.clone(),
@@ -570,6 +570,16 @@ pub fn prepare(
             return Ok(install_failed(out, rep, message));
         }
     }
+    if cfg.installer == "pip" {
+        let joined = join_shadowed_namespaces(&temp.join("python"), &python_site_dirs(rootfs));
+        if !joined.is_empty() {
+            rep.error.push_str(&format!(
+                "\ncordon made {} regular package(s) that also reach into the root filesystem's own (whose regular package of that name would otherwise hide the installed one): {}\n",
+                joined.len(),
+                joined.join(", ")
+            ));
+        }
+    }
     // Publish atomically; a concurrent install of the same key that got there first wins.
     if let Err(e) = std::fs::rename(&temp, &final_dir) {
         remove_tree(&temp);
@@ -592,6 +602,110 @@ pub fn prepare(
         env,
         report: rep,
     })))
+}
+
+/// The directories of the root filesystem's Python packages (Debian's `dist-packages`), as
+/// seen from the host.
+fn python_site_dirs(rootfs: &Rootfs) -> Vec<PathBuf> {
+    let root = match rootfs {
+        Rootfs::Host => PathBuf::from("/"),
+        Rootfs::Dir(d) => d.clone(),
+    };
+    let mut dirs = vec![root.join("usr/lib/python3/dist-packages")];
+    for base in ["usr/local/lib", "usr/lib"] {
+        if let Ok(rd) = std::fs::read_dir(root.join(base)) {
+            let mut found: Vec<PathBuf> = rd
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("python3."))
+                .map(|e| e.path().join("dist-packages"))
+                .collect();
+            found.sort();
+            dirs.extend(found);
+        }
+    }
+    dirs
+}
+
+/// What cordon writes into an installed namespace package that a regular package of the root
+/// filesystem would otherwise hide: Python takes a regular package (one with `__init__.py`)
+/// anywhere on the path over namespace portions earlier on it, so pip's `mpl_toolkits`
+/// (a namespace package since matplotlib 3.7) lost to Debian's older one and imported
+/// modules that do not fit the installed matplotlib. As a regular package first on the path
+/// it wins, and `extend_path` still reaches the root filesystem's modules of that name that
+/// the set lacks.
+const NAMESPACE_INIT: &str = "# Written by cordon (--packages): the root filesystem's regular package of this name\n# would otherwise hide this installed namespace package.\n__path__ = __import__(\"pkgutil\").extend_path(__path__, __name__)\n";
+
+/// Gives each top-level namespace package of `python_dir` (a directory without
+/// `__init__.py`, not a symlink) that a regular package of the same name in one of
+/// `site_dirs` would hide an `__init__.py` ([`NAMESPACE_INIT`]); returns their names. Runs
+/// on a settled set (nothing of the install runs, no symlink leads out): the file is made
+/// new, never through a symlink.
+fn join_shadowed_namespaces(python_dir: &Path, site_dirs: &[PathBuf]) -> Vec<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(rd) = std::fs::read_dir(python_dir) else {
+        return Vec::new();
+    };
+    let mut joined = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        let identifier = !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        let init = e.path().join("__init__.py");
+        if !is_dir || !identifier || std::fs::symlink_metadata(&init).is_ok() {
+            continue;
+        }
+        if !site_dirs
+            .iter()
+            .any(|d| d.join(&name).join("__init__.py").is_file())
+        {
+            continue;
+        }
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&init)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, NAMESPACE_INIT.as_bytes()));
+        if written.is_ok() {
+            joined.push(name);
+        }
+    }
+    joined.sort();
+    if !joined.is_empty() {
+        write_sitecustomize(python_dir, &joined);
+    }
+    joined
+}
+
+/// A `sitecustomize.py` for a set with [`join_shadowed_namespaces`]'s packages, unless the
+/// set has one: a setuptools `*-nspkg.pth` file of the root filesystem (Debian's matplotlib
+/// has one for `mpl_toolkits`) puts its namespace package in `sys.modules` at start-up, before
+/// any import looks at the path; `site` imports sitecustomize after every `.pth` file, and
+/// this one forgets those modules, so that the import finds the set's package. It then runs
+/// the root filesystem's own sitecustomize, which it stands in front of.
+fn write_sitecustomize(python_dir: &Path, names: &[String]) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let list: String = names.iter().map(|n| format!("{n:?}, ")).collect();
+    let text = format!(
+        "# Written by cordon (--packages): forgets the root filesystem's namespace packages that a\n\
+         # .pth file imported at start-up, so that this set's own are found, then runs the root\n\
+         # filesystem's sitecustomize.\n\
+         import importlib.machinery, os, sys\n\
+         for _name in ({list}):\n    sys.modules.pop(_name, None)\n\
+         _here = os.path.dirname(os.path.abspath(__file__))\n\
+         _spec = importlib.machinery.PathFinder.find_spec(\n    \"sitecustomize\", [p for p in sys.path if os.path.abspath(p or \".\") != _here]\n)\n\
+         if _spec is not None and _spec.loader is not None:\n    _spec.loader.exec_module(sys.modules[__name__])\n"
+    );
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(python_dir.join("sitecustomize.py"))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
 }
 
 /// The result of a run whose packages could not be installed: the code did not run.
@@ -969,6 +1083,47 @@ mod tests {
             let e = crate::cache::private_dir(&cache).unwrap_err().to_string();
             assert!(e.contains("owner uid 1001"), "{e}");
         }
+    }
+
+    #[test]
+    fn a_namespace_package_the_rootfs_would_hide_is_made_regular() {
+        let t = tempfile::tempdir().unwrap();
+        let (py, site) = (t.path().join("python"), t.path().join("site"));
+        for d in [
+            "mpl_toolkits/mplot3d",
+            "own_ns",
+            "regular",
+            "not-an-identifier",
+        ] {
+            std::fs::create_dir_all(py.join(d)).unwrap();
+        }
+        std::fs::write(py.join("regular/__init__.py"), "x = 1\n").unwrap();
+        for d in ["mpl_toolkits", "regular", "not-an-identifier", "linked"] {
+            std::fs::create_dir_all(site.join(d)).unwrap();
+            std::fs::write(site.join(d).join("__init__.py"), "").unwrap();
+        }
+        // A symlinked directory is not written through.
+        std::os::unix::fs::symlink("own_ns", py.join("linked")).unwrap();
+        let joined = join_shadowed_namespaces(&py, std::slice::from_ref(&site));
+        assert_eq!(joined, ["mpl_toolkits"]);
+        assert_eq!(
+            std::fs::read_to_string(py.join("mpl_toolkits/__init__.py")).unwrap(),
+            NAMESPACE_INIT
+        );
+        assert_eq!(
+            std::fs::read_to_string(py.join("regular/__init__.py")).unwrap(),
+            "x = 1\n"
+        );
+        for untouched in ["own_ns", "not-an-identifier", "linked"] {
+            assert!(
+                !py.join(untouched).join("__init__.py").exists(),
+                "{untouched}"
+            );
+        }
+        let sc = std::fs::read_to_string(py.join("sitecustomize.py")).unwrap();
+        assert!(sc.contains("for _name in (\"mpl_toolkits\", ):"), "{sc}");
+        // Again: nothing more to do.
+        assert!(join_shadowed_namespaces(&py, &[site]).is_empty());
     }
 
     #[test]
