@@ -829,10 +829,91 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     out.compile = compile_report;
     out.dependencies = deps_report;
     out.language = Some(profile.name.clone());
+    if out.status == crate::Status::RuntimeError && out.message.is_none() {
+        out.message = missing_module_hint(&out.error, &profile, req, &rootfs);
+    }
     if let Some(dir) = &output_dir {
         dir.deliver(&mut out);
     }
     Ok(finish(out, &profile, code_length, opts))
+}
+
+/// The module a failed program could not import, from its stderr: Python's
+/// `ModuleNotFoundError: No module named 'X'` (X's top-level name) or Node's
+/// `Cannot find module 'X'` (a package name, `@scope/name` or `name`; not a relative or
+/// absolute path). The last such line: the one that ended the program.
+fn missing_module(stderr: &str, installer: &str) -> Option<String> {
+    let (marker, python) = match installer {
+        "pip" => ("ModuleNotFoundError: No module named '", true),
+        "npm" => ("Error: Cannot find module '", false),
+        _ => return None,
+    };
+    let line = stderr.lines().rev().find(|l| l.contains(marker))?;
+    let name = line.split(marker).nth(1)?.split('\'').next()?;
+    let name = if python {
+        name.split('.').next()?.to_string()
+    } else if name.starts_with('@') {
+        name.splitn(3, '/').take(2).collect::<Vec<_>>().join("/")
+    } else {
+        name.split('/').next()?.to_string()
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_.@/".contains(c);
+    (!name.is_empty() && !name.starts_with(['.', '/']) && name.chars().all(plain)).then_some(name)
+}
+
+/// For a run that failed on a missing module of a language with packages: how to get it
+/// (the run's `--packages`, or the python rootfs, which has the common data libraries).
+fn missing_module_hint(
+    stderr: &str,
+    profile: &Profile,
+    req: &RunRequest,
+    rootfs: &Rootfs,
+) -> Option<String> {
+    let cfg = profile.packages.as_ref()?;
+    let name = missing_module(stderr, &cfg.installer)?;
+    if req.packages.iter().any(|p| p == &name) {
+        return None;
+    }
+    // The usual Python modules whose package on PyPI has another name.
+    const PYPI_NAMES: &[(&str, &str)] = &[
+        ("sklearn", "scikit-learn"),
+        ("skimage", "scikit-image"),
+        ("cv2", "opencv-python-headless"),
+        ("PIL", "pillow"),
+        ("yaml", "pyyaml"),
+        ("bs4", "beautifulsoup4"),
+        ("dateutil", "python-dateutil"),
+        ("docx", "python-docx"),
+        ("pptx", "python-pptx"),
+        ("Crypto", "pycryptodome"),
+        ("dotenv", "python-dotenv"),
+    ];
+    let package = PYPI_NAMES
+        .iter()
+        .find(|(m, _)| cfg.installer == "pip" && *m == name)
+        .map_or(name.as_str(), |(_, p)| p);
+    if req.packages.iter().any(|p| p == package) {
+        return None;
+    }
+    let option = match req.limits.naming {
+        crate::spec::LimitNaming::Request | crate::spec::LimitNaming::CompileRequest => {
+            format!("\"packages\": [\"{package}\"] in the request")
+        }
+        _ => format!("--packages {package}"),
+    };
+    let differ = if package == name {
+        " (the package's name may differ from the module's)"
+    } else {
+        ""
+    };
+    let rootfs_hint = if profile.name == "python" && *rootfs == Rootfs::Host {
+        "; or build the python root filesystem (`cordon rootfs build python`), which has numpy, pandas and matplotlib"
+    } else {
+        ""
+    };
+    Some(format!(
+        "the program failed to import `{name}`, which is not installed in its root filesystem: install it with {option}{differ}{rootfs_hint}"
+    ))
 }
 
 /// Gives the run its id and records it in the history.
@@ -1001,6 +1082,27 @@ mod tests {
             e.contains("config.compileTimeout") && e.contains("--compile-timeout 1m"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_missing_module_is_read_from_the_traceback() {
+        let py = "Traceback (most recent call last):\n  File \"/workspace/main.py\", line 1\nModuleNotFoundError: No module named 'sklearn.linear_model'\n";
+        assert_eq!(missing_module(py, "pip").as_deref(), Some("sklearn"));
+        assert_eq!(missing_module(py, "npm"), None);
+        let node = "node:internal/modules/cjs/loader:1228\n  throw err;\nError: Cannot find module 'lodash/fp'\nRequire stack:\n";
+        assert_eq!(missing_module(node, "npm").as_deref(), Some("lodash"));
+        let scoped = "Error: Cannot find module '@babel/core/lib/x'\n";
+        assert_eq!(
+            missing_module(scoped, "npm").as_deref(),
+            Some("@babel/core")
+        );
+        for own in [
+            "Error: Cannot find module './helper'\n",
+            "Error: Cannot find module '/x/y'\n",
+        ] {
+            assert_eq!(missing_module(own, "npm"), None, "{own}");
+        }
+        assert_eq!(missing_module("ValueError: x\n", "pip"), None);
     }
 
     #[test]

@@ -722,6 +722,28 @@ both!(fn a_code_file_keeps_its_name(who) {
     drop(dir);
 });
 
+// A program that fails on a module the root filesystem lacks is told how to get it: the
+// package to give --packages (PyPI's name where it is another), and for node the same.
+both!(fn a_missing_module_is_met_with_how_to_install_it(who) {
+    let r = cordon_run(who).args(["--lang", "python", "--json", "-c", "import cordon_no_such_mod.sub"]).run_json();
+    assert_eq!((r.status(), r.code()), ("runtime_error", 1), "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("failed to import `cordon_no_such_mod`") && msg.contains("--packages cordon_no_such_mod"), "{}", r.describe());
+    let r = cordon_run(who).args(["--lang", "python", "--json", "-c", "import sklearn"]).run_json();
+    if r.status() == "runtime_error" {
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(msg.ends_with("--packages scikit-learn") || msg.contains("--packages scikit-learn;"), "{}", r.describe());
+    }
+    // The program's own failure otherwise: no such message.
+    let r = cordon_run(who).args(["--lang", "python", "--json", "-c", "raise SystemExit(3)"]).run_json();
+    assert_eq!((r.code(), r.get("/message")), (3, &serde_json::Value::Null), "{}", r.describe());
+    if toolchain_ready("node", "a_missing_module_is_met_with_how_to_install_it") {
+        let r = cordon_run(who).args(["--lang", "node", "--json", "-c", "require('cordon-no-such-pkg/x')"]).run_json();
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(msg.contains("--packages cordon-no-such-pkg (the package's name may differ"), "{}", r.describe());
+    }
+});
+
 both!(fn env_reaches_the_program(who) {
     let r = cordon_run(who)
         .arg("--lang")
