@@ -141,7 +141,7 @@ pub struct WatchReport {
     pub notifications: u64,
     /// The most the sandbox's socket buffers held in one sample (part of `peak`'s sums).
     pub socket_peak: u64,
-    /// The first private writable request shown to the watch (16 MiB or more: mmap, mremap,
+    /// The first private writable request shown to the watch (4 MiB or more: mmap, mremap,
     /// mprotect) that RLIMIT_DATA refuses (the caller's `VmData` plus it over the limit), in
     /// bytes: evidence that a program's allocation failure was the memory limit.
     pub refused_request: Option<u64>,
