@@ -496,10 +496,16 @@ except OSError as e:
     );
     assert!(r.finished.stdout.len() < 1 << 20, "the result grew to {} bytes", r.finished.stdout.len());
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), listed, "{}", r.describe());
-    // The run is ok, and its message says the output is incomplete.
+    // The run is ok, and its message says the output is incomplete, and that /workspace
+    // is out of inodes (the ENOSPC the program met).
     let msg = r.get("/message").as_str().unwrap_or_default();
     assert!(
-        msg.starts_with("not every file in /workspace was collected") && msg.contains("1000 files"),
+        msg.contains("not every file in /workspace was collected") && msg.contains("1000 files"),
+        "{}",
+        r.describe()
+    );
+    assert!(
+        msg.starts_with("the program exited with code 0, but /workspace is full") && msg.contains("--workspace-inodes"),
         "{}",
         r.describe()
     );
