@@ -32,7 +32,7 @@ pub use rlimit::{
     CORE_NO_DUMP, CoreDumps, TcpUnderWatch, core_pattern, memory_note, set as set_rlimit,
 };
 mod scope;
-pub use scope::{FromEnv, ManagerInfo, Obtained, SystemdUserScope, UserScope};
+pub use scope::{FromEnv, ManagerInfo, Obtained, SystemdUserScope, UserScope, in_unit};
 mod v1;
 mod v2;
 

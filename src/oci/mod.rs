@@ -1701,6 +1701,14 @@ const SCOPE_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// once. A manager that cannot be asked is warned about: the scope then goes when the
 /// manager sees it empty.
 fn stop_scope(ctx: &Ctx, scope: &state::SystemdScope, dirs: &[PathBuf]) {
+    // A foreground `run` (or a `run` whose start failed) deletes its container from inside
+    // the scope (its leaf `cordon-oci`): stopping the unit would SIGTERM this very process,
+    // and the cgroup cannot go while it is there. Once it exits, the scope is empty and
+    // systemd removes it.
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    if crate::limits::in_unit(&own, &scope.unit) {
+        return;
+    }
     let manager = if scope.system {
         crate::limits::SystemdUserScope::system_from_env()
     } else {
