@@ -563,7 +563,9 @@ fn check_entry(entry: &str) -> Result<(), RunError> {
 /// profile's `source`) otherwise.
 fn code_entry(name: &str, profile: &crate::profile::Profile) -> Option<String> {
     let ext = |n: &str| std::path::Path::new(n).extension().map(|e| e.to_owned());
-    let fits = profile.compile.is_none() || ext(name) == ext(&profile.source);
+    // `go build` takes a `_test.go` file for a test, with no program in it.
+    let fits = (profile.compile.is_none() || ext(name) == ext(&profile.source))
+        && !(name.ends_with("_test.go") && profile.source.ends_with(".go"));
     (fits && !name.contains('/') && check_entry(name).is_ok()).then(|| name.to_string())
 }
 
@@ -848,8 +850,24 @@ fn missing_module(stderr: &str, installer: &str) -> Option<String> {
         "npm" => ("Error: Cannot find module '", false),
         _ => return None,
     };
-    let line = stderr.lines().rev().find(|l| l.contains(marker))?;
-    let name = line.split(marker).nth(1)?.split('\'').next()?;
+    // The error that ended the program, not one it caught earlier: Python's traceback ends
+    // on it; Node's last error line (`SomethingError: ...`) is it, with the require stack
+    // and the `code:` lines after it.
+    let ending = |l: &&str| {
+        let t = l.trim_start();
+        t.split_once(": ").is_some_and(|(kind, _)| {
+            kind.ends_with("Error") && kind.chars().all(|c| c.is_ascii_alphanumeric())
+        })
+    };
+    let line = if python {
+        stderr.lines().rev().find(|l| !l.trim().is_empty())?
+    } else {
+        stderr.lines().rev().find(ending)?
+    };
+    let rest = line.trim_start().strip_prefix(marker)?;
+    // The whole line is the one error: `No module named 'os.x'; 'os' is not a package` is
+    // not a missing package.
+    let name = rest.strip_suffix('\'').filter(|n| !n.contains('\''))?;
     let name = if python {
         name.split('.').next()?.to_string()
     } else if name.starts_with('@') {
@@ -1103,6 +1121,15 @@ mod tests {
             assert_eq!(missing_module(own, "npm"), None, "{own}");
         }
         assert_eq!(missing_module("ValueError: x\n", "pip"), None);
+        // An import the program caught, then another error: not the missing module's.
+        let caught =
+            "ModuleNotFoundError: No module named 'ujson'\n\nDuring handling...\nValueError: bad\n";
+        assert_eq!(missing_module(caught, "pip"), None);
+        let not_pkg = "ModuleNotFoundError: No module named 'os.foo'; 'os' is not a package\n";
+        assert_eq!(missing_module(not_pkg, "pip"), None);
+        let node_caught =
+            "Error: Cannot find module 'optional-dep'\n    at x\nTypeError: y is not a function\n";
+        assert_eq!(missing_module(node_caught, "npm"), None);
     }
 
     #[test]
