@@ -1214,8 +1214,10 @@ impl MemWatch {
     }
 
     /// Handles one notification of the memory-watch layer (the listener polled readable):
-    /// an mmap with MAP_SHARED|MAP_ANONYMOUS, about to make a mapping. Records its length as a creation (see
-    /// [`creation_bound`]) and lets it go on; the creation is counted at the next sample.
+    /// an mmap with MAP_SHARED|MAP_ANONYMOUS, about to make a mapping, whose length it records
+    /// as a creation (see [`creation_bound`]; counted at the next sample), or a private
+    /// writable request of 4 MiB or more, which it notes when RLIMIT_DATA refuses it
+    /// ([`WatchReport::refused_request`]); either way it lets the call go on.
     /// None: handled (or its caller is gone). Some(why): the watch is blind, the call could not
     /// be received or answered, and the sandbox must be killed (an unanswered call cannot
     /// proceed, and a notification lost is a creation unseen).
@@ -1250,10 +1252,14 @@ impl MemWatch {
                 });
             }
             // The caller waits in the call meanwhile: its VmData is what the kernel will add
-            // the request to (another thread of it may change it; evidence only).
+            // the request to (another thread of it may change it, and the kernel charges less
+            // for memory already writable or replaced by MAP_FIXED; evidence only), read while
+            // the notification is still pending, so that the pid is still the caller's.
             Some(grow)
-                if self.report.refused_request.is_none()
-                    && data_vm(n.pid).is_some_and(|d| d.saturating_add(grow) > self.limit) =>
+                if grow > 0
+                    && self.report.refused_request.is_none()
+                    && data_vm(n.pid).is_some_and(|d| d.saturating_add(grow) > self.limit)
+                    && sys::notif_id_valid(listener, n.id).is_ok() =>
             {
                 self.report.refused_request = Some(grow);
             }

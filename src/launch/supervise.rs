@@ -382,8 +382,9 @@ pub fn supervise(
             fds.push(PollFd::new(m.as_fd(), pin));
             slots.push(b'm');
         }
-        // The memory-watch layer's notifications: a shared anonymous mapping's creation
-        // waits until it is recorded and answered here (see memwatch::MemWatch::notified).
+        // The memory-watch layer's notifications: a shared anonymous mapping's creation, or
+        // a large private writable request, waits until it is recorded and answered here
+        // (see memwatch::MemWatch::notified).
         if !init_exited && let Some(l) = watch.as_ref().and_then(MemWatch::listener) {
             fds.push(PollFd::new(l, pin));
             slots.push(b'n');

@@ -9,8 +9,8 @@ mod netns;
 pub use netns::{LoopbackStep, loopback_socket, loopback_up};
 mod notify;
 pub use notify::{
-    Notification, notif_continue, notif_recv, notif_sync_wake_up, seccomp_set_filter_listener,
-    send_fd_no_alloc,
+    Notification, notif_continue, notif_id_valid, notif_recv, notif_sync_wake_up,
+    seccomp_set_filter_listener, send_fd_no_alloc,
 };
 
 /// cordon's heap (the binaries install it with `#[global_allocator]`; the library leaves the

@@ -69,6 +69,21 @@ pub fn notif_continue(listener: BorrowedFd, id: u64) -> Result<(), Errno> {
     if ret < 0 { Err(Errno::last()) } else { Ok(()) }
 }
 
+/// Whether notification `id` is still pending (`SECCOMP_IOCTL_NOTIF_ID_VALID`): its caller
+/// still waits in the call, so the pid it named is still that caller's (checked after
+/// reading anything of it through /proc). ENOENT: it is gone.
+pub fn notif_id_valid(listener: BorrowedFd, id: u64) -> Result<(), Errno> {
+    // SAFETY: the ioctl reads one u64 (the id) through the pointer, which is valid for it.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &id as *const u64,
+        )
+    };
+    if ret < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
 /// include/uapi/linux/seccomp.h `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (Linux 6.6).
 const SYNC_WAKE_UP: u64 = 1;
 
