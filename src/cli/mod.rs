@@ -153,11 +153,51 @@ pub enum Command {
 /// Whether a command line (the program's name first) asks `exec` or `run` for `--json`
 /// among cordon's own options, before any `--`: what a usage error is then also printed as.
 pub fn json_requested<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
+    use clap::CommandFactory;
     let mut args = args.into_iter().skip(1);
     let Some(sub) = args.next() else {
         return false;
     };
-    (sub == "exec" || sub == "run") && args.take_while(|a| a != "--").any(|a| a == "--json")
+    if sub == "run" {
+        // run's options may follow its FILE; the program's arguments come after `--` only.
+        return args.take_while(|a| a != "--").any(|a| a == "--json");
+    }
+    if sub != "exec" {
+        return false;
+    }
+    // exec's command starts at its first argument that is neither an option nor an
+    // option's value (its own `--json` is the command's).
+    let cmd = OneCli::<ExecCommand>::command();
+    let Some(exec) = cmd.find_subcommand("exec") else {
+        return false;
+    };
+    let takes_value = |a: &str| {
+        exec.get_arguments().any(|arg| {
+            arg.get_action().takes_values()
+                && (a
+                    .strip_prefix("--")
+                    .is_some_and(|l| arg.get_long() == Some(l))
+                    || a.strip_prefix('-')
+                        .and_then(|s| s.chars().next())
+                        .is_some_and(|c| a.len() == 2 && arg.get_short() == Some(c)))
+        })
+    };
+    let mut skip_value = false;
+    for a in args {
+        let a = a.to_string_lossy();
+        if skip_value {
+            skip_value = false;
+            continue;
+        }
+        if a == "--" || !a.starts_with('-') {
+            return false;
+        }
+        if a == "--json" {
+            return true;
+        }
+        skip_value = !a.contains('=') && takes_value(&a);
+    }
+    false
 }
 
 /// One launching subcommand alone, `exec` or `run` (see [`Cli::parse_args`]).
@@ -711,6 +751,10 @@ mod tests {
         assert!(asks("cordon exec --json --memory 12X -- true"));
         assert!(asks("cordon run --lang python --json a.py x"));
         assert!(!asks("cordon exec --memory 12X -- echo --json"));
+        assert!(!asks("cordon exec --memory 12X echo --json"));
+        assert!(!asks("cordon exec -e --json true"));
+        assert!(asks("cordon exec --timeout 5s -e A=1 --json true"));
+        assert!(asks("cordon exec --memory=12X --json true"));
         assert!(!asks("cordon doctor --json"));
         assert!(!asks("cordon"));
     }
