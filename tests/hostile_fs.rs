@@ -531,6 +531,12 @@ for d in ("/tmp", "/dev/shm"):
         assert!((1000..4096).contains(&n), "{n} files in {dir}:\n{}", r.describe());
     }
     assert_eq!(out.lines().count(), 2, "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    assert!(
+        msg.contains("/tmp is full (all of its 4096 files") && msg.contains("/dev/shm is full") && msg.contains("in /workspace instead"),
+        "{}",
+        r.describe()
+    );
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -521,13 +521,26 @@ pub fn outcome(
             let Msg::Full { path, inodes } = m else {
                 continue;
             };
-            let (what, key) = match (path.as_str(), inodes) {
-                ("/workspace", false) => (human_size(lim.workspace_size), "workspace_size"),
+            let (what, remedy) = match (path.as_str(), inodes) {
+                ("/workspace", false) => (
+                    human_size(lim.workspace_size),
+                    format!("raise it with {}", raise("workspace_size")),
+                ),
                 ("/workspace", true) => (
                     format!("{} files, directories and symlinks", lim.workspace_inodes),
-                    "workspace_inodes",
+                    format!("raise it with {}", raise("workspace_inodes")),
                 ),
-                ("/tmp" | "/dev/shm", false) => (human_size(lim.tmp_size), "tmp_size"),
+                ("/tmp" | "/dev/shm", false) => (
+                    human_size(lim.tmp_size),
+                    format!("raise it with {}", raise("tmp_size")),
+                ),
+                ("/tmp" | "/dev/shm", true) => (
+                    format!("{} files, directories and symlinks", lim.tmp_inodes),
+                    format!(
+                        "that cap is fixed: write many small files in /workspace instead (its cap: {})",
+                        raise("workspace_inodes")
+                    ),
+                ),
                 _ => continue,
             };
             let lead = if status == Status::Ok {
@@ -536,8 +549,7 @@ pub fn outcome(
                 ""
             };
             let note = format!(
-                "{lead}{path} is full (all of its {what} are used), so a write there failed with ENOSPC (\"No space left on device\") or would; raise it with {}",
-                raise(key)
+                "{lead}{path} is full (all of its {what} are used), so a write there failed with ENOSPC (\"No space left on device\") or would; {remedy}"
             );
             message = Some(match message {
                 Some(m) => format!("{m}; {note}"),
@@ -746,6 +758,20 @@ mod tests {
             m.starts_with("the program exited with code 0, but /tmp is full")
                 && m.contains("--tmp-size; the program exited with code 0, but /workspace is full")
                 && m.ends_with("--workspace-inodes"),
+            "{m}"
+        );
+        let o = run(
+            vec![full("/dev/shm", true), Msg::Exited { code: 1 }],
+            |_| {},
+            Default::default(),
+            Default::default(),
+        );
+        let m = o.message.unwrap();
+        assert!(
+            m.starts_with("/dev/shm is full (all of its 4096 files")
+                && m.ends_with(
+                    "write many small files in /workspace instead (its cap: --workspace-inodes)"
+                ),
             "{m}"
         );
         // Nothing full: no message.
@@ -1052,7 +1078,7 @@ mod tests {
             vec![Msg::Exited { code: 1 }],
             refused,
             Default::default(),
-            rl,
+            rl.clone(),
         );
         assert_eq!(o.status, Status::MemoryLimit);
         let m = o.message.unwrap();
@@ -1065,6 +1091,35 @@ mod tests {
             Default::default(),
         );
         assert_eq!(o.status, Status::RuntimeError);
+        // A C++ program's abort on std::bad_alloc: the limit only with the same evidence.
+        let abort = Msg::Signaled {
+            signal: libc::SIGABRT,
+        };
+        let bad_alloc = |e: &mut Ended, rss: u64| {
+            e.stderr.data =
+                b"terminate called after throwing an instance of 'std::bad_alloc'\n".to_vec();
+            e.rusage_maxrss = Some(rss);
+        };
+        let o = run(
+            vec![abort.clone()],
+            |e| bad_alloc(e, 1 << 20),
+            Default::default(),
+            rl.clone(),
+        );
+        assert_eq!(
+            (o.status, o.cli_exit_code),
+            (Status::Signaled, 128 + libc::SIGABRT)
+        );
+        let o = run(
+            vec![abort],
+            |e| bad_alloc(e, limit),
+            Default::default(),
+            rl.clone(),
+        );
+        assert_eq!(
+            (o.status, o.cli_exit_code, o.oom_killed_source),
+            (Status::MemoryLimit, 137, MetricSource::Inferred)
+        );
     }
 
     #[test]
