@@ -63,10 +63,17 @@ both!(fn command_not_executable_is_126(who) {
     assert_eq!(r.code(), 126, "{}", r.describe());
     assert_eq!(r.get("/cliExitCode"), &json!(126), "{}", r.describe());
     assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
-    // The message tells the causes apart: a file without an execute bit (a script given
-    // with --file from a mode 644 host file), a directory.
+    // The message tells the causes apart: a file on a noexec mount (/etc), a file without
+    // an execute bit (a script given with --file from a mode 644 host file), a directory.
     let msg = r.get("/message").as_str().unwrap_or("");
-    assert!(msg.contains("it is not executable (mode 644): run it through its interpreter"), "{}", r.describe());
+    assert!(msg.contains("mounted noexec") && msg.contains("and it is not executable (mode 644)"), "{}", r.describe());
+    let dir = shared_tempdir();
+    let script = dir.path().join("s.sh");
+    write_world_readable(&script, b"#!/bin/sh\necho hi\n");
+    let r = exec_json_run(who, &["--file", &format!("s.sh={}", script.display())], &["./s.sh"]);
+    assert_eq!(r.code(), 126, "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("it is not executable (mode 644): run it through its interpreter (`sh ./s.sh`"), "{}", r.describe());
     let r = exec_json_run(who, &[] as &[&str], &["/usr"]);
     assert_eq!(r.code(), 126, "{}", r.describe());
     assert!(r.get("/message").as_str().unwrap_or("").ends_with("it is a directory"), "{}", r.describe());

@@ -669,14 +669,22 @@ fn why_not_executable(path: &CString, errno: Errno) -> String {
     if kind != SFlag::S_IFREG {
         return "it is not a regular file".into();
     }
-    if st.st_mode & 0o111 == 0 {
+    let mode = st.st_mode & 0o7777;
+    // A noexec mount first: there, chmod +x would not help.
+    if statvfs(path.as_c_str()).is_ok_and(|v| v.flags().contains(FsFlags::ST_NOEXEC)) {
         return format!(
-            "it is not executable (mode {:o}): run it through its interpreter (`sh {shown}`, `python3 {shown}`), or make it executable on the host (chmod +x) before giving it with --file, which keeps the host file's mode",
-            st.st_mode & 0o7777
+            "its filesystem is mounted noexec in the sandbox (as /etc and /dev/shm are){}: put it in /workspace or /tmp, or run it through its interpreter (`sh {shown}`, `python3 {shown}`)",
+            if mode & 0o111 == 0 {
+                format!(", and it is not executable (mode {mode:o})")
+            } else {
+                String::new()
+            }
         );
     }
-    if statvfs(path.as_c_str()).is_ok_and(|v| v.flags().contains(FsFlags::ST_NOEXEC)) {
-        return "its filesystem is mounted noexec in the sandbox (as /etc and /dev/shm are): put it in /workspace or /tmp, or run it through its interpreter (`sh FILE`, `python3 FILE`)".into();
+    if mode & 0o111 == 0 {
+        return format!(
+            "it is not executable (mode {mode:o}): run it through its interpreter (`sh {shown}`, `python3 {shown}`), or make it executable on the host (chmod +x) before giving it with --file, which keeps the host file's mode"
+        );
     }
     "the sandbox's user has no execute permission on it (or on a directory above it)".into()
 }
