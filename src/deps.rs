@@ -571,13 +571,19 @@ pub fn prepare(
         }
     }
     if cfg.installer == "pip" {
-        let joined = join_shadowed_namespaces(&temp.join("python"), &python_site_dirs(rootfs));
+        let python = temp.join("python");
+        let joined = join_shadowed_namespaces(&python, &python_site_dirs(rootfs));
         if !joined.is_empty() {
             rep.error.push_str(&format!(
                 "\ncordon made {} regular package(s) that also reach into the root filesystem's own (whose regular package of that name would otherwise hide the installed one): {}\n",
                 joined.len(),
                 joined.join(", ")
             ));
+            if !write_sitecustomize(&python, &joined) {
+                rep.error.push_str(
+                    "cordon could not add its sitecustomize.py (the set has one of its own): a .pth file of the root filesystem that imports these packages at start-up still hides them\n",
+                );
+            }
         }
     }
     // Publish atomically; a concurrent install of the same key that got there first wins.
@@ -674,9 +680,6 @@ fn join_shadowed_namespaces(python_dir: &Path, site_dirs: &[PathBuf]) -> Vec<Str
         }
     }
     joined.sort();
-    if !joined.is_empty() {
-        write_sitecustomize(python_dir, &joined);
-    }
     joined
 }
 
@@ -686,7 +689,7 @@ fn join_shadowed_namespaces(python_dir: &Path, site_dirs: &[PathBuf]) -> Vec<Str
 /// any import looks at the path; `site` imports sitecustomize after every `.pth` file, and
 /// this one forgets those modules, so that the import finds the set's package. It then runs
 /// the root filesystem's own sitecustomize, which it stands in front of.
-fn write_sitecustomize(python_dir: &Path, names: &[String]) {
+fn write_sitecustomize(python_dir: &Path, names: &[String]) -> bool {
     use std::os::unix::fs::OpenOptionsExt;
     let list: String = names.iter().map(|n| format!("{n:?}, ")).collect();
     let text = format!(
@@ -699,13 +702,14 @@ fn write_sitecustomize(python_dir: &Path, names: &[String]) {
          _spec = importlib.machinery.PathFinder.find_spec(\n    \"sitecustomize\", [p for p in sys.path if os.path.abspath(p or \".\") != _here]\n)\n\
          if _spec is not None and _spec.loader is not None:\n    _spec.loader.exec_module(sys.modules[__name__])\n"
     );
-    let _ = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o644)
         .custom_flags(libc::O_NOFOLLOW)
         .open(python_dir.join("sitecustomize.py"))
-        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+        .is_ok()
 }
 
 /// The result of a run whose packages could not be installed: the code did not run.
@@ -1106,6 +1110,9 @@ mod tests {
         std::os::unix::fs::symlink("own_ns", py.join("linked")).unwrap();
         let joined = join_shadowed_namespaces(&py, std::slice::from_ref(&site));
         assert_eq!(joined, ["mpl_toolkits"]);
+        assert!(write_sitecustomize(&py, &joined));
+        // The set's own sitecustomize is kept, and the caller told.
+        assert!(!write_sitecustomize(&py, &joined));
         assert_eq!(
             std::fs::read_to_string(py.join("mpl_toolkits/__init__.py")).unwrap(),
             NAMESPACE_INIT
