@@ -1644,6 +1644,22 @@ fn root_systemd_cgroup_gets_a_scope_from_the_system_manager() {
     let out = oci(nobus, &["--systemd-cgroup", "delete", "--force", id]);
     assert!(out.status.success(), "delete: {}", describe(&out));
     assert!(!dir.exists(), "{} outlived delete", dir.display());
+
+    // A foreground run: cordon-oci waits in the scope's leaf and deletes the container from
+    // there, without stopping the scope it is in (StopUnit would SIGTERM it); the scope goes
+    // once run has exited, and run's exit is the container's.
+    let id = "sdroot3";
+    let _d = Deleted(&b, id.to_string());
+    cfg["linux"]["cgroupsPath"] = json!(format!("machine.slice:cordon:{id}"));
+    cfg["process"]["args"] = json!(["sh", "-c", "exit 7"]);
+    std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    let out = oci(bus, &["--systemd-cgroup", "run", "--bundle", &bundle, id]);
+    assert!(
+        out.status.code() == Some(7) && !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "run: {}",
+        describe(&out)
+    );
+    assert_gone_soon(&manager.join(format!("machine.slice/cordon-{id}.scope")));
 }
 
 // The same through podman itself: rootless, with the systemd cgroup manager (podman's
