@@ -79,6 +79,16 @@ fn human_size(b: u64) -> String {
     }
 }
 
+/// Adds `note` to the result's message, after `; `. The first note of a run that succeeded
+/// (`ok`) starts by saying so, so that it is not read as the run's failure.
+fn add_note(message: &mut Option<String>, ok: bool, note: String) {
+    *message = Some(match message.take() {
+        Some(m) => format!("{m}; {note}"),
+        None if ok => format!("the program exited with code 0, but {note}"),
+        None => note,
+    });
+}
+
 /// How the sandbox's init ended, for a note on work it had not finished (collection, the
 /// export copy); `counted` says what counts toward the memory limit and how to raise it.
 fn init_end(
@@ -498,19 +508,11 @@ pub fn outcome(
     if let (Some(n), Some(max)) = (metrics.pids_limit_hits.filter(|&n| n > 0), lim.pids)
         && status != Status::SandboxError
     {
-        let lead = if status == Status::Ok {
-            "the program exited with code 0, but "
-        } else {
-            ""
-        };
         let note = format!(
-            "{lead}fork or clone failed {n} time(s) at the limit of {max} processes and threads (raise it with {})",
+            "fork or clone failed {n} time(s) at the limit of {max} processes and threads (raise it with {})",
             raise("pids")
         );
-        message = Some(match message {
-            Some(m) => format!("{m}; {note}"),
-            None => note,
-        });
+        add_note(&mut message, status == Status::Ok, note);
     }
     // A tmpfs of the sandbox full when the program ended: a write there failed with ENOSPC
     // ("No space left on device", which says nothing of a limit) or the next one would. The
@@ -543,18 +545,10 @@ pub fn outcome(
                 ),
                 _ => continue,
             };
-            let lead = if status == Status::Ok {
-                "the program exited with code 0, but "
-            } else {
-                ""
-            };
             let note = format!(
-                "{lead}{path} is full (all of its {what} are used), so a write there failed with ENOSPC (\"No space left on device\") or would; {remedy}"
+                "{path} is full (all of its {what} are used), so a write there failed with ENOSPC (\"No space left on device\") or would; {remedy}"
             );
-            message = Some(match message {
-                Some(m) => format!("{m}; {note}"),
-                None => note,
-            });
+            add_note(&mut message, status == Status::Ok, note);
         }
     }
     // Files left out by the collection's caps: the program's output is incomplete, which
@@ -572,10 +566,7 @@ pub fn outcome(
             c.max_files,
             human_size(c.max_bytes)
         );
-        message = Some(match message {
-            Some(m) => format!("{m}; {note}"),
-            None => note,
-        });
+        add_note(&mut message, false, note);
     }
     let (memory_used, memory_used_source) = match (metrics.peak_memory, ended.rusage_maxrss) {
         (Some(p), _) => (Some(p), cgroup_source),
@@ -756,7 +747,7 @@ mod tests {
         let m = o.message.unwrap();
         assert!(
             m.starts_with("the program exited with code 0, but /tmp is full")
-                && m.contains("--tmp-size; the program exited with code 0, but /workspace is full")
+                && m.contains("--tmp-size; /workspace is full")
                 && m.ends_with("--workspace-inodes"),
             "{m}"
         );
