@@ -22,20 +22,24 @@
 //! then keeps the directory's real path, so a later open cannot be led elsewhere.
 //! The checksum catches accidents, not an attacker who can write the directory.
 //!
-//! # Entry format (version 1)
+//! # Entry format (version 2)
 //!
 //! One file per key, named by the key (64 lowercase hex digits). All integers little-endian.
 //!
 //! | offset | size | field                                                            |
 //! |--------|------|------------------------------------------------------------------|
 //! | 0      | 8    | magic `b"CRDNART\0"`                                             |
-//! | 8      | 4    | format version, `1`                                              |
+//! | 8      | 4    | format version, `2`                                              |
 //! | 12     | 4    | file mode of the artifact (permission bits only, `& 0o7777`)     |
-//! | 16     | 8    | payload length in bytes                                          |
-//! | 24     | 64   | the key, as ASCII hex (guards against an entry under a wrong name) |
-//! | 88     | 32   | SHA-256 over bytes `0..88` followed by the payload               |
-//! | 120    | len  | the payload (the artifact's bytes)                               |
+//! | 16     | 8    | artifact length in bytes                                         |
+//! | 24     | 4    | length of the compiler's stdout (UTF-8)                          |
+//! | 28     | 4    | length of the compiler's stderr (UTF-8)                          |
+//! | 32     | 64   | the key, as ASCII hex (guards against an entry under a wrong name) |
+//! | 96     | 32   | SHA-256 over bytes `0..96` followed by the payload               |
+//! | 128    | ...  | the payload: the artifact's bytes, then the compiler's stdout and stderr |
 //!
+//! The compiler's messages of the compile that made the artifact (warnings) are kept with it,
+//! so that a cached run reports them as the first run did.
 //! The checksum covers the header fields as well as the bytes, so a flipped mode or length is
 //! caught too. Temp files are named `.tmp-<pid>-<counter>-<nanos>`; ones older than an hour
 //! (left by a crashed writer) are removed during eviction.
@@ -53,14 +57,16 @@ use thiserror::Error;
 /// Entry magic, the first 8 bytes of every entry file.
 const MAGIC: &[u8; 8] = b"CRDNART\0";
 /// Entry format version; bump when the layout changes (old entries then read as misses).
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Length of a key in hex digits (SHA-256 = 32 bytes).
 const KEY_HEX_LEN: usize = 64;
 /// Header layout offsets, see the module doc.
 const OFF_VERSION: usize = 8;
 const OFF_MODE: usize = 12;
 const OFF_LEN: usize = 16;
-const OFF_KEY: usize = 24;
+const OFF_OUT_LEN: usize = 24;
+const OFF_ERR_LEN: usize = 28;
+const OFF_KEY: usize = 32;
 const OFF_SUM: usize = OFF_KEY + KEY_HEX_LEN;
 /// Header length: everything before the payload.
 pub const HEADER_LEN: usize = OFF_SUM + 32;
@@ -164,11 +170,23 @@ impl std::fmt::Display for Key {
     }
 }
 
-/// A cached artifact: the compiled program's bytes and its file mode (permission bits).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A cached artifact: the compiled program's bytes and its file mode (permission bits), with
+/// what the compiler printed when it made them (its warnings), to be reported again on a hit.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Artifact {
     pub bytes: Vec<u8>,
     pub mode: u32,
+    /// The compiler's stdout.
+    pub output: String,
+    /// The compiler's stderr.
+    pub error: String,
+}
+
+impl Artifact {
+    /// The payload's length: the artifact, then the compiler's messages.
+    fn payload_len(&self) -> usize {
+        self.bytes.len() + self.output.len() + self.error.len()
+    }
 }
 
 /// A compile-artifact cache directory with a size bound. See the module doc.
@@ -386,7 +404,15 @@ impl Cache {
                 mode: artifact.mode,
             });
         }
-        let size = (HEADER_LEN + artifact.bytes.len()) as u64;
+        if u32::try_from(artifact.output.len()).is_err()
+            || u32::try_from(artifact.error.len()).is_err()
+        {
+            return Err(CacheError::TooLarge {
+                size: artifact.payload_len() as u64,
+                max: u32::MAX as u64,
+            });
+        }
+        let size = (HEADER_LEN + artifact.payload_len()) as u64;
         if size > self.max_bytes {
             return Err(CacheError::TooLarge {
                 size,
@@ -399,6 +425,8 @@ impl Cache {
         let written = temp
             .write_all(&header)
             .and_then(|()| temp.write_all(&artifact.bytes))
+            .and_then(|()| temp.write_all(artifact.output.as_bytes()))
+            .and_then(|()| temp.write_all(artifact.error.as_bytes()))
             .and_then(|()| temp.sync_all());
         drop(temp);
         if let Err(source) = written {
@@ -554,17 +582,28 @@ fn encode_header(key: &Key, artifact: &Artifact) -> Vec<u8> {
     header.extend_from_slice(&VERSION.to_le_bytes());
     header.extend_from_slice(&artifact.mode.to_le_bytes());
     header.extend_from_slice(&(artifact.bytes.len() as u64).to_le_bytes());
+    header.extend_from_slice(&(artifact.output.len() as u32).to_le_bytes());
+    header.extend_from_slice(&(artifact.error.len() as u32).to_le_bytes());
     header.extend_from_slice(key.as_str().as_bytes());
-    let sum = checksum(&header, &artifact.bytes);
+    let sum = checksum(
+        &header,
+        &[
+            &artifact.bytes,
+            artifact.output.as_bytes(),
+            artifact.error.as_bytes(),
+        ],
+    );
     header.extend_from_slice(&sum);
     debug_assert_eq!(header.len(), HEADER_LEN);
     header
 }
 
-fn checksum(header_fields: &[u8], payload: &[u8]) -> [u8; 32] {
+fn checksum(header_fields: &[u8], payload: &[&[u8]]) -> [u8; 32] {
     let mut hasher = Sha256::new();
     hasher.update(header_fields);
-    hasher.update(payload);
+    for part in payload {
+        hasher.update(part);
+    }
     hasher.finalize().into()
 }
 
@@ -585,21 +624,31 @@ fn read_entry(file: &mut File, key: &Key) -> Result<Artifact, Invalid> {
     file.read_exact(&mut header)?;
     let u32_at = |off: usize| u32::from_le_bytes(header[off..off + 4].try_into().unwrap());
     let len = u64::from_le_bytes(header[OFF_LEN..OFF_LEN + 8].try_into().unwrap());
+    let (out_len, err_len) = (u32_at(OFF_OUT_LEN) as u64, u32_at(OFF_ERR_LEN) as u64);
     let mode = u32_at(OFF_MODE);
     if &header[..OFF_VERSION] != MAGIC
         || u32_at(OFF_VERSION) != VERSION
         || mode & !0o7777 != 0
         || &header[OFF_KEY..OFF_SUM] != key.as_str().as_bytes()
-        || file_len.checked_sub(HEADER_LEN as u64) != Some(len)
+        || file_len.checked_sub(HEADER_LEN as u64) != len.checked_add(out_len + err_len)
     {
         return Err(Invalid);
     }
-    let mut bytes = vec![0u8; len as usize];
-    file.read_exact(&mut bytes)?;
-    if checksum(&header[..OFF_SUM], &bytes) != header[OFF_SUM..] {
+    let mut read = |n: u64| -> Result<Vec<u8>, Invalid> {
+        let mut bytes = vec![0u8; n as usize];
+        file.read_exact(&mut bytes)?;
+        Ok(bytes)
+    };
+    let (bytes, output, error) = (read(len)?, read(out_len)?, read(err_len)?);
+    if checksum(&header[..OFF_SUM], &[&bytes, &output, &error]) != header[OFF_SUM..] {
         return Err(Invalid);
     }
-    Ok(Artifact { bytes, mode })
+    Ok(Artifact {
+        bytes,
+        mode,
+        output: String::from_utf8(output).map_err(|_| Invalid)?,
+        error: String::from_utf8(error).map_err(|_| Invalid)?,
+    })
 }
 
 /// Removes `path` only if it still names the file we opened: a writer may have renamed a good
@@ -625,6 +674,7 @@ mod tests {
                 .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
                 .collect(),
             mode: 0o755,
+            ..Artifact::default()
         }
     }
 
@@ -663,6 +713,38 @@ mod tests {
     }
 
     #[test]
+    fn the_compilers_messages_come_back_with_the_artifact() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::open(tmp.path(), 1 << 20).unwrap();
+        let key = Key::new(&[b"warned"]);
+        let art = Artifact {
+            output: "stdout ✓\n".into(),
+            error: "warning: unused variable: `x`\n".into(),
+            ..artifact(5, 300)
+        };
+        cache.put(&key, &art).unwrap();
+        assert_eq!(cache.get(&key), Some(art.clone()));
+        let len = fs::metadata(cache.entry_path(&key)).unwrap().len();
+        assert_eq!(
+            len as usize,
+            HEADER_LEN + 300 + art.output.len() + art.error.len()
+        );
+        // A flipped byte in the messages fails the checksum as one in the artifact does.
+        let mut bytes = fs::read(cache.entry_path(&key)).unwrap();
+        let last = bytes.len() - 2;
+        bytes[last] ^= 0x20;
+        fs::write(cache.entry_path(&key), &bytes).unwrap();
+        assert_eq!(cache.get(&key), None);
+        assert!(!cache.entry_path(&key).exists());
+        // An entry of the previous format (version 1) is a miss, not misread.
+        cache.put(&key, &art).unwrap();
+        let mut bytes = fs::read(cache.entry_path(&key)).unwrap();
+        bytes[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&1u32.to_le_bytes());
+        fs::write(cache.entry_path(&key), &bytes).unwrap();
+        assert_eq!(cache.get(&key), None);
+    }
+
+    #[test]
     fn overwrite_and_empty_artifact() {
         let tmp = tempfile::tempdir().unwrap();
         let cache = Cache::open(tmp.path(), 1 << 20).unwrap();
@@ -671,6 +753,7 @@ mod tests {
         let empty = Artifact {
             bytes: vec![],
             mode: 0o500,
+            ..Artifact::default()
         };
         cache.put(&key, &empty).unwrap();
         assert_eq!(cache.get(&key), Some(empty));
@@ -780,6 +863,7 @@ mod tests {
         let bad = Artifact {
             bytes: vec![1],
             mode: 0o100755,
+            ..Artifact::default()
         };
         assert!(matches!(
             cache.put(&key, &bad),
@@ -889,6 +973,8 @@ mod tests {
                 .map(|i| (i as u8) ^ k.wrapping_mul(37) ^ (i >> 8) as u8)
                 .collect(),
             mode: 0o700 | u32::from(k % 8),
+            error: format!("warning {k}"),
+            ..Artifact::default()
         };
         let threads: Vec<_> = (0..8u8)
             .map(|t| {

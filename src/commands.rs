@@ -84,10 +84,9 @@ fn report(outcome: &Outcome, json: bool, delivered: bool) -> i32 {
         }
     } else {
         // The compiler's messages: all of them when it failed, its warnings (stderr) when it
-        // succeeded, as `cargo run` shows them; a cached artifact compiled nothing.
-        if let Some(c) = &outcome.compile
-            && !c.cached
-        {
+        // succeeded, as `cargo run` shows them, again for an artifact from the cache (kept
+        // with it), as cargo replays a cached crate's warnings.
+        if let Some(c) = &outcome.compile {
             let _ = std::io::stderr().write_all(c.error.as_bytes());
             if c.status != crate::Status::Ok {
                 let _ = std::io::stderr().write_all(c.output.as_bytes());

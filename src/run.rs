@@ -675,13 +675,13 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         };
         let hit = cache.as_ref().and_then(|c| c.get(&key));
         let art = match hit {
-            Some(a) => {
+            Some(mut a) => {
                 compile_report = Some(CompileReport {
                     status: Status::Ok,
                     cached: true,
                     exit_code: Some(0),
-                    output: String::new(),
-                    error: String::new(),
+                    output: std::mem::take(&mut a.output),
+                    error: std::mem::take(&mut a.error),
                     execution_time: 0.0,
                     cpu_time: None,
                     memory_used: None,
@@ -722,9 +722,13 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                 let produced = out.files.iter().flatten().find(|f| &f.path == artifact);
                 match (out.status, produced) {
                     (Status::Ok, Some(f)) => {
+                        // The compiler's messages (warnings) stay with the artifact, so that a
+                        // cached run reports them as this one does.
                         let a = Artifact {
                             bytes: f.data.clone(),
                             mode: f.mode | 0o500,
+                            output: report.output.clone(),
+                            error: report.error.clone(),
                         };
                         if let Some(c) = &cache {
                             // A cache that cannot be written only costs the next run a compile.
