@@ -1491,6 +1491,24 @@ fn rootless_systemd_cgroup_gets_a_scope_from_the_user_manager() {
     let out = oci(&["--systemd-cgroup", "delete", "--force", id]);
     assert_deleted_with_its_scope(&out);
     assert_gone_soon(&scope);
+
+    // A foreground run from the session: cordon-oci waits in the scope's own leaf and
+    // deletes the container from there without stopping the scope it is in; run's exit is
+    // the container's, nothing is warned of, and the scope goes once run has exited.
+    let id = "sd2";
+    let _d = Deleted(&b, id.to_string());
+    let cfg_path = b.path().join("config.json");
+    let mut cfg: Value = serde_json::from_slice(&std::fs::read(&cfg_path).unwrap()).unwrap();
+    cfg["linux"]["cgroupsPath"] = json!(format!("user.slice:libpod:{id}"));
+    cfg["process"]["args"] = json!(["sh", "-c", "exit 7"]);
+    std::fs::write(&cfg_path, serde_json::to_vec_pretty(&cfg).unwrap()).unwrap();
+    let out = oci(&["--systemd-cgroup", "run", "--bundle", &bundle, id]);
+    assert!(
+        out.status.code() == Some(7) && !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "run: {}",
+        describe(&out)
+    );
+    assert_gone_soon(&scope.with_file_name(format!("libpod-{id}.scope")));
 }
 
 /// `cordon-oci features` says `linux.cgroup.FIELD` is true: for the tests that have just seen
