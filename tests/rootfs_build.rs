@@ -11,6 +11,7 @@
 
 #[macro_use]
 mod common;
+mod net_support;
 
 use common::*;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -93,6 +94,54 @@ both!(fn numpy_pandas_matplotlib_run_on_the_built_rootfs(who) {
     assert!(out.starts_with("Python 3."), "{}", r.describe());
     assert!(out.contains("sandbox:x:1000:1000:cordon sandbox:/workspace:"), "{}", r.describe());
     assert!(out.ends_with("ro\n"), "the rootfs must be read-only:\n{}", r.describe());
+});
+
+// `--packages` on the built rootfs, where Debian's matplotlib keeps `mpl_toolkits` as a
+// regular package that a `-nspkg.pth` file imports at start-up: a package that installs a
+// module into that namespace (as pip's matplotlib 3.7+ does with its own mpl_toolkits) must
+// be importable beside the rootfs's own modules of it, not hidden by them.
+both!(fn a_package_set_reaches_into_a_namespace_the_rootfs_holds(who) {
+    let test = "a_package_set_reaches_into_a_namespace_the_rootfs_holds";
+    let Some(root) = python_rootfs(test) else { return };
+    let site = root.join("usr/lib/python3/dist-packages");
+    assert!(
+        site.join("mpl_toolkits/__init__.py").is_file()
+            && std::fs::read_dir(&site).unwrap().flatten().any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("matplotlib-") && n.ends_with("-nspkg.pth")
+            }),
+        "{test}: the built rootfs no longer has Debian's regular mpl_toolkits with its -nspkg.pth: \
+         this test needs another namespace that the rootfs hides"
+    );
+    let index_dir = tempfile::tempdir().unwrap();
+    // Each test's index has a port of its own, part of the set's cache key: installed anew.
+    let marker = "cordon_ns_module";
+    net_support::write_pypi_wheel(
+        index_dir.path(),
+        "cordon-ns",
+        &[(&format!("mpl_toolkits/{marker}.py"), "VALUE = 'from the set'\n")],
+    );
+    let Some(srv) = net_support::start(test, Some(index_dir.path()), false) else { return };
+    let index = format!("http://localhost:{}/simple", srv.http);
+    let code = format!(
+        "import mpl_toolkits.{marker} as m, mpl_toolkits.mplot3d as d\nprint(m.VALUE, d.__name__)\n"
+    );
+    let r = Cordon::new(who)
+        .args([
+            "run", "--lang", "python", "--rootfs", root.to_str().unwrap(), "--no-history",
+            "--json", "--timeout", "60s", "--packages", "cordon-ns", "--package-index", &index,
+            "-c", &code,
+        ])
+        .deadline(Duration::from_secs(240))
+        .run_json();
+    assert_eq!(r.expect_ok(), "from the set mpl_toolkits.mplot3d\n", "{}", r.describe());
+    let said = r.get("/dependencies/error").as_str().unwrap_or_default();
+    assert!(
+        said.contains("regular package(s) that also reach into the root filesystem's own")
+            && said.contains("mpl_toolkits"),
+        "the dependencies report must name the joined namespace:\n{}",
+        r.describe()
+    );
 });
 
 fn read(root: &Path, rel: &str) -> String {

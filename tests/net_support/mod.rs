@@ -152,35 +152,52 @@ pub fn start(test: &str, root: Option<&Path>, https: bool) -> Option<Servers> {
     })
 }
 
-/// Writes a PEP 503 simple index with one pure-python wheel, `cordon-dep` 1.0 (module
-/// `cordon_dep`, `VALUE = "installed from the local index"`), under `root`.
+/// Writes a PEP 503 simple index under `root` holding `cordon-dep` 1.0, a wheel whose
+/// `cordon_dep.VALUE` is "installed from the local index".
 pub fn write_pypi_index(root: &Path) {
+    write_pypi_wheel(
+        root,
+        "cordon-dep",
+        &[(
+            "cordon_dep/__init__.py",
+            "VALUE = 'installed from the local index'\n",
+        )],
+    );
+}
+
+/// Adds a pure-Python wheel of project `name`, version 1.0, holding `files` (path in the
+/// wheel, text), to the PEP 503 simple index under `root`.
+pub fn write_pypi_wheel(root: &Path, name: &str, files: &[(&str, &str)]) {
     let script = r#"
-import zipfile, hashlib, base64, os, sys
+import zipfile, hashlib, base64, json, os, sys
 os.chdir(sys.argv[1])
-name, ver = "cordon_dep", "1.0"
-files = {f"{name}/__init__.py": "VALUE = 'installed from the local index'\n",
-         f"{name}-{ver}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: cordon-dep\nVersion: {ver}\n",
-         f"{name}-{ver}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: cordon-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+project, ver = sys.argv[2], "1.0"
+name = project.replace("-", "_")
+files = dict(json.loads(sys.argv[3]))
+files[f"{name}-{ver}.dist-info/METADATA"] = f"Metadata-Version: 2.1\nName: {project}\nVersion: {ver}\n"
+files[f"{name}-{ver}.dist-info/WHEEL"] = "Wheel-Version: 1.0\nGenerator: cordon-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 rec = []
 for p, c in files.items():
     d = base64.urlsafe_b64encode(hashlib.sha256(c.encode()).digest()).rstrip(b"=").decode()
-    rec.append(f"{p},sha256={d},{len(c)}")
+    rec.append(f"{p},sha256={d},{len(c.encode())}")
 rec.append(f"{name}-{ver}.dist-info/RECORD,,")
 files[f"{name}-{ver}.dist-info/RECORD"] = "\n".join(rec) + "\n"
-os.makedirs("files", exist_ok=True); os.makedirs("simple/cordon-dep", exist_ok=True)
+os.makedirs("files", exist_ok=True); os.makedirs(f"simple/{project}", exist_ok=True)
 whl = f"files/{name}-{ver}-py3-none-any.whl"
 with zipfile.ZipFile(whl, "w") as z:
     for p, c in files.items(): z.writestr(p, c)
-open("simple/cordon-dep/index.html", "w").write(f'<html><body><a href="../../{whl}">{os.path.basename(whl)}</a></body></html>')
+open(f"simple/{project}/index.html", "w").write(f'<html><body><a href="../../{whl}">{os.path.basename(whl)}</a></body></html>')
 "#;
+    let files: Vec<[&str; 2]> = files.iter().map(|(p, c)| [*p, *c]).collect();
     let ok = Command::new(HOST_PY)
         .args(["-c", script])
         .arg(root)
+        .arg(name)
+        .arg(serde_json::to_string(&files).unwrap())
         .status()
         .expect("run python3")
         .success();
-    assert!(ok, "building the test wheel failed");
+    assert!(ok, "building the test wheel {name} failed");
 }
 
 /// Writes a one-package npm registry (`cordon-dep` 1.0.0, exporting the string
