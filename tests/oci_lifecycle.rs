@@ -3976,6 +3976,70 @@ both!(fn exec_applies_oom_score_adj(who) {
     assert!(out.status.success(), "{}", describe(&out));
 });
 
+/// The nice value and scheduling policy in /proc/PID/stat text (fields 19 and 41).
+fn nice_and_policy(stat: &str) -> (i64, u32) {
+    let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .collect();
+    (rest[16].parse().unwrap(), rest[38].parse().unwrap())
+}
+
+// process.ioPriority and process.scheduler (runtime spec 1.2) reach the container's process
+// and an exec'd one (the container's, or those of --process); what only CAP_SYS_NICE of the
+// host may ask fails a rootless container with the field named.
+both!(fn io_priority_and_scheduler_are_applied(who) {
+    let script = "ionice; cat /proc/self/stat; echo; exec sleep 60";
+    let Some(b) = Bundle::new(who, &["sh", "-c", script], |c| {
+        c["process"]["ioPriority"] = json!({"class": "IOPRIO_CLASS_BE", "priority": 6});
+        c["process"]["scheduler"] = json!({"policy": "SCHED_BATCH", "nice": 5});
+    }) else { return };
+    let id = format!("sched-{who:?}");
+    let _cleanup = Deleted(&b, id.clone());
+    let mut args = b.bundle_args("run", &id);
+    args.insert(1, "-d".into());
+    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", describe(&out));
+    let out = b.oci(&["exec", &id, "sh", "-c", "ionice; cat /proc/self/stat"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (ionice, stat) = text.split_once('\n').unwrap();
+    assert_eq!(ionice, "best-effort: prio 6", "{}", describe(&out));
+    assert_eq!(nice_and_policy(stat), (5, 3), "nice 5, SCHED_BATCH: {}", describe(&out));
+    // A --process file's own: SCHED_IDLE, the idle I/O class.
+    let cfg: Value =
+        serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
+    let mut process = cfg["process"].clone();
+    process["args"] = json!(["sh", "-c", "ionice; cat /proc/self/stat"]);
+    process["ioPriority"] = json!({"class": "IOPRIO_CLASS_IDLE", "priority": 0});
+    process["scheduler"] = json!({"policy": "SCHED_IDLE"});
+    let p = b.path().join("process.json");
+    std::fs::write(&p, serde_json::to_vec(&process).unwrap()).unwrap();
+    if who == Who::User {
+        b.chown();
+    }
+    let out = b.oci(&["exec", "--process", p.to_str().unwrap(), &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let (ionice, stat) = text.split_once('\n').unwrap();
+    assert_eq!(ionice, "idle", "{}", describe(&out));
+    assert_eq!(nice_and_policy(stat).1, 5, "SCHED_IDLE: {}", describe(&out));
+    let out = b.oci(&["delete", "--force", &id]);
+    assert!(out.status.success(), "{}", describe(&out));
+    if who == Who::User {
+        // A real-time policy needs CAP_SYS_NICE of the host: refused, and said so.
+        let Some(b) = Bundle::new(who, &["true"], |c| {
+            c["process"]["scheduler"] = json!({"policy": "SCHED_FIFO", "priority": 1});
+        }) else { return };
+        let out = b.run("sched-rt");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("process.scheduler") && err.contains("CAP_SYS_NICE"),
+            "{}",
+            describe(&out)
+        );
+    }
+});
+
 // Root `--systemd-cgroup` with no systemd manager to ask (a host not booted with systemd, or a
 // cgroup v1 one): the cgroup is made where systemd would put the unit, with a warning that
 // says no systemd knows it (runc refuses the flag on a host without systemd).

@@ -1452,6 +1452,19 @@ fn run_payload_after_start(
     exec(c, None)
 }
 
+/// What an EPERM from ioprio_set or sched_setattr means for a container.
+fn privilege_hint(err: Errno, what: &str) -> String {
+    if err == Errno::EPERM {
+        format!(
+            ": {what} needs CAP_SYS_NICE in the host's user namespace, which a rootless container \
+             (or one in a user namespace of its own) does not have; remove the field or run the \
+             container as root without a user namespace"
+        )
+    } else {
+        String::new()
+    }
+}
+
 fn prepare(
     c: &Container,
     filter: Option<&OciFilter>,
@@ -1478,6 +1491,27 @@ fn prepare(
     give_stdio_to(c.setup().uid)?;
     for &(res, soft, hard) in &c.setup().rlimits {
         crate::limits::set_rlimit(res, soft, hard).map_err(|err| ("set process.rlimits", err))?;
+    }
+    // As runc: with init's privileges (a real-time class or policy, or a nice value below
+    // the current one, needs CAP_SYS_NICE of the host), before any seccomp filter.
+    if let Some(p) = c.setup().io_priority {
+        sys::set_io_priority(p).map_err(|err| {
+            (
+                "set process.ioPriority",
+                format!("{err}{}", privilege_hint(err, "the real-time class")),
+            )
+        })?;
+    }
+    if let Some(a) = &c.setup().scheduler {
+        sys::set_scheduler(a).map_err(|err| {
+            (
+                "set process.scheduler",
+                format!(
+                    "{err}{}",
+                    privilege_hint(err, "a real-time or deadline policy, or a lower nice value")
+                ),
+            )
+        })?;
     }
     // Before the container's seccomp filter, which may allow only some personalities.
     if let Some(p) = c.setup().personality {

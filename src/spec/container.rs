@@ -19,6 +19,24 @@ use super::{IdMap, SandboxSpec};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+/// A scheduling policy and its parameters (`process.scheduler`), the fields of the kernel's
+/// `struct sched_attr` (sched_setattr(2)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedAttr {
+    /// `SCHED_OTHER` (0), `SCHED_FIFO` (1), `SCHED_RR` (2), `SCHED_BATCH` (3), `SCHED_IDLE`
+    /// (5) or `SCHED_DEADLINE` (6).
+    pub policy: u32,
+    /// `SCHED_FLAG_*` bits.
+    pub flags: u64,
+    pub nice: i32,
+    /// The static priority of `SCHED_FIFO` and `SCHED_RR` (1-99); 0 for the others.
+    pub priority: u32,
+    /// `SCHED_DEADLINE`'s runtime, deadline and period, in nanoseconds.
+    pub runtime: u64,
+    pub deadline: u64,
+    pub period: u64,
+}
+
 /// One namespace of the container: a new one, or an existing one joined by path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Namespace {
@@ -94,6 +112,10 @@ pub struct ContainerSetup {
     pub oom_score_adj: Option<i32>,
     /// (resource, soft, hard)
     pub rlimits: Vec<(crate::limits::RlimitResource, u64, u64)>,
+    /// `process.ioPriority`, as ioprio_set(2) takes it: `class << 13 | level`.
+    pub io_priority: Option<i32>,
+    /// `process.scheduler`, checked, as sched_setattr(2) takes it.
+    pub scheduler: Option<SchedAttr>,
     pub caps: CapSets,
     pub namespaces: Vec<Namespace>,
     pub uid_mappings: Vec<IdMap>,
@@ -222,6 +244,8 @@ mod tests {
             new_keyring: true,
             oom_score_adj: None,
             rlimits: Vec::new(),
+            io_priority: None,
+            scheduler: None,
             caps: CapSets::default(),
             namespaces: vec![Namespace {
                 flag: libc::CLONE_NEWNS,

@@ -181,6 +181,108 @@ fn invalid(field: impl Into<String>, why: impl Into<String>) -> OciConfigError {
     }
 }
 
+/// `process.ioPriority` as ioprio_set(2) takes it: the class in the top bits, the level (0,
+/// the highest, to 7) below, as runc builds it.
+fn io_priority(p: &oci_spec::runtime::LinuxIOPriority) -> Result<i32, OciConfigError> {
+    use oci_spec::runtime::IOPriorityClass;
+    let class = match p.class() {
+        IOPriorityClass::IoprioClassRt => 1,
+        IOPriorityClass::IoprioClassBe => 2,
+        IOPriorityClass::IoprioClassIdle => 3,
+    };
+    if !(0..=7).contains(&p.priority()) {
+        return Err(invalid(
+            "process.ioPriority.priority",
+            format!("{} is not a level from 0 (highest) to 7", p.priority()),
+        ));
+    }
+    Ok(class << 13 | p.priority() as i32)
+}
+
+/// `process.scheduler`, checked as runc checks it: a priority only for the real-time
+/// policies (1-99), a nice value from -20 to 19, runtime, deadline and period only for
+/// `SCHED_DEADLINE`. What the kernel refuses beyond that is named when it is applied.
+fn scheduler(
+    s: &oci_spec::runtime::Scheduler,
+) -> Result<crate::spec::container::SchedAttr, OciConfigError> {
+    use oci_spec::runtime::{LinuxSchedulerFlag as F, LinuxSchedulerPolicy as P};
+    let policy = match s.policy() {
+        P::SchedOther => 0,
+        P::SchedFifo => 1,
+        P::SchedRr => 2,
+        P::SchedBatch => 3,
+        P::SchedIso => {
+            return Err(unsupported(
+                "process.scheduler.policy",
+                "SCHED_ISO is not a policy of the Linux kernel; use SCHED_OTHER, SCHED_BATCH, SCHED_IDLE, SCHED_FIFO, SCHED_RR or SCHED_DEADLINE",
+            ));
+        }
+        P::SchedIdle => 5,
+        P::SchedDeadline => 6,
+    };
+    let realtime = matches!(s.policy(), P::SchedFifo | P::SchedRr);
+    let priority = s.priority().unwrap_or(0);
+    if realtime && !(1..=99).contains(&priority) {
+        return Err(invalid(
+            "process.scheduler.priority",
+            format!("{priority}: SCHED_FIFO and SCHED_RR take a priority from 1 to 99"),
+        ));
+    }
+    if !realtime && priority != 0 {
+        return Err(invalid(
+            "process.scheduler.priority",
+            format!(
+                "{priority}: only SCHED_FIFO and SCHED_RR take a priority (1-99); remove it or give 0"
+            ),
+        ));
+    }
+    let nice = s.nice().unwrap_or(0);
+    if !(-20..=19).contains(&nice) {
+        return Err(invalid(
+            "process.scheduler.nice",
+            format!("{nice} is not a nice value from -20 to 19"),
+        ));
+    }
+    let deadline = s.policy() == &P::SchedDeadline;
+    let (runtime, dl, period) = (
+        s.runtime().unwrap_or(0),
+        s.deadline().unwrap_or(0),
+        s.period().unwrap_or(0),
+    );
+    if !deadline && (runtime, dl, period) != (0, 0, 0) {
+        return Err(invalid(
+            "process.scheduler",
+            "runtime, deadline and period are SCHED_DEADLINE's; remove them or use that policy",
+        ));
+    }
+    if deadline && (runtime == 0 || dl == 0) {
+        return Err(invalid(
+            "process.scheduler",
+            "SCHED_DEADLINE needs a runtime and a deadline (nanoseconds; period defaults to the deadline)",
+        ));
+    }
+    let flags = s.flags().iter().flatten().fold(0u64, |bits, f| {
+        bits | match f {
+            F::SchedResetOnFork => 0x01,
+            F::SchedFlagReclaim => 0x02,
+            F::SchedFlagDLOverrun => 0x04,
+            F::SchedFlagKeepPolicy => 0x08,
+            F::SchedFlagKeepParams => 0x10,
+            F::SchedFlagUtilClampMin => 0x20,
+            F::SchedFlagUtilClampMax => 0x40,
+        }
+    });
+    Ok(crate::spec::container::SchedAttr {
+        policy,
+        flags,
+        nice,
+        priority: priority as u32,
+        runtime,
+        deadline: dl,
+        period,
+    })
+}
+
 pub use crate::spec::IdMap;
 pub use crate::spec::container::{CapSets, ContainerSetup, Device, MountOp, Namespace};
 use crate::spec::{Rootfs, SandboxSpec};
@@ -381,12 +483,12 @@ impl Container {
             }
             Some(p) => Some(p.to_string()),
         };
-        if process.io_priority().is_some() {
-            return Err(unsupported("process.ioPriority", "not implemented"));
-        }
-        if process.scheduler().is_some() {
-            return Err(unsupported("process.scheduler", "not implemented"));
-        }
+        let io_priority = process
+            .io_priority()
+            .as_ref()
+            .map(io_priority)
+            .transpose()?;
+        let scheduler = process.scheduler().as_ref().map(scheduler).transpose()?;
         if process.exec_cpu_affinity().is_some() {
             return Err(unsupported("process.execCPUAffinity", "not implemented"));
         }
@@ -703,6 +805,8 @@ impl Container {
             new_keyring: true,
             oom_score_adj: process.oom_score_adj(),
             rlimits,
+            io_priority,
+            scheduler,
             caps,
             namespaces,
             uid_mappings,
@@ -1273,6 +1377,92 @@ mod tests {
         assert!(e.contains("ipc namespace"), "{e}");
         let e = with(r#"{"vm.overcommit_memory": "1"}"#).unwrap_err();
         assert!(e.contains("not a namespaced sysctl"), "{e}");
+    }
+
+    #[test]
+    fn io_priority_and_scheduler_are_mapped_or_named() {
+        let with = |field: &str, value: serde_json::Value| {
+            let mut v: serde_json::Value = serde_json::from_str(BASE).unwrap();
+            v["process"][field] = value;
+            Container::from_spec(serde_json::from_value(v).unwrap(), Path::new("/b"))
+                .map(|c| (c.setup().io_priority, c.setup().scheduler))
+                .map_err(|e| e.to_string())
+        };
+        let io = |class: &str, priority: i64| {
+            with(
+                "ioPriority",
+                serde_json::json!({"class": class, "priority": priority}),
+            )
+        };
+        // ioprio_set's value: class << 13 | level (RT 1, BE 2, IDLE 3).
+        assert_eq!(io("IOPRIO_CLASS_BE", 4).unwrap().0, Some(2 << 13 | 4));
+        assert_eq!(io("IOPRIO_CLASS_RT", 0).unwrap().0, Some(1 << 13));
+        assert_eq!(io("IOPRIO_CLASS_IDLE", 7).unwrap().0, Some(3 << 13 | 7));
+        for bad in [8, -1] {
+            let e = io("IOPRIO_CLASS_BE", bad).unwrap_err();
+            assert!(e.contains("process.ioPriority.priority"), "{e}");
+        }
+        let sched = |value: serde_json::Value| with("scheduler", value);
+        let a = sched(serde_json::json!({"policy": "SCHED_BATCH", "nice": 5}))
+            .unwrap()
+            .1
+            .unwrap();
+        assert_eq!((a.policy, a.nice, a.priority, a.flags), (3, 5, 0, 0));
+        let a = sched(serde_json::json!({"policy": "SCHED_RR", "priority": 99,
+            "flags": ["SCHED_RESET_ON_FORK", "SCHED_FLAG_UTIL_CLAMP_MAX"]}))
+        .unwrap()
+        .1
+        .unwrap();
+        assert_eq!((a.policy, a.priority, a.flags), (2, 99, 0x41));
+        let a = sched(serde_json::json!({"policy": "SCHED_DEADLINE",
+            "runtime": 10_000_000u64, "deadline": 30_000_000u64, "period": 30_000_000u64}))
+        .unwrap()
+        .1
+        .unwrap();
+        assert_eq!(
+            (a.policy, a.runtime, a.deadline, a.period),
+            (6, 10_000_000, 30_000_000, 30_000_000)
+        );
+        for (value, field) in [
+            (
+                serde_json::json!({"policy": "SCHED_FIFO"}),
+                "`process.scheduler.priority`",
+            ),
+            (
+                serde_json::json!({"policy": "SCHED_FIFO", "priority": 100}),
+                "`process.scheduler.priority`",
+            ),
+            (
+                serde_json::json!({"policy": "SCHED_OTHER", "priority": 1}),
+                "`process.scheduler.priority`",
+            ),
+            (
+                serde_json::json!({"policy": "SCHED_OTHER", "nice": 20}),
+                "`process.scheduler.nice`",
+            ),
+            (
+                serde_json::json!({"policy": "SCHED_IDLE", "nice": -21}),
+                "`process.scheduler.nice`",
+            ),
+            (
+                serde_json::json!({"policy": "SCHED_ISO"}),
+                "`process.scheduler.policy`",
+            ),
+            (
+                serde_json::json!({"policy": "SCHED_BATCH", "runtime": 1}),
+                "`process.scheduler`",
+            ),
+            (
+                serde_json::json!({"policy": "SCHED_DEADLINE", "runtime": 1}),
+                "`process.scheduler`",
+            ),
+        ] {
+            let e = sched(value.clone()).unwrap_err();
+            assert!(e.contains(field), "{value}: want {field}: {e}");
+        }
+        // Neither given: nothing set.
+        let c = Container::from_spec(spec(BASE), Path::new("/b")).unwrap();
+        assert_eq!((c.setup().io_priority, c.setup().scheduler), (None, None));
     }
 
     #[test]

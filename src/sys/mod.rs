@@ -344,6 +344,58 @@ pub fn set_personality(persona: libc::c_ulong) -> Result<(), Errno> {
     Ok(())
 }
 
+/// `ioprio_set(IOPRIO_WHO_PROCESS, 0, value)`: the calling thread's I/O priority
+/// (`class << 13 | level`).
+pub fn set_io_priority(value: i32) -> Result<(), Errno> {
+    const IOPRIO_WHO_PROCESS: libc::c_int = 1;
+    // SAFETY: ioprio_set takes three integers by value and touches no memory of ours.
+    let ret = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, value) };
+    if ret == -1 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
+/// The kernel's `struct sched_attr` (SCHED_ATTR_SIZE_VER1, with the utilization clamps).
+#[repr(C)]
+struct SchedAttrRaw {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+    util_min: u32,
+    util_max: u32,
+}
+
+/// `sched_setattr(0, attr, 0)`: the calling thread's scheduling policy and parameters. The
+/// utilization clamps, which a config cannot give values for, are left wide open (0-1024)
+/// should its flags ask for them.
+pub fn set_scheduler(a: &crate::spec::container::SchedAttr) -> Result<(), Errno> {
+    let raw = SchedAttrRaw {
+        size: std::mem::size_of::<SchedAttrRaw>() as u32,
+        policy: a.policy,
+        flags: a.flags,
+        nice: a.nice,
+        priority: a.priority,
+        runtime: a.runtime,
+        deadline: a.deadline,
+        period: a.period,
+        util_min: 0,
+        util_max: 1024,
+    };
+    // SAFETY: `raw` is a live, initialised struct sched_attr whose `size` field is its own
+    // size; the kernel only reads it during the call.
+    let ret = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &raw as *const SchedAttrRaw, 0) };
+    if ret == -1 {
+        return Err(Errno::last());
+    }
+    Ok(())
+}
+
 /// Whether capability number `cap` is in the calling thread's bounding set
 /// (`PR_CAPBSET_READ`); EINVAL for a number this kernel does not know.
 pub fn capbset_read(cap: u32) -> Result<bool, Errno> {
