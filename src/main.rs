@@ -37,5 +37,7 @@ fn main() {
         Command::Oci(cli) => cordon::oci::main(*cli),
         Command::Doctor { json } => cordon::doctor::main(json),
     };
+    // Nothing cordon forked is left for the caller's reaper to collect (see the function).
+    cordon::launch::wait_for_helpers();
     std::process::exit(code);
 }

@@ -141,3 +141,47 @@ fn mount_points() -> Vec<String> {
         })
         .collect()
 }
+
+// A caller that is PID 1 of its pid namespace and reaps only the children it started (an
+// agent's server run as a container's first process): every process cordon forked for a run
+// is gone and reaped when cordon returns, so none is handed to the caller as a zombie. Root
+// only: an unprivileged caller cannot make a pid namespace without a user namespace, and
+// cordon inside one cannot map its sandbox's ids.
+#[test]
+fn a_pid_1_caller_is_left_no_zombie() {
+    let test = "a_pid_1_caller_is_left_no_zombie";
+    if !running_as_root() {
+        skip!("SKIP: {test}: needs root (a pid namespace without a user namespace)");
+        return;
+    }
+    // PID 1 of a new pid namespace, as `python3` (not an init cordon knows to reap): runs
+    // cordon five times, then lists the processes whose parent it is.
+    let script = r#"
+import os, subprocess, sys, time
+for _ in range(5):
+    r = subprocess.run([sys.argv[1], "exec", "--", "/bin/true"], capture_output=True)
+    assert r.returncode == 0, r
+time.sleep(0.3)
+left = []
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        st = open(f"/proc/{p}/stat").read()
+    except OSError:
+        continue
+    fields = st[st.rfind(")") + 2:].split()
+    if fields[1] == "1":
+        left.append(st[:st.rfind(")") + 1] + " " + fields[0])
+print(open("/proc/1/comm").read().strip(), len(left), left)
+"#;
+    let out = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", PY, "-c", script])
+        .arg(cordon_bin())
+        .output()
+        .expect("run unshare");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.trim() == "python3 0 []",
+        "processes left to PID 1:\nstdout: {text}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -27,9 +27,11 @@
 //! of its own with the terminal's signals ignored (a Ctrl-C meant for cordon must not kill it),
 //! and closes every fd it inherited at once.
 //!
-//! cordon does not wait for it to exit: a keeper not yet gone when cordon is done is reaped,
-//! without blocking, when the next sandbox starts (or by the system once cordon exits), so a
-//! busy machine's scheduling delay is never added to a run.
+//! cordon does not wait for it to exit after each sandbox: a keeper not yet gone is reaped,
+//! without blocking, when the next sandbox starts. At cordon's own exit the keepers left are
+//! handed to the caller's reaper: where PID 1 is an init known to reap every child, cordon
+//! returns at once (the teardown is off the caller's path); otherwise it waits for them
+//! ([`wait_for_all`]), so that a caller running as a container's PID 1 is left no zombie.
 
 use crate::limits::Cgroup;
 use crate::sys::{self, CloneResult};
@@ -67,6 +69,48 @@ fn reap_finished() {
             Ok(nix::sys::wait::WaitStatus::StillAlive)
         )
     });
+}
+
+/// Whether every keeper and helper has been reaped.
+pub fn none_left() -> bool {
+    UNREAPED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .is_empty()
+}
+
+/// Waits, up to `limit` in all, for the keepers and helpers not reaped yet, reaping each as
+/// it exits. cordon calls it last, before its own exit: a process it left would otherwise be
+/// handed to the caller's reaper (the nearest subreaper, or the pid namespace's init), which
+/// is the caller itself when that runs as PID 1 of a container or as a subreaper, and a
+/// caller that reaps only the children it knows would keep one zombie per run.
+pub fn wait_for_all(limit: std::time::Duration) {
+    if limit.is_zero() {
+        reap_finished();
+        return;
+    }
+    let deadline = std::time::Instant::now() + limit;
+    let list = std::mem::take(&mut *UNREAPED.lock().unwrap_or_else(|e| e.into_inner()));
+    for pid in list {
+        let Ok(fd) = sys::pidfd_open(pid) else {
+            // Gone and reaped, or not ours any more: nothing to wait for.
+            let _ = nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+            continue;
+        };
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+            let mut fds = [nix::poll::PollFd::new(
+                std::os::fd::AsFd::as_fd(&fd),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+                Err(Errno::EINTR) => continue,
+                _ => break,
+            }
+        }
+        let _ = nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
+    }
 }
 
 /// Forks the keeper for `cgroup` (if any), holding `mount_ns` (the sandbox's mount namespace,
