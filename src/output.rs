@@ -265,6 +265,26 @@ impl OutputDir {
                 Err(errno) => return Err(io("inspect", &shown)(errno)),
             }
         }
+        // Checked now, before anything runs: a program whose files cannot be written would
+        // otherwise run, with its effects, for nothing.
+        if let Err(errno) = nix::unistd::faccessat(
+            &fd,
+            ".",
+            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+            nix::fcntl::AtFlags::AT_EACCESS,
+        ) {
+            let why = match nix::sys::stat::fstat(&fd) {
+                Ok(st) if errno == Errno::EACCES => format!(
+                    "cordon cannot write into it ({errno}: mode {:o}, owner uid {}); give a directory you can write, or fix its permissions",
+                    st.st_mode & 0o7777,
+                    st.st_uid
+                ),
+                _ => {
+                    format!("cordon cannot write into it ({errno}); give a directory you can write")
+                }
+            };
+            return Err(OutputError::Refused { path: shown, why });
+        }
         Ok(OutputDir {
             fd,
             path: dir.to_path_buf(),

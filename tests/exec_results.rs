@@ -379,6 +379,20 @@ both!(fn output_dir_problems_are_reported(who) {
     let plain = exec_plain(who, &["--output-dir", link.to_str().unwrap()], &["sh", "-c", "echo RAN"]);
     assert_eq!(plain.code, 125, "{}", plain.describe());
     assert!(plain.stderr_str().contains("symlink"), "{}", plain.describe());
+    // A directory the caller cannot write (its own, mode 0555; root writes any): refused
+    // before the program runs, not after it ran for nothing.
+    if who == Who::User {
+        let ro = caller_owned_dir(who, dir.path(), "ro");
+        std::fs::set_permissions(&ro, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
+        let plain = exec_plain(who, &["--output-dir", ro.to_str().unwrap()], &["sh", "-c", "echo RAN"]);
+        assert_eq!(plain.code, 125, "{}", plain.describe());
+        assert!(!plain.stdout_str().contains("RAN"), "nothing may run:\n{}", plain.describe());
+        assert!(
+            plain.stderr_str().contains("cannot write into it") && plain.stderr_str().contains("mode 555"),
+            "{}",
+            plain.describe()
+        );
+    }
 
     // A FIFO where the program's file goes: never opened (that would hang cordon), reported
     // after the run; a successful run then exits 125, a failed one keeps its code.
