@@ -105,6 +105,13 @@ both!(fn stdin_from_file(who) {
 
     let plain = exec_plain(who, &["--stdin", file_arg], &["cat"]);
     assert_eq!(plain.stdout_str(), "from the file\n", "{}", plain.describe());
+
+    // A directory is no input: refused before the program runs (it read an empty stdin).
+    let d = dir.path().to_str().unwrap();
+    let plain = exec_plain(who, &["--stdin", d], &["sh", "-c", "echo RAN; wc -c"]);
+    assert_eq!(plain.code, 125, "{}", plain.describe());
+    assert!(!plain.stdout_str().contains("RAN"), "nothing may run:\n{}", plain.describe());
+    assert!(plain.stderr_str().contains("Is a directory"), "{}", plain.describe());
 });
 
 fn assert_source(r: &JsonRun, key: &str, allowed: &[&str]) {

@@ -116,7 +116,7 @@ pub enum LaunchError {
         path: String,
         source: std::io::Error,
     },
-    #[error("cannot open --stdin file {path}: {source}")]
+    #[error("cannot open --stdin file {path}: {source}; give a file to read (or a FIFO)")]
     Stdin {
         path: String,
         source: std::io::Error,
@@ -296,10 +296,17 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let envp = cstrings(env.iter().map(|(k, v)| format!("{k}={v}")))?;
     let stdin_file = match &spec.stdin {
         StdinSource::File(p) => {
-            Some(std::fs::File::open(p).map_err(|source| LaunchError::Stdin {
+            let stdin_err = |source| LaunchError::Stdin {
                 path: p.display().to_string(),
                 source,
-            })?)
+            };
+            let f = std::fs::File::open(p).map_err(stdin_err)?;
+            // A directory opens for reading, and its read fails (EISDIR): the program would
+            // see an empty stdin instead of an error.
+            if f.metadata().map_err(stdin_err)?.is_dir() {
+                return Err(stdin_err(std::io::Error::from_raw_os_error(libc::EISDIR)));
+            }
+            Some(f)
         }
         _ => None,
     };
