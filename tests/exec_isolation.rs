@@ -419,6 +419,25 @@ both!(fn generated_etc_and_minimal_dev(who) {
     assert_eq!(r.output(), "1\n8\nwritten\ndone\n", "{}", r.describe());
 });
 
+// Fontconfig (matplotlib and Pillow ask it for the system's fonts) finds the host's fonts
+// through a generated /etc/fonts/fonts.conf, without "Cannot load default config file", and
+// writes its cache under /tmp: nothing of it lands in /workspace among the program's files.
+both!(fn fontconfig_finds_the_hosts_fonts_and_writes_nothing_in_the_workspace(who) {
+    let test = "fontconfig_finds_the_hosts_fonts_and_writes_nothing_in_the_workspace";
+    if !std::path::Path::new("/usr/bin/fc-list").exists() || !std::path::Path::new("/etc/fonts/fonts.conf").exists() {
+        skip_unless_required!("SKIP: {test}: no fontconfig on this host (apt-get install fontconfig fonts-dejavu-core)");
+        return;
+    }
+    let script = "fc-list : file | grep -c /usr/share/fonts/; ls -A /workspace";
+    let r = exec_json_run(who, &[] as &[&str], &["sh", "-c", script]);
+    let out = r.expect_ok();
+    let mut lines = out.lines();
+    let count: u32 = lines.next().unwrap_or("").parse().unwrap_or(0);
+    assert!(count > 0, "fc-list found no font under /usr/share/fonts:\n{}", r.describe());
+    assert!(!r.error().contains("Fontconfig error"), "{}", r.describe());
+    assert_eq!(lines.next(), None, "fontconfig must write nothing in /workspace:\n{}", r.describe());
+});
+
 /// Prints the sandbox's network namespace (`ns net:[N]`), whether `lo` is up (`lo_up 1`), and
 /// whether the namespace belongs to the sandbox's user namespace (`owner sandbox`; NS_GET_USERNS
 /// answers EPERM for a namespace owned outside it, such as the host's).

@@ -60,6 +60,9 @@ pub struct HostView {
     pub etc_present: Vec<String>,
     /// Target of the host's /etc/localtime symlink, if it is one.
     pub localtime: Option<PathBuf>,
+    /// The configuration files under /usr that the host's fontconfig includes
+    /// (/etc/fonts/conf.d's links, resolved), when the host has /etc/fonts/fonts.conf.
+    pub fonts: Option<Vec<PathBuf>>,
 }
 
 /// Top-level entries of the host root a `--rootfs host` sandbox sees (binds or symlinks).
@@ -150,8 +153,56 @@ impl HostView {
             top,
             etc_present,
             localtime,
+            fonts: host_fonts(),
         })
     }
+}
+
+/// The host's fontconfig set-up, for the generated /etc/fonts/fonts.conf: None without
+/// /etc/fonts/fonts.conf; else the files its conf.d enables that lie under /usr (what the
+/// distribution ships), in conf.d's order. A local file of the host's /etc is left out, as
+/// the rest of its /etc is.
+fn host_fonts() -> Option<Vec<PathBuf>> {
+    if !Path::new("/etc/fonts/fonts.conf").is_file() {
+        return None;
+    }
+    let mut names: Vec<PathBuf> = std::fs::read_dir("/etc/fonts/conf.d")
+        .map(|rd| rd.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    names.sort();
+    Some(
+        names
+            .iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "conf"))
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .filter(|t| t.starts_with("/usr/") && t.is_file())
+            .filter(|t| {
+                t.to_str()
+                    .is_some_and(|s| !s.contains(['<', '>', '&', '"', '\'']))
+            })
+            .take(256)
+            .collect(),
+    )
+}
+
+/// /etc/fonts/fonts.conf for the sandbox: the host's font directories and the configuration
+/// files it includes from /usr, and caches in /tmp (a cache written under HOME would land in
+/// /workspace, among the program's files).
+fn fonts_conf(includes: &[PathBuf]) -> String {
+    let mut x = String::from(
+        "<?xml version=\"1.0\"?>\n<!DOCTYPE fontconfig SYSTEM \"urn:fontconfig:fonts.dtd\">\n\
+         <!-- Written by cordon: the host's font directories and the configuration it includes\n     \
+         from /usr; caches in /tmp. -->\n<fontconfig>\n\
+         \t<dir>/usr/share/fonts</dir>\n\t<dir>/usr/local/share/fonts</dir>\n",
+    );
+    for i in includes {
+        x.push_str(&format!(
+            "\t<include ignore_missing=\"yes\">{}</include>\n",
+            i.display()
+        ));
+    }
+    x.push_str("\t<cachedir>/var/cache/fontconfig</cachedir>\n\t<cachedir>/tmp/fontconfig</cachedir>\n</fontconfig>\n");
+    x
 }
 
 /// Under the rlimit backend's memory watch: the sandbox's /dev/zero is a bind of the host's
@@ -454,6 +505,15 @@ fn etc_ops(ops: &mut Vec<Op>, host: &HostView, hostname: &str) {
             dst: "/etc/localtime".into(),
         });
     }
+    if let Some(includes) = &host.fonts {
+        ops.push(Op::Dir {
+            dst: "/etc/fonts".into(),
+        });
+        ops.push(Op::File {
+            dst: "/etc/fonts/fonts.conf".into(),
+            contents: fonts_conf(includes),
+        });
+    }
     ops.push(Op::RemountRo { dst: "/etc".into() });
 }
 
@@ -619,7 +679,48 @@ mod tests {
             ],
             etc_present: vec!["ld.so.cache".into(), "ssl/certs".into()],
             localtime: Some("/usr/share/zoneinfo/Etc/UTC".into()),
+            fonts: Some(vec![
+                "/usr/share/fontconfig/conf.avail/60-latin.conf".into(),
+            ]),
         }
+    }
+
+    #[test]
+    fn fontconfig_gets_the_hosts_fonts_and_caches_in_tmp() {
+        let ops = build(&Rootfs::Host, &merged_usr(), &Limits::default(), "cordon");
+        let conf = ops
+            .iter()
+            .find_map(|op| match op {
+                Op::File { dst, contents } if dst == Path::new("/etc/fonts/fonts.conf") => {
+                    Some(contents.clone())
+                }
+                _ => None,
+            })
+            .expect("a generated /etc/fonts/fonts.conf");
+        assert!(conf.contains("<dir>/usr/share/fonts</dir>"), "{conf}");
+        assert!(
+            conf.contains("<include ignore_missing=\"yes\">/usr/share/fontconfig/conf.avail/60-latin.conf</include>"),
+            "{conf}"
+        );
+        // Written caches go to /tmp, never under HOME (/workspace, the program's files).
+        assert!(
+            conf.contains("<cachedir>/tmp/fontconfig</cachedir>"),
+            "{conf}"
+        );
+        assert!(
+            !conf.contains("prefix=\"xdg\"") && !conf.contains('~'),
+            "{conf}"
+        );
+        // A host without fontconfig gets none.
+        let host = HostView {
+            fonts: None,
+            ..merged_usr()
+        };
+        let ops = build(&Rootfs::Host, &host, &Limits::default(), "cordon");
+        assert!(
+            !ops.iter()
+                .any(|op| matches!(op, Op::File { dst, .. } if dst.starts_with("/etc/fonts")))
+        );
     }
 
     #[test]
