@@ -322,9 +322,6 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     };
     let host_exposure = (spec.network == Network::Host)
         .then(|| crate::net::host_network_exposure(crate::sys::landlock_abi().unwrap_or(0)));
-    if let Some(x) = &host_exposure {
-        eprintln!("cordon: WARNING: --net host: {x}");
-    }
 
     // 2. Limits: the backend is chosen and checked here. A cgroup v2 is made now, with its
     //    limits; a cgroup v1 after the clone, while init builds the root (prepare_deferred).
@@ -362,6 +359,16 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // unless the caller accepts socket buffers uncounted.
     if watch_limit.is_some() && spec.network == Network::Host && !spec.degrade.socket_memory {
         return Err(LaunchError::HostNetUnwatched(spec.limit_naming));
+    }
+    // Said once the run is known to go ahead, in the words the caller used.
+    if let Some(x) = &host_exposure {
+        let asked = match spec.limit_naming {
+            crate::spec::LimitNaming::Request | crate::spec::LimitNaming::CompileRequest => {
+                "config.network \"host\""
+            }
+            _ => "--net host",
+        };
+        eprintln!("cordon: WARNING: {asked}: {x}");
     }
     // Landlock below ABI 4 cannot refuse TCP on the sandbox's loopback, where a connection
     // whose peer reset holds memory the watch cannot see: with the network off, TCP sockets
