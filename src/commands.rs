@@ -156,6 +156,15 @@ fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
             .as_deref()
             .and_then(|n| n.split_once("; more than the "))
         {
+            // The note goes on with how the limit is held and the fixes for a fraction:
+            // the warning is about the count alone.
+            let beyond = match beyond.split_once("at most ") {
+                Some((head, tail)) => {
+                    let n: String = tail.chars().take_while(char::is_ascii_digit).collect();
+                    format!("{head}at most {n}")
+                }
+                None => beyond.to_string(),
+            };
             eprintln!(
                 "cordon: warning: --cpus {} is more than the {beyond}",
                 r.value.unwrap_or_default()
