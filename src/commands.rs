@@ -677,15 +677,22 @@ pub fn history(last: usize, json: bool) -> i32 {
         return 0;
     }
     println!(
-        "{:<24} {:<8} {:<14} {:>10} {:>10} {:>8}  ID",
-        "WHEN", "LANGUAGE", "STATUS", "WALL ms", "CPU ms", "MEM MiB"
+        "{:<24} {:<8} {:<14} {:>7} {:>10} {:>10} {:>8}  ID",
+        "ENDED", "LANGUAGE", "STATUS", "EXIT", "WALL ms", "CPU ms", "MEM MiB"
     );
     for r in &records {
+        // The program's exit code, or the signal that ended it; `-` when neither is known.
+        let exit = match (&r.signal, r.exit_code) {
+            (Some(s), _) => s.clone(),
+            (None, Some(c)) => c.to_string(),
+            (None, None) => "-".into(),
+        };
         println!(
-            "{:<24} {:<8} {:<14} {:>10.1} {:>10} {:>8}  {}",
+            "{:<24} {:<8} {:<14} {:>7} {:>10.1} {:>10} {:>8}  {}",
             r.timestamp,
             r.language,
             r.status,
+            exit,
             r.execution_time,
             r.cpu_time
                 .map(|c| format!("{c:.1}"))

@@ -110,16 +110,25 @@ pub enum HistoryError {
 #[serde(rename_all = "camelCase")]
 pub struct Record {
     pub execution_id: String,
-    /// RFC 3339 UTC, millisecond precision: `2024-02-29T12:00:00.000Z`.
+    /// When the run ended: RFC 3339 UTC, millisecond precision: `2024-02-29T12:00:00.000Z`.
     pub timestamp: String,
     pub language: String,
     pub code_length: u64,
     pub success: bool,
     /// One of the result statuses (`ok`, `runtime_error`, `timeout`, ...).
     pub status: String,
-    /// Wall time in seconds.
+    /// The program's exit code, when it exited (records of older cordons have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended the program (`SIGKILL`...), when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    /// For a compiled language: whether the artifact came from the compile cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_cached: Option<bool>,
+    /// Wall time in milliseconds (the compile's included).
     pub execution_time: f64,
-    /// CPU time in seconds, when measured.
+    /// CPU time in milliseconds, when measured.
     pub cpu_time: Option<f64>,
     /// Peak memory in bytes, when measured.
     pub memory_used: Option<u64>,
@@ -531,6 +540,9 @@ mod tests {
             code_length: 42,
             success: true,
             status: "ok".to_string(),
+            exit_code: Some(0),
+            signal: None,
+            compile_cached: None,
             execution_time: 0.125,
             cpu_time: Some(0.0625),
             memory_used: Some(8 << 20),
@@ -639,7 +651,10 @@ mod tests {
 
     #[test]
     fn record_uses_the_result_field_names() {
-        let value = serde_json::to_value(record("id1", "go")).unwrap();
+        let mut rec = record("id1", "go");
+        rec.signal = Some("SIGKILL".into());
+        rec.compile_cached = Some(true);
+        let value = serde_json::to_value(&rec).unwrap();
         let mut keys: Vec<&str> = value
             .as_object()
             .unwrap()
@@ -651,15 +666,25 @@ mod tests {
             keys,
             [
                 "codeLength",
+                "compileCached",
                 "cpuTime",
                 "executionId",
                 "executionTime",
+                "exitCode",
                 "language",
                 "memoryUsed",
+                "signal",
                 "status",
                 "success",
                 "timestamp"
             ]
+        );
+        // A record of an older cordon, without them, still reads.
+        let old = r#"{"executionId":"x","timestamp":"2026-01-01T00:00:00.000Z","language":"go","codeLength":1,"success":true,"status":"ok","executionTime":1.0,"cpuTime":null,"memoryUsed":null}"#;
+        let back: Record = serde_json::from_str(old).unwrap();
+        assert_eq!(
+            (back.exit_code, back.signal, back.compile_cached),
+            (None, None, None)
         );
     }
 

@@ -950,6 +950,9 @@ fn finish(mut out: Outcome, profile: &Profile, code_length: u64, opts: &RunOptio
             code_length,
             success: out.success,
             status: out.status.as_str().into(),
+            exit_code: out.exit_code,
+            signal: out.signal_name.clone(),
+            compile_cached: out.compile.as_ref().map(|c| c.cached),
             execution_time: out.execution_time
                 + out
                     .compile

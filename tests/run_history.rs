@@ -144,6 +144,9 @@ both!(
         assert_eq!(r.status(), "runtime_error", "{}", r.describe());
         assert_eq!(rec["success"], json!(false), "{rec:#}");
         assert_eq!(rec["status"], json!("runtime_error"), "{rec:#}");
+        // With the program's exit code, which tells one failure from another.
+        assert_eq!(rec["exitCode"], json!(3), "{rec:#}");
+        assert_eq!(rec.get("compileCached"), None, "python compiles nothing: {rec:#}");
 
         // --no-history: the run happens, nothing is recorded.
         let quiet = run_python(who, &format!("print('quiet {}')", nonce()), &["--no-history"]);
@@ -161,5 +164,7 @@ both!(
         let table = cordon(who, "history").arg("--last").arg("1").run();
         assert_eq!(table.code, 0, "{}", table.describe());
         assert!(table.stdout_str().contains("python"), "{}", table.describe());
+        let header = table.stdout_str().lines().next().unwrap_or("").to_string();
+        assert!(header.starts_with("ENDED") && header.contains("EXIT"), "{}", table.describe());
     }
 );
