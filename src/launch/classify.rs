@@ -195,12 +195,22 @@ pub fn outcome(
         if let Some(n) = watch.as_ref().and_then(|w| w.refused_request) {
             return Some(format!("a request for {} more was over it", human_size(n)));
         }
-        let grown = [ended.rusage_maxrss, watch.as_ref().map(|w| w.peak)]
-            .into_iter()
-            .flatten()
-            .max()?;
-        (grown.saturating_mul(2) >= limit)
-            .then(|| format!("memory had grown to {}", human_size(grown)))
+        let rss = ended.rusage_maxrss.unwrap_or(0);
+        let sampled = watch.as_ref().map_or(0, |w| w.peak);
+        // ru_maxrss is a process's resident size, shared libraries and mapped files
+        // included, which the limit (RLIMIT_DATA, private memory) does not count: above the
+        // limit it would read as a limit that did not hold, so it is said for what it is.
+        if sampled.max(rss).saturating_mul(2) < limit {
+            return None;
+        }
+        Some(if sampled >= rss {
+            format!("memory had grown to {}", human_size(sampled))
+        } else {
+            format!(
+                "a process had reached {} resident, counting shared libraries and mapped files, which the limit leaves out",
+                human_size(rss)
+            )
+        })
     });
     let watch_over = watch.as_ref().is_some_and(|w| w.over);
     let watch_error = watch.as_ref().and_then(|w| w.error.as_ref());
@@ -1057,7 +1067,7 @@ mod tests {
         );
         let m = o.message.unwrap();
         assert!(
-            m.contains("inferred") && m.contains("memory had grown to 256 MiB"),
+            m.contains("inferred") && m.contains("a process had reached 256 MiB resident"),
             "{m}"
         );
         // With a request the watch saw the limit refuse (one large allocation, nothing grown).
@@ -1074,6 +1084,19 @@ mod tests {
         assert_eq!(o.status, Status::MemoryLimit);
         let m = o.message.unwrap();
         assert!(m.contains("a request for 1 GiB more was over it"), "{m}");
+        // The sandbox's sampled memory, when it is the larger figure, is said as such.
+        let sampled = |e: &mut Ended| {
+            grown(e);
+            e.memory_watch.as_mut().unwrap().peak = limit * 3 / 4;
+        };
+        let o = run(
+            vec![Msg::Exited { code: 1 }],
+            sampled,
+            Default::default(),
+            rl.clone(),
+        );
+        let m = o.message.unwrap();
+        assert!(m.contains("memory had grown to 384 MiB"), "{m}");
         // Not under RLIMIT_DATA: never inferred.
         let o = run(
             vec![Msg::Exited { code: 1 }],
