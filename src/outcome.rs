@@ -251,6 +251,10 @@ pub struct Outcome {
     pub files: Option<Vec<OutputFile>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files_omitted: Vec<OmittedFile>,
+    /// How many more entries were left behind than `files_omitted` lists (it holds at most
+    /// a few hundred).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub files_omitted_unlisted: u64,
     /// `cordon run`: the language, and the compile phase when there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
@@ -295,6 +299,10 @@ fn whole_as_integer<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok
         Some(x) => s.serialize_f64(x),
         None => s.serialize_none(),
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -53,6 +53,8 @@ pub enum Msg {
     FileListed { path: String, mode: u32, size: u64 },
     /// A file left behind, and why. For the file begun, this ends it: its data is dropped.
     FileOmitted { path: String, reason: String },
+    /// This many more entries were left behind than init listed in [`Msg::FileOmitted`]s.
+    FilesUnlisted { count: u64 },
     /// init walked all of /workspace: every file it sent is complete. Without this message
     /// the collection was cut short (init was killed).
     CollectDone,

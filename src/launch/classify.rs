@@ -570,12 +570,20 @@ pub fn outcome(
             .iter()
             .find(|f| f.reason.starts_with("over the "))
     {
-        let note = format!(
-            "not every file in /workspace was collected: {} and maybe others are over the cap of {} files and {} (see `filesOmitted`); have the program write fewer or smaller files, or an archive of them",
-            first.path,
-            c.max_files,
-            human_size(c.max_bytes)
-        );
+        // A listing (names and sizes only) is held to the file count alone.
+        let note = if c.contents {
+            format!(
+                "not every file in /workspace was collected: {} and maybe others are over the cap of {} files and {} (see `filesOmitted`); have the program write fewer or smaller files, or an archive of them",
+                first.path,
+                c.max_files,
+                human_size(c.max_bytes)
+            )
+        } else {
+            format!(
+                "not every file in /workspace was listed: {} and maybe others are over the cap of {} files (see `filesOmitted`)",
+                first.path, c.max_files
+            )
+        };
         add_note(&mut message, false, note);
     }
     let (memory_used, memory_used_source) = match (metrics.peak_memory, ended.rusage_maxrss) {
@@ -604,6 +612,7 @@ pub fn outcome(
         None => (false, MetricSource::Unavailable),
     };
     let (stdout_text, stdout_lossy) = into_text(std::mem::take(&mut ended.stdout.data));
+    let unlisted = collected.unlisted();
     Outcome {
         success: status == Status::Ok,
         status,
@@ -629,6 +638,7 @@ pub fn outcome(
         limits,
         isolation,
         files: spec.collect.is_some().then_some(collected.files),
+        files_omitted_unlisted: unlisted,
         files_omitted: collected.omitted,
         language: None,
         compile: None,

@@ -356,10 +356,8 @@ pub fn collect(report: &Reporter, spec: &Collect, inputs: &[InputFile]) {
                 return;
             }
             if w.omitted > MAX_OMITTED {
-                let more = w.omitted - MAX_OMITTED;
-                let _ = report.send_large(&Msg::FileOmitted {
-                    path: "...".into(),
-                    reason: format!("{more} more entries not listed"),
+                let _ = report.send_large(&Msg::FilesUnlisted {
+                    count: (w.omitted - MAX_OMITTED) as u64,
                 });
             }
         }
@@ -542,6 +540,7 @@ impl ReceivedFiles {
                 }
                 self.omit(path, reason);
             }
+            Msg::FilesUnlisted { count } => self.unlisted = self.unlisted.saturating_add(count),
             Msg::CollectDone => {
                 self.drop_open("garbled transfer: the collection ended in the middle of it");
                 self.done = true;
@@ -582,16 +581,13 @@ impl ReceivedFiles {
         if self.omitted.len() < RECEIVED_OMITTED_MAX {
             return self.omitted.push(OmittedFile { path, reason });
         }
-        self.unlisted += 1;
-        let counted = OmittedFile {
-            path: "...".into(),
-            reason: format!("{} more entries not listed", self.unlisted),
-        };
-        if self.unlisted == 1 {
-            self.omitted.push(counted);
-        } else if let Some(last) = self.omitted.last_mut() {
-            *last = counted;
-        }
+        self.unlisted = self.unlisted.saturating_add(1);
+    }
+
+    /// How many entries were left behind beyond those in `omitted` (a count, not a list: a
+    /// made-up entry such as `...` could be a file's real name).
+    pub fn unlisted(&self) -> u64 {
+        self.unlisted
     }
 
     /// Lists `path` as lost in transit, and keeps the first such reason for the result.
@@ -724,12 +720,17 @@ mod tests {
                 reason: "over the file-count cap".into(),
             });
         }
-        assert_eq!(r.omitted.len(), RECEIVED_OMITTED_MAX + 1);
-        let last = r.omitted.last().unwrap();
-        assert_eq!(
-            (last.path.as_str(), last.reason.as_str()),
-            ("...", "51 more entries not listed")
+        // Past the list's length they are counted, with no made-up entry (a file may be
+        // named `...`); init's own count of what it did not send adds to it.
+        assert_eq!(r.omitted.len(), RECEIVED_OMITTED_MAX);
+        assert!(
+            r.omitted
+                .iter()
+                .all(|f| f.path.starts_with('f') || f.path == "c")
         );
+        assert_eq!(r.unlisted(), 51);
+        assert!(r.take(Msg::FilesUnlisted { count: 9 }).is_none());
+        assert_eq!(r.unlisted(), 60);
     }
 
     /// A listing (no contents) gives names, sizes and modes, held to the file-count cap only:
