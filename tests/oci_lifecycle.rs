@@ -249,6 +249,29 @@ impl Bundle {
         ]
     }
 
+    /// `run --detach`s container `id`, which must succeed.
+    fn run_detached(&self, id: &str) {
+        let mut a = self.bundle_args("run", id);
+        a.insert(1, "--detach".into());
+        let out = self.oci(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(
+            out.status.success(),
+            "run --detach {id}: {}",
+            describe(&out)
+        );
+    }
+
+    /// Writes `process` as process.json in the bundle (for `exec --process`), readable by the
+    /// caller of cordon-oci; returns its path.
+    fn process_file(&self, who: Who, process: &Value) -> PathBuf {
+        let p = self.path().join("process.json");
+        std::fs::write(&p, serde_json::to_vec(process).unwrap()).unwrap();
+        if who == Who::User {
+            self.chown();
+        }
+        p
+    }
+
     /// `create`s container `id` (which must succeed) and returns its init's pid.
     fn create(&self, id: &str) -> i64 {
         let a = self.bundle_args("create", id);
@@ -3918,10 +3941,7 @@ both!(fn kill_sends_real_time_signals(who) {
     ) else { return };
     let id = format!("rt-{who:?}");
     let _cleanup = Deleted(&b, id.clone());
-    let mut args = b.bundle_args("run", &id);
-    args.insert(1, "-d".into());
-    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "{}", describe(&out));
+    b.run_detached(&id);
     b.wait_status(&id, "running");
     let out = b.oci(&["kill", &id, "65"]);
     assert!(!out.status.success(), "{}", describe(&out));
@@ -3952,10 +3972,7 @@ both!(fn exec_applies_oom_score_adj(who) {
     }) else { return };
     let id = format!("oom-{who:?}");
     let _cleanup = Deleted(&b, id.clone());
-    let mut args = b.bundle_args("run", &id);
-    args.insert(1, "-d".into());
-    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "{}", describe(&out));
+    b.run_detached(&id);
     let out = b.oci(&["exec", &id, "cat", "/proc/self/oom_score_adj"]);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "300", "{}", describe(&out));
@@ -3964,11 +3981,7 @@ both!(fn exec_applies_oom_score_adj(who) {
     let mut process = cfg["process"].clone();
     process["args"] = json!(["cat", "/proc/self/oom_score_adj"]);
     process["oomScoreAdj"] = json!(400);
-    let p = b.path().join("process.json");
-    std::fs::write(&p, serde_json::to_vec(&process).unwrap()).unwrap();
-    if who == Who::User {
-        b.chown();
-    }
+    let p = b.process_file(who, &process);
     let out = b.oci(&["exec", "--process", p.to_str().unwrap(), &id]);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "400", "{}", describe(&out));
@@ -3995,10 +4008,7 @@ both!(fn io_priority_and_scheduler_are_applied(who) {
     }) else { return };
     let id = format!("sched-{who:?}");
     let _cleanup = Deleted(&b, id.clone());
-    let mut args = b.bundle_args("run", &id);
-    args.insert(1, "-d".into());
-    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "{}", describe(&out));
+    b.run_detached(&id);
     let out = b.oci(&["exec", &id, "sh", "-c", "ionice; cat /proc/self/stat"]);
     assert!(out.status.success(), "{}", describe(&out));
     let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -4012,11 +4022,7 @@ both!(fn io_priority_and_scheduler_are_applied(who) {
     process["args"] = json!(["sh", "-c", "ionice; cat /proc/self/stat"]);
     process["ioPriority"] = json!({"class": "IOPRIO_CLASS_IDLE", "priority": 0});
     process["scheduler"] = json!({"policy": "SCHED_IDLE"});
-    let p = b.path().join("process.json");
-    std::fs::write(&p, serde_json::to_vec(&process).unwrap()).unwrap();
-    if who == Who::User {
-        b.chown();
-    }
+    let p = b.process_file(who, &process);
     let out = b.oci(&["exec", "--process", p.to_str().unwrap(), &id]);
     assert!(out.status.success(), "{}", describe(&out));
     let text = String::from_utf8_lossy(&out.stdout).to_string();
@@ -4258,10 +4264,7 @@ both!(fn an_apparmor_profile_confines_the_process_or_is_refused(who) {
     std::fs::write(b.path().join("rootfs/denied"), "secret\n").unwrap();
     let id = format!("aa-on-{who:?}");
     let _cleanup = Deleted(&b, id.clone());
-    let mut args = b.bundle_args("run", &id);
-    args.insert(1, "-d".into());
-    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "{}", describe(&out));
+    b.run_detached(&id);
     let out = b.oci(&["exec", &id, "sh", "-c", "cat /proc/self/attr/apparmor/current 2>/dev/null || cat /proc/self/attr/current; cat /denied && echo READ"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -4302,10 +4305,7 @@ both!(fn exec_names_the_file_its_error_is_in(who) {
     }) else { return };
     let id = format!("exf-{who:?}");
     let _cleanup = Deleted(&b, id.clone());
-    let mut args = b.bundle_args("run", &id);
-    args.insert(1, "-d".into());
-    let out = b.oci(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(out.status.success(), "{}", describe(&out));
+    b.run_detached(&id);
     let cfg: Value =
         serde_json::from_slice(&std::fs::read(b.path().join("config.json")).unwrap()).unwrap();
     let mut process = cfg["process"].clone();
