@@ -2,7 +2,7 @@
 //! results, pick exit codes. `main.rs` only dispatches here.
 
 use crate::cli::{ExecArgs, RunArgs};
-use crate::outcome::{Outcome, exit_codes};
+use crate::outcome::{Outcome, OutputEncoding, exit_codes};
 use crate::run::{RunError, RunOptions, RunRequest};
 use crate::spec::{InputFile, Rootfs, StdinSource};
 use std::io::{BufRead, Read, Write};
@@ -175,8 +175,15 @@ fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
     }
 }
 
+/// The refusal of `--output-encoding` where no JSON result is printed: the program's output
+/// then passes through as it is.
+const OUTPUT_ENCODING_WITHOUT_JSON: &str = "--output-encoding says how the JSON result holds the program's output, and without --json there is none (the output passes through as the program wrote it, bytes and all); add --json, or leave --output-encoding out";
+
 /// `cordon exec`.
 pub fn exec(args: &ExecArgs) -> i32 {
+    if args.output_encoding.is_some() && !args.json {
+        return fail(OUTPUT_ENCODING_WITHOUT_JSON, false);
+    }
     let spec = match args.to_spec() {
         Ok(s) => s,
         Err(e) => return fail(e, args.json),
@@ -196,6 +203,7 @@ pub fn exec(args: &ExecArgs) -> i32 {
             if let Some(dir) = &output_dir {
                 dir.deliver(&mut outcome);
             }
+            outcome.encode_output(args.output_encoding.unwrap_or_default());
             if !args.json {
                 warn_weak_limits(
                     &outcome,
@@ -300,10 +308,20 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
 }
 
 /// Runs one JSON request text and returns the result plus the exit code. `line`: the
-/// request's line in a `--requests` file, which its errors name.
-fn run_json_text(text: &str, opts: &RunOptions, line: Option<usize>) -> (JsonResult, i32) {
+/// request's line in a `--requests` file, which its errors name. `encoding`: how the result
+/// holds the program's output when the request does not say (`--output-encoding`).
+fn run_json_text(
+    text: &str,
+    opts: &RunOptions,
+    line: Option<usize>,
+    encoding: OutputEncoding,
+) -> (JsonResult, i32) {
+    let mut encoding = encoding;
     let outcome = crate::request::parse(text)
-        .and_then(|r| r.into_run())
+        .and_then(|r| {
+            encoding = r.output_encoding.unwrap_or(encoding);
+            r.into_run()
+        })
         .and_then(|mut r| {
             let (run, compile) = &opts.request_limits;
             crate::run::confine_request_limits(&mut r, run, compile)?;
@@ -314,7 +332,8 @@ fn run_json_text(text: &str, opts: &RunOptions, line: Option<usize>) -> (JsonRes
             crate::run::execute(&r, opts)
         });
     match outcome {
-        Ok(o) => {
+        Ok(mut o) => {
+            o.encode_output(encoding);
             let code = o.cli_exit_code;
             (JsonResult::Outcome(Box::new(o)), code)
         }
@@ -381,6 +400,13 @@ pub fn run(args: &RunArgs) -> i32 {
             args.json,
         );
     }
+    if args.output_encoding.is_some()
+        && !args.json
+        && args.request.is_none()
+        && args.requests.is_none()
+    {
+        return fail(OUTPUT_ENCODING_WITHOUT_JSON, false);
+    }
     if args.jobs.is_some() && args.requests.is_none() {
         return fail(
             "--jobs is how many requests of a --requests file run at once; give --requests FILE, or leave --jobs out",
@@ -421,7 +447,12 @@ pub fn run(args: &RunArgs) -> i32 {
                 );
             }
         };
-        let (v, code) = run_json_text(&text, &opts, args.request_line);
+        let (v, code) = run_json_text(
+            &text,
+            &opts,
+            args.request_line,
+            args.output_encoding.unwrap_or_default(),
+        );
         print_json(&v, true);
         return code;
     }
@@ -429,7 +460,8 @@ pub fn run(args: &RunArgs) -> i32 {
         return batch(path, args.jobs.map_or(1, usize::from), args);
     }
     match request_from_args(args).and_then(|r| crate::run::execute(&r, &opts)) {
-        Ok(o) => {
+        Ok(mut o) => {
+            o.encode_output(args.output_encoding.unwrap_or_default());
             if !args.json {
                 let l = &args.limits;
                 warn_weak_limits(
@@ -493,6 +525,12 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     }
     if let Some(scope) = args.request_net {
         common.extend(["--request-net".into(), scope.name().into()]);
+    }
+    if let Some(encoding) = args.output_encoding {
+        let name = clap::ValueEnum::to_possible_value(&encoding)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        common.push(format!("--output-encoding={name}"));
     }
     let backend = match args.limits_backend {
         crate::cli::BackendArg::Auto => "auto",

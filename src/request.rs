@@ -10,8 +10,9 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// A file in a request: plain UTF-8 text, or `{content, encoding, executable}`. Read by
-/// [`files`], whose errors name the file and the key at fault (`files.NAME.encoding`).
+/// A file in a request: plain UTF-8 text, or `{content, encoding, executable}`; also the
+/// request's `stdin` (without `executable`). Read by [`files`] and [`stdin`], whose errors name
+/// the field and the key at fault (`files.NAME.encoding`, `stdin.encoding`).
 #[derive(Debug, Clone)]
 pub enum JsonFile {
     Text(String),
@@ -37,6 +38,8 @@ pub enum Encoding {
 /// What a file object holds, for errors.
 const FILE_OBJECT: &str =
     r#"{"content": "...", "encoding": "utf8" or "base64", "executable": true or false}"#;
+/// What the `stdin` object holds, for errors.
+const STDIN_OBJECT: &str = r#"{"content": "...", "encoding": "utf8" or "base64"}"#;
 
 /// `files`: `{"NAME": FILE, ...}`, each FILE read with its name for errors (serde's
 /// untagged enum said only "data did not match any variant").
@@ -53,7 +56,10 @@ fn files<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Json
         ) -> Result<Self::Value, A::Error> {
             let mut out = BTreeMap::new();
             while let Some(name) = m.next_key::<String>()? {
-                let file = m.next_value_seed(FileSeed(&name))?;
+                let file = m.next_value_seed(InputSeed {
+                    field: &format!("files.{name}"),
+                    file: true,
+                })?;
                 // Not "the last one wins": a validator reading the first would have checked
                 // other code than what runs.
                 if out.contains_key(&name) {
@@ -67,6 +73,84 @@ fn files<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Json
         }
     }
     d.deserialize_map(Files)
+}
+
+/// `stdin`: the program's input as text, or `{content, encoding}` as a file is given (base64
+/// for bytes that are not UTF-8). `null` is no input, as leaving it out.
+fn stdin<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<JsonFile>, D::Error> {
+    struct Stdin;
+    impl<'de> serde::de::Visitor<'de> for Stdin {
+        type Value = Option<JsonFile>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "`stdin` as a string, or {STDIN_OBJECT}")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            serde::de::DeserializeSeed::deserialize(
+                InputSeed {
+                    field: "stdin",
+                    file: false,
+                },
+                d,
+            )
+            .map(Some)
+        }
+    }
+    d.deserialize_option(Stdin)
+}
+
+/// `outputEncoding`: `"utf8"` or `"base64"`, named in its error (serde's says only "unknown
+/// variant").
+fn output_encoding<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<crate::outcome::OutputEncoding>, D::Error> {
+    use crate::outcome::OutputEncoding;
+    let v = serde_json::Value::deserialize(d)?;
+    match v.as_str() {
+        Some("utf8") => Ok(Some(OutputEncoding::Utf8)),
+        Some("base64") => Ok(Some(OutputEncoding::Base64)),
+        _ if v.is_null() => Ok(None),
+        _ => Err(serde::de::Error::custom(format!(
+            "outputEncoding is {v}: give \"utf8\" (the default: text, bytes that are not UTF-8 replaced) or \"base64\" (the exact bytes)"
+        ))),
+    }
+}
+
+/// The bytes a file (or `stdin`) stands for, and whether it is executable: its text, or its
+/// `content` decoded. `field` names it in errors (`files.NAME`, `stdin`).
+fn decode_input(field: &str, f: JsonFile) -> Result<(Vec<u8>, bool), RunError> {
+    match f {
+        JsonFile::Text(t) => Ok((t.into_bytes(), false)),
+        JsonFile::Encoded(EncodedFile {
+            content,
+            encoding: Encoding::Utf8,
+            executable,
+        }) => Ok((content.into_bytes(), executable)),
+        JsonFile::Encoded(EncodedFile {
+            content,
+            encoding: Encoding::Base64,
+            executable,
+        }) => {
+            // `base64 FILE` breaks its output every 76 characters: line breaks and other
+            // ASCII whitespace are not part of the data.
+            let mut content = content.into_bytes();
+            content.retain(|b| !b.is_ascii_whitespace());
+            let b = base64::engine::general_purpose::STANDARD
+                .decode(&content)
+                .map_err(|e| {
+                    bad(format!(
+                        "invalid request: {field}: not valid base64: {}",
+                        base64_error(&e)
+                    ))
+                })?;
+            Ok((b, executable))
+        }
+    }
 }
 
 /// A base64 decoding error in words: the crate's names the byte by its number ("Invalid
@@ -133,23 +217,40 @@ impl<'de> serde::de::Visitor<'de> for UniqueStrings {
     }
 }
 
-/// One entry of `files`, named `files.NAME` in its errors.
-struct FileSeed<'a>(&'a str);
+/// One entry of `files` (`file`: it may be `executable`), or `stdin`, named by `field` in its
+/// errors (`files.NAME`, `stdin`).
+struct InputSeed<'a> {
+    field: &'a str,
+    file: bool,
+}
 
-impl<'de> serde::de::DeserializeSeed<'de> for FileSeed<'_> {
+impl InputSeed<'_> {
+    /// What the object form holds, for errors.
+    fn object(&self) -> &'static str {
+        if self.file { FILE_OBJECT } else { STDIN_OBJECT }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for InputSeed<'_> {
     type Value = JsonFile;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<JsonFile, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for FileSeed<'_> {
+impl<'de> serde::de::Visitor<'de> for InputSeed<'_> {
     type Value = JsonFile;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let what = if self.file {
+            "the file's text"
+        } else {
+            "the text"
+        };
         write!(
             f,
-            "files.{} to be the file's text as a string, or {FILE_OBJECT}",
-            self.0
+            "{} to be {what} as a string, or {}",
+            self.field,
+            self.object()
         )
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<JsonFile, E> {
@@ -161,7 +262,9 @@ impl<'de> serde::de::Visitor<'de> for FileSeed<'_> {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<JsonFile, A::Error> {
         use serde::de::Error;
         use serde_json::Value;
-        let name = self.0;
+        let name = self.field;
+        let what = if self.file { "a file" } else { "`stdin`" };
+        let object = self.object();
         let mut content = None;
         let mut encoding = None;
         let mut executable = None;
@@ -172,7 +275,7 @@ impl<'de> serde::de::Visitor<'de> for FileSeed<'_> {
                     Value::String(s) => content.replace(s).is_some(),
                     other => {
                         return Err(A::Error::custom(format!(
-                            "files.{name}.content is {other}: give the file's contents as a string"
+                            "{name}.content is {other}: give the contents as a string"
                         )));
                     }
                 },
@@ -181,33 +284,31 @@ impl<'de> serde::de::Visitor<'de> for FileSeed<'_> {
                     Some("base64") => encoding.replace(Encoding::Base64).is_some(),
                     _ => {
                         return Err(A::Error::custom(format!(
-                            "files.{name}.encoding is {value}: give \"utf8\" (the default) or \"base64\""
+                            "{name}.encoding is {value}: give \"utf8\" (the default) or \"base64\""
                         )));
                     }
                 },
-                "executable" => match value {
+                "executable" if self.file => match value {
                     Value::Bool(b) => executable.replace(b).is_some(),
                     other => {
                         return Err(A::Error::custom(format!(
-                            "files.{name}.executable is {other}: give true or false"
+                            "{name}.executable is {other}: give true or false"
                         )));
                     }
                 },
                 _ => {
                     return Err(A::Error::custom(format!(
-                        "files.{name}.{key} is not a key of a file; a file is its text as a string, or {FILE_OBJECT}"
+                        "{name}.{key} is not a key of {what}; {what} is its text as a string, or {object}"
                     )));
                 }
             };
             if slot_taken {
-                return Err(A::Error::custom(format!(
-                    "files.{name}.{key} is given twice"
-                )));
+                return Err(A::Error::custom(format!("{name}.{key} is given twice")));
             }
         }
         let content = content.ok_or_else(|| {
             A::Error::custom(format!(
-                "files.{name} has no `content`; a file is its text as a string, or {FILE_OBJECT}"
+                "{name} has no `content`; {what} is its text as a string, or {object}"
             ))
         })?;
         Ok(JsonFile::Encoded(EncodedFile {
@@ -254,7 +355,9 @@ pub struct JsonRequest {
     pub entry_point: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
-    pub stdin: Option<String>,
+    /// The program's stdin: text, or `{content, encoding}` as a file.
+    #[serde(default, deserialize_with = "stdin")]
+    pub stdin: Option<JsonFile>,
     #[serde(default, deserialize_with = "env")]
     pub env: BTreeMap<String, String>,
     #[serde(default)]
@@ -267,6 +370,10 @@ pub struct JsonRequest {
     pub package_index: Option<String>,
     /// A lock file's text (python: requirements with pins/hashes; node: package-lock.json).
     pub packages_lock: Option<String>,
+    /// How the result holds `output` and `error` (default `utf8`); applied by the caller
+    /// that prints the result ([`crate::Outcome::encode_output`]).
+    #[serde(default, deserialize_with = "output_encoding")]
+    pub output_encoding: Option<crate::outcome::OutputEncoding>,
 }
 
 fn bad(msg: impl Into<String>) -> RunError {
@@ -287,6 +394,7 @@ const REQUEST_FIELDS: &[&str] = &[
     "packages",
     "packageIndex",
     "packagesLock",
+    "outputEncoding",
 ];
 
 /// How many JSON values `text` holds (every string, number, literal, array and object), up
@@ -458,33 +566,7 @@ impl JsonRequest {
         }
         for (name, f) in self.files {
             check_relative_path(&name).map_err(|e| bad(format!("invalid request: files: {e}")))?;
-            let (contents, exec) = match f {
-                JsonFile::Text(t) => (t.into_bytes(), false),
-                JsonFile::Encoded(EncodedFile {
-                    content,
-                    encoding: Encoding::Utf8,
-                    executable,
-                }) => (content.into_bytes(), executable),
-                JsonFile::Encoded(EncodedFile {
-                    content,
-                    encoding: Encoding::Base64,
-                    executable,
-                }) => {
-                    // `base64 FILE` breaks its output every 76 characters: line breaks and
-                    // other ASCII whitespace are not part of the data.
-                    let mut content = content.into_bytes();
-                    content.retain(|b| !b.is_ascii_whitespace());
-                    let b = base64::engine::general_purpose::STANDARD
-                        .decode(&content)
-                        .map_err(|e| {
-                            bad(format!(
-                                "invalid request: files.{name}: not valid base64: {}",
-                                base64_error(&e)
-                            ))
-                        })?;
-                    (b, executable)
-                }
-            };
+            let (contents, exec) = decode_input(&format!("files.{name}"), f)?;
             files.push(InputFile {
                 path: name,
                 contents,
@@ -593,7 +675,7 @@ impl JsonRequest {
             code_name: None,
             args: self.args,
             stdin: match self.stdin {
-                Some(s) => StdinSource::Bytes(s.into_bytes()),
+                Some(s) => StdinSource::Bytes(decode_input("stdin", s)?.0),
                 None => StdinSource::Null,
             },
             env: self.env.into_iter().collect(),
@@ -966,6 +1048,78 @@ mod tests {
         assert_eq!((a.contents.as_slice(), a.mode), (&b"echo"[..], 0o755));
         let b = r.files.iter().find(|f| f.path == "b").unwrap();
         assert_eq!((b.contents.as_slice(), b.mode), (&b"t"[..], 0o644));
+    }
+
+    /// `stdin` is text, or `{content, encoding}` as a file (without `executable`), with
+    /// errors that name it; `null` is no input.
+    #[test]
+    fn stdin_is_text_or_an_encoded_object() {
+        let stdin = |v: &str| {
+            parse(&format!(
+                r#"{{"language":"bash","code":"cat","stdin":{v}}}"#
+            ))
+            .and_then(JsonRequest::into_run)
+            .map(|r| r.stdin)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            stdin(r#""a\u00ffb""#),
+            Ok(StdinSource::Bytes("a\u{ff}b".into()))
+        );
+        assert_eq!(
+            stdin(r#"{"content":"/wA=","encoding":"base64"}"#),
+            Ok(StdinSource::Bytes(vec![0xff, 0]))
+        );
+        assert_eq!(
+            stdin(r#"{"content":"x y","encoding":"utf8"}"#),
+            Ok(StdinSource::Bytes(b"x y".to_vec()))
+        );
+        assert_eq!(
+            stdin(r#"{"content":"hi"}"#),
+            Ok(StdinSource::Bytes(b"hi".to_vec()))
+        );
+        assert_eq!(stdin("null"), Ok(StdinSource::Null));
+        for (v, want) in [
+            (
+                r#"{"content":"/wA=","executable":true}"#,
+                "stdin.executable is not a key of `stdin`",
+            ),
+            (
+                r#"{"content":"!!","encoding":"base64"}"#,
+                "stdin: not valid base64: '!'",
+            ),
+            (
+                r#"{"content":"x","encoding":"hex"}"#,
+                r#"stdin.encoding is "hex""#,
+            ),
+            (r#"{"encoding":"base64"}"#, "stdin has no `content`"),
+            (
+                "5",
+                "expected stdin to be the text as a string, or {\"content\"",
+            ),
+        ] {
+            let e = stdin(v).unwrap_err();
+            assert!(e.contains(want), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn output_encoding_is_read_and_named_in_its_error() {
+        use crate::outcome::OutputEncoding;
+        let enc = |v: &str| {
+            parse(&format!(
+                r#"{{"language":"bash","code":"x","outputEncoding":{v}}}"#
+            ))
+            .map(|r| r.output_encoding)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(enc(r#""base64""#), Ok(Some(OutputEncoding::Base64)));
+        assert_eq!(enc(r#""utf8""#), Ok(Some(OutputEncoding::Utf8)));
+        assert_eq!(enc("null"), Ok(None));
+        let e = enc(r#""hex""#).unwrap_err();
+        assert!(e.contains(r#"outputEncoding is "hex": give "utf8""#), "{e}");
+        let r = parse(r#"{"language":"bash","code":"x"}"#).unwrap();
+        assert_eq!(r.output_encoding, None);
     }
 
     /// What `base64 FILE` prints (lines of 76 characters, a final newline) decodes.

@@ -137,6 +137,73 @@ both!(
     }
 );
 
+/// Decodes a result's `output` or `error` given as base64.
+fn unbase64(v: &Value, field: &str) -> Vec<u8> {
+    let text = v[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} must be a string: {v}"));
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap_or_else(|e| panic!("{field} must be base64 ({e}): {v}"))
+}
+
+both!(
+    /// Binary stdin in a request (`{"content", "encoding": "base64"}`, as `files` takes it)
+    /// reaches the program byte for byte, and `"outputEncoding": "base64"` brings every byte
+    /// value back through stdout and stderr; `--output-encoding` is the default of a batch's
+    /// requests (a request's own field wins) and of `cordon run --json`.
+    fn binary_stdin_and_output_round_trip(who) {
+        let all: Vec<u8> = (0..=255u8).collect();
+        let reversed: Vec<u8> = all.iter().rev().copied().collect();
+        let echo = "import sys\ndata = sys.stdin.buffer.read()\nsys.stdout.buffer.write(data)\nsys.stderr.buffer.write(data[::-1])\n";
+        let req = json!({
+            "language": "python",
+            "code": echo,
+            "stdin": {"content": base64::engine::general_purpose::STANDARD.encode(&all), "encoding": "base64"},
+            "outputEncoding": "base64",
+        });
+        let r = request(who, req.to_string().as_bytes());
+        r.expect_ok();
+        assert_eq!(unbase64(&r.json, "output"), all, "{}", r.describe());
+        assert_eq!(unbase64(&r.json, "error"), reversed, "{}", r.describe());
+        assert_eq!(r.get("/outputEncoding"), &json!("base64"), "{}", r.describe());
+        assert_eq!(r.get("/outputLossy"), &json!(false), "{}", r.describe());
+        assert_eq!(r.get("/stdoutBytes"), &json!(256), "{}", r.describe());
+
+        // A batch: the flag for the request that says nothing, the request's own otherwise.
+        let mut utf8 = req.clone();
+        utf8["outputEncoding"] = json!("utf8");
+        let mut unsaid = req.clone();
+        unsaid.as_object_mut().unwrap().remove("outputEncoding");
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        write_world_readable(&file, format!("{unsaid}\n{utf8}\n").as_bytes());
+        let f = cordon(who, "run")
+            .args(["--output-encoding", "base64", "--requests"])
+            .arg(&file)
+            .deadline(Duration::from_secs(60))
+            .run();
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let got: Vec<Value> = f.stdout_str().lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+        assert_eq!(got.len(), 2, "{}", f.describe());
+        assert_eq!(unbase64(&got[0], "output"), all, "{}", f.describe());
+        assert_eq!(got[1]["outputEncoding"], json!("utf8"), "{}", f.describe());
+        assert_eq!(got[1]["outputLossy"], json!(true), "{}", f.describe());
+        assert_eq!(got[1]["output"].as_str().map(str::as_bytes), Some(String::from_utf8_lossy(&all).as_bytes()), "{}", f.describe());
+
+        // Code on the command line, with --json.
+        let input = dir.path().join("in.bin");
+        write_world_readable(&input, &all);
+        let r = cordon(who, "run")
+            .args(["--lang", "python", "--json", "--output-encoding", "base64", "--stdin"])
+            .arg(&input)
+            .args(["-c", echo])
+            .run_json();
+        r.expect_ok();
+        assert_eq!(unbase64(&r.json, "error"), reversed, "{}", r.describe());
+    }
+);
+
 // ---------------------------------------------------------------------------------------------
 // Bad requests.
 

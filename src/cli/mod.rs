@@ -434,6 +434,11 @@ pub struct RunArgs {
     /// Print the result object as JSON.
     #[arg(long)]
     pub json: bool,
+    /// With --json, --request or --requests: how the result holds the program's stdout and
+    /// stderr (`output`, `error`): `utf8` text (default; bytes that are not UTF-8 become
+    /// U+FFFD) or `base64` of the exact bytes. A request's `outputEncoding` overrides it.
+    #[arg(long, value_name = "ENCODING")]
+    pub output_encoding: Option<crate::outcome::OutputEncoding>,
     #[command(flatten)]
     pub limits: RunLimitArgs,
     #[command(flatten)]
@@ -557,6 +562,11 @@ pub struct ExecArgs {
     /// Print the result object as JSON on stdout (the program's output is inside it).
     #[arg(long)]
     pub json: bool,
+    /// With --json: how the result holds the program's stdout and stderr (`output`,
+    /// `error`): `utf8` text (default; bytes that are not UTF-8 become U+FFFD) or `base64` of
+    /// the exact bytes.
+    #[arg(long, value_name = "ENCODING")]
+    pub output_encoding: Option<crate::outcome::OutputEncoding>,
     /// Wall-clock limit (30, 1.5s, 500ms, 2m, 1m30s).
     #[arg(long, allow_negative_numbers = true, value_name = "DUR", default_value = EXEC_TIMEOUT, value_parser = spec::parse_duration)]
     pub timeout: std::time::Duration,
