@@ -1,7 +1,7 @@
 //! The CLI's commands, on top of the library: turn parsed arguments into requests, print
 //! results, pick exit codes. `main.rs` only dispatches here.
 
-use crate::cli::{ExecArgs, RunArgs};
+use crate::cli::{ExecArgs, JsonAnswer, RunArgs};
 use crate::outcome::{Outcome, OutputEncoding, exit_codes};
 use crate::run::{RunError, RunOptions, RunRequest};
 use crate::spec::{InputFile, Rootfs, StdinSource};
@@ -37,25 +37,39 @@ fn print_json(v: &impl serde::Serialize, pretty: bool) -> i32 {
 #[serde(untagged)]
 enum JsonResult {
     Outcome(Box<Outcome>),
-    Error(serde_json::Value),
+    Error(ErrorJson),
 }
 
 /// The JSON object printed when cordon failed before anything ran: the result's fields that
-/// say so (no program ran, so no `exitCode`).
-fn error_json(message: &str) -> serde_json::Value {
-    serde_json::json!({
-        "success": false,
-        "status": "sandbox_error",
-        "exitCode": null,
-        "message": message,
-        "cliExitCode": exit_codes::SANDBOX_ERROR,
-    })
+/// say so (no program ran, so no `exitCode`), in the result's order (`success` first).
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ErrorJson {
+    success: bool,
+    status: crate::outcome::Status,
+    exit_code: Option<i32>,
+    message: String,
+    cli_exit_code: i32,
 }
 
-/// A command line cordon cannot parse, when it asked for `--json`: the error object on
-/// stdout (so that a caller reading JSON gets an answer), clap's message in it, with its tip
-/// and without the usage; clap's own text still goes to stderr.
-pub fn usage_error_json(rendered: &str) {
+fn error_json(message: &str) -> ErrorJson {
+    ErrorJson {
+        success: false,
+        status: crate::outcome::Status::SandboxError,
+        exit_code: None,
+        message: message.to_string(),
+        cli_exit_code: exit_codes::SANDBOX_ERROR,
+    }
+}
+
+/// A command line cordon cannot parse, when it asked to be answered in JSON (`--json`,
+/// `--request`, `--requests`): the error object on stdout (so that a caller reading JSON gets
+/// an answer; one line for `--requests`), clap's message in it, with its tip and without the
+/// usage; clap's own text still goes to stderr.
+pub fn usage_error_json(rendered: &str, answer: JsonAnswer) {
+    if answer == JsonAnswer::No {
+        return;
+    }
     let text = rendered.trim().trim_start_matches("error: ");
     let text = text
         .split("\n\nUsage:")
@@ -64,13 +78,14 @@ pub fn usage_error_json(rendered: &str) {
         .split("\n\nFor more information")
         .next()
         .unwrap_or(text);
+    // Paragraphs and the lines within them (clap's tips, one a line) joined with "; ".
     let message = text
-        .split("\n\n")
+        .split('\n')
         .map(str::trim)
         .filter(|p| !p.is_empty())
         .collect::<Vec<_>>()
         .join("; ");
-    print_json(&error_json(&message), true);
+    print_json(&error_json(&message), answer == JsonAnswer::Object);
 }
 
 /// Prints an outcome the way the CLI does and returns the exit code.
@@ -126,8 +141,14 @@ fn report(outcome: &Outcome, json: bool, delivered: bool) -> i32 {
 }
 
 fn fail(e: impl std::fmt::Display, json: bool) -> i32 {
-    if json {
-        print_json(&error_json(&e.to_string()), true);
+    fail_as(e, JsonAnswer::from_json_flag(json))
+}
+
+/// cordon failed before anything ran: says so on stderr and, unless the answer is text, as
+/// the error object on stdout (one line for `--requests`).
+fn fail_as(e: impl std::fmt::Display, answer: JsonAnswer) -> i32 {
+    if answer != JsonAnswer::No {
+        print_json(&error_json(&e.to_string()), answer == JsonAnswer::Object);
     }
     eprintln!("cordon: {e}");
     exit_codes::SANDBOX_ERROR
@@ -350,17 +371,28 @@ fn run_json_text(
     }
 }
 
+/// How `cordon run` answers: JSON lines for a batch and its workers, one JSON object for a
+/// request or `--json`, else text.
+fn run_answer(args: &RunArgs) -> JsonAnswer {
+    if args.requests.is_some() || args.request_line.is_some() {
+        JsonAnswer::Line
+    } else if args.request.is_some() || args.json {
+        JsonAnswer::Object
+    } else {
+        JsonAnswer::No
+    }
+}
+
 /// `cordon run`.
 pub fn run(args: &RunArgs) -> i32 {
     let mut opts = run_options(args);
+    let answer = run_answer(args);
+    let fail = |e: &dyn std::fmt::Display| fail_as(e, answer);
     // Every limit flag is checked now, also those a run may not need (a compile's, for an
     // interpreted language): a bad value is an error wherever it was given.
     for o in [&opts.request_limits.0, &opts.request_limits.1] {
         if let Err(e) = o.apply(&mut crate::spec::Limits::default()) {
-            return fail(
-                e,
-                args.json || args.request.is_some() || args.requests.is_some(),
-            );
+            return fail(&e);
         }
     }
     if (args.request.is_some() || args.requests.is_some())
@@ -372,8 +404,7 @@ pub fn run(args: &RunArgs) -> i32 {
             || args.packages_lock.is_some())
     {
         return fail(
-            "--net, --net-resolve, --net-log, --packages, --package-index and --packages-lock apply to code given on the command line; in a JSON request use config.network, config.networkResolve, packages, packageIndex and packagesLock",
-            true,
+            &"--net, --net-resolve, --net-log, --packages, --package-index and --packages-lock apply to code given on the command line; in a JSON request use config.network, config.networkResolve, packages, packageIndex and packagesLock",
         );
     }
     if args.request.is_none()
@@ -393,24 +424,20 @@ pub fn run(args: &RunArgs) -> i32 {
                 "--net says what network it gets",
             )
         };
-        return fail(
-            format!(
-                "{flag} confines {what}, and there is no request here; give --request FILE or --requests FILE, or leave {flag} out (code given on the command line is yours: {own})"
-            ),
-            args.json,
-        );
+        return fail(&format!(
+            "{flag} confines {what}, and there is no request here; give --request FILE or --requests FILE, or leave {flag} out (code given on the command line is yours: {own})"
+        ));
     }
     if args.output_encoding.is_some()
         && !args.json
         && args.request.is_none()
         && args.requests.is_none()
     {
-        return fail(OUTPUT_ENCODING_WITHOUT_JSON, false);
+        return fail(&OUTPUT_ENCODING_WITHOUT_JSON);
     }
     if args.jobs.is_some() && args.requests.is_none() {
         return fail(
-            "--jobs is how many requests of a --requests file run at once; give --requests FILE, or leave --jobs out",
-            args.json,
+            &"--jobs is how many requests of a --requests file run at once; give --requests FILE, or leave --jobs out",
         );
     }
     if (args.request.is_some() || args.requests.is_some())
@@ -421,8 +448,7 @@ pub fn run(args: &RunArgs) -> i32 {
             || !args.args.is_empty())
     {
         return fail(
-            "--env, --file, --stdin, --output-dir and the program's arguments after `--` apply to code given on the command line; a JSON request gives them as env, files, stdin, outputDir and args (and --output-root confines its outputDir). The limit flags do apply to requests: each is the value of a limit a request leaves out, and the most it may ask for",
-            true,
+            &"--env, --file, --stdin, --output-dir and the program's arguments after `--` apply to code given on the command line; a JSON request gives them as env, files, stdin, outputDir and args (and --output-root confines its outputDir). The limit flags do apply to requests: each is the value of a limit a request leaves out, and the most it may ask for",
         );
     }
     if let Some(path) = &args.request {
@@ -441,10 +467,7 @@ pub fn run(args: &RunArgs) -> i32 {
         let text = match text {
             Ok(t) => t,
             Err(e) => {
-                return fail(
-                    format!("cannot read the request {}: {e}", path.display()),
-                    true,
-                );
+                return fail(&format!("cannot read the request {}: {e}", path.display()));
             }
         };
         let (v, code) = run_json_text(
@@ -453,7 +476,8 @@ pub fn run(args: &RunArgs) -> i32 {
             args.request_line,
             args.output_encoding.unwrap_or_default(),
         );
-        print_json(&v, true);
+        // A batch's worker answers in one line, which the batch passes on as it is.
+        print_json(&v, answer == JsonAnswer::Object);
         return code;
     }
     if let Some(path) = &args.requests {
@@ -472,7 +496,7 @@ pub fn run(args: &RunArgs) -> i32 {
             }
             report(&o, args.json, args.output_dir.is_some())
         }
-        Err(e) => fail(e, args.json),
+        Err(e) => fail(&e),
     }
 }
 
@@ -486,9 +510,9 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
         match std::fs::File::open(path) {
             Ok(f) => Box::new(std::io::BufReader::new(f)),
             Err(e) => {
-                return fail(
+                return fail_as(
                     format!("cannot read the requests {}: {e}", path.display()),
-                    true,
+                    JsonAnswer::Line,
                 );
             }
         }
@@ -496,9 +520,9 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     let lines: Vec<String> = match input.lines().collect() {
         Ok(l) => l,
         Err(e) => {
-            return fail(
+            return fail_as(
                 format!("cannot read the requests {}: {e}", path.display()),
-                true,
+                JsonAnswer::Line,
             );
         }
     };
@@ -575,8 +599,9 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
                 }
                 Err(e) => {
                     worst = exit_codes::SANDBOX_ERROR;
-                    results[next] =
-                        Some(error_json(&format!("cannot start a worker: {e}")).to_string());
+                    results[next] = Some(json_line(&error_json(&format!(
+                        "cannot start a worker: {e}"
+                    ))));
                 }
             }
             next += 1;
@@ -591,23 +616,23 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
             let result = match child.wait_with_output() {
                 Ok(o) => {
                     worst = worst.max(o.status.code().unwrap_or(exit_codes::SANDBOX_ERROR));
-                    let text = String::from_utf8_lossy(&o.stdout);
-                    match serde_json::from_str::<serde_json::Value>(&text) {
-                        Ok(v) => v.to_string(),
-                        Err(_) => {
+                    match worker_line(&o.stdout) {
+                        Some(line) => line,
+                        None => {
                             worst = exit_codes::SANDBOX_ERROR;
-                            error_json(&format!(
+                            json_line(&error_json(&format!(
                                 "worker for line {} printed no result",
                                 todo[i].0 + 1
-                            ))
-                            .to_string()
+                            )))
                         }
                     }
                 }
                 Err(e) => {
                     worst = exit_codes::SANDBOX_ERROR;
-                    error_json(&format!("worker for line {} failed: {e}", todo[i].0 + 1))
-                        .to_string()
+                    json_line(&error_json(&format!(
+                        "worker for line {} failed: {e}",
+                        todo[i].0 + 1
+                    )))
                 }
             };
             results[i] = Some(result);
@@ -625,6 +650,33 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
         }
     }
     if worst == 0 { 0 } else { 1 }
+}
+
+/// `v` as one line of JSON (no newline at its end).
+fn json_line(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_else(|e| {
+        format!(
+            r#"{{"success":false,"status":"sandbox_error","exitCode":null,"message":"cannot encode the result: {}","cliExitCode":125}}"#,
+            e.to_string().replace(['"', '\\'], "'")
+        )
+    })
+}
+
+/// A batch worker's stdout as the batch's line for it: the one JSON value it printed, as it
+/// is (keys in the worker's order, the result's: `success` first; a result of 10 MiB is not
+/// parsed into a tree and printed again), or None when it printed no JSON value. A value
+/// over several lines (which a worker does not print) is put on one.
+fn worker_line(stdout: &[u8]) -> Option<String> {
+    use serde::de::IgnoredAny;
+    serde_json::from_slice::<IgnoredAny>(stdout).ok()?;
+    // Valid JSON is UTF-8.
+    let text = std::str::from_utf8(stdout).ok()?.trim();
+    if !text.contains('\n') {
+        return Some(text.to_string());
+    }
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .map(|v| json_line(&v))
 }
 
 /// `cordon profiles`.

@@ -381,7 +381,7 @@ fn bad(msg: impl Into<String>) -> RunError {
 }
 
 /// A request's top-level fields, as [`JsonRequest`] names them.
-const REQUEST_FIELDS: &[&str] = &[
+pub const REQUEST_FIELDS: &[&str] = &[
     "language",
     "code",
     "files",

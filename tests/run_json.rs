@@ -414,6 +414,91 @@ both!(
 // ---------------------------------------------------------------------------------------------
 // Batch mode.
 
+/// The top-level keys of a JSON object's text, in the order they are written.
+fn keys_in_order(text: &str) -> Vec<String> {
+    struct Keys(Vec<String>);
+    impl<'de> serde::Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Keys, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> Result<Keys, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some(k) = m.next_key::<String>()? {
+                        m.next_value::<serde::de::IgnoredAny>()?;
+                        keys.push(k);
+                    }
+                    Ok(Keys(keys))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    serde_json::from_str::<Keys>(text)
+        .unwrap_or_else(|e| panic!("not a JSON object ({e}): {text}"))
+        .0
+}
+
+both!(
+    /// `--request` and `--requests` always answer in JSON, a batch one line per answer: a
+    /// file that cannot be read, a flag that is not one, a flag that belongs in the request
+    /// (the message says the request's fields are not flags), a bad limit flag. A request's
+    /// result, and the error object, have the same keys in the same order in both modes.
+    fn request_modes_answer_in_json_and_a_batch_in_lines(who) {
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        let req = json!({"language": "bash", "code": "echo hi"}).to_string();
+        write_world_readable(&file, format!("{req}\n[1]\n").as_bytes());
+        let missing = dir.path().join("nonexist.jsonl");
+        let batch = |flags: &[&str], path: &Path| {
+            cordon(who, "run").args(flags).arg("--requests").arg(path).deadline(Duration::from_secs(60)).run()
+        };
+        for (flags, path, has) in [
+            (&[][..], missing.as_path(), "cannot read the requests"),
+            (&["--bogus"], file.as_path(), "are the JSON request's fields, not flags"),
+            (&["--lang", "node"], file.as_path(), "are the JSON request's fields, not flags"),
+            (&["--timeout", "5x"], file.as_path(), "--timeout"),
+            (&["--env", "A=1"], file.as_path(), "a JSON request gives them"),
+        ] {
+            let f = batch(flags, path);
+            assert_eq!(f.code, 125, "{flags:?}:\n{}", f.describe());
+            let out = f.stdout_str();
+            assert_eq!(out.lines().count(), 1, "{flags:?}: one line:\n{}", f.describe());
+            let v: Value = serde_json::from_str(&out).expect("a JSON object");
+            assert_eq!(v["status"], json!("sandbox_error"), "{flags:?}:\n{}", f.describe());
+            assert!(v["message"].as_str().unwrap_or("").contains(has), "{flags:?}: {has:?}:\n{}", f.describe());
+        }
+        for flags in [&["--bogus"][..], &["--lang", "node"], &["-c", "echo RAN"]] {
+            let r = cordon(who, "run")
+                .args(["--request", "-"])
+                .args(flags)
+                .stdin(Input::Bytes(req.clone().into_bytes()))
+                .run_json();
+            assert_eq!(r.code(), 125, "{flags:?}:\n{}", r.describe());
+            let msg = r.get("/message").as_str().unwrap_or("");
+            assert!(msg.contains("are the JSON request's fields, not flags (language, code,") && msg.contains("--output-root"), "{flags:?}:\n{}", r.describe());
+        }
+
+        // The same keys in the same order, `success` first, in both modes.
+        let f = batch(&["--no-history"], &file);
+        let lines: Vec<String> = f.stdout_str().lines().map(String::from).collect();
+        assert_eq!(lines.len(), 2, "{}", f.describe());
+        let one = cordon(who, "run").args(["--no-history", "--request", "-"]).stdin(Input::Bytes(req.clone().into_bytes())).run();
+        let bad = cordon(who, "run").args(["--request", "-"]).stdin(Input::Bytes(b"[1]".to_vec())).run();
+        for (line, single) in [(&lines[0], &one), (&lines[1], &bad)] {
+            let keys = keys_in_order(line);
+            assert_eq!(keys[..2], ["success", "status"], "{line}");
+            assert_eq!(keys, keys_in_order(&single.stdout_str()), "{}", single.describe());
+        }
+    }
+);
+
 both!(
     /// A batch's workers take `cordon run`'s limit flags, and an invalid line's error names
     /// its line in the file (blank lines are skipped, not answered).
