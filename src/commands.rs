@@ -332,13 +332,13 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
 /// request's line in a `--requests` file, which its errors name. `encoding`: how the result
 /// holds the program's output when the request does not say (`--output-encoding`).
 fn run_json_text(
-    text: &str,
+    text: &[u8],
     opts: &RunOptions,
     line: Option<usize>,
     encoding: OutputEncoding,
 ) -> (JsonResult, i32) {
     let mut encoding = encoding;
-    let outcome = crate::request::parse(text)
+    let outcome = crate::request::parse_bytes(text)
         .and_then(|r| {
             encoding = r.output_encoding.unwrap_or(encoding);
             r.into_run()
@@ -455,14 +455,14 @@ pub fn run(args: &RunArgs) -> i32 {
         opts.passthrough = false;
         // Never more than the cap and a byte: parse() refuses a text over it by its length.
         let limit = crate::run::MAX_REQUEST_BYTES + 1;
-        let mut s = String::new();
+        let mut buf = Vec::new();
         let text = if path.as_os_str() == "-" {
             std::io::stdin()
                 .take(limit)
-                .read_to_string(&mut s)
-                .map(|_| s)
+                .read_to_end(&mut buf)
+                .map(|_| buf)
         } else {
-            std::fs::File::open(path).and_then(|f| f.take(limit).read_to_string(&mut s).map(|_| s))
+            std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut buf).map(|_| buf))
         };
         let text = match text {
             Ok(t) => t,
@@ -517,7 +517,20 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
             }
         }
     };
-    let lines: Vec<String> = match input.lines().collect() {
+    // Lines as bytes: one that is not UTF-8 is its request's error (which says where), not
+    // the whole batch's.
+    let lines: Vec<Vec<u8>> = match input
+        .split(b'\n')
+        .map(|l| {
+            l.map(|mut l| {
+                if l.last() == Some(&b'\r') {
+                    l.pop();
+                }
+                l
+            })
+        })
+        .collect()
+    {
         Ok(l) => l,
         Err(e) => {
             return fail_as(
@@ -565,10 +578,14 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     common.extend(["--limits-backend".into(), backend.into()]);
     common.extend(args.limits.to_args());
 
-    let todo: Vec<(usize, String)> = lines
+    // Blank lines are skipped (a byte order mark alone, on the first, too).
+    let todo: Vec<(usize, Vec<u8>)> = lines
         .into_iter()
         .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
+        .filter(|(_, l)| {
+            let l = l.strip_prefix("\u{feff}".as_bytes()).unwrap_or(l);
+            !l.iter().all(u8::is_ascii_whitespace)
+        })
         .collect();
     let mut results: Vec<Option<String>> = vec![None; todo.len()];
     let mut running: Vec<(usize, std::process::Child)> = Vec::new();
@@ -591,9 +608,8 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
             let spawned = worker.spawn();
             match spawned {
                 Ok(mut child) => {
-                    let line = todo[next].1.clone();
                     if let Some(mut i) = child.stdin.take() {
-                        let _ = i.write_all(line.as_bytes());
+                        let _ = i.write_all(&todo[next].1);
                     }
                     running.push((next, child));
                 }

@@ -252,7 +252,37 @@ both!(
                 format!("{{\"language\": \"python\", \"code\": {code:?}, \"outputDir\": {out:?},").into_bytes(),
                 vec!["line 1"],
             ),
-            ("not an object", b"[1, 2]".to_vec(), vec![]),
+            ("not an object", b"[1, 2]".to_vec(), vec!["a request must be a JSON object, not an array"]),
+            (
+                "the command line's form as an array",
+                br#"["python", "print(1)"]"#.to_vec(),
+                vec!["a request must be a JSON object, not an array"],
+            ),
+            (
+                "not UTF-8",
+                [&br#"{"language": "python", "code": "#[..], b"\"\xff\"}"].concat(),
+                vec!["not UTF-8 (byte 0xff at offset 32"],
+            ),
+            (
+                "an env name with =",
+                with(json!({"language": "python", "code": code, "env": {"A=B": "1"}})),
+                vec![r#"env: "A=B" is not a variable name"#],
+            ),
+            (
+                "NUL in an argument",
+                with(json!({"language": "python", "code": code, "args": ["x", "a\u{0}b"]})),
+                vec!["args[1] (counted from 0) contains a NUL byte"],
+            ),
+            (
+                "a timeout in seconds",
+                with(json!({"language": "python", "code": code, "config": {"timeout": 5.5}})),
+                vec!["config.timeout is 5.5: give a whole number of milliseconds (for 5.5 seconds, give 5500)"],
+            ),
+            (
+                "a timeout too large",
+                with(json!({"language": "python", "code": code, "config": {"timeout": 1e20}})),
+                vec!["config.timeout is about 1e20, too large"],
+            ),
             ("missing language", with(json!({"code": code})), vec!["language"]),
             ("empty language", with(json!({"language": "", "code": code})), vec!["language"]),
             (
@@ -520,6 +550,33 @@ both!(
         assert_eq!(got[0]["limits"]["wallTimeMs"]["value"], json!(1000), "{}", f.describe());
         let msg = got[1]["message"].as_str().unwrap_or("");
         assert!(msg.starts_with("line 3 of the requests: invalid request"), "{}", f.describe());
+    }
+);
+
+both!(
+    /// A byte order mark before a request is skipped, in both modes; a batch line that is not
+    /// UTF-8 is that line's error (with the offset), and the other lines still run.
+    fn a_byte_order_mark_is_skipped_and_a_line_not_utf8_is_its_own_error(who) {
+        let bom = "\u{feff}";
+        let r = request(who, format!(r#"{bom}{{"language": "bash", "code": "echo bom"}}"#).as_bytes());
+        assert_eq!(r.expect_ok(), "bom\n", "{}", r.describe());
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        let mut lines = format!("{bom}{}\r\n", json!({"language": "bash", "code": "echo one"})).into_bytes();
+        lines.extend_from_slice(b"{\"language\": \"bash\", \"code\": \"echo \xfe\"}\n");
+        lines.extend_from_slice(format!("{}\n", json!({"language": "bash", "code": "echo three"})).as_bytes());
+        write_world_readable(&file, &lines);
+        let f = cordon(who, "run").arg("--requests").arg(&file).deadline(Duration::from_secs(60)).run();
+        assert_eq!(f.code, 1, "{}", f.describe());
+        let got: Vec<Value> = f.stdout_str().lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+        assert_eq!(got.len(), 3, "{}", f.describe());
+        assert_eq!((&got[0]["output"], &got[2]["output"]), (&json!("one\n"), &json!("three\n")), "{}", f.describe());
+        let msg = got[1]["message"].as_str().unwrap_or("");
+        assert!(
+            msg.starts_with("line 2 of the requests: invalid request: it is not UTF-8 (byte 0xfe at offset 35"),
+            "{}",
+            f.describe()
+        );
     }
 );
 
