@@ -301,8 +301,10 @@ impl Outcome {
         if encoding == OutputEncoding::Utf8 || self.output_encoding == encoding {
             return;
         }
-        self.output = base64_of_exact(self.output_bytes.take(), &self.output);
-        self.error = base64_of_exact(self.error_bytes.take(), &self.error);
+        let output = std::mem::take(&mut self.output);
+        self.output = base64_of_exact(self.output_bytes.take(), output);
+        let error = std::mem::take(&mut self.error);
+        self.error = base64_of_exact(self.error_bytes.take(), error);
         self.output_lossy = false;
         self.output_encoding = encoding;
     }
@@ -311,14 +313,37 @@ impl Outcome {
 /// The base64 of the exact bytes behind `text`: `exact` when `text` is still their lossy
 /// rendering (code that replaced the text, such as a failed install clearing the program's
 /// output, left `exact` behind, and then the text is what the result holds), else `text`'s
-/// own bytes.
-fn base64_of_exact(exact: Option<Vec<u8>>, text: &str) -> String {
+/// own bytes. The text is dropped before the encoding is made: an output of 10 MiB costs its
+/// bytes, its text and the encoding at most, not another copy.
+fn base64_of_exact(exact: Option<Vec<u8>>, text: String) -> String {
     use base64::Engine;
     let b64 = &base64::engine::general_purpose::STANDARD;
     match exact {
-        Some(bytes) if String::from_utf8_lossy(&bytes) == text => b64.encode(bytes),
+        Some(bytes) if is_lossy_text_of(&bytes, &text) => {
+            drop(text);
+            b64.encode(bytes)
+        }
         _ => b64.encode(text),
     }
+}
+
+/// Whether `text` is `String::from_utf8_lossy(bytes)`, compared without making it: each
+/// run of valid UTF-8 as it is, each invalid sequence as one U+FFFD.
+fn is_lossy_text_of(bytes: &[u8], text: &str) -> bool {
+    let mut rest = text.as_bytes();
+    for chunk in bytes.utf8_chunks() {
+        let Some(r) = rest.strip_prefix(chunk.valid().as_bytes()) else {
+            return false;
+        };
+        rest = r;
+        if !chunk.invalid().is_empty() {
+            let Some(r) = rest.strip_prefix("\u{fffd}".as_bytes()) else {
+                return false;
+            };
+            rest = r;
+        }
+    }
+    rest.is_empty()
 }
 
 /// The CLI exit code conventions (GNU timeout, env, podman, docker):
@@ -421,6 +446,21 @@ mod tests {
         // Twice is once.
         o.encode_output(OutputEncoding::Base64);
         assert_eq!(o.output, b64(&all));
+        // The comparison with the lossy text, made without building it.
+        for bytes in [
+            &b"a\xffb\xe2\x82"[..],
+            b"",
+            b"\xf0\x9f\x98\x80 ok \xc3\x28",
+            &all,
+        ] {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(is_lossy_text_of(bytes, &text), "{bytes:?}");
+            assert!(!is_lossy_text_of(bytes, &format!("{text}x")), "{bytes:?}");
+            assert!(
+                !is_lossy_text_of(bytes, &text.replace('\u{fffd}', "?"))
+                    || !text.contains('\u{fffd}')
+            );
+        }
         // Text that replaced the program's output (a failed install clears it) is what is
         // encoded, not the bytes left behind.
         let mut o = outcome("", "");
