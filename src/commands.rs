@@ -1,8 +1,8 @@
 //! The CLI's commands, on top of the library: turn parsed arguments into requests, print
 //! results, pick exit codes. `main.rs` only dispatches here.
 
-use crate::cli::{ExecArgs, RunArgs};
-use crate::outcome::{Outcome, exit_codes};
+use crate::cli::{ExecArgs, JsonAnswer, RunArgs};
+use crate::outcome::{Outcome, OutputEncoding, exit_codes};
 use crate::run::{RunError, RunOptions, RunRequest};
 use crate::spec::{InputFile, Rootfs, StdinSource};
 use std::io::{BufRead, Read, Write};
@@ -37,25 +37,39 @@ fn print_json(v: &impl serde::Serialize, pretty: bool) -> i32 {
 #[serde(untagged)]
 enum JsonResult {
     Outcome(Box<Outcome>),
-    Error(serde_json::Value),
+    Error(ErrorJson),
 }
 
 /// The JSON object printed when cordon failed before anything ran: the result's fields that
-/// say so (no program ran, so no `exitCode`).
-fn error_json(message: &str) -> serde_json::Value {
-    serde_json::json!({
-        "success": false,
-        "status": "sandbox_error",
-        "exitCode": null,
-        "message": message,
-        "cliExitCode": exit_codes::SANDBOX_ERROR,
-    })
+/// say so (no program ran, so no `exitCode`), in the result's order (`success` first).
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ErrorJson {
+    success: bool,
+    status: crate::outcome::Status,
+    exit_code: Option<i32>,
+    message: String,
+    cli_exit_code: i32,
 }
 
-/// A command line cordon cannot parse, when it asked for `--json`: the error object on
-/// stdout (so that a caller reading JSON gets an answer), clap's message in it, with its tip
-/// and without the usage; clap's own text still goes to stderr.
-pub fn usage_error_json(rendered: &str) {
+fn error_json(message: &str) -> ErrorJson {
+    ErrorJson {
+        success: false,
+        status: crate::outcome::Status::SandboxError,
+        exit_code: None,
+        message: message.to_string(),
+        cli_exit_code: exit_codes::SANDBOX_ERROR,
+    }
+}
+
+/// A command line cordon cannot parse, when it asked to be answered in JSON (`--json`,
+/// `--request`, `--requests`): the error object on stdout (so that a caller reading JSON gets
+/// an answer; one line for `--requests`), clap's message in it, with its tip and without the
+/// usage; clap's own text still goes to stderr.
+pub fn usage_error_json(rendered: &str, answer: JsonAnswer) {
+    if answer == JsonAnswer::No {
+        return;
+    }
     let text = rendered.trim().trim_start_matches("error: ");
     let text = text
         .split("\n\nUsage:")
@@ -64,13 +78,14 @@ pub fn usage_error_json(rendered: &str) {
         .split("\n\nFor more information")
         .next()
         .unwrap_or(text);
+    // Paragraphs and the lines within them (clap's tips, one a line) joined with "; ".
     let message = text
-        .split("\n\n")
+        .split('\n')
         .map(str::trim)
         .filter(|p| !p.is_empty())
         .collect::<Vec<_>>()
         .join("; ");
-    print_json(&error_json(&message), true);
+    print_json(&error_json(&message), answer == JsonAnswer::Object);
 }
 
 /// Prints an outcome the way the CLI does and returns the exit code.
@@ -126,8 +141,14 @@ fn report(outcome: &Outcome, json: bool, delivered: bool) -> i32 {
 }
 
 fn fail(e: impl std::fmt::Display, json: bool) -> i32 {
-    if json {
-        print_json(&error_json(&e.to_string()), true);
+    fail_as(e, JsonAnswer::from_json_flag(json))
+}
+
+/// cordon failed before anything ran: says so on stderr and, unless the answer is text, as
+/// the error object on stdout (one line for `--requests`).
+fn fail_as(e: impl std::fmt::Display, answer: JsonAnswer) -> i32 {
+    if answer != JsonAnswer::No {
+        print_json(&error_json(&e.to_string()), answer == JsonAnswer::Object);
     }
     eprintln!("cordon: {e}");
     exit_codes::SANDBOX_ERROR
@@ -184,8 +205,15 @@ fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
     }
 }
 
+/// The refusal of `--output-encoding` where no JSON result is printed: the program's output
+/// then passes through as it is.
+const OUTPUT_ENCODING_WITHOUT_JSON: &str = "--output-encoding says how the JSON result holds the program's output, and without --json there is none (the output passes through as the program wrote it, bytes and all); add --json, or leave --output-encoding out";
+
 /// `cordon exec`.
 pub fn exec(args: &ExecArgs) -> i32 {
+    if args.output_encoding.is_some() && !args.json {
+        return fail(OUTPUT_ENCODING_WITHOUT_JSON, false);
+    }
     let spec = match args.to_spec() {
         Ok(s) => s,
         Err(e) => return fail(e, args.json),
@@ -205,6 +233,7 @@ pub fn exec(args: &ExecArgs) -> i32 {
             if let Some(dir) = &output_dir {
                 dir.deliver(&mut outcome);
             }
+            outcome.encode_output(args.output_encoding.unwrap_or_default());
             if !args.json {
                 warn_weak_limits(
                     &outcome,
@@ -309,10 +338,20 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
 }
 
 /// Runs one JSON request text and returns the result plus the exit code. `line`: the
-/// request's line in a `--requests` file, which its errors name.
-fn run_json_text(text: &str, opts: &RunOptions, line: Option<usize>) -> (JsonResult, i32) {
-    let outcome = crate::request::parse(text)
-        .and_then(|r| r.into_run())
+/// request's line in a `--requests` file, which its errors name. `encoding`: how the result
+/// holds the program's output when the request does not say (`--output-encoding`).
+fn run_json_text(
+    text: &[u8],
+    opts: &RunOptions,
+    line: Option<usize>,
+    encoding: OutputEncoding,
+) -> (JsonResult, i32) {
+    let mut encoding = encoding;
+    let outcome = crate::request::parse_bytes(text)
+        .and_then(|r| {
+            encoding = r.output_encoding.unwrap_or(encoding);
+            r.into_run()
+        })
         .and_then(|mut r| {
             let (run, compile) = &opts.request_limits;
             crate::run::confine_request_limits(&mut r, run, compile)?;
@@ -323,7 +362,8 @@ fn run_json_text(text: &str, opts: &RunOptions, line: Option<usize>) -> (JsonRes
             crate::run::execute(&r, opts)
         });
     match outcome {
-        Ok(o) => {
+        Ok(mut o) => {
+            o.encode_output(encoding);
             let code = o.cli_exit_code;
             (JsonResult::Outcome(Box::new(o)), code)
         }
@@ -340,17 +380,28 @@ fn run_json_text(text: &str, opts: &RunOptions, line: Option<usize>) -> (JsonRes
     }
 }
 
+/// How `cordon run` answers: JSON lines for a batch and its workers, one JSON object for a
+/// request or `--json`, else text.
+fn run_answer(args: &RunArgs) -> JsonAnswer {
+    if args.requests.is_some() || args.request_line.is_some() {
+        JsonAnswer::Line
+    } else if args.request.is_some() || args.json {
+        JsonAnswer::Object
+    } else {
+        JsonAnswer::No
+    }
+}
+
 /// `cordon run`.
 pub fn run(args: &RunArgs) -> i32 {
     let mut opts = run_options(args);
+    let answer = run_answer(args);
+    let fail = |e: &dyn std::fmt::Display| fail_as(e, answer);
     // Every limit flag is checked now, also those a run may not need (a compile's, for an
     // interpreted language): a bad value is an error wherever it was given.
     for o in [&opts.request_limits.0, &opts.request_limits.1] {
         if let Err(e) = o.apply(&mut crate::spec::Limits::default()) {
-            return fail(
-                e,
-                args.json || args.request.is_some() || args.requests.is_some(),
-            );
+            return fail(&e);
         }
     }
     if (args.request.is_some() || args.requests.is_some())
@@ -362,8 +413,7 @@ pub fn run(args: &RunArgs) -> i32 {
             || args.packages_lock.is_some())
     {
         return fail(
-            "--net, --net-resolve, --net-log, --packages, --package-index and --packages-lock apply to code given on the command line; in a JSON request use config.network, config.networkResolve, packages, packageIndex and packagesLock",
-            true,
+            &"--net, --net-resolve, --net-log, --packages, --package-index and --packages-lock apply to code given on the command line; in a JSON request use config.network, config.networkResolve, packages, packageIndex and packagesLock",
         );
     }
     if args.request.is_none()
@@ -383,17 +433,20 @@ pub fn run(args: &RunArgs) -> i32 {
                 "--net says what network it gets",
             )
         };
-        return fail(
-            format!(
-                "{flag} confines {what}, and there is no request here; give --request FILE or --requests FILE, or leave {flag} out (code given on the command line is yours: {own})"
-            ),
-            args.json,
-        );
+        return fail(&format!(
+            "{flag} confines {what}, and there is no request here; give --request FILE or --requests FILE, or leave {flag} out (code given on the command line is yours: {own})"
+        ));
+    }
+    if args.output_encoding.is_some()
+        && !args.json
+        && args.request.is_none()
+        && args.requests.is_none()
+    {
+        return fail(&OUTPUT_ENCODING_WITHOUT_JSON);
     }
     if args.jobs.is_some() && args.requests.is_none() {
         return fail(
-            "--jobs is how many requests of a --requests file run at once; give --requests FILE, or leave --jobs out",
-            args.json,
+            &"--jobs is how many requests of a --requests file run at once; give --requests FILE, or leave --jobs out",
         );
     }
     if (args.request.is_some() || args.requests.is_some())
@@ -404,41 +457,44 @@ pub fn run(args: &RunArgs) -> i32 {
             || !args.args.is_empty())
     {
         return fail(
-            "--env, --file, --stdin, --output-dir and the program's arguments after `--` apply to code given on the command line; a JSON request gives them as env, files, stdin, outputDir and args (and --output-root confines its outputDir). The limit flags do apply to requests: each is the value of a limit a request leaves out, and the most it may ask for",
-            true,
+            &"--env, --file, --stdin, --output-dir and the program's arguments after `--` apply to code given on the command line; a JSON request gives them as env, files, stdin, outputDir and args (and --output-root confines its outputDir). The limit flags do apply to requests: each is the value of a limit a request leaves out, and the most it may ask for",
         );
     }
     if let Some(path) = &args.request {
         opts.passthrough = false;
         // Never more than the cap and a byte: parse() refuses a text over it by its length.
         let limit = crate::run::MAX_REQUEST_BYTES + 1;
-        let mut s = String::new();
+        let mut buf = Vec::new();
         let text = if path.as_os_str() == "-" {
             std::io::stdin()
                 .take(limit)
-                .read_to_string(&mut s)
-                .map(|_| s)
+                .read_to_end(&mut buf)
+                .map(|_| buf)
         } else {
-            std::fs::File::open(path).and_then(|f| f.take(limit).read_to_string(&mut s).map(|_| s))
+            std::fs::File::open(path).and_then(|f| f.take(limit).read_to_end(&mut buf).map(|_| buf))
         };
         let text = match text {
             Ok(t) => t,
             Err(e) => {
-                return fail(
-                    format!("cannot read the request {}: {e}", path.display()),
-                    true,
-                );
+                return fail(&format!("cannot read the request {}: {e}", path.display()));
             }
         };
-        let (v, code) = run_json_text(&text, &opts, args.request_line);
-        print_json(&v, true);
+        let (v, code) = run_json_text(
+            &text,
+            &opts,
+            args.request_line,
+            args.output_encoding.unwrap_or_default(),
+        );
+        // A batch's worker answers in one line, which the batch passes on as it is.
+        print_json(&v, answer == JsonAnswer::Object);
         return code;
     }
     if let Some(path) = &args.requests {
         return batch(path, args.jobs.map_or(1, usize::from), args);
     }
     match request_from_args(args).and_then(|r| crate::run::execute(&r, &opts)) {
-        Ok(o) => {
+        Ok(mut o) => {
+            o.encode_output(args.output_encoding.unwrap_or_default());
             if !args.json {
                 let l = &args.limits;
                 warn_weak_limits(
@@ -449,7 +505,7 @@ pub fn run(args: &RunArgs) -> i32 {
             }
             report(&o, args.json, args.output_dir.is_some())
         }
-        Err(e) => fail(e, args.json),
+        Err(e) => fail(&e),
     }
 }
 
@@ -463,19 +519,32 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
         match std::fs::File::open(path) {
             Ok(f) => Box::new(std::io::BufReader::new(f)),
             Err(e) => {
-                return fail(
+                return fail_as(
                     format!("cannot read the requests {}: {e}", path.display()),
-                    true,
+                    JsonAnswer::Line,
                 );
             }
         }
     };
-    let lines: Vec<String> = match input.lines().collect() {
+    // Lines as bytes: one that is not UTF-8 is its request's error (which says where), not
+    // the whole batch's.
+    let lines: Vec<Vec<u8>> = match input
+        .split(b'\n')
+        .map(|l| {
+            l.map(|mut l| {
+                if l.last() == Some(&b'\r') {
+                    l.pop();
+                }
+                l
+            })
+        })
+        .collect()
+    {
         Ok(l) => l,
         Err(e) => {
-            return fail(
+            return fail_as(
                 format!("cannot read the requests {}: {e}", path.display()),
-                true,
+                JsonAnswer::Line,
             );
         }
     };
@@ -503,6 +572,12 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     if let Some(scope) = args.request_net {
         common.extend(["--request-net".into(), scope.name().into()]);
     }
+    if let Some(encoding) = args.output_encoding {
+        let name = clap::ValueEnum::to_possible_value(&encoding)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        common.push(format!("--output-encoding={name}"));
+    }
     let backend = match args.limits_backend {
         crate::cli::BackendArg::Auto => "auto",
         crate::cli::BackendArg::CgroupV2 => "cgroup-v2",
@@ -512,10 +587,14 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     common.extend(["--limits-backend".into(), backend.into()]);
     common.extend(args.limits.to_args());
 
-    let todo: Vec<(usize, String)> = lines
+    // Blank lines are skipped (a byte order mark alone, on the first, too).
+    let todo: Vec<(usize, Vec<u8>)> = lines
         .into_iter()
         .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
+        .filter(|(_, l)| {
+            let l = l.strip_prefix("\u{feff}".as_bytes()).unwrap_or(l);
+            !l.iter().all(u8::is_ascii_whitespace)
+        })
         .collect();
     let mut results: Vec<Option<String>> = vec![None; todo.len()];
     let mut running: Vec<(usize, std::process::Child)> = Vec::new();
@@ -538,16 +617,16 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
             let spawned = worker.spawn();
             match spawned {
                 Ok(mut child) => {
-                    let line = todo[next].1.clone();
                     if let Some(mut i) = child.stdin.take() {
-                        let _ = i.write_all(line.as_bytes());
+                        let _ = i.write_all(&todo[next].1);
                     }
                     running.push((next, child));
                 }
                 Err(e) => {
                     worst = exit_codes::SANDBOX_ERROR;
-                    results[next] =
-                        Some(error_json(&format!("cannot start a worker: {e}")).to_string());
+                    results[next] = Some(json_line(&error_json(&format!(
+                        "cannot start a worker: {e}"
+                    ))));
                 }
             }
             next += 1;
@@ -562,23 +641,23 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
             let result = match child.wait_with_output() {
                 Ok(o) => {
                     worst = worst.max(o.status.code().unwrap_or(exit_codes::SANDBOX_ERROR));
-                    let text = String::from_utf8_lossy(&o.stdout);
-                    match serde_json::from_str::<serde_json::Value>(&text) {
-                        Ok(v) => v.to_string(),
-                        Err(_) => {
+                    match worker_line(&o.stdout) {
+                        Some(line) => line,
+                        None => {
                             worst = exit_codes::SANDBOX_ERROR;
-                            error_json(&format!(
+                            json_line(&error_json(&format!(
                                 "worker for line {} printed no result",
                                 todo[i].0 + 1
-                            ))
-                            .to_string()
+                            )))
                         }
                     }
                 }
                 Err(e) => {
                     worst = exit_codes::SANDBOX_ERROR;
-                    error_json(&format!("worker for line {} failed: {e}", todo[i].0 + 1))
-                        .to_string()
+                    json_line(&error_json(&format!(
+                        "worker for line {} failed: {e}",
+                        todo[i].0 + 1
+                    )))
                 }
             };
             results[i] = Some(result);
@@ -596,6 +675,33 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
         }
     }
     if worst == 0 { 0 } else { 1 }
+}
+
+/// `v` as one line of JSON (no newline at its end).
+fn json_line(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_else(|e| {
+        format!(
+            r#"{{"success":false,"status":"sandbox_error","exitCode":null,"message":"cannot encode the result: {}","cliExitCode":125}}"#,
+            e.to_string().replace(['"', '\\'], "'")
+        )
+    })
+}
+
+/// A batch worker's stdout as the batch's line for it: the one JSON value it printed, as it
+/// is (keys in the worker's order, the result's: `success` first; a result of 10 MiB is not
+/// parsed into a tree and printed again), or None when it printed no JSON value. A value
+/// over several lines (which a worker does not print) is put on one.
+fn worker_line(stdout: &[u8]) -> Option<String> {
+    use serde::de::IgnoredAny;
+    serde_json::from_slice::<IgnoredAny>(stdout).ok()?;
+    // Valid JSON is UTF-8.
+    let text = std::str::from_utf8(stdout).ok()?.trim();
+    if !text.contains('\n') {
+        return Some(text.to_string());
+    }
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .map(|v| json_line(&v))
 }
 
 /// `cordon profiles`.

@@ -13,8 +13,9 @@ fn main() {
     let cli = match Cli::parse_args() {
         Ok(c) => c,
         Err(e) => {
-            if e.use_stderr() && cordon::cli::json_requested(std::env::args_os()) {
-                commands::usage_error_json(&e.render().to_string());
+            if e.use_stderr() {
+                let answer = cordon::cli::json_answer(std::env::args_os());
+                commands::usage_error_json(&e.render().to_string(), answer);
             }
             let _ = e.print();
             std::process::exit(if e.use_stderr() {

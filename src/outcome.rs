@@ -202,6 +202,20 @@ pub struct DependencyReport {
     pub network: Option<crate::net::NetworkReport>,
 }
 
+/// How a result's `output` and `error` hold what the program wrote (`--output-encoding`, a
+/// request's `outputEncoding`).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum OutputEncoding {
+    /// UTF-8 text, bytes that are not UTF-8 replaced by U+FFFD (`outputLossy` says so).
+    #[default]
+    Utf8,
+    /// Base64 (standard alphabet, padded) of the exact bytes kept.
+    Base64,
+}
+
 /// The result of one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -209,9 +223,10 @@ pub struct Outcome {
     /// True when status is `ok`.
     pub success: bool,
     pub status: Status,
-    /// Captured stdout (UTF-8; invalid bytes replaced, see `outputLossy`).
+    /// Captured stdout (UTF-8; invalid bytes replaced, see `outputLossy`), or its base64 when
+    /// `output_encoding` says so.
     pub output: String,
-    /// Captured stderr.
+    /// Captured stderr, as `output`.
     pub error: String,
     /// The program's exit code, when it exited.
     pub exit_code: Option<i32>,
@@ -238,6 +253,16 @@ pub struct Outcome {
     pub stderr_bytes: u64,
     /// True when `output`/`error` had invalid UTF-8 that was replaced.
     pub output_lossy: bool,
+    /// How `output` and `error` hold the bytes: `utf8` text, or `base64` of the exact bytes
+    /// (see [`Outcome::encode_output`]).
+    pub output_encoding: OutputEncoding,
+    /// The exact bytes of stdout when `output` is not (they were not UTF-8); `None` when
+    /// `output`'s own bytes are the exact ones. Not part of the JSON result.
+    #[serde(skip)]
+    pub output_bytes: Option<Vec<u8>>,
+    /// The same for stderr and `error`.
+    #[serde(skip)]
+    pub error_bytes: Option<Vec<u8>>,
     /// A human sentence for anything that is not a plain exit: what happened and what to do.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -269,6 +294,60 @@ pub struct Outcome {
     /// `cordon run`: the id of this run in the history file.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution_id: Option<String>,
+}
+
+impl Outcome {
+    /// Puts `output` and `error` in `encoding`. For `base64`, each becomes the base64 of the
+    /// exact bytes the program wrote (those kept under the output limit), and `outputLossy`
+    /// is false: nothing was replaced. UTF-8 is how a result starts, so asking for it changes
+    /// nothing, and neither does asking twice.
+    pub fn encode_output(&mut self, encoding: OutputEncoding) {
+        if encoding == OutputEncoding::Utf8 || self.output_encoding == encoding {
+            return;
+        }
+        let output = std::mem::take(&mut self.output);
+        self.output = base64_of_exact(self.output_bytes.take(), output);
+        let error = std::mem::take(&mut self.error);
+        self.error = base64_of_exact(self.error_bytes.take(), error);
+        self.output_lossy = false;
+        self.output_encoding = encoding;
+    }
+}
+
+/// The base64 of the exact bytes behind `text`: `exact` when `text` is still their lossy
+/// rendering (code that replaced the text, such as a failed install clearing the program's
+/// output, left `exact` behind, and then the text is what the result holds), else `text`'s
+/// own bytes. The text is dropped before the encoding is made: an output of 10 MiB costs its
+/// bytes, its text and the encoding at most, not another copy.
+fn base64_of_exact(exact: Option<Vec<u8>>, text: String) -> String {
+    use base64::Engine;
+    let b64 = &base64::engine::general_purpose::STANDARD;
+    match exact {
+        Some(bytes) if is_lossy_text_of(&bytes, &text) => {
+            drop(text);
+            b64.encode(bytes)
+        }
+        _ => b64.encode(text),
+    }
+}
+
+/// Whether `text` is `String::from_utf8_lossy(bytes)`, compared without making it: each
+/// run of valid UTF-8 as it is, each invalid sequence as one U+FFFD.
+fn is_lossy_text_of(bytes: &[u8], text: &str) -> bool {
+    let mut rest = text.as_bytes();
+    for chunk in bytes.utf8_chunks() {
+        let Some(r) = rest.strip_prefix(chunk.valid().as_bytes()) else {
+            return false;
+        };
+        rest = r;
+        if !chunk.invalid().is_empty() {
+            let Some(r) = rest.strip_prefix("\u{fffd}".as_bytes()) else {
+                return false;
+            };
+            rest = r;
+        }
+    }
+    rest.is_empty()
 }
 
 /// The CLI exit code conventions (GNU timeout, env, podman, docker):
@@ -308,6 +387,100 @@ fn is_zero(n: &u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn outcome(output: &str, error: &str) -> Outcome {
+        Outcome {
+            success: true,
+            status: Status::Ok,
+            output: output.into(),
+            error: error.into(),
+            exit_code: Some(0),
+            signal: None,
+            signal_name: None,
+            execution_time: 0.0,
+            cpu_time: None,
+            cpu_time_source: MetricSource::Unavailable,
+            memory_used: None,
+            memory_used_source: MetricSource::Unavailable,
+            oom_killed: false,
+            oom_killed_source: MetricSource::Unavailable,
+            pids_limit_hits: None,
+            output_truncated: false,
+            stdout_bytes: output.len() as u64,
+            stderr_bytes: error.len() as u64,
+            output_lossy: false,
+            output_encoding: OutputEncoding::Utf8,
+            output_bytes: None,
+            error_bytes: None,
+            message: None,
+            cli_exit_code: 0,
+            limits: LimitsReport::default(),
+            isolation: IsolationReport::default(),
+            files: None,
+            files_omitted: Vec::new(),
+            files_omitted_unlisted: 0,
+            language: None,
+            compile: None,
+            network: None,
+            dependencies: None,
+            execution_id: None,
+        }
+    }
+
+    #[test]
+    fn base64_output_holds_the_exact_bytes() {
+        use base64::Engine;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let all: Vec<u8> = (0..=255u8).collect();
+        let mut o = outcome(&String::from_utf8_lossy(&all), "é\n");
+        o.output_lossy = true;
+        o.output_bytes = Some(all.clone());
+        o.encode_output(OutputEncoding::Utf8);
+        assert_eq!(
+            o.output_encoding,
+            OutputEncoding::Utf8,
+            "utf8 changes nothing"
+        );
+        assert!(o.output_lossy);
+        o.encode_output(OutputEncoding::Base64);
+        assert_eq!(o.output, b64(&all));
+        assert_eq!(o.error, b64("é\n".as_bytes()));
+        assert!(!o.output_lossy, "nothing was replaced");
+        let json = serde_json::to_value(&o).unwrap();
+        assert_eq!(json["outputEncoding"], "base64");
+        assert!(
+            json.get("outputBytes").is_none(),
+            "the raw bytes stay out of the result"
+        );
+        // Twice is once.
+        o.encode_output(OutputEncoding::Base64);
+        assert_eq!(o.output, b64(&all));
+        // The comparison with the lossy text, made without building it.
+        for bytes in [
+            &b"a\xffb\xe2\x82"[..],
+            b"",
+            b"\xf0\x9f\x98\x80 ok \xc3\x28",
+            &all,
+        ] {
+            let text = String::from_utf8_lossy(bytes);
+            assert!(is_lossy_text_of(bytes, &text), "{bytes:?}");
+            assert!(!is_lossy_text_of(bytes, &format!("{text}x")), "{bytes:?}");
+            assert!(
+                !is_lossy_text_of(bytes, &text.replace('\u{fffd}', "?"))
+                    || !text.contains('\u{fffd}')
+            );
+        }
+        // Text that replaced the program's output (a failed install clears it) is what is
+        // encoded, not the bytes left behind.
+        let mut o = outcome("", "");
+        o.output_bytes = Some(vec![0xff]);
+        o.encode_output(OutputEncoding::Base64);
+        assert_eq!(o.output, "");
+        assert_eq!(
+            serde_json::to_value(outcome("", "")).unwrap()["outputEncoding"],
+            "utf8"
+        );
+    }
 
     #[test]
     fn whole_limit_values_are_json_integers() {

@@ -10,8 +10,9 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// A file in a request: plain UTF-8 text, or `{content, encoding, executable}`. Read by
-/// [`files`], whose errors name the file and the key at fault (`files.NAME.encoding`).
+/// A file in a request: plain UTF-8 text, or `{content, encoding, executable}`; also the
+/// request's `stdin` (without `executable`). Read by [`files`] and [`stdin`], whose errors name
+/// the field and the key at fault (`files.NAME.encoding`, `stdin.encoding`).
 #[derive(Debug, Clone)]
 pub enum JsonFile {
     Text(String),
@@ -37,6 +38,8 @@ pub enum Encoding {
 /// What a file object holds, for errors.
 const FILE_OBJECT: &str =
     r#"{"content": "...", "encoding": "utf8" or "base64", "executable": true or false}"#;
+/// What the `stdin` object holds, for errors.
+const STDIN_OBJECT: &str = r#"{"content": "...", "encoding": "utf8" or "base64"}"#;
 
 /// `files`: `{"NAME": FILE, ...}`, each FILE read with its name for errors (serde's
 /// untagged enum said only "data did not match any variant").
@@ -53,7 +56,10 @@ fn files<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Json
         ) -> Result<Self::Value, A::Error> {
             let mut out = BTreeMap::new();
             while let Some(name) = m.next_key::<String>()? {
-                let file = m.next_value_seed(FileSeed(&name))?;
+                let file = m.next_value_seed(InputSeed {
+                    field: &format!("files.{name}"),
+                    file: true,
+                })?;
                 // Not "the last one wins": a validator reading the first would have checked
                 // other code than what runs.
                 if out.contains_key(&name) {
@@ -67,6 +73,84 @@ fn files<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, Json
         }
     }
     d.deserialize_map(Files)
+}
+
+/// `stdin`: the program's input as text, or `{content, encoding}` as a file is given (base64
+/// for bytes that are not UTF-8). `null` is no input, as leaving it out.
+fn stdin<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<JsonFile>, D::Error> {
+    struct Stdin;
+    impl<'de> serde::de::Visitor<'de> for Stdin {
+        type Value = Option<JsonFile>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "`stdin` as a string, or {STDIN_OBJECT}")
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            serde::de::DeserializeSeed::deserialize(
+                InputSeed {
+                    field: "stdin",
+                    file: false,
+                },
+                d,
+            )
+            .map(Some)
+        }
+    }
+    d.deserialize_option(Stdin)
+}
+
+/// `outputEncoding`: `"utf8"` or `"base64"`, named in its error (serde's says only "unknown
+/// variant").
+fn output_encoding<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<crate::outcome::OutputEncoding>, D::Error> {
+    use crate::outcome::OutputEncoding;
+    let v = serde_json::Value::deserialize(d)?;
+    match v.as_str() {
+        Some("utf8") => Ok(Some(OutputEncoding::Utf8)),
+        Some("base64") => Ok(Some(OutputEncoding::Base64)),
+        _ if v.is_null() => Ok(None),
+        _ => Err(serde::de::Error::custom(format!(
+            "outputEncoding is {v}: give \"utf8\" (the default: text, bytes that are not UTF-8 replaced) or \"base64\" (the exact bytes)"
+        ))),
+    }
+}
+
+/// The bytes a file (or `stdin`) stands for, and whether it is executable: its text, or its
+/// `content` decoded. `field` names it in errors (`files.NAME`, `stdin`).
+fn decode_input(field: &str, f: JsonFile) -> Result<(Vec<u8>, bool), RunError> {
+    match f {
+        JsonFile::Text(t) => Ok((t.into_bytes(), false)),
+        JsonFile::Encoded(EncodedFile {
+            content,
+            encoding: Encoding::Utf8,
+            executable,
+        }) => Ok((content.into_bytes(), executable)),
+        JsonFile::Encoded(EncodedFile {
+            content,
+            encoding: Encoding::Base64,
+            executable,
+        }) => {
+            // `base64 FILE` breaks its output every 76 characters: line breaks and other
+            // ASCII whitespace are not part of the data.
+            let mut content = content.into_bytes();
+            content.retain(|b| !b.is_ascii_whitespace());
+            let b = base64::engine::general_purpose::STANDARD
+                .decode(&content)
+                .map_err(|e| {
+                    bad(format!(
+                        "invalid request: {field}: not valid base64: {}",
+                        base64_error(&e)
+                    ))
+                })?;
+            Ok((b, executable))
+        }
+    }
 }
 
 /// A base64 decoding error in words: the crate's names the byte by its number ("Invalid
@@ -133,23 +217,40 @@ impl<'de> serde::de::Visitor<'de> for UniqueStrings {
     }
 }
 
-/// One entry of `files`, named `files.NAME` in its errors.
-struct FileSeed<'a>(&'a str);
+/// One entry of `files` (`file`: it may be `executable`), or `stdin`, named by `field` in its
+/// errors (`files.NAME`, `stdin`).
+struct InputSeed<'a> {
+    field: &'a str,
+    file: bool,
+}
 
-impl<'de> serde::de::DeserializeSeed<'de> for FileSeed<'_> {
+impl InputSeed<'_> {
+    /// What the object form holds, for errors.
+    fn object(&self) -> &'static str {
+        if self.file { FILE_OBJECT } else { STDIN_OBJECT }
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for InputSeed<'_> {
     type Value = JsonFile;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<JsonFile, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> serde::de::Visitor<'de> for FileSeed<'_> {
+impl<'de> serde::de::Visitor<'de> for InputSeed<'_> {
     type Value = JsonFile;
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        let what = if self.file {
+            "the file's text"
+        } else {
+            "the text"
+        };
         write!(
             f,
-            "files.{} to be the file's text as a string, or {FILE_OBJECT}",
-            self.0
+            "{} to be {what} as a string, or {}",
+            self.field,
+            self.object()
         )
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<JsonFile, E> {
@@ -161,7 +262,9 @@ impl<'de> serde::de::Visitor<'de> for FileSeed<'_> {
     fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<JsonFile, A::Error> {
         use serde::de::Error;
         use serde_json::Value;
-        let name = self.0;
+        let name = self.field;
+        let what = if self.file { "a file" } else { "`stdin`" };
+        let object = self.object();
         let mut content = None;
         let mut encoding = None;
         let mut executable = None;
@@ -172,7 +275,7 @@ impl<'de> serde::de::Visitor<'de> for FileSeed<'_> {
                     Value::String(s) => content.replace(s).is_some(),
                     other => {
                         return Err(A::Error::custom(format!(
-                            "files.{name}.content is {other}: give the file's contents as a string"
+                            "{name}.content is {other}: give the contents as a string"
                         )));
                     }
                 },
@@ -181,33 +284,31 @@ impl<'de> serde::de::Visitor<'de> for FileSeed<'_> {
                     Some("base64") => encoding.replace(Encoding::Base64).is_some(),
                     _ => {
                         return Err(A::Error::custom(format!(
-                            "files.{name}.encoding is {value}: give \"utf8\" (the default) or \"base64\""
+                            "{name}.encoding is {value}: give \"utf8\" (the default) or \"base64\""
                         )));
                     }
                 },
-                "executable" => match value {
+                "executable" if self.file => match value {
                     Value::Bool(b) => executable.replace(b).is_some(),
                     other => {
                         return Err(A::Error::custom(format!(
-                            "files.{name}.executable is {other}: give true or false"
+                            "{name}.executable is {other}: give true or false"
                         )));
                     }
                 },
                 _ => {
                     return Err(A::Error::custom(format!(
-                        "files.{name}.{key} is not a key of a file; a file is its text as a string, or {FILE_OBJECT}"
+                        "{name}.{key} is not a key of {what}; {what} is its text as a string, or {object}"
                     )));
                 }
             };
             if slot_taken {
-                return Err(A::Error::custom(format!(
-                    "files.{name}.{key} is given twice"
-                )));
+                return Err(A::Error::custom(format!("{name}.{key} is given twice")));
             }
         }
         let content = content.ok_or_else(|| {
             A::Error::custom(format!(
-                "files.{name} has no `content`; a file is its text as a string, or {FILE_OBJECT}"
+                "{name} has no `content`; {what} is its text as a string, or {object}"
             ))
         })?;
         Ok(JsonFile::Encoded(EncodedFile {
@@ -218,16 +319,186 @@ impl<'de> serde::de::Visitor<'de> for FileSeed<'_> {
     }
 }
 
+/// The unit of a whole-number `config` limit, for its errors.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Ms,
+    MiB,
+    Bytes,
+    Count,
+}
+
+impl Unit {
+    fn name(self) -> &'static str {
+        match self {
+            Unit::Ms => "milliseconds",
+            Unit::MiB => "MiB",
+            Unit::Bytes => "bytes",
+            Unit::Count => "processes and threads",
+        }
+    }
+    /// The largest value a limit in this unit takes, and what it is, in words.
+    fn max(self) -> (u64, String) {
+        match self {
+            Unit::Ms => {
+                let ms = crate::spec::MAX_DURATION.as_millis() as u64;
+                (
+                    ms,
+                    format!("a duration is at most 100 years ({ms} milliseconds)"),
+                )
+            }
+            // In bytes, it must fit a u64.
+            Unit::MiB => {
+                let mib = u64::MAX >> 20;
+                (mib, format!("give at most {mib} MiB (16 EiB)"))
+            }
+            _ => (u64::MAX, format!("give at most {}", u64::MAX)),
+        }
+    }
+    fn example(self) -> &'static str {
+        match self {
+            Unit::Ms => "5000 (5 seconds)",
+            Unit::MiB => "256 (256 MiB)",
+            Unit::Bytes => "1048576 (1 MiB)",
+            Unit::Count => "32",
+        }
+    }
+}
+
+/// A whole-number limit of `config` (`config.FIELD`), in `unit`: a JSON integer, or a number
+/// with no fraction (`5000.0`, `5e3`). Errors name the field and its unit: serde's said
+/// "invalid type: floating point `5.5`, expected u64", and "floating point 1e20" for an
+/// integer too large for one.
+struct Whole {
+    field: &'static str,
+    unit: Unit,
+}
+
+impl Whole {
+    fn error<E: serde::de::Error>(&self, why: String) -> E {
+        E::custom(format!("config.{} {why}", self.field))
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Whole {
+    type Value = Option<u64>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "config.{} as a whole number of {}, such as {}",
+            self.field,
+            self.unit.name(),
+            self.unit.example()
+        )
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        let (max, most) = self.unit.max();
+        if v > max {
+            return Err(self.error(format!("is {v}, too large: {most}")));
+        }
+        Ok(Some(v))
+    }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        match u64::try_from(v) {
+            Ok(v) => self.visit_u64(v),
+            Err(_) => Err(self.error(format!(
+                "is {v}: a limit is a positive whole number of {}, such as {}",
+                self.unit.name(),
+                self.unit.example()
+            ))),
+        }
+    }
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        // 2^64: every whole f64 below it is a u64.
+        const TOO_LARGE: f64 = 18_446_744_073_709_551_616.0;
+        if v < 0.0 {
+            return Err(self.error(format!(
+                "is {v}: a limit is a positive whole number of {}, such as {}",
+                self.unit.name(),
+                self.unit.example()
+            )));
+        }
+        if v >= TOO_LARGE {
+            // An integer too large for a u64 arrives here, as a float.
+            let (_, most) = self.unit.max();
+            return Err(self.error(format!("is about {v:e}, too large: {most}")));
+        }
+        if v.fract() == 0.0 {
+            return self.visit_u64(v as u64);
+        }
+        let hint = match self.unit {
+            // Most likely meant in seconds.
+            Unit::Ms if (v * 1000.0).fract() == 0.0 => {
+                format!(" (for {v} seconds, give {})", v * 1000.0)
+            }
+            _ => String::new(),
+        };
+        Err(self.error(format!(
+            "is {v}: give a whole number of {}{hint}",
+            self.unit.name()
+        )))
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Err(self.error(format!(
+            "is the string {v:?}: give a number of {}, such as {}; config's limits are numbers: timeout, cpuTime and compileTimeout in milliseconds, memoryLimit in MiB, cpuLimit in CPUs, pids a count, outputLimit in bytes",
+            self.unit.name(),
+            self.unit.example()
+        )))
+    }
+}
+
+/// The `deserialize_with` function of a whole-number `config` field.
+macro_rules! whole_field {
+    ($name:ident, $field:literal, $unit:expr) => {
+        fn $name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+            d.deserialize_option(Whole {
+                field: $field,
+                unit: $unit,
+            })
+        }
+    };
+}
+whole_field!(timeout_ms, "timeout", Unit::Ms);
+whole_field!(memory_mib, "memoryLimit", Unit::MiB);
+whole_field!(pids_count, "pids", Unit::Count);
+whole_field!(output_bytes, "outputLimit", Unit::Bytes);
+whole_field!(compile_timeout_ms, "compileTimeout", Unit::Ms);
+whole_field!(cpu_time_ms, "cpuTime", Unit::Ms);
+
+/// `config.cpuLimit`: a number of CPUs, named in its error when it is not one.
+fn cpus<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Null => Ok(None),
+        serde_json::Value::Number(n) => Ok(n.as_f64()),
+        other => Err(serde::de::Error::custom(format!(
+            "config.cpuLimit is {other}: give a number of CPUs, such as 1 or 0.5"
+        ))),
+    }
+}
+
 /// `config`: limits in the units agent tools use (milliseconds, megabytes).
 #[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct JsonConfig {
     /// Wall-clock limit, ms.
+    #[serde(default, deserialize_with = "timeout_ms")]
     pub timeout: Option<u64>,
     /// Memory limit, MB (MiB).
+    #[serde(default, deserialize_with = "memory_mib")]
     pub memory_limit: Option<u64>,
     /// CPUs.
+    #[serde(default, deserialize_with = "cpus")]
     pub cpu_limit: Option<f64>,
+    #[serde(default, deserialize_with = "pids_count")]
     pub pids: Option<u64>,
     /// `false`/`"none"` (default), `"allow=HOST[:PORT],..."` or `"host"`.
     pub network: Option<serde_json::Value>,
@@ -235,10 +506,13 @@ pub struct JsonConfig {
     #[serde(default, deserialize_with = "network_resolve")]
     pub network_resolve: BTreeMap<String, String>,
     /// Output limit per stream, bytes.
+    #[serde(default, deserialize_with = "output_bytes")]
     pub output_limit: Option<u64>,
     /// Compile wall-clock limit, ms.
+    #[serde(default, deserialize_with = "compile_timeout_ms")]
     pub compile_timeout: Option<u64>,
     /// CPU-time limit, ms.
+    #[serde(default, deserialize_with = "cpu_time_ms")]
     pub cpu_time: Option<u64>,
 }
 
@@ -254,7 +528,9 @@ pub struct JsonRequest {
     pub entry_point: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
-    pub stdin: Option<String>,
+    /// The program's stdin: text, or `{content, encoding}` as a file.
+    #[serde(default, deserialize_with = "stdin")]
+    pub stdin: Option<JsonFile>,
     #[serde(default, deserialize_with = "env")]
     pub env: BTreeMap<String, String>,
     #[serde(default)]
@@ -267,6 +543,10 @@ pub struct JsonRequest {
     pub package_index: Option<String>,
     /// A lock file's text (python: requirements with pins/hashes; node: package-lock.json).
     pub packages_lock: Option<String>,
+    /// How the result holds `output` and `error` (default `utf8`); applied by the caller
+    /// that prints the result ([`crate::Outcome::encode_output`]).
+    #[serde(default, deserialize_with = "output_encoding")]
+    pub output_encoding: Option<crate::outcome::OutputEncoding>,
 }
 
 fn bad(msg: impl Into<String>) -> RunError {
@@ -274,7 +554,7 @@ fn bad(msg: impl Into<String>) -> RunError {
 }
 
 /// A request's top-level fields, as [`JsonRequest`] names them.
-const REQUEST_FIELDS: &[&str] = &[
+pub const REQUEST_FIELDS: &[&str] = &[
     "language",
     "code",
     "files",
@@ -287,6 +567,7 @@ const REQUEST_FIELDS: &[&str] = &[
     "packages",
     "packageIndex",
     "packagesLock",
+    "outputEncoding",
 ];
 
 /// How many JSON values `text` holds (every string, number, literal, array and object), up
@@ -327,6 +608,8 @@ fn count_values(text: &str, max: usize) -> usize {
 /// [`MAX_REQUEST_VALUES`]: crate::run::MAX_REQUEST_VALUES
 pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
     use crate::run::{MAX_REQUEST_BYTES, MAX_REQUEST_VALUES};
+    // A byte order mark, which some editors and Windows tools write first, is no JSON.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text.len() as u64 > MAX_REQUEST_BYTES {
         return Err(bad(format!(
             "invalid request: it is over {MAX_REQUEST_BYTES} bytes ({} MiB of input in base64, and 1 MiB for the rest); send less data in the request",
@@ -343,8 +626,32 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
             r#"invalid request: it is empty; send one JSON object, such as {"language": "python", "code": "print(1)"}"#,
         ));
     }
-    serde_json::from_str(text).map_err(|e| {
+    let first = text.trim_start().chars().next();
+    let other = match first {
+        Some('[') => Some("an array"),
+        Some('"') => Some("a string"),
+        Some('t' | 'f') => Some("true or false"),
+        Some('n') => Some("null"),
+        Some('-' | '0'..='9') => Some("a number"),
+        _ => None,
+    };
+    if let Some(other) = other {
+        return Err(bad(format!(
+            r#"invalid request: a request must be a JSON object, not {other}: {{"language": "python", "code": "print(1)", ...}}"#
+        )));
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| (e.path().to_string(), e.into_inner()))
+        .and_then(|r: JsonRequest| de.end().map(|()| r).map_err(|e| (".".into(), e)));
+    parsed.map_err(|(path, e)| {
+        // Where the error is (`args[1]`, `config.timeout`), unless the message says it.
         let msg = e.to_string();
+        let e = if path == "." || msg.contains(&path) {
+            msg.clone()
+        } else {
+            format!("{path}: {msg}")
+        };
         if msg.contains("unknown field")
             && let Some(said) = unknown_top_field(text)
         {
@@ -357,15 +664,29 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
         } else if msg.contains("trailing characters") {
             "; a request is one JSON object: for several, one per line, use --requests FILE"
                 .to_string()
-        } else if msg.contains("invalid type: string")
-            && (msg.contains("expected u64") || msg.contains("expected f64"))
-        {
-            "; config's limits are numbers: timeout, cpuTime and compileTimeout in milliseconds, memoryLimit in MiB, cpuLimit in CPUs, pids a count, outputLimit in bytes".to_string()
         } else {
             String::new()
         };
         bad(format!("invalid request: {e}{hint}"))
     })
+}
+
+/// Parses one request from its bytes (see [`parse`]): text that is not UTF-8 is refused with
+/// the offset of the first byte that is not.
+pub fn parse_bytes(bytes: &[u8]) -> Result<JsonRequest, RunError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse(text),
+        Err(e) => {
+            let at = e.valid_up_to();
+            let what = match e.error_len() {
+                Some(_) => format!("byte 0x{:02x} at offset {at}", bytes[at]),
+                None => format!("the text ends inside a character that starts at offset {at}"),
+            };
+            Err(bad(format!(
+                r#"invalid request: it is not UTF-8 ({what}; offsets count bytes from 0): JSON text is UTF-8; send bytes that are not as base64 (a file's or stdin's {{"content": "...", "encoding": "base64"}})"#
+            )))
+        }
+    }
 }
 
 /// A request's unknown top-level field, said in place of serde's message (whose list of
@@ -458,33 +779,7 @@ impl JsonRequest {
         }
         for (name, f) in self.files {
             check_relative_path(&name).map_err(|e| bad(format!("invalid request: files: {e}")))?;
-            let (contents, exec) = match f {
-                JsonFile::Text(t) => (t.into_bytes(), false),
-                JsonFile::Encoded(EncodedFile {
-                    content,
-                    encoding: Encoding::Utf8,
-                    executable,
-                }) => (content.into_bytes(), executable),
-                JsonFile::Encoded(EncodedFile {
-                    content,
-                    encoding: Encoding::Base64,
-                    executable,
-                }) => {
-                    // `base64 FILE` breaks its output every 76 characters: line breaks and
-                    // other ASCII whitespace are not part of the data.
-                    let mut content = content.into_bytes();
-                    content.retain(|b| !b.is_ascii_whitespace());
-                    let b = base64::engine::general_purpose::STANDARD
-                        .decode(&content)
-                        .map_err(|e| {
-                            bad(format!(
-                                "invalid request: files.{name}: not valid base64: {}",
-                                base64_error(&e)
-                            ))
-                        })?;
-                    (b, executable)
-                }
-            };
+            let (contents, exec) = decode_input(&format!("files.{name}"), f)?;
             files.push(InputFile {
                 path: name,
                 contents,
@@ -582,9 +877,24 @@ impl JsonRequest {
             naming: LimitNaming::CompileRequest,
             ..LimitOverrides::default()
         };
-        for k in self.env.keys() {
-            crate::spec::parse_env_pair(&format!("{k}="))
-                .map_err(|e| bad(format!("invalid request: env: {e}")))?;
+        for (k, v) in &self.env {
+            crate::spec::check_env_key(k).map_err(|e| {
+                bad(format!(
+                    "invalid request: env: {k:?} is not a variable name: {}",
+                    e.hint
+                ))
+            })?;
+            if v.contains('\0') {
+                return Err(bad(format!(
+                    "invalid request: env.{k}: the value contains a NUL byte (\\u0000), which no environment variable can hold"
+                )));
+            }
+        }
+        if let Some(i) = self.args.iter().position(|a| a.contains('\0')) {
+            return Err(bad(format!(
+                "invalid request: args[{i}] (counted from 0) contains a NUL byte (\\u0000), which no program argument can hold: {:?}",
+                self.args[i]
+            )));
         }
         Ok(RunRequest {
             language: self.language,
@@ -593,7 +903,7 @@ impl JsonRequest {
             code_name: None,
             args: self.args,
             stdin: match self.stdin {
-                Some(s) => StdinSource::Bytes(s.into_bytes()),
+                Some(s) => StdinSource::Bytes(decode_input("stdin", s)?.0),
                 None => StdinSource::Null,
             },
             env: self.env.into_iter().collect(),
@@ -725,9 +1035,136 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("invalid value") && !e.contains("are numbers"),
+            e.contains("config.pids is -1: a limit is a positive whole number")
+                && !e.contains("are numbers"),
             "{e}"
         );
+    }
+
+    /// config's whole-number limits: a fraction is refused with its unit (and, for a time,
+    /// what it is in seconds), a number too large says so, a whole float is taken.
+    #[test]
+    fn config_numbers_are_named_with_their_unit() {
+        let config = |c: &str| {
+            parse(&format!(
+                r#"{{"language":"bash","code":"x","config":{{{c}}}}}"#
+            ))
+            .map(|r| r.config)
+            .map_err(|e| e.to_string())
+        };
+        for (c, want) in [
+            (
+                r#""timeout": 5.5"#,
+                "config.timeout is 5.5: give a whole number of milliseconds (for 5.5 seconds, give 5500)",
+            ),
+            (
+                r#""cpuTime": 0.25"#,
+                "config.cpuTime is 0.25: give a whole number of milliseconds (for 0.25 seconds, give 250)",
+            ),
+            (
+                r#""memoryLimit": 0.5"#,
+                "config.memoryLimit is 0.5: give a whole number of MiB",
+            ),
+            (
+                r#""timeout": 99999999999999999999"#,
+                "config.timeout is about 1e20, too large: a duration is at most 100 years (3155760000000 milliseconds)",
+            ),
+            (
+                r#""compileTimeout": 18446744073709551615"#,
+                "config.compileTimeout is 18446744073709551615, too large: a duration is at most 100 years",
+            ),
+            (
+                r#""memoryLimit": 17592186044416"#,
+                "config.memoryLimit is 17592186044416, too large: give at most 17592186044415 MiB",
+            ),
+            (
+                r#""outputLimit": 1e30"#,
+                "config.outputLimit is about 1e30, too large: give at most 18446744073709551615",
+            ),
+            (
+                r#""pids": "8""#,
+                r#"config.pids is the string "8": give a number of processes and threads"#,
+            ),
+            (
+                r#""timeout": true"#,
+                "expected config.timeout as a whole number of milliseconds",
+            ),
+            (
+                r#""cpuLimit": "1""#,
+                r#"config.cpuLimit is "1": give a number of CPUs"#,
+            ),
+        ] {
+            let e = config(c).unwrap_err();
+            assert!(e.contains(want), "{c}: {e}");
+            assert!(
+                !e.contains("floating point") && !e.contains("u64"),
+                "{c}: {e}"
+            );
+        }
+        let c = config(r#""timeout": 5e3, "pids": 8.0, "memoryLimit": 64, "cpuLimit": 1"#).unwrap();
+        assert_eq!(
+            (c.timeout, c.pids, c.memory_limit, c.cpu_limit),
+            (Some(5000), Some(8), Some(64), Some(1.0))
+        );
+        let c = config(r#""timeout": null"#).unwrap();
+        assert_eq!(c.timeout, None);
+    }
+
+    /// Errors about a request's fields name the field (`env`, `args[1]`), not the command
+    /// line's flag; anything but an object is refused as such; a byte order mark is skipped,
+    /// and text that is not UTF-8 is refused with the offset of the first bad byte.
+    #[test]
+    fn request_errors_name_the_request_not_the_command_line() {
+        let run = |text: &str| {
+            parse(text)
+                .and_then(JsonRequest::into_run)
+                .map_err(|e| e.to_string())
+        };
+        let e = run(r#"{"language":"bash","code":"x","env":{"A=B":"1"}}"#).unwrap_err();
+        assert!(
+            e.contains(r#"env: "A=B" is not a variable name"#) && !e.contains("--env"),
+            "{e}"
+        );
+        let e = run(r#"{"language":"bash","code":"x","env":{"A":"x\u0000y"}}"#).unwrap_err();
+        assert!(e.contains("env.A: the value contains a NUL byte"), "{e}");
+        let e = run(r#"{"language":"bash","code":"x","args":["x","a\u0000b"]}"#).unwrap_err();
+        assert!(
+            e.contains("args[1] (counted from 0) contains a NUL byte") && !e.contains("command"),
+            "{e}"
+        );
+        let e = run(r#"{"language":"bash","code":"x","args":["x",1]}"#).unwrap_err();
+        assert!(e.contains("args[1]: invalid type: integer"), "{e}");
+        for (text, what) in [
+            ("[]", "an array"),
+            (r#"["python","print(1)"]"#, "an array"),
+            (r#" "x""#, "a string"),
+            ("42", "a number"),
+            ("null", "null"),
+            ("true", "true or false"),
+        ] {
+            let e = run(text).unwrap_err();
+            assert!(
+                e.contains(&format!("a request must be a JSON object, not {what}"))
+                    && !e.contains("JsonRequest"),
+                "{text}: {e}"
+            );
+        }
+        let r = parse("\u{feff}{\"language\":\"bash\",\"code\":\"x\"}").unwrap();
+        assert_eq!(r.language, "bash");
+        let e = parse_bytes(b"{\"language\":\"bash\",\"code\":\"\xff\"}")
+            .map(drop)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not UTF-8 (byte 0xff at offset 27"), "{e}");
+        let e = parse_bytes(b"{\"code\":\"\xc3")
+            .map(drop)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the text ends inside a character that starts at offset 9"),
+            "{e}"
+        );
+        assert!(parse_bytes("{\"language\":\"bash\",\"code\":\"é\"}".as_bytes()).is_ok());
     }
 
     #[test]
@@ -966,6 +1403,78 @@ mod tests {
         assert_eq!((a.contents.as_slice(), a.mode), (&b"echo"[..], 0o755));
         let b = r.files.iter().find(|f| f.path == "b").unwrap();
         assert_eq!((b.contents.as_slice(), b.mode), (&b"t"[..], 0o644));
+    }
+
+    /// `stdin` is text, or `{content, encoding}` as a file (without `executable`), with
+    /// errors that name it; `null` is no input.
+    #[test]
+    fn stdin_is_text_or_an_encoded_object() {
+        let stdin = |v: &str| {
+            parse(&format!(
+                r#"{{"language":"bash","code":"cat","stdin":{v}}}"#
+            ))
+            .and_then(JsonRequest::into_run)
+            .map(|r| r.stdin)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            stdin(r#""a\u00ffb""#),
+            Ok(StdinSource::Bytes("a\u{ff}b".into()))
+        );
+        assert_eq!(
+            stdin(r#"{"content":"/wA=","encoding":"base64"}"#),
+            Ok(StdinSource::Bytes(vec![0xff, 0]))
+        );
+        assert_eq!(
+            stdin(r#"{"content":"x y","encoding":"utf8"}"#),
+            Ok(StdinSource::Bytes(b"x y".to_vec()))
+        );
+        assert_eq!(
+            stdin(r#"{"content":"hi"}"#),
+            Ok(StdinSource::Bytes(b"hi".to_vec()))
+        );
+        assert_eq!(stdin("null"), Ok(StdinSource::Null));
+        for (v, want) in [
+            (
+                r#"{"content":"/wA=","executable":true}"#,
+                "stdin.executable is not a key of `stdin`",
+            ),
+            (
+                r#"{"content":"!!","encoding":"base64"}"#,
+                "stdin: not valid base64: '!'",
+            ),
+            (
+                r#"{"content":"x","encoding":"hex"}"#,
+                r#"stdin.encoding is "hex""#,
+            ),
+            (r#"{"encoding":"base64"}"#, "stdin has no `content`"),
+            (
+                "5",
+                "expected stdin to be the text as a string, or {\"content\"",
+            ),
+        ] {
+            let e = stdin(v).unwrap_err();
+            assert!(e.contains(want), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn output_encoding_is_read_and_named_in_its_error() {
+        use crate::outcome::OutputEncoding;
+        let enc = |v: &str| {
+            parse(&format!(
+                r#"{{"language":"bash","code":"x","outputEncoding":{v}}}"#
+            ))
+            .map(|r| r.output_encoding)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(enc(r#""base64""#), Ok(Some(OutputEncoding::Base64)));
+        assert_eq!(enc(r#""utf8""#), Ok(Some(OutputEncoding::Utf8)));
+        assert_eq!(enc("null"), Ok(None));
+        let e = enc(r#""hex""#).unwrap_err();
+        assert!(e.contains(r#"outputEncoding is "hex": give "utf8""#), "{e}");
+        let r = parse(r#"{"language":"bash","code":"x"}"#).unwrap();
+        assert_eq!(r.output_encoding, None);
     }
 
     /// What `base64 FILE` prints (lines of 76 characters, a final newline) decodes.

@@ -114,6 +114,60 @@ both!(fn stdin_from_file(who) {
     assert!(plain.stderr_str().contains("Is a directory"), "{}", plain.describe());
 });
 
+/// Decodes a result's `output` or `error` given as base64.
+fn unbase64(r: &JsonRun, field: &str) -> Vec<u8> {
+    use base64::Engine;
+    let text = r
+        .get(field)
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} must be a string:\n{}", r.describe()));
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap_or_else(|e| panic!("{field} must be base64 ({e}):\n{}", r.describe()))
+}
+
+both!(
+    /// Every byte value through stdout and stderr, and binary stdin: under `--output-encoding
+    /// base64` the result holds the exact bytes (cut at --output-limit when it is reached);
+    /// the default UTF-8 text replaces the bytes that are not UTF-8 and says so.
+    fn binary_output_round_trips_as_base64(who) {
+        let all: Vec<u8> = (0..=255u8).collect();
+        let reversed: Vec<u8> = all.iter().rev().copied().collect();
+        let program = "import sys; b = bytes(range(256)); sys.stdout.buffer.write(b); sys.stderr.buffer.write(b[::-1])";
+        let r = exec_json_run(who, &["--output-encoding", "base64"], &[PY, "-c", program]);
+        r.expect_ok();
+        assert_eq!(unbase64(&r, "/output"), all, "{}", r.describe());
+        assert_eq!(unbase64(&r, "/error"), reversed, "{}", r.describe());
+        assert_eq!(r.get("/outputEncoding"), &json!("base64"), "{}", r.describe());
+        assert_eq!(r.get("/outputLossy"), &json!(false), "nothing was replaced:\n{}", r.describe());
+        assert_eq!((r.get("/stdoutBytes"), r.get("/stderrBytes")), (&json!(256), &json!(256)), "{}", r.describe());
+
+        // The default: text, with the loss said.
+        let r = exec_json_run(who, &[] as &[&str], &[PY, "-c", program]);
+        r.expect_ok();
+        assert_eq!(r.get("/outputEncoding"), &json!("utf8"), "{}", r.describe());
+        assert_eq!(r.get("/outputLossy"), &json!(true), "{}", r.describe());
+        assert_eq!(r.output().as_bytes(), String::from_utf8_lossy(&all).as_bytes(), "{}", r.describe());
+
+        // Binary stdin, through `cat`, comes back whole.
+        let r = Cordon::exec(who, &["--json", "--output-encoding=base64"], &["cat"])
+            .stdin(Input::Bytes(reversed.clone()))
+            .run_json();
+        r.expect_ok();
+        assert_eq!(unbase64(&r, "/output"), reversed, "{}", r.describe());
+
+        // Past the output limit: the bytes kept, exactly.
+        let r = exec_json_run(who, &["--output-encoding", "base64", "--output-limit", "100"], &[PY, "-c", program]);
+        assert_eq!(r.status(), "output_limit", "{}", r.describe());
+        assert_eq!(unbase64(&r, "/output"), all[..100], "{}", r.describe());
+
+        // Without --json there is no result to encode: refused, nothing run.
+        let f = exec_plain(who, &["--output-encoding", "base64"], &["sh", "-c", "echo RAN"]);
+        assert_eq!(f.code, 125, "{}", f.describe());
+        assert!(f.stdout.is_empty() && f.stderr_str().contains("--json"), "{}", f.describe());
+    }
+);
+
 fn assert_source(r: &JsonRun, key: &str, allowed: &[&str]) {
     let v = r.get(key);
     assert!(

@@ -137,6 +137,73 @@ both!(
     }
 );
 
+/// Decodes a result's `output` or `error` given as base64.
+fn unbase64(v: &Value, field: &str) -> Vec<u8> {
+    let text = v[field]
+        .as_str()
+        .unwrap_or_else(|| panic!("{field} must be a string: {v}"));
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .unwrap_or_else(|e| panic!("{field} must be base64 ({e}): {v}"))
+}
+
+both!(
+    /// Binary stdin in a request (`{"content", "encoding": "base64"}`, as `files` takes it)
+    /// reaches the program byte for byte, and `"outputEncoding": "base64"` brings every byte
+    /// value back through stdout and stderr; `--output-encoding` is the default of a batch's
+    /// requests (a request's own field wins) and of `cordon run --json`.
+    fn binary_stdin_and_output_round_trip(who) {
+        let all: Vec<u8> = (0..=255u8).collect();
+        let reversed: Vec<u8> = all.iter().rev().copied().collect();
+        let echo = "import sys\ndata = sys.stdin.buffer.read()\nsys.stdout.buffer.write(data)\nsys.stderr.buffer.write(data[::-1])\n";
+        let req = json!({
+            "language": "python",
+            "code": echo,
+            "stdin": {"content": base64::engine::general_purpose::STANDARD.encode(&all), "encoding": "base64"},
+            "outputEncoding": "base64",
+        });
+        let r = request(who, req.to_string().as_bytes());
+        r.expect_ok();
+        assert_eq!(unbase64(&r.json, "output"), all, "{}", r.describe());
+        assert_eq!(unbase64(&r.json, "error"), reversed, "{}", r.describe());
+        assert_eq!(r.get("/outputEncoding"), &json!("base64"), "{}", r.describe());
+        assert_eq!(r.get("/outputLossy"), &json!(false), "{}", r.describe());
+        assert_eq!(r.get("/stdoutBytes"), &json!(256), "{}", r.describe());
+
+        // A batch: the flag for the request that says nothing, the request's own otherwise.
+        let mut utf8 = req.clone();
+        utf8["outputEncoding"] = json!("utf8");
+        let mut unsaid = req.clone();
+        unsaid.as_object_mut().unwrap().remove("outputEncoding");
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        write_world_readable(&file, format!("{unsaid}\n{utf8}\n").as_bytes());
+        let f = cordon(who, "run")
+            .args(["--output-encoding", "base64", "--requests"])
+            .arg(&file)
+            .deadline(Duration::from_secs(60))
+            .run();
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let got: Vec<Value> = f.stdout_str().lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+        assert_eq!(got.len(), 2, "{}", f.describe());
+        assert_eq!(unbase64(&got[0], "output"), all, "{}", f.describe());
+        assert_eq!(got[1]["outputEncoding"], json!("utf8"), "{}", f.describe());
+        assert_eq!(got[1]["outputLossy"], json!(true), "{}", f.describe());
+        assert_eq!(got[1]["output"].as_str().map(str::as_bytes), Some(String::from_utf8_lossy(&all).as_bytes()), "{}", f.describe());
+
+        // Code on the command line, with --json.
+        let input = dir.path().join("in.bin");
+        write_world_readable(&input, &all);
+        let r = cordon(who, "run")
+            .args(["--lang", "python", "--json", "--output-encoding", "base64", "--stdin"])
+            .arg(&input)
+            .args(["-c", echo])
+            .run_json();
+        r.expect_ok();
+        assert_eq!(unbase64(&r.json, "error"), reversed, "{}", r.describe());
+    }
+);
+
 // ---------------------------------------------------------------------------------------------
 // Bad requests.
 
@@ -185,7 +252,37 @@ both!(
                 format!("{{\"language\": \"python\", \"code\": {code:?}, \"outputDir\": {out:?},").into_bytes(),
                 vec!["line 1"],
             ),
-            ("not an object", b"[1, 2]".to_vec(), vec![]),
+            ("not an object", b"[1, 2]".to_vec(), vec!["a request must be a JSON object, not an array"]),
+            (
+                "the command line's form as an array",
+                br#"["python", "print(1)"]"#.to_vec(),
+                vec!["a request must be a JSON object, not an array"],
+            ),
+            (
+                "not UTF-8",
+                [&br#"{"language": "python", "code": "#[..], b"\"\xff\"}"].concat(),
+                vec!["not UTF-8 (byte 0xff at offset 32"],
+            ),
+            (
+                "an env name with =",
+                with(json!({"language": "python", "code": code, "env": {"A=B": "1"}})),
+                vec![r#"env: "A=B" is not a variable name"#],
+            ),
+            (
+                "NUL in an argument",
+                with(json!({"language": "python", "code": code, "args": ["x", "a\u{0}b"]})),
+                vec!["args[1] (counted from 0) contains a NUL byte"],
+            ),
+            (
+                "a timeout in seconds",
+                with(json!({"language": "python", "code": code, "config": {"timeout": 5.5}})),
+                vec!["config.timeout is 5.5: give a whole number of milliseconds (for 5.5 seconds, give 5500)"],
+            ),
+            (
+                "a timeout too large",
+                with(json!({"language": "python", "code": code, "config": {"timeout": 1e20}})),
+                vec!["config.timeout is about 1e20, too large"],
+            ),
             ("missing language", with(json!({"code": code})), vec!["language"]),
             ("empty language", with(json!({"language": "", "code": code})), vec!["language"]),
             (
@@ -347,6 +444,91 @@ both!(
 // ---------------------------------------------------------------------------------------------
 // Batch mode.
 
+/// The top-level keys of a JSON object's text, in the order they are written.
+fn keys_in_order(text: &str) -> Vec<String> {
+    struct Keys(Vec<String>);
+    impl<'de> serde::Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Keys, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut m: A,
+                ) -> Result<Keys, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some(k) = m.next_key::<String>()? {
+                        m.next_value::<serde::de::IgnoredAny>()?;
+                        keys.push(k);
+                    }
+                    Ok(Keys(keys))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    serde_json::from_str::<Keys>(text)
+        .unwrap_or_else(|e| panic!("not a JSON object ({e}): {text}"))
+        .0
+}
+
+both!(
+    /// `--request` and `--requests` always answer in JSON, a batch one line per answer: a
+    /// file that cannot be read, a flag that is not one, a flag that belongs in the request
+    /// (the message says the request's fields are not flags), a bad limit flag. A request's
+    /// result, and the error object, have the same keys in the same order in both modes.
+    fn request_modes_answer_in_json_and_a_batch_in_lines(who) {
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        let req = json!({"language": "bash", "code": "echo hi"}).to_string();
+        write_world_readable(&file, format!("{req}\n[1]\n").as_bytes());
+        let missing = dir.path().join("nonexist.jsonl");
+        let batch = |flags: &[&str], path: &Path| {
+            cordon(who, "run").args(flags).arg("--requests").arg(path).deadline(Duration::from_secs(60)).run()
+        };
+        for (flags, path, has) in [
+            (&[][..], missing.as_path(), "cannot read the requests"),
+            (&["--bogus"], file.as_path(), "are the JSON request's fields, not flags"),
+            (&["--lang", "node"], file.as_path(), "are the JSON request's fields, not flags"),
+            (&["--timeout", "5x"], file.as_path(), "--timeout"),
+            (&["--env", "A=1"], file.as_path(), "a JSON request gives them"),
+        ] {
+            let f = batch(flags, path);
+            assert_eq!(f.code, 125, "{flags:?}:\n{}", f.describe());
+            let out = f.stdout_str();
+            assert_eq!(out.lines().count(), 1, "{flags:?}: one line:\n{}", f.describe());
+            let v: Value = serde_json::from_str(&out).expect("a JSON object");
+            assert_eq!(v["status"], json!("sandbox_error"), "{flags:?}:\n{}", f.describe());
+            assert!(v["message"].as_str().unwrap_or("").contains(has), "{flags:?}: {has:?}:\n{}", f.describe());
+        }
+        for flags in [&["--bogus"][..], &["--lang", "node"], &["-c", "echo RAN"]] {
+            let r = cordon(who, "run")
+                .args(["--request", "-"])
+                .args(flags)
+                .stdin(Input::Bytes(req.clone().into_bytes()))
+                .run_json();
+            assert_eq!(r.code(), 125, "{flags:?}:\n{}", r.describe());
+            let msg = r.get("/message").as_str().unwrap_or("");
+            assert!(msg.contains("are the JSON request's fields, not flags (language, code,") && msg.contains("--output-root"), "{flags:?}:\n{}", r.describe());
+        }
+
+        // The same keys in the same order, `success` first, in both modes.
+        let f = batch(&["--no-history"], &file);
+        let lines: Vec<String> = f.stdout_str().lines().map(String::from).collect();
+        assert_eq!(lines.len(), 2, "{}", f.describe());
+        let one = cordon(who, "run").args(["--no-history", "--request", "-"]).stdin(Input::Bytes(req.clone().into_bytes())).run();
+        let bad = cordon(who, "run").args(["--request", "-"]).stdin(Input::Bytes(b"[1]".to_vec())).run();
+        for (line, single) in [(&lines[0], &one), (&lines[1], &bad)] {
+            let keys = keys_in_order(line);
+            assert_eq!(keys[..2], ["success", "status"], "{line}");
+            assert_eq!(keys, keys_in_order(&single.stdout_str()), "{}", single.describe());
+        }
+    }
+);
+
 both!(
     /// A batch's workers take `cordon run`'s limit flags, and an invalid line's error names
     /// its line in the file (blank lines are skipped, not answered).
@@ -368,6 +550,33 @@ both!(
         assert_eq!(got[0]["limits"]["wallTimeMs"]["value"], json!(1000), "{}", f.describe());
         let msg = got[1]["message"].as_str().unwrap_or("");
         assert!(msg.starts_with("line 3 of the requests: invalid request"), "{}", f.describe());
+    }
+);
+
+both!(
+    /// A byte order mark before a request is skipped, in both modes; a batch line that is not
+    /// UTF-8 is that line's error (with the offset), and the other lines still run.
+    fn a_byte_order_mark_is_skipped_and_a_line_not_utf8_is_its_own_error(who) {
+        let bom = "\u{feff}";
+        let r = request(who, format!(r#"{bom}{{"language": "bash", "code": "echo bom"}}"#).as_bytes());
+        assert_eq!(r.expect_ok(), "bom\n", "{}", r.describe());
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        let mut lines = format!("{bom}{}\r\n", json!({"language": "bash", "code": "echo one"})).into_bytes();
+        lines.extend_from_slice(b"{\"language\": \"bash\", \"code\": \"echo \xfe\"}\n");
+        lines.extend_from_slice(format!("{}\n", json!({"language": "bash", "code": "echo three"})).as_bytes());
+        write_world_readable(&file, &lines);
+        let f = cordon(who, "run").arg("--requests").arg(&file).deadline(Duration::from_secs(60)).run();
+        assert_eq!(f.code, 1, "{}", f.describe());
+        let got: Vec<Value> = f.stdout_str().lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+        assert_eq!(got.len(), 3, "{}", f.describe());
+        assert_eq!((&got[0]["output"], &got[2]["output"]), (&json!("one\n"), &json!("three\n")), "{}", f.describe());
+        let msg = got[1]["message"].as_str().unwrap_or("");
+        assert!(
+            msg.starts_with("line 2 of the requests: invalid request: it is not UTF-8 (byte 0xfe at offset 35"),
+            "{}",
+            f.describe()
+        );
     }
 );
 

@@ -50,6 +50,7 @@ const KNOWN: &[&str] = &[
     "net",
     "net-resolve",
     "net-log",
+    "output-encoding",
 ];
 
 /// The options of `exec` that set a limit or the isolation: one of these meant for cordon
@@ -180,6 +181,10 @@ pub(super) fn exec(args: &[OsString]) -> Option<ExecArgs> {
             "hostname" => a.hostname = value.to_string(),
             "net" => a.net.net = Some(crate::net::parse_network(value).ok()?),
             "net-resolve" => a.net.resolve.push(crate::net::parse_override(value).ok()?),
+            "output-encoding" => {
+                a.output_encoding =
+                    Some(crate::outcome::OutputEncoding::from_str(value, false).ok()?)
+            }
             _ => return None,
         }
     }
@@ -189,6 +194,7 @@ pub(super) fn exec(args: &[OsString]) -> Option<ExecArgs> {
 fn defaults() -> Option<ExecArgs> {
     Some(ExecArgs {
         json: false,
+        output_encoding: None,
         timeout: spec::parse_duration(EXEC_TIMEOUT).ok()?,
         cpu_time: None,
         memory: None,
@@ -241,6 +247,8 @@ mod tests {
         let lines: &[&[&str]] = &[
             &["--", "/bin/true"],
             &["--json", "--", "python3", "-c", "print(1)"],
+            &["--json", "--output-encoding", "base64", "--", "cat"],
+            &["--output-encoding=utf8", "--json", "cat"],
             &[
                 "--timeout",
                 "2s",
@@ -411,6 +419,7 @@ mod tests {
             ("net-resolve", &["example.org=192.0.2.1", "x", "a=::1"]),
             ("json", &[]),
             ("net-log", &[]),
+            ("output-encoding", &["base64", "utf8", "Base64", "hex", ""]),
         ];
         let odd: &[&str] = &[
             "-h", "--help", "--bogus", "--json=1", "word", "--tim", "-V", "-", "-eA=1", "-e=A=1",

@@ -80,6 +80,10 @@ impl Cli {
 fn with_run_args_tip(e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     const USAGE: &str = "Usage: cordon run [OPTIONS] [FILE] [-- <ARGS>...]\n\nFor more information, try '--help'.\n";
+    let run_args = args.get(2..).unwrap_or_default();
+    if runs_requests(run_args) {
+        return with_request_tip(e);
+    }
     if args.iter().any(|a| a == "--") {
         return e;
     }
@@ -110,6 +114,33 @@ fn with_run_args_tip(e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error
             )
         }
         _ => e,
+    }
+}
+
+/// `cordon run --request - --lang node` or `--request - --bogus`: clap's message, and where
+/// the request's parts go instead of flags (a misspelt flag keeps clap's suggestion).
+fn with_request_tip(e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ErrorKind};
+    const USAGE: &str = "Usage: cordon run [OPTIONS] --request FILE|-\n       cordon run [OPTIONS] --requests FILE.jsonl [--jobs N]\n\nFor more information, try '--help'.\n";
+    let kind = e.kind();
+    let first = match kind {
+        ErrorKind::UnknownArgument if e.get(ContextKind::SuggestedArg).is_none() => e
+            .get(ContextKind::InvalidArg)
+            .map(|arg| format!("unexpected argument '{arg}' found")),
+        ErrorKind::ArgumentConflict => {
+            let text = e.to_string();
+            text.lines()
+                .next()
+                .map(|l| l.trim_start_matches("error: ").to_string())
+        }
+        _ => None,
+    };
+    match first {
+        Some(first) => clap::Error::raw(
+            kind,
+            format!("{first}\n\n  tip: {}\n\n{USAGE}", request_flags_tip()),
+        ),
+        None => e,
     }
 }
 
@@ -150,26 +181,72 @@ pub enum Command {
     },
 }
 
-/// Whether a command line (the program's name first) asks `exec` or `run` for `--json`
-/// among cordon's own options, before any `--`: what a usage error is then also printed as.
-pub fn json_requested<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bool {
+/// How cordon answers on stdout when a command line asks for JSON: not at all (text), with
+/// one JSON object (`--json`, `cordon run --request`), or with JSON lines, each one line
+/// (`cordon run --requests`, and a batch's worker), which a reader takes line by line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonAnswer {
+    No,
+    Object,
+    Line,
+}
+
+impl JsonAnswer {
+    /// `--json` given or not.
+    pub fn from_json_flag(json: bool) -> JsonAnswer {
+        if json {
+            JsonAnswer::Object
+        } else {
+            JsonAnswer::No
+        }
+    }
+}
+
+/// Whether `a` is `--NAME` or `--NAME=VALUE`.
+fn is_option(a: &std::ffi::OsStr, name: &str) -> bool {
+    let a = a.as_encoded_bytes();
+    a.strip_prefix(b"--")
+        .and_then(|a| a.strip_prefix(name.as_bytes()))
+        .is_some_and(|rest| rest.is_empty() || rest[0] == b'=')
+}
+
+/// Whether a `cordon run` command line (the arguments after `run`) runs JSON requests: has
+/// `--request` or `--requests` before any `--`.
+fn runs_requests(args: &[std::ffi::OsString]) -> bool {
+    args.iter()
+        .take_while(|a| *a != "--")
+        .any(|a| is_option(a, "request") || is_option(a, "requests"))
+}
+
+/// How a command line (the program's name first) asks to be answered (see [`JsonAnswer`]):
+/// `exec`'s or `run`'s `--json` among cordon's own options, before any `--`, and run's
+/// `--request`/`--requests`. What a usage error is then also printed as.
+pub fn json_answer<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> JsonAnswer {
     use clap::CommandFactory;
     let mut args = args.into_iter().skip(1);
     let Some(sub) = args.next() else {
-        return false;
+        return JsonAnswer::No;
     };
     if sub == "run" {
         // run's options may follow its FILE; the program's arguments come after `--` only.
-        return args.take_while(|a| a != "--").any(|a| a == "--json");
+        let own: Vec<std::ffi::OsString> = args.take_while(|a| a != "--").collect();
+        let has = |name: &str| own.iter().any(|a| is_option(a, name));
+        return if has("requests") || has("request-line") {
+            JsonAnswer::Line
+        } else if has("request") || own.iter().any(|a| a == "--json") {
+            JsonAnswer::Object
+        } else {
+            JsonAnswer::No
+        };
     }
     if sub != "exec" {
-        return false;
+        return JsonAnswer::No;
     }
     // exec's command starts at its first argument that is neither an option nor an
     // option's value (its own `--json` is the command's).
     let cmd = OneCli::<ExecCommand>::command();
     let Some(exec) = cmd.find_subcommand("exec") else {
-        return false;
+        return JsonAnswer::No;
     };
     let takes_value = |a: &str| {
         exec.get_arguments().any(|arg| {
@@ -190,15 +267,41 @@ pub fn json_requested<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> bo
             continue;
         }
         if a == "--" || !a.starts_with('-') {
-            return false;
+            return JsonAnswer::No;
         }
         if a == "--json" {
-            return true;
+            return JsonAnswer::Object;
         }
         skip_value = !a.contains('=') && takes_value(&a);
     }
-    false
+    JsonAnswer::No
 }
+
+/// What a request's author is told when a flag of `cordon run` was refused next to
+/// `--request`/`--requests`: where each part of the run is given instead.
+pub fn request_flags_tip() -> String {
+    format!(
+        "with --request or --requests, the code and what it runs with are the JSON request's fields, not flags ({}); the flags that apply are the operator's, for every request: {}",
+        crate::request::REQUEST_FIELDS.join(", "),
+        REQUEST_MODE_FLAGS.join(", ")
+    )
+}
+
+/// The flags `cordon run` takes next to `--request`/`--requests` (the limit flags are each a
+/// default and a ceiling of a request's limits).
+pub const REQUEST_MODE_FLAGS: &[&str] = &[
+    "the limit flags (--timeout, --cpu-time, --memory, --cpus, --pids, --output-limit, --file-size, --open-files, --workspace-size, --workspace-inodes, --tmp-size, --compile-timeout, --compile-memory, --compile-pids: each a default and a ceiling)",
+    "--profile",
+    "--rootfs",
+    "--allow-degraded",
+    "--limits-backend",
+    "--no-cache",
+    "--no-history",
+    "--output-root",
+    "--request-net",
+    "--output-encoding",
+    "--jobs (with --requests)",
+];
 
 /// One launching subcommand alone, `exec` or `run` (see [`Cli::parse_args`]).
 #[derive(Debug, Parser)]
@@ -434,6 +537,11 @@ pub struct RunArgs {
     /// Print the result object as JSON.
     #[arg(long)]
     pub json: bool,
+    /// With --json, --request or --requests: how the result holds the program's stdout and
+    /// stderr (`output`, `error`): `utf8` text (default; bytes that are not UTF-8 become
+    /// U+FFFD) or `base64` of the exact bytes. A request's `outputEncoding` overrides it.
+    #[arg(long, value_name = "ENCODING")]
+    pub output_encoding: Option<crate::outcome::OutputEncoding>,
     #[command(flatten)]
     pub limits: RunLimitArgs,
     #[command(flatten)]
@@ -557,6 +665,11 @@ pub struct ExecArgs {
     /// Print the result object as JSON on stdout (the program's output is inside it).
     #[arg(long)]
     pub json: bool,
+    /// With --json: how the result holds the program's stdout and stderr (`output`,
+    /// `error`): `utf8` text (default; bytes that are not UTF-8 become U+FFFD) or `base64` of
+    /// the exact bytes.
+    #[arg(long, value_name = "ENCODING")]
+    pub output_encoding: Option<crate::outcome::OutputEncoding>,
     /// Wall-clock limit (30, 1.5s, 500ms, 2m, 1m30s).
     #[arg(long, allow_negative_numbers = true, value_name = "DUR", default_value = EXEC_TIMEOUT, value_parser = spec::parse_duration)]
     pub timeout: std::time::Duration,
@@ -747,7 +860,8 @@ mod tests {
 
     #[test]
     fn json_is_requested_among_cordons_options_of_exec_and_run() {
-        let asks = |line: &str| json_requested(line.split(' ').map(std::ffi::OsString::from));
+        let answer = |line: &str| json_answer(line.split(' ').map(std::ffi::OsString::from));
+        let asks = |line: &str| answer(line) == JsonAnswer::Object;
         assert!(asks("cordon exec --json --memory 12X -- true"));
         assert!(asks("cordon run --lang python --json a.py x"));
         assert!(!asks("cordon exec --memory 12X -- echo --json"));
@@ -757,6 +871,74 @@ mod tests {
         assert!(asks("cordon exec --memory=12X --json true"));
         assert!(!asks("cordon doctor --json"));
         assert!(!asks("cordon"));
+        // Requests are answered in JSON, a batch (and its workers) one line each.
+        assert!(asks("cordon run --request - --bogus"));
+        assert!(asks("cordon run --request=r.json --lang node"));
+        assert_eq!(
+            answer("cordon run --requests r.jsonl --bogus"),
+            JsonAnswer::Line
+        );
+        assert_eq!(
+            answer("cordon run --json --requests=r.jsonl"),
+            JsonAnswer::Line
+        );
+        assert_eq!(
+            answer("cordon run --request - --request-line 3"),
+            JsonAnswer::Line
+        );
+        assert_eq!(
+            answer("cordon run --lang bash a.sh -- --request"),
+            JsonAnswer::No
+        );
+        assert_eq!(answer("cordon run --request-netx"), JsonAnswer::No);
+        assert_eq!(answer("cordon exec --request - true"), JsonAnswer::No);
+    }
+
+    /// A flag refused next to --request says where the request's parts go instead, and the
+    /// flags it names as applying are `run`'s own.
+    #[test]
+    fn a_usage_error_with_a_request_says_fields_are_not_flags() {
+        use clap::CommandFactory;
+        let run_err = |line: &str| {
+            let args: Vec<std::ffi::OsString> =
+                line.split(' ').map(std::ffi::OsString::from).collect();
+            OneCli::<RunCommand>::try_parse_from(&args)
+                .map(drop)
+                .map_err(|e| with_run_args_tip(e, &args).to_string())
+                .unwrap_err()
+        };
+        for line in [
+            "cordon run --request - --bogus",
+            "cordon run --request - --lang node",
+            "cordon run --requests b.jsonl -c print(1)",
+            "cordon run --request=- a.py",
+        ] {
+            let e = run_err(line);
+            assert!(
+                e.contains("are the JSON request's fields, not flags (language, code,")
+                    && e.contains("--output-root")
+                    && !e.contains("go after `--`"),
+                "{line}: {e}"
+            );
+        }
+        assert!(run_err("cordon run --request - --bogus").contains("'--bogus'"));
+        assert!(run_err("cordon run --request - --lang node").contains("'--lang <LANG>'"));
+        // A misspelt flag keeps clap's suggestion.
+        let e = run_err("cordon run --request - --timout 5s");
+        assert!(e.contains("--timeout"), "{e}");
+        // Without a request, the program's-arguments tip as before.
+        let e = run_err("cordon run --lang bash a.sh x");
+        assert!(e.contains("go after `--`"), "{e}");
+        let cmd = OneCli::<RunCommand>::command();
+        let run = cmd.find_subcommand("run").unwrap();
+        let longs: Vec<&str> = run.get_arguments().filter_map(|a| a.get_long()).collect();
+        for named in REQUEST_MODE_FLAGS
+            .iter()
+            .flat_map(|f| f.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')))
+            .filter_map(|w| w.strip_prefix("--"))
+        {
+            assert!(longs.contains(&named), "--{named} is not a flag of run");
+        }
     }
 
     #[test]

@@ -127,11 +127,14 @@ fn unreported_end(status: Option<WaitStatus>) -> &'static str {
 
 /// Captured bytes as text, without a second copy when they are valid UTF-8 (an output of
 /// 10 MiB must not cost cordon several times that); invalid sequences become U+FFFD, and the
-/// flag says so.
-fn into_text(bytes: Vec<u8>) -> (String, bool) {
+/// exact bytes are kept beside the text (for `--output-encoding base64`).
+fn into_text(bytes: Vec<u8>) -> (String, Option<Vec<u8>>) {
     match String::from_utf8(bytes) {
-        Ok(s) => (s, false),
-        Err(e) => (String::from_utf8_lossy(e.as_bytes()).into_owned(), true),
+        Ok(s) => (s, None),
+        Err(e) => {
+            let bytes = e.into_bytes();
+            (String::from_utf8_lossy(&bytes).into_owned(), Some(bytes))
+        }
     }
 }
 
@@ -169,7 +172,7 @@ pub fn outcome(
         .is_some_and(|l| l.enforcement == Enforcement::Rlimit);
     let cgroup_source = metrics.source.unwrap_or(MetricSource::Unavailable);
     let oom_reported = metrics.oom_kills.map(|n| n > 0);
-    let (stderr_text, stderr_lossy) = into_text(std::mem::take(&mut ended.stderr.data));
+    let (stderr_text, stderr_exact) = into_text(std::mem::take(&mut ended.stderr.data));
     let lim = &spec.limits;
     // RLIMIT_CPU kills with SIGKILL a second after SIGXCPU: a SIGKILL with the CPU time used up
     // is the CPU-time limit.
@@ -611,7 +614,7 @@ pub fn outcome(
         None if oom_inferred => (true, MetricSource::Inferred),
         None => (false, MetricSource::Unavailable),
     };
-    let (stdout_text, stdout_lossy) = into_text(std::mem::take(&mut ended.stdout.data));
+    let (stdout_text, stdout_exact) = into_text(std::mem::take(&mut ended.stdout.data));
     let unlisted = collected.unlisted();
     Outcome {
         success: status == Status::Ok,
@@ -632,7 +635,10 @@ pub fn outcome(
         output_truncated: ended.stdout.truncated || ended.stderr.truncated,
         stdout_bytes: ended.stdout.total,
         stderr_bytes: ended.stderr.total,
-        output_lossy: stdout_lossy || stderr_lossy,
+        output_lossy: stdout_exact.is_some() || stderr_exact.is_some(),
+        output_encoding: crate::outcome::OutputEncoding::Utf8,
+        output_bytes: stdout_exact,
+        error_bytes: stderr_exact,
         message,
         cli_exit_code: code,
         limits,

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use container::ContainerSetup;
+pub(crate) use parse::check_env_key;
 pub use parse::{
     MAX_DURATION, MIN_MEMORY, ParseError, parse_duration, parse_env_pair, parse_memory, parse_size,
 };
