@@ -311,6 +311,7 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
         .unwrap_or_default();
     Ok(RunRequest {
         network,
+        exact_output: args.output_encoding == Some(OutputEncoding::Base64),
         packages: args.packages.clone(),
         package_index: args.package_index.clone(),
         packages_lock: match &args.packages_lock {
@@ -353,6 +354,7 @@ fn run_json_text(
             r.into_run()
         })
         .and_then(|mut r| {
+            r.exact_output = encoding == OutputEncoding::Base64;
             let (run, compile) = &opts.request_limits;
             crate::run::confine_request_limits(&mut r, run, compile)?;
             if let (Some(root), Some(dir)) = (&opts.output_root, &r.output_dir) {

@@ -898,6 +898,8 @@ impl JsonRequest {
         }
         Ok(RunRequest {
             language: self.language,
+            // The caller's default may still ask for it (commands::run_json_text).
+            exact_output: self.output_encoding == Some(crate::outcome::OutputEncoding::Base64),
             files,
             entry: if has_code { None } else { self.entry_point },
             code_name: None,

@@ -63,6 +63,9 @@ pub struct RunRequest {
     pub code_name: Option<String>,
     pub args: Vec<String>,
     pub stdin: StdinSource,
+    /// The result is to give the program's output in base64 (see
+    /// [`crate::spec::SandboxSpec::exact_output`]).
+    pub exact_output: bool,
     pub env: Vec<(String, String)>,
     /// Run-phase limits, on top of the profile's.
     pub limits: LimitOverrides,
@@ -821,6 +824,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     s.limits = limits_with(&[&profile.limits, &req.limits])?;
     s.limit_naming = req.limits.naming;
     s.stdin = req.stdin.clone();
+    s.exact_output = req.exact_output;
     s.passthrough = opts.passthrough;
     s.files = run_files;
     s.network = req.network.clone();

@@ -3,10 +3,8 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else {
-        return;
-    };
-    if let Ok(req) = cordon::request::parse(text).and_then(|r| r.into_run()) {
+    // The bytes as a request arrives: a BOM, invalid UTF-8 and the rest are the parser's.
+    if let Ok(req) = cordon::request::parse_bytes(data).and_then(|r| r.into_run()) {
         for f in &req.files {
             if !f.path.is_empty() {
                 assert!(

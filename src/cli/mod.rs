@@ -785,6 +785,7 @@ impl ExecArgs {
         } else {
             Rootfs::Dir(PathBuf::from(&self.rootfs))
         };
+        s.exact_output = self.output_encoding == Some(crate::outcome::OutputEncoding::Base64);
         s.stdin = match &self.stdin {
             Some(p) => StdinSource::File(p.clone()),
             None => StdinSource::Forward,

@@ -128,12 +128,15 @@ fn unreported_end(status: Option<WaitStatus>) -> &'static str {
 /// Captured bytes as text, without a second copy when they are valid UTF-8 (an output of
 /// 10 MiB must not cost cordon several times that); invalid sequences become U+FFFD, and the
 /// exact bytes are kept beside the text (for `--output-encoding base64`).
-fn into_text(bytes: Vec<u8>) -> (String, Option<Vec<u8>>) {
+/// The text of a captured output, whether it replaced bytes that were not UTF-8, and, when
+/// it did and `keep_exact` asks for them (a base64 result), those exact bytes.
+fn into_text(bytes: Vec<u8>, keep_exact: bool) -> (String, bool, Option<Vec<u8>>) {
     match String::from_utf8(bytes) {
-        Ok(s) => (s, None),
+        Ok(s) => (s, false, None),
         Err(e) => {
             let bytes = e.into_bytes();
-            (String::from_utf8_lossy(&bytes).into_owned(), Some(bytes))
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            (text, true, keep_exact.then_some(bytes))
         }
     }
 }
@@ -172,7 +175,8 @@ pub fn outcome(
         .is_some_and(|l| l.enforcement == Enforcement::Rlimit);
     let cgroup_source = metrics.source.unwrap_or(MetricSource::Unavailable);
     let oom_reported = metrics.oom_kills.map(|n| n > 0);
-    let (stderr_text, stderr_exact) = into_text(std::mem::take(&mut ended.stderr.data));
+    let (stderr_text, stderr_lossy, stderr_exact) =
+        into_text(std::mem::take(&mut ended.stderr.data), spec.exact_output);
     let lim = &spec.limits;
     // RLIMIT_CPU kills with SIGKILL a second after SIGXCPU: a SIGKILL with the CPU time used up
     // is the CPU-time limit.
@@ -614,7 +618,8 @@ pub fn outcome(
         None if oom_inferred => (true, MetricSource::Inferred),
         None => (false, MetricSource::Unavailable),
     };
-    let (stdout_text, stdout_exact) = into_text(std::mem::take(&mut ended.stdout.data));
+    let (stdout_text, stdout_lossy, stdout_exact) =
+        into_text(std::mem::take(&mut ended.stdout.data), spec.exact_output);
     let unlisted = collected.unlisted();
     Outcome {
         success: status == Status::Ok,
@@ -635,7 +640,7 @@ pub fn outcome(
         output_truncated: ended.stdout.truncated || ended.stderr.truncated,
         stdout_bytes: ended.stdout.total,
         stderr_bytes: ended.stderr.total,
-        output_lossy: stdout_exact.is_some() || stderr_exact.is_some(),
+        output_lossy: stdout_lossy || stderr_lossy,
         output_encoding: crate::outcome::OutputEncoding::Utf8,
         output_bytes: stdout_exact,
         error_bytes: stderr_exact,

@@ -185,6 +185,7 @@ impl ContainerSetup {
             limit_naming: _,
             limits,
             stdin,
+            exact_output,
             degrade,
             backend,
             seccomp_policy,
@@ -201,6 +202,7 @@ impl ContainerSetup {
                 *limits != d.limits,
             ),
             ("stdin", *stdin != d.stdin),
+            ("exact_output", *exact_output != d.exact_output),
             ("degrade", *degrade != d.degrade),
             ("backend", *backend != d.backend),
             (

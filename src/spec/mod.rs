@@ -299,6 +299,10 @@ pub struct SandboxSpec {
     pub hostname: String,
     pub limits: Limits,
     pub stdin: StdinSource,
+    /// Keep the exact bytes of a stdout or stderr that is not UTF-8 beside its text, for a
+    /// result that gives them in base64 (`--output-encoding base64`); otherwise only the
+    /// text is kept, and such an output costs one copy, not two.
+    pub exact_output: bool,
     pub degrade: Degrade,
     pub backend: BackendChoice,
     /// Name of the seccomp policy (a file under `profiles/seccomp/`, embedded at build time).
@@ -444,6 +448,7 @@ impl SandboxSpec {
             hostname: DEFAULT_HOSTNAME.to_string(),
             limits: Limits::default(),
             stdin: StdinSource::default(),
+            exact_output: false,
             degrade: Degrade::default(),
             backend: BackendChoice::default(),
             seccomp_policy: "default".to_string(),
