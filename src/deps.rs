@@ -6,7 +6,8 @@
 //! 2. Otherwise the installer (pip `--target`, npm `--prefix`) runs in a sandbox whose network
 //!    is `allow=` the profile's registry hosts (or the `--package-index` host alone), under
 //!    the profile's `[packages.limits]`, writing into a tmpfs at `/deps` as large as the
-//!    install sandbox's workspace. Once the installer has exited 0, the sandbox's init copies
+//!    install sandbox's workspace, its temporary files too (`TMPDIR` is `/deps/.tmp`, left
+//!    out of the set). Once the installer has exited 0, the sandbox's init copies
 //!    that tree into a fresh host directory (`spec::Export`): an install, or a package's
 //!    install script, cannot write more to the host's disk than the tmpfs holds.
 //! 3. That directory is renamed into the cache atomically (`rename(2)` of a directory: a
@@ -181,6 +182,9 @@ fn lock_files(
 
 /// Largest lock file accepted.
 const MAX_LOCK: usize = 4 << 20;
+/// The installer's TMPDIR, relative to the set's directory (so on the install's tmpfs);
+/// removed before the set is published.
+const INSTALL_TMP: &str = ".tmp";
 /// Where pip's lock (a requirements file) goes, relative to the set's directory.
 const PIP_LOCK: &str = "requirements.lock";
 
@@ -431,6 +435,7 @@ pub fn prepare(
         output: String::new(),
         error: String::new(),
         execution_time: 0.0,
+        memory_used: None,
         network: None,
     };
     if final_dir.is_dir() {
@@ -473,6 +478,11 @@ pub fn prepare(
     let mut s = base.clone();
     s.argv = install_argv(cfg, &index, &pkgs, !lock_files.is_empty());
     s.env = vec![
+        // The installer's temporary files (pip's downloads, and the tree `pip --target`
+        // builds before it moves it into place) go to the tmpfs the set is installed into:
+        // one cap (the workspace size) bounds the whole install, a set larger than /tmp
+        // installs, and the final move is a rename, not a second copy of the set.
+        ("TMPDIR".into(), format!("{DEPS_DIR}/{INSTALL_TMP}")),
         ("PIP_BREAK_SYSTEM_PACKAGES".into(), "1".into()),
         // Node.js trusts its own bundled CAs only; the system's (bound at /etc/ssl/certs)
         // include the ones the host's administrator added, as pip's do.
@@ -485,6 +495,8 @@ pub fn prepare(
     cfg.limits
         .apply(&mut s.limits)
         .map_err(|e: ParseError| cleanup(e.into()))?;
+    // A limit the install reaches is raised in the profile, not with the run's flags.
+    s.limit_naming = crate::spec::LimitNaming::Packages;
     s.stdin = StdinSource::Null;
     s.passthrough = false;
     s.files = Vec::new();
@@ -511,6 +523,13 @@ pub fn prepare(
                 contents: contents.clone(),
                 mode: 0o644,
             })
+            .chain([InputFile {
+                path: format!("{INSTALL_TMP}/README"),
+                contents:
+                    b"The installer's TMPDIR; cordon removes it before it publishes the set.\n"
+                        .to_vec(),
+                mode: 0o644,
+            }])
             .collect(),
     });
     let out = crate::launch::run(&s).map_err(|e| cleanup(e.into()))?;
@@ -522,29 +541,17 @@ pub fn prepare(
         output: out.output.clone(),
         error: out.error.clone(),
         execution_time: out.execution_time,
+        memory_used: out.memory_used,
         network: out.network.clone(),
     };
     if out.status != Status::Ok {
         remove_tree(&temp);
-        let hint = if rep.error.contains("No module named pip") {
-            "; this python has no pip: on --rootfs host `apt-get install python3-pip`, or rebuild the python rootfs (`cordon rootfs build python`)"
-        } else {
-            ""
-        };
-        // The install sandbox's own account (a limit, cordon's failure) says what the
-        // installer's messages cannot.
-        let why = out
-            .message
-            .as_deref()
-            .map(|m| format!(": {m}"))
-            .unwrap_or_default();
-        let message = format!(
-            "installing the packages failed ({} in the install sandbox{why}); {}'s messages are in `dependencies.error` (on stderr without --json){hint}",
-            rep.status.as_str(),
-            cfg.installer
-        );
+        let message = install_failure_message(&cfg.installer, &InstallEnd::of(&out), &s.limits);
         return Ok(install_failed(out, rep, message));
     }
+    // The installer's temporary directory is no part of the set (pip empties it; whatever a
+    // build left there goes). Not followed if the install made it a symlink.
+    remove_tree(&temp.join(INSTALL_TMP));
     // The set is made fit to publish (special files and outward symlinks removed, modes
     // stripped, a size cap), and a root caller's install, which wrote as the sandbox's own
     // host uid, is handed to root (later runs read it through the "other" permission bits).
@@ -710,6 +717,92 @@ fn write_sitecustomize(python_dir: &Path, names: &[String]) -> bool {
         .open(python_dir.join("sitecustomize.py"))
         .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
         .is_ok()
+}
+
+/// How the install sandbox ended, as far as its failure's message needs.
+struct InstallEnd<'a> {
+    status: Status,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    /// The install sandbox's own account (a limit reached, a full filesystem, ...).
+    message: Option<&'a str>,
+    /// The installer's stderr and stdout.
+    error: &'a str,
+    output: &'a str,
+}
+
+impl<'a> InstallEnd<'a> {
+    fn of(out: &'a Outcome) -> Self {
+        InstallEnd {
+            status: out.status,
+            exit_code: out.exit_code,
+            signal: out.signal,
+            message: out.message.as_deref(),
+            error: &out.error,
+            output: &out.output,
+        }
+    }
+}
+
+/// Why an install failed, for the run's message: how the installer ended, the install
+/// sandbox's own account (a limit reached, a full filesystem, cordon's failure), and where
+/// the installer's messages are.
+fn install_failure_message(installer: &str, end: &InstallEnd, limits: &Limits) -> String {
+    let mut why = Vec::new();
+    match (end.status, end.exit_code, end.signal) {
+        (Status::RuntimeError, Some(code), _) => {
+            why.push(format!("{installer} exited with code {code}"))
+        }
+        (Status::Signaled, _, Some(sig)) => why.push(format!(
+            "{installer} was killed by {}",
+            crate::outcome::signal_name(sig)
+        )),
+        _ => {}
+    }
+    why.extend(end.message.map(String::from));
+    // A filesystem the sandbox found full when the installer exited is named in its message
+    // already. pip removes its temporary files, and npm what it had installed, before they
+    // exit, though, so after their ENOSPC nothing is full any more: then the one they write is
+    // named, /deps (the set and TMPDIR).
+    let full_named = end
+        .message
+        .is_some_and(|m| m.contains("No space left on device"));
+    let enospc = [end.error, end.output]
+        .iter()
+        .any(|t| t.contains("No space left on device") || t.contains("ENOSPC"));
+    if enospc && !full_named && end.status == Status::RuntimeError {
+        why.push(format!(
+            "it ran out of space (ENOSPC, \"No space left on device\") and had freed that space again by the time it exited; it writes the set and its temporary files (TMPDIR) into {DEPS_DIR}, a tmpfs of {}: raise workspace_size in the profile's [packages.limits] (and memory there: the files count toward the install's memory limit{}); a build that writes to /tmp instead has {} (tmp_size there)",
+            size_text(limits.workspace_size),
+            limits
+                .memory
+                .map(|m| format!(" of {}", size_text(m)))
+                .unwrap_or_default(),
+            size_text(limits.tmp_size),
+        ));
+    }
+    if why.is_empty() {
+        why.push(format!(
+            "the install sandbox ended with status {}",
+            end.status.as_str()
+        ));
+    }
+    if end.error.contains("No module named pip") {
+        why.push("this python has no pip: on --rootfs host `apt-get install python3-pip`, or rebuild the python rootfs (`cordon rootfs build python`)".into());
+    }
+    format!(
+        "installing the packages failed: {}; {installer}'s messages are in `dependencies.error` (on stderr without --json)",
+        why.join("; ")
+    )
+}
+
+/// A size for messages: whole GiB or MiB.
+fn size_text(b: u64) -> String {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
+        format!("{} GiB", b >> 30)
+    } else {
+        format!("{} MiB", b.div_ceil(1 << 20))
+    }
 }
 
 /// The result of a run whose packages could not be installed: the code did not run.
@@ -1131,6 +1224,87 @@ mod tests {
         assert!(sc.contains("for _name in (\"mpl_toolkits\", ):"), "{sc}");
         // Again: nothing more to do.
         assert!(join_shadowed_namespaces(&py, &[site]).is_empty());
+    }
+
+    /// An install failure says how the installer ended and what to change, in words a
+    /// caller knows: not the install sandbox's status.
+    #[test]
+    fn an_install_failure_says_how_the_installer_ended() {
+        let limits = Limits {
+            workspace_size: 16 << 20,
+            memory: Some(1 << 30),
+            tmp_size: 256 << 20,
+            ..Limits::default()
+        };
+        let end = |status, message, error| InstallEnd {
+            status,
+            exit_code: (status == Status::RuntimeError).then_some(1),
+            signal: (status == Status::Signaled).then_some(9),
+            message,
+            error,
+            output: "",
+        };
+        let m = install_failure_message(
+            "pip",
+            &end(
+                Status::RuntimeError,
+                None,
+                "ERROR: No matching distribution found for x\n",
+            ),
+            &limits,
+        );
+        assert_eq!(
+            m,
+            "installing the packages failed: pip exited with code 1; pip's messages are in `dependencies.error` (on stderr without --json)"
+        );
+        // ENOSPC, with nothing full any more when pip exited: /deps and what raises it.
+        let enospc = "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device\n";
+        let m = install_failure_message("pip", &end(Status::RuntimeError, None, enospc), &limits);
+        assert!(
+            m.starts_with("installing the packages failed: pip exited with code 1; it ran out of space")
+                && m.contains("into /deps, a tmpfs of 16 MiB: raise workspace_size in the profile's [packages.limits] (and memory there: the files count toward the install's memory limit of 1 GiB); a build that writes to /tmp instead has 256 MiB (tmp_size there)"),
+            "{m}"
+        );
+        // The sandbox named the full filesystem itself: that is said once, not guessed at.
+        let full = "/deps is full (all of its 16 MiB are used), so a write there failed with ENOSPC (\"No space left on device\") or would; raise it with workspace_size in the profile's [packages.limits]";
+        let m = install_failure_message(
+            "npm",
+            &end(Status::RuntimeError, Some(full), "npm ERR! code ENOSPC\n"),
+            &limits,
+        );
+        assert_eq!(
+            m,
+            format!(
+                "installing the packages failed: npm exited with code 1; {full}; npm's messages are in `dependencies.error` (on stderr without --json)"
+            )
+        );
+        let m = install_failure_message("pip", &end(Status::Signaled, None, ""), &limits);
+        assert!(
+            m.starts_with("installing the packages failed: pip was killed by SIGKILL;"),
+            "{m}"
+        );
+        let timeout = "the wall-clock limit of 300s was reached; cordon killed every process of the sandbox (raise it with timeout in the profile's [packages.limits])";
+        let m =
+            install_failure_message("pip", &end(Status::Timeout, Some(timeout), enospc), &limits);
+        assert_eq!(
+            m,
+            format!(
+                "installing the packages failed: {timeout}; pip's messages are in `dependencies.error` (on stderr without --json)"
+            )
+        );
+        let m = install_failure_message(
+            "pip",
+            &end(
+                Status::RuntimeError,
+                None,
+                "/usr/bin/python3: No module named pip\n",
+            ),
+            &limits,
+        );
+        assert!(
+            m.contains("; this python has no pip: on --rootfs host `apt-get install python3-pip`"),
+            "{m}"
+        );
     }
 
     #[test]

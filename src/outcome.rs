@@ -197,6 +197,9 @@ pub struct DependencyReport {
     pub output: String,
     pub error: String,
     pub execution_time: f64,
+    /// The install sandbox's peak memory (under a cgroup its tmpfs files, the set being
+    /// installed among them, included); null when cached.
+    pub memory_used: Option<u64>,
     /// The install sandbox's network counters (absent when cached).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::net::NetworkReport>,
