@@ -846,21 +846,28 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
 
 /// The module a failed program could not import, from its stderr: Python's
 /// `ModuleNotFoundError: No module named 'X'` (X's top-level name) or Node's
-/// `Cannot find module 'X'` (a package name, `@scope/name` or `name`; not a relative or
-/// absolute path). The last such line: the one that ended the program.
+/// `Cannot find module 'X'` (require) or `Cannot find package 'X' imported from ...` (an ES
+/// module's import) (a package name, `@scope/name` or `name`; not a relative or absolute
+/// path). The last such line: the one that ended the program.
 fn missing_module(stderr: &str, installer: &str) -> Option<String> {
-    let (marker, python) = match installer {
-        "pip" => ("ModuleNotFoundError: No module named '", true),
-        "npm" => ("Error: Cannot find module '", false),
+    let python = match installer {
+        "pip" => true,
+        "npm" => false,
         _ => return None,
     };
     // The error that ended the program, not one it caught earlier: Python's traceback ends
-    // on it; Node's last error line (`SomethingError: ...`) is it, with the require stack
-    // and the `code:` lines after it.
+    // on it; Node's last error line (`SomethingError: ...`, or `Error [CODE]: ...`) is it,
+    // with the require stack and the `code:` lines after it.
     let ending = |l: &&str| {
         let t = l.trim_start();
         t.split_once(": ").is_some_and(|(kind, _)| {
-            kind.ends_with("Error") && kind.chars().all(|c| c.is_ascii_alphanumeric())
+            let (kind, code) = match kind.split_once(" [") {
+                Some((k, c)) => (k, c.strip_suffix(']')),
+                None => (kind, Some("ERR")),
+            };
+            kind.ends_with("Error")
+                && kind.chars().all(|c| c.is_ascii_alphanumeric())
+                && code.is_some_and(|c| c.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
         })
     };
     let line = if python {
@@ -868,10 +875,20 @@ fn missing_module(stderr: &str, installer: &str) -> Option<String> {
     } else {
         stderr.lines().rev().find(ending)?
     };
-    let rest = line.trim_start().strip_prefix(marker)?;
+    let line = line.trim_start();
     // The whole line is the one error: `No module named 'os.x'; 'os' is not a package` is
     // not a missing package.
-    let name = rest.strip_suffix('\'').filter(|n| !n.contains('\''))?;
+    let name = if python {
+        line.strip_prefix("ModuleNotFoundError: No module named '")?
+            .strip_suffix('\'')
+    } else if let Some(rest) = line.strip_prefix("Error: Cannot find module '") {
+        rest.strip_suffix('\'')
+    } else {
+        line.strip_prefix("Error [ERR_MODULE_NOT_FOUND]: Cannot find package '")?
+            .split_once("' imported from ")
+            .map(|(name, _)| name)
+    }
+    .filter(|n| !n.contains('\''))?;
     let name = if python {
         name.split('.').next()?.to_string()
     } else if name.starts_with('@') {
@@ -883,8 +900,11 @@ fn missing_module(stderr: &str, installer: &str) -> Option<String> {
     (!name.is_empty() && !name.starts_with(['.', '/']) && name.chars().all(plain)).then_some(name)
 }
 
-/// For a run that failed on a missing module of a language with packages: how to get it
-/// (the run's `--packages`, or the python rootfs, which has the common data libraries).
+/// For a run that failed on a missing module of a language with packages: where it can come
+/// from. The program's own module first (a file the caller did not send: installing a
+/// package of that name from the registry would run whoever's code holds the name there),
+/// then the registry's package (PyPI's name where it is another), or the python rootfs,
+/// which has the common data libraries.
 fn missing_module_hint(
     stderr: &str,
     profile: &Profile,
@@ -910,23 +930,48 @@ fn missing_module_hint(
         ("Crypto", "pycryptodome"),
         ("dotenv", "python-dotenv"),
     ];
+    let pip = cfg.installer == "pip";
     let package = PYPI_NAMES
         .iter()
-        .find(|(m, _)| cfg.installer == "pip" && *m == name)
+        .find(|(m, _)| pip && *m == name)
         .map_or(name.as_str(), |(_, p)| p);
     if req.packages.iter().any(|p| p == package) {
         return None;
     }
-    let option = match req.limits.naming {
-        crate::spec::LimitNaming::Request | crate::spec::LimitNaming::CompileRequest => {
-            format!("\"packages\": [\"{package}\"] in the request")
-        }
-        _ => format!("--packages {package}"),
+    let request = matches!(
+        req.limits.naming,
+        LimitNaming::Request | LimitNaming::CompileRequest
+    );
+    let registry = match cfg.installer.as_str() {
+        "pip" => "PyPI",
+        "npm" => "npm",
+        other => other,
+    };
+    // The program's own module: a file beside the code (Python finds it there), or for
+    // Node one loaded by its path (a bare name is looked up in node_modules only).
+    let own = match (pip, request) {
+        (true, false) => format!(
+            "if it is the program's own module, send it with --file {name}.py=PATH (a package: --file {name}/__init__.py=PATH, and its other files likewise)"
+        ),
+        (true, true) => format!(
+            "if it is the program's own module, send it in the request's `files` as \"{name}.py\" (a package: \"{name}/__init__.py\" and its other files)"
+        ),
+        (false, false) => format!(
+            "if it is the program's own module, send it with --file {name}.js=PATH and load it by its path (`require('./{name}')`, `import './{name}.js'`)"
+        ),
+        (false, true) => format!(
+            "if it is the program's own module, send it in the request's `files` as \"{name}.js\" and load it by its path (`require('./{name}')`, `import './{name}.js'`)"
+        ),
+    };
+    let option = if request {
+        format!("\"packages\": [\"{package}\"] in the request")
+    } else {
+        format!("--packages {package}")
     };
     let differ = if package == name {
-        " (the package's name may differ from the module's)"
+        " (the package's name may differ from the module's)".to_string()
     } else {
-        ""
+        format!(" ({registry}'s name for `{name}`)")
     };
     let rootfs_hint = if profile.name == "python" && *rootfs == Rootfs::Host {
         "; or build the python root filesystem (`cordon rootfs build python`), which has numpy, pandas and matplotlib"
@@ -934,7 +979,7 @@ fn missing_module_hint(
         ""
     };
     Some(format!(
-        "the program failed to import `{name}`, which is not installed in its root filesystem: install it with {option}{differ}{rootfs_hint}"
+        "the program failed to import `{name}`, which is neither among the program's files nor installed in its root filesystem: {own}; if it is a package from {registry}, install it with {option}{differ}{rootfs_hint}"
     ))
 }
 
@@ -1134,6 +1179,87 @@ mod tests {
         let node_caught =
             "Error: Cannot find module 'optional-dep'\n    at x\nTypeError: y is not a function\n";
         assert_eq!(missing_module(node_caught, "npm"), None);
+        // An ES module's import (node 20's words), a package's subpath, a scoped package.
+        let esm = "node:internal/modules/esm/resolve:873\n  throw new ERR_MODULE_NOT_FOUND(packageName, fileURLToPath(base), null);\n        ^\n\nError [ERR_MODULE_NOT_FOUND]: Cannot find package 'lodash' imported from /workspace/main.mjs\n    at packageResolve (node:internal/modules/esm/resolve:873:9) {\n  code: 'ERR_MODULE_NOT_FOUND'\n}\n\nNode.js v20.20.2\n";
+        assert_eq!(missing_module(esm, "npm").as_deref(), Some("lodash"));
+        let esm_scoped = "Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@scope/x' imported from /workspace/main.js\n";
+        assert_eq!(
+            missing_module(esm_scoped, "npm").as_deref(),
+            Some("@scope/x")
+        );
+        // A file of the program's own that is missing is not a package.
+        let esm_own = "Error [ERR_MODULE_NOT_FOUND]: Cannot find module '/workspace/util.mjs' imported from /workspace/main.mjs\n";
+        assert_eq!(missing_module(esm_own, "npm"), None);
+        let esm_caught = "Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'a' imported from /w/m.mjs\nTypeError [ERR_X]: y\n";
+        assert_eq!(missing_module(esm_caught, "npm"), None);
+    }
+
+    /// The hint for a missing module names the program's own module first (a file the caller
+    /// forgot to send: installing a same-named package would run whoever holds that name on
+    /// the registry), then the package, by the registry's name, in the caller's words (flags
+    /// or a request's fields).
+    #[test]
+    fn a_missing_module_hint_names_the_programs_own_module_first() {
+        let python = crate::profile::find("python", &[]).unwrap();
+        let node = crate::profile::find("node", &[]).unwrap();
+        let built = Rootfs::Dir("/var/lib/cordon/rootfs/python".into());
+        let cli = RunRequest::code("python", "import mymodule_local");
+        let py_err = |m: &str| {
+            format!(
+                "Traceback (most recent call last):\n  File \"/workspace/main.py\", line 1, in <module>\nModuleNotFoundError: No module named '{m}'\n"
+            )
+        };
+        assert_eq!(
+            missing_module_hint(&py_err("mymodule_local"), &python, &cli, &built).as_deref(),
+            Some(
+                "the program failed to import `mymodule_local`, which is neither among the program's files nor installed in its root filesystem: if it is the program's own module, send it with --file mymodule_local.py=PATH (a package: --file mymodule_local/__init__.py=PATH, and its other files likewise); if it is a package from PyPI, install it with --packages mymodule_local (the package's name may differ from the module's)"
+            )
+        );
+        // PyPI's own name where it is another; on the host's Python, the built rootfs too.
+        let m = missing_module_hint(
+            &py_err("sklearn.linear_model"),
+            &python,
+            &cli,
+            &Rootfs::Host,
+        )
+        .unwrap();
+        let (own, pkg) = (
+            m.find("--file sklearn.py=PATH").unwrap(),
+            m.find("--packages scikit-learn (PyPI's name for `sklearn`)")
+                .unwrap(),
+        );
+        assert!(own < pkg, "{m}");
+        assert!(m.ends_with("which has numpy, pandas and matplotlib"), "{m}");
+        // A request: its fields.
+        let mut req = cli.clone();
+        req.limits.naming = LimitNaming::Request;
+        let m = missing_module_hint(&py_err("mymodule_local"), &python, &req, &built).unwrap();
+        assert!(
+            m.contains("send it in the request's `files` as \"mymodule_local.py\"")
+                && m.contains("install it with \"packages\": [\"mymodule_local\"] in the request"),
+            "{m}"
+        );
+        // Asked for already (by the module's or the package's name): nothing to add.
+        let mut asked = cli.clone();
+        asked.packages = vec!["scikit-learn".into()];
+        assert_eq!(
+            missing_module_hint(&py_err("sklearn"), &python, &asked, &built),
+            None
+        );
+        // Node: require() and an ES module's import alike; the own module by its path.
+        let node_req = RunRequest::code("node", "require('lodash')");
+        for err in [
+            "Error: Cannot find module 'lodash'\nRequire stack:\n- /workspace/main.js\n",
+            "Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'lodash' imported from /workspace/main.mjs\n",
+        ] {
+            assert_eq!(
+                missing_module_hint(err, &node, &node_req, &Rootfs::Host).as_deref(),
+                Some(
+                    "the program failed to import `lodash`, which is neither among the program's files nor installed in its root filesystem: if it is the program's own module, send it with --file lodash.js=PATH and load it by its path (`require('./lodash')`, `import './lodash.js'`); if it is a package from npm, install it with --packages lodash (the package's name may differ from the module's)"
+                ),
+                "{err}"
+            );
+        }
     }
 
     #[test]
