@@ -13,7 +13,8 @@
 //! 3. That directory is renamed into the cache atomically (`rename(2)` of a directory: a
 //!    reader sees the whole set or none; of two concurrent installs of one key the first
 //!    rename wins and the other's copy is removed).
-//! 4. The program's own sandbox gets the set bound read-only at `/deps`, `PYTHONPATH` or
+//! 4. The program's own sandbox gets the set bound read-only at `/deps` (an npm set's
+//!    `node_modules` at `/node_modules` too, where ES-module imports look), `PYTHONPATH` or
 //!    `NODE_PATH` pointing into it, and the network the request asked for (none by default).
 
 use crate::outcome::{DependencyReport, Outcome, Status};
@@ -334,9 +335,57 @@ fn sweep(dir: &Path) {
 
 /// What the program's run needs from the installed set.
 pub struct Ready {
-    pub bind: Bind,
+    /// The set at `/deps`, and for npm its `node_modules` at `/node_modules` too.
+    pub binds: Vec<Bind>,
     pub env: (String, String),
     pub report: DependencyReport,
+}
+
+/// Where an npm set's `node_modules` is bound as well: ES-module `import` ignores `NODE_PATH`
+/// and looks for a package only in the `node_modules` directories above the importing file
+/// (`/workspace/node_modules`, then `/node_modules`), as `require()` also does.
+pub const NODE_MODULES_DIR: &str = "/node_modules";
+
+/// The binds and the environment variable that show the published set `set` to the run.
+/// An npm set's `node/node_modules` (a real directory, not a symlink the install made) is
+/// also bound at [`NODE_MODULES_DIR`], unless the root filesystem has a `/node_modules` of
+/// its own, which the bind would hide; `NODE_PATH` then names that same directory, so that
+/// `require()` and `import` load a package from one path (two paths would load it twice).
+fn ready_binds(
+    installer: &Installer,
+    set: PathBuf,
+    rootfs: &Rootfs,
+) -> (Vec<Bind>, (String, String)) {
+    let mut env = (
+        installer.path_var.0.to_string(),
+        installer.path_var.1.to_string(),
+    );
+    let mut binds = Vec::new();
+    if installer.interpreter == "node" {
+        let modules = set.join("node/node_modules");
+        let real_dir = std::fs::symlink_metadata(&modules).is_ok_and(|m| m.is_dir());
+        let rootfs_has_one = match rootfs {
+            Rootfs::Host => false,
+            Rootfs::Dir(d) => std::fs::symlink_metadata(d.join(&NODE_MODULES_DIR[1..])).is_ok(),
+        };
+        if real_dir && !rootfs_has_one {
+            binds.push(Bind {
+                src: modules,
+                dst: NODE_MODULES_DIR.into(),
+                writable: false,
+            });
+            env.1 = NODE_MODULES_DIR.into();
+        }
+    }
+    binds.insert(
+        0,
+        Bind {
+            src: set,
+            dst: DEPS_DIR.into(),
+            writable: false,
+        },
+    );
+    (binds, env)
 }
 
 /// The outcome of [`prepare`].
@@ -426,7 +475,6 @@ pub fn prepare(
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let dir = cache_dir()?;
     let final_dir = dir.join(&key);
-    let env = (inst.path_var.0.to_string(), inst.path_var.1.to_string());
     let report = |cached: bool| DependencyReport {
         installer: cfg.installer.clone(),
         packages: pkgs.clone(),
@@ -443,12 +491,9 @@ pub fn prepare(
         if let Ok(d) = std::fs::File::open(&final_dir) {
             let _ = d.set_modified(std::time::SystemTime::now());
         }
+        let (binds, env) = ready_binds(&inst, final_dir, rootfs);
         return Ok(Prepared::Ready(Box::new(Ready {
-            bind: Bind {
-                src: final_dir,
-                dst: DEPS_DIR.into(),
-                writable: false,
-            },
+            binds,
             env,
             report: report(true),
         })));
@@ -606,12 +651,9 @@ pub fn prepare(
         let _ = d.sync_all();
     }
     evict(&dir, &key);
+    let (binds, env) = ready_binds(&inst, final_dir, rootfs);
     Ok(Prepared::Ready(Box::new(Ready {
-        bind: Bind {
-            src: final_dir,
-            dst: DEPS_DIR.into(),
-            writable: false,
-        },
+        binds,
         env,
         report: rep,
     })))
@@ -1305,6 +1347,37 @@ mod tests {
             m.contains("; this python has no pip: on --rootfs host `apt-get install python3-pip`"),
             "{m}"
         );
+    }
+
+    /// An npm set's node_modules is also bound at /node_modules (where ES-module imports
+    /// look), with NODE_PATH naming it, unless it is not a real directory or the root
+    /// filesystem has a /node_modules the bind would hide.
+    #[test]
+    fn an_npm_set_is_bound_where_es_module_imports_look() {
+        let t = tempfile::tempdir().unwrap();
+        let set = t.path().join("set");
+        std::fs::create_dir_all(set.join("node/node_modules/a")).unwrap();
+        let dsts = |binds: &[Bind]| binds.iter().map(|b| b.dst.clone()).collect::<Vec<_>>();
+        let (binds, env) = ready_binds(&installer("npm"), set.clone(), &Rootfs::Host);
+        assert_eq!(dsts(&binds), ["/deps", "/node_modules"]);
+        assert_eq!(binds[1].src, set.join("node/node_modules"));
+        assert!(binds.iter().all(|b| !b.writable));
+        assert_eq!(env, ("NODE_PATH".into(), "/node_modules".into()));
+        // A root filesystem with a /node_modules of its own keeps it.
+        let rootfs = t.path().join("rootfs");
+        std::fs::create_dir_all(rootfs.join("node_modules")).unwrap();
+        let (binds, env) = ready_binds(&installer("npm"), set.clone(), &Rootfs::Dir(rootfs));
+        assert_eq!(dsts(&binds), ["/deps"]);
+        assert_eq!(env.1, "/deps/node/node_modules");
+        // A node_modules the install made a symlink is not bound.
+        let linked = t.path().join("linked");
+        std::fs::create_dir_all(linked.join("node/real")).unwrap();
+        std::os::unix::fs::symlink("real", linked.join("node/node_modules")).unwrap();
+        let (binds, _) = ready_binds(&installer("npm"), linked, &Rootfs::Host);
+        assert_eq!(dsts(&binds), ["/deps"]);
+        let (binds, env) = ready_binds(&installer("pip"), set, &Rootfs::Host);
+        assert_eq!(dsts(&binds), ["/deps"]);
+        assert_eq!(env, ("PYTHONPATH".into(), "/deps/python".into()));
     }
 
     #[test]

@@ -814,7 +814,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     let mut deps_report = None;
     if let Some(d) = deps {
         s.env.push(d.env);
-        s.binds.push(d.bind);
+        s.binds.extend(d.binds);
         deps_report = Some(d.report);
     }
     s.env.extend(req.env.iter().cloned());

@@ -443,3 +443,60 @@ both!(
         assert!(r.get("/dependencies/memoryUsed").as_u64().unwrap_or(0) > 12 << 20, "{}", r.describe());
     }
 );
+
+both!(
+    /// ES-module `import` ignores NODE_PATH and looks in the node_modules directories above
+    /// the importing file: the set's node_modules is bound read-only at /node_modules, so a
+    /// .mjs file's import, a dynamic import() from CommonJS code (`-c` is main.js) and
+    /// require() all find the package, at one path (one instance of it), and nothing is added
+    /// to /workspace, whose files are the program's output.
+    fn npm_packages_are_found_by_es_module_imports(who) {
+        let Some((root, srv)) = npm_registry_server("npm_packages_are_found_by_es_module_imports") else {
+            return;
+        };
+        net_support::write_npm_registry(root.path(), srv.http);
+        let index = format!("http://localhost:{}/", srv.http);
+        let dir = shared_tempdir();
+        let mjs = dir.path().join("app.mjs");
+        write_world_readable(&mjs, br#"
+import dep from 'cordon-dep';
+import { createRequire } from 'node:module';
+import { writeFileSync, readdirSync } from 'node:fs';
+const require = createRequire(import.meta.url);
+console.log(dep);
+console.log(require.resolve('cordon-dep'), import.meta.resolve('cordon-dep'));
+console.log(require('cordon-dep') === dep);
+try { writeFileSync('/node_modules/planted.js', 'x'); console.log('writable'); } catch (e) { console.log(e.code); }
+console.log(readdirSync('/workspace').join(','));
+"#);
+        let run = |args: &[&str]| {
+            Cordon::new(who)
+                .arg("run")
+                .args_from(&["--lang", "node", "--rootfs", "host", "--no-history", "--json", "--packages", "cordon-dep", "--package-index", &index])
+                .args_from(args)
+                .deadline(std::time::Duration::from_secs(240))
+                .run_json()
+        };
+        let r = run(&[mjs.to_str().unwrap()]);
+        assert_eq!(
+            r.expect_ok(),
+            "installed from the local registry\n/node_modules/cordon-dep/index.js file:///node_modules/cordon-dep/index.js\ntrue\nEROFS\napp.mjs\n",
+            "{}",
+            r.describe()
+        );
+        let files: Vec<String> = r.get("/files").as_array().cloned().unwrap_or_default().iter().map(|f| f["path"].as_str().unwrap_or("").to_string()).collect();
+        assert!(files.is_empty(), "the program wrote nothing, so nothing is collected:\n{}", r.describe());
+        // CommonJS code (-c is main.js): a dynamic import() resolves as an ES module does.
+        let r = run(&["-c", "import('cordon-dep').then(m => console.log(m.default, process.env.NODE_PATH))"]);
+        assert_eq!(r.expect_ok(), "installed from the local registry /node_modules\n", "{}", r.describe());
+        assert_eq!(r.get("/dependencies/cached"), true, "{}", r.describe());
+        // A static import in -c code: node (20.19+, 22.7+) runs main.js with module syntax as
+        // an ES module; an older node refuses the syntax in a .js file, whatever cordon binds.
+        let r = run(&["-c", "import dep from 'cordon-dep';\nconsole.log(dep);\n"]);
+        if r.get("/error").as_str().unwrap_or("").contains("Cannot use import statement outside a module") {
+            println!("node runs main.js as CommonJS only: the static import in -c code is not checked");
+        } else {
+            assert_eq!(r.expect_ok(), "installed from the local registry\n", "{}", r.describe());
+        }
+    }
+);
