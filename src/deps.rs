@@ -17,7 +17,11 @@
 //!    `node_modules` at `/node_modules` too, where ES-module imports look), `PYTHONPATH` or
 //!    `NODE_PATH` pointing into it, and the network the request asked for (none by default).
 
-use crate::outcome::{DependencyReport, Outcome, Status};
+mod shadow;
+
+pub use shadow::binary_incompatibility;
+
+use crate::outcome::{DependencyReport, Outcome, ShadowedDistribution, Status};
 use crate::profile::{PackagesConfig, Profile};
 use crate::spec::{Bind, Export, InputFile, Limits, ParseError, Rootfs, SandboxSpec, StdinSource};
 use sha2::{Digest, Sha256};
@@ -396,8 +400,8 @@ pub enum Prepared {
 }
 
 /// Finds the set in the cache or installs it. `base` is a spec with the run's rootfs,
-/// seccomp policy and degrade/backend choices; `identity` names the interpreter as the sandbox
-/// sees it.
+/// seccomp policy, degrade/backend choices and limit naming (a request's or the flags');
+/// `identity` names the interpreter as the sandbox sees it.
 pub fn prepare(
     profile: &Profile,
     packages: &[String],
@@ -411,6 +415,10 @@ pub fn prepare(
         .packages
         .as_ref()
         .ok_or_else(|| DepsError::Unsupported(profile.name.clone()))?;
+    let request = matches!(
+        base.limit_naming,
+        crate::spec::LimitNaming::Request | crate::spec::LimitNaming::CompileRequest
+    );
     let pkgs = match lock {
         Some(_) if packages.is_empty() => Vec::new(),
         _ => check_packages(packages)?,
@@ -485,17 +493,20 @@ pub fn prepare(
         execution_time: 0.0,
         memory_used: None,
         network: None,
+        shadowed: Vec::new(),
     };
     if final_dir.is_dir() {
         // The set's mtime is its last use, for eviction (best effort).
         if let Ok(d) = std::fs::File::open(&final_dir) {
             let _ = d.set_modified(std::time::SystemTime::now());
         }
+        let mut rep = report(true);
+        note_shadowed(&mut rep, &final_dir, rootfs, request);
         let (binds, env) = ready_binds(&inst, final_dir, rootfs);
         return Ok(Prepared::Ready(Box::new(Ready {
             binds,
             env,
-            report: report(true),
+            report: rep,
         })));
     }
     sweep(&dir);
@@ -588,6 +599,7 @@ pub fn prepare(
         execution_time: out.execution_time,
         memory_used: out.memory_used,
         network: out.network.clone(),
+        shadowed: Vec::new(),
     };
     if out.status != Status::Ok {
         remove_tree(&temp);
@@ -651,12 +663,91 @@ pub fn prepare(
         let _ = d.sync_all();
     }
     evict(&dir, &key);
+    note_shadowed(&mut rep, &final_dir, rootfs, request);
     let (binds, env) = ready_binds(&inst, final_dir, rootfs);
     Ok(Prepared::Ready(Box::new(Ready {
         binds,
         env,
         report: rep,
     })))
+}
+
+/// Records in `rep` the root filesystem's distributions that a pip set (at `set`) shadows at
+/// another version ([`shadow::find`]), with a sentence in `dependencies.error` for each one
+/// whose dependents in the root filesystem now meet a version they were not built for.
+/// `request`: the run came as a JSON request (its fields are named, not the flags).
+fn note_shadowed(rep: &mut DependencyReport, set: &Path, rootfs: &Rootfs, request: bool) {
+    if rep.installer != "pip" {
+        return;
+    }
+    let root = match rootfs {
+        Rootfs::Host => PathBuf::from("/"),
+        Rootfs::Dir(d) => d.clone(),
+    };
+    rep.shadowed = shadow::find(&set.join("python"), &root, &python_site_dirs(rootfs));
+    if rep.shadowed.is_empty() {
+        return;
+    }
+    let option = if request { "`packages`" } else { "--packages" };
+    let mut text = String::new();
+    let (risky, others): (Vec<_>, Vec<_>) =
+        rep.shadowed.iter().partition(|s| !s.dependents.is_empty());
+    for s in &risky {
+        text.push_str(&format!(
+            "\n{} {} from {option} shadows the root filesystem's {} {}; {}\n",
+            s.name,
+            s.version,
+            s.name,
+            s.rootfs_version,
+            shadow_remedy(s, option)
+        ));
+    }
+    if !others.is_empty() {
+        let list: Vec<String> = others
+            .iter()
+            .map(|s| format!("{} {} with {}", s.name, s.rootfs_version, s.version))
+            .collect();
+        text.push_str(&format!(
+            "\nthe set also replaces the root filesystem's {} (no package of the root filesystem still in use depends on them)\n",
+            list.join(", ")
+        ));
+    }
+    if rep.error.is_empty() {
+        rep.error = text.trim_start().to_string();
+    } else {
+        if !rep.error.ends_with('\n') {
+            rep.error.push('\n');
+        }
+        rep.error.push_str(&text);
+    }
+}
+
+/// What the root filesystem's dependents of a shadowed distribution risk, and the two ways
+/// out: install them too (pip then picks versions built for the set's), or pin the
+/// distribution to the root filesystem's version (which also holds when it came into the
+/// set as another package's dependency).
+fn shadow_remedy(s: &ShadowedDistribution, option: &str) -> String {
+    const SHOWN: usize = 8;
+    let mut names = s
+        .dependents
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if s.dependents.len() > SHOWN {
+        names.push_str(&format!(" and {} more", s.dependents.len() - SHOWN));
+    }
+    let pin = format!("{}=={}", s.name, public_version(&s.rootfs_version));
+    format!(
+        "the root filesystem's packages that depend on it ({names}) now get {} instead of the version they were built with, and may fail to import (a compiled module with \"binary incompatibility\"): add the ones the program imports to {option} too (pip then installs versions that fit), or pin `{pin}` in {option}",
+        s.version
+    )
+}
+
+/// A version without its local part (`4.0.2+dfsg`: `4.0.2`), as PyPI knows it.
+fn public_version(v: &str) -> &str {
+    v.split('+').next().unwrap_or(v)
 }
 
 /// The directories of the root filesystem's Python packages (Debian's `dist-packages`), as

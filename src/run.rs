@@ -777,7 +777,8 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     // whose network reaches the registry only.
     let mut deps = None;
     if !req.packages.is_empty() || req.packages_lock.is_some() {
-        let base = base_spec(Vec::new(), &rootfs, opts, &profile);
+        let mut base = base_spec(Vec::new(), &rootfs, opts, &profile);
+        base.limit_naming = req.limits.naming;
         let identity = |p: &str| toolchain_identity(p, &rootfs);
         match crate::deps::prepare(
             &profile,
@@ -836,7 +837,8 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     out.dependencies = deps_report;
     out.language = Some(profile.name.clone());
     if out.status == crate::Status::RuntimeError && out.message.is_none() {
-        out.message = missing_module_hint(&out.error, &profile, req, &rootfs);
+        out.message = missing_module_hint(&out.error, &profile, req, &rootfs)
+            .or_else(|| shadow_hint(&out.error, out.dependencies.as_ref()?, req));
     }
     if let Some(dir) = &output_dir {
         dir.deliver(&mut out);
@@ -980,6 +982,80 @@ fn missing_module_hint(
     };
     Some(format!(
         "the program failed to import `{name}`, which is neither among the program's files nor installed in its root filesystem: {own}; if it is a package from {registry}, install it with {option}{differ}{rootfs_hint}"
+    ))
+}
+
+/// For a run that failed on a binary incompatibility (an extension module that does not fit
+/// the version of a package it was built against) while its package set shadows root
+/// filesystem packages at other versions: which, and what to do.
+fn shadow_hint(
+    stderr: &str,
+    deps: &crate::outcome::DependencyReport,
+    req: &RunRequest,
+) -> Option<String> {
+    if deps.shadowed.is_empty() {
+        return None;
+    }
+    let line = crate::deps::binary_incompatibility(stderr)?;
+    let line: String = line.chars().take(200).collect();
+    // The shadowings that leave root filesystem packages with another version than theirs;
+    // else those the error names; else all.
+    let mut culprits: Vec<_> = deps
+        .shadowed
+        .iter()
+        .filter(|s| !s.dependents.is_empty())
+        .collect();
+    if culprits.is_empty() {
+        culprits = deps
+            .shadowed
+            .iter()
+            .filter(|s| stderr.to_lowercase().contains(&s.name))
+            .collect();
+    }
+    if culprits.is_empty() {
+        culprits = deps.shadowed.iter().collect();
+    }
+    let option = match req.limits.naming {
+        LimitNaming::Request | LimitNaming::CompileRequest => "`packages`",
+        _ => "--packages",
+    };
+    let which: Vec<String> = culprits
+        .iter()
+        .map(|s| {
+            let users = if s.dependents.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", which the root filesystem's {} {} on",
+                    s.dependents.join(", "),
+                    if s.dependents.len() == 1 {
+                        "depends"
+                    } else {
+                        "depend"
+                    }
+                )
+            };
+            format!(
+                "{} {} from {option} shadows the root filesystem's {} {}{users}",
+                s.name, s.version, s.name, s.rootfs_version
+            )
+        })
+        .collect();
+    let pins: Vec<String> = culprits
+        .iter()
+        .map(|s| {
+            let v = s
+                .rootfs_version
+                .split('+')
+                .next()
+                .unwrap_or(&s.rootfs_version);
+            format!("{}=={v}", s.name)
+        })
+        .collect();
+    Some(format!(
+        "the program failed on a binary incompatibility (\"{line}\"): {}; add the packages the program imports from the root filesystem to {option} too (pip then installs versions that fit), or pin {} in {option} to keep the root filesystem's version (`dependencies.shadowed` in the JSON result lists them all)",
+        which.join("; "),
+        pins.join(", ")
     ))
 }
 
@@ -1260,6 +1336,54 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    /// A failure that reads as a binary incompatibility, while the set shadows root
+    /// filesystem packages, is pointed at the shadowing and the two ways out.
+    #[test]
+    fn a_binary_incompatibility_points_at_the_shadowing_set() {
+        use crate::outcome::{DependencyReport, ShadowedDistribution};
+        let shadow = |name: &str, dependents: &[&str]| ShadowedDistribution {
+            name: name.into(),
+            version: "2.4.6".into(),
+            rootfs_version: "1.24.2+dfsg".into(),
+            dependents: dependents.iter().map(|d| d.to_string()).collect(),
+        };
+        let mut deps = DependencyReport {
+            installer: "pip".into(),
+            packages: vec!["numpy".into()],
+            cached: true,
+            status: Status::Ok,
+            output: String::new(),
+            error: String::new(),
+            execution_time: 0.0,
+            memory_used: None,
+            network: None,
+            shadowed: vec![shadow("numpy", &["pandas"]), shadow("six", &[])],
+        };
+        let err = "  File \"pandas/_libs/interval.pyx\", line 1, in init pandas._libs.interval\nValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from C header, got 88 from PyObject\n";
+        let cli = RunRequest::code("python", "import pandas");
+        assert_eq!(
+            shadow_hint(err, &deps, &cli).as_deref(),
+            Some(
+                "the program failed on a binary incompatibility (\"ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from C header, got 88 from PyObject\"): numpy 2.4.6 from --packages shadows the root filesystem's numpy 1.24.2+dfsg, which the root filesystem's pandas depends on; add the packages the program imports from the root filesystem to --packages too (pip then installs versions that fit), or pin numpy==1.24.2 in --packages to keep the root filesystem's version (`dependencies.shadowed` in the JSON result lists them all)"
+            )
+        );
+        let mut req = cli.clone();
+        req.limits.naming = LimitNaming::Request;
+        let m = shadow_hint(err, &deps, &req).unwrap();
+        assert!(
+            m.contains("from `packages` shadows") && m.contains("in `packages` to keep"),
+            "{m}"
+        );
+        // Another failure is not this one.
+        assert_eq!(shadow_hint("KeyError: 'x'\n", &deps, &cli), None);
+        // No shadowed package with dependents: the one the error names.
+        deps.shadowed = vec![shadow("numpy", &[]), shadow("six", &[])];
+        let m = shadow_hint(err, &deps, &cli).unwrap();
+        assert!(m.contains("numpy 2.4.6 from") && !m.contains("six"), "{m}");
+        deps.shadowed.clear();
+        assert_eq!(shadow_hint(err, &deps, &cli), None);
     }
 
     #[test]
