@@ -6,16 +6,22 @@
 //! 2. Otherwise the installer (pip `--target`, npm `--prefix`) runs in a sandbox whose network
 //!    is `allow=` the profile's registry hosts (or the `--package-index` host alone), under
 //!    the profile's `[packages.limits]`, writing into a tmpfs at `/deps` as large as the
-//!    install sandbox's workspace. Once the installer has exited 0, the sandbox's init copies
+//!    install sandbox's workspace, its temporary files too (`TMPDIR` is `/deps/.tmp`, left
+//!    out of the set). Once the installer has exited 0, the sandbox's init copies
 //!    that tree into a fresh host directory (`spec::Export`): an install, or a package's
 //!    install script, cannot write more to the host's disk than the tmpfs holds.
 //! 3. That directory is renamed into the cache atomically (`rename(2)` of a directory: a
 //!    reader sees the whole set or none; of two concurrent installs of one key the first
 //!    rename wins and the other's copy is removed).
-//! 4. The program's own sandbox gets the set bound read-only at `/deps`, `PYTHONPATH` or
+//! 4. The program's own sandbox gets the set bound read-only at `/deps` (an npm set's
+//!    `node_modules` at `/node_modules` too, where ES-module imports look), `PYTHONPATH` or
 //!    `NODE_PATH` pointing into it, and the network the request asked for (none by default).
 
-use crate::outcome::{DependencyReport, Outcome, Status};
+mod shadow;
+
+pub use shadow::binary_incompatibility;
+
+use crate::outcome::{DependencyReport, Outcome, ShadowedDistribution, Status};
 use crate::profile::{PackagesConfig, Profile};
 use crate::spec::{Bind, Export, InputFile, Limits, ParseError, Rootfs, SandboxSpec, StdinSource};
 use sha2::{Digest, Sha256};
@@ -181,6 +187,9 @@ fn lock_files(
 
 /// Largest lock file accepted.
 const MAX_LOCK: usize = 4 << 20;
+/// The installer's TMPDIR, relative to the set's directory (so on the install's tmpfs);
+/// removed before the set is published.
+const INSTALL_TMP: &str = ".tmp";
 /// Where pip's lock (a requirements file) goes, relative to the set's directory.
 const PIP_LOCK: &str = "requirements.lock";
 
@@ -330,9 +339,57 @@ fn sweep(dir: &Path) {
 
 /// What the program's run needs from the installed set.
 pub struct Ready {
-    pub bind: Bind,
+    /// The set at `/deps`, and for npm its `node_modules` at `/node_modules` too.
+    pub binds: Vec<Bind>,
     pub env: (String, String),
     pub report: DependencyReport,
+}
+
+/// Where an npm set's `node_modules` is bound as well: ES-module `import` ignores `NODE_PATH`
+/// and looks for a package only in the `node_modules` directories above the importing file
+/// (`/workspace/node_modules`, then `/node_modules`), as `require()` also does.
+pub const NODE_MODULES_DIR: &str = "/node_modules";
+
+/// The binds and the environment variable that show the published set `set` to the run.
+/// An npm set's `node/node_modules` (a real directory, not a symlink the install made) is
+/// also bound at [`NODE_MODULES_DIR`], unless the root filesystem has a `/node_modules` of
+/// its own, which the bind would hide; `NODE_PATH` then names that same directory, so that
+/// `require()` and `import` load a package from one path (two paths would load it twice).
+fn ready_binds(
+    installer: &Installer,
+    set: PathBuf,
+    rootfs: &Rootfs,
+) -> (Vec<Bind>, (String, String)) {
+    let mut env = (
+        installer.path_var.0.to_string(),
+        installer.path_var.1.to_string(),
+    );
+    let mut binds = Vec::new();
+    if installer.interpreter == "node" {
+        let modules = set.join("node/node_modules");
+        let real_dir = std::fs::symlink_metadata(&modules).is_ok_and(|m| m.is_dir());
+        let rootfs_has_one = match rootfs {
+            Rootfs::Host => false,
+            Rootfs::Dir(d) => std::fs::symlink_metadata(d.join(&NODE_MODULES_DIR[1..])).is_ok(),
+        };
+        if real_dir && !rootfs_has_one {
+            binds.push(Bind {
+                src: modules,
+                dst: NODE_MODULES_DIR.into(),
+                writable: false,
+            });
+            env.1 = NODE_MODULES_DIR.into();
+        }
+    }
+    binds.insert(
+        0,
+        Bind {
+            src: set,
+            dst: DEPS_DIR.into(),
+            writable: false,
+        },
+    );
+    (binds, env)
 }
 
 /// The outcome of [`prepare`].
@@ -343,8 +400,8 @@ pub enum Prepared {
 }
 
 /// Finds the set in the cache or installs it. `base` is a spec with the run's rootfs,
-/// seccomp policy and degrade/backend choices; `identity` names the interpreter as the sandbox
-/// sees it.
+/// seccomp policy, degrade/backend choices and limit naming (a request's or the flags');
+/// `identity` names the interpreter as the sandbox sees it.
 pub fn prepare(
     profile: &Profile,
     packages: &[String],
@@ -358,6 +415,10 @@ pub fn prepare(
         .packages
         .as_ref()
         .ok_or_else(|| DepsError::Unsupported(profile.name.clone()))?;
+    let request = matches!(
+        base.limit_naming,
+        crate::spec::LimitNaming::Request | crate::spec::LimitNaming::CompileRequest
+    );
     let pkgs = match lock {
         Some(_) if packages.is_empty() => Vec::new(),
         _ => check_packages(packages)?,
@@ -422,7 +483,6 @@ pub fn prepare(
     let key: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let dir = cache_dir()?;
     let final_dir = dir.join(&key);
-    let env = (inst.path_var.0.to_string(), inst.path_var.1.to_string());
     let report = |cached: bool| DependencyReport {
         installer: cfg.installer.clone(),
         packages: pkgs.clone(),
@@ -431,21 +491,22 @@ pub fn prepare(
         output: String::new(),
         error: String::new(),
         execution_time: 0.0,
+        memory_used: None,
         network: None,
+        shadowed: Vec::new(),
     };
     if final_dir.is_dir() {
         // The set's mtime is its last use, for eviction (best effort).
         if let Ok(d) = std::fs::File::open(&final_dir) {
             let _ = d.set_modified(std::time::SystemTime::now());
         }
+        let mut rep = report(true);
+        note_shadowed(&mut rep, &final_dir, rootfs, request);
+        let (binds, env) = ready_binds(&inst, final_dir, rootfs);
         return Ok(Prepared::Ready(Box::new(Ready {
-            bind: Bind {
-                src: final_dir,
-                dst: DEPS_DIR.into(),
-                writable: false,
-            },
+            binds,
             env,
-            report: report(true),
+            report: rep,
         })));
     }
     sweep(&dir);
@@ -473,6 +534,11 @@ pub fn prepare(
     let mut s = base.clone();
     s.argv = install_argv(cfg, &index, &pkgs, !lock_files.is_empty());
     s.env = vec![
+        // The installer's temporary files (pip's downloads, and the tree `pip --target`
+        // builds before it moves it into place) go to the tmpfs the set is installed into:
+        // one cap (the workspace size) bounds the whole install, a set larger than /tmp
+        // installs, and the final move is a rename, not a second copy of the set.
+        ("TMPDIR".into(), format!("{DEPS_DIR}/{INSTALL_TMP}")),
         ("PIP_BREAK_SYSTEM_PACKAGES".into(), "1".into()),
         // Node.js trusts its own bundled CAs only; the system's (bound at /etc/ssl/certs)
         // include the ones the host's administrator added, as pip's do.
@@ -485,6 +551,8 @@ pub fn prepare(
     cfg.limits
         .apply(&mut s.limits)
         .map_err(|e: ParseError| cleanup(e.into()))?;
+    // A limit the install reaches is raised in the profile, not with the run's flags.
+    s.limit_naming = crate::spec::LimitNaming::Packages;
     s.stdin = StdinSource::Null;
     s.passthrough = false;
     s.files = Vec::new();
@@ -511,6 +579,13 @@ pub fn prepare(
                 contents: contents.clone(),
                 mode: 0o644,
             })
+            .chain([InputFile {
+                path: format!("{INSTALL_TMP}/README"),
+                contents:
+                    b"The installer's TMPDIR; cordon removes it before it publishes the set.\n"
+                        .to_vec(),
+                mode: 0o644,
+            }])
             .collect(),
     });
     let out = crate::launch::run(&s).map_err(|e| cleanup(e.into()))?;
@@ -522,29 +597,18 @@ pub fn prepare(
         output: out.output.clone(),
         error: out.error.clone(),
         execution_time: out.execution_time,
+        memory_used: out.memory_used,
         network: out.network.clone(),
+        shadowed: Vec::new(),
     };
     if out.status != Status::Ok {
         remove_tree(&temp);
-        let hint = if rep.error.contains("No module named pip") {
-            "; this python has no pip: on --rootfs host `apt-get install python3-pip`, or rebuild the python rootfs (`cordon rootfs build python`)"
-        } else {
-            ""
-        };
-        // The install sandbox's own account (a limit, cordon's failure) says what the
-        // installer's messages cannot.
-        let why = out
-            .message
-            .as_deref()
-            .map(|m| format!(": {m}"))
-            .unwrap_or_default();
-        let message = format!(
-            "installing the packages failed ({} in the install sandbox{why}); {}'s messages are in `dependencies.error` (on stderr without --json){hint}",
-            rep.status.as_str(),
-            cfg.installer
-        );
+        let message = install_failure_message(&cfg.installer, &InstallEnd::of(&out), &s.limits);
         return Ok(install_failed(out, rep, message));
     }
+    // The installer's temporary directory is no part of the set (pip empties it; whatever a
+    // build left there goes). Not followed if the install made it a symlink.
+    remove_tree(&temp.join(INSTALL_TMP));
     // The set is made fit to publish (special files and outward symlinks removed, modes
     // stripped, a size cap), and a root caller's install, which wrote as the sandbox's own
     // host uid, is handed to root (later runs read it through the "other" permission bits).
@@ -599,15 +663,91 @@ pub fn prepare(
         let _ = d.sync_all();
     }
     evict(&dir, &key);
+    note_shadowed(&mut rep, &final_dir, rootfs, request);
+    let (binds, env) = ready_binds(&inst, final_dir, rootfs);
     Ok(Prepared::Ready(Box::new(Ready {
-        bind: Bind {
-            src: final_dir,
-            dst: DEPS_DIR.into(),
-            writable: false,
-        },
+        binds,
         env,
         report: rep,
     })))
+}
+
+/// Records in `rep` the root filesystem's distributions that a pip set (at `set`) shadows at
+/// another version ([`shadow::find`]), with a sentence in `dependencies.error` for each one
+/// whose dependents in the root filesystem now meet a version they were not built for.
+/// `request`: the run came as a JSON request (its fields are named, not the flags).
+fn note_shadowed(rep: &mut DependencyReport, set: &Path, rootfs: &Rootfs, request: bool) {
+    if rep.installer != "pip" {
+        return;
+    }
+    let root = match rootfs {
+        Rootfs::Host => PathBuf::from("/"),
+        Rootfs::Dir(d) => d.clone(),
+    };
+    rep.shadowed = shadow::find(&set.join("python"), &root, &python_site_dirs(rootfs));
+    if rep.shadowed.is_empty() {
+        return;
+    }
+    let option = if request { "`packages`" } else { "--packages" };
+    let mut text = String::new();
+    let (risky, others): (Vec<_>, Vec<_>) =
+        rep.shadowed.iter().partition(|s| !s.dependents.is_empty());
+    for s in &risky {
+        text.push_str(&format!(
+            "\n{} {} from {option} shadows the root filesystem's {} {}; {}\n",
+            s.name,
+            s.version,
+            s.name,
+            s.rootfs_version,
+            shadow_remedy(s, option)
+        ));
+    }
+    if !others.is_empty() {
+        let list: Vec<String> = others
+            .iter()
+            .map(|s| format!("{} {} with {}", s.name, s.rootfs_version, s.version))
+            .collect();
+        text.push_str(&format!(
+            "\nthe set also replaces the root filesystem's {} (no package of the root filesystem still in use depends on them)\n",
+            list.join(", ")
+        ));
+    }
+    if rep.error.is_empty() {
+        rep.error = text.trim_start().to_string();
+    } else {
+        if !rep.error.ends_with('\n') {
+            rep.error.push('\n');
+        }
+        rep.error.push_str(&text);
+    }
+}
+
+/// What the root filesystem's dependents of a shadowed distribution risk, and the two ways
+/// out: install them too (pip then picks versions built for the set's), or pin the
+/// distribution to the root filesystem's version (which also holds when it came into the
+/// set as another package's dependency).
+fn shadow_remedy(s: &ShadowedDistribution, option: &str) -> String {
+    const SHOWN: usize = 8;
+    let mut names = s
+        .dependents
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if s.dependents.len() > SHOWN {
+        names.push_str(&format!(" and {} more", s.dependents.len() - SHOWN));
+    }
+    let pin = format!("{}=={}", s.name, public_version(&s.rootfs_version));
+    format!(
+        "the root filesystem's packages that depend on it ({names}) now get {} instead of the version they were built with, and may fail to import (a compiled module with \"binary incompatibility\"): add the ones the program imports to {option} too (pip then installs versions that fit), or pin `{pin}` in {option}",
+        s.version
+    )
+}
+
+/// A version without its local part (`4.0.2+dfsg`: `4.0.2`), as PyPI knows it.
+fn public_version(v: &str) -> &str {
+    v.split('+').next().unwrap_or(v)
 }
 
 /// The directories of the root filesystem's Python packages (Debian's `dist-packages`), as
@@ -710,6 +850,92 @@ fn write_sitecustomize(python_dir: &Path, names: &[String]) -> bool {
         .open(python_dir.join("sitecustomize.py"))
         .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
         .is_ok()
+}
+
+/// How the install sandbox ended, as far as its failure's message needs.
+struct InstallEnd<'a> {
+    status: Status,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    /// The install sandbox's own account (a limit reached, a full filesystem, ...).
+    message: Option<&'a str>,
+    /// The installer's stderr and stdout.
+    error: &'a str,
+    output: &'a str,
+}
+
+impl<'a> InstallEnd<'a> {
+    fn of(out: &'a Outcome) -> Self {
+        InstallEnd {
+            status: out.status,
+            exit_code: out.exit_code,
+            signal: out.signal,
+            message: out.message.as_deref(),
+            error: &out.error,
+            output: &out.output,
+        }
+    }
+}
+
+/// Why an install failed, for the run's message: how the installer ended, the install
+/// sandbox's own account (a limit reached, a full filesystem, cordon's failure), and where
+/// the installer's messages are.
+fn install_failure_message(installer: &str, end: &InstallEnd, limits: &Limits) -> String {
+    let mut why = Vec::new();
+    match (end.status, end.exit_code, end.signal) {
+        (Status::RuntimeError, Some(code), _) => {
+            why.push(format!("{installer} exited with code {code}"))
+        }
+        (Status::Signaled, _, Some(sig)) => why.push(format!(
+            "{installer} was killed by {}",
+            crate::outcome::signal_name(sig)
+        )),
+        _ => {}
+    }
+    why.extend(end.message.map(String::from));
+    // A filesystem the sandbox found full when the installer exited is named in its message
+    // already. pip removes its temporary files, and npm what it had installed, before they
+    // exit, though, so after their ENOSPC nothing is full any more: then the one they write is
+    // named, /deps (the set and TMPDIR).
+    let full_named = end
+        .message
+        .is_some_and(|m| m.contains("No space left on device"));
+    let enospc = [end.error, end.output]
+        .iter()
+        .any(|t| t.contains("No space left on device") || t.contains("ENOSPC"));
+    if enospc && !full_named && end.status == Status::RuntimeError {
+        why.push(format!(
+            "it ran out of space (ENOSPC, \"No space left on device\") and had freed that space again by the time it exited; it writes the set and its temporary files (TMPDIR) into {DEPS_DIR}, a tmpfs of {}: raise workspace_size in the profile's [packages.limits] (and memory there: the files count toward the install's memory limit{}); a build that writes to /tmp instead has {} (tmp_size there)",
+            size_text(limits.workspace_size),
+            limits
+                .memory
+                .map(|m| format!(" of {}", size_text(m)))
+                .unwrap_or_default(),
+            size_text(limits.tmp_size),
+        ));
+    }
+    if why.is_empty() {
+        why.push(format!(
+            "the install sandbox ended with status {}",
+            end.status.as_str()
+        ));
+    }
+    if end.error.contains("No module named pip") {
+        why.push("this python has no pip: on --rootfs host `apt-get install python3-pip`, or rebuild the python rootfs (`cordon rootfs build python`)".into());
+    }
+    format!(
+        "installing the packages failed: {}; {installer}'s messages are in `dependencies.error` (on stderr without --json)",
+        why.join("; ")
+    )
+}
+
+/// A size for messages: whole GiB or MiB.
+fn size_text(b: u64) -> String {
+    if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
+        format!("{} GiB", b >> 30)
+    } else {
+        format!("{} MiB", b.div_ceil(1 << 20))
+    }
 }
 
 /// The result of a run whose packages could not be installed: the code did not run.
@@ -1131,6 +1357,118 @@ mod tests {
         assert!(sc.contains("for _name in (\"mpl_toolkits\", ):"), "{sc}");
         // Again: nothing more to do.
         assert!(join_shadowed_namespaces(&py, &[site]).is_empty());
+    }
+
+    /// An install failure says how the installer ended and what to change, in words a
+    /// caller knows: not the install sandbox's status.
+    #[test]
+    fn an_install_failure_says_how_the_installer_ended() {
+        let limits = Limits {
+            workspace_size: 16 << 20,
+            memory: Some(1 << 30),
+            tmp_size: 256 << 20,
+            ..Limits::default()
+        };
+        let end = |status, message, error| InstallEnd {
+            status,
+            exit_code: (status == Status::RuntimeError).then_some(1),
+            signal: (status == Status::Signaled).then_some(9),
+            message,
+            error,
+            output: "",
+        };
+        let m = install_failure_message(
+            "pip",
+            &end(
+                Status::RuntimeError,
+                None,
+                "ERROR: No matching distribution found for x\n",
+            ),
+            &limits,
+        );
+        assert_eq!(
+            m,
+            "installing the packages failed: pip exited with code 1; pip's messages are in `dependencies.error` (on stderr without --json)"
+        );
+        // ENOSPC, with nothing full any more when pip exited: /deps and what raises it.
+        let enospc = "ERROR: Could not install packages due to an OSError: [Errno 28] No space left on device\n";
+        let m = install_failure_message("pip", &end(Status::RuntimeError, None, enospc), &limits);
+        assert!(
+            m.starts_with("installing the packages failed: pip exited with code 1; it ran out of space")
+                && m.contains("into /deps, a tmpfs of 16 MiB: raise workspace_size in the profile's [packages.limits] (and memory there: the files count toward the install's memory limit of 1 GiB); a build that writes to /tmp instead has 256 MiB (tmp_size there)"),
+            "{m}"
+        );
+        // The sandbox named the full filesystem itself: that is said once, not guessed at.
+        let full = "/deps is full (all of its 16 MiB are used), so a write there failed with ENOSPC (\"No space left on device\") or would; raise it with workspace_size in the profile's [packages.limits]";
+        let m = install_failure_message(
+            "npm",
+            &end(Status::RuntimeError, Some(full), "npm ERR! code ENOSPC\n"),
+            &limits,
+        );
+        assert_eq!(
+            m,
+            format!(
+                "installing the packages failed: npm exited with code 1; {full}; npm's messages are in `dependencies.error` (on stderr without --json)"
+            )
+        );
+        let m = install_failure_message("pip", &end(Status::Signaled, None, ""), &limits);
+        assert!(
+            m.starts_with("installing the packages failed: pip was killed by SIGKILL;"),
+            "{m}"
+        );
+        let timeout = "the wall-clock limit of 300s was reached; cordon killed every process of the sandbox (raise it with timeout in the profile's [packages.limits])";
+        let m =
+            install_failure_message("pip", &end(Status::Timeout, Some(timeout), enospc), &limits);
+        assert_eq!(
+            m,
+            format!(
+                "installing the packages failed: {timeout}; pip's messages are in `dependencies.error` (on stderr without --json)"
+            )
+        );
+        let m = install_failure_message(
+            "pip",
+            &end(
+                Status::RuntimeError,
+                None,
+                "/usr/bin/python3: No module named pip\n",
+            ),
+            &limits,
+        );
+        assert!(
+            m.contains("; this python has no pip: on --rootfs host `apt-get install python3-pip`"),
+            "{m}"
+        );
+    }
+
+    /// An npm set's node_modules is also bound at /node_modules (where ES-module imports
+    /// look), with NODE_PATH naming it, unless it is not a real directory or the root
+    /// filesystem has a /node_modules the bind would hide.
+    #[test]
+    fn an_npm_set_is_bound_where_es_module_imports_look() {
+        let t = tempfile::tempdir().unwrap();
+        let set = t.path().join("set");
+        std::fs::create_dir_all(set.join("node/node_modules/a")).unwrap();
+        let dsts = |binds: &[Bind]| binds.iter().map(|b| b.dst.clone()).collect::<Vec<_>>();
+        let (binds, env) = ready_binds(&installer("npm"), set.clone(), &Rootfs::Host);
+        assert_eq!(dsts(&binds), ["/deps", "/node_modules"]);
+        assert_eq!(binds[1].src, set.join("node/node_modules"));
+        assert!(binds.iter().all(|b| !b.writable));
+        assert_eq!(env, ("NODE_PATH".into(), "/node_modules".into()));
+        // A root filesystem with a /node_modules of its own keeps it.
+        let rootfs = t.path().join("rootfs");
+        std::fs::create_dir_all(rootfs.join("node_modules")).unwrap();
+        let (binds, env) = ready_binds(&installer("npm"), set.clone(), &Rootfs::Dir(rootfs));
+        assert_eq!(dsts(&binds), ["/deps"]);
+        assert_eq!(env.1, "/deps/node/node_modules");
+        // A node_modules the install made a symlink is not bound.
+        let linked = t.path().join("linked");
+        std::fs::create_dir_all(linked.join("node/real")).unwrap();
+        std::os::unix::fs::symlink("real", linked.join("node/node_modules")).unwrap();
+        let (binds, _) = ready_binds(&installer("npm"), linked, &Rootfs::Host);
+        assert_eq!(dsts(&binds), ["/deps"]);
+        let (binds, env) = ready_binds(&installer("pip"), set, &Rootfs::Host);
+        assert_eq!(dsts(&binds), ["/deps"]);
+        assert_eq!(env, ("PYTHONPATH".into(), "/deps/python".into()));
     }
 
     #[test]

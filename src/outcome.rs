@@ -197,9 +197,33 @@ pub struct DependencyReport {
     pub output: String,
     pub error: String,
     pub execution_time: f64,
+    /// The install sandbox's peak memory (under a cgroup its tmpfs files, the set being
+    /// installed among them, included); null when cached.
+    pub memory_used: Option<u64>,
     /// The install sandbox's network counters (absent when cached).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network: Option<crate::net::NetworkReport>,
+    /// pip: the root filesystem's distributions that the set replaces with another version
+    /// (absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shadowed: Vec<ShadowedDistribution>,
+}
+
+/// A distribution of the root filesystem that an installed set shadows (the set comes first
+/// on the path) at another version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShadowedDistribution {
+    /// Its name, normalized (`python-dateutil`).
+    pub name: String,
+    /// The set's version, which the program imports.
+    pub version: String,
+    /// The root filesystem's version.
+    pub rootfs_version: String,
+    /// The root filesystem's distributions that depend on it (by their metadata, and dpkg's)
+    /// and that the set does not replace too: they now run with the set's version, which
+    /// they may not have been built for.
+    pub dependents: Vec<String>,
 }
 
 /// How a result's `output` and `error` hold what the program wrote (`--output-encoding`, a

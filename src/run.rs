@@ -780,7 +780,8 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     // whose network reaches the registry only.
     let mut deps = None;
     if !req.packages.is_empty() || req.packages_lock.is_some() {
-        let base = base_spec(Vec::new(), &rootfs, opts, &profile);
+        let mut base = base_spec(Vec::new(), &rootfs, opts, &profile);
+        base.limit_naming = req.limits.naming;
         let identity = |p: &str| toolchain_identity(p, &rootfs);
         match crate::deps::prepare(
             &profile,
@@ -817,7 +818,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     let mut deps_report = None;
     if let Some(d) = deps {
         s.env.push(d.env);
-        s.binds.push(d.bind);
+        s.binds.extend(d.binds);
         deps_report = Some(d.report);
     }
     s.env.extend(req.env.iter().cloned());
@@ -840,7 +841,8 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     out.dependencies = deps_report;
     out.language = Some(profile.name.clone());
     if out.status == crate::Status::RuntimeError && out.message.is_none() {
-        out.message = missing_module_hint(&out.error, &profile, req, &rootfs);
+        out.message = missing_module_hint(&out.error, &profile, req, &rootfs)
+            .or_else(|| shadow_hint(&out.error, out.dependencies.as_ref()?, req));
     }
     if let Some(dir) = &output_dir {
         dir.deliver(&mut out);
@@ -850,21 +852,28 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
 
 /// The module a failed program could not import, from its stderr: Python's
 /// `ModuleNotFoundError: No module named 'X'` (X's top-level name) or Node's
-/// `Cannot find module 'X'` (a package name, `@scope/name` or `name`; not a relative or
-/// absolute path). The last such line: the one that ended the program.
+/// `Cannot find module 'X'` (require) or `Cannot find package 'X' imported from ...` (an ES
+/// module's import) (a package name, `@scope/name` or `name`; not a relative or absolute
+/// path). The last such line: the one that ended the program.
 fn missing_module(stderr: &str, installer: &str) -> Option<String> {
-    let (marker, python) = match installer {
-        "pip" => ("ModuleNotFoundError: No module named '", true),
-        "npm" => ("Error: Cannot find module '", false),
+    let python = match installer {
+        "pip" => true,
+        "npm" => false,
         _ => return None,
     };
     // The error that ended the program, not one it caught earlier: Python's traceback ends
-    // on it; Node's last error line (`SomethingError: ...`) is it, with the require stack
-    // and the `code:` lines after it.
+    // on it; Node's last error line (`SomethingError: ...`, or `Error [CODE]: ...`) is it,
+    // with the require stack and the `code:` lines after it.
     let ending = |l: &&str| {
         let t = l.trim_start();
         t.split_once(": ").is_some_and(|(kind, _)| {
-            kind.ends_with("Error") && kind.chars().all(|c| c.is_ascii_alphanumeric())
+            let (kind, code) = match kind.split_once(" [") {
+                Some((k, c)) => (k, c.strip_suffix(']')),
+                None => (kind, Some("ERR")),
+            };
+            kind.ends_with("Error")
+                && kind.chars().all(|c| c.is_ascii_alphanumeric())
+                && code.is_some_and(|c| c.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
         })
     };
     let line = if python {
@@ -872,10 +881,20 @@ fn missing_module(stderr: &str, installer: &str) -> Option<String> {
     } else {
         stderr.lines().rev().find(ending)?
     };
-    let rest = line.trim_start().strip_prefix(marker)?;
+    let line = line.trim_start();
     // The whole line is the one error: `No module named 'os.x'; 'os' is not a package` is
     // not a missing package.
-    let name = rest.strip_suffix('\'').filter(|n| !n.contains('\''))?;
+    let name = if python {
+        line.strip_prefix("ModuleNotFoundError: No module named '")?
+            .strip_suffix('\'')
+    } else if let Some(rest) = line.strip_prefix("Error: Cannot find module '") {
+        rest.strip_suffix('\'')
+    } else {
+        line.strip_prefix("Error [ERR_MODULE_NOT_FOUND]: Cannot find package '")?
+            .split_once("' imported from ")
+            .map(|(name, _)| name)
+    }
+    .filter(|n| !n.contains('\''))?;
     let name = if python {
         name.split('.').next()?.to_string()
     } else if name.starts_with('@') {
@@ -887,8 +906,11 @@ fn missing_module(stderr: &str, installer: &str) -> Option<String> {
     (!name.is_empty() && !name.starts_with(['.', '/']) && name.chars().all(plain)).then_some(name)
 }
 
-/// For a run that failed on a missing module of a language with packages: how to get it
-/// (the run's `--packages`, or the python rootfs, which has the common data libraries).
+/// For a run that failed on a missing module of a language with packages: where it can come
+/// from. The program's own module first (a file the caller did not send: installing a
+/// package of that name from the registry would run whoever's code holds the name there),
+/// then the registry's package (PyPI's name where it is another), or the python rootfs,
+/// which has the common data libraries.
 fn missing_module_hint(
     stderr: &str,
     profile: &Profile,
@@ -914,23 +936,48 @@ fn missing_module_hint(
         ("Crypto", "pycryptodome"),
         ("dotenv", "python-dotenv"),
     ];
+    let pip = cfg.installer == "pip";
     let package = PYPI_NAMES
         .iter()
-        .find(|(m, _)| cfg.installer == "pip" && *m == name)
+        .find(|(m, _)| pip && *m == name)
         .map_or(name.as_str(), |(_, p)| p);
     if req.packages.iter().any(|p| p == package) {
         return None;
     }
-    let option = match req.limits.naming {
-        crate::spec::LimitNaming::Request | crate::spec::LimitNaming::CompileRequest => {
-            format!("\"packages\": [\"{package}\"] in the request")
-        }
-        _ => format!("--packages {package}"),
+    let request = matches!(
+        req.limits.naming,
+        LimitNaming::Request | LimitNaming::CompileRequest
+    );
+    let registry = match cfg.installer.as_str() {
+        "pip" => "PyPI",
+        "npm" => "npm",
+        other => other,
+    };
+    // The program's own module: a file beside the code (Python finds it there), or for
+    // Node one loaded by its path (a bare name is looked up in node_modules only).
+    let own = match (pip, request) {
+        (true, false) => format!(
+            "if it is the program's own module, send it with --file {name}.py=PATH (a package: --file {name}/__init__.py=PATH, and its other files likewise)"
+        ),
+        (true, true) => format!(
+            "if it is the program's own module, send it in the request's `files` as \"{name}.py\" (a package: \"{name}/__init__.py\" and its other files)"
+        ),
+        (false, false) => format!(
+            "if it is the program's own module, send it with --file {name}.js=PATH and load it by its path (`require('./{name}')`, `import './{name}.js'`)"
+        ),
+        (false, true) => format!(
+            "if it is the program's own module, send it in the request's `files` as \"{name}.js\" and load it by its path (`require('./{name}')`, `import './{name}.js'`)"
+        ),
+    };
+    let option = if request {
+        format!("\"packages\": [\"{package}\"] in the request")
+    } else {
+        format!("--packages {package}")
     };
     let differ = if package == name {
-        " (the package's name may differ from the module's)"
+        " (the package's name may differ from the module's)".to_string()
     } else {
-        ""
+        format!(" ({registry}'s name for `{name}`)")
     };
     let rootfs_hint = if profile.name == "python" && *rootfs == Rootfs::Host {
         "; or build the python root filesystem (`cordon rootfs build python`), which has numpy, pandas and matplotlib"
@@ -938,7 +985,81 @@ fn missing_module_hint(
         ""
     };
     Some(format!(
-        "the program failed to import `{name}`, which is not installed in its root filesystem: install it with {option}{differ}{rootfs_hint}"
+        "the program failed to import `{name}`, which is neither among the program's files nor installed in its root filesystem: {own}; if it is a package from {registry}, install it with {option}{differ}{rootfs_hint}"
+    ))
+}
+
+/// For a run that failed on a binary incompatibility (an extension module that does not fit
+/// the version of a package it was built against) while its package set shadows root
+/// filesystem packages at other versions: which, and what to do.
+fn shadow_hint(
+    stderr: &str,
+    deps: &crate::outcome::DependencyReport,
+    req: &RunRequest,
+) -> Option<String> {
+    if deps.shadowed.is_empty() {
+        return None;
+    }
+    let line = crate::deps::binary_incompatibility(stderr)?;
+    let line: String = line.chars().take(200).collect();
+    // The shadowings that leave root filesystem packages with another version than theirs;
+    // else those the error names; else all.
+    let mut culprits: Vec<_> = deps
+        .shadowed
+        .iter()
+        .filter(|s| !s.dependents.is_empty())
+        .collect();
+    if culprits.is_empty() {
+        culprits = deps
+            .shadowed
+            .iter()
+            .filter(|s| stderr.to_lowercase().contains(&s.name))
+            .collect();
+    }
+    if culprits.is_empty() {
+        culprits = deps.shadowed.iter().collect();
+    }
+    let option = match req.limits.naming {
+        LimitNaming::Request | LimitNaming::CompileRequest => "`packages`",
+        _ => "--packages",
+    };
+    let which: Vec<String> = culprits
+        .iter()
+        .map(|s| {
+            let users = if s.dependents.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", which the root filesystem's {} {} on",
+                    s.dependents.join(", "),
+                    if s.dependents.len() == 1 {
+                        "depends"
+                    } else {
+                        "depend"
+                    }
+                )
+            };
+            format!(
+                "{} {} from {option} shadows the root filesystem's {} {}{users}",
+                s.name, s.version, s.name, s.rootfs_version
+            )
+        })
+        .collect();
+    let pins: Vec<String> = culprits
+        .iter()
+        .map(|s| {
+            let v = s
+                .rootfs_version
+                .split('+')
+                .next()
+                .unwrap_or(&s.rootfs_version);
+            format!("{}=={v}", s.name)
+        })
+        .collect();
+    Some(format!(
+        "the program failed on a binary incompatibility (\"{line}\"): {}; add the packages the program imports from the root filesystem to {option} too (pip then installs versions that fit), or pin {} in {option} to keep the root filesystem's version (`dependencies.shadowed` in the JSON result lists them all)",
+        which.join("; "),
+        pins.join(", ")
     ))
 }
 
@@ -1141,6 +1262,135 @@ mod tests {
         let node_caught =
             "Error: Cannot find module 'optional-dep'\n    at x\nTypeError: y is not a function\n";
         assert_eq!(missing_module(node_caught, "npm"), None);
+        // An ES module's import (node 20's words), a package's subpath, a scoped package.
+        let esm = "node:internal/modules/esm/resolve:873\n  throw new ERR_MODULE_NOT_FOUND(packageName, fileURLToPath(base), null);\n        ^\n\nError [ERR_MODULE_NOT_FOUND]: Cannot find package 'lodash' imported from /workspace/main.mjs\n    at packageResolve (node:internal/modules/esm/resolve:873:9) {\n  code: 'ERR_MODULE_NOT_FOUND'\n}\n\nNode.js v20.20.2\n";
+        assert_eq!(missing_module(esm, "npm").as_deref(), Some("lodash"));
+        let esm_scoped = "Error [ERR_MODULE_NOT_FOUND]: Cannot find package '@scope/x' imported from /workspace/main.js\n";
+        assert_eq!(
+            missing_module(esm_scoped, "npm").as_deref(),
+            Some("@scope/x")
+        );
+        // A file of the program's own that is missing is not a package.
+        let esm_own = "Error [ERR_MODULE_NOT_FOUND]: Cannot find module '/workspace/util.mjs' imported from /workspace/main.mjs\n";
+        assert_eq!(missing_module(esm_own, "npm"), None);
+        let esm_caught = "Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'a' imported from /w/m.mjs\nTypeError [ERR_X]: y\n";
+        assert_eq!(missing_module(esm_caught, "npm"), None);
+    }
+
+    /// The hint for a missing module names the program's own module first (a file the caller
+    /// forgot to send: installing a same-named package would run whoever holds that name on
+    /// the registry), then the package, by the registry's name, in the caller's words (flags
+    /// or a request's fields).
+    #[test]
+    fn a_missing_module_hint_names_the_programs_own_module_first() {
+        let python = crate::profile::find("python", &[]).unwrap();
+        let node = crate::profile::find("node", &[]).unwrap();
+        let built = Rootfs::Dir("/var/lib/cordon/rootfs/python".into());
+        let cli = RunRequest::code("python", "import mymodule_local");
+        let py_err = |m: &str| {
+            format!(
+                "Traceback (most recent call last):\n  File \"/workspace/main.py\", line 1, in <module>\nModuleNotFoundError: No module named '{m}'\n"
+            )
+        };
+        assert_eq!(
+            missing_module_hint(&py_err("mymodule_local"), &python, &cli, &built).as_deref(),
+            Some(
+                "the program failed to import `mymodule_local`, which is neither among the program's files nor installed in its root filesystem: if it is the program's own module, send it with --file mymodule_local.py=PATH (a package: --file mymodule_local/__init__.py=PATH, and its other files likewise); if it is a package from PyPI, install it with --packages mymodule_local (the package's name may differ from the module's)"
+            )
+        );
+        // PyPI's own name where it is another; on the host's Python, the built rootfs too.
+        let m = missing_module_hint(
+            &py_err("sklearn.linear_model"),
+            &python,
+            &cli,
+            &Rootfs::Host,
+        )
+        .unwrap();
+        let (own, pkg) = (
+            m.find("--file sklearn.py=PATH").unwrap(),
+            m.find("--packages scikit-learn (PyPI's name for `sklearn`)")
+                .unwrap(),
+        );
+        assert!(own < pkg, "{m}");
+        assert!(m.ends_with("which has numpy, pandas and matplotlib"), "{m}");
+        // A request: its fields.
+        let mut req = cli.clone();
+        req.limits.naming = LimitNaming::Request;
+        let m = missing_module_hint(&py_err("mymodule_local"), &python, &req, &built).unwrap();
+        assert!(
+            m.contains("send it in the request's `files` as \"mymodule_local.py\"")
+                && m.contains("install it with \"packages\": [\"mymodule_local\"] in the request"),
+            "{m}"
+        );
+        // Asked for already (by the module's or the package's name): nothing to add.
+        let mut asked = cli.clone();
+        asked.packages = vec!["scikit-learn".into()];
+        assert_eq!(
+            missing_module_hint(&py_err("sklearn"), &python, &asked, &built),
+            None
+        );
+        // Node: require() and an ES module's import alike; the own module by its path.
+        let node_req = RunRequest::code("node", "require('lodash')");
+        for err in [
+            "Error: Cannot find module 'lodash'\nRequire stack:\n- /workspace/main.js\n",
+            "Error [ERR_MODULE_NOT_FOUND]: Cannot find package 'lodash' imported from /workspace/main.mjs\n",
+        ] {
+            assert_eq!(
+                missing_module_hint(err, &node, &node_req, &Rootfs::Host).as_deref(),
+                Some(
+                    "the program failed to import `lodash`, which is neither among the program's files nor installed in its root filesystem: if it is the program's own module, send it with --file lodash.js=PATH and load it by its path (`require('./lodash')`, `import './lodash.js'`); if it is a package from npm, install it with --packages lodash (the package's name may differ from the module's)"
+                ),
+                "{err}"
+            );
+        }
+    }
+
+    /// A failure that reads as a binary incompatibility, while the set shadows root
+    /// filesystem packages, is pointed at the shadowing and the two ways out.
+    #[test]
+    fn a_binary_incompatibility_points_at_the_shadowing_set() {
+        use crate::outcome::{DependencyReport, ShadowedDistribution};
+        let shadow = |name: &str, dependents: &[&str]| ShadowedDistribution {
+            name: name.into(),
+            version: "2.4.6".into(),
+            rootfs_version: "1.24.2+dfsg".into(),
+            dependents: dependents.iter().map(|d| d.to_string()).collect(),
+        };
+        let mut deps = DependencyReport {
+            installer: "pip".into(),
+            packages: vec!["numpy".into()],
+            cached: true,
+            status: Status::Ok,
+            output: String::new(),
+            error: String::new(),
+            execution_time: 0.0,
+            memory_used: None,
+            network: None,
+            shadowed: vec![shadow("numpy", &["pandas"]), shadow("six", &[])],
+        };
+        let err = "  File \"pandas/_libs/interval.pyx\", line 1, in init pandas._libs.interval\nValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from C header, got 88 from PyObject\n";
+        let cli = RunRequest::code("python", "import pandas");
+        assert_eq!(
+            shadow_hint(err, &deps, &cli).as_deref(),
+            Some(
+                "the program failed on a binary incompatibility (\"ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from C header, got 88 from PyObject\"): numpy 2.4.6 from --packages shadows the root filesystem's numpy 1.24.2+dfsg, which the root filesystem's pandas depends on; add the packages the program imports from the root filesystem to --packages too (pip then installs versions that fit), or pin numpy==1.24.2 in --packages to keep the root filesystem's version (`dependencies.shadowed` in the JSON result lists them all)"
+            )
+        );
+        let mut req = cli.clone();
+        req.limits.naming = LimitNaming::Request;
+        let m = shadow_hint(err, &deps, &req).unwrap();
+        assert!(
+            m.contains("from `packages` shadows") && m.contains("in `packages` to keep"),
+            "{m}"
+        );
+        // Another failure is not this one.
+        assert_eq!(shadow_hint("KeyError: 'x'\n", &deps, &cli), None);
+        // No shadowed package with dependents: the one the error names.
+        deps.shadowed = vec![shadow("numpy", &[]), shadow("six", &[])];
+        let m = shadow_hint(err, &deps, &cli).unwrap();
+        assert!(m.contains("numpy 2.4.6 from") && !m.contains("six"), "{m}");
+        deps.shadowed.clear();
+        assert_eq!(shadow_hint(err, &deps, &cli), None);
     }
 
     #[test]

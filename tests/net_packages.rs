@@ -253,6 +253,14 @@ workspace_size = "8M"
         assert_eq!(r.status(), "dependency_error", "{}", r.describe());
         let err = r.get("/dependencies/error").as_str().unwrap_or("").to_string();
         assert!(err.contains("ENOSPC"), "the script must hit the tmpfs's size:\n{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or_default();
+        assert!(
+            msg.starts_with("installing the packages failed: npm exited with code ")
+                && msg.contains("/deps")
+                && msg.contains("workspace_size in the profile's [packages.limits]"),
+            "the message must name the full filesystem and what raises it:\n{}",
+            r.describe()
+        );
         assert!(!r.get("/output").as_str().unwrap_or("").contains("the program ran"), "{}", r.describe());
 
         let r = run("cordon-fits", "console.log(require('fs').statSync('/deps/node/fill1').size)");
@@ -340,5 +348,155 @@ both!(
         assert_eq!(r.get("/dependencies/cached"), false, "{}", r.describe());
         let r = run_with_lock(who, "node", &index, &path, code);
         assert_eq!(r.get("/dependencies/cached"), true, "{}", r.describe());
+    }
+);
+
+/// A python profile whose install sandbox has `[packages.limits]` `limits` (TOML lines), for
+/// `--profile`; its language is `name`.
+fn python_profile_with(dir: &Path, name: &str, limits: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("{name}.toml"));
+    write_world_readable(
+        &path,
+        format!(
+            r#"
+name = "{name}"
+description = "Python 3, with other install limits"
+source = "main.py"
+run = ["python3", "-u", "{{source}}"]
+version = ["python3", "--version"]
+rootfs = "auto"
+[packages]
+installer = "pip"
+index = "https://pypi.org/simple"
+hosts = ["pypi.org", "files.pythonhosted.org"]
+[packages.limits]
+timeout = "120s"
+memory = "1G"
+{limits}
+"#
+        )
+        .as_bytes(),
+    );
+    path
+}
+
+both!(
+    /// pip keeps its downloads and the tree `pip --target` builds in TMPDIR until the end of
+    /// the install: a set larger than the install sandbox's /tmp (pandas with matplotlib and
+    /// the default 256 MiB, here a 12 MiB wheel and an 8 MiB /tmp) failed with ENOSPC. TMPDIR
+    /// is now on the tmpfs the set is installed into, so /tmp does not matter, the
+    /// temporary directory is not part of the set; and when that tmpfs fills, the message
+    /// says which one and what raises it (pip removed its files before it exited, so no
+    /// filesystem was full by then), not "runtime_error in the install sandbox".
+    fn a_set_larger_than_the_install_tmp_installs_and_a_full_deps_is_named(who) {
+        let test = "a_set_larger_than_the_install_tmp_installs_and_a_full_deps_is_named";
+        if !pip_available() {
+            skip_unless_required!("SKIP: {test}: /usr/bin/python3 has no pip (apt-get install python3-pip)");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        net_support::write_pypi_wheel_with(
+            root.path(),
+            "cordon-big",
+            "1.0",
+            &[("cordon_big/__init__.py", "VALUE = 'big'\n")],
+            12 << 20,
+        );
+        let Some(srv) = net_support::start(test, Some(root.path()), false) else { return };
+        let index = format!("http://localhost:{}/simple", srv.http);
+        let dir = shared_tempdir();
+        let run = |profile: &Path, lang: &str, code: &str| {
+            Cordon::new(who)
+                .arg("run")
+                .args_from(&["--profile", profile.to_str().unwrap(), "--lang", lang, "--rootfs", "host", "--no-history", "--json", "--packages", "cordon-big", "--package-index", &index, "-c", code])
+                .deadline(std::time::Duration::from_secs(240))
+                .run_json()
+        };
+        // First the failure (a failed install is not cached; the same set installs below):
+        // the wheel and pip's tree (24 MiB) do not fit a 16 MiB /deps.
+        let small = python_profile_with(dir.path(), "py-small-deps", "workspace_size = \"16M\"");
+        let r = run(&small, "py-small-deps", "print('the program ran')");
+        assert_eq!((r.status(), r.code()), ("dependency_error", 1), "{}", r.describe());
+        assert_eq!(r.output(), "", "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or_default().to_string();
+        assert!(
+            msg.starts_with("installing the packages failed: pip exited with code 1; ")
+                && msg.contains("/deps, a tmpfs of 16 MiB: raise workspace_size in the profile's [packages.limits]")
+                && !msg.contains("in the install sandbox)"),
+            "the message must name the full filesystem and what raises it:\n{}",
+            r.describe()
+        );
+        assert!(
+            r.get("/dependencies/error").as_str().unwrap_or_default().contains("No space left on device"),
+            "{}",
+            r.describe()
+        );
+        // An 8 MiB /tmp: the wheel alone would not have fit there.
+        let tiny_tmp = python_profile_with(dir.path(), "py-tiny-tmp", "tmp_size = \"8M\"");
+        let r = run(
+            &tiny_tmp,
+            "py-tiny-tmp",
+            "import cordon_big, os; print(cordon_big.VALUE, os.path.getsize(os.path.join(os.path.dirname(cordon_big.__file__), 'filler.bin')), sorted(os.listdir('/deps')))",
+        );
+        assert_eq!(r.expect_ok(), format!("big {} ['python']\n", 12 << 20), "{}", r.describe());
+        assert_eq!(r.get("/dependencies/cached"), false, "{}", r.describe());
+        assert!(r.get("/dependencies/memoryUsed").as_u64().unwrap_or(0) > 12 << 20, "{}", r.describe());
+    }
+);
+
+both!(
+    /// ES-module `import` ignores NODE_PATH and looks in the node_modules directories above
+    /// the importing file: the set's node_modules is bound read-only at /node_modules, so a
+    /// .mjs file's import, a dynamic import() from CommonJS code (`-c` is main.js) and
+    /// require() all find the package, at one path (one instance of it), and nothing is added
+    /// to /workspace, whose files are the program's output.
+    fn npm_packages_are_found_by_es_module_imports(who) {
+        let Some((root, srv)) = npm_registry_server("npm_packages_are_found_by_es_module_imports") else {
+            return;
+        };
+        net_support::write_npm_registry(root.path(), srv.http);
+        let index = format!("http://localhost:{}/", srv.http);
+        let dir = shared_tempdir();
+        let mjs = dir.path().join("app.mjs");
+        write_world_readable(&mjs, br#"
+import dep from 'cordon-dep';
+import { createRequire } from 'node:module';
+import { writeFileSync, readdirSync } from 'node:fs';
+const require = createRequire(import.meta.url);
+console.log(dep);
+console.log(require.resolve('cordon-dep'), import.meta.resolve('cordon-dep'));
+console.log(require('cordon-dep') === dep);
+try { writeFileSync('/node_modules/planted.js', 'x'); console.log('writable'); } catch (e) { console.log(e.code); }
+console.log(readdirSync('/workspace').join(','));
+"#);
+        let run = |args: &[&str]| {
+            Cordon::new(who)
+                .arg("run")
+                .args_from(&["--lang", "node", "--rootfs", "host", "--no-history", "--json", "--packages", "cordon-dep", "--package-index", &index])
+                .args_from(args)
+                .deadline(std::time::Duration::from_secs(240))
+                .run_json()
+        };
+        let r = run(&[mjs.to_str().unwrap()]);
+        assert_eq!(
+            r.expect_ok(),
+            "installed from the local registry\n/node_modules/cordon-dep/index.js file:///node_modules/cordon-dep/index.js\ntrue\nEROFS\napp.mjs\n",
+            "{}",
+            r.describe()
+        );
+        let files: Vec<String> = r.get("/files").as_array().cloned().unwrap_or_default().iter().map(|f| f["path"].as_str().unwrap_or("").to_string()).collect();
+        assert!(files.is_empty(), "the program wrote nothing, so nothing is collected:\n{}", r.describe());
+        // CommonJS code (-c is main.js): a dynamic import() resolves as an ES module does.
+        let r = run(&["-c", "import('cordon-dep').then(m => console.log(m.default, process.env.NODE_PATH))"]);
+        assert_eq!(r.expect_ok(), "installed from the local registry /node_modules\n", "{}", r.describe());
+        assert_eq!(r.get("/dependencies/cached"), true, "{}", r.describe());
+        // A static import in -c code: node (20.19+, 22.7+) runs main.js with module syntax as
+        // an ES module; an older node refuses the syntax in a .js file, whatever cordon binds.
+        let r = run(&["-c", "import dep from 'cordon-dep';\nconsole.log(dep);\n"]);
+        if r.get("/error").as_str().unwrap_or("").contains("Cannot use import statement outside a module") {
+            println!("node runs main.js as CommonJS only: the static import in -c code is not checked");
+        } else {
+            assert_eq!(r.expect_ok(), "installed from the local registry\n", "{}", r.describe());
+        }
     }
 );

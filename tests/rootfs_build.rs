@@ -144,6 +144,80 @@ both!(fn a_package_set_reaches_into_a_namespace_the_rootfs_holds(who) {
     );
 });
 
+// `--packages numpy` on the python rootfs: the set's numpy comes first on the path, and the
+// rootfs's pandas, compiled against the rootfs's numpy, fails to import ("numpy.dtype size
+// changed, may indicate binary incompatibility"). The set's report names the shadowed
+// distribution and the rootfs packages that depend on it (dpkg knows pandas does; Debian
+// removed numpy from pandas' Python metadata), and the failure's message points at it. A
+// local index serves a stand-in numpy 1.0 that fails the way numpy 2 does.
+both!(fn a_package_set_that_shadows_the_rootfs_numpy_is_reported(who) {
+    let test = "a_package_set_that_shadows_the_rootfs_numpy_is_reported";
+    let Some(root) = python_rootfs(test) else { return };
+    let site = root.join("usr/lib/python3/dist-packages");
+    let rootfs_numpy = std::fs::read_dir(&site)
+        .unwrap()
+        .flatten()
+        .find_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let stem = n.strip_suffix(".egg-info").or_else(|| n.strip_suffix(".dist-info"))?;
+            Some(stem.strip_prefix("numpy-")?.split('-').next()?.to_string())
+        })
+        .unwrap_or_else(|| panic!("{test}: the built rootfs has no numpy metadata in {}", site.display()));
+    let index_dir = tempfile::tempdir().unwrap();
+    net_support::write_pypi_wheel_with(
+        index_dir.path(),
+        "numpy",
+        "1.0",
+        &[(
+            "numpy/__init__.py",
+            "raise ValueError('numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from C header, got 88 from PyObject')\n",
+        )],
+        0,
+    );
+    let Some(srv) = net_support::start(test, Some(index_dir.path()), false) else { return };
+    let index = format!("http://localhost:{}/simple", srv.http);
+    let run = |code: &str| {
+        Cordon::new(who)
+            .args([
+                "run", "--lang", "python", "--rootfs", root.to_str().unwrap(), "--no-history",
+                "--json", "--timeout", "60s", "--packages", "numpy", "--package-index", &index,
+                "-c", code,
+            ])
+            .deadline(Duration::from_secs(240))
+            .run_json()
+    };
+    let r = run("import pandas");
+    assert_eq!(r.status(), "runtime_error", "{}", r.describe());
+    let shadowed = r.get("/dependencies/shadowed");
+    assert_eq!(shadowed[0]["name"], "numpy", "{}", r.describe());
+    assert_eq!(shadowed[0]["version"], "1.0", "{}", r.describe());
+    assert_eq!(shadowed[0]["rootfsVersion"], rootfs_numpy.as_str(), "{}", r.describe());
+    let dependents: Vec<&str> = shadowed[0]["dependents"].as_array().map(|a| a.iter().filter_map(|d| d.as_str()).collect()).unwrap_or_default();
+    assert!(dependents.contains(&"pandas") && dependents.contains(&"matplotlib"), "{}", r.describe());
+    let said = r.get("/dependencies/error").as_str().unwrap_or_default();
+    assert!(
+        said.contains(&format!("numpy 1.0 from --packages shadows the root filesystem's numpy {rootfs_numpy}; the root filesystem's packages that depend on it ("))
+            && said.contains(&format!("or pin `numpy=={rootfs_numpy}` in --packages")),
+        "the dependencies report must say what the set shadows:\n{}",
+        r.describe()
+    );
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("the program failed on a binary incompatibility (\"ValueError: numpy.dtype size changed")
+            && msg.contains(&format!("numpy 1.0 from --packages shadows the root filesystem's numpy {rootfs_numpy}, which the root filesystem's "))
+            && msg.contains("pandas")
+            && msg.contains(&format!("or pin numpy=={rootfs_numpy} in --packages")),
+        "the failure must point at the shadowing:\n{}",
+        r.describe()
+    );
+    // A program that does not meet it runs as it is; the report still says it (cached set).
+    let r = run("print('ran')");
+    assert_eq!(r.expect_ok(), "ran\n", "{}", r.describe());
+    assert_eq!(r.get("/dependencies/cached"), true, "{}", r.describe());
+    assert_eq!(r.get("/dependencies/shadowed/0/name"), "numpy", "{}", r.describe());
+    assert!(r.get("/message").is_null(), "{}", r.describe());
+});
+
 fn read(root: &Path, rel: &str) -> String {
     std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("read {rel}: {e}"))
 }

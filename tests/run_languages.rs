@@ -722,17 +722,21 @@ both!(fn a_code_file_keeps_its_name(who) {
     drop(dir);
 });
 
-// A program that fails on a module the root filesystem lacks is told how to get it: the
-// package to give --packages (PyPI's name where it is another), and for node the same.
+// A program that fails on a module the root filesystem lacks is told where it can come from:
+// first the program's own module (a file not sent: a same-named package on the registry may
+// be anyone's), then the package to give --packages (PyPI's name where it is another), and
+// for node the same.
 both!(fn a_missing_module_is_met_with_how_to_install_it(who) {
     let r = cordon_run(who).args(["--lang", "python", "--json", "-c", "import cordon_no_such_mod.sub"]).run_json();
     assert_eq!((r.status(), r.code()), ("runtime_error", 1), "{}", r.describe());
     let msg = r.get("/message").as_str().unwrap_or("");
     assert!(msg.contains("failed to import `cordon_no_such_mod`") && msg.contains("--packages cordon_no_such_mod"), "{}", r.describe());
+    let own = msg.find("send it with --file cordon_no_such_mod.py=PATH");
+    assert!(own.is_some() && own < msg.find("--packages"), "the program's own module comes first:\n{}", r.describe());
     let r = cordon_run(who).args(["--lang", "python", "--json", "-c", "import sklearn"]).run_json();
     if r.status() == "runtime_error" {
         let msg = r.get("/message").as_str().unwrap_or("");
-        assert!(msg.ends_with("--packages scikit-learn") || msg.contains("--packages scikit-learn;"), "{}", r.describe());
+        assert!(msg.contains("--packages scikit-learn (PyPI's name for `sklearn`)"), "{}", r.describe());
     }
     // The program's own failure otherwise: no such message.
     let r = cordon_run(who).args(["--lang", "python", "--json", "-c", "raise SystemExit(3)"]).run_json();
@@ -740,7 +744,12 @@ both!(fn a_missing_module_is_met_with_how_to_install_it(who) {
     if toolchain_ready("node", "a_missing_module_is_met_with_how_to_install_it") {
         let r = cordon_run(who).args(["--lang", "node", "--json", "-c", "require('cordon-no-such-pkg/x')"]).run_json();
         let msg = r.get("/message").as_str().unwrap_or("");
-        assert!(msg.contains("--packages cordon-no-such-pkg (the package's name may differ"), "{}", r.describe());
+        assert!(msg.contains("--file cordon-no-such-pkg.js=PATH and load it by its path") && msg.contains("--packages cordon-no-such-pkg (the package's name may differ"), "{}", r.describe());
+        // An ES module's import is met the same way.
+        let (_d, mjs) = source_file("main.mjs", "import x from 'cordon-no-such-pkg';\n");
+        let r = cordon_run(who).args(["--lang", "node", "--json"]).arg(&mjs).run_json();
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(msg.contains("failed to import `cordon-no-such-pkg`") && msg.contains("--packages cordon-no-such-pkg"), "{}", r.describe());
     }
 });
 

@@ -222,7 +222,8 @@ pub fn init_main(mut ctx: ChildCtx) -> ! {
         ..
     } = ctx;
     drop((stdin, stdout, stderr));
-    reap(payload, &report, &go, &sfd, |report, exited_ok| {
+    let full = export.map(|(e, _, _)| e.dir.as_str());
+    reap(payload, full, &report, &go, &sfd, |report, exited_ok| {
         if let Some(spec) = collect {
             super::collect::kill_and_reap_all();
             super::collect::collect(report, spec, files);
@@ -407,10 +408,11 @@ fn write_shm_sysctls(limit: u64) -> Result<(), (&'static str, String)> {
 /// The sandbox's size-capped tmpfs mounts, which a program can fill.
 const CAPPED_MOUNTS: [&str; 3] = ["/workspace", "/tmp", "/dev/shm"];
 
-/// Says which of [`CAPPED_MOUNTS`] are full ([`Msg::Full`]): a program that failed on
-/// ENOSPC ("No space left on device") is then told which limit to raise.
-fn report_full_mounts(report: &Reporter) {
-    for path in CAPPED_MOUNTS {
+/// Says which of [`CAPPED_MOUNTS`] and the export directory (`export`, a tmpfs sized like
+/// the workspace) are full ([`Msg::Full`]): a program that failed on ENOSPC ("No space left
+/// on device") is then told which limit to raise.
+fn report_full_mounts(report: &Reporter, export: Option<&str>) {
+    for path in CAPPED_MOUNTS.into_iter().chain(export) {
         let Ok(st) = nix::sys::statvfs::statvfs(path) else {
             continue;
         };
@@ -435,6 +437,7 @@ fn report_full_mounts(report: &Reporter) {
 /// (then the parent-death signal kills init): init stops watching the pipe.
 fn reap(
     payload: Pid,
+    export_dir: Option<&str>,
     report: &Reporter,
     go: &OwnedFd,
     sfd: &SignalFd,
@@ -446,13 +449,13 @@ fn reap(
         loop {
             match waitpid(None, Some(flags)) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == payload => {
-                    report_full_mounts(report);
+                    report_full_mounts(report, export_dir);
                     report.send(&Msg::Exited { code });
                     after(report, code == 0);
                     sys::exit_now(0);
                 }
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == payload => {
-                    report_full_mounts(report);
+                    report_full_mounts(report, export_dir);
                     report.send(&Msg::Signaled { signal: sig as i32 });
                     after(report, false);
                     sys::exit_now(0);

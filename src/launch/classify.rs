@@ -540,7 +540,10 @@ pub fn outcome(
             let Msg::Full { path, inodes } = m else {
                 continue;
             };
-            let (what, remedy) = match (path.as_str(), inodes) {
+            // The export directory is a tmpfs sized like the workspace.
+            let export = spec.export.as_ref().is_some_and(|e| e.dir == *path);
+            let path_key = if export { "/workspace" } else { path.as_str() };
+            let (what, remedy) = match (path_key, inodes) {
                 ("/workspace", false) => (
                     human_size(lim.workspace_size),
                     format!("raise it with {}", raise("workspace_size")),
@@ -795,6 +798,38 @@ mod tests {
                     "write many small files in /workspace instead (its cap: --workspace-inodes)"
                 ),
             "{m}"
+        );
+        // A package install's export directory is a tmpfs sized like the workspace, and its
+        // limits are the profile's [packages.limits]. A directory the spec does not export
+        // is not one of cordon's caps: nothing is said of it.
+        let mut s = spec();
+        s.export = Some(crate::spec::Export {
+            dir: "/deps".into(),
+            host: "/tmp/x".into(),
+            seed: Vec::new(),
+        });
+        s.limit_naming = crate::spec::LimitNaming::Packages;
+        s.limits.workspace_size = 8 << 20;
+        let e = Ended {
+            msgs: vec![
+                full("/elsewhere", false),
+                full("/deps", false),
+                Msg::Exited { code: 1 },
+            ],
+            ..Ended::default()
+        };
+        let o = outcome(
+            &s,
+            e,
+            Default::default(),
+            Default::default(),
+            IsolationReport::default(),
+        );
+        assert_eq!(
+            o.message.as_deref(),
+            Some(
+                "/deps is full (all of its 8 MiB are used), so a write there failed with ENOSPC (\"No space left on device\") or would; raise it with workspace_size in the profile's [packages.limits]"
+            )
         );
         // Nothing full: no message.
         let o = run(

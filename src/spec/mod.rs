@@ -351,6 +351,9 @@ pub enum LimitNaming {
     Request,
     /// A JSON request's compile phase (`config.compileTimeout`).
     CompileRequest,
+    /// A package install's sandbox (`cordon run --packages`): the profile's
+    /// `[packages.limits]`.
+    Packages,
 }
 
 impl LimitNaming {
@@ -375,6 +378,7 @@ impl LimitNaming {
         match self {
             LimitNaming::Flags => flag(""),
             LimitNaming::Profile => key.to_string(),
+            LimitNaming::Packages => format!("{key} in the profile's [packages.limits]"),
             LimitNaming::CompileFlags => match key {
                 "timeout" | "memory" | "pids" => flag("compile-"),
                 _ => compile_key(),

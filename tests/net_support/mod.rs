@@ -168,20 +168,34 @@ pub fn write_pypi_index(root: &Path) {
 /// Adds a pure-Python wheel of project `name`, version 1.0, holding `files` (path in the
 /// wheel, text), to the PEP 503 simple index under `root`.
 pub fn write_pypi_wheel(root: &Path, name: &str, files: &[(&str, &str)]) {
+    write_pypi_wheel_with(root, name, "1.0", files, 0);
+}
+
+/// [`write_pypi_wheel`] with a version, and `filler` random (incompressible) bytes in
+/// `NAME/filler.bin` (0: none), for a wheel of a given size.
+pub fn write_pypi_wheel_with(
+    root: &Path,
+    name: &str,
+    version: &str,
+    files: &[(&str, &str)],
+    filler: usize,
+) {
     let script = r#"
 import zipfile, hashlib, base64, json, os, sys
 os.chdir(sys.argv[1])
-project, ver = sys.argv[2], "1.0"
+project, ver = sys.argv[2], sys.argv[4]
 name = project.replace("-", "_")
-files = dict(json.loads(sys.argv[3]))
-files[f"{name}-{ver}.dist-info/METADATA"] = f"Metadata-Version: 2.1\nName: {project}\nVersion: {ver}\n"
-files[f"{name}-{ver}.dist-info/WHEEL"] = "Wheel-Version: 1.0\nGenerator: cordon-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+files = {p: c.encode() for p, c in json.loads(sys.argv[3])}
+if int(sys.argv[5]):
+    files[f"{name}/filler.bin"] = os.urandom(int(sys.argv[5]))
+files[f"{name}-{ver}.dist-info/METADATA"] = f"Metadata-Version: 2.1\nName: {project}\nVersion: {ver}\n".encode()
+files[f"{name}-{ver}.dist-info/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: cordon-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 rec = []
 for p, c in files.items():
-    d = base64.urlsafe_b64encode(hashlib.sha256(c.encode()).digest()).rstrip(b"=").decode()
-    rec.append(f"{p},sha256={d},{len(c.encode())}")
+    d = base64.urlsafe_b64encode(hashlib.sha256(c).digest()).rstrip(b"=").decode()
+    rec.append(f"{p},sha256={d},{len(c)}")
 rec.append(f"{name}-{ver}.dist-info/RECORD,,")
-files[f"{name}-{ver}.dist-info/RECORD"] = "\n".join(rec) + "\n"
+files[f"{name}-{ver}.dist-info/RECORD"] = ("\n".join(rec) + "\n").encode()
 os.makedirs("files", exist_ok=True); os.makedirs(f"simple/{project}", exist_ok=True)
 whl = f"files/{name}-{ver}-py3-none-any.whl"
 with zipfile.ZipFile(whl, "w") as z:
@@ -194,6 +208,8 @@ open(f"simple/{project}/index.html", "w").write(f'<html><body><a href="../../{wh
         .arg(root)
         .arg(name)
         .arg(serde_json::to_string(&files).unwrap())
+        .arg(version)
+        .arg(filler.to_string())
         .status()
         .expect("run python3")
         .success();
