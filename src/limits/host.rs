@@ -67,6 +67,16 @@ pub trait CgroupFs: fmt::Debug + Send + Sync {
     fn kill(&self, pid: i32, procs: &Path) -> io::Result<()>;
     /// Whether a host pid exists (`kill(pid, 0)` is not ESRCH).
     fn alive(&self, pid: i32) -> bool;
+    /// How long ago the directory `path` was made or last changed (its mtime); None when
+    /// that cannot be known.
+    fn age(&self, path: &Path) -> Option<std::time::Duration> {
+        std::fs::metadata(path)
+            .ok()?
+            .modified()
+            .ok()?
+            .elapsed()
+            .ok()
+    }
 }
 
 /// The real cgroup filesystems.

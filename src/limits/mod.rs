@@ -369,10 +369,19 @@ fn owner_pid(name: &str) -> Option<u32> {
     pid.parse().ok()
 }
 
+/// How old an empty `cordon-<pid>-*` cgroup of an owner not seen alive must be before
+/// [`gc_stale`] removes it. A cordon in another pid namespace (a container, `unshare -p`)
+/// whose cgroups are below the same parent has a pid this one cannot see; the moment between
+/// its making its cgroup and its sandbox's init moving in, the cgroup is empty, and removing
+/// it then fails that run. Its keeper removes it anyway when that cordon dies; the collection
+/// is for what both left.
+pub const STALE_MIN_AGE: Duration = Duration::from_secs(60);
+
 /// Removes `cordon-<pid>-*` cgroups under cordon's own cgroups whose `<pid>` no longer exists
-/// (a cordon that was SIGKILLed). Best-effort, and only `rmdir`: a cgroup that still holds
-/// processes (EBUSY) is left alone, so a live sandbox whose owner we cannot see (another pid
-/// namespace) is never touched. Returns the directories removed.
+/// (a cordon that was SIGKILLed) and that are [`STALE_MIN_AGE`] old. Best-effort, and only
+/// `rmdir`: a cgroup that still holds processes (EBUSY) is left alone, so a live sandbox whose
+/// owner we cannot see (another pid namespace) is never touched, and a young one is not
+/// either. Returns the directories removed.
 pub fn gc_stale(fs: &dyn CgroupFs, layout: &Layout, own_pid: u32) -> Vec<PathBuf> {
     let mut parents: Vec<&Path> = Vec::new();
     for loc in layout.v2.iter().chain(layout.v1.values()) {
@@ -393,6 +402,9 @@ pub fn gc_stale(fs: &dyn CgroupFs, layout: &Layout, own_pid: u32) -> Vec<PathBuf
                 continue;
             }
             let dir = parent.join(&name);
+            if fs.age(&dir).is_none_or(|a| a < STALE_MIN_AGE) {
+                continue;
+            }
             if fs.rmdir(&dir).is_ok() {
                 removed.push(dir);
             }

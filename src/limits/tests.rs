@@ -757,6 +757,17 @@ fn a_pid_is_killed_only_while_its_cgroup_lists_it() {
     );
 }
 
+/// Sets a directory's mtime [`STALE_MIN_AGE`] and a minute into the past.
+fn age_dir(dir: &Path) {
+    if !dir.exists() {
+        return;
+    }
+    std::fs::File::open(dir)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - STALE_MIN_AGE - Duration::from_secs(60))
+        .unwrap();
+}
+
 #[test]
 fn stale_gc_removes_only_dead_owners_groups() {
     let fs = fake();
@@ -783,6 +794,14 @@ fn stale_gc_removes_only_dead_owners_groups() {
         .unwrap();
 
     let layout = Layout::discover(fs.as_ref(), &fs.host(HYBRID_PROC, PID)).unwrap();
+    // Made just now: an owner not seen alive may be a cordon of another pid namespace about
+    // to move its sandbox in. Nothing is removed.
+    assert!(gc_stale(fs.as_ref(), &layout, PID).is_empty());
+    for parent in [&mem, &pids] {
+        for name in ["cordon-111-a", "cordon-222-b", "cordon-444-busy"] {
+            age_dir(&parent.join(name));
+        }
+    }
     let removed = gc_stale(fs.as_ref(), &layout, PID);
     assert_eq!(
         removed,
@@ -798,6 +817,7 @@ fn stale_gc_removes_only_dead_owners_groups() {
 
     // prepare hands the same GC to the launcher, which runs it once the sandbox is under way.
     fs.mkdir(&pids.join("cordon-112-z")).unwrap();
+    age_dir(&pids.join("cordon-112-z"));
     let p = prep(&fs, HYBRID_PROC, BackendChoice::Rlimit).unwrap();
     assert!(p.stale_gc.is_none(), "forced rlimit leaves cgroups alone");
     let mut p = prep(&fs, HYBRID_PROC, BackendChoice::Auto).unwrap();
@@ -817,6 +837,7 @@ fn a_forced_backend_that_fails_still_collects_stale_groups() {
     hybrid_tree(&fs);
     let pids = fs.root().join("pids");
     fs.mkdir(&pids.join("cordon-111-a")).unwrap();
+    age_dir(&pids.join("cordon-111-a"));
     let err = prep(&fs, HYBRID_PROC, BackendChoice::CgroupV2).unwrap_err();
     assert!(
         matches!(err, LimitsError::BackendUnavailable { .. }),
