@@ -1452,16 +1452,19 @@ fn run_payload_after_start(
     exec(c, None)
 }
 
-/// What an EPERM from ioprio_set or sched_setattr means for a container.
+/// What an errno from ioprio_set or sched_setattr most likely means for a container.
 fn privilege_hint(err: Errno, what: &str) -> String {
-    if err == Errno::EPERM {
-        format!(
-            ": {what} needs CAP_SYS_NICE in the host's user namespace, which a rootless container \
-             (or one in a user namespace of its own) does not have; remove the field or run the \
-             container as root without a user namespace"
-        )
-    } else {
-        String::new()
+    match err {
+        Errno::EPERM => format!(
+            ": {what} needs CAP_SYS_NICE in the host's user namespace (or a process.rlimits \
+             RLIMIT_RTPRIO / RLIMIT_NICE that allows it), which a rootless container, or one in a \
+             user namespace of its own, does not have; as root, a real-time policy also needs \
+             real-time time of its cgroup (cpu.rt_runtime_us, 0 by default in a child cgroup of \
+             cgroup v1); remove the field, or run the container with those"
+        ),
+        Errno::E2BIG => ": this kernel's sched_setattr predates the utilization clamps (Linux 5.3); remove SCHED_FLAG_UTIL_CLAMP_MIN/MAX".into(),
+        Errno::EAGAIN | Errno::EBUSY => ": the kernel refused the deadline's bandwidth (admission control: runtime/period over what the CPUs have left)".into(),
+        _ => String::new(),
     }
 }
 

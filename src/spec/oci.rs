@@ -261,6 +261,15 @@ fn scheduler(
             "SCHED_DEADLINE needs a runtime and a deadline (nanoseconds; period defaults to the deadline)",
         ));
     }
+    // The kernel's own rule (sched_setattr(2)), said with the field instead of a bare EINVAL.
+    if deadline && (runtime < 1024 || runtime > dl || (period != 0 && dl > period)) {
+        return Err(invalid(
+            "process.scheduler",
+            format!(
+                "SCHED_DEADLINE needs 1024 <= runtime <= deadline <= period (nanoseconds; period 0 is the deadline): runtime {runtime}, deadline {dl}, period {period}"
+            ),
+        ));
+    }
     let flags = s.flags().iter().flatten().fold(0u64, |bits, f| {
         bits | match f {
             F::SchedResetOnFork => 0x01,
@@ -1455,6 +1464,16 @@ mod tests {
             (
                 serde_json::json!({"policy": "SCHED_DEADLINE", "runtime": 1}),
                 "`process.scheduler`",
+            ),
+            (
+                serde_json::json!({"policy": "SCHED_DEADLINE", "runtime": 20_000_000u64,
+                    "deadline": 10_000_000u64}),
+                "runtime <= deadline <= period",
+            ),
+            (
+                serde_json::json!({"policy": "SCHED_DEADLINE", "runtime": 100,
+                    "deadline": 10_000_000u64}),
+                "1024 <= runtime",
             ),
         ] {
             let e = sched(value.clone()).unwrap_err();

@@ -372,11 +372,19 @@ struct SchedAttrRaw {
 }
 
 /// `sched_setattr(0, attr, 0)`: the calling thread's scheduling policy and parameters. The
-/// utilization clamps, which a config cannot give values for, are left wide open (0-1024)
-/// should its flags ask for them.
+/// utilization clamps (Linux 5.3+), which a config cannot give values for, are sent only
+/// when its flags ask for them, wide open (0-1024); otherwise the original 48-byte struct
+/// goes, which every kernel with sched_setattr takes.
 pub fn set_scheduler(a: &crate::spec::container::SchedAttr) -> Result<(), Errno> {
-    let raw = SchedAttrRaw {
-        size: std::mem::size_of::<SchedAttrRaw>() as u32,
+    const SCHED_FLAG_UTIL_CLAMP: u64 = 0x20 | 0x40;
+    const SCHED_ATTR_SIZE_VER0: u32 = 48;
+    let clamps = a.flags & SCHED_FLAG_UTIL_CLAMP != 0;
+    let mut raw = SchedAttrRaw {
+        size: if clamps {
+            std::mem::size_of::<SchedAttrRaw>() as u32
+        } else {
+            SCHED_ATTR_SIZE_VER0
+        },
         policy: a.policy,
         flags: a.flags,
         nice: a.nice,
@@ -385,11 +393,13 @@ pub fn set_scheduler(a: &crate::spec::container::SchedAttr) -> Result<(), Errno>
         deadline: a.deadline,
         period: a.period,
         util_min: 0,
-        util_max: 1024,
+        util_max: if clamps { 1024 } else { 0 },
     };
-    // SAFETY: `raw` is a live, initialised struct sched_attr whose `size` field is its own
-    // size; the kernel only reads it during the call.
-    let ret = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &raw as *const SchedAttrRaw, 0) };
+    // SAFETY: `raw` is a live, initialised, writable struct sched_attr at least as long as
+    // its `size` field says; the kernel reads it, and on E2BIG writes the size it supports
+    // back into that field (through the same pointer, which we own for the call).
+    let ret =
+        unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &mut raw as *mut SchedAttrRaw, 0) };
     if ret == -1 {
         return Err(Errno::last());
     }
