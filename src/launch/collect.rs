@@ -398,13 +398,15 @@ pub struct ReceivedFiles {
     /// kind is a garbled transfer, never accepted (a listed file delivered to an output
     /// directory would be written empty).
     listing: bool,
-    /// Omissions past [`RECEIVED_OMITTED_MAX`], counted in the list's last entry.
+    /// Omissions past [`RECEIVED_OMITTED_MAX`], and those init counted without listing them
+    /// ([`Msg::FilesUnlisted`]).
     unlisted: u64,
 }
 
 /// The most "omitted" entries cordon keeps of what init sends (init lists at most
 /// [`MAX_OMITTED`], plus a file's own read error or cap as it is sent); the rest are counted
-/// in one entry, so that no sandbox can grow cordon's memory or its result without bound.
+/// ([`ReceivedFiles::unlisted`]), so that no sandbox can grow cordon's memory or its result
+/// without bound.
 const RECEIVED_OMITTED_MAX: usize = 4 * MAX_OMITTED;
 
 impl ReceivedFiles {
@@ -565,7 +567,7 @@ impl ReceivedFiles {
         }
     }
 
-    /// Lists an omission, or past [`RECEIVED_OMITTED_MAX`] counts it in the last entry.
+    /// Lists an omission, or past [`RECEIVED_OMITTED_MAX`] counts it.
     fn omit(&mut self, mut path: String, mut reason: String) {
         // What init sends is not trusted to be short: a line may be up to a MiB.
         for (text, max) in [(&mut path, MAX_PATH_LEN), (&mut reason, 512)] {
