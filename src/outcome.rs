@@ -323,17 +323,22 @@ pub struct Outcome {
 impl Outcome {
     /// Puts `output` and `error` in `encoding`. For `base64`, each becomes the base64 of the
     /// exact bytes the program wrote (those kept under the output limit), and `outputLossy`
-    /// is false: nothing was replaced. UTF-8 is how a result starts, so asking for it changes
-    /// nothing, and neither does asking twice.
+    /// is false: nothing was replaced, unless a stream's text had replaced bytes whose exact
+    /// form was not kept (then that is still said). UTF-8 is how a result starts, so asking
+    /// for it changes nothing, and neither does asking twice.
     pub fn encode_output(&mut self, encoding: OutputEncoding) {
         if encoding == OutputEncoding::Utf8 || self.output_encoding == encoding {
             return;
         }
+        let unkept =
+            |exact: &Option<Vec<u8>>, text: &str| exact.is_none() && text.contains('\u{FFFD}');
+        let still_lossy = self.output_lossy
+            && (unkept(&self.output_bytes, &self.output) || unkept(&self.error_bytes, &self.error));
         let output = std::mem::take(&mut self.output);
         self.output = base64_of_exact(self.output_bytes.take(), output);
         let error = std::mem::take(&mut self.error);
         self.error = base64_of_exact(self.error_bytes.take(), error);
-        self.output_lossy = false;
+        self.output_lossy = still_lossy;
         self.output_encoding = encoding;
     }
 }
@@ -479,6 +484,12 @@ mod tests {
         // Twice is once.
         o.encode_output(OutputEncoding::Base64);
         assert_eq!(o.output, b64(&all));
+        // A stream whose text replaced bytes that were not kept: its base64 is of that text,
+        // and the result still says it is lossy.
+        let mut o = outcome("ok\n", &String::from_utf8_lossy(b"bad \xff\n"));
+        o.output_lossy = true;
+        o.encode_output(OutputEncoding::Base64);
+        assert!(o.output_lossy, "the loss is still said");
         // The comparison with the lossy text, made without building it.
         for bytes in [
             &b"a\xffb\xe2\x82"[..],

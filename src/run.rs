@@ -701,6 +701,8 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                 s.limits = limits_with(&[&profile.compile_limits, &req.compile_limits])?;
                 s.limit_naming = req.compile_limits.naming;
                 s.stdin = StdinSource::Null;
+                // A compile error's result holds the compiler's output in its place.
+                s.exact_output = req.exact_output;
                 s.files = files.clone();
                 s.collect = Some(Collect {
                     only: Some(vec![artifact.clone()]),
@@ -984,6 +986,12 @@ fn missing_module_hint(
     } else {
         ""
     };
+    // A scoped npm name (`@scope/pkg`) is a registry package, never a file of the program.
+    if name.starts_with('@') {
+        return Some(format!(
+            "the program failed to import `{name}`, which is not installed in its root filesystem: install it with {option}"
+        ));
+    }
     Some(format!(
         "the program failed to import `{name}`, which is neither among the program's files nor installed in its root filesystem: {own}; if it is a package from {registry}, install it with {option}{differ}{rootfs_hint}"
     ))
@@ -1343,6 +1351,18 @@ mod tests {
                 "{err}"
             );
         }
+        // A scoped name is a registry package: no file of the program's to send.
+        let m = missing_module_hint(
+            "Error: Cannot find module '@scope/pkg/sub'\nRequire stack:\n- /workspace/main.js\n",
+            &node,
+            &node_req,
+            &Rootfs::Host,
+        )
+        .unwrap();
+        assert!(
+            m.contains("install it with --packages @scope/pkg") && !m.contains("--file"),
+            "{m}"
+        );
     }
 
     /// A failure that reads as a binary incompatibility, while the set shadows root
