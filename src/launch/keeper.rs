@@ -92,10 +92,23 @@ pub fn wait_for_all(limit: std::time::Duration) {
     let deadline = std::time::Instant::now() + limit;
     let list = std::mem::take(&mut *UNREAPED.lock().unwrap_or_else(|e| e.into_inner()));
     for pid in list {
-        let Ok(fd) = sys::pidfd_open(pid) else {
-            // Gone and reaped, or not ours any more: nothing to wait for.
-            let _ = nix::sys::wait::waitpid(pid, Some(nix::sys::wait::WaitPidFlag::WNOHANG));
-            continue;
+        let fd = match sys::pidfd_open(pid) {
+            Ok(fd) => fd,
+            // Reaped already: nothing to wait for.
+            Err(Errno::ESRCH) => continue,
+            // No pidfd (out of descriptors, or a caller's seccomp filter refuses the call):
+            // the same wait, by polling.
+            Err(_) => {
+                use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+                while matches!(
+                    waitpid(pid, Some(WaitPidFlag::WNOHANG)),
+                    Ok(WaitStatus::StillAlive)
+                ) && std::time::Instant::now() < deadline
+                {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                continue;
+            }
         };
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
