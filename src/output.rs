@@ -266,13 +266,16 @@ impl OutputDir {
             }
         }
         // Checked now, before anything runs: a program whose files cannot be written would
-        // otherwise run, with its effects, for nothing.
+        // otherwise run, with its effects, for nothing. An answer that is no answer (EPERM
+        // or ENOSYS from a caller's seccomp filter that does not know faccessat2) is passed
+        // over: the delivery still reports a write that fails.
         if let Err(errno) = nix::unistd::faccessat(
             &fd,
             ".",
             nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
             nix::fcntl::AtFlags::AT_EACCESS,
-        ) {
+        ) && !matches!(errno, Errno::EPERM | Errno::ENOSYS)
+        {
             let why = match nix::sys::stat::fstat(&fd) {
                 Ok(st) if errno == Errno::EACCES => format!(
                     "cordon cannot write into it ({errno}: mode {:o}, owner uid {}); give a directory you can write, or fix its permissions",
