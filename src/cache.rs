@@ -630,7 +630,10 @@ fn read_entry(file: &mut File, key: &Key) -> Result<Artifact, Invalid> {
         || u32_at(OFF_VERSION) != VERSION
         || mode & !0o7777 != 0
         || &header[OFF_KEY..OFF_SUM] != key.as_str().as_bytes()
-        || file_len.checked_sub(HEADER_LEN as u64) != len.checked_add(out_len + err_len)
+        || !matches!(
+            (file_len.checked_sub(HEADER_LEN as u64), len.checked_add(out_len + err_len)),
+            (Some(have), Some(want)) if have == want
+        )
     {
         return Err(Invalid);
     }
