@@ -609,10 +609,16 @@ pub fn prepare(
     // The installer's temporary directory is no part of the set (pip empties it; whatever a
     // build left there goes). Not followed if the install made it a symlink.
     remove_tree(&temp.join(INSTALL_TMP));
+    let tmp_left = std::fs::symlink_metadata(temp.join(INSTALL_TMP)).is_ok();
     // The set is made fit to publish (special files and outward symlinks removed, modes
     // stripped, a size cap), and a root caller's install, which wrote as the sandbox's own
     // host uid, is handed to root (later runs read it through the "other" permission bits).
     let mut rep = rep;
+    if tmp_left {
+        rep.error.push_str(&format!(
+            "\ncordon could not remove the installer's temporary directory {DEPS_DIR}/{INSTALL_TMP} from the set: it is part of the set, read-only, as the packages are\n"
+        ));
+    }
     match settle_tree(&temp, nix::unistd::geteuid().is_root(), MAX_SET_BYTES) {
         Ok(settled) => {
             if !settled.removed.is_empty() {

@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 const MAX_STATUS: u64 = 32 << 20;
 const MAX_LIST: u64 = 8 << 20;
 const MAX_METADATA: u64 = 4 << 20;
+/// ...and of all the `.list` files together.
+const MAX_LISTS: u64 = 64 << 20;
 
 /// A distribution's name as PEP 503 normalizes it: lower case, runs of `-`, `_`, `.` as `-`.
 pub fn normalize(name: &str) -> String {
@@ -76,7 +78,14 @@ fn dists_in(dir: &Path) -> Vec<Dist> {
         let (Some(name), Some(version)) = (parts.next(), parts.next()) else {
             continue;
         };
-        if name.is_empty() || version.is_empty() {
+        let Some(version) = plain_version(version) else {
+            continue;
+        };
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        {
             continue;
         }
         out.push(Dist {
@@ -93,16 +102,34 @@ fn public_version(v: &str) -> &str {
     v.split('+').next().unwrap_or(v)
 }
 
-/// Reads at most `cap` bytes of a regular file (lossy UTF-8); None if it is not one.
+/// Reads at most `cap` bytes of a regular file (lossy UTF-8); None if it is not one. The
+/// last component is not followed if it is a symlink, and the open does not wait (a FIFO
+/// planted where a metadata file goes is refused at once, not read from forever).
 fn read_capped(path: &Path, cap: u64) -> Option<String> {
     use std::io::Read;
-    let f = std::fs::File::open(path).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
     if !f.metadata().ok()?.is_file() {
         return None;
     }
     let mut buf = Vec::new();
     f.take(cap).read_to_end(&mut buf).ok()?;
     Some(String::from_utf8_lossy(&buf).into_owned())
+}
+
+/// A version as it may be shown in a report: PEP 440's characters only (it comes from a
+/// directory name that a package chose, which could otherwise carry any text into cordon's
+/// advice), at most 64 of them.
+fn plain_version(v: &str) -> Option<&str> {
+    (!v.is_empty()
+        && v.len() <= 64
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '!' | '_' | '-')))
+    .then_some(v)
 }
 
 /// The leading name of a requirement (`numpy>=1.21; python_version>"3"` → `numpy`).
@@ -223,6 +250,8 @@ impl Dpkg {
         let Ok(rd) = std::fs::read_dir(db.join("info")) else {
             return Some(d);
         };
+        // All the file lists together are read up to a cap too.
+        let mut budget = MAX_LISTS;
         for e in rd.flatten() {
             let n = e.file_name();
             // `name:arch.list` for a multi-arch package.
@@ -236,9 +265,13 @@ impl Dpkg {
             if !d.depends.contains_key(pkg) {
                 continue;
             }
-            let Some(text) = read_capped(&e.path(), MAX_LIST) else {
+            if budget == 0 {
+                break;
+            }
+            let Some(text) = read_capped(&e.path(), MAX_LIST.min(budget)) else {
                 continue;
             };
+            budget = budget.saturating_sub(text.len() as u64);
             let mut dists = BTreeSet::new();
             let mut tops = BTreeSet::new();
             for line in text.lines() {
