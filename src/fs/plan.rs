@@ -153,7 +153,8 @@ impl HostView {
             top,
             etc_present,
             localtime,
-            fonts: host_fonts(),
+            // Only a `--rootfs host` sandbox gets the generated /etc.
+            fonts: matches!(rootfs, Rootfs::Host).then(host_fonts).flatten(),
         })
     }
 }
@@ -177,8 +178,9 @@ fn host_fonts() -> Option<Vec<PathBuf>> {
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .filter(|t| t.starts_with("/usr/") && t.is_file())
             .filter(|t| {
-                t.to_str()
-                    .is_some_and(|s| !s.contains(['<', '>', '&', '"', '\'']))
+                t.to_str().is_some_and(|s| {
+                    !s.contains(['<', '>', '&', '"', '\'']) && !s.chars().any(char::is_control)
+                })
             })
             .take(256)
             .collect(),
