@@ -164,23 +164,43 @@ impl HostView {
 /// distribution ships), in conf.d's order. A local file of the host's /etc is left out, as
 /// the rest of its /etc is.
 fn host_fonts() -> Option<Vec<PathBuf>> {
-    if !Path::new("/etc/fonts/fonts.conf").is_file() {
+    // One readlink per entry (and one more for a link into /etc/fonts/conf.avail, which
+    // Debian links on to /usr): this runs on every start, where resolving each path
+    // component by component cost about 300 system calls.
+    let mut names: Vec<PathBuf> = std::fs::read_dir("/etc/fonts/conf.d")
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "conf"))
+        .collect();
+    if !Path::new("/etc/fonts/fonts.conf").exists() {
         return None;
     }
-    let mut names: Vec<PathBuf> = std::fs::read_dir("/etc/fonts/conf.d")
-        .map(|rd| rd.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
     names.sort();
+    let follow = |link: &Path| -> Option<PathBuf> {
+        let t = std::fs::read_link(link).ok()?;
+        Some(if t.is_absolute() {
+            t
+        } else {
+            link.parent()?.join(t)
+        })
+    };
     Some(
         names
             .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "conf"))
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .filter(|t| t.starts_with("/usr/") && t.is_file())
+            .filter_map(|p| {
+                let t = follow(p)?;
+                if t.starts_with("/usr/") {
+                    return Some(t);
+                }
+                // `../conf.avail/x.conf` → /etc/fonts/conf.d/../conf.avail: once more.
+                let t = follow(&t)?;
+                t.starts_with("/usr/").then_some(t)
+            })
             .filter(|t| {
                 t.to_str().is_some_and(|s| {
                     !s.contains(['<', '>', '&', '"', '\'']) && !s.chars().any(char::is_control)
-                })
+                }) && !t.components().any(|c| c == std::path::Component::ParentDir)
             })
             .take(256)
             .collect(),
