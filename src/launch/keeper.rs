@@ -11,6 +11,9 @@
 //!
 //! The keeper lives outside the sandbox and its cgroup, holds nothing but the read end of a
 //! pipe whose write end only cordon has (and the namespace), and waits on it:
+//! - `u`: the sandbox is gone; the keeper drops the mount namespace at once (its teardown
+//!   runs then, beside cordon's last steps) and waits for the next word. Sent only when
+//!   cordon's exit waits for the keeper anyway (`launch::wait_for_helpers`);
 //! - `d`: cordon finished the run and removed the cgroup itself (or had none); the keeper
 //!   exits;
 //! - `r`: cordon finished the run and read the cgroup's figures; the keeper kills whatever is
@@ -148,6 +151,12 @@ pub fn spawn(cgroup: Option<&Cgroup>, mount_ns: Option<&OwnedFd>) -> Result<Keep
 }
 
 impl Keeper {
+    /// The sandbox is gone (its init has been reaped): the keeper drops the sandbox's mount
+    /// namespace now, which unmounts everything in it, instead of when it exits.
+    pub fn release_mounts(&self) {
+        let _ = nix::unistd::write(&self.done, b"u");
+    }
+
     /// cordon is done with `cgroup` (its figures are read): the keeper removes it.
     pub fn remove_cgroup(mut self, cgroup: Cgroup) {
         cgroup.leave_to_keeper();
@@ -190,8 +199,14 @@ fn keep(cgroup: Option<&Cgroup>, pipe: OwnedFd, mount_ns: Option<i32>) -> ! {
         let _ = sys::ignore_signal(s);
     }
     let mut byte = [0u8; 1];
+    let mut mount_ns = mount_ns;
     let released = loop {
         match nix::unistd::read(&pipe, &mut byte) {
+            Ok(1) if byte[0] == b'u' => {
+                if let Some(fd) = mount_ns.take() {
+                    let _ = nix::unistd::close(fd);
+                }
+            }
             Ok(1) => break byte[0] == b'd',
             Ok(_) => break false,
             Err(Errno::EINTR) => continue,

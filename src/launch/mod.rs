@@ -22,13 +22,24 @@ pub fn wait_for_helpers() {
     if keeper::none_left() {
         return;
     }
-    let comm = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
-    let wait = if init_reaps(comm.trim_end()) {
-        std::time::Duration::ZERO
-    } else {
+    let wait = if helpers_are_waited_for() {
         std::time::Duration::from_secs(2)
+    } else {
+        std::time::Duration::ZERO
     };
     keeper::wait_for_all(wait);
+}
+
+/// Whether cordon's exit waits for its helpers ([`wait_for_helpers`]): PID 1 is not an init
+/// known to reap every child. Then a run's teardown is on the caller's path anyway, and
+/// [`run`] starts it as soon as the sandbox is gone, beside its own last steps, instead of
+/// leaving it to the keeper after cordon's exit. Read once per process.
+fn helpers_are_waited_for() -> bool {
+    static WAITED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WAITED.get_or_init(|| {
+        let comm = std::fs::read_to_string("/proc/1/comm").unwrap_or_default();
+        !init_reaps(comm.trim_end())
+    })
 }
 
 /// Whether a PID 1 of this name is an init that reaps every child it is handed.
@@ -826,19 +837,29 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         }
     };
     let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
+    // When cordon's exit will wait for the keeper anyway, the sandbox's mounts go now (the
+    // sandbox is gone: init has been reaped), in the keeper, while cordon reads the figures
+    // and removes the cgroup itself; otherwise both are left to the keeper, after cordon has
+    // returned (keeper.rs).
+    let teardown_now = helpers_are_waited_for();
+    if teardown_now && let Some(k) = &keeper {
+        k.release_mounts();
+    }
     let metrics = prepared
         .cgroup
         .as_ref()
         .map(|c| c.metrics())
         .unwrap_or_default();
     match (prepared.cgroup, keeper) {
-        // The keeper removes it, after cordon has returned (keeper.rs).
-        (Some(cg), Some(k)) => k.remove_cgroup(cg),
-        (Some(cg), None) => {
+        (Some(cg), Some(k)) if !teardown_now => k.remove_cgroup(cg),
+        (Some(cg), k) => {
+            // Removed before the keeper is told it is done: a cordon killed in between
+            // leaves the keeper its cleanup.
             cg.kill();
             if let Err(e) = cg.remove() {
                 eprintln!("cordon: warning: {e}");
             }
+            drop(k);
         }
         (None, k) => drop(k),
     }
@@ -1002,6 +1023,36 @@ fn run_id() -> String {
 
 #[cfg(test)]
 mod tests {
+    /// Only a PID 1 known to reap what it is handed lets cordon leave its helpers behind; an
+    /// agent's server (or anything else) as PID 1 makes cordon wait for them.
+    #[test]
+    fn only_known_reaping_inits_spare_the_wait() {
+        for comm in [
+            "systemd",
+            "init",
+            "tini",
+            "docker-init",
+            "dumb-init",
+            "catatonit",
+            "sh",
+            "bash",
+        ] {
+            assert!(super::init_reaps(comm), "{comm}");
+        }
+        for comm in [
+            "",
+            "python3",
+            "node",
+            "process_api",
+            "uvicorn",
+            "sleep",
+            "systemd-journal",
+            "Init",
+        ] {
+            assert!(!super::init_reaps(comm), "{comm}");
+        }
+    }
+
     /// The host network refused for want of a cgroup names the memory limit and the network
     /// as whoever set them does, and gives a request's author fixes a request can use.
     #[test]
