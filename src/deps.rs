@@ -522,9 +522,13 @@ pub fn prepare(
         .create(&temp)
         .map_err(|e| cache_err(&temp, e))?;
     let _ = std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o755));
-    if nix::unistd::geteuid().is_root() {
-        let id = crate::launch::root_caller_host_id();
-        std::os::unix::fs::chown(&temp, Some(id), Some(id)).map_err(|e| cache_err(&temp, e))?;
+    // A root caller's install runs as the sandbox's own host ids, which must be able to write.
+    let own_ids = match crate::launch::host_ids() {
+        Ok(crate::launch::HostIds::Own { uid, gid, .. }) => Some((uid, gid)),
+        _ => None,
+    };
+    if let Some((uid, gid)) = own_ids {
+        std::os::unix::fs::chown(&temp, Some(uid), Some(gid)).map_err(|e| cache_err(&temp, e))?;
     }
     let cleanup = |e: crate::run::RunError| {
         remove_tree(&temp);
@@ -619,7 +623,7 @@ pub fn prepare(
             "\ncordon could not remove the installer's temporary directory {DEPS_DIR}/{INSTALL_TMP} from the set: it is part of the set, read-only, as the packages are\n"
         ));
     }
-    match settle_tree(&temp, nix::unistd::geteuid().is_root(), MAX_SET_BYTES) {
+    match settle_tree(&temp, own_ids.is_some(), MAX_SET_BYTES) {
         Ok(settled) => {
             if !settled.removed.is_empty() {
                 let n = settled.removed.len();

@@ -473,3 +473,118 @@ both!(fn network_namespace_is_the_sandboxs_own(who) {
         assert_eq!(facts.get("owner"), Some(&"sandbox"), "{opts:?}: the netns is not owned by the sandbox's user namespace:\n{}", r.describe());
     }
 });
+
+/// Runs the rest of its argv as uid 0 of a new user namespace whose uid and gid maps are the
+/// text of $NEST_MAPS ("\n" for newlines), written from outside by this (root) process: a
+/// rootless container's view, made without newuidmap.
+const NEST: &str = r#"
+import ctypes, os, sys
+maps = os.environ.pop("NEST_MAPS").replace("\\n", "\n")
+r1, w1 = os.pipe(); r2, w2 = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(w1); os.close(r2)
+    if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:
+        os._exit(99)
+    os.write(w2, b"u"); os.read(r1, 1)
+    os.execv(sys.argv[1], sys.argv[1:])
+os.close(r1); os.close(w2); os.read(r2, 1)
+for f in ("uid_map", "gid_map"):
+    with open(f"/proc/{pid}/{f}", "w") as m:
+        m.write(maps)
+os.write(w1, b"g")
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+
+/// cordon as uid 0 of a nested user namespace: as root, through [`NEST`] with `maps`; as the
+/// test user, `unshare --map-auto --map-root-user` (its /etc/subuid range) when `maps` has
+/// more than root's line, else `unshare --map-root-user`. None: the machine lacks what the
+/// user variant needs (said as a SKIP).
+fn nested(who: Who, maps: &str, cmd: &[&str]) -> Option<Finished> {
+    let mut c = Cordon::exec(who, &["--json"], cmd);
+    match who {
+        Who::Root => {
+            let dir = shared_tempdir();
+            let script = dir.path().join("nest.py");
+            write_world_readable(&script, NEST.as_bytes());
+            let setup = format!("exec {PY} {} \"$@\"", script.display());
+            let r = c.env("NEST_MAPS", maps).shell_setup(&setup).run();
+            drop(dir);
+            Some(r)
+        }
+        Who::User => {
+            let ranged = maps.contains("\\n");
+            if ranged {
+                let name = test_user().map_or_else(|| "?".into(), |u| u.name);
+                let listed = std::fs::read_to_string("/etc/subuid")
+                    .is_ok_and(|t| t.lines().any(|l| l.starts_with(&format!("{name}:"))));
+                let tool = std::path::Path::new("/usr/bin/newuidmap").exists();
+                if !listed || !tool {
+                    skip_unless_required!(
+                        "SKIP: nested user namespace with a range: needs newuidmap (uidmap) and a /etc/subuid line for {name}"
+                    );
+                    return None;
+                }
+            }
+            let flags = if ranged {
+                "--map-auto --map-root-user"
+            } else {
+                "--map-root-user"
+            };
+            c = c.shell_setup(&format!("exec unshare {flags} \"$@\""));
+            Some(c.run())
+        }
+    }
+}
+
+both!(fn root_of_a_nested_user_namespace_gets_ids_of_its_range(who) {
+    // A rootless container's root: its own id 0 (the user outside) and 65536 subordinate ids.
+    let Some(r) = nested(who, "0 0 1\\n1 200000 65536", &["/bin/sh", "-c", "cat /proc/self/uid_map /proc/self/gid_map; id -u"])
+    else {
+        return;
+    };
+    let json: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap_or_else(|e| panic!("{e}:\n{}", r.describe()));
+    assert_eq!(json["status"], "ok", "{}", r.describe());
+    let out = json["output"].as_str().unwrap_or_default();
+    let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(lines.len(), 3, "{}", r.describe());
+    for map in &lines[..2] {
+        assert_eq!((map[0], map[2]), ("1000", "1"), "{}", r.describe());
+        let id: u32 = map[1].parse().unwrap();
+        // Never the namespace's root (the caller itself), never nobody; high in the range.
+        assert!(
+            (32768..=65536).contains(&id) && id != 65534 && id != 65535,
+            "the sandbox's id {id} is not from the upper half of the namespace's range:\n{}",
+            r.describe()
+        );
+    }
+    assert_eq!(lines[2], ["1000"], "{}", r.describe());
+    assert_eq!(json["isolation"]["hostUid"].to_string(), lines[0][1], "{}", r.describe());
+});
+
+both!(fn root_of_a_user_namespace_that_maps_only_itself(who) {
+    let Some(r) = nested(who, "0 0 1", &["/bin/sh", "-c", "cat /proc/self/uid_map; id -u"]) else {
+        return;
+    };
+    match who {
+        // Root mapped alone: the namespace's root is the host's root, which the sandbox must
+        // never run as. Refused, saying why and what to do.
+        Who::Root => {
+            assert_eq!(r.code, 125, "{}", r.describe());
+            let json: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap_or_else(|e| panic!("{e}:\n{}", r.describe()));
+            let msg = json["error"].as_str().unwrap_or_default().to_string() + &r.stderr_str();
+            assert!(msg.contains("parent's root") && msg.contains("--map-auto"), "{}", r.describe());
+        }
+        // The user mapped alone (`unshare --map-root-user`): the sandbox runs as that user,
+        // as an unprivileged caller's does.
+        Who::User => {
+            let json: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap_or_else(|e| panic!("{e}:\n{}", r.describe()));
+            assert_eq!(json["status"], "ok", "{}", r.describe());
+            let out = json["output"].as_str().unwrap_or_default();
+            let lines: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+            assert_eq!(lines, [vec!["1000", "0", "1"], vec!["1000"]], "{}", r.describe());
+            assert_eq!(json["isolation"]["hostUid"], 0, "{}", r.describe());
+        }
+    }
+});

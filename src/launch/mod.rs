@@ -7,6 +7,8 @@ pub(crate) use child::exec_search;
 mod classify;
 mod collect;
 mod export;
+mod ids;
+pub use ids::{HostIds, host_ids};
 mod keeper;
 mod memwatch;
 mod netns;
@@ -91,11 +93,6 @@ pub const ROOT_CALLER_ID_BASE: u32 = 2_000_000_000;
 /// Width of that range: the kernel's largest possible pid (PID_MAX_LIMIT, 2^22).
 pub const ROOT_CALLER_ID_RANGE: u32 = 1 << 22;
 
-/// The host id a root caller's sandbox maps to.
-pub fn root_caller_host_id() -> u32 {
-    ROOT_CALLER_ID_BASE + (std::process::id() % ROOT_CALLER_ID_RANGE)
-}
-
 /// The namespaces of the launcher's clone. The network namespace (unless `--net host`) is
 /// made beside it, in this user namespace, by a helper (see launch::netns); the cgroup
 /// namespace by init right after it is in the sandbox's cgroup, so that it is rooted there.
@@ -132,6 +129,8 @@ pub enum LaunchError {
         path: String,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    NestedRoot(String),
     #[error("cannot {step}: {errno}{hint}")]
     Sys {
         step: &'static str,
@@ -339,7 +338,8 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     //    Either way it exists, with its limits written, before init forks the payload.
     let run_id = run_id();
     let mut prepared = limits::prepare_deferred(&spec.limits, spec.backend, &run_id)?;
-    let root_caller = nix::unistd::geteuid().is_root();
+    let ids = host_ids().map_err(LaunchError::NestedRoot)?;
+    let root_caller = ids.root();
     // A crash must not start a piped core_pattern's helper (as host root, outside the
     // sandbox): RLIMIT_CORE 1 stops it, and where the caller's hard limit is 0 and cannot be
     // raised, the run is refused unless the caller accepts it.
@@ -393,7 +393,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         && let Some(m) = prepared.report.memory_bytes.as_mut()
     {
         m.note = Some(limits::memory_note(
-            root_caller,
+            ids.host_root(),
             spec.network != Network::Host,
             match (tcp_unrefused, no_tcp) {
                 (true, true) => limits::TcpUnderWatch::Refused,
@@ -457,14 +457,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), Some(&mut old_mask))
         .map_err(sys_err("block signals"))?;
 
-    let (host_uid, host_gid) = if root_caller {
-        (root_caller_host_id(), root_caller_host_id())
-    } else {
-        (
-            nix::unistd::geteuid().as_raw(),
-            nix::unistd::getegid().as_raw(),
-        )
-    };
+    let (host_uid, host_gid) = (ids.uid(), ids.gid());
     let started = Instant::now();
     // cgroup v1: init moves itself into the sandbox's groups through their `tasks` files,
     // which cordon opens once it has made them and sends over this socketpair.
@@ -528,7 +521,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
                 collect: spec.collect.as_ref(),
                 net_handover: net_child,
                 proc_handover: watch_child,
-                shm_limit: if root_caller {
+                shm_limit: if ids.host_root() {
                     spec.limits.memory
                 } else {
                     None

@@ -275,15 +275,24 @@ impl Drop for ProxyHandle {
 /// The caller must be single-threaded (the launcher is).
 /// A root caller's proxy helper parses what the sandbox sends: it gives up root first, for the
 /// sandbox's own unprivileged host uid and gid (no supplementary groups, no capabilities, no
-/// way back: no_new_privs). An unprivileged caller's helper already runs as the caller.
+/// way back: no_new_privs). An unprivileged caller's helper already runs as the caller; root
+/// of a user namespace that maps no other id (launch::HostIds::Caller) stays that uid but
+/// drops every capability.
 fn drop_root() -> Result<(), Errno> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(());
     }
-    let id = crate::launch::root_caller_host_id();
+    let (uid, gid) = match crate::launch::host_ids() {
+        Ok(crate::launch::HostIds::Own { uid, gid, .. }) => (uid, gid),
+        _ => {
+            crate::security::caps::drop_all().map_err(|_| Errno::EPERM)?;
+            nix::sys::prctl::set_no_new_privs()?;
+            return nix::sys::prctl::set_dumpable(false);
+        }
+    };
     crate::sys::clear_groups()?;
-    let gid = nix::unistd::Gid::from_raw(id);
-    let uid = nix::unistd::Uid::from_raw(id);
+    let gid = nix::unistd::Gid::from_raw(gid);
+    let uid = nix::unistd::Uid::from_raw(uid);
     nix::unistd::setresgid(gid, gid, gid)?;
     nix::unistd::setresuid(uid, uid, uid)?;
     nix::sys::prctl::set_no_new_privs()?;
