@@ -581,17 +581,30 @@ pub fn outcome(
             .find(|f| f.reason.starts_with("over the "))
     {
         // A listing (names and sizes only) is held to the file count alone.
+        // The program's own outputs' caps can be raised (a compile's, of its artifact, not).
+        let name = |key: &str| spec.limit_naming.name(key);
+        let raise = |keys: &[&str]| {
+            let names: Vec<String> = keys.iter().map(|k| name(k)).collect();
+            match c.only {
+                None if names.len() == 1 => format!("raise the cap with {}, or ", names[0]),
+                None => format!("raise the caps with {}, or ", names.join(" and ")),
+                Some(_) => String::new(),
+            }
+        };
         let note = if c.contents {
             format!(
-                "not every file in /workspace was collected: {} and maybe others are over the cap of {} files and {} (see `filesOmitted`); have the program write fewer or smaller files, or an archive of them",
+                "not every file in /workspace was collected: {} and maybe others are over the cap of {} files and {} (see `filesOmitted`); {}have the program write fewer or smaller files, or an archive of them",
                 first.path,
                 c.max_files,
-                human_size(c.max_bytes)
+                crate::spec::exact_size(c.max_bytes),
+                raise(&["collect_files", "collect_size"]),
             )
         } else {
             format!(
-                "not every file in /workspace was listed: {} and maybe others are over the cap of {} files (see `filesOmitted`)",
-                first.path, c.max_files
+                "not every file in /workspace was listed: {} and maybe others are over the cap of {} files (see `filesOmitted`); {}have the program write fewer files",
+                first.path,
+                c.max_files,
+                raise(&["collect_files"]),
             )
         };
         add_note(&mut message, false, note);
@@ -1572,7 +1585,8 @@ mod tests {
         let m = o.message.unwrap();
         assert!(
             m.starts_with("not every file in /workspace was collected: big.bin")
-                && m.contains("1000 files and 64 MiB"),
+                && m.contains("1000 files and 64 MiB")
+                && m.contains("raise the caps with --collect-files and --collect-size"),
             "{m}"
         );
     }

@@ -193,11 +193,11 @@ impl Walk<'_> {
                 .iter()
                 .any(|i| i.path == path && i.contents.len() as u64 == size);
         if !maybe_input && self.files >= self.spec.max_files {
-            return self.omit(path, "over the file-count cap");
+            return self.omit(path, &self.spec.over_files_reason());
         }
         let room = self.spec.max_bytes - self.bytes;
         if !maybe_input && self.spec.contents && size > room {
-            return self.omit(path, "over the total-size cap");
+            return self.omit(path, &self.spec.over_size_reason());
         }
         // O_NONBLOCK: even a FIFO swapped in could not block (none can be: all are dead).
         let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
@@ -224,7 +224,7 @@ impl Walk<'_> {
             return;
         }
         if self.files >= self.spec.max_files {
-            return self.omit(path, "over the file-count cap");
+            return self.omit(path, &self.spec.over_files_reason());
         }
         if !self.spec.contents {
             match self.report.send_large(&Msg::FileListed {
@@ -238,7 +238,7 @@ impl Walk<'_> {
             return;
         }
         if size > room {
-            return self.omit(path, "over the total-size cap");
+            return self.omit(path, &self.spec.over_size_reason());
         }
         // Streamed: init holds one chunk of the file at a time, whatever its size (init is in
         // the sandbox's memory cgroup, beside the file's own tmpfs pages).
@@ -283,7 +283,7 @@ impl Walk<'_> {
             if sent + n as u64 > room {
                 self.report.send_large(&Msg::FileOmitted {
                     path: path.into(),
-                    reason: "over the total-size cap".into(),
+                    reason: self.spec.over_size_reason(),
                 })?;
                 return Ok(None);
             }
@@ -394,6 +394,10 @@ pub struct ReceivedFiles {
     max_bytes: u64,
     /// The spec's `max_files`, checked here too.
     max_files: usize,
+    /// Why a file is left out over the file-count cap, and over the size cap (the spec's
+    /// words: [`Collect::over_files_reason`]).
+    over_files: String,
+    over_size: String,
     /// The spec asked for a listing (names and sizes), not contents: a message of the other
     /// kind is a garbled transfer, never accepted (a listed file delivered to an output
     /// directory would be written empty).
@@ -410,19 +414,24 @@ pub struct ReceivedFiles {
 const RECEIVED_OMITTED_MAX: usize = 4 * MAX_OMITTED;
 
 impl ReceivedFiles {
+    #[cfg(test)]
     pub fn new(max_bytes: u64, max_files: usize) -> Self {
-        ReceivedFiles {
+        ReceivedFiles::for_spec(&Collect {
             max_bytes,
             max_files,
-            ..ReceivedFiles::default()
-        }
+            ..Collect::default()
+        })
     }
 
     /// What a [`Collect`] spec asks for.
     pub fn for_spec(c: &Collect) -> Self {
         ReceivedFiles {
             listing: !c.contents,
-            ..ReceivedFiles::new(c.max_bytes, c.max_files)
+            max_bytes: c.max_bytes,
+            max_files: c.max_files,
+            over_files: c.over_files_reason(),
+            over_size: c.over_size_reason(),
+            ..ReceivedFiles::default()
         }
     }
 
@@ -474,7 +483,7 @@ impl ReceivedFiles {
             Msg::FileStart { path, mode, size } => {
                 self.drop_open("garbled transfer: cut off by the next file");
                 if self.files.len() >= self.max_files {
-                    self.omit(path.clone(), "over the file-count cap".into());
+                    self.omit(path.clone(), self.over_files.clone());
                     self.discarding = Some((path, 0));
                     return None;
                 }
@@ -497,7 +506,8 @@ impl ReceivedFiles {
                 if self.bytes + (f.data.len() + bytes.len()) as u64 > self.max_bytes {
                     let seen = (f.data.len() + bytes.len()) as u64;
                     let path = f.path.clone();
-                    self.drop_open("over the total-size cap");
+                    let why = self.over_size.clone();
+                    self.drop_open(&why);
                     self.discarding = Some((path, seen));
                 } else {
                     f.data.extend_from_slice(&bytes);
@@ -524,7 +534,7 @@ impl ReceivedFiles {
             Msg::FileListed { path, mode, size } => {
                 self.drop_open("garbled transfer: cut off by a listed file");
                 if self.files.len() >= self.max_files {
-                    self.omit(path, "over the file-count cap".into());
+                    self.omit(path, self.over_files.clone());
                 } else {
                     self.files.push(OutputFile {
                         path,
@@ -659,7 +669,13 @@ mod tests {
             omitted[1].1.contains("2 bytes arrived of the 3"),
             "{omitted:?}"
         );
-        assert_eq!(omitted[2], ("d", "over the total-size cap"));
+        assert_eq!(
+            omitted[2],
+            (
+                "d",
+                "over the 10-byte total-size cap (--collect-size / config.collectSize raise it)"
+            )
+        );
         assert_eq!(omitted.len(), 3, "{omitted:?}");
         // An end that does not match what arrived of a dropped file: something between was
         // lost, which is garbling too.
@@ -713,7 +729,10 @@ mod tests {
         assert_eq!(r.omitted.len(), 1);
         assert_eq!(
             (r.omitted[0].path.as_str(), r.omitted[0].reason.as_str()),
-            ("c", "over the file-count cap")
+            (
+                "c",
+                "over the 2-file cap (--collect-files / config.collectFiles raise it)"
+            )
         );
         assert!(r.garbled.is_none(), "{:?}", r.garbled);
         for i in 0..RECEIVED_OMITTED_MAX + 50 {
@@ -761,7 +780,10 @@ mod tests {
             .collect();
         assert_eq!(got, [("big", 1 << 30, 0), ("small", 3, 0)]);
         assert_eq!(r.omitted.len(), 1);
-        assert_eq!(r.omitted[0].reason, "over the file-count cap");
+        assert_eq!(
+            r.omitted[0].reason,
+            "over the 2-file cap (--collect-files / config.collectFiles raise it)"
+        );
         assert!(r.garbled.is_none(), "{:?}", r.garbled);
         // The other kind of message is refused either way.
         r.take(start("x", 1));
@@ -847,7 +869,10 @@ mod tests {
         assert_eq!(got.omitted.len(), 1);
         assert_eq!(
             (got.omitted[0].path.as_str(), got.omitted[0].reason.as_str()),
-            ("g", "over the total-size cap")
+            (
+                "g",
+                "over the 64 MiB total-size cap (--collect-size / config.collectSize raise it)"
+            )
         );
     }
 }

@@ -179,11 +179,125 @@ pub struct Collect {
 impl Default for Collect {
     fn default() -> Self {
         Collect {
-            max_files: 1000,
-            max_bytes: 64 * MIB,
+            max_files: DEFAULT_COLLECT_FILES,
+            max_bytes: DEFAULT_COLLECT_BYTES,
             only: None,
             contents: true,
         }
+    }
+}
+
+/// The files a collection brings back unless told otherwise (`--collect-files`).
+pub const DEFAULT_COLLECT_FILES: usize = 1000;
+/// The bytes of file contents a collection brings back unless told otherwise
+/// (`--collect-size`).
+pub const DEFAULT_COLLECT_BYTES: u64 = 64 * MIB;
+/// The most files a collection may be asked to bring back: cordon keeps what it collects in
+/// memory.
+pub const MAX_COLLECT_FILES: usize = 100_000;
+/// The most bytes of file contents a collection may be asked to bring back: cordon holds the
+/// files it receives in memory before it writes them.
+pub const MAX_COLLECT_BYTES: u64 = 1 << 30;
+/// What the file-count cap of a collection takes, for its errors.
+pub const COLLECT_FILES_RANGE: &str = "give 1 to 100000 files (the default is 1000); cordon keeps what it collects in memory, so this cap cannot be lifted";
+/// What the size cap of a collection takes, for its errors.
+pub const COLLECT_SIZE_RANGE: &str = "give 1 byte to 1G (the default is 64M); cordon holds the files it receives in memory before writing them, so this cap cannot be lifted or set above 1G";
+
+/// Checks a file-count cap of a collection (`--collect-files`, `config.collectFiles`, a
+/// profile's `collect_files`): 1 to [`MAX_COLLECT_FILES`].
+pub fn check_collect_files(n: u64) -> Result<usize, ParseError> {
+    match usize::try_from(n) {
+        Ok(n) if (1..=MAX_COLLECT_FILES).contains(&n) => Ok(n),
+        _ => Err(ParseError::new(
+            "file-collection cap",
+            &n.to_string(),
+            COLLECT_FILES_RANGE,
+        )),
+    }
+}
+
+/// Checks a size cap of a collection (`--collect-size`, `config.collectSize`, a profile's
+/// `collect_size`), in bytes: 1 to [`MAX_COLLECT_BYTES`].
+pub fn check_collect_size(bytes: u64, given: &str) -> Result<u64, ParseError> {
+    if (1..=MAX_COLLECT_BYTES).contains(&bytes) {
+        Ok(bytes)
+    } else {
+        Err(ParseError::new(
+            "collection size cap",
+            given,
+            COLLECT_SIZE_RANGE,
+        ))
+    }
+}
+
+/// Parses `--collect-files N`: a whole number, checked by [`check_collect_files`].
+pub fn parse_collect_files(s: &str) -> Result<usize, ParseError> {
+    let n: u64 = s.parse().map_err(|_| {
+        ParseError::new(
+            "file-collection cap",
+            s,
+            &format!("expected a whole number of files; {COLLECT_FILES_RANGE}"),
+        )
+    })?;
+    check_collect_files(n).map_err(|mut e| {
+        e.given = s.to_string();
+        e
+    })
+}
+
+/// Parses `--collect-size SIZE`: a size as [`parse_size`] reads it, checked by
+/// [`check_collect_size`].
+pub fn parse_collect_size(s: &str) -> Result<u64, ParseError> {
+    // Not parse_size's hint: 0 (or a fraction of a byte) lifts no cap here.
+    let b = parse_size(s).map_err(|_| {
+        ParseError::new(
+            "collection size cap",
+            s,
+            &format!("expected a size, such as 100M or 1G; {COLLECT_SIZE_RANGE}"),
+        )
+    })?;
+    check_collect_size(b, s)
+}
+
+impl Collect {
+    /// Why a file past the file-count cap is left out (`filesOmitted`): the cap, and, for
+    /// the program's own outputs (not a compile's artifact), what raises it.
+    pub fn over_files_reason(&self) -> String {
+        let raise = if self.only.is_none() {
+            " (--collect-files / config.collectFiles raise it)"
+        } else {
+            ""
+        };
+        format!("over the {}-file cap{raise}", self.max_files)
+    }
+
+    /// Why a file past the size cap is left out (`filesOmitted`), as
+    /// [`Collect::over_files_reason`] says it.
+    pub fn over_size_reason(&self) -> String {
+        let raise = if self.only.is_none() {
+            " (--collect-size / config.collectSize raise it)"
+        } else {
+            ""
+        };
+        let size = exact_size(self.max_bytes);
+        let size = match size.strip_suffix(" bytes").or(size.strip_suffix(" byte")) {
+            Some(n) => format!("{n}-byte"),
+            None => size.clone(),
+        };
+        format!("over the {size} total-size cap{raise}")
+    }
+}
+
+/// A size in its largest binary unit that holds it exactly (`64 MiB`, `1536 KiB`,
+/// `1000 bytes`).
+pub fn exact_size(b: u64) -> String {
+    match b {
+        0 => "0 bytes".into(),
+        _ if b.is_multiple_of(1 << 30) => format!("{} GiB", b >> 30),
+        _ if b.is_multiple_of(1 << 20) => format!("{} MiB", b >> 20),
+        _ if b.is_multiple_of(1 << 10) => format!("{} KiB", b >> 10),
+        1 => "1 byte".into(),
+        _ => format!("{b} bytes"),
     }
 }
 
@@ -371,7 +485,7 @@ impl LimitNaming {
 
     /// The name of the limit that a profile's `[limits]` calls `key` (`timeout`, `cpu_time`,
     /// `memory`, `cpus`, `pids`, `output_limit`, `file_size`, `open_files`,
-    /// `workspace_size`, `workspace_inodes`, `tmp_size`).
+    /// `workspace_size`, `workspace_inodes`, `tmp_size`, `collect_files`, `collect_size`).
     pub fn name(self, key: &str) -> String {
         let flag = |prefix: &str| format!("--{prefix}{}", key.replace('_', "-"));
         let compile_key = || format!("the profile's [compile_limits] {key}");
@@ -390,6 +504,8 @@ impl LimitNaming {
                 "cpus" => "config.cpuLimit".into(),
                 "pids" => "config.pids".into(),
                 "output_limit" => "config.outputLimit".into(),
+                "collect_files" => "config.collectFiles".into(),
+                "collect_size" => "config.collectSize".into(),
                 _ => format!("cordon run's {}", flag("")),
             },
             LimitNaming::CompileRequest => match key {
@@ -600,6 +716,13 @@ impl SandboxSpec {
             check_relative_path(&f.path)?;
         }
         check_distinct_files(&self.files, "file name")?;
+        if let Some(c) = &self.collect {
+            // What cordon receives is held in its memory: the caps are bounded.
+            check_collect_files(c.max_files as u64)
+                .map_err(|e| ParseError::new(&name("collect_files"), &e.given, &e.hint))?;
+            check_collect_size(c.max_bytes, &c.max_bytes.to_string())
+                .map_err(|e| ParseError::new(&name("collect_size"), &e.given, &e.hint))?;
+        }
         if let Some(only) = self.collect.as_ref().and_then(|c| c.only.as_ref()) {
             for p in only {
                 check_relative_path(p)?;
@@ -762,6 +885,102 @@ mod tests {
         assert!(s.validate().is_ok());
         s.env = vec![("A=B".into(), "x".into())];
         assert!(s.validate().is_err());
+    }
+
+    /// The collection's caps take 1 to 100000 files and 1 byte to 1 GiB; anything else, or
+    /// a value that is not a number, is refused with the value and the range.
+    #[test]
+    fn collection_caps_are_bounded() {
+        assert_eq!(parse_collect_files("1"), Ok(1));
+        assert_eq!(parse_collect_files("1500"), Ok(1500));
+        assert_eq!(parse_collect_files("100000"), Ok(MAX_COLLECT_FILES));
+        assert_eq!(parse_collect_size("1"), Ok(1));
+        assert_eq!(parse_collect_size("100M"), Ok(100 << 20));
+        assert_eq!(parse_collect_size("1G"), Ok(MAX_COLLECT_BYTES));
+        assert_eq!(parse_collect_size("64M"), Ok(DEFAULT_COLLECT_BYTES));
+        for bad in ["0", "100001", "x", "-1", "1k", ""] {
+            let e = parse_collect_files(bad).unwrap_err();
+            assert_eq!(e.given, bad);
+            assert!(e.hint.contains("1 to 100000 files"), "{bad}: {e}");
+        }
+        for bad in ["0", "0.4", "1025M", "1.5G", "2G", "x", "-1", ""] {
+            let e = parse_collect_size(bad).unwrap_err();
+            assert_eq!(e.given, bad);
+            assert!(
+                e.hint.contains("1 byte to 1G") && e.hint.contains("in memory"),
+                "{bad}: {e}"
+            );
+            assert!(!e.hint.contains("lift the limit"), "{bad}: {e}");
+        }
+        assert!(check_collect_files(u64::MAX).is_err());
+        assert!(check_collect_size(MAX_COLLECT_BYTES + 1, "x").is_err());
+    }
+
+    /// The reason a file is left out names the cap and, for the program's own outputs, the
+    /// flag and the request field that raise it; a compile's artifact names no such thing.
+    #[test]
+    fn an_omission_over_a_cap_says_the_cap_and_what_raises_it() {
+        let c = Collect {
+            max_files: 1000,
+            ..Collect::default()
+        };
+        assert_eq!(
+            c.over_files_reason(),
+            "over the 1000-file cap (--collect-files / config.collectFiles raise it)"
+        );
+        assert_eq!(
+            c.over_size_reason(),
+            "over the 64 MiB total-size cap (--collect-size / config.collectSize raise it)"
+        );
+        let small = Collect {
+            max_bytes: 1000,
+            ..Collect::default()
+        };
+        assert!(
+            small
+                .over_size_reason()
+                .starts_with("over the 1000-byte total-size cap (")
+        );
+        let artifact = Collect {
+            only: Some(vec!["main".into()]),
+            ..Collect::default()
+        };
+        assert_eq!(artifact.over_files_reason(), "over the 1000-file cap");
+        assert_eq!(
+            artifact.over_size_reason(),
+            "over the 64 MiB total-size cap"
+        );
+        assert_eq!(exact_size(1), "1 byte");
+        assert_eq!(exact_size(1536 << 10), "1536 KiB");
+        assert_eq!(exact_size(1 << 30), "1 GiB");
+        assert_eq!(exact_size(100_000_001), "100000001 bytes");
+    }
+
+    /// A spec built in code is held to the collection's bounds too, naming the cap as the
+    /// spec's caller knows it.
+    #[test]
+    fn a_spec_with_collection_caps_out_of_bounds_is_refused() {
+        let mut s = SandboxSpec::new(vec!["true".into()]);
+        s.collect = Some(Collect {
+            max_files: MAX_COLLECT_FILES,
+            max_bytes: MAX_COLLECT_BYTES,
+            ..Collect::default()
+        });
+        s.validate().unwrap();
+        s.collect.as_mut().unwrap().max_files = 0;
+        let e = s.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("--collect-files `0`") && e.contains("1 to 100000"),
+            "{e}"
+        );
+        s.collect.as_mut().unwrap().max_files = 10;
+        s.collect.as_mut().unwrap().max_bytes = MAX_COLLECT_BYTES + 1;
+        s.limit_naming = LimitNaming::Request;
+        let e = s.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("config.collectSize `1073741825`") && e.contains("1 byte to 1G"),
+            "{e}"
+        );
     }
 
     #[test]
