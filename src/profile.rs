@@ -3,7 +3,7 @@
 //! `--profile PATH` or files in `$XDG_CONFIG_HOME/cordon/profiles/` (see profiles/README.md,
 //! which documents every key). Unknown keys are errors.
 
-use crate::spec::{self, LimitNaming, Limits, ParseError};
+use crate::spec::{self, Collect, LimitNaming, Limits, ParseError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,6 +67,11 @@ pub struct LimitOverrides {
     pub workspace_inodes: Option<u64>,
     #[serde(default, deserialize_with = "text_or_number")]
     pub tmp_size: Option<String>,
+    /// The most files collected from /workspace (the program's outputs: [`Collect`]).
+    pub collect_files: Option<u64>,
+    /// The most bytes of file contents collected from /workspace.
+    #[serde(default, deserialize_with = "text_or_number")]
+    pub collect_size: Option<String>,
     /// Who set these, for the names in errors (a profile's are checked when it loads).
     #[serde(skip)]
     pub naming: LimitNaming,
@@ -206,7 +211,41 @@ impl LimitOverrides {
         if let Some(t) = size("tmp_size", &self.tmp_size)? {
             base.tmp_size = (t > 0).then_some(t).ok_or_else(|| zero("tmp_size"))?;
         }
+        // Not limits of the sandbox, but checked with them, wherever they are given.
+        self.apply_collect_named(&mut Collect::default(), naming)?;
         Ok(())
+    }
+
+    /// Applies the collection caps of these overrides (`collect_files`, `collect_size`) on
+    /// top of `base`; an error names the cap as [`LimitOverrides::naming`] says.
+    pub fn apply_collect(&self, base: &mut Collect) -> Result<(), ParseError> {
+        self.apply_collect_named(base, self.naming)
+    }
+
+    fn apply_collect_named(
+        &self,
+        base: &mut Collect,
+        naming: LimitNaming,
+    ) -> Result<(), ParseError> {
+        let named = |key: &'static str| {
+            move |mut e: ParseError| {
+                e.what = naming.name(key);
+                e
+            }
+        };
+        if let Some(n) = self.collect_files {
+            base.max_files = spec::check_collect_files(n).map_err(named("collect_files"))?;
+        }
+        if let Some(s) = &self.collect_size {
+            base.max_bytes = spec::parse_collect_size(s).map_err(named("collect_size"))?;
+        }
+        Ok(())
+    }
+
+    /// Whether these overrides set a collection cap, which only a run phase's `[limits]`
+    /// (the program's outputs) takes.
+    pub fn sets_collect(&self) -> bool {
+        self.collect_files.is_some() || self.collect_size.is_some()
     }
 }
 
@@ -330,6 +369,11 @@ impl Profile {
         p.compile_limits
             .apply_named(&mut l, LimitNaming::Profile)
             .map_err(|e| inv(format!("[compile_limits]: {e}")))?;
+        if p.compile_limits.sets_collect() {
+            return Err(inv(
+                "[compile_limits]: collect_files and collect_size belong in [limits]: a compile collects only its artifact".into(),
+            ));
+        }
         if !crate::security::seccomp::builtin_names().contains(&p.seccomp.as_str()) {
             return Err(inv(format!(
                 "`seccomp` {:?} is not a built-in policy",
@@ -353,6 +397,11 @@ impl Profile {
             pk.limits
                 .apply_named(&mut l, LimitNaming::Profile)
                 .map_err(|e| inv(format!("[packages.limits]: {e}")))?;
+            if pk.limits.sets_collect() {
+                return Err(inv(
+                    "[packages.limits]: collect_files and collect_size belong in [limits]: an install collects no files".into(),
+                ));
+            }
         }
         Ok(p)
     }
@@ -601,6 +650,76 @@ mod tests {
         assert_eq!((o.timeout, o.memory.as_deref()), (None, Some("1024")));
         let e = serde_json::from_str::<LimitOverrides>(r#"{"timeout": true}"#).unwrap_err();
         assert!(e.to_string().contains("a duration or size"), "{e}");
+    }
+
+    /// A profile's [limits] may set the collection's caps (text or numbers, checked when it
+    /// loads, naming the key); [compile_limits] and [packages.limits] may not, as a compile
+    /// collects only its artifact and an install nothing.
+    #[test]
+    fn a_profile_sets_the_collection_caps_in_its_run_limits_only() {
+        let base = "name = \"x\"\ndescription = \"d\"\nsource = \"a.x\"\nrun = [\"x\"]\n";
+        let p = Profile::parse(
+            &format!("{base}[limits]\ncollect_files = 5000\ncollect_size = \"200M\"\n"),
+            "t",
+        )
+        .unwrap();
+        let mut c = Collect::default();
+        p.limits.apply_collect(&mut c).unwrap();
+        assert_eq!((c.max_files, c.max_bytes), (5000, 200 << 20));
+        let p = Profile::parse(&format!("{base}[limits]\ncollect_size = 1048576\n"), "t").unwrap();
+        assert_eq!(p.limits.collect_size.as_deref(), Some("1048576"));
+        for (limits, want) in [
+            (
+                "[limits]\ncollect_files = 0\n",
+                "invalid collect_files `0`: give 1 to 100000",
+            ),
+            (
+                "[limits]\ncollect_size = \"2G\"\n",
+                "invalid collect_size `2G`: give 1 byte to 1G",
+            ),
+            (
+                "[compile_limits]\ncollect_files = 10\n",
+                "belong in [limits]",
+            ),
+            (
+                "[compile_limits]\ncollect_size = \"1M\"\n",
+                "belong in [limits]",
+            ),
+        ] {
+            let e = Profile::parse(&format!("{base}{limits}"), "t")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{limits}: {e}");
+        }
+        let e = Profile::parse(
+            &format!(
+                "{base}[packages]\ninstaller = \"pip\"\nindex = \"https://pypi.org/simple\"\n[packages.limits]\ncollect_files = 10\n"
+            ),
+            "t",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("[packages.limits]") && e.contains("belong in [limits]"),
+            "{e}"
+        );
+        // The flags' and a request's names.
+        let o = LimitOverrides {
+            collect_files: Some(100_001),
+            ..Default::default()
+        };
+        let e = o.apply(&mut Limits::default()).unwrap_err().to_string();
+        assert!(e.contains("invalid --collect-files `100001`"), "{e}");
+        let o = LimitOverrides {
+            collect_size: Some("0".into()),
+            naming: LimitNaming::Request,
+            ..Default::default()
+        };
+        let e = o
+            .apply_collect(&mut Collect::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("invalid config.collectSize `0`"), "{e}");
     }
 
     #[test]

@@ -326,6 +326,19 @@ enum Unit {
     MiB,
     Bytes,
     Count,
+    /// `collectFiles`.
+    Files,
+    /// `collectSize`: bytes, at most [`crate::spec::MAX_COLLECT_BYTES`].
+    CollectBytes,
+}
+
+/// What `config.collectSize` takes, in the request's unit (bytes), for its errors.
+fn collect_size_range() -> String {
+    format!(
+        "give 1 to {} bytes (1 GiB; the default is {} bytes, 64 MiB); cordon holds the files it receives in memory before writing them, so this cap cannot be lifted or set above 1 GiB",
+        crate::spec::MAX_COLLECT_BYTES,
+        crate::spec::DEFAULT_COLLECT_BYTES,
+    )
 }
 
 impl Unit {
@@ -333,8 +346,9 @@ impl Unit {
         match self {
             Unit::Ms => "milliseconds",
             Unit::MiB => "MiB",
-            Unit::Bytes => "bytes",
+            Unit::Bytes | Unit::CollectBytes => "bytes",
             Unit::Count => "processes and threads",
+            Unit::Files => "files",
         }
     }
     /// The largest value a limit in this unit takes, and what it is, in words.
@@ -352,6 +366,11 @@ impl Unit {
                 let mib = u64::MAX >> 20;
                 (mib, format!("give at most {mib} MiB (16 EiB)"))
             }
+            Unit::Files => (
+                crate::spec::MAX_COLLECT_FILES as u64,
+                crate::spec::COLLECT_FILES_RANGE.to_string(),
+            ),
+            Unit::CollectBytes => (crate::spec::MAX_COLLECT_BYTES, collect_size_range()),
             _ => (u64::MAX, format!("give at most {}", u64::MAX)),
         }
     }
@@ -361,6 +380,8 @@ impl Unit {
             Unit::MiB => "256 (256 MiB)",
             Unit::Bytes => "1048576 (1 MiB)",
             Unit::Count => "32",
+            Unit::Files => "5000",
+            Unit::CollectBytes => "104857600 (100 MiB)",
         }
     }
 }
@@ -449,7 +470,7 @@ impl<'de> serde::de::Visitor<'de> for Whole {
     }
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
         Err(self.error(format!(
-            "is the string {v:?}: give a number of {}, such as {}; config's limits are numbers: timeout, cpuTime and compileTimeout in milliseconds, memoryLimit in MiB, cpuLimit in CPUs, pids a count, outputLimit in bytes",
+            "is the string {v:?}: give a number of {}, such as {}; config's limits are numbers: timeout, cpuTime and compileTimeout in milliseconds, memoryLimit in MiB, cpuLimit in CPUs, pids and collectFiles counts, outputLimit and collectSize in bytes",
             self.unit.name(),
             self.unit.example()
         )))
@@ -473,6 +494,8 @@ whole_field!(pids_count, "pids", Unit::Count);
 whole_field!(output_bytes, "outputLimit", Unit::Bytes);
 whole_field!(compile_timeout_ms, "compileTimeout", Unit::Ms);
 whole_field!(cpu_time_ms, "cpuTime", Unit::Ms);
+whole_field!(collect_files_count, "collectFiles", Unit::Files);
+whole_field!(collect_size_bytes, "collectSize", Unit::CollectBytes);
 
 /// `config.cpuLimit`: a number of CPUs, named in its error when it is not one.
 fn cpus<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
@@ -514,6 +537,12 @@ pub struct JsonConfig {
     /// CPU-time limit, ms.
     #[serde(default, deserialize_with = "cpu_time_ms")]
     pub cpu_time: Option<u64>,
+    /// The most files collected from /workspace (listed, or brought to `outputDir`).
+    #[serde(default, deserialize_with = "collect_files_count")]
+    pub collect_files: Option<u64>,
+    /// The most bytes of file contents brought to `outputDir`.
+    #[serde(default, deserialize_with = "collect_size_bytes")]
+    pub collect_size: Option<u64>,
 }
 
 /// One request.
@@ -861,6 +890,24 @@ impl JsonRequest {
                 "invalid request: config.cpuLimit must be a positive number of CPUs; a request cannot lift the CPU limit",
             ));
         }
+        // The collection's caps are bounded (cordon holds what it collects in memory), and
+        // 0 lifts neither.
+        if let Some(n) = c.collect_files {
+            crate::spec::check_collect_files(n).map_err(|e| {
+                bad(format!(
+                    "invalid request: config.collectFiles is {n}: {}",
+                    e.hint
+                ))
+            })?;
+        }
+        if let Some(b) = c.collect_size {
+            crate::spec::check_collect_size(b, &b.to_string()).map_err(|_| {
+                bad(format!(
+                    "invalid request: config.collectSize is {b}: {}",
+                    collect_size_range()
+                ))
+            })?;
+        }
         let ms = |v: Option<u64>| v.map(|v| format!("{v}ms"));
         let limits = LimitOverrides {
             timeout: ms(c.timeout),
@@ -869,6 +916,8 @@ impl JsonRequest {
             cpus: c.cpu_limit,
             pids: c.pids,
             output_limit: c.output_limit.map(|b| b.to_string()),
+            collect_files: c.collect_files,
+            collect_size: c.collect_size.map(|b| b.to_string()),
             naming: LimitNaming::Request,
             ..LimitOverrides::default()
         };
@@ -1198,6 +1247,77 @@ mod tests {
         assert_eq!(r.limits.memory.as_deref(), Some("64M"));
         assert_eq!(r.compile_limits.timeout.as_deref(), Some("9000ms"));
         assert_eq!(r.stdin, StdinSource::Bytes(b"in".to_vec()));
+    }
+
+    /// config.collectFiles and config.collectSize set the run's collection caps; out of
+    /// range (0 included: it lifts no cap), a fraction or a string is refused, naming the
+    /// field, the value and the range.
+    #[test]
+    fn collection_caps_are_config_fields_with_bounds() {
+        let run = |c: &str| {
+            parse(&format!(
+                r#"{{"language":"bash","code":"x","config":{{{c}}}}}"#
+            ))
+            .and_then(JsonRequest::into_run)
+            .map_err(|e| e.to_string())
+        };
+        let r = run(r#""collectFiles": 1500, "collectSize": 104857600"#).unwrap();
+        assert_eq!(r.limits.collect_files, Some(1500));
+        assert_eq!(r.limits.collect_size.as_deref(), Some("104857600"));
+        assert!(!r.compile_limits.sets_collect());
+        let mut c = crate::spec::Collect::default();
+        r.limits.apply_collect(&mut c).unwrap();
+        assert_eq!((c.max_files, c.max_bytes), (1500, 100 << 20));
+        let r = run(r#""collectFiles": 1e5, "collectSize": 1"#).unwrap();
+        assert_eq!(
+            (r.limits.collect_files, r.limits.collect_size.as_deref()),
+            (Some(100_000), Some("1"))
+        );
+        let r = run("").unwrap();
+        assert!(!r.limits.sets_collect());
+        for (c, want) in [
+            (
+                r#""collectFiles": 0"#,
+                "config.collectFiles is 0: give 1 to 100000 files",
+            ),
+            (
+                r#""collectFiles": 100001"#,
+                "config.collectFiles is 100001, too large: give 1 to 100000 files",
+            ),
+            (
+                r#""collectFiles": 2.5"#,
+                "config.collectFiles is 2.5: give a whole number of files",
+            ),
+            (
+                r#""collectFiles": "10""#,
+                r#"config.collectFiles is the string "10": give a number of files"#,
+            ),
+            (
+                r#""collectSize": 0"#,
+                "config.collectSize is 0: give 1 to 1073741824 bytes",
+            ),
+            (
+                r#""collectSize": 1073741825"#,
+                "config.collectSize is 1073741825, too large: give 1 to 1073741824 bytes",
+            ),
+            (
+                r#""collectSize": 1e30"#,
+                "config.collectSize is about 1e30, too large: give 1 to 1073741824 bytes",
+            ),
+            (
+                r#""collectSize": "64M""#,
+                r#"config.collectSize is the string "64M": give a number of bytes"#,
+            ),
+        ] {
+            let e = run(c).unwrap_err();
+            assert!(e.contains(want), "{c}: {e}");
+            assert!(
+                !e.contains("--collect"),
+                "{c}: a request's error names its field: {e}"
+            );
+        }
+        let e = run(r#""collectSize": 2147483648"#).unwrap_err();
+        assert!(e.contains("in memory"), "{e}");
     }
 
     #[test]

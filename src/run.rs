@@ -189,6 +189,9 @@ pub fn confine_request_limits(
         op.apply(&mut theirs)?;
         let mut asked = Limits::default();
         req.apply(&mut asked)?;
+        let (mut their_caps, mut asked_caps) = (Collect::default(), Collect::default());
+        op.apply_collect(&mut their_caps)?;
+        req.apply_collect(&mut asked_caps)?;
         let text = |v: &Option<String>| v.clone();
         let num = |v: Option<u64>| v.map(|n| n.to_string());
         let cpus = |v: Option<f64>| v.map(|c| c.to_string());
@@ -230,6 +233,18 @@ pub fn confine_request_limits(
                 text(&op.output_limit),
                 asked.output <= theirs.output,
             ),
+            (
+                "collect_files",
+                num(req.collect_files),
+                num(op.collect_files),
+                asked_caps.max_files <= their_caps.max_files,
+            ),
+            (
+                "collect_size",
+                text(&req.collect_size),
+                text(&op.collect_size),
+                asked_caps.max_bytes <= their_caps.max_bytes,
+            ),
         ];
         for (key, mine, given, ok) in checks {
             if let (Some(mine), Some(given), false) = (mine, given, ok) {
@@ -252,6 +267,8 @@ pub fn confine_request_limits(
         fill(&mut req.file_size, &op.file_size);
         fill(&mut req.workspace_size, &op.workspace_size);
         fill(&mut req.tmp_size, &op.tmp_size);
+        fill(&mut req.collect_size, &op.collect_size);
+        req.collect_files = req.collect_files.or(op.collect_files);
         req.cpus = req.cpus.or(op.cpus);
         req.pids = req.pids.or(op.pids);
         req.open_files = req.open_files.or(op.open_files);
@@ -633,6 +650,16 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
             }));
         }
     }
+    // The caps on what the run phase brings back from /workspace (the compile's collection,
+    // of its artifact alone, keeps the defaults).
+    let mut collect = Collect {
+        // The result lists names and sizes; only an output directory needs the contents.
+        contents: req.output_dir.is_some(),
+        ..Collect::default()
+    };
+    for o in [&profile.limits, &req.limits] {
+        o.apply_collect(&mut collect)?;
+    }
     // Opened (and made) once the request is known to be valid, before anything runs: a bad
     // directory is reported now, not after the run, and a symlink put in its place meanwhile
     // cannot redirect the files.
@@ -832,11 +859,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     s.files = run_files;
     s.network = req.network.clone();
     if opts.collect || req.output_dir.is_some() {
-        // The result lists names and sizes; only --output-dir needs the contents.
-        s.collect = Some(Collect {
-            contents: req.output_dir.is_some(),
-            ..Collect::default()
-        });
+        s.collect = Some(collect);
     }
     let mut out = crate::launch::run(&s)?;
     out.compile = compile_report;
@@ -1240,6 +1263,73 @@ mod tests {
             e.contains("config.compileTimeout") && e.contains("--compile-timeout 1m"),
             "{e}"
         );
+    }
+
+    /// --collect-files and --collect-size next to a request are its default and its
+    /// ceiling, as the limit flags are; without them a request may ask for any cap in bounds.
+    #[test]
+    fn the_operators_collection_caps_fill_and_cap_a_request() {
+        let flags = |files: Option<u64>, size: Option<&str>| LimitOverrides {
+            collect_files: files,
+            collect_size: size.map(Into::into),
+            naming: LimitNaming::Flags,
+            ..LimitOverrides::default()
+        };
+        let request = |files: Option<u64>, size: Option<&str>| RunRequest {
+            limits: LimitOverrides {
+                collect_files: files,
+                collect_size: size.map(Into::into),
+                naming: LimitNaming::Request,
+                ..LimitOverrides::default()
+            },
+            ..RunRequest::default()
+        };
+        let compile = LimitOverrides {
+            naming: LimitNaming::CompileFlags,
+            ..LimitOverrides::default()
+        };
+        let caps = |r: &RunRequest| {
+            let mut c = Collect::default();
+            r.limits.apply_collect(&mut c).unwrap();
+            (c.max_files, c.max_bytes)
+        };
+        // Left out: the operator's; within: the request's.
+        let mut r = request(None, None);
+        confine_request_limits(&mut r, &flags(Some(50), Some("1M")), &compile).unwrap();
+        assert_eq!(caps(&r), (50, 1 << 20));
+        let mut r = request(Some(20), Some("1000"));
+        confine_request_limits(&mut r, &flags(Some(50), Some("1M")), &compile).unwrap();
+        assert_eq!(caps(&r), (20, 1000));
+        // Above: refused, naming both.
+        let e = confine_request_limits(
+            &mut request(Some(51), None),
+            &flags(Some(50), None),
+            &compile,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("config.collectFiles (51)") && e.contains("--collect-files 50"),
+            "{e}"
+        );
+        let e = confine_request_limits(
+            &mut request(None, Some("2097152")),
+            &flags(None, Some("1M")),
+            &compile,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("config.collectSize (2097152)") && e.contains("--collect-size 1M"),
+            "{e}"
+        );
+        // No flag: no ceiling but the bounds.
+        let mut r = request(Some(100_000), Some("1073741824"));
+        confine_request_limits(&mut r, &flags(None, None), &compile).unwrap();
+        assert_eq!(caps(&r), (100_000, 1 << 30));
+        let mut r = request(None, None);
+        confine_request_limits(&mut r, &flags(None, None), &compile).unwrap();
+        assert_eq!(caps(&r), (1000, 64 << 20));
     }
 
     #[test]

@@ -11,9 +11,9 @@
 //! A test compares both parsers on thousands of command lines.
 
 use super::{
-    BackendArg, DegradeArg, EXEC_FILE_SIZE, EXEC_OPEN_FILES, EXEC_OUTPUT_LIMIT, EXEC_PIDS,
-    EXEC_ROOTFS, EXEC_TIMEOUT, EXEC_TMP_SIZE, EXEC_WORKSPACE_INODES, EXEC_WORKSPACE_SIZE, ExecArgs,
-    LIMITS_BACKEND, NetArgs,
+    BackendArg, DegradeArg, EXEC_COLLECT_FILES, EXEC_COLLECT_SIZE, EXEC_FILE_SIZE, EXEC_OPEN_FILES,
+    EXEC_OUTPUT_LIMIT, EXEC_PIDS, EXEC_ROOTFS, EXEC_TIMEOUT, EXEC_TMP_SIZE, EXEC_WORKSPACE_INODES,
+    EXEC_WORKSPACE_SIZE, ExecArgs, LIMITS_BACKEND, NetArgs,
 };
 use crate::spec;
 use clap::ValueEnum;
@@ -38,6 +38,8 @@ const KNOWN: &[&str] = &[
     "workspace-size",
     "workspace-inodes",
     "tmp-size",
+    "collect-files",
+    "collect-size",
     "env",
     "stdin",
     "file",
@@ -69,6 +71,8 @@ const LIMIT_OPTIONS: &[&str] = &[
     "workspace-size",
     "workspace-inodes",
     "tmp-size",
+    "collect-files",
+    "collect-size",
     "ro-bind",
     "rootfs",
     "allow-degraded",
@@ -166,6 +170,8 @@ pub(super) fn exec(args: &[OsString]) -> Option<ExecArgs> {
             "workspace-size" => a.workspace_size = spec::parse_size(value).ok()?,
             "workspace-inodes" => a.workspace_inodes = value.parse().ok()?,
             "tmp-size" => a.tmp_size = spec::parse_size(value).ok()?,
+            "collect-files" => a.collect_files = spec::parse_collect_files(value).ok()?,
+            "collect-size" => a.collect_size = spec::parse_collect_size(value).ok()?,
             "env" => a.env.push(spec::parse_env_pair(value).ok()?),
             "stdin" => a.stdin = Some(PathBuf::from(value)),
             "file" => a.files.push(value.to_string()),
@@ -206,6 +212,8 @@ fn defaults() -> Option<ExecArgs> {
         workspace_size: spec::parse_size(EXEC_WORKSPACE_SIZE).ok()?,
         workspace_inodes: EXEC_WORKSPACE_INODES,
         tmp_size: spec::parse_size(EXEC_TMP_SIZE).ok()?,
+        collect_files: EXEC_COLLECT_FILES,
+        collect_size: spec::parse_collect_size(EXEC_COLLECT_SIZE).ok()?,
         env: Vec::new(),
         stdin: None,
         files: Vec::new(),
@@ -272,6 +280,8 @@ mod tests {
                 "--workspace-size=1M",
                 "--workspace-inodes=10",
                 "--tmp-size=2M",
+                "--collect-files=5000",
+                "--collect-size=100M",
                 "--",
                 "true",
             ],
@@ -369,6 +379,14 @@ mod tests {
             ),
             ("pids", count),
             ("open-files", count),
+            (
+                "collect-files",
+                &["3", "1500", "100000", "100001", "0", "+5", "-1", "x", "1k"],
+            ),
+            (
+                "collect-size",
+                &["1", "100M", "1G", "1.5G", "0", "0.4", "x", "-1", "1025M"],
+            ),
             ("workspace-inodes", count),
             (
                 "env",

@@ -16,6 +16,8 @@ const EXEC_OPEN_FILES: u64 = 1024;
 const EXEC_WORKSPACE_SIZE: &str = "256M";
 const EXEC_WORKSPACE_INODES: u64 = spec::DEFAULT_WORKSPACE_INODES;
 const EXEC_TMP_SIZE: &str = "64M";
+const EXEC_COLLECT_FILES: usize = spec::DEFAULT_COLLECT_FILES;
+const EXEC_COLLECT_SIZE: &str = "64M";
 const EXEC_ROOTFS: &str = "host";
 const LIMITS_BACKEND: &str = "auto";
 
@@ -290,7 +292,7 @@ pub fn request_flags_tip() -> String {
 /// The flags `cordon run` takes next to `--request`/`--requests` (the limit flags are each a
 /// default and a ceiling of a request's limits).
 pub const REQUEST_MODE_FLAGS: &[&str] = &[
-    "the limit flags (--timeout, --cpu-time, --memory, --cpus, --pids, --output-limit, --file-size, --open-files, --workspace-size, --workspace-inodes, --tmp-size, --compile-timeout, --compile-memory, --compile-pids: each a default and a ceiling)",
+    "the limit flags (--timeout, --cpu-time, --memory, --cpus, --pids, --output-limit, --file-size, --open-files, --workspace-size, --workspace-inodes, --tmp-size, --collect-files, --collect-size, --compile-timeout, --compile-memory, --compile-pids: each a default and a ceiling)",
     "--profile",
     "--rootfs",
     "--allow-degraded",
@@ -443,6 +445,14 @@ pub struct RunLimitArgs {
     /// Size of /tmp and of /dev/shm, each (default 64M).
     #[arg(long, allow_negative_numbers = true, value_name = "SIZE")]
     pub tmp_size: Option<String>,
+    /// The most files collected from /workspace, listed or copied to --output-dir (default
+    /// 1000; 1 to 100000); the rest are in filesOmitted.
+    #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = collect_files_arg)]
+    pub collect_files: Option<u64>,
+    /// The most bytes of file contents copied to --output-dir, in all (default 64M; at most
+    /// 1G: cordon holds them in memory); the rest are in filesOmitted.
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE", value_parser = collect_size_arg)]
+    pub collect_size: Option<String>,
     /// Wall-clock limit of the compile (default: the profile's).
     #[arg(long, allow_negative_numbers = true, value_name = "DUR")]
     pub compile_timeout: Option<String>,
@@ -468,6 +478,8 @@ impl RunLimitArgs {
             workspace_size: self.workspace_size.clone(),
             workspace_inodes: self.workspace_inodes,
             tmp_size: self.tmp_size.clone(),
+            collect_files: self.collect_files,
+            collect_size: self.collect_size.clone(),
             naming: crate::spec::LimitNaming::Flags,
         }
     }
@@ -494,6 +506,8 @@ impl RunLimitArgs {
             self.workspace_inodes.map(|n| n.to_string()),
         );
         put("tmp-size", self.tmp_size.clone());
+        put("collect-files", self.collect_files.map(|n| n.to_string()));
+        put("collect-size", self.collect_size.clone());
         put("compile-timeout", self.compile_timeout.clone());
         put("compile-memory", self.compile_memory.clone());
         put("compile-pids", self.compile_pids.map(|n| n.to_string()));
@@ -704,6 +718,14 @@ pub struct ExecArgs {
     /// Size of the /tmp and /dev/shm tmpfs.
     #[arg(long, allow_negative_numbers = true, value_name = "SIZE", default_value = EXEC_TMP_SIZE, value_parser = spec::parse_size)]
     pub tmp_size: u64,
+    /// With --output-dir: the most files collected (1 to 100000); the rest are in
+    /// filesOmitted.
+    #[arg(long, allow_negative_numbers = true, value_name = "N", default_value_t = EXEC_COLLECT_FILES, value_parser = spec::parse_collect_files)]
+    pub collect_files: usize,
+    /// With --output-dir: the most bytes of file contents collected, in all (at most 1G:
+    /// cordon holds them in memory); the rest are in filesOmitted.
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE", default_value = EXEC_COLLECT_SIZE, value_parser = spec::parse_collect_size)]
+    pub collect_size: u64,
     /// Add KEY=VALUE to the program's environment (repeatable).
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = spec::parse_env_pair)]
     pub env: Vec<(String, String)>,
@@ -776,7 +798,11 @@ impl ExecArgs {
         // Collected only for --output-dir: a collection changes how a run that cordon ends
         // (timeout, memory) stops: through init, which kills the rest and walks /workspace.
         if self.output_dir.is_some() {
-            s.collect = Some(crate::spec::Collect::default());
+            s.collect = Some(crate::spec::Collect {
+                max_files: self.collect_files,
+                max_bytes: self.collect_size,
+                ..crate::spec::Collect::default()
+            });
         }
         s.env = self.env.clone();
         s.hostname = self.hostname.clone();
@@ -819,6 +845,16 @@ impl ExecArgs {
 fn parse_cpus(s: &str) -> Result<f64, String> {
     s.parse()
         .map_err(|_| "expected a number of CPUs, such as 1, 0.5 or 2 (0 = no limit)".to_string())
+}
+
+/// `cordon run --collect-files`: checked as `exec`'s is, kept as a count.
+fn collect_files_arg(s: &str) -> Result<u64, spec::ParseError> {
+    spec::parse_collect_files(s).map(|n| n as u64)
+}
+
+/// `cordon run --collect-size`: checked as `exec`'s is, kept as given (as run's other sizes).
+fn collect_size_arg(s: &str) -> Result<String, spec::ParseError> {
+    spec::parse_collect_size(s).map(|_| s.to_string())
 }
 
 /// A count (`--pids`, `--open-files`, `--workspace-inodes`): a whole number.
@@ -1069,6 +1105,97 @@ mod tests {
         assert!(exec(&["--output-dir", "/tmp/x"]).unwrap().collect.is_some());
         let e = exec(&["--file", "noequals"]).unwrap_err();
         assert!(e.contains("NAME=PATH"), "{e}");
+    }
+
+    /// --collect-files and --collect-size set exec's collection (defaults 1000 and 64 MiB)
+    /// and run's overrides, which batch workers get as given; a value out of range or not a
+    /// number is a usage error naming the flag, the value and the range, for exec (on both
+    /// of its parsers) and run alike.
+    #[test]
+    fn collection_caps_map_to_the_spec_and_are_bounded() {
+        let exec = |extra: &[&str]| {
+            let mut argv = vec!["cordon", "exec", "--output-dir", "/tmp/x"];
+            argv.extend_from_slice(extra);
+            argv.extend_from_slice(&["--", "true"]);
+            Cli::try_parse_from(argv).map(|c| {
+                let Command::Exec(a) = c.command else {
+                    panic!("exec expected")
+                };
+                a.to_spec().unwrap().collect.expect("a collection")
+            })
+        };
+        let c = exec(&[]).unwrap();
+        assert_eq!((c.max_files, c.max_bytes), (1000, 64 << 20));
+        assert_eq!(c, crate::spec::Collect::default());
+        let c = exec(&["--collect-files", "1500", "--collect-size=100M"]).unwrap();
+        assert_eq!((c.max_files, c.max_bytes), (1500, 100 << 20));
+        assert!(c.contents && c.only.is_none());
+
+        let run = |extra: &[&str]| {
+            let mut argv = vec!["cordon", "run", "--lang", "bash", "-c", "true"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).map(|c| {
+                let Command::Run(a) = c.command else {
+                    panic!("run expected")
+                };
+                a.limits
+            })
+        };
+        let l = run(&["--collect-files", "3", "--collect-size", "1k"]).unwrap();
+        let o = l.run_overrides();
+        assert_eq!(
+            (o.collect_files, o.collect_size.as_deref()),
+            (Some(3), Some("1k"))
+        );
+        let mut c = crate::spec::Collect::default();
+        o.apply_collect(&mut c).unwrap();
+        assert_eq!((c.max_files, c.max_bytes), (3, 1024));
+        assert!(l.compile_overrides().collect_files.is_none());
+        let args = l.to_args();
+        assert!(
+            args.contains(&"--collect-files=3".to_string())
+                && args.contains(&"--collect-size=1k".to_string()),
+            "{args:?}"
+        );
+        let l = run(&[]).unwrap();
+        assert!(!l.run_overrides().sets_collect());
+
+        for (flag, value, range) in [
+            ("--collect-files", "0", "1 to 100000 files"),
+            ("--collect-files", "100001", "1 to 100000 files"),
+            ("--collect-files", "many", "1 to 100000 files"),
+            ("--collect-size", "0", "1 byte to 1G"),
+            ("--collect-size", "2G", "1 byte to 1G"),
+            ("--collect-size", "lots", "1 byte to 1G"),
+        ] {
+            for e in [
+                exec(&[flag, value]).unwrap_err().to_string(),
+                run(&[flag, value]).unwrap_err().to_string(),
+            ] {
+                assert!(
+                    e.contains(&format!("'{value}' for '{flag} <"))
+                        && e.contains(range)
+                        && !e.contains("lift the limit"),
+                    "{flag} {value}: {e}"
+                );
+            }
+            let args = [flag, value, "--", "true"].map(std::ffi::OsString::from);
+            assert!(
+                fast::exec(&args).is_none(),
+                "the fast path leaves {flag} {value} to clap"
+            );
+        }
+        assert!(
+            exec(&["--collect-size", "1.5G"])
+                .unwrap_err()
+                .to_string()
+                .contains("cordon holds the files it receives in memory")
+        );
+        // The fast path reads good values as clap does.
+        let args = ["--collect-files", "7", "--collect-size=2M", "--", "true"]
+            .map(std::ffi::OsString::from);
+        let a = fast::exec(&args).expect("the fast path takes it");
+        assert_eq!((a.collect_files, a.collect_size), (7, 2 << 20));
     }
 
     #[test]
