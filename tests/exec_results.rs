@@ -547,3 +547,133 @@ both!(fn bad_file_and_bind_arguments_are_refused_before_anything_runs(who) {
         assert!(plain.stderr_str().contains(says), "{opts:?}: the error must say {says:?}:\n{}", plain.describe());
     }
 });
+
+/// Sorted names of the regular files under `dir` (relative paths).
+fn files_under(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The result's `filesOmitted`, as (path, reason).
+fn omitted(r: &JsonRun) -> Vec<(String, String)> {
+    r.get("/filesOmitted")
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|o| {
+                    (
+                        o["path"].as_str().unwrap_or("?").to_string(),
+                        o["reason"].as_str().unwrap_or("?").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+both!(
+    /// --collect-files 3 with five files written: three come back (listed and in
+    /// --output-dir), the other two are listed in filesOmitted with the cap and what raises
+    /// it, and the message says the output is incomplete (the run itself is ok).
+    fn collect_files_caps_the_files_collected(who) {
+        let dir = shared_tempdir();
+        let out = caller_owned_dir(who, dir.path(), "out");
+        let r = exec_json_run(
+            who,
+            &["--output-dir", out.to_str().unwrap(), "--collect-files", "3"],
+            &["sh", "-c", "for i in 1 2 3 4 5; do echo $i > f$i.txt; done"],
+        );
+        r.expect_ok();
+        let names: Vec<String> = r.files().into_iter().map(|(p, _)| p).collect();
+        assert_eq!(names, ["f1.txt", "f2.txt", "f3.txt"], "{}", r.describe());
+        assert_eq!(files_under(&out), names, "--output-dir holds what is listed:\n{}", r.describe());
+        let reason = "over the 3-file cap (--collect-files / config.collectFiles raise it)";
+        assert_eq!(
+            omitted(&r),
+            [("f4.txt".to_string(), reason.to_string()), ("f5.txt".to_string(), reason.to_string())],
+            "{}",
+            r.describe()
+        );
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(
+            msg.contains("not every file in /workspace was collected: f4.txt") && msg.contains("--collect-files"),
+            "{}",
+            r.describe()
+        );
+        // Out of range: a usage error naming the flag, the value and the range; nothing runs.
+        for (flag, value, range) in [("--collect-files", "0", "1 to 100000"), ("--collect-size", "2G", "1 byte to 1G")] {
+            let plain = exec_plain(who, &["--output-dir", out.to_str().unwrap(), flag, value], &["sh", "-c", "echo RAN"]);
+            assert_eq!(plain.code, 125, "{flag} {value}:\n{}", plain.describe());
+            assert!(!plain.stdout_str().contains("RAN"), "{flag} {value}: nothing may run:\n{}", plain.describe());
+            let err = plain.stderr_str();
+            assert!(err.contains(flag) && err.contains(value) && err.contains(range), "{flag} {value}:\n{}", plain.describe());
+        }
+    }
+);
+
+both!(
+    /// --collect-size 1k: a file that fits comes back whole; the next, which would pass the
+    /// total, is left out (not written to --output-dir), its reason naming the cap and the
+    /// flag.
+    fn collect_size_cuts_what_passes_the_total(who) {
+        let dir = shared_tempdir();
+        let out = caller_owned_dir(who, dir.path(), "out");
+        let r = exec_json_run(
+            who,
+            &["--output-dir", out.to_str().unwrap(), "--collect-size", "1k"],
+            &["sh", "-c", "head -c 600 /dev/zero > a.bin; head -c 600 /dev/zero > b.bin"],
+        );
+        r.expect_ok();
+        assert_eq!(r.files(), [("a.bin".to_string(), 600)], "{}", r.describe());
+        assert_eq!(std::fs::metadata(out.join("a.bin")).map(|m| m.len()).ok(), Some(600), "{}", r.describe());
+        assert!(!out.join("b.bin").exists(), "a file over the cap must not be written:\n{}", r.describe());
+        assert_eq!(
+            omitted(&r),
+            [("b.bin".to_string(), "over the 1 KiB total-size cap (--collect-size / config.collectSize raise it)".to_string())],
+            "{}",
+            r.describe()
+        );
+        assert!(r.get("/message").as_str().unwrap_or("").contains("--collect-size"), "{}", r.describe());
+    }
+);
+
+both!(
+    /// 1500 files: the default cap collects 1000 and leaves 500 out; --collect-files 1500
+    /// collects them all.
+    fn a_raised_file_cap_collects_more_than_1000_files(who) {
+        let script = "i=0; while [ $i -lt 1500 ]; do echo $i > f$i; i=$((i+1)); done";
+        let dir = shared_tempdir();
+        let out = caller_owned_dir(who, dir.path(), "default");
+        let r = exec_json_run(who, &["--output-dir", out.to_str().unwrap()], &["sh", "-c", script]);
+        r.expect_ok();
+        assert_eq!(r.files().len(), 1000, "{}", r.describe());
+        let listed = omitted(&r).len() as u64;
+        let unlisted = r.get("/filesOmittedUnlisted").as_u64().unwrap_or(0);
+        assert_eq!(listed + unlisted, 500, "{}", r.describe());
+        assert!(
+            omitted(&r).iter().all(|(_, why)| why == "over the 1000-file cap (--collect-files / config.collectFiles raise it)"),
+            "{}",
+            r.describe()
+        );
+
+        let out = caller_owned_dir(who, dir.path(), "raised");
+        let r = exec_json_run(who, &["--output-dir", out.to_str().unwrap(), "--collect-files", "1500"], &["sh", "-c", script]);
+        r.expect_ok();
+        assert_eq!(r.files().len(), 1500, "{}", r.describe());
+        assert!(omitted(&r).is_empty(), "{}", r.describe());
+        assert!(r.get("/message").is_null(), "{}", r.describe());
+        assert_eq!(files_under(&out).len(), 1500, "{}", r.describe());
+    }
+);

@@ -283,6 +283,16 @@ both!(
                 with(json!({"language": "python", "code": code, "config": {"timeout": 1e20}})),
                 vec!["config.timeout is about 1e20, too large"],
             ),
+            (
+                "no files to collect",
+                with(json!({"language": "python", "code": code, "config": {"collectFiles": 0}})),
+                vec!["config.collectFiles is 0", "1 to 100000 files"],
+            ),
+            (
+                "a collection over 1 GiB",
+                with(json!({"language": "python", "code": code, "config": {"collectSize": 2147483648u64}})),
+                vec!["config.collectSize is 2147483648", "1 to 1073741824 bytes", "in memory"],
+            ),
             ("missing language", with(json!({"code": code})), vec!["language"]),
             ("empty language", with(json!({"language": "", "code": code})), vec!["language"]),
             (
@@ -1179,5 +1189,175 @@ both!(
             "nothing may be omitted:\n{}",
             r.describe()
         );
+    }
+);
+
+// ---------------------------------------------------------------------------------------------
+// Collection caps.
+
+/// The result's `filesOmitted`, as (path, reason).
+fn omitted(r: &JsonRun) -> Vec<(String, String)> {
+    r.get("/filesOmitted")
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|o| {
+                    (
+                        o["path"].as_str().unwrap_or("?").to_string(),
+                        o["reason"].as_str().unwrap_or("?").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+both!(
+    /// A request's config.collectFiles and config.collectSize cap what comes back to its
+    /// outputDir (the rest in filesOmitted, the message naming the request's fields), and
+    /// config.collectFiles raises the cap of a listing past the default 1000.
+    fn a_requests_collection_caps_apply(who) {
+        let out_parent = writable_dir(who);
+        let out = out_parent.path().join("out");
+        let r = request(
+            who,
+            json!({
+                "language": "bash",
+                "code": "for i in 1 2 3 4; do echo $i > f$i.txt; done",
+                "config": {"collectFiles": 2},
+                "outputDir": out,
+            })
+            .to_string()
+            .as_bytes(),
+        );
+        r.expect_ok();
+        assert_eq!(r.files(), [("f1.txt".to_string(), 2), ("f2.txt".to_string(), 2)], "{}", r.describe());
+        let reason = "over the 2-file cap (--collect-files / config.collectFiles raise it)".to_string();
+        assert_eq!(
+            omitted(&r),
+            [("f3.txt".to_string(), reason.clone()), ("f4.txt".to_string(), reason)],
+            "{}",
+            r.describe()
+        );
+        assert!(out.join("f2.txt").exists() && !out.join("f3.txt").exists(), "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(msg.contains("config.collectFiles") && !msg.contains("--collect-files"), "{}", r.describe());
+
+        let out2 = out_parent.path().join("out2");
+        let r = request(
+            who,
+            json!({
+                "language": "bash",
+                "code": "head -c 600 /dev/zero > a.bin; head -c 600 /dev/zero > b.bin",
+                "config": {"collectSize": 1000},
+                "outputDir": out2,
+            })
+            .to_string()
+            .as_bytes(),
+        );
+        r.expect_ok();
+        assert_eq!(r.files(), [("a.bin".to_string(), 600)], "{}", r.describe());
+        assert_eq!(
+            omitted(&r),
+            [("b.bin".to_string(), "over the 1000-byte total-size cap (--collect-size / config.collectSize raise it)".to_string())],
+            "{}",
+            r.describe()
+        );
+        assert!(!out2.join("b.bin").exists(), "{}", r.describe());
+
+        // A listing (no outputDir) past 1000 files.
+        let r = request(
+            who,
+            json!({
+                "language": "bash",
+                "code": "i=0; while [ $i -lt 1200 ]; do : > f$i; i=$((i+1)); done",
+                "config": {"collectFiles": 1200},
+            })
+            .to_string()
+            .as_bytes(),
+        );
+        r.expect_ok();
+        assert_eq!(r.files().len(), 1200, "{}", r.describe());
+        assert!(omitted(&r).is_empty(), "{}", r.describe());
+    }
+);
+
+both!(
+    /// --collect-files and --collect-size next to --request are the requests' default and
+    /// ceiling (a batch's workers get them too); on code from the command line, the file cap
+    /// holds a listing (no --output-dir) and the size cap, which bounds contents, does not.
+    fn operator_collection_caps_bound_requests_and_listings(who) {
+        let writer = |config: Value| json!({"language": "bash", "code": "for i in 1 2 3; do echo $i > f$i.txt; done", "config": config});
+        let with = |req: Value, flags: &[&str]| {
+            cordon(who, "run")
+                .args(flags)
+                .arg("--request")
+                .arg("-")
+                .stdin(Input::Bytes(req.to_string().into_bytes()))
+                .run_json()
+        };
+        let r = with(writer(json!({"collectFiles": 3})), &["--collect-files", "2"]);
+        assert_eq!((r.code(), r.status()), (125, "sandbox_error"), "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or("");
+        for part in ["config.collectFiles (3)", "--collect-files 2"] {
+            assert!(msg.contains(part), "{part:?} in the message:\n{}", r.describe());
+        }
+        let r = with(writer(json!({})), &["--collect-files", "2"]);
+        r.expect_ok();
+        assert_eq!(r.files().len(), 2, "{}", r.describe());
+        assert_eq!(omitted(&r).len(), 1, "{}", r.describe());
+        let r = with(writer(json!({"collectFiles": 1})), &["--collect-files", "2"]);
+        assert_eq!(r.files().len(), 1, "within the ceiling, the request's:\n{}", r.describe());
+
+        // A batch's workers.
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        write_world_readable(&file, format!("{}\n", writer(json!({}))).as_bytes());
+        let f = cordon(who, "run").args(["--collect-files=1", "--requests"]).arg(&file).run();
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let got: Value = serde_json::from_str(f.stdout_str().trim()).expect("one JSON line");
+        assert_eq!(got["files"].as_array().map(Vec::len), Some(1), "{}", f.describe());
+
+        // The command line's code, listed: 2 files, whatever their size.
+        let r = cordon(who, "run")
+            .args(["--lang", "bash", "--json", "--collect-files", "2", "--collect-size", "1", "-c"])
+            .arg("for i in 1 2 3; do echo $i$i$i > f$i.txt; done")
+            .run_json();
+        r.expect_ok();
+        assert_eq!(r.files(), [("f1.txt".to_string(), 4), ("f2.txt".to_string(), 4)], "{}", r.describe());
+        assert_eq!(
+            omitted(&r),
+            [("f3.txt".to_string(), "over the 2-file cap (--collect-files / config.collectFiles raise it)".to_string())],
+            "{}",
+            r.describe()
+        );
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(msg.contains("was listed") && msg.contains("--collect-files"), "{}", r.describe());
+
+        // A profile's [limits] sets the language's default; a flag overrides it.
+        let dir = shared_tempdir();
+        let profile = dir.path().join("capped.toml");
+        write_world_readable(
+            &profile,
+            b"name = \"bash-capped\"\ndescription = \"d\"\nsource = \"main.sh\"\nrun = [\"bash\", \"{source}\"]\n[limits]\ncollect_files = 1\n",
+        );
+        let code = "for i in 1 2 3; do echo $i > f$i.txt; done";
+        let run = |extra: &[&str]| {
+            cordon(who, "run")
+                .arg("--profile")
+                .arg(&profile)
+                .args(["--lang", "bash-capped", "--rootfs", "host", "--json", "--no-history"])
+                .args(extra)
+                .args(["-c", code])
+                .run_json()
+        };
+        let r = run(&[]);
+        r.expect_ok();
+        assert_eq!(r.files().len(), 1, "the profile's cap:
+{}", r.describe());
+        let r = run(&["--collect-files", "3"]);
+        r.expect_ok();
+        assert_eq!(r.files().len(), 3, "the flag's cap:
+{}", r.describe());
     }
 );
