@@ -29,7 +29,8 @@ mod host;
 mod probe;
 mod rlimit;
 pub use rlimit::{
-    CORE_NO_DUMP, CoreDumps, TcpUnderWatch, core_pattern, memory_note, set as set_rlimit,
+    CORE_NO_DUMP, CoreDumps, README_SECTION as MEMORY_WATCH_README, TcpUnderWatch, core_pattern,
+    memory_account, memory_note, set as set_rlimit,
 };
 mod scope;
 pub use scope::{FromEnv, ManagerInfo, Obtained, SystemdUserScope, UserScope, in_unit};
@@ -934,7 +935,8 @@ fn report(
             E::CgroupV1,
             "memory.limit_in_bytes; swap not limited (memory.memsw.* absent: boot with swapaccount=1)",
         ),
-        Backend::Rlimit => entry(m as f64, E::Rlimit, rlimit::NOTE_DATA),
+        // Completed by the launch, which knows the caller and the network (rlimit::memory_note).
+        Backend::Rlimit => entry(m as f64, E::Rlimit, rlimit::NOTE_WATCH),
     });
     let cpus = limits.cpus.map(|c| {
         let quota = v2::cpu_quota_us(c);

@@ -408,7 +408,7 @@ fn v1_not_writable_falls_back_to_rlimit_with_the_reason() {
             .note
             .as_ref()
             .unwrap()
-            .starts_with("RLIMIT_DATA caps each process's private writable memory; the supervisor also polls the whole sandbox")
+            .starts_with("RLIMIT_DATA per process plus the sandbox's sum polled every 20-50 ms")
     );
     assert_eq!(r.pids.as_ref().unwrap().enforcement, Enforcement::Rlimit);
     assert_eq!(r.cpus.as_ref().unwrap().enforcement, Enforcement::Affinity);
