@@ -244,7 +244,10 @@ fn namespace_checks(checks: &mut Vec<Check>) {
 fn rlimit_fallback_fix(version: crate::limits::CgroupVersion) -> String {
     use crate::limits::CgroupVersion;
     match version {
-        CgroupVersion::Hybrid | CgroupVersion::V1 => "for exact memory and CPU limits, run as root (cgroup v1, which this host's controllers are on, cannot be delegated to a user), or boot the host with cgroup v2 (`systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all`), where a user's cgroup can be delegated".into(),
+        CgroupVersion::Hybrid | CgroupVersion::V1 => format!(
+            "for exact memory and CPU limits, {}",
+            crate::limits::V1_HOST_UNPRIVILEGED
+        ),
         _ => "for exact memory and CPU limits, run with a delegated cgroup v2 subtree (in a systemd login session cordon asks the user manager for one itself; or `systemd-run --user --scope -p Delegate=yes cordon ...`) or as root".into(),
     }
 }
