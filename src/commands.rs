@@ -192,8 +192,8 @@ fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
             );
         }
     }
-    // The whole account of what the watch counts is in the JSON result's limits (a page of
-    // text); the terminal gets what it means for the caller.
+    // The JSON result's memory note says in brief what the watch refuses (`cordon doctor` and
+    // the README have the whole account); the terminal gets what it means for the caller.
     if memory
         && l.memory_bytes
             .as_ref()

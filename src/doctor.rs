@@ -58,6 +58,10 @@ pub struct Check {
     pub detail: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
+    /// What the mechanism means for a run, where a line cannot say it (the rlimit fallback's
+    /// memory watch: every call it refuses and why, what it counts and what it cannot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
 }
 
 /// The whole report.
@@ -185,6 +189,7 @@ fn overlay_check() -> Check {
         required: true,
         detail,
         fix,
+        explanation: None,
     }
 }
 
@@ -202,6 +207,7 @@ fn namespace_checks(checks: &mut Vec<Check>) {
             required: true,
             detail: "user, pid, mount, ipc, uts and cgroup namespaces can be created; tmpfs and proc mount inside them".into(),
             fix: None,
+            explanation: None,
         }),
         Ok(code) => {
             let (what, fix) = match code {
@@ -210,7 +216,7 @@ fn namespace_checks(checks: &mut Vec<Check>) {
                 PROBE_PROC => ("cannot mount a new /proc", "/proc is partly overmounted on this host (as in some containers), which makes the kernel refuse a new proc mount; run cordon on the host, or unmask /proc for its container"),
                 _ => ("the namespace probe failed", "run `cordon doctor` as the same user as cordon exec"),
             };
-            checks.push(Check { name: "namespaces", ok: false, required: true, detail: what.into(), fix: Some(fix.into()) });
+            checks.push(Check { name: "namespaces", ok: false, required: true, detail: what.into(), fix: Some(fix.into()), explanation: None });
         }
         Err(errno) => {
             // Find which namespace type is refused.
@@ -227,6 +233,7 @@ fn namespace_checks(checks: &mut Vec<Check>) {
                 required: true,
                 detail: format!("cannot create namespaces ({errno}); refused: {}", refused.join(", ")),
                 fix: Some(userns_hint(errno).trim_start_matches("; ").to_string()),
+                explanation: None,
             });
         }
     }
@@ -237,9 +244,46 @@ fn namespace_checks(checks: &mut Vec<Check>) {
 fn rlimit_fallback_fix(version: crate::limits::CgroupVersion) -> String {
     use crate::limits::CgroupVersion;
     match version {
-        CgroupVersion::Hybrid | CgroupVersion::V1 => "for exact memory and CPU limits, run as root (cgroup v1, which this host's controllers are on, cannot be delegated to a user), or boot the host with cgroup v2 (`systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all`), where a user's cgroup can be delegated".into(),
+        CgroupVersion::Hybrid | CgroupVersion::V1 => format!(
+            "for exact memory and CPU limits, {}",
+            crate::limits::V1_HOST_UNPRIVILEGED
+        ),
         _ => "for exact memory and CPU limits, run with a delegated cgroup v2 subtree (in a systemd login session cordon asks the user manager for one itself; or `systemd-run --user --scope -p Delegate=yes cordon ...`) or as root".into(),
     }
+}
+
+/// The rlimit fallback's `--memory`, in full: what each result's memory note says in brief.
+fn memory_watch_explanation() -> String {
+    format!(
+        "--memory without a cgroup (each result's limits.memoryBytes.note says it in brief; the README's section \"{}\" has it at length): {}",
+        crate::limits::MEMORY_WATCH_README,
+        crate::limits::memory_account()
+    )
+}
+
+/// `text` in lines of at most `width` characters (a longer word keeps a line of its own),
+/// each after `indent`.
+fn wrap(text: &str, indent: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(indent);
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(indent);
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 /// The sandbox's network namespace, made as a run makes it: a helper of cordon's joins the
@@ -253,6 +297,7 @@ fn network_namespace_check() -> Check {
             required: true,
             detail: "a network namespace can be made in a new user namespace by a process that joins it, with `lo` up (as each run makes its own)".into(),
             fix: None,
+            explanation: None,
         },
         Err(f) => Check {
             name: "network-namespace",
@@ -260,6 +305,7 @@ fn network_namespace_check() -> Check {
             required: true,
             detail: format!("cannot {}: {}", f.step, f.cause),
             fix: Some(f.fix),
+            explanation: None,
         },
     }
 }
@@ -285,6 +331,7 @@ fn core_dump_check(pattern: &str, hard: u64, can_raise: bool) -> Check {
         fix: (!ok).then(|| {
             "raise the caller's hard core limit to 1 or more (`* hard core unlimited` in /etc/security/limits.conf, LimitCORE=0:infinity in a systemd unit), or run with --allow-degraded core-dumps (reported in each result)".into()
         }),
+        explanation: None,
     }
 }
 
@@ -303,6 +350,7 @@ fn seccomp_check() -> Check {
             None => "no /proc/sys/kernel/seccomp/actions_avail: the kernel lacks CONFIG_SECCOMP_FILTER".into(),
         },
         fix: (!ok).then(|| "use a kernel built with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER (every major distribution's is)".into()),
+        explanation: None,
     }
 }
 
@@ -319,6 +367,7 @@ fn landlock_check() -> Check {
                 format!("Landlock ABI {v} (cordon targets {target}): filesystem rules enforced, newer rule types reported as partial; the namespaces cover them")
             },
             fix: None,
+            explanation: None,
         },
         Err(e) => Check {
             name: "landlock",
@@ -330,6 +379,7 @@ fn landlock_check() -> Check {
                 other => format!("Landlock probe failed: {other}"),
             },
             fix: Some("add `landlock` to the kernel's `lsm=` boot parameter (e.g. lsm=landlock,lockdown,yama,apparmor,bpf), or run with `--allow-degraded landlock` to accept running without it".into()),
+            explanation: None,
         },
     }
 }
@@ -349,6 +399,7 @@ fn net_allow_check() -> Check {
             format!("--net allow= is refused: Landlock ABI {abi} cannot restrict TCP connections (ABI {need}, Linux 6.7, is needed); --net none and --net host work")
         },
         fix: (!ok).then(|| "use Linux 6.7 or newer with Landlock enabled, or pass `--allow-degraded landlock` with --net allow= to rely on the network namespace alone".into()),
+        explanation: None,
     }
 }
 
@@ -392,6 +443,7 @@ pub fn report() -> Report {
                 .trim_start_matches("; ")
                 .to_string()
         }),
+        explanation: None,
     });
     namespace_checks(&mut checks);
     checks.push(network_namespace_check());
@@ -409,6 +461,8 @@ pub fn report() -> Report {
             limits.auto_backend
         ),
         fix: (limits.auto_backend == "rlimit").then(|| rlimit_fallback_fix(limits.version)),
+        // The whole account, which each result's memory note gives in brief and points to.
+        explanation: Some(memory_watch_explanation()),
     });
     // The watch counts socket buffers through sock_diag; without it, runs under the watch are
     // refused (required when this caller gets the rlimit backend).
@@ -424,6 +478,7 @@ pub fn report() -> Report {
         fix: sock_diag.is_err().then(|| {
             "load the kernel's sock_diag handlers: `modprobe unix_diag tcp_diag udp_diag` as root (or run with a cgroup, which needs no watch)".into()
         }),
+        explanation: None,
     });
     checks.push(core_dump_check(
         &crate::limits::core_pattern(),
@@ -482,6 +537,9 @@ pub fn main(json: bool) -> i32 {
             println!("[{mark}] {}: {}", c.name, c.detail);
             if let Some(f) = &c.fix {
                 println!("       fix: {f}");
+            }
+            if let Some(x) = &c.explanation {
+                print!("{}", wrap(x, "       ", 93));
             }
         }
         let l = &r.limits;
@@ -549,6 +607,34 @@ mod tests {
         );
         let v = verdict(true, "rlimit");
         assert!(v.contains("its limits are rlimits, not a cgroup's"), "{v}");
+    }
+
+    #[test]
+    fn the_memory_watch_explanation_is_the_whole_account_wrapped_word_for_word() {
+        let x = memory_watch_explanation();
+        assert!(x.contains(&crate::limits::memory_account()), "{x}");
+        assert!(x.contains(crate::limits::MEMORY_WATCH_README), "{x}");
+        assert!(x.contains("limits.memoryBytes.note"), "{x}");
+        let w = wrap(&x, "       ", 93);
+        assert!(w.lines().count() > 20, "{w}");
+        for line in w.lines() {
+            let text = line
+                .strip_prefix("       ")
+                .unwrap_or_else(|| panic!("{line:?}"));
+            assert!(!text.starts_with(' ') && !text.is_empty(), "{line:?}");
+            // Only a word longer than the width may pass it, alone on its line.
+            assert!(
+                text.chars().count() <= 93 || !text.contains(' '),
+                "{line:?}"
+            );
+        }
+        let words = |t: &str| t.split_whitespace().map(String::from).collect::<Vec<_>>();
+        assert_eq!(words(&w), words(&x));
+        assert_eq!(wrap("", "  ", 10), "");
+        assert_eq!(
+            wrap("a bb ccc dddddddddddd e", "> ", 6),
+            "> a bb\n> ccc\n> dddddddddddd\n> e\n"
+        );
     }
 
     #[test]

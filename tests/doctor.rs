@@ -5,7 +5,8 @@
 //!
 //! ```text
 //! { ready: bool, uid: int, kernel: str,
-//!   checks: [ { name, ok: bool, required: bool, detail: str, fix?: str } ],   // user-namespace-sysctls,
+//!   checks: [ { name, ok: bool, required: bool, detail: str, fix?: str, explanation?: str } ],
+//!                                                            // user-namespace-sysctls,
 //!                                                            // namespaces, overlay, seccomp, landlock, rlimit-fallback,
 //!                                                            // memory-watch
 //!   limits: { version, uid, cgroupRoot, v2Mount, v2Cgroup,
@@ -130,6 +131,27 @@ both!(fn doctor_reports_the_rlimit_fallback(who) {
         .unwrap_or_else(|| panic!("doctor --json has no rlimit-fallback check:\n{}", f.describe()));
     assert_eq!(check["ok"], true, "rlimits are always available: {check}");
     assert!(nonempty_str(&check["detail"]), "{check}");
+    // The whole account of the memory watch, which each rlimit-backend result's memory note
+    // gives in brief and sends the reader to: what it counts, refuses and cannot count.
+    let x = check["explanation"].as_str().unwrap_or_else(|| panic!("no explanation: {check}"));
+    for said in [
+        "Memory without a cgroup: the polled watch",
+        "Pss_Anon + Pss_Shmem + SwapPss",
+        "memfd_create",
+        "landlock_create_ruleset",
+        "splice and sendfile answer EINVAL",
+        "SO_SNDBUF, SO_ZEROCOPY and MSG_OOB answer EOPNOTSUPP",
+        "/dev/zero is the host's /dev/full",
+        "kernel.shmmax",
+        "--allow-degraded socket-memory",
+        "TCP sockets answer EACCES",
+    ] {
+        assert!(x.contains(said), "no {said:?} in the explanation: {x}");
+    }
+    // Printed as it is, wrapped, by the plain doctor too.
+    let f = Cordon::new(who).arg("doctor").deadline(Duration::from_secs(30)).run();
+    let plain = f.stdout_str().split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(plain.contains(x), "{}", f.describe());
 });
 
 both!(fn doctor_exit_code_and_plain_output_agree_with_ready(who) {

@@ -506,6 +506,12 @@ pub mod fixes {
     pub const V1_ROOT: &str = "cgroup v1 cannot be delegated safely to an unprivileged user: run as root \
          (`sudo cordon ...`), or use a cgroup v2 host with delegation \
          (`systemd-run --user --scope -p Delegate=yes cordon ...`)";
+    /// [`V2_ON_HYBRID`] and [`V1_ROOT`] at once, for an unprivileged caller on a host whose
+    /// controllers are on cgroup v1 (the rlimit fallback's note, `cordon doctor`).
+    pub const V1_HOST_UNPRIVILEGED: &str = "run as root (cgroup v1, which this host's controllers are on, \
+         cannot be delegated to a user), or boot the host with cgroup v2 \
+         (`systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all` on the kernel command line), where a user's \
+         cgroup can be delegated";
     pub const V1_MOUNT: &str = "mount the controller's v1 hierarchy (`mount -t cgroup -o <controller> cgroup \
          /sys/fs/cgroup/<controller>`), or use a cgroup v2 host";
     pub const CPUS_NO_CGROUP: &str = "a fraction of a CPU's time needs a cgroup: run as root for cgroup v1, \

@@ -29,7 +29,8 @@ mod host;
 mod probe;
 mod rlimit;
 pub use rlimit::{
-    CORE_NO_DUMP, CoreDumps, TcpUnderWatch, core_pattern, memory_note, set as set_rlimit,
+    CORE_NO_DUMP, CoreDumps, README_SECTION as MEMORY_WATCH_README, TcpUnderWatch, core_pattern,
+    memory_account, memory_note, set as set_rlimit,
 };
 mod scope;
 pub use scope::{FromEnv, ManagerInfo, Obtained, SystemdUserScope, UserScope, in_unit};
@@ -43,6 +44,7 @@ mod real_tests;
 #[cfg(test)]
 mod tests;
 
+pub use host::fixes::V1_HOST_UNPRIVILEGED;
 pub use host::{
     CgroupFs, CgroupVersion, Failure, HostPaths, Layout, Location, MountInfo, ProcCgroup, RealFs,
     V1Line, errno_text,
@@ -627,7 +629,8 @@ fn choose(
     scope: Option<&dyn UserScope>,
 ) -> Result<Prepared, LimitsError> {
     let name = format!("cordon-{}-{run_id}", host.pid);
-    let mut skipped: Vec<String> = Vec::new();
+    // Each backend skipped, why, and its fix.
+    let mut skipped: Vec<(String, &'static str)> = Vec::new();
 
     if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV2) {
         match v2::create(fs.as_ref(), layout, host, &name, limits) {
@@ -665,11 +668,11 @@ fn choose(
                         ));
                     }
                     Err(f) if choice == BackendChoice::CgroupV2 => return Err(forced(choice, f)),
-                    Err(f) => skipped.push(format!("cgroup v2 {f} (fix: {})", f.fix)),
+                    Err(f) => skipped.push((format!("cgroup v2 {f}"), f.fix)),
                 }
             }
             Err(f) if choice == BackendChoice::CgroupV2 => return Err(forced(choice, f)),
-            Err(f) => skipped.push(format!("cgroup v2 {f} (fix: {})", f.fix)),
+            Err(f) => skipped.push((format!("cgroup v2 {f}"), f.fix)),
         }
     }
     if matches!(choice, BackendChoice::Auto | BackendChoice::CgroupV1) {
@@ -707,13 +710,10 @@ fn choose(
                 return Ok(prepared);
             }
             Err(f) if choice == BackendChoice::CgroupV1 => return Err(forced(choice, f)),
-            Err(f) => skipped.push(format!("cgroup v1 {f} (fix: {})", f.fix)),
+            Err(f) => skipped.push((format!("cgroup v1 {f}"), f.fix)),
         }
     }
-    Ok(rlimit_only(
-        limits,
-        format!("rlimit ({})", skipped.join("; ")),
-    ))
+    Ok(rlimit_only(limits, rlimit_text(&skipped)))
 }
 
 /// cordon's own cgroup failed with `own_failure`: asks `scope` for a delegated scope, then
@@ -800,12 +800,36 @@ fn forced(choice: BackendChoice, f: Failure) -> LimitsError {
     }
 }
 
-fn with_skipped(text: String, skipped: &[String]) -> String {
+fn with_skipped(text: String, skipped: &[(String, &'static str)]) -> String {
     if skipped.is_empty() {
         text
     } else {
-        format!("{text}; skipped: {}", skipped.join("; "))
+        format!("{text}; skipped: {}", with_fixes(skipped).join("; "))
     }
+}
+
+/// Each skipped backend with its reason and its fix.
+fn with_fixes(skipped: &[(String, &'static str)]) -> Vec<String> {
+    skipped
+        .iter()
+        .map(|(why, fix)| format!("{why} (fix: {fix})"))
+        .collect()
+}
+
+/// The backend note of the rlimit fallback: why each cgroup backend was skipped, and the fix.
+/// An unprivileged caller on a host whose controllers are on cgroup v1 gets one fix for both
+/// (run as root, or boot with cgroup v2), said once.
+fn rlimit_text(skipped: &[(String, &'static str)]) -> String {
+    let fixes: Vec<&str> = skipped.iter().map(|(_, fix)| *fix).collect();
+    if fixes == [host::fixes::V2_ON_HYBRID, host::fixes::V1_ROOT] {
+        let why: Vec<&str> = skipped.iter().map(|(why, _)| why.as_str()).collect();
+        return format!(
+            "rlimit ({}; fix: {})",
+            why.join("; "),
+            host::fixes::V1_HOST_UNPRIVILEGED
+        );
+    }
+    format!("rlimit ({})", with_fixes(skipped).join("; "))
 }
 
 /// The prepared run of a cgroup backend; `text` describes it (the skipped backends are
@@ -816,7 +840,7 @@ fn with_cgroup(
     limits: &Limits,
     (backend, kind): (Backend, Kind),
     text: String,
-    skipped: &[String],
+    skipped: &[(String, &'static str)],
     swap_limited: bool,
 ) -> Prepared {
     let report = report(limits, backend, with_skipped(text, skipped), swap_limited);
@@ -934,7 +958,8 @@ fn report(
             E::CgroupV1,
             "memory.limit_in_bytes; swap not limited (memory.memsw.* absent: boot with swapaccount=1)",
         ),
-        Backend::Rlimit => entry(m as f64, E::Rlimit, rlimit::NOTE_DATA),
+        // Completed by the launch, which knows the caller and the network (rlimit::memory_note).
+        Backend::Rlimit => entry(m as f64, E::Rlimit, rlimit::NOTE_WATCH),
     });
     let cpus = limits.cpus.map(|c| {
         let quota = v2::cpu_quota_us(c);

@@ -5,15 +5,36 @@ use super::{Backend, Rlimit};
 use crate::outcome::{Enforcement, LimitReport};
 use crate::spec::Limits;
 
-/// How `--memory` is held without a cgroup (see launch::memwatch for the watch itself).
-pub const NOTE_DATA: &str = "RLIMIT_DATA caps each process's private writable memory; the supervisor also polls the whole sandbox every 20 ms (50 ms after the first second) and kills it when the sum exceeds the limit: per process Pss_Anon + Pss_Shmem + SwapPss (private memory, MAP_SHARED mappings, SysV and /dev/shm pages mapped by a process, shared pages counted once), plus each shared anonymous mapping at its whole length (its pages may have left every page table but not the mapping's object, so it counts as RLIMIT_AS would count it, and a mapping cut down by munmap or mremap still counts at the length it was seen at), each SysV segment, message queue and semaphore set, the files in /tmp, /dev/shm and /workspace (each counted once), each pipe or FIFO a descriptor holds at its whole 16-page buffer (F_SETPIPE_SZ answers EPERM), each item an epoll instance watches, each process's page tables and mappings (256 bytes each), and the data queued on the sandbox's unix, TCP and UDP sockets, read from the kernel's sock_diag (other socket families and protocols answer EAFNOSUPPORT); memfd_create, memfd_secret, inotify_init, fanotify_init and landlock_create_ruleset answer ENOSYS (an inotify queue or a Landlock ruleset shows nowhere), so do vmsplice and tee, and splice and sendfile answer EINVAL (a buffer holding a byte would keep a whole page), SO_SNDBUF, SO_ZEROCOPY and MSG_OOB answer EOPNOTSUPP, and a thread cannot leave its process's descriptor table (a memfd kept only by a partial mapping or by a descriptor in flight on a socket would be out of the watch's sight; programs fall back to /dev/shm). Every mmap with MAP_SHARED|MAP_ANONYMOUS waits for the watch, which records its length: a shared anonymous object counts at no less than the length it was made with, however its mappings are cut down before a sample sees them; an object whose creation the watch was not shown ends the run as a blind watch; every private writable request of 4 MiB or more (mmap, mremap, mprotect) waits for it too, which notes whether RLIMIT_DATA refuses it (the evidence that an allocation failure the program reports was the limit); /dev/zero is the host's /dev/full (zeros to read, no mmap, ENOSPC to write). Polled: a fast allocator can overshoot by what it allocates in one interval; a sample that takes the supervisor more than 1 s of CPU (processes with tens of thousands of mappings) ends the run";
-/// SysV shared memory, for a root caller: init sets the IPC namespace's sysctls.
-pub const NOTE_SYSV_SET: &str = "SysV shm: the watch counts every segment of the sandbox's IPC namespace, and kernel.shmmax and kernel.shmall = the limit";
-/// ...and for an unprivileged caller, who cannot.
-pub const NOTE_SYSV_UNSET: &str = "SysV shm: the watch counts every segment of the sandbox's IPC namespace; kernel.shmmax/shmall cannot be set for an unprivileged caller (only the IPC namespace's root uid may write them, and the sandbox's user namespace maps uid 1000 alone)";
+/// The README section with the whole account of the memory watch; every memory note of the
+/// rlimit backend names it.
+pub const README_SECTION: &str = "Memory without a cgroup: the polled watch";
 
-/// ...and socket buffers under `--net host`.
-pub const NOTE_HOST_NET: &str = "--net host with --allow-degraded socket-memory: the data queued on the sandbox's sockets is not counted (they are in the host's network namespace, among the host's own sockets; a network namespace of its own, the default, lets the watch count them)";
+/// How `--memory` is held without a cgroup, in brief: the memory note of every rlimit-backend
+/// result (see [`memory_note`]). Only what a program's author needs to read a run: that the
+/// limit is polled, and every call it makes fail; the whole account is [`memory_account`].
+pub const NOTE_WATCH: &str = "RLIMIT_DATA per process plus the sandbox's sum polled every 20-50 ms: not a hard cap (may overshoot by one interval); shared anonymous mappings count at full length. ENOSYS: memfd_create, memfd_secret, fanotify_init, landlock_create_ruleset, vmsplice, tee; EINVAL: splice, sendfile, unsharing the fd table; EOPNOTSUPP: SO_SNDBUF, SO_ZEROCOPY, MSG_OOB; EPERM: F_SETPIPE_SZ; EAFNOSUPPORT: sockets but unix, TCP, UDP; /dev/zero unmappable";
+/// SysV shared memory, for the host's root: init sets the IPC namespace's sysctls...
+pub const NOTE_SYSV_SET: &str = "SysV shmmax/shmall = the limit";
+/// ...which no other caller can.
+pub const NOTE_SYSV_UNSET: &str = "SysV shmmax/shmall unset (unprivileged)";
+/// Socket buffers under `--net host`.
+pub const NOTE_HOST_NET: &str = "--net host: socket buffers not counted";
+/// TCP where Landlock cannot refuse it: refused with the network off...
+pub const NOTE_TCP_REFUSED: &str = "EACCES: TCP sockets (Landlock ABI < 4)";
+/// ...and not counted under `--net allow=`.
+pub const NOTE_TCP_UNCOUNTED: &str =
+    "not counted: unread data of a reset loopback TCP connection (Landlock ABI < 4)";
+
+/// The whole account of the memory watch: what it counts, what it refuses and why, and what
+/// it cannot count (`cordon doctor`'s rlimit-fallback check; the README section
+/// [`README_SECTION`] has it at length, with the measurements).
+pub const ACCOUNT_WATCH: &str = "RLIMIT_DATA caps each process's private writable memory; the supervisor also polls the whole sandbox every 20 ms (50 ms after the first second) and kills it when the sum exceeds the limit: per process Pss_Anon + Pss_Shmem + SwapPss (private memory, MAP_SHARED mappings, SysV and /dev/shm pages mapped by a process, shared pages counted once), plus each shared anonymous mapping at its whole length (its pages may have left every page table but not the mapping's object, so it counts as RLIMIT_AS would count it, and a mapping cut down by munmap or mremap still counts at the length it was seen at), each SysV segment, message queue and semaphore set, the files in /tmp, /dev/shm and /workspace (each counted once), each pipe or FIFO a descriptor holds at its whole 16-page buffer (F_SETPIPE_SZ answers EPERM), each item an epoll instance watches, each process's page tables and mappings (256 bytes each), and the data queued on the sandbox's unix, TCP and UDP sockets, read from the kernel's sock_diag (other socket families and protocols answer EAFNOSUPPORT); memfd_create, memfd_secret, fanotify_init and landlock_create_ruleset answer ENOSYS, as inotify_init does in every run (a memfd kept only by a partial mapping or by a descriptor in flight on a socket would be out of the watch's sight, and programs fall back to /dev/shm; an inotify or fanotify queue or a Landlock ruleset shows nowhere), so do vmsplice and tee, and splice and sendfile answer EINVAL (a buffer holding a byte would keep a whole page), SO_SNDBUF, SO_ZEROCOPY and MSG_OOB answer EOPNOTSUPP, and a thread cannot leave its process's descriptor table, which the watch lists (clone of a thread without CLONE_FILES, unshare(CLONE_FILES): EINVAL). Every mmap with MAP_SHARED|MAP_ANONYMOUS waits for the watch, which records its length: a shared anonymous object counts at no less than the length it was made with, however its mappings are cut down before a sample sees them; an object whose creation the watch was not shown ends the run (sandbox_error, the watch blind); every private writable request of 4 MiB or more (mmap, mremap, mprotect) waits for it too, which notes whether RLIMIT_DATA refuses it (the evidence that an allocation failure the program reports was the limit); /dev/zero is the host's /dev/full (zeros to read, no mmap, ENOSPC to write). Polled: a fast allocator can overshoot by what it allocates in one interval; a sample that takes the supervisor more than 1 s of CPU (processes with tens of thousands of mappings) ends the run";
+/// SysV shared memory, whoever the caller.
+pub const ACCOUNT_SYSV: &str = "SysV shm: the watch counts every segment of the sandbox's IPC namespace; for the host's root, init also sets kernel.shmmax and kernel.shmall to the limit (shmget fails past it); for any other caller they cannot be set (only the IPC namespace's root uid may write them, and the sandbox's user namespace maps uid 1000 alone)";
+/// Socket buffers under `--net host`.
+pub const ACCOUNT_HOST_NET: &str = "--net host is refused unless --allow-degraded socket-memory, and then the data queued on the sandbox's sockets is not counted (they are in the host's network namespace, among the host's own sockets; a network namespace of its own, the default, lets the watch count them)";
+/// TCP where Landlock cannot refuse it.
+pub const ACCOUNT_TCP: &str = "where Landlock cannot refuse TCP connections on the sandbox's loopback (ABI below 4, Linux before 6.7), a connection whose peer reset keeps unread data out of the watch's sight: with the network off, TCP sockets answer EACCES (isolation.seccomp adds +no-tcp); under --net allow=, which needs TCP to the proxy, such data is not counted";
 
 /// How TCP on the sandbox's loopback stands under the memory watch: a connection whose peer
 /// reset keeps its unread data out of the sock_diag dumps the watch reads.
@@ -28,30 +49,42 @@ pub enum TcpUnderWatch {
     Uncounted,
 }
 
-/// ...and TCP where Landlock cannot refuse it.
-pub const NOTE_TCP_REFUSED: &str = "TCP sockets answer EACCES: Landlock on this kernel (ABI below 4, Linux before 6.7) cannot refuse TCP connections on the sandbox's loopback, where a connection whose peer reset keeps unread data out of the watch's sight";
-pub const NOTE_TCP_UNCOUNTED: &str = "not counted: unread data on a TCP connection of the sandbox's loopback whose peer reset (Landlock on this kernel, ABI below 4, cannot refuse those connections, and --net allow= needs TCP to the proxy)";
-
-/// The memory note of the rlimit backend.
+/// The memory note of the rlimit backend, in every result it gives: [`NOTE_WATCH`], what
+/// differs for this caller and run, and where the whole account is. Kept short (it is the
+/// same text run after run); [`memory_account`] is the rest.
 pub fn memory_note(root_caller: bool, own_netns: bool, tcp: TcpUnderWatch) -> String {
-    format!(
-        "{NOTE_DATA}; {}{}{}",
+    let mut note = format!(
+        "{NOTE_WATCH}; {}",
         if root_caller {
             NOTE_SYSV_SET
         } else {
             NOTE_SYSV_UNSET
-        },
-        if own_netns {
-            String::new()
-        } else {
-            format!("; {NOTE_HOST_NET}")
-        },
-        match tcp {
-            TcpUnderWatch::Landlock => String::new(),
-            TcpUnderWatch::Refused => format!("; {NOTE_TCP_REFUSED}"),
-            TcpUnderWatch::Uncounted => format!("; {NOTE_TCP_UNCOUNTED}"),
         }
-    )
+    );
+    if !own_netns {
+        note.push_str("; ");
+        note.push_str(NOTE_HOST_NET);
+    }
+    match tcp {
+        TcpUnderWatch::Landlock => {}
+        TcpUnderWatch::Refused => {
+            note.push_str("; ");
+            note.push_str(NOTE_TCP_REFUSED);
+        }
+        TcpUnderWatch::Uncounted => {
+            note.push_str("; ");
+            note.push_str(NOTE_TCP_UNCOUNTED);
+        }
+    }
+    note.push_str(&format!(
+        ". Full account: `cordon doctor`, README \"{README_SECTION}\""
+    ));
+    note
+}
+
+/// The whole account of the memory watch, for every caller and run (`cordon doctor`).
+pub fn memory_account() -> String {
+    format!("{ACCOUNT_WATCH}; {ACCOUNT_SYSV}; {ACCOUNT_HOST_NET}; {ACCOUNT_TCP}")
 }
 
 pub const NOTE_NPROC: &str =
@@ -317,6 +350,201 @@ mod tests {
 
     use super::*;
     use std::time::Duration;
+
+    /// Every memory note the launch can give: caller, network namespace, TCP.
+    fn every_memory_note() -> Vec<((bool, bool, TcpUnderWatch), String)> {
+        let mut out = Vec::new();
+        for root in [false, true] {
+            for own_netns in [true, false] {
+                for tcp in [
+                    TcpUnderWatch::Landlock,
+                    TcpUnderWatch::Refused,
+                    TcpUnderWatch::Uncounted,
+                ] {
+                    let k = (root, own_netns, tcp);
+                    out.push((k, memory_note(root, own_netns, tcp)));
+                }
+            }
+        }
+        out
+    }
+
+    /// What follows `ERRNO: ` in `note`, up to the end of that list.
+    fn refused_with<'a>(note: &'a str, errno: &str) -> &'a str {
+        let head = format!("{errno}: ");
+        let at = note
+            .find(&head)
+            .unwrap_or_else(|| panic!("no {head:?} in {note}"));
+        let rest = &note[at + head.len()..];
+        &rest[..rest.find(';').unwrap_or(rest.len())]
+    }
+
+    const MEMORY_WATCH_TOML: &str = include_str!("../../profiles/seccomp/memory-watch.toml");
+    const DEFAULT_TOML: &str = include_str!("../../profiles/seccomp/default.toml");
+    const README: &str = include_str!("../../README.md");
+
+    /// The errno denials of a seccomp profile: (syscall, errno, why).
+    fn errno_denials(toml_text: &str) -> Vec<(String, String, String)> {
+        let v: toml::Value = toml::from_str(toml_text).unwrap();
+        let mut out = Vec::new();
+        for d in v["deny"].as_array().unwrap() {
+            // The policy's defaults: action errno, errno EPERM.
+            if d.get("action").and_then(|a| a.as_str()).unwrap_or("errno") != "errno" {
+                continue;
+            }
+            let errno = d
+                .get("errno")
+                .and_then(|e| e.as_str())
+                .unwrap_or("EPERM")
+                .to_string();
+            let why = d["why"].as_str().unwrap().to_string();
+            let names: Vec<String> = match &d["syscall"] {
+                toml::Value::String(n) => vec![n.clone()],
+                toml::Value::Array(a) => a.iter().map(|n| n.as_str().unwrap().into()).collect(),
+                other => panic!("syscall {other:?}"),
+            };
+            for n in names {
+                out.push((n, errno.clone(), why.clone()));
+            }
+        }
+        out
+    }
+
+    /// How the note names what the memory watch's layer refuses (None: refused in every run,
+    /// not by the watch).
+    fn named_as(syscall: &str, why: &str) -> Option<String> {
+        Some(match syscall {
+            "inotify_init" | "inotify_init1" => return None,
+            "clone" | "unshare" => "unsharing the fd table".into(),
+            "fcntl" => "F_SETPIPE_SZ".into(),
+            "socket" | "socketpair" => "sockets but unix, TCP, UDP".into(),
+            // One option or flag each, which its reason starts with.
+            "setsockopt" | "sendto" | "sendmmsg" | "sendmsg" => {
+                why.split_whitespace().next().unwrap().into()
+            }
+            other => other.into(),
+        })
+    }
+
+    #[test]
+    fn the_memory_note_is_short_and_names_every_call_the_watch_refuses() {
+        let refusals = errno_denials(MEMORY_WATCH_TOML);
+        assert!(refusals.len() >= 20, "{refusals:?}");
+        let always = errno_denials(DEFAULT_TOML);
+        for ((root, own_netns, tcp), note) in every_memory_note() {
+            let k = (root, own_netns, tcp);
+            // A fifth of the 2.6 KB it was: it is in every result, run after run.
+            let bound = match (own_netns, tcp) {
+                (true, TcpUnderWatch::Landlock) => 560,
+                _ => 680,
+            };
+            assert!(note.len() <= bound, "{k:?}: {} chars: {note}", note.len());
+            for (syscall, errno, why) in &refusals {
+                match named_as(syscall, why) {
+                    Some(name) => assert!(
+                        refused_with(&note, errno).contains(&name),
+                        "{k:?}: {syscall} ({name}) not under {errno}: {note}"
+                    ),
+                    None => assert!(
+                        always.iter().any(|(s, e, _)| s == syscall && e == errno),
+                        "{syscall} is left out of the note as refused in every run, but the default profile does not refuse it"
+                    ),
+                }
+            }
+            for said in [
+                "RLIMIT_DATA per process",
+                "polled every 20-50 ms",
+                "not a hard cap",
+                "one interval",
+                "shared anonymous mappings count at full length",
+                "/dev/zero unmappable",
+                "`cordon doctor`",
+            ] {
+                assert!(note.contains(said), "{k:?}: no {said:?}: {note}");
+            }
+            assert!(
+                note.ends_with(&format!("README \"{README_SECTION}\"")),
+                "{k:?}: {note}"
+            );
+            assert_eq!(
+                note.contains(NOTE_SYSV_SET),
+                root,
+                "{k:?}: shmmax/shmall are set for the host's root alone: {note}"
+            );
+            assert_eq!(note.contains(NOTE_SYSV_UNSET), !root, "{k:?}: {note}");
+            assert_eq!(note.contains(NOTE_HOST_NET), !own_netns, "{k:?}: {note}");
+            assert_eq!(
+                note.contains(NOTE_TCP_REFUSED),
+                tcp == TcpUnderWatch::Refused,
+                "{k:?}: {note}"
+            );
+            assert_eq!(
+                note.contains(NOTE_TCP_UNCOUNTED),
+                tcp == TcpUnderWatch::Uncounted,
+                "{k:?}: {note}"
+            );
+        }
+        // The no-tcp layer's refusal, in its own words.
+        let refused = memory_note(false, true, TcpUnderWatch::Refused);
+        for (syscall, errno, _) in errno_denials(include_str!("../../profiles/seccomp/no-tcp.toml"))
+        {
+            assert_eq!(syscall, "socket");
+            assert!(
+                refused_with(&refused, &errno).contains("TCP sockets"),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_whole_account_is_in_doctor_and_the_readme_section_the_note_names() {
+        let heading = format!("\n### {README_SECTION}\n");
+        let at = README
+            .find(&heading)
+            .unwrap_or_else(|| panic!("README has no section {heading:?}"));
+        let section = &README[at + heading.len()..];
+        // As words, without the code marks (the README wraps its lines anywhere).
+        let section = section[..section.find("\n#").unwrap_or(section.len())]
+            .replace('`', "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let section = section.as_str();
+        let account = memory_account();
+        for (syscall, errno, why) in errno_denials(MEMORY_WATCH_TOML) {
+            let name = |readme: bool| match syscall.as_str() {
+                "inotify_init1" => "inotify_init".to_string(),
+                "fcntl" => "F_SETPIPE_SZ".to_string(),
+                // The sockets allowed, by family (README) or not (doctor).
+                "socket" | "socketpair" if readme => "AF_UNIX".to_string(),
+                "socket" | "socketpair" => "other socket families".to_string(),
+                "setsockopt" | "sendto" | "sendmmsg" | "sendmsg" => {
+                    why.split_whitespace().next().unwrap().to_string()
+                }
+                s => s.to_string(),
+            };
+            for (what, text, name) in [
+                ("README", section, name(true)),
+                ("doctor", account.as_str(), name(false)),
+            ] {
+                assert!(text.contains(&name), "{what}: no {name} ({syscall})");
+                assert!(text.contains(&errno), "{what}: no {errno} ({syscall})");
+            }
+        }
+        // Every variant of the note, at length.
+        for part in [ACCOUNT_WATCH, ACCOUNT_SYSV, ACCOUNT_HOST_NET, ACCOUNT_TCP] {
+            assert!(account.contains(part));
+        }
+        for said in [
+            "kernel.shmmax",
+            "--allow-degraded socket-memory",
+            "TCP sockets answer EACCES",
+            "sandbox_error",
+        ] {
+            assert!(account.contains(said), "no {said:?}: {account}");
+            assert!(section.contains(said), "README section: no {said:?}");
+        }
+    }
 
     #[test]
     fn the_setter_names_the_resource_and_values_it_could_not_set() {

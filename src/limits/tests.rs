@@ -395,6 +395,20 @@ fn v1_not_writable_falls_back_to_rlimit_with_the_reason() {
         )),
         "{b}"
     );
+    // One fix for both (each backend's own would say "run as root" twice), and all of it:
+    // cgroup v1 as root, or cgroup v2 booted, where a user's cgroup can be delegated.
+    assert!(
+        b.ends_with(&format!(
+            "EACCES (Permission denied); fix: {})",
+            host::fixes::V1_HOST_UNPRIVILEGED
+        )),
+        "{b}"
+    );
+    assert!(!b.contains("(fix:"), "{b}");
+    assert_eq!(b.matches("run as root").count(), 1, "{b}");
+    for fix in ["cgroup_no_v1=all", "cannot be delegated"] {
+        assert!(b.contains(fix), "{b}");
+    }
     // rlimit fallbacks, each saying what it is.
     let r = &p.report;
     assert_eq!(
@@ -408,7 +422,7 @@ fn v1_not_writable_falls_back_to_rlimit_with_the_reason() {
             .note
             .as_ref()
             .unwrap()
-            .starts_with("RLIMIT_DATA caps each process's private writable memory; the supervisor also polls the whole sandbox")
+            .starts_with("RLIMIT_DATA per process plus the sandbox's sum polled every 20-50 ms")
     );
     assert_eq!(r.pids.as_ref().unwrap().enforcement, Enforcement::Rlimit);
     assert_eq!(r.cpus.as_ref().unwrap().enforcement, Enforcement::Affinity);
