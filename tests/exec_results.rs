@@ -566,23 +566,6 @@ fn files_under(dir: &std::path::Path) -> Vec<String> {
     out
 }
 
-/// The result's `filesOmitted`, as (path, reason).
-fn omitted(r: &JsonRun) -> Vec<(String, String)> {
-    r.get("/filesOmitted")
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|o| {
-                    (
-                        o["path"].as_str().unwrap_or("?").to_string(),
-                        o["reason"].as_str().unwrap_or("?").to_string(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 both!(
     /// --collect-files 3 with five files written: three come back (listed and in
     /// --output-dir), the other two are listed in filesOmitted with the cap and what raises
@@ -601,7 +584,7 @@ both!(
         assert_eq!(files_under(&out), names, "--output-dir holds what is listed:\n{}", r.describe());
         let reason = "over the 3-file cap (--collect-files / config.collectFiles raise it)";
         assert_eq!(
-            omitted(&r),
+            r.omitted(),
             [("f4.txt".to_string(), reason.to_string()), ("f5.txt".to_string(), reason.to_string())],
             "{}",
             r.describe()
@@ -640,7 +623,7 @@ both!(
         assert_eq!(std::fs::metadata(out.join("a.bin")).map(|m| m.len()).ok(), Some(600), "{}", r.describe());
         assert!(!out.join("b.bin").exists(), "a file over the cap must not be written:\n{}", r.describe());
         assert_eq!(
-            omitted(&r),
+            r.omitted(),
             [("b.bin".to_string(), "over the 1 KiB total-size cap (--collect-size / config.collectSize raise it)".to_string())],
             "{}",
             r.describe()
@@ -659,11 +642,11 @@ both!(
         let r = exec_json_run(who, &["--output-dir", out.to_str().unwrap()], &["sh", "-c", script]);
         r.expect_ok();
         assert_eq!(r.files().len(), 1000, "{}", r.describe());
-        let listed = omitted(&r).len() as u64;
+        let listed = r.omitted().len() as u64;
         let unlisted = r.get("/filesOmittedUnlisted").as_u64().unwrap_or(0);
         assert_eq!(listed + unlisted, 500, "{}", r.describe());
         assert!(
-            omitted(&r).iter().all(|(_, why)| why == "over the 1000-file cap (--collect-files / config.collectFiles raise it)"),
+            r.omitted().iter().all(|(_, why)| why == "over the 1000-file cap (--collect-files / config.collectFiles raise it)"),
             "{}",
             r.describe()
         );
@@ -672,7 +655,7 @@ both!(
         let r = exec_json_run(who, &["--output-dir", out.to_str().unwrap(), "--collect-files", "1500"], &["sh", "-c", script]);
         r.expect_ok();
         assert_eq!(r.files().len(), 1500, "{}", r.describe());
-        assert!(omitted(&r).is_empty(), "{}", r.describe());
+        assert!(r.omitted().is_empty(), "{}", r.describe());
         assert!(r.get("/message").is_null(), "{}", r.describe());
         assert_eq!(files_under(&out).len(), 1500, "{}", r.describe());
     }

@@ -1195,23 +1195,6 @@ both!(
 // ---------------------------------------------------------------------------------------------
 // Collection caps.
 
-/// The result's `filesOmitted`, as (path, reason).
-fn omitted(r: &JsonRun) -> Vec<(String, String)> {
-    r.get("/filesOmitted")
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|o| {
-                    (
-                        o["path"].as_str().unwrap_or("?").to_string(),
-                        o["reason"].as_str().unwrap_or("?").to_string(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 both!(
     /// A request's config.collectFiles and config.collectSize cap what comes back to its
     /// outputDir (the rest in filesOmitted, the message naming the request's fields), and
@@ -1234,7 +1217,7 @@ both!(
         assert_eq!(r.files(), [("f1.txt".to_string(), 2), ("f2.txt".to_string(), 2)], "{}", r.describe());
         let reason = "over the 2-file cap (--collect-files / config.collectFiles raise it)".to_string();
         assert_eq!(
-            omitted(&r),
+            r.omitted(),
             [("f3.txt".to_string(), reason.clone()), ("f4.txt".to_string(), reason)],
             "{}",
             r.describe()
@@ -1258,7 +1241,7 @@ both!(
         r.expect_ok();
         assert_eq!(r.files(), [("a.bin".to_string(), 600)], "{}", r.describe());
         assert_eq!(
-            omitted(&r),
+            r.omitted(),
             [("b.bin".to_string(), "over the 1000-byte total-size cap (--collect-size / config.collectSize raise it)".to_string())],
             "{}",
             r.describe()
@@ -1278,7 +1261,7 @@ both!(
         );
         r.expect_ok();
         assert_eq!(r.files().len(), 1200, "{}", r.describe());
-        assert!(omitted(&r).is_empty(), "{}", r.describe());
+        assert!(r.omitted().is_empty(), "{}", r.describe());
     }
 );
 
@@ -1305,7 +1288,7 @@ both!(
         let r = with(writer(json!({})), &["--collect-files", "2"]);
         r.expect_ok();
         assert_eq!(r.files().len(), 2, "{}", r.describe());
-        assert_eq!(omitted(&r).len(), 1, "{}", r.describe());
+        assert_eq!(r.omitted().len(), 1, "{}", r.describe());
         let r = with(writer(json!({"collectFiles": 1})), &["--collect-files", "2"]);
         assert_eq!(r.files().len(), 1, "within the ceiling, the request's:\n{}", r.describe());
 
@@ -1326,7 +1309,7 @@ both!(
         r.expect_ok();
         assert_eq!(r.files(), [("f1.txt".to_string(), 4), ("f2.txt".to_string(), 4)], "{}", r.describe());
         assert_eq!(
-            omitted(&r),
+            r.omitted(),
             [("f3.txt".to_string(), "over the 2-file cap (--collect-files / config.collectFiles raise it)".to_string())],
             "{}",
             r.describe()

@@ -891,7 +891,22 @@ impl JsonRun {
             self.finished.stderr_str()
         )
     }
-    /// Asserts the program exited 0 with status ok; returns its stdout.
+    /// The result's `filesOmitted`, as (path, reason); empty when there is none.
+    pub fn omitted(&self) -> Vec<(String, String)> {
+        self.get("/filesOmitted")
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|o| {
+                        (
+                            o["path"].as_str().unwrap_or("?").to_string(),
+                            o["reason"].as_str().unwrap_or("?").to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
     /// The result's `files`, as (path, size) sorted by path.
     pub fn files(&self) -> Vec<(String, u64)> {
         let mut v: Vec<(String, u64)> = self
@@ -910,6 +925,7 @@ impl JsonRun {
         v
     }
 
+    /// Asserts the program exited 0 with status ok; returns its stdout.
     pub fn expect_ok(&self) -> &str {
         assert_eq!(
             self.status(),
