@@ -289,6 +289,39 @@ fn wrap(text: &str, indent: &str, width: usize) -> String {
 /// The sandbox's network namespace, made as a run makes it: a helper of cordon's joins the
 /// sandbox's new user namespace and makes it there (see launch::netns), which a host may
 /// refuse where a clone of all the namespaces at once passes.
+/// Which ids of the caller's namespace the sandbox's uid and gid map to (launch::ids): a
+/// root caller's own per-run ids, the caller's own, or a refusal (root of a namespace whose
+/// only id is its parent's root).
+fn sandbox_ids_check(ids: Result<crate::launch::HostIds, String>) -> Check {
+    use crate::launch::HostIds;
+    let (ok, detail, fix) = match ids {
+        Ok(HostIds::Own { uid, gid, host_root: true }) => (
+            true,
+            format!("the sandbox's uid and gid 1000 map to host ids of this run's own ({uid}:{gid} for this process: 2,000,000,000 + cordon's pid), never 0"),
+            None,
+        ),
+        Ok(HostIds::Own { uid, gid, .. }) => (
+            true,
+            format!("root of a nested user namespace: the sandbox's uid and gid 1000 map to {uid}:{gid} of its range (another per run), never 0"),
+            None,
+        ),
+        Ok(HostIds::Caller { uid, gid }) => (
+            true,
+            format!("the sandbox's uid and gid 1000 map to the caller's own ids ({uid}:{gid})"),
+            None,
+        ),
+        Err(why) => (false, why.split("; run cordon").next().unwrap_or_default().to_string(), Some("run cordon outside this user namespace, or give the namespace a range of ids (`unshare --map-auto --map-root-user`, a subuid range in /etc/subuid)".to_string())),
+    };
+    Check {
+        name: "sandbox-ids",
+        ok,
+        required: true,
+        detail,
+        fix,
+        explanation: None,
+    }
+}
+
 fn network_namespace_check() -> Check {
     match crate::launch::network_namespace_probe() {
         Ok(()) => Check {
@@ -446,6 +479,7 @@ pub fn report() -> Report {
         explanation: None,
     });
     namespace_checks(&mut checks);
+    checks.push(sandbox_ids_check(crate::launch::host_ids()));
     checks.push(network_namespace_check());
     checks.push(overlay_check());
     checks.push(seccomp_check());
@@ -649,6 +683,42 @@ mod tests {
         }
         let fix = rlimit_fallback_fix(CgroupVersion::V2);
         assert!(fix.contains("systemd-run --user --scope"), "{fix}");
+    }
+
+    #[test]
+    fn the_sandbox_ids_check_says_what_the_sandbox_maps_to_and_fails_only_when_refused() {
+        use crate::launch::HostIds;
+        let c = sandbox_ids_check(Ok(HostIds::Own {
+            uid: 2_000_000_007,
+            gid: 2_000_000_007,
+            host_root: true,
+        }));
+        assert!(
+            c.ok && c.required && c.detail.contains("2000000007") && c.fix.is_none(),
+            "{c:?}"
+        );
+        let c = sandbox_ids_check(Ok(HostIds::Own {
+            uid: 40000,
+            gid: 40001,
+            host_root: false,
+        }));
+        assert!(
+            c.ok && c.detail.contains("nested") && c.detail.contains("40000:40001"),
+            "{c:?}"
+        );
+        let c = sandbox_ids_check(Ok(HostIds::Caller {
+            uid: 1001,
+            gid: 1002,
+        }));
+        assert!(
+            c.ok && c.detail.contains("caller's own ids (1001:1002)"),
+            "{c:?}"
+        );
+        let c = sandbox_ids_check(Err("cannot choose the sandbox's ids: ...".into()));
+        assert!(
+            !c.ok && c.required && c.fix.as_deref().is_some_and(|f| f.contains("--map-auto")),
+            "{c:?}"
+        );
     }
 
     #[test]

@@ -46,11 +46,19 @@ both!(fn doctor_json_checks_every_mechanism(who) {
     let (v, f) = doctor_json(who);
     let checks = v["checks"].as_array().unwrap_or_else(|| panic!("no checks array:\n{}", f.describe()));
     let names: Vec<&str> = checks.iter().filter_map(|c| c["name"].as_str()).collect();
-    for want in ["namespaces", "network-namespace", "overlay", "seccomp", "landlock"] {
+    for want in ["namespaces", "sandbox-ids", "network-namespace", "overlay", "seccomp", "landlock"] {
         assert!(names.contains(&want), "doctor has no {want:?} check: {names:?}");
     }
     // A run's network namespace is made by a helper that joins the sandbox's user namespace:
     // this host (and CI's, and the cgroup v2 guest's) allows it, as cordon exec relies on it.
+    // The sandbox's ids: the caller's own for a user, a per-run id of root's own for root.
+    let ids = checks.iter().find(|c| c["name"] == "sandbox-ids").unwrap();
+    assert_eq!(ids["ok"], true, "{ids}");
+    let want = match who {
+        Who::Root => "this run's own",
+        Who::User => "the caller's own ids",
+    };
+    assert!(ids["detail"].as_str().is_some_and(|d| d.contains(want)), "{ids}");
     let netns = checks.iter().find(|c| c["name"] == "network-namespace").unwrap();
     assert_eq!(netns["ok"], true, "{netns}");
     // This kernel (and CI's, and the cgroup v2 guest's) overlays in user namespaces; the
