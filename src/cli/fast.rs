@@ -117,7 +117,7 @@ pub(super) fn exec(args: &[OsString]) -> Option<ExecArgs> {
                 return None;
             }
             a.command = command;
-            return Some(a);
+            return collects_only_with_output_dir(a, &seen);
         }
         // The command without `--` before it: from its first word on, everything is its.
         if !arg.is_empty() && !arg.starts_with('-') {
@@ -125,7 +125,7 @@ pub(super) fn exec(args: &[OsString]) -> Option<ExecArgs> {
                 .map(|s| s.to_str().map(String::from))
                 .collect::<Option<Vec<String>>>()?;
             a.command = std::iter::once(arg.to_string()).chain(rest).collect();
-            return Some(a);
+            return collects_only_with_output_dir(a, &seen);
         }
         let (name, inline) = match arg.strip_prefix("--") {
             Some(long) => match long.split_once('=') {
@@ -194,6 +194,14 @@ pub(super) fn exec(args: &[OsString]) -> Option<ExecArgs> {
             _ => return None,
         }
     }
+}
+
+/// The collection caps without --output-dir are clap's error to give (`requires`).
+fn collects_only_with_output_dir(a: ExecArgs, seen: &[&str]) -> Option<ExecArgs> {
+    let caps = seen
+        .iter()
+        .any(|n| matches!(*n, "collect-files" | "collect-size"));
+    (a.output_dir.is_some() || !caps).then_some(a)
 }
 
 /// `exec`'s arguments when none is given: clap's defaults, from the same constants.
@@ -282,6 +290,7 @@ mod tests {
                 "--tmp-size=2M",
                 "--collect-files=5000",
                 "--collect-size=100M",
+                "--output-dir=/tmp/out",
                 "--",
                 "true",
             ],

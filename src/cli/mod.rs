@@ -720,11 +720,11 @@ pub struct ExecArgs {
     pub tmp_size: u64,
     /// With --output-dir: the most files collected (1 to 100000); the rest are in
     /// filesOmitted.
-    #[arg(long, allow_negative_numbers = true, value_name = "N", default_value_t = EXEC_COLLECT_FILES, value_parser = spec::parse_collect_files)]
+    #[arg(long, allow_negative_numbers = true, value_name = "N", default_value_t = EXEC_COLLECT_FILES, value_parser = spec::parse_collect_files, requires = "output_dir")]
     pub collect_files: usize,
     /// With --output-dir: the most bytes of file contents collected, in all (at most 1G:
     /// cordon holds them in memory); the rest are in filesOmitted.
-    #[arg(long, allow_negative_numbers = true, value_name = "SIZE", default_value = EXEC_COLLECT_SIZE, value_parser = spec::parse_collect_size)]
+    #[arg(long, allow_negative_numbers = true, value_name = "SIZE", default_value = EXEC_COLLECT_SIZE, value_parser = spec::parse_collect_size, requires = "output_dir")]
     pub collect_size: u64,
     /// Add KEY=VALUE to the program's environment (repeatable).
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = spec::parse_env_pair)]
@@ -1179,7 +1179,8 @@ mod tests {
                     "{flag} {value}: {e}"
                 );
             }
-            let args = [flag, value, "--", "true"].map(std::ffi::OsString::from);
+            let args =
+                [flag, value, "--output-dir", "/tmp/x", "--", "true"].map(std::ffi::OsString::from);
             assert!(
                 fast::exec(&args).is_none(),
                 "the fast path leaves {flag} {value} to clap"
@@ -1192,10 +1193,28 @@ mod tests {
                 .contains("cordon holds the files it receives in memory")
         );
         // The fast path reads good values as clap does.
-        let args = ["--collect-files", "7", "--collect-size=2M", "--", "true"]
-            .map(std::ffi::OsString::from);
+        let args = [
+            "--collect-files",
+            "7",
+            "--collect-size=2M",
+            "--output-dir=/tmp/x",
+            "--",
+            "true",
+        ]
+        .map(std::ffi::OsString::from);
         let a = fast::exec(&args).expect("the fast path takes it");
         assert_eq!((a.collect_files, a.collect_size), (7, 2 << 20));
+        // Without --output-dir exec collects nothing: a cap there is a mistake, refused by
+        // clap (which the fast path leaves it to), not silently ignored.
+        for flag in ["--collect-files=7", "--collect-size=2M"] {
+            let args = [flag, "--", "true"].map(std::ffi::OsString::from);
+            assert!(fast::exec(&args).is_none(), "{flag}");
+            let e = Cli::try_parse_from(["cordon", "exec", flag, "--", "true"])
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--output-dir"), "{flag}: {e}");
+        }
     }
 
     #[test]
@@ -1270,7 +1289,8 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(flag) && e.contains(hint), "{flag} {value}: {e}");
-            let args = [flag, value, "--", "true"].map(std::ffi::OsString::from);
+            let args =
+                [flag, value, "--output-dir", "/tmp/x", "--", "true"].map(std::ffi::OsString::from);
             assert!(
                 fast::exec(&args).is_none(),
                 "the fast path leaves {flag} {value} to clap"
