@@ -474,30 +474,7 @@ both!(fn network_namespace_is_the_sandboxs_own(who) {
     }
 });
 
-/// Runs the rest of its argv as uid 0 of a new user namespace whose uid and gid maps are the
-/// text of $NEST_MAPS ("\n" for newlines), written from outside by this (root) process: a
-/// rootless container's view, made without newuidmap.
-const NEST: &str = r#"
-import ctypes, os, sys
-maps = os.environ.pop("NEST_MAPS").replace("\\n", "\n")
-r1, w1 = os.pipe(); r2, w2 = os.pipe()
-pid = os.fork()
-if pid == 0:
-    os.close(w1); os.close(r2)
-    if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:
-        os._exit(99)
-    os.write(w2, b"u"); os.read(r1, 1)
-    os.execv(sys.argv[1], sys.argv[1:])
-os.close(r1); os.close(w2); os.read(r2, 1)
-for f in ("uid_map", "gid_map"):
-    with open(f"/proc/{pid}/{f}", "w") as m:
-        m.write(maps)
-os.write(w1, b"g")
-_, status = os.waitpid(pid, 0)
-sys.exit(os.waitstatus_to_exitcode(status))
-"#;
-
-/// cordon as uid 0 of a nested user namespace: as root, through [`NEST`] with `maps`; as the
+/// cordon as uid 0 of a nested user namespace: as root, through [`NEST`]'s helper with `maps`; as the
 /// test user, `unshare --map-auto --map-root-user` (its /etc/subuid range) when `maps` has
 /// more than root's line, else `unshare --map-root-user`. None: the machine lacks what the
 /// user variant needs (said as a SKIP).
@@ -506,8 +483,7 @@ fn nested(who: Who, maps: &str, cmd: &[&str]) -> Option<Finished> {
     match who {
         Who::Root => {
             let dir = shared_tempdir();
-            let script = dir.path().join("nest.py");
-            write_world_readable(&script, NEST.as_bytes());
+            let script = write_nest_script(dir.path());
             let setup = format!("exec {PY} {} \"$@\"", script.display());
             let r = c.env("NEST_MAPS", maps).shell_setup(&setup).run();
             drop(dir);

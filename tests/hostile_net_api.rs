@@ -256,7 +256,17 @@ both!(fn case42_userns_disabled_is_refused_with_the_fix(who) {
         cordon_bin().display()
     );
     let start = Instant::now();
-    let child = host_command(who, &["unshare", "-Ur", "sh", "-c", &inner])
+    // Root of a namespace mapping only the host's root runs nothing (cordon refuses it before
+    // the clone): root's namespace maps a range too, as a rootless container's does.
+    let dir = shared_tempdir();
+    let nest = write_nest_script(dir.path());
+    let nest = nest.to_str().unwrap();
+    let argv: Vec<&str> = match who {
+        Who::Root => vec![PY, nest, "/bin/sh", "-c", &inner],
+        Who::User => vec!["unshare", "-Ur", "sh", "-c", &inner],
+    };
+    let child = host_command(who, &argv)
+        .env("NEST_MAPS", "0 0 1\\n1 200000 65536")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1230,3 +1230,33 @@ pub fn record_skip(line: &str) {
         }
     }
 }
+
+/// Runs the rest of its argv as uid 0 of a new user namespace whose uid and gid maps are the
+/// text of $NEST_MAPS ("\n" for newlines), written from outside by this (root) process: a
+/// rootless container's view, made without newuidmap.
+pub const NEST: &str = r#"
+import ctypes, os, sys
+maps = os.environ.pop("NEST_MAPS").replace("\\n", "\n")
+r1, w1 = os.pipe(); r2, w2 = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(w1); os.close(r2)
+    if ctypes.CDLL(None, use_errno=True).unshare(0x10000000) != 0:
+        os._exit(99)
+    os.write(w2, b"u"); os.read(r1, 1)
+    os.execv(sys.argv[1], sys.argv[1:])
+os.close(r1); os.close(w2); os.read(r2, 1)
+for f in ("uid_map", "gid_map"):
+    with open(f"/proc/{pid}/{f}", "w") as m:
+        m.write(maps)
+os.write(w1, b"g")
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+
+/// Writes [`NEST`] as `nest.py` in `dir` (readable by all); returns its path.
+pub fn write_nest_script(dir: &Path) -> PathBuf {
+    let script = dir.join("nest.py");
+    write_world_readable(&script, NEST.as_bytes());
+    script
+}
