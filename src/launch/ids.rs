@@ -138,12 +138,25 @@ pub fn choose(
             host_root: identity(&uids) && identity(&gids),
         });
     }
-    let parent_root = uids
-        .iter()
-        .any(|r| covers(&[*r], euid) && r.outside + (euid - r.inside) == 0);
+    // The caller's own ids are mapped in its own namespace, always: maps that do not show them
+    // were not read, and a guess could be the host's root.
+    if !covers(&uids, euid) || !covers(&gids, egid) {
+        return Err(format!(
+            "cannot choose the sandbox's ids: /proc/self/uid_map and gid_map do not show this process's own uid {euid} and gid {egid} (uid_map: {:?}, gid_map: {:?}); cordon needs /proc mounted to tell a nested user namespace's root from the host's, run `cordon doctor`",
+            uid_map.trim(),
+            gid_map.trim()
+        ));
+    }
+    // Where the caller's id sits in its parent namespace.
+    let outside = |map: &[Range], id: u32| {
+        map.iter()
+            .find(|r| covers(&[**r], id))
+            .and_then(|r| r.outside.checked_add(id - r.inside))
+    };
+    let parent_root = outside(&uids, euid) == Some(0) || outside(&gids, egid) == Some(0);
     if parent_root {
         return Err(format!(
-            "cannot choose the sandbox's ids: cordon runs as root of a user namespace that maps no id but its parent's root (uid_map: {}): the sandbox has no unprivileged id to run as there, and cordon never runs a program as its caller's parent's root; run cordon outside this namespace, or give the namespace a range of ids (`unshare --map-auto --map-root-user`, a subuid range in /etc/subuid)",
+            "cannot choose the sandbox's ids: cordon runs as root of a user namespace that maps no id but its parent's root (uid_map: {}; or its group to the parent's root group): the sandbox has no unprivileged id to run as there, and cordon never runs a program as its caller's parent's root; run cordon outside this namespace, or give the namespace a range of ids (`unshare --map-auto --map-root-user`, a subuid range in /etc/subuid)",
             uid_map
                 .split_ascii_whitespace()
                 .collect::<Vec<_>>()
@@ -166,6 +179,7 @@ pub fn host_ids() -> Result<HostIds, String> {
         if euid != 0 {
             return choose(euid, egid, "", "", 0);
         }
+        // Unreadable: empty, which `choose` refuses.
         let read = |f| std::fs::read_to_string(format!("/proc/self/{f}")).unwrap_or_default();
         choose(
             euid,
@@ -271,6 +285,24 @@ mod tests {
             e.contains("parent's root") && e.contains("--map-auto"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn maps_that_were_not_read_are_refused_not_guessed() {
+        // Unread maps would otherwise fall through to the caller's own ids: host uid 0.
+        for (u, g) in [("", ""), ("", INITIAL), (INITIAL, "")] {
+            let e = choose(0, 0, u, g, 5).unwrap_err();
+            assert!(
+                e.contains("do not show this process's own uid 0") && e.contains("/proc"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn root_whose_group_alone_is_the_parents_root_group_is_refused() {
+        let e = choose(0, 0, "0 1001 1\n", "0 0 1\n", 5).unwrap_err();
+        assert!(e.contains("parent's root"), "{e}");
     }
 
     #[test]
