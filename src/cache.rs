@@ -220,7 +220,7 @@ pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
             Err(e) => return Some(format!("cannot stat {}: {e}", a.display())),
         };
         let others_may_rename = meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0;
-        if (meta.uid() != euid && meta.uid() != 0) || others_may_rename {
+        if !owner_trusted(meta.uid(), euid, a, unmapped_owner()) || others_may_rename {
             return Some(format!(
                 "{} (owner uid {}, mode {:o}) lets another user replace what cordon keeps below it; it must be owned by uid {euid} or root and not writable by others unless sticky: fix it, or point XDG_CACHE_HOME / XDG_STATE_HOME at a private directory",
                 a.display(),
@@ -231,6 +231,32 @@ pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
         cur = a.parent();
     }
     None
+}
+
+/// Whether the owner of the ancestor `dir` can be trusted not to replace what is below it:
+/// the caller or root. `unmapped`: in a nested user namespace, the uid that owners unmapped in
+/// it show as (the host's root among them). That owner is trusted only for `/` and the
+/// directories right under it (`/home`, `/var`, `/tmp`), which are the host root's on any host
+/// not already lost, so that root of `unshare --map-root-user` can keep a cache in its home;
+/// deeper down it could be any other user of the host, and is refused.
+fn owner_trusted(owner: u32, euid: u32, dir: &Path, unmapped: Option<u32>) -> bool {
+    owner == euid
+        || owner == 0
+        || (unmapped == Some(owner) && dir.parent().is_none_or(|p| p == Path::new("/")))
+}
+
+/// In a nested user namespace, the uid that unmapped owners show as (`kernel.overflowuid`);
+/// `None` in the host's.
+fn unmapped_owner() -> Option<u32> {
+    let map = fs::read_to_string("/proc/self/uid_map").ok()?;
+    let initial = map.split_whitespace().eq(["0", "0", "4294967295"]);
+    if initial {
+        return None;
+    }
+    fs::read_to_string("/proc/sys/kernel/overflowuid")
+        .ok()
+        .and_then(|u| u.trim().parse().ok())
+        .or(Some(65534))
 }
 
 /// Why `dir` cannot be used if a symlink on the way to it (as far as it exists) is another
@@ -356,11 +382,17 @@ impl Cache {
     }
 
     /// The default cache directory for this process: `$XDG_CACHE_HOME/cordon/compile`
-    /// (`~/.cache/cordon/compile` when unset), or `/var/cache/cordon/compile` for euid 0.
+    /// (`~/.cache/cordon/compile` when unset), or `/var/cache/cordon/compile` for the host's
+    /// root (see [`system_dirs`]).
     pub fn default_dir() -> PathBuf {
         let euid = nix::unistd::geteuid().as_raw();
         let xdg = std::env::var_os("XDG_CACHE_HOME");
-        default_dir_for(euid, xdg.as_deref(), home_dir(euid).as_deref())
+        default_dir_for(
+            system_dirs(),
+            euid,
+            xdg.as_deref(),
+            home_dir(euid).as_deref(),
+        )
     }
 
     /// The cache directory.
@@ -532,10 +564,23 @@ impl Cache {
     }
 }
 
+/// Whether this process keeps its state in the system directories (/var/cache/cordon,
+/// /var/lib/cordon) rather than the caller's XDG ones: only the host's root does. Root of a
+/// nested user namespace (`unshare --map-root-user`, a rootless container) has euid 0 but
+/// usually cannot write the host's /var, so it is treated as the user it is.
+pub fn system_dirs() -> bool {
+    nix::unistd::geteuid().is_root() && crate::launch::host_ids().is_ok_and(|ids| ids.host_root())
+}
+
 /// The default cache directory, from explicit inputs (see [`Cache::default_dir`]).
 /// A relative or empty `XDG_CACHE_HOME` is ignored, as the XDG spec requires.
-pub fn default_dir_for(euid: u32, xdg_cache_home: Option<&OsStr>, home: Option<&Path>) -> PathBuf {
-    if euid == 0 {
+pub fn default_dir_for(
+    system: bool,
+    euid: u32,
+    xdg_cache_home: Option<&OsStr>,
+    home: Option<&Path>,
+) -> PathBuf {
+    if system {
         return PathBuf::from("/var/cache/cordon/compile");
     }
     let base = match xdg_cache_home.map(Path::new) {
@@ -679,6 +724,27 @@ mod tests {
             mode: 0o755,
             ..Artifact::default()
         }
+    }
+
+    #[test]
+    fn an_unmapped_owner_is_trusted_only_at_the_top() {
+        let p = Path::new;
+        // The caller and root, anywhere.
+        assert!(owner_trusted(1000, 1000, p("/home/me/x"), None));
+        assert!(owner_trusted(0, 1000, p("/home/me"), None));
+        // Another user: never.
+        assert!(!owner_trusted(1001, 1000, p("/home"), None));
+        // In the host's namespace, nobody's directory is another user's.
+        assert!(!owner_trusted(65534, 0, p("/home"), None));
+        // In a nested namespace: the unmapped owner of /, /home, /var is the host's root...
+        for top in ["/", "/home", "/var", "/tmp"] {
+            assert!(owner_trusted(65534, 0, p(top), Some(65534)), "{top}");
+        }
+        // ...but below them it could be any user of the host.
+        assert!(!owner_trusted(65534, 0, p("/home/other"), Some(65534)));
+        assert!(!owner_trusted(65534, 0, p("/var/cache"), Some(65534)));
+        // Only the overflow uid counts as unmapped.
+        assert!(!owner_trusted(1001, 0, p("/home"), Some(65534)));
     }
 
     fn entry_files(dir: &Path) -> Vec<String> {
@@ -1035,21 +1101,21 @@ mod tests {
     fn default_dir_follows_xdg_and_root() {
         let home = Path::new("/home/u");
         assert_eq!(
-            default_dir_for(0, Some(OsStr::new("/x")), Some(home)),
+            default_dir_for(true, 0, Some(OsStr::new("/x")), Some(home)),
             PathBuf::from("/var/cache/cordon/compile")
         );
         assert_eq!(
-            default_dir_for(1000, Some(OsStr::new("/xdg/cache")), Some(home)),
+            default_dir_for(false, 1000, Some(OsStr::new("/xdg/cache")), Some(home)),
             PathBuf::from("/xdg/cache/cordon/compile")
         );
         assert_eq!(
-            default_dir_for(1000, None, Some(home)),
+            default_dir_for(false, 1000, None, Some(home)),
             PathBuf::from("/home/u/.cache/cordon/compile")
         );
         // Relative and empty XDG values are ignored (XDG base directory spec).
         for bad in ["relative/dir", ""] {
             assert_eq!(
-                default_dir_for(1000, Some(OsStr::new(bad)), Some(home)),
+                default_dir_for(false, 1000, Some(OsStr::new(bad)), Some(home)),
                 PathBuf::from("/home/u/.cache/cordon/compile")
             );
         }

@@ -260,11 +260,13 @@ impl History {
     }
 
     /// `$XDG_STATE_HOME/cordon/history.jsonl` (`~/.local/state/cordon/history.jsonl` when
-    /// unset), or `/var/lib/cordon/history.jsonl` for euid 0.
+    /// unset), or `/var/lib/cordon/history.jsonl` for the host's root
+    /// ([`crate::cache::system_dirs`]).
     pub fn default_path() -> PathBuf {
         let euid = nix::unistd::geteuid().as_raw();
         let xdg = std::env::var_os("XDG_STATE_HOME");
         default_path_for(
+            crate::cache::system_dirs(),
             euid,
             xdg.as_deref(),
             crate::cache::home_dir(euid).as_deref(),
@@ -512,8 +514,13 @@ fn ends_with_newline(file: &File, len: u64) -> bool {
 
 /// The default history path, from explicit inputs (see [`History::default_path`]).
 /// A relative or empty `XDG_STATE_HOME` is ignored, as the XDG spec requires.
-pub fn default_path_for(euid: u32, xdg_state_home: Option<&OsStr>, home: Option<&Path>) -> PathBuf {
-    if euid == 0 {
+pub fn default_path_for(
+    system: bool,
+    euid: u32,
+    xdg_state_home: Option<&OsStr>,
+    home: Option<&Path>,
+) -> PathBuf {
+    if system {
         return PathBuf::from("/var/lib/cordon/history.jsonl");
     }
     let base = match xdg_state_home.map(Path::new) {
@@ -899,16 +906,16 @@ mod tests {
     fn default_path_follows_xdg_and_root() {
         let home = Path::new("/home/u");
         assert_eq!(
-            default_path_for(0, Some(OsStr::new("/x")), Some(home)),
+            default_path_for(true, 0, Some(OsStr::new("/x")), Some(home)),
             PathBuf::from("/var/lib/cordon/history.jsonl")
         );
         assert_eq!(
-            default_path_for(1000, Some(OsStr::new("/xdg/state")), Some(home)),
+            default_path_for(false, 1000, Some(OsStr::new("/xdg/state")), Some(home)),
             PathBuf::from("/xdg/state/cordon/history.jsonl")
         );
         for xdg in [None, Some(OsStr::new("")), Some(OsStr::new("rel"))] {
             assert_eq!(
-                default_path_for(1000, xdg, Some(home)),
+                default_path_for(false, 1000, xdg, Some(home)),
                 PathBuf::from("/home/u/.local/state/cordon/history.jsonl")
             );
         }

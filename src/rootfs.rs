@@ -102,7 +102,8 @@ pub enum RootfsError {
     NoMetadata { dir: PathBuf },
 }
 
-/// The parent directory of built root filesystems for the current effective uid.
+/// The parent directory of built root filesystems for this process: the system one for the
+/// host's root ([`crate::cache::system_dirs`]), else the caller's XDG data home.
 pub fn data_dir() -> PathBuf {
     let euid = nix::unistd::geteuid().as_raw();
     let xdg = std::env::var_os("XDG_DATA_HOME");
@@ -115,13 +116,13 @@ pub fn data_dir() -> PathBuf {
                 .flatten()
                 .map(|u| u.dir)
         });
-    data_dir_for(euid, xdg.as_deref(), home.as_deref())
+    data_dir_for(crate::cache::system_dirs(), xdg.as_deref(), home.as_deref())
 }
 
 /// [`data_dir`] with its inputs as parameters. A relative XDG_DATA_HOME is ignored (XDG spec);
 /// without any home, `/nonexistent` makes the eventual error name the problem.
-fn data_dir_for(euid: u32, xdg_data_home: Option<&OsStr>, home: Option<&Path>) -> PathBuf {
-    if euid == 0 {
+fn data_dir_for(system: bool, xdg_data_home: Option<&OsStr>, home: Option<&Path>) -> PathBuf {
+    if system {
         return PathBuf::from(SYSTEM_DATA_DIR);
     }
     let data_home = match xdg_data_home.map(Path::new) {
@@ -369,13 +370,13 @@ mod tests {
     #[test]
     fn root_uses_var_lib_whatever_xdg_says() {
         let p = data_dir_for(
-            0,
+            true,
             Some(OsStr::new("/home/x/.data")),
             Some(Path::new("/root")),
         );
         assert_eq!(p, PathBuf::from("/var/lib/cordon/rootfs"));
         assert_eq!(
-            data_dir_for(0, None, None),
+            data_dir_for(true, None, None),
             PathBuf::from("/var/lib/cordon/rootfs")
         );
     }
@@ -383,7 +384,7 @@ mod tests {
     #[test]
     fn user_uses_xdg_data_home_when_absolute() {
         let p = data_dir_for(
-            1000,
+            false,
             Some(OsStr::new("/data/me")),
             Some(Path::new("/home/me")),
         );
@@ -394,12 +395,12 @@ mod tests {
     fn user_falls_back_to_local_share() {
         let home = Some(Path::new("/home/me"));
         let want = PathBuf::from("/home/me/.local/share/cordon/rootfs");
-        assert_eq!(data_dir_for(1000, None, home), want);
+        assert_eq!(data_dir_for(false, None, home), want);
         // Empty and relative values are ignored, as the XDG spec says.
-        assert_eq!(data_dir_for(1000, Some(OsStr::new("")), home), want);
-        assert_eq!(data_dir_for(1000, Some(OsStr::new("rel/dir")), home), want);
+        assert_eq!(data_dir_for(false, Some(OsStr::new("")), home), want);
+        assert_eq!(data_dir_for(false, Some(OsStr::new("rel/dir")), home), want);
         assert_eq!(
-            data_dir_for(1000, None, None),
+            data_dir_for(false, None, None),
             PathBuf::from("/nonexistent/.local/share/cordon/rootfs")
         );
     }

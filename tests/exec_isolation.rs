@@ -479,7 +479,11 @@ both!(fn network_namespace_is_the_sandboxs_own(who) {
 /// more than root's line, else `unshare --map-root-user`. None: the machine lacks what the
 /// user variant needs (said as a SKIP).
 fn nested(who: Who, maps: &str, cmd: &[&str]) -> Option<Finished> {
-    let mut c = Cordon::exec(who, &["--json"], cmd);
+    nested_cordon(who, maps, Cordon::exec(who, &["--json"], cmd))
+}
+
+/// `c` run by root of a nested user namespace with `maps` (see [`nested`]).
+fn nested_cordon(who: Who, maps: &str, mut c: Cordon) -> Option<Finished> {
     match who {
         Who::Root => {
             let dir = shared_tempdir();
@@ -537,6 +541,31 @@ both!(fn root_of_a_nested_user_namespace_gets_ids_of_its_range(who) {
     }
     assert_eq!(lines[2], ["1000"], "{}", r.describe());
     assert_eq!(json["isolation"]["hostUid"].to_string(), lines[0][1], "{}", r.describe());
+});
+
+both!(fn root_of_a_nested_user_namespace_keeps_its_state_where_xdg_says(who) {
+    // The host's /var/lib/cordon is the host root's: root of a nested namespace keeps its
+    // history in its XDG directories, as the user it is. For the user, /tmp above them shows
+    // as owned by an unmapped uid (the host's root), which must not make them refused.
+    let state = tempfile::Builder::new().prefix("cordon-test.").tempdir_in("/tmp").unwrap();
+    std::os::unix::fs::chown(state.path(), Some(who.caller_uid()), Some(who.caller_gid())).unwrap();
+    std::fs::set_permissions(state.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let c = Cordon::new(who)
+        .arg("run")
+        .arg("--lang=python")
+        .arg("--json")
+        .arg("-c")
+        .arg("print(6 * 7)")
+        .env("XDG_STATE_HOME", state.path());
+    let Some(r) = nested_cordon(who, "0 0 1\\n1 200000 65536", c) else {
+        return;
+    };
+    let json: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap_or_else(|e| panic!("{e}:\n{}", r.describe()));
+    assert_eq!((json["status"].as_str(), json["output"].as_str()), (Some("ok"), Some("42\n")), "{}", r.describe());
+    let id = json["executionId"].as_str().expect("executionId");
+    let history = state.path().join("cordon/history.jsonl");
+    let kept = std::fs::read_to_string(&history).unwrap_or_else(|e| panic!("{}: {e}\n{}", history.display(), r.describe()));
+    assert!(kept.contains(id), "run {id} is not in {}:\n{kept}\n{}", history.display(), r.describe());
 });
 
 both!(fn root_of_a_user_namespace_that_maps_only_itself(who) {
