@@ -213,6 +213,8 @@ pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
         Ok(r) => r,
         Err(e) => return Some(format!("cannot resolve {}: {e}", dir.display())),
     };
+    // Read only when an owner is neither the caller nor root, once.
+    let mut unmapped = None;
     let mut cur = real.parent();
     while let Some(a) = cur {
         let meta = match fs::symlink_metadata(a) {
@@ -220,7 +222,11 @@ pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
             Err(e) => return Some(format!("cannot stat {}: {e}", a.display())),
         };
         let others_may_rename = meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0;
-        if !owner_trusted(meta.uid(), euid, a, unmapped_owner()) || others_may_rename {
+        let owner = meta.uid();
+        let trusted = owner == euid
+            || owner == 0
+            || owner_trusted(owner, euid, a, *unmapped.get_or_insert_with(unmapped_owner));
+        if !trusted || others_may_rename {
             return Some(format!(
                 "{} (owner uid {}, mode {:o}) lets another user replace what cordon keeps below it; it must be owned by uid {euid} or root and not writable by others unless sticky: fix it, or point XDG_CACHE_HOME / XDG_STATE_HOME at a private directory",
                 a.display(),
@@ -271,7 +277,8 @@ pub fn foreign_symlink_reason(dir: &Path, euid: u32) -> Option<String> {
 }
 
 /// The first symlink on the way to `dir` (each prefix of its absolute path, not followed)
-/// that belongs to neither `euid` nor root, with its owner.
+/// that belongs to neither `euid` nor root, with its owner (an unmapped owner is taken as
+/// [`owner_trusted`] says: at the top only).
 fn foreign_symlink(dir: &Path, euid: u32) -> Option<(PathBuf, u32)> {
     let abs = if dir.is_absolute() {
         dir.to_path_buf()
@@ -279,12 +286,19 @@ fn foreign_symlink(dir: &Path, euid: u32) -> Option<(PathBuf, u32)> {
         std::env::current_dir().ok()?.join(dir)
     };
     let mut prefix = PathBuf::new();
+    let mut unmapped = None;
     for part in abs.components() {
         prefix.push(part);
         if let Ok(meta) = fs::symlink_metadata(&prefix)
             && meta.file_type().is_symlink()
             && meta.uid() != euid
             && meta.uid() != 0
+            && !owner_trusted(
+                meta.uid(),
+                euid,
+                &prefix,
+                *unmapped.get_or_insert_with(unmapped_owner),
+            )
         {
             return Some((prefix, meta.uid()));
         }
