@@ -315,7 +315,7 @@ fn remove_tree(path: &Path) {
     let _ = std::fs::remove_dir_all(path);
 }
 
-/// Removes temp directories that crashed installs left behind.
+/// Removes temp directories (and shadow reports' temp files) that crashes left behind.
 fn sweep(dir: &Path) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
@@ -332,7 +332,13 @@ fn sweep(dir: &Path) {
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age.as_secs() > STALE_TEMP_SECS);
         if old {
-            remove_tree(&e.path());
+            match e.file_type() {
+                // A shadow report's temp file (deps::shadow::find_cached).
+                Ok(t) if t.is_file() => {
+                    let _ = std::fs::remove_file(e.path());
+                }
+                _ => remove_tree(&e.path()),
+            }
         }
     }
 }
@@ -694,7 +700,12 @@ fn note_shadowed(rep: &mut DependencyReport, set: &Path, rootfs: &Rootfs, reques
         Rootfs::Host => PathBuf::from("/"),
         Rootfs::Dir(d) => d.clone(),
     };
-    rep.shadowed = shadow::find(&set.join("python"), &root, &python_site_dirs(rootfs));
+    rep.shadowed = shadow::find_cached(
+        &shadow_cache(set),
+        &set.join("python"),
+        &root,
+        &python_site_dirs(rootfs),
+    );
     if rep.shadowed.is_empty() {
         return;
     }
@@ -966,6 +977,12 @@ fn install_failed(out: Outcome, rep: DependencyReport, message: String) -> Prepa
 /// Keeps at most [`MAX_SETS`] sets: removes the least recently used ones (not `keep`, and none
 /// used within the last hour). A set is first renamed away, so no new run picks it up while
 /// it is being removed.
+/// Where the shadow report of the set at `set` is kept: beside it (`KEY.shadowed`), not in it,
+/// since the set is what the sandbox sees at /deps.
+fn shadow_cache(set: &Path) -> PathBuf {
+    set.with_extension("shadowed")
+}
+
 fn evict(dir: &Path, keep: &str) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
@@ -998,6 +1015,7 @@ fn evict(dir: &Path, keep: &str) {
         ));
         if std::fs::rename(&path, &trash).is_ok() {
             remove_tree(&trash);
+            let _ = std::fs::remove_file(shadow_cache(&path));
         }
     }
 }

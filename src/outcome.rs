@@ -211,7 +211,7 @@ pub struct DependencyReport {
 
 /// A distribution of the root filesystem that an installed set shadows (the set comes first
 /// on the path) at another version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ShadowedDistribution {
     /// Its name, normalized (`python-dateutil`).

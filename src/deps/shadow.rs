@@ -386,6 +386,64 @@ pub fn find(set_python: &Path, root: &Path, site_dirs: &[PathBuf]) -> Vec<Shadow
         .collect()
 }
 
+/// What [`find`]'s answer for a set depends on, as one line: the device, inode, size and
+/// modification time of the set's `python` directory, dpkg's status file and `info`
+/// directory, and each site directory. Installing or removing a Debian package replaces the
+/// status file, and adding or removing a distribution changes its site directory.
+fn fingerprint(set_python: &Path, root: &Path, site_dirs: &[PathBuf]) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let db = root.join("var/lib/dpkg");
+    [set_python.to_path_buf(), db.join("status"), db.join("info")]
+        .iter()
+        .chain(site_dirs)
+        .map(|p| match std::fs::metadata(p) {
+            Ok(m) => format!(
+                "{}:{}:{}:{}.{}",
+                m.dev(),
+                m.ino(),
+                m.len(),
+                m.mtime(),
+                m.mtime_nsec()
+            ),
+            Err(_) => "-".to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// [`find`], kept in `cache` (a file of the caller's private dependency cache, next to the
+/// set) with the [`fingerprint`] it was computed for: a later run of the same set on an
+/// unchanged root filesystem reads it back instead of dpkg's database (reading that took
+/// about 0.1 s per run here, 8 MB of file lists). A missing, unreadable or stale file is
+/// computed again and replaced; failing to write it only costs the next run the same time.
+pub fn find_cached(
+    cache: &Path,
+    set_python: &Path,
+    root: &Path,
+    site_dirs: &[PathBuf],
+) -> Vec<ShadowedDistribution> {
+    let key = fingerprint(set_python, root, site_dirs);
+    if let Some(text) = read_capped(cache, MAX_METADATA)
+        && let Some((kept, body)) = text.split_once('\n')
+        && kept == key
+        && let Ok(found) = serde_json::from_str(body)
+    {
+        return found;
+    }
+    let found = find(set_python, root, site_dirs);
+    if let Ok(body) = serde_json::to_string(&found) {
+        // `.tmp-` like an install's temp directory: one a crash leaves is swept with those.
+        let name = cache.file_name().unwrap_or_default().to_string_lossy();
+        let temp = cache.with_file_name(format!(".tmp-{}-{name}", std::process::id()));
+        if std::fs::write(&temp, format!("{key}\n{body}")).is_ok()
+            && std::fs::rename(&temp, cache).is_err()
+        {
+            let _ = std::fs::remove_file(&temp);
+        }
+    }
+    found
+}
+
 /// The line of a failed Python program's stderr that says an extension module does not fit
 /// the version of a package it was compiled against (numpy's words, and the dynamic
 /// linker's).
@@ -557,6 +615,55 @@ mod tests {
         let plain = t.path().join("plain");
         std::fs::create_dir_all(plain.join("six-1.16.0.dist-info")).unwrap();
         assert!(find(&plain, &root, &site).is_empty());
+    }
+
+    #[test]
+    fn the_answer_is_kept_until_the_root_filesystem_changes() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        debian_root(&root);
+        let set = t.path().join("python");
+        std::fs::create_dir_all(set.join("numpy-2.4.6.dist-info")).unwrap();
+        let site = [root.join("usr/lib/python3/dist-packages")];
+        let cache = t.path().join("set.shadowed");
+        let first = find_cached(&cache, &set, &root, &site);
+        assert_eq!(first, find(&set, &root, &site));
+        assert_eq!(first[0].dependents, ["matplotlib", "pandas", "scipy"]);
+        // Kept: a run that finds its fingerprint reads the file, not dpkg's database (a
+        // planted answer under the right fingerprint is what comes back).
+        let text = std::fs::read_to_string(&cache).unwrap();
+        let (key, _) = text.split_once('\n').unwrap();
+        std::fs::write(&cache, format!("{key}\n[]")).unwrap();
+        assert!(find_cached(&cache, &set, &root, &site).is_empty());
+        // dpkg's status replaced (a package installed or removed): computed again, and kept.
+        let status = root.join("var/lib/dpkg/status");
+        let body = std::fs::read(&status).unwrap();
+        std::fs::remove_file(&status).unwrap();
+        std::fs::write(&status, body).unwrap();
+        assert_eq!(find_cached(&cache, &set, &root, &site), first);
+        assert!(
+            std::fs::read_to_string(&cache)
+                .unwrap()
+                .ends_with(&serde_json::to_string(&first).unwrap())
+        );
+        // A distribution added to a site directory changes it too.
+        std::fs::write(
+            &cache,
+            format!(
+                "{}\n[]",
+                std::fs::read_to_string(&cache)
+                    .unwrap()
+                    .split_once('\n')
+                    .unwrap()
+                    .0
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all(site[0].join("newcomer-1.0.dist-info")).unwrap();
+        assert_eq!(find_cached(&cache, &set, &root, &site), first);
+        // An unreadable or foreign file is no answer.
+        std::fs::write(&cache, "garbage").unwrap();
+        assert_eq!(find_cached(&cache, &set, &root, &site), first);
     }
 
     #[test]
