@@ -89,6 +89,8 @@ const NS_FLAGS: &[(&str, libc::c_int)] = &[
 const PROBE_PRIVATE: i32 = 10;
 const PROBE_TMPFS: i32 = 11;
 const PROBE_PROC: i32 = 12;
+const PROBE_NO_STAGE: i32 = 13;
+const PROBE_HOSTNAME: i32 = 14;
 
 /// Clones a child with `flags`; the child runs `body` and exits with its code.
 fn probe_clone(flags: libc::c_int, body: fn() -> i32) -> Result<i32, Errno> {
@@ -117,20 +119,24 @@ fn mount_probe() -> i32 {
     {
         return PROBE_PRIVATE;
     }
-    if mount(
+    match mount(
         Some("tmpfs"),
         "/tmp",
         Some("tmpfs"),
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some("size=16k"),
-    )
-    .is_err()
-    {
-        return PROBE_TMPFS;
+    ) {
+        Ok(()) => {}
+        Err(Errno::ENOENT) => return PROBE_NO_STAGE,
+        Err(_) => return PROBE_TMPFS,
     }
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     if mount(Some("proc"), "/tmp", Some("proc"), flags, None::<&str>).is_err() {
         return PROBE_PROC;
+    }
+    // init names the sandbox's UTS namespace (--hostname).
+    if nix::unistd::sethostname("sandbox").is_err() {
+        return PROBE_HOSTNAME;
     }
     0
 }
@@ -147,16 +153,16 @@ fn overlay_probe() -> i32 {
         return PROBE_PRIVATE;
     }
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
-    if mount(
+    match mount(
         Some("tmpfs"),
         "/tmp",
         Some("tmpfs"),
         flags,
         Some("size=16k"),
-    )
-    .is_err()
-    {
-        return PROBE_TMPFS;
+    ) {
+        Ok(()) => {}
+        Err(Errno::ENOENT) => return PROBE_NO_STAGE,
+        Err(_) => return PROBE_TMPFS,
     }
     // No uid is mapped in this probe, so nothing can be created: the fresh, empty /tmp is
     // the empty layer, and the overlay goes over it.
@@ -180,6 +186,7 @@ fn overlay_check() -> Check {
         Ok(0) => (true, "read-only overlays of host directories mount in a user namespace (file locks stay private to each sandbox)".to_string(), None),
         Ok(PROBE_OVERLAY_NODEV) => (false, "this kernel has no overlay filesystem".to_string(), Some(format!("load it: `modprobe overlay` as root (add `overlay` to /etc/modules to keep it), {degrade}"))),
         Ok(PROBE_OVERLAY_REFUSED) => (false, "this kernel refuses overlayfs mounts in a user namespace (Linux 5.11 or later allows them)".to_string(), Some(format!("upgrade to Linux 5.11 or later, {degrade}"))),
+        Ok(PROBE_PRIVATE | PROBE_TMPFS | PROBE_NO_STAGE) => (false, "the overlay probe could not make the mount namespace it mounts in (see the namespaces check above)".to_string(), Some("fix the namespaces check above first".to_string())),
         Ok(code) => (false, format!("the overlay probe failed (code {code})"), Some(format!("see the namespaces check above, {degrade}"))),
         Err(e) => (false, format!("cannot create a user and mount namespace to probe overlays ({e})"), Some("see the namespaces check above".to_string())),
     };
@@ -205,7 +212,7 @@ fn namespace_checks(checks: &mut Vec<Check>) {
             name: "namespaces",
             ok: true,
             required: true,
-            detail: "user, pid, mount, ipc, uts and cgroup namespaces can be created; tmpfs and proc mount inside them".into(),
+            detail: "user, pid, mount, ipc, uts and cgroup namespaces can be created; tmpfs and proc mount inside them, and the hostname can be set".into(),
             fix: None,
             explanation: None,
         }),
@@ -213,7 +220,9 @@ fn namespace_checks(checks: &mut Vec<Check>) {
             let (what, fix) = match code {
                 PROBE_PRIVATE => ("cannot make / private in a new mount namespace", "the host (often a container) forbids mount propagation changes; run cordon on the host or in a privileged container"),
                 PROBE_TMPFS => ("cannot mount tmpfs in a new user namespace", "the host forbids mounts in user namespaces (a container runtime's seccomp/AppArmor profile?); run with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined` or on the host"),
-                PROBE_PROC => ("cannot mount a new /proc", "/proc is partly overmounted on this host (as in some containers), which makes the kernel refuse a new proc mount; run cordon on the host, or unmask /proc for its container"),
+                PROBE_PROC => ("cannot mount a new /proc", "/proc is partly overmounted on this host (as in some containers), which makes the kernel refuse a new proc mount; run cordon on the host, or unmask /proc for its container (podman: `--security-opt unmask=ALL`; Docker: `--security-opt systempaths=unconfined`)"),
+                PROBE_NO_STAGE => ("there is no /tmp directory, over which cordon mounts the sandbox's root in a mount namespace of its own (the system's /tmp is untouched)", "create it: `mkdir -m 1777 /tmp` (for a container: `--tmpfs /tmp`)"),
+                PROBE_HOSTNAME => ("cannot set the hostname in a new UTS namespace, although the probe holds the capability it asks for: a seccomp filter that cordon itself runs under refuses sethostname (a container runtime's default profile allows it only to a container given CAP_SYS_ADMIN)", "run cordon's container with `--security-opt seccomp=unconfined` (or a profile that allows sethostname), or run cordon on the host"),
                 _ => ("the namespace probe failed", "run `cordon doctor` as the same user as cordon exec"),
             };
             checks.push(Check { name: "namespaces", ok: false, required: true, detail: what.into(), fix: Some(fix.into()), explanation: None });

@@ -747,3 +747,86 @@ both!(fn case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout(
     let ended = at("exit_group(124").unwrap_or_else(|| panic!("cordon's exit not traced:\n{}", f.describe()));
     assert!(ended - started < 10.0, "cordon ended {:.2} s after it started, held up by the stalled helper:\n{}", ended - started, f.describe());
 });
+
+/// A container runtime's default seccomp profile (podman's, Docker's) allows `sethostname`
+/// only to a container given CAP_SYS_ADMIN: cordon run inside such a container gets EPERM.
+const NO_SETHOSTNAME: &[(u16, u8, u8, u32)] = &[
+    (0x20, 0, 0, 0),   // A = syscall number
+    (0x15, 0, 1, 170), // sethostname? else allow
+    ret_errno(libc::EPERM),
+    ALLOW,
+];
+
+both!(fn case42_a_caller_filter_refusing_sethostname_is_named_with_the_fix(who) {
+    refused_naming(
+        who,
+        NO_SETHOSTNAME,
+        &["set the hostname", "EPERM", "seccomp filter that cordon itself runs under", "--security-opt seccomp=unconfined"],
+    );
+    // `cordon doctor` finds it too (it said "ready" before, and exec then failed).
+    let (_, d) = cordon_under_filter(who, NO_SETHOSTNAME, &["doctor", "--json"]);
+    let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "namespaces").expect("a namespaces check");
+    assert_eq!(check["ok"], false, "{check}");
+    assert!(check["detail"].as_str().unwrap_or("").contains("sethostname"), "{check}");
+    assert!(check["fix"].as_str().unwrap_or("").contains("seccomp=unconfined"), "{check}");
+    assert_eq!(d["ready"], false, "{d}");
+});
+
+// A container runtime mounts the container's /proc/sys read-only by default: root's run,
+// which bounds SysV shm in the sandbox's IPC namespace through it, is refused with the flags
+// that unmask it. (An unprivileged caller writes no IPC sysctl.)
+#[test]
+fn case42_a_read_only_proc_sys_is_named_with_the_fix() {
+    if !Who::Root.ready("case42_a_read_only_proc_sys_is_named_with_the_fix") {
+        return;
+    }
+    if !running_as_root() {
+        skip!(
+            "SKIP: case42_a_read_only_proc_sys_is_named_with_the_fix: needs root (a private mount namespace)"
+        );
+        return;
+    }
+    let script = format!(
+        "mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && exec {} exec --json -- sh -c 'echo ran'",
+        sh_quote(cordon_bin().to_str().unwrap())
+    );
+    let f = run_host(
+        Who::Root,
+        &[
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+        ],
+        "unshare",
+    );
+    let v: serde_json::Value = serde_json::from_slice(&f.stdout)
+        .unwrap_or_else(|e| panic!("no JSON result ({e}):\n{}", f.describe()));
+    assert_eq!(
+        (f.code, v["status"].as_str()),
+        (125, Some("sandbox_error")),
+        "{}",
+        f.describe()
+    );
+    assert!(
+        !String::from_utf8_lossy(&f.stdout).contains("ran"),
+        "nothing of the program may run:\n{}",
+        f.describe()
+    );
+    let msg = v["message"].as_str().unwrap_or("");
+    for needle in [
+        "shmmax",
+        "Read-only file system",
+        "unmask=ALL",
+        "systempaths=unconfined",
+    ] {
+        assert!(
+            msg.contains(needle),
+            "the message must contain {needle:?}:\n{}",
+            f.describe()
+        );
+    }
+}

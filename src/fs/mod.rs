@@ -71,7 +71,7 @@ fn mount_denied_hint(apparmor_restricts_userns: bool) -> &'static str {
     if apparmor_restricts_userns {
         "; the kernel refused a mount inside the user namespace. This host's AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1): cordon run by a user gets one without capabilities, so it cannot mount. Add an AppArmor profile granting `userns` to cordon, run `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`, or run cordon as root; see `cordon doctor`"
     } else {
-        "; the kernel refused a mount inside the user namespace: check `cordon doctor` (is the host inside a container that forbids mounts, is /proc overmounted, or does AppArmor restrict user namespaces: kernel.apparmor_restrict_unprivileged_userns?)"
+        "; the kernel refused a mount inside the user namespace: check `cordon doctor` (is the host inside a container that forbids mounts or masks parts of /proc, which podman's `--security-opt unmask=ALL` and Docker's `--security-opt systempaths=unconfined` lift, or does AppArmor restrict user namespaces: kernel.apparmor_restrict_unprivileged_userns?)"
     }
 }
 
@@ -261,7 +261,13 @@ pub fn apply(ops: &[Op], sources: Sources, allow_bind: bool) -> Result<Option<St
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some(root_data.as_str()),
     )
-    .map_err(|e| fail(&root_op, "mount tmpfs root", Path::new(STAGE), e))?;
+    .map_err(|e| {
+        let mut err = fail(&root_op, "mount tmpfs root", Path::new(STAGE), e);
+        if e == Errno::ENOENT {
+            err.hint = "; this system has no /tmp directory, over which cordon mounts the sandbox's root in a mount namespace of its own (the system's /tmp is untouched): create it (`mkdir -m 1777 /tmp`; for a container, `--tmpfs /tmp`)";
+        }
+        err
+    })?;
 
     let empty_dir = Path::new(STAGE).join(EMPTY_LAYER);
     std::fs::create_dir(&empty_dir)

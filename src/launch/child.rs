@@ -325,7 +325,15 @@ fn setup_init(ctx: &ChildCtx) -> Result<Option<OwnedFd>, (&'static str, String)>
             ),
         });
     }
-    nix::unistd::sethostname(ctx.hostname).map_err(e("set the hostname"))?;
+    nix::unistd::sethostname(ctx.hostname).map_err(|err| {
+        let hint = if err == Errno::EPERM {
+            // init holds CAP_SYS_ADMIN in the namespace's owner, so only a filter says no.
+            "; init holds the capability the UTS namespace asks for, so a seccomp filter that cordon itself runs under refused it: a container runtime's default profile allows sethostname only to a container given CAP_SYS_ADMIN. Run cordon's container with `--security-opt seccomp=unconfined` (or a profile that allows sethostname), or run cordon on the host; `cordon doctor` checks this"
+        } else {
+            ""
+        };
+        ("set the hostname", format!("{err}{hint}"))
+    })?;
     // The sandbox's network namespace (unless --net host), with `lo` up: made by cordon's
     // helper meanwhile (see launch::netns); everything below and the payload use it.
     if let Some(from_helper) = &ctx.netns_from_helper {
@@ -396,9 +404,15 @@ fn write_shm_sysctls(limit: u64) -> Result<(), (&'static str, String)> {
     ] {
         let path = format!("/proc/sys/kernel/{name}");
         std::fs::write(&path, value.to_string()).map_err(|err| {
+            let hint = if err.raw_os_error() == Some(libc::EROFS) {
+                // podman's and Docker's default for a container.
+                "; /proc/sys is mounted read-only here, as a container runtime does by default: run cordon's container with its /proc unmasked (podman: `--security-opt unmask=ALL`; Docker: `--security-opt systempaths=unconfined`), which the sandbox's own /proc needs too, or run cordon on the host"
+            } else {
+                ""
+            };
             (
                 "bound SysV shared memory in the sandbox's IPC namespace",
-                format!("write {value} to {path}: {err}"),
+                format!("write {value} to {path}: {err}{hint}"),
             )
         })?;
     }
