@@ -41,11 +41,23 @@ pub fn userns_hint(errno: Errno) -> String {
     if errno == Errno::EINVAL {
         causes.push("the process is multi-threaded or the kernel lacks a namespace type (CONFIG_USER_NS, CONFIG_PID_NS, CONFIG_NET_NS)".to_string());
     }
+    if causes.is_empty() && errno == Errno::EPERM && under_seccomp_filter() {
+        causes.push("no sysctl forbids them, and cordon itself runs under a seccomp filter, which is what refuses them here (Docker's default profile does for a container without CAP_SYS_ADMIN): run cordon's container with `--security-opt seccomp=unconfined` (or a profile that allows clone, unshare and mount with namespace flags), or run cordon on the host".to_string());
+    }
     if causes.is_empty() {
         "; run `cordon doctor` to see which mechanism the host blocks".to_string()
     } else {
         format!("; {}", causes.join("; "))
     }
+}
+
+/// Whether this process runs under a seccomp filter (`Seccomp: 2` in /proc/self/status), as
+/// a container's processes do: a refusal no sysctl explains is then most likely the filter's.
+fn under_seccomp_filter() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() == "2"))
+    })
 }
 
 /// One mechanism: whether cordon can use it here, what was seen, and how to fix it.

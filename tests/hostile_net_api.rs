@@ -830,3 +830,28 @@ fn case42_a_read_only_proc_sys_is_named_with_the_fix() {
         );
     }
 }
+
+/// Docker's default seccomp profile refuses new namespaces to a container without
+/// CAP_SYS_ADMIN: `clone` with CLONE_NEWUSER answers EPERM, and no sysctl explains it.
+const NO_NEW_USERNS: &[(u16, u8, u8, u32)] = &[
+    (0x20, 0, 0, 0),           // A = syscall number
+    (0x15, 0, 3, 56),          // clone? else allow
+    (0x20, 0, 0, 16),          // A = low word of its flags
+    (0x45, 0, 1, 0x1000_0000), // CLONE_NEWUSER set? else allow
+    ret_errno(libc::EPERM),
+    ALLOW,
+];
+
+both!(fn case42_a_caller_filter_refusing_namespaces_is_named_with_the_fix(who) {
+    refused_naming(
+        who,
+        NO_NEW_USERNS,
+        &["create the sandbox namespaces", "EPERM", "seccomp filter", "--security-opt seccomp=unconfined"],
+    );
+    let (_, d) = cordon_under_filter(who, NO_NEW_USERNS, &["doctor", "--json"]);
+    let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "namespaces").expect("a namespaces check");
+    assert_eq!(check["ok"], false, "{check}");
+    let fix = check["fix"].as_str().unwrap_or("");
+    // The fix, not a pointer back to doctor itself.
+    assert!(fix.contains("seccomp=unconfined") && !fix.contains("run `cordon doctor`"), "{check}");
+});
