@@ -434,7 +434,15 @@ pub fn find_cached(
     if let Ok(body) = serde_json::to_string(&found) {
         // `.tmp-` like an install's temp directory: one a crash leaves is swept with those.
         let name = cache.file_name().unwrap_or_default().to_string_lossy();
-        let temp = cache.with_file_name(format!(".tmp-{}-{name}", std::process::id()));
+        // Unique to this writer: a batch may run the same set in several threads at once.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let temp = cache.with_file_name(format!(
+            ".tmp-{}-{:?}-{nanos}-{name}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
         if std::fs::write(&temp, format!("{key}\n{body}")).is_ok()
             && std::fs::rename(&temp, cache).is_err()
         {
