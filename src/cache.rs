@@ -227,10 +227,15 @@ pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
             || owner == 0
             || owner_trusted(owner, euid, a, *unmapped.get_or_insert_with(unmapped_owner));
         if !trusted || others_may_rename {
+            let unmapped_note = if unmapped.flatten() == Some(owner) {
+                // (Read above: the owner was neither the caller nor root.)
+                " (in this user namespace that uid stands for an owner it does not map: the host's root or any other user)"
+            } else {
+                ""
+            };
             return Some(format!(
-                "{} (owner uid {}, mode {:o}) lets another user replace what cordon keeps below it; it must be owned by uid {euid} or root and not writable by others unless sticky: fix it, or point XDG_CACHE_HOME / XDG_STATE_HOME at a private directory",
+                "{} (owner uid {owner}{unmapped_note}, mode {:o}) lets another user replace what cordon keeps below it; it must be owned by uid {euid} or root and not writable by others unless sticky: fix it, or point XDG_CACHE_HOME / XDG_STATE_HOME at a private directory",
                 a.display(),
-                meta.uid(),
                 meta.mode() & 0o7777
             ));
         }
@@ -239,16 +244,21 @@ pub fn unsafe_ancestor(dir: &std::path::Path, euid: u32) -> Option<String> {
     None
 }
 
+/// The directories whose owner, where a nested user namespace shows it as unmapped, is taken
+/// to be the host's root: the root of the tree and the standard parents of homes and
+/// temporary files (`/var/home` for hosts that link `/home` there). Any other directory
+/// could be another user's (a top-level `/scratch`, a container's bind of someone's directory).
+const UNMAPPED_TRUSTED: [&str; 6] = ["/", "/home", "/tmp", "/var", "/var/home", "/var/tmp"];
+
 /// Whether the owner of the ancestor `dir` can be trusted not to replace what is below it:
 /// the caller or root. `unmapped`: in a nested user namespace, the uid that owners unmapped in
-/// it show as (the host's root among them). That owner is trusted only for `/` and the
-/// directories right under it (`/home`, `/var`, `/tmp`), which are the host root's on any host
-/// not already lost, so that root of `unshare --map-root-user` can keep a cache in its home;
-/// deeper down it could be any other user of the host, and is refused.
+/// it show as (the host's root, but also any other user of the host). That owner is trusted
+/// only for [`UNMAPPED_TRUSTED`], so that root of `unshare --map-root-user` can keep a cache
+/// in its home; anywhere else it is refused.
 fn owner_trusted(owner: u32, euid: u32, dir: &Path, unmapped: Option<u32>) -> bool {
     owner == euid
         || owner == 0
-        || (unmapped == Some(owner) && dir.parent().is_none_or(|p| p == Path::new("/")))
+        || (unmapped == Some(owner) && UNMAPPED_TRUSTED.iter().any(|t| dir == Path::new(t)))
 }
 
 /// In a nested user namespace, the uid that unmapped owners show as (`kernel.overflowuid`);
@@ -579,11 +589,15 @@ impl Cache {
 }
 
 /// Whether this process keeps its state in the system directories (/var/cache/cordon,
-/// /var/lib/cordon) rather than the caller's XDG ones: only the host's root does. Root of a
-/// nested user namespace (`unshare --map-root-user`, a rootless container) has euid 0 but
-/// usually cannot write the host's /var, so it is treated as the user it is.
+/// /var/lib/cordon) rather than the caller's XDG ones: root does, where /var is its own.
+/// Root of a nested user namespace has euid 0 but owns /var only in a file system of its
+/// own (a rootless container's, which keeps a root filesystem built into the image found);
+/// on the host's (`unshare --map-root-user`), /var shows as owned by an id the namespace
+/// does not map, which root there cannot write: it is treated as the user it is.
 pub fn system_dirs() -> bool {
-    nix::unistd::geteuid().is_root() && crate::launch::host_ids().is_ok_and(|ids| ids.host_root())
+    nix::unistd::geteuid().is_root()
+        && (crate::launch::host_ids().is_ok_and(|ids| ids.host_root())
+            || fs::metadata("/var").is_ok_and(|m| m.uid() == 0))
 }
 
 /// The default cache directory, from explicit inputs (see [`Cache::default_dir`]).
@@ -751,12 +765,14 @@ mod tests {
         // In the host's namespace, nobody's directory is another user's.
         assert!(!owner_trusted(65534, 0, p("/home"), None));
         // In a nested namespace: the unmapped owner of /, /home, /var is the host's root...
-        for top in ["/", "/home", "/var", "/tmp"] {
+        for top in ["/", "/home", "/var", "/tmp", "/var/home", "/var/tmp"] {
             assert!(owner_trusted(65534, 0, p(top), Some(65534)), "{top}");
         }
-        // ...but below them it could be any user of the host.
-        assert!(!owner_trusted(65534, 0, p("/home/other"), Some(65534)));
-        assert!(!owner_trusted(65534, 0, p("/var/cache"), Some(65534)));
+        // ...but below them, or at another top-level directory (a container's bind of some
+        // user's directory at /data, a host's /scratch), it could be any user of the host.
+        for other in ["/home/other", "/var/cache", "/data", "/scratch", "/opt"] {
+            assert!(!owner_trusted(65534, 0, p(other), Some(65534)), "{other}");
+        }
         // Only the overflow uid counts as unmapped.
         assert!(!owner_trusted(1001, 0, p("/home"), Some(65534)));
     }

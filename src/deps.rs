@@ -315,13 +315,24 @@ fn remove_tree(path: &Path) {
     let _ = std::fs::remove_dir_all(path);
 }
 
-/// Removes temp directories (and shadow reports' temp files) that crashes left behind.
+/// Removes temp directories (and shadow reports' temp files) that crashes left behind, and
+/// shadow reports whose set is gone.
 fn sweep(dir: &Path) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
     for e in rd.flatten() {
         let name = e.file_name();
+        // A shadow report whose set is gone (removed by hand, or by an eviction that was cut
+        // short).
+        let text = name.to_string_lossy();
+        if let Some(set) = text.strip_suffix(".shadowed")
+            && !text.starts_with(".tmp-")
+            && !dir.join(set).is_dir()
+        {
+            let _ = std::fs::remove_file(e.path());
+            continue;
+        }
         if !name.to_string_lossy().starts_with(".tmp-") {
             continue;
         }
@@ -974,15 +985,15 @@ fn install_failed(out: Outcome, rep: DependencyReport, message: String) -> Prepa
     Prepared::Failed(Box::new(failed))
 }
 
-/// Keeps at most [`MAX_SETS`] sets: removes the least recently used ones (not `keep`, and none
-/// used within the last hour). A set is first renamed away, so no new run picks it up while
-/// it is being removed.
 /// Where the shadow report of the set at `set` is kept: beside it (`KEY.shadowed`), not in it,
 /// since the set is what the sandbox sees at /deps.
 fn shadow_cache(set: &Path) -> PathBuf {
     set.with_extension("shadowed")
 }
 
+/// Keeps at most [`MAX_SETS`] sets: removes the least recently used ones (not `keep`, and none
+/// used within the last hour). A set is first renamed away, so no new run picks it up while
+/// it is being removed.
 fn evict(dir: &Path, keep: &str) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;

@@ -42,7 +42,7 @@ pub fn userns_hint(errno: Errno) -> String {
         causes.push("the process is multi-threaded or the kernel lacks a namespace type (CONFIG_USER_NS, CONFIG_PID_NS, CONFIG_NET_NS)".to_string());
     }
     if causes.is_empty() && errno == Errno::EPERM && under_seccomp_filter() {
-        causes.push("no sysctl forbids them, and cordon itself runs under a seccomp filter, which is what refuses them here (Docker's default profile does for a container without CAP_SYS_ADMIN): run cordon's container with `--security-opt seccomp=unconfined` (or a profile that allows clone, unshare and mount with namespace flags), or run cordon on the host".to_string());
+        causes.push("no sysctl forbids them, and cordon itself runs under a seccomp filter, which is most likely what refuses them (Docker's default profile does for a container without CAP_SYS_ADMIN): run cordon's container with `--security-opt seccomp=unconfined` (or a profile that allows clone, unshare and mount with namespace flags), or run cordon on the host".to_string());
     }
     if causes.is_empty() {
         "; run `cordon doctor` to see which mechanism the host blocks".to_string()
@@ -198,7 +198,8 @@ fn overlay_check() -> Check {
         Ok(0) => (true, "read-only overlays of host directories mount in a user namespace (file locks stay private to each sandbox)".to_string(), None),
         Ok(PROBE_OVERLAY_NODEV) => (false, "this kernel has no overlay filesystem".to_string(), Some(format!("load it: `modprobe overlay` as root (add `overlay` to /etc/modules to keep it), {degrade}"))),
         Ok(PROBE_OVERLAY_REFUSED) => (false, "this kernel refuses overlayfs mounts in a user namespace (Linux 5.11 or later allows them)".to_string(), Some(format!("upgrade to Linux 5.11 or later, {degrade}"))),
-        Ok(PROBE_PRIVATE | PROBE_TMPFS | PROBE_NO_STAGE) => (false, "the overlay probe could not make the mount namespace it mounts in (see the namespaces check above)".to_string(), Some("fix the namespaces check above first".to_string())),
+        Ok(PROBE_NO_STAGE) => (false, "there is no /tmp to mount the overlay probe's tmpfs on (see the namespaces check above)".to_string(), Some("fix the namespaces check above first".to_string())),
+        Ok(PROBE_PRIVATE | PROBE_TMPFS) => (false, "the overlay probe could not make the mount namespace it mounts in (see the namespaces check above)".to_string(), Some("fix the namespaces check above first".to_string())),
         Ok(code) => (false, format!("the overlay probe failed (code {code})"), Some(format!("see the namespaces check above, {degrade}"))),
         Err(e) => (false, format!("cannot create a user and mount namespace to probe overlays ({e})"), Some("see the namespaces check above".to_string())),
     };
@@ -234,7 +235,8 @@ fn namespace_checks(checks: &mut Vec<Check>) {
                 PROBE_TMPFS => ("cannot mount tmpfs in a new user namespace", "the host forbids mounts in user namespaces (a container runtime's seccomp/AppArmor profile?); run with `--security-opt seccomp=unconfined --security-opt apparmor=unconfined` or on the host"),
                 PROBE_PROC => ("cannot mount a new /proc", "/proc is partly overmounted on this host (as in some containers), which makes the kernel refuse a new proc mount; run cordon on the host, or unmask /proc for its container (podman: `--security-opt unmask=ALL`; Docker: `--security-opt systempaths=unconfined`)"),
                 PROBE_NO_STAGE => ("there is no /tmp directory, over which cordon mounts the sandbox's root in a mount namespace of its own (the system's /tmp is untouched)", "create it: `mkdir -m 1777 /tmp` (for a container: `--tmpfs /tmp`)"),
-                PROBE_HOSTNAME => ("cannot set the hostname in a new UTS namespace, although the probe holds the capability it asks for: a seccomp filter that cordon itself runs under refuses sethostname (a container runtime's default profile allows it only to a container given CAP_SYS_ADMIN)", "run cordon's container with `--security-opt seccomp=unconfined` (or a profile that allows sethostname), or run cordon on the host"),
+                PROBE_HOSTNAME if under_seccomp_filter() => ("cannot set the hostname in a new UTS namespace, although the probe holds the capability it asks for: most likely the seccomp filter that cordon itself runs under refuses sethostname (a container runtime's default profile allows it only to a container given CAP_SYS_ADMIN)", "run cordon's container with `--security-opt seccomp=unconfined` (or a profile that allows sethostname), or run cordon on the host"),
+                PROBE_HOSTNAME => ("cannot set the hostname in a new UTS namespace, although the probe holds the capability it asks for (a security module refuses it?)", "check the host's security modules (SELinux, AppArmor) for a rule on sethostname, or run cordon where they allow it"),
                 _ => ("the namespace probe failed", "run `cordon doctor` as the same user as cordon exec"),
             };
             checks.push(Check { name: "namespaces", ok: false, required: true, detail: what.into(), fix: Some(fix.into()), explanation: None });

@@ -8,10 +8,11 @@
 //! The script and the recipes are compiled into cordon ([`SCRIPT`], [`RECIPES`]): `build` works
 //! where cordon is installed without this repository.
 //!
-//! Where: `/var/lib/cordon/rootfs/<lang>` when the effective uid is 0, else
-//! `$XDG_DATA_HOME/cordon/rootfs/<lang>` (`~/.local/share` when XDG_DATA_HOME is unset or not
-//! absolute, as the XDG base directory spec says). `scripts/build-rootfs` resolves the same
-//! default; `build` passes `--dest` anyway so the two can never disagree.
+//! Where: `/var/lib/cordon/rootfs/<lang>` for root whose /var is its own
+//! ([`crate::cache::system_dirs`]), else `$XDG_DATA_HOME/cordon/rootfs/<lang>`
+//! (`~/.local/share` when XDG_DATA_HOME is unset or not absolute, as the XDG base directory
+//! spec says). `scripts/build-rootfs` resolves the same default; `build` passes `--dest`
+//! anyway so the two can never disagree.
 
 use serde::Serialize;
 use serde_json::Value;

@@ -543,10 +543,13 @@ both!(fn root_of_a_nested_user_namespace_gets_ids_of_its_range(who) {
     assert_eq!(json["isolation"]["hostUid"].to_string(), lines[0][1], "{}", r.describe());
 });
 
-both!(fn root_of_a_nested_user_namespace_keeps_its_state_where_xdg_says(who) {
-    // The host's /var/lib/cordon is the host root's: root of a nested namespace keeps its
-    // history in its XDG directories, as the user it is. For the user, /tmp above them shows
-    // as owned by an unmapped uid (the host's root), which must not make them refused.
+both!(fn root_of_a_nested_user_namespace_keeps_its_state_where_var_is_its_own(who) {
+    // Root keeps its history in /var/lib/cordon where /var is its own, whatever XDG says; root
+    // of a namespace on the host's file system whose /var it does not own (the user's
+    // `unshare --map-root-user`: /var shows as owned by an unmapped id) keeps it in its XDG
+    // directories, as the user it is. Above those, /tmp shows as owned by that unmapped id (the
+    // host's root), which must not make them refused. (Root's namespace here maps the host's
+    // root to its own 0, so /var is its own.)
     let state = tempfile::Builder::new().prefix("cordon-test.").tempdir_in("/tmp").unwrap();
     std::os::unix::fs::chown(state.path(), Some(who.caller_uid()), Some(who.caller_gid())).unwrap();
     std::fs::set_permissions(state.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
@@ -557,15 +560,25 @@ both!(fn root_of_a_nested_user_namespace_keeps_its_state_where_xdg_says(who) {
         .arg("-c")
         .arg("print(6 * 7)")
         .env("XDG_STATE_HOME", state.path());
-    let Some(r) = nested_cordon(who, "0 0 1\\n1 200000 65536", c) else {
+    // The user's maps only itself: plain `unshare --map-root-user`, no subordinate ids needed.
+    let maps = match who {
+        Who::Root => "0 0 1\\n1 200000 65536",
+        Who::User => "0 0 1",
+    };
+    let Some(r) = nested_cordon(who, maps, c) else {
         return;
     };
     let json: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap_or_else(|e| panic!("{e}:\n{}", r.describe()));
     assert_eq!((json["status"].as_str(), json["output"].as_str()), (Some("ok"), Some("42\n")), "{}", r.describe());
     let id = json["executionId"].as_str().expect("executionId");
-    let history = state.path().join("cordon/history.jsonl");
+    let (history, elsewhere) = match who {
+        Who::Root => (std::path::PathBuf::from("/var/lib/cordon/history.jsonl"), state.path().join("cordon/history.jsonl")),
+        Who::User => (state.path().join("cordon/history.jsonl"), std::path::PathBuf::from("/var/lib/cordon/history.jsonl")),
+    };
     let kept = std::fs::read_to_string(&history).unwrap_or_else(|e| panic!("{}: {e}\n{}", history.display(), r.describe()));
     assert!(kept.contains(id), "run {id} is not in {}:\n{kept}\n{}", history.display(), r.describe());
+    let other = std::fs::read_to_string(&elsewhere).unwrap_or_default();
+    assert!(!other.contains(id), "run {id} was also kept in {}:\n{}", elsewhere.display(), r.describe());
 });
 
 both!(fn root_of_a_user_namespace_that_maps_only_itself(who) {
