@@ -406,8 +406,8 @@ impl Cache {
     }
 
     /// The default cache directory for this process: `$XDG_CACHE_HOME/cordon/compile`
-    /// (`~/.cache/cordon/compile` when unset), or `/var/cache/cordon/compile` for the host's
-    /// root (see [`system_dirs`]).
+    /// (`~/.cache/cordon/compile` when unset), or `/var/cache/cordon/compile` for root
+    /// whose /var is its own (see [`system_dirs`]).
     pub fn default_dir() -> PathBuf {
         let euid = nix::unistd::geteuid().as_raw();
         let xdg = std::env::var_os("XDG_CACHE_HOME");

@@ -309,23 +309,28 @@ fn wrap(text: &str, indent: &str, width: usize) -> String {
     out
 }
 
-/// The sandbox's network namespace, made as a run makes it: a helper of cordon's joins the
-/// sandbox's new user namespace and makes it there (see launch::netns), which a host may
-/// refuse where a clone of all the namespaces at once passes.
 /// Which ids of the caller's namespace the sandbox's uid and gid map to (launch::ids): a
 /// root caller's own per-run ids, the caller's own, or a refusal (root of a namespace whose
 /// only id is its parent's root).
-fn sandbox_ids_check(ids: Result<crate::launch::HostIds, String>) -> Check {
+fn sandbox_ids_check(ids: Result<crate::launch::HostIds, crate::launch::IdsError>) -> Check {
     use crate::launch::HostIds;
     let (ok, detail, fix) = match ids {
-        Ok(HostIds::Own { uid, gid, host_root: true }) => (
+        Ok(HostIds::Own {
+            uid,
+            gid,
+            host_root: true,
+        }) => (
             true,
-            format!("the sandbox's uid and gid 1000 map to host ids of this run's own ({uid}:{gid} for this process: 2,000,000,000 + cordon's pid), never 0"),
+            format!(
+                "the sandbox's uid and gid 1000 map to host ids of this run's own ({uid}:{gid} for this process: 2,000,000,000 + cordon's pid), never 0"
+            ),
             None,
         ),
         Ok(HostIds::Own { uid, gid, .. }) => (
             true,
-            format!("root of a nested user namespace: the sandbox's uid and gid 1000 map to {uid}:{gid} of its range (another per run), never 0"),
+            format!(
+                "root of a nested user namespace: the sandbox's uid and gid 1000 map to {uid}:{gid} of its range (another per run), never 0"
+            ),
             None,
         ),
         Ok(HostIds::Caller { uid, gid }) => (
@@ -333,7 +338,7 @@ fn sandbox_ids_check(ids: Result<crate::launch::HostIds, String>) -> Check {
             format!("the sandbox's uid and gid 1000 map to the caller's own ids ({uid}:{gid})"),
             None,
         ),
-        Err(why) => (false, why.split("; run cordon").next().unwrap_or_default().to_string(), Some("run cordon outside this user namespace, or give the namespace a range of ids (`unshare --map-auto --map-root-user`, a subuid range in /etc/subuid)".to_string())),
+        Err(e) => (false, e.what, Some(e.fix.to_string())),
     };
     Check {
         name: "sandbox-ids",
@@ -345,6 +350,9 @@ fn sandbox_ids_check(ids: Result<crate::launch::HostIds, String>) -> Check {
     }
 }
 
+/// The sandbox's network namespace, made as a run makes it: a helper of cordon's joins the
+/// sandbox's new user namespace and makes it there (see launch::netns), which a host may
+/// refuse where a clone of all the namespaces at once passes.
 fn network_namespace_check() -> Check {
     match crate::launch::network_namespace_probe() {
         Ok(()) => Check {
@@ -737,11 +745,17 @@ mod tests {
             c.ok && c.detail.contains("caller's own ids (1001:1002)"),
             "{c:?}"
         );
-        let c = sandbox_ids_check(Err("cannot choose the sandbox's ids: ...".into()));
-        assert!(
-            !c.ok && c.required && c.fix.as_deref().is_some_and(|f| f.contains("--map-auto")),
-            "{c:?}"
-        );
+        // Each refusal with its own fix, not a pointer back to doctor.
+        for (maps, fix) in [("0 0 1\n", "--map-auto"), ("", "mount /proc")] {
+            let c = sandbox_ids_check(crate::launch::choose_ids(0, 0, maps, maps, 5));
+            assert!(
+                !c.ok
+                    && c.required
+                    && !c.detail.contains("cordon doctor")
+                    && c.fix.as_deref().is_some_and(|f| f.contains(fix)),
+                "{c:?}"
+            );
+        }
     }
 
     #[test]

@@ -260,7 +260,7 @@ impl History {
     }
 
     /// `$XDG_STATE_HOME/cordon/history.jsonl` (`~/.local/state/cordon/history.jsonl` when
-    /// unset), or `/var/lib/cordon/history.jsonl` for the host's root
+    /// unset), or `/var/lib/cordon/history.jsonl` for root whose /var is its own
     /// ([`crate::cache::system_dirs`]).
     pub fn default_path() -> PathBuf {
         let euid = nix::unistd::geteuid().as_raw();

@@ -103,8 +103,8 @@ pub enum RootfsError {
     NoMetadata { dir: PathBuf },
 }
 
-/// The parent directory of built root filesystems for this process: the system one for the
-/// host's root ([`crate::cache::system_dirs`]), else the caller's XDG data home.
+/// The parent directory of built root filesystems for this process: the system one for root
+/// whose /var is its own ([`crate::cache::system_dirs`]), else the caller's XDG data home.
 pub fn data_dir() -> PathBuf {
     let euid = nix::unistd::geteuid().as_raw();
     let xdg = std::env::var_os("XDG_DATA_HOME");

@@ -352,6 +352,14 @@ os.execv(sys.argv[2], sys.argv[2:])
     (f, v)
 }
 
+/// The check named `name` of a `cordon doctor --json` report.
+fn check_named<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["checks"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no {name} check in the report: {report}"))
+}
+
 const ALLOW: (u16, u8, u8, u32) = (0x06, 0, 0, 0x7fff_0000);
 const fn ret_errno(errno: i32) -> (u16, u8, u8, u32) {
     (0x06, 0, 0, 0x0005_0000 | errno as u32)
@@ -390,7 +398,7 @@ both!(fn case42_no_landlock_is_refused_or_reported(who) {
     assert!(ll.starts_with("disabled") && ll.contains("--allow-degraded landlock"), "the result must report the downgrade:\n{}", f.describe());
     // `cordon doctor` says the same, with the fix.
     let (_, d) = cordon_under_filter(who, NO_LANDLOCK, &["doctor", "--json"]);
-    let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "landlock").expect("a landlock check");
+    let check = check_named(&d, "landlock");
     assert_eq!(check["ok"], false, "{check}");
     assert_eq!(d["ready"], false, "a required mechanism is missing: {d}");
     assert!(check["fix"].as_str().unwrap_or("").contains("lsm="), "{check}");
@@ -469,7 +477,7 @@ both!(fn case42_no_network_namespace_is_refused(who) {
     assert_eq!(v["output"], "ran\n", "{}", f.describe());
     // `cordon doctor` makes the namespace as a run does: it says so, with the fixes.
     let (_, d) = cordon_under_filter(who, NO_NEW_NETNS, &["doctor", "--json"]);
-    let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "network-namespace").expect("a network-namespace check");
+    let check = check_named(&d, "network-namespace");
     assert_eq!(check["ok"], false, "{check}");
     assert_eq!(d["ready"], false, "a required mechanism is missing: {d}");
     let detail = check["detail"].as_str().unwrap_or("");
@@ -478,7 +486,7 @@ both!(fn case42_no_network_namespace_is_refused(who) {
     assert!(fix.contains("security module or seccomp filter") && fix.contains("--net host"), "{check}");
     assert!(!fix.contains("EPERM") && !detail.contains("--net host"), "the detail holds the cause, the fix what to do: {check}");
     // The other namespaces are still checked, and pass: the network has its own check.
-    let ns = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "namespaces").expect("a namespaces check");
+    let ns = check_named(&d, "namespaces");
     assert_eq!(ns["ok"], true, "{ns}");
 });
 
@@ -647,7 +655,7 @@ const SETNS_NET_KILLS: &[(u16, u8, u8, u32)] = &arg_equal_kills(308, 1, 0x4000_0
 both!(fn case42_doctor_fails_a_network_namespace_it_could_not_enter(who) {
     // The probe's process is killed before it can answer: its silence is not a success.
     let (f, d) = cordon_under_filter(who, SETNS_NET_KILLS, &["doctor", "--json"]);
-    let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "network-namespace").expect("a network-namespace check");
+    let check = check_named(&d, "network-namespace");
     assert_eq!(check["ok"], false, "{check}\n{}", f.describe());
     assert_eq!(d["ready"], false, "{d}");
     assert!(check["detail"].as_str().unwrap_or("").contains("was killed by SIGSYS without answering"), "{check}");
@@ -765,7 +773,7 @@ both!(fn case42_a_caller_filter_refusing_sethostname_is_named_with_the_fix(who) 
     );
     // `cordon doctor` finds it too (it said "ready" before, and exec then failed).
     let (_, d) = cordon_under_filter(who, NO_SETHOSTNAME, &["doctor", "--json"]);
-    let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "namespaces").expect("a namespaces check");
+    let check = check_named(&d, "namespaces");
     assert_eq!(check["ok"], false, "{check}");
     assert!(check["detail"].as_str().unwrap_or("").contains("sethostname"), "{check}");
     assert!(check["fix"].as_str().unwrap_or("").contains("seccomp=unconfined"), "{check}");
@@ -849,7 +857,7 @@ both!(fn case42_a_caller_filter_refusing_namespaces_is_named_with_the_fix(who) {
         &["create the sandbox namespaces", "EPERM", "seccomp filter", "--security-opt seccomp=unconfined"],
     );
     let (_, d) = cordon_under_filter(who, NO_NEW_USERNS, &["doctor", "--json"]);
-    let check = d["checks"].as_array().unwrap().iter().find(|c| c["name"] == "namespaces").expect("a namespaces check");
+    let check = check_named(&d, "namespaces");
     assert_eq!(check["ok"], false, "{check}");
     let fix = check["fix"].as_str().unwrap_or("");
     // The fix, not a pointer back to doctor itself.

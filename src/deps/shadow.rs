@@ -386,8 +386,8 @@ pub fn find(set_python: &Path, root: &Path, site_dirs: &[PathBuf]) -> Vec<Shadow
         .collect()
 }
 
-/// What [`find`]'s answer for a set depends on, as one line: the device, inode, size and
-/// modification time of the set's `python` directory, dpkg's status file and `info`
+/// What [`find`]'s answer for a set depends on, as one line: the device, inode, size, link
+/// count and modification time of the set's `python` directory, dpkg's status file and `info`
 /// directory, and each site directory. Installing or removing a Debian package replaces the
 /// status file, and adding or removing a distribution changes its site directory.
 fn fingerprint(set_python: &Path, root: &Path, site_dirs: &[PathBuf]) -> String {
@@ -397,11 +397,14 @@ fn fingerprint(set_python: &Path, root: &Path, site_dirs: &[PathBuf]) -> String 
         .iter()
         .chain(site_dirs)
         .map(|p| match std::fs::metadata(p) {
+            // The link count too: a directory's grows with each subdirectory (a dist-info)
+            // even where two changes share a timestamp (file times move by clock ticks).
             Ok(m) => format!(
-                "{}:{}:{}:{}.{}",
+                "{}:{}:{}:{}:{}.{}",
                 m.dev(),
                 m.ino(),
                 m.len(),
+                m.nlink(),
                 m.mtime(),
                 m.mtime_nsec()
             ),
@@ -639,34 +642,27 @@ mod tests {
         assert_eq!(first[0].dependents, ["matplotlib", "pandas", "scipy"]);
         // Kept: a run that finds its fingerprint reads the file, not dpkg's database (a
         // planted answer under the right fingerprint is what comes back).
-        let text = std::fs::read_to_string(&cache).unwrap();
-        let (key, _) = text.split_once('\n').unwrap();
-        std::fs::write(&cache, format!("{key}\n[]")).unwrap();
+        let plant_empty_answer = || {
+            let text = std::fs::read_to_string(&cache).unwrap();
+            let (key, _) = text.split_once('\n').unwrap();
+            std::fs::write(&cache, format!("{key}\n[]")).unwrap();
+        };
+        plant_empty_answer();
         assert!(find_cached(&cache, &set, &root, &site).is_empty());
-        // dpkg's status replaced (a package installed or removed): computed again, and kept.
+        // dpkg's status rewritten (a package installed or removed; another size, so the test
+        // does not depend on the file system's timestamp granularity): computed again, and kept.
         let status = root.join("var/lib/dpkg/status");
-        let body = std::fs::read(&status).unwrap();
+        let body = std::fs::read_to_string(&status).unwrap();
         std::fs::remove_file(&status).unwrap();
-        std::fs::write(&status, body).unwrap();
+        std::fs::write(&status, body + "\n").unwrap();
         assert_eq!(find_cached(&cache, &set, &root, &site), first);
+        let kept = std::fs::read_to_string(&cache).unwrap();
         assert!(
-            std::fs::read_to_string(&cache)
-                .unwrap()
-                .ends_with(&serde_json::to_string(&first).unwrap())
+            kept.ends_with(&serde_json::to_string(&first).unwrap()),
+            "{kept}"
         );
         // A distribution added to a site directory changes it too.
-        std::fs::write(
-            &cache,
-            format!(
-                "{}\n[]",
-                std::fs::read_to_string(&cache)
-                    .unwrap()
-                    .split_once('\n')
-                    .unwrap()
-                    .0
-            ),
-        )
-        .unwrap();
+        plant_empty_answer();
         std::fs::create_dir_all(site[0].join("newcomer-1.0.dist-info")).unwrap();
         assert_eq!(find_cached(&cache, &set, &root, &site), first);
         // An unreadable or foreign file is no answer.

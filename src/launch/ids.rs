@@ -50,6 +50,19 @@ impl HostIds {
     }
 }
 
+/// Why the sandbox's ids cannot be chosen: what was seen, and what to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdsError {
+    pub what: String,
+    pub fix: &'static str,
+}
+
+impl std::fmt::Display for IdsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}; {}", self.what, self.fix)
+    }
+}
+
 /// One line of /proc/PID/uid_map or gid_map: `count` ids from `inside` (this namespace's
 /// numbering) are `outside` in the parent namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,7 +129,7 @@ pub fn choose(
     uid_map: &str,
     gid_map: &str,
     pid: u32,
-) -> Result<HostIds, String> {
+) -> Result<HostIds, IdsError> {
     if euid != 0 {
         return Ok(HostIds::Caller {
             uid: euid,
@@ -141,11 +154,14 @@ pub fn choose(
     // The caller's own ids are mapped in its own namespace, always: maps that do not show them
     // were not read, and a guess could be the host's root.
     if !covers(&uids, euid) || !covers(&gids, egid) {
-        return Err(format!(
-            "cannot choose the sandbox's ids: /proc/self/uid_map and gid_map do not show this process's own uid {euid} and gid {egid} (uid_map: {:?}, gid_map: {:?}); cordon needs /proc mounted to tell a nested user namespace's root from the host's, run `cordon doctor`",
-            uid_map.trim(),
-            gid_map.trim()
-        ));
+        return Err(IdsError {
+            what: format!(
+                "cannot choose the sandbox's ids: /proc/self/uid_map and gid_map do not show this process's own uid {euid} and gid {egid} (uid_map: {:?}, gid_map: {:?})",
+                uid_map.trim(),
+                gid_map.trim()
+            ),
+            fix: "cordon reads them to tell a nested user namespace's root from the host's: mount /proc (`mount -t proc proc /proc`), or run cordon where it is mounted",
+        });
     }
     // Where the caller's id sits in its parent namespace.
     let outside = |map: &[Range], id: u32| {
@@ -155,13 +171,16 @@ pub fn choose(
     };
     let parent_root = outside(&uids, euid) == Some(0) || outside(&gids, egid) == Some(0);
     if parent_root {
-        return Err(format!(
-            "cannot choose the sandbox's ids: cordon runs as root of a user namespace that maps no id but its parent's root (uid_map: {}; or its group to the parent's root group): the sandbox has no unprivileged id to run as there, and cordon never runs a program as its caller's parent's root; run cordon outside this namespace, or give the namespace a range of ids (`unshare --map-auto --map-root-user`, a subuid range in /etc/subuid)",
-            uid_map
-                .split_ascii_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-        ));
+        return Err(IdsError {
+            what: format!(
+                "cannot choose the sandbox's ids: cordon runs as root of a user namespace that maps no id but its parent's root (uid_map: {}; or its group to the parent's root group): the sandbox has no unprivileged id to run as there, and cordon never runs a program as its caller's parent's root",
+                uid_map
+                    .split_ascii_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+            fix: "run cordon outside this namespace, or give the namespace a range of ids (`unshare --map-auto --map-root-user`, a subuid range in /etc/subuid)",
+        });
     }
     Ok(HostIds::Caller {
         uid: euid,
@@ -171,8 +190,8 @@ pub fn choose(
 
 /// The sandbox's host ids for this process (read once: the pid and the namespace's maps do
 /// not change).
-pub fn host_ids() -> Result<HostIds, String> {
-    static IDS: std::sync::OnceLock<Result<HostIds, String>> = std::sync::OnceLock::new();
+pub fn host_ids() -> Result<HostIds, IdsError> {
+    static IDS: std::sync::OnceLock<Result<HostIds, IdsError>> = std::sync::OnceLock::new();
     IDS.get_or_init(|| {
         let euid = nix::unistd::geteuid().as_raw();
         let egid = nix::unistd::getegid().as_raw();
@@ -280,7 +299,9 @@ mod tests {
     #[test]
     fn root_mapped_alone_to_the_parents_root_is_refused() {
         // `unshare --map-root-user` by root: ns uid 0 is the host's root.
-        let e = choose(0, 0, "0 0 1\n", "0 0 1\n", 5).unwrap_err();
+        let e = choose(0, 0, "0 0 1\n", "0 0 1\n", 5)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("parent's root") && e.contains("--map-auto"),
             "{e}"
@@ -291,7 +312,7 @@ mod tests {
     fn maps_that_were_not_read_are_refused_not_guessed() {
         // Unread maps would otherwise fall through to the caller's own ids: host uid 0.
         for (u, g) in [("", ""), ("", INITIAL), (INITIAL, "")] {
-            let e = choose(0, 0, u, g, 5).unwrap_err();
+            let e = choose(0, 0, u, g, 5).unwrap_err().to_string();
             assert!(
                 e.contains("do not show this process's own uid 0") && e.contains("/proc"),
                 "{e}"
@@ -301,7 +322,9 @@ mod tests {
 
     #[test]
     fn root_whose_group_alone_is_the_parents_root_group_is_refused() {
-        let e = choose(0, 0, "0 1001 1\n", "0 0 1\n", 5).unwrap_err();
+        let e = choose(0, 0, "0 1001 1\n", "0 0 1\n", 5)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("parent's root"), "{e}");
     }
 

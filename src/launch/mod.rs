@@ -8,7 +8,9 @@ mod classify;
 mod collect;
 mod export;
 mod ids;
-pub use ids::{HostIds, host_ids};
+#[cfg(test)]
+pub(crate) use ids::choose as choose_ids;
+pub use ids::{HostIds, IdsError, host_ids};
 mod keeper;
 mod memwatch;
 mod netns;
@@ -338,7 +340,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     //    Either way it exists, with its limits written, before init forks the payload.
     let run_id = run_id();
     let mut prepared = limits::prepare_deferred(&spec.limits, spec.backend, &run_id)?;
-    let ids = host_ids().map_err(LaunchError::NestedRoot)?;
+    let ids = host_ids().map_err(|e| LaunchError::NestedRoot(e.to_string()))?;
     let root_caller = ids.root();
     // A crash must not start a piped core_pattern's helper (as host root, outside the
     // sandbox): RLIMIT_CORE 1 stops it, and where the caller's hard limit is 0 and cannot be
