@@ -56,7 +56,7 @@ const ROOT_SIZE: u64 = 2 * MAX_COPIED_FILE;
 
 /// A mount step that failed: which operation, which syscall, on which path, and the errno.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot build the sandbox root: {step} {path}: {errno} ({op}){hint}")]
+#[error("cannot build the sandbox root: {step} {path}: {errno} (for {op}){hint}")]
 pub struct ApplyError {
     pub op: String,
     pub step: &'static str,
@@ -84,7 +84,7 @@ fn fail(op: &Op, step: &'static str, path: &Path, errno: Errno) -> ApplyError {
         _ => "",
     };
     ApplyError {
-        op: format!("{op:?}"),
+        op: op.to_string(),
         step,
         path: path.to_path_buf(),
         errno,

@@ -51,6 +51,48 @@ pub enum Op {
     RemountRo { dst: PathBuf },
 }
 
+/// What the step was for, as an error names it: "(the read-only view of /usr at /usr)".
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Dir { dst } if dst == Path::new("/") => write!(f, "the sandbox's root"),
+            Op::Dir { dst } => write!(f, "the directory {}", dst.display()),
+            Op::BindRo { src, dst } => {
+                write!(
+                    f,
+                    "the read-only view of {} at {}",
+                    src.display(),
+                    dst.display()
+                )
+            }
+            Op::BindRw { src, dst } => {
+                write!(
+                    f,
+                    "the writable bind of {} at {}",
+                    src.display(),
+                    dst.display()
+                )
+            }
+            Op::BindDev { src, dst } => {
+                write!(f, "the device {} at {}", src.display(), dst.display())
+            }
+            Op::Symlink { target, dst } => {
+                write!(f, "the symlink {} -> {}", dst.display(), target.display())
+            }
+            Op::Tmpfs { dst, .. } => write!(f, "the tmpfs at {}", dst.display()),
+            Op::File { dst, .. } => write!(f, "the file {}", dst.display()),
+            Op::Proc { dst } => write!(f, "the sandbox's /proc at {}", dst.display()),
+            Op::Devpts { dst } => write!(f, "the sandbox's ptys at {}", dst.display()),
+            Op::MaskFile { dst } | Op::MaskDir { dst } => {
+                write!(f, "the mask over {}", dst.display())
+            }
+            Op::ReadOnly { dst } | Op::RemountRo { dst } => {
+                write!(f, "making {} read-only", dst.display())
+            }
+        }
+    }
+}
+
 /// What the plan needs to know about the host, gathered by [`HostView::read`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostView {
@@ -605,6 +647,30 @@ pub fn sources(ops: &[Op]) -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_step_is_named_in_words_in_errors() {
+        let op = Op::BindRo {
+            src: "/usr".into(),
+            dst: "/usr".into(),
+        };
+        assert_eq!(op.to_string(), "the read-only view of /usr at /usr");
+        assert_eq!(
+            Op::Dir { dst: "/".into() }.to_string(),
+            "the sandbox's root"
+        );
+        let e = crate::fs::ApplyError {
+            op: op.to_string(),
+            step: "mount a read-only overlay of",
+            path: "/usr".into(),
+            errno: nix::errno::Errno::EPERM,
+            hint: "",
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot build the sandbox root: mount a read-only overlay of /usr: EPERM: Operation not permitted (for the read-only view of /usr at /usr)"
+        );
+    }
+
     use super::*;
 
     #[test]
