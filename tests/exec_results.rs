@@ -53,7 +53,37 @@ both!(fn command_not_found_is_127(who) {
         assert_eq!(r.code(), 127, "{}", r.describe());
         assert_eq!(r.get("/cliExitCode"), &json!(127), "{}", r.describe());
         assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+        // The caller's mistake, not cordon failing: a runtime error with a shell's code.
+        assert_eq!(r.status(), "runtime_error", "{}", r.describe());
+        assert_eq!(r.get("/exitCode"), &json!(127), "{}", r.describe());
     }
+    // A script given with --file is in the working directory, not on PATH; one whose #! names
+    // an interpreter the sandbox lacks says so (the kernel's bare ENOENT would read as
+    // "not found" for a file that is there).
+    let dir = shared_tempdir();
+    let script = dir.path().join("s.sh");
+    write_world_readable(&script, b"#!/opt/cordon-no-such/python3\nprint(1)\n");
+    let file = format!("s.sh={}", script.display());
+    let r = exec_json_run(who, &["--file", &file], &["s.sh"]);
+    assert_eq!(r.code(), 127, "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("not on PATH: run it as ./s.sh"), "{}", r.describe());
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let r = exec_json_run(who, &["--file", &file], &["./s.sh"]);
+    assert_eq!((r.code(), r.status()), (127, "runtime_error"), "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(
+        msg.contains("cannot execute ./s.sh: its interpreter /opt/cordon-no-such/python3 (its #! line) is not in the sandbox"),
+        "{}",
+        r.describe()
+    );
+    let r = exec_json_run(who, &["--file", &file], &["/workspace/missing"]);
+    assert_eq!(r.code(), 127, "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("start empty but for the files given with --file") && !msg.contains("/lib*"), "{}", r.describe());
 });
 
 both!(fn command_not_executable_is_126(who) {

@@ -73,6 +73,17 @@ both!(fn a_command_missing_from_a_dir_rootfs_names_that_rootfs(who) {
     let msg = r.get("/message").as_str().unwrap_or("").to_string();
     assert!(msg.contains("command not found") && msg.contains(root.to_str().unwrap()), "{}", r.describe());
     assert!(!msg.contains("--rootfs host only"), "the advice for the host's rootfs does not apply:\n{}", r.describe());
+    // A dynamically linked program whose loader the rootfs lacks: the kernel's ENOENT is
+    // told for what it is, the loader named.
+    std::fs::copy("/usr/bin/env", root.join("bin/env")).unwrap();
+    let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &["/bin/env"]);
+    assert_eq!(r.code(), 127, "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("").to_string();
+    assert!(
+        msg.contains("cannot execute /bin/env: its interpreter /") && msg.contains("the dynamic loader its ELF header names") && msg.contains(root.to_str().unwrap()),
+        "{}",
+        r.describe()
+    );
 });
 
 both!(

@@ -636,22 +636,8 @@ pub(crate) fn exec_search(
     env: &[CString],
     path: &[String],
 ) -> Option<(CString, Errno)> {
-    let name = argv[0].to_bytes();
-    let mut candidates = Vec::new();
-    if name.contains(&b'/') {
-        candidates.push(argv[0].clone());
-    } else {
-        for dir in path {
-            let mut p = dir.as_bytes().to_vec();
-            p.push(b'/');
-            p.extend_from_slice(name);
-            if let Ok(c) = CString::new(p) {
-                candidates.push(c);
-            }
-        }
-    }
     let mut denied = None;
-    for c in candidates {
+    for c in candidates(&argv[0], path) {
         let Err(err) = nix::unistd::execve(&c, argv, env);
         match err {
             Errno::ENOENT | Errno::ENOTDIR => continue,
@@ -664,6 +650,113 @@ pub(crate) fn exec_search(
         }
     }
     denied
+}
+
+/// Where `execvp` looks for `name`: the name itself when it has a `/`, else each directory of
+/// `path`.
+fn candidates(name: &CString, path: &[String]) -> Vec<CString> {
+    let bytes = name.to_bytes();
+    if bytes.contains(&b'/') {
+        return vec![name.clone()];
+    }
+    path.iter()
+        .filter_map(|dir| {
+            let mut p = dir.as_bytes().to_vec();
+            p.push(b'/');
+            p.extend_from_slice(bytes);
+            CString::new(p).ok()
+        })
+        .collect()
+}
+
+/// The interpreter a file asks the kernel for, and where it says so: the first word of a `#!`
+/// line, or an ELF program's `PT_INTERP` (its dynamic loader). None for anything else, or a
+/// file that cannot be read.
+fn interpreter_of(path: &std::path::Path) -> Option<(String, &'static str)> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).ok()?;
+    let mut head = [0u8; 256];
+    let n = file.read_at(&mut head, 0).ok()?;
+    let head = &head[..n];
+    if let Some(line) = head.strip_prefix(b"#!") {
+        let line = line.split(|&b| b == b'\n').next()?;
+        let word = String::from_utf8_lossy(line)
+            .split_whitespace()
+            .next()?
+            .to_string();
+        return Some((word, "its #! line"));
+    }
+    elf_interpreter(head, |buf, at| file.read_exact_at(buf, at).ok())
+        .map(|i| (i, "the dynamic loader its ELF header names"))
+}
+
+/// `PT_INTERP` of the ELF file whose first bytes are `head` (64- or 32-bit, little-endian),
+/// read through `read_at(buf, offset)`.
+fn elf_interpreter(head: &[u8], read_at: impl Fn(&mut [u8], u64) -> Option<()>) -> Option<String> {
+    const PT_INTERP: u64 = 3;
+    if head.len() < 52 || &head[..4] != b"\x7fELF" || head[5] != 1 {
+        return None;
+    }
+    let u16_at = |b: &[u8], i: usize| u16::from_le_bytes([b[i], b[i + 1]]) as u64;
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap()) as u64;
+    let u64_at = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+    // (e_phoff, e_phentsize, e_phnum), and where p_offset and p_filesz sit in an entry.
+    let (phoff, entsize, count, off_at, size_at, wide) = match head[4] {
+        2 if head.len() >= 64 => (
+            u64_at(head, 0x20),
+            u16_at(head, 0x36),
+            u16_at(head, 0x38),
+            8,
+            32,
+            true,
+        ),
+        1 => (
+            u32_at(head, 0x1c),
+            u16_at(head, 0x2a),
+            u16_at(head, 0x2c),
+            4,
+            16,
+            false,
+        ),
+        _ => return None,
+    };
+    if entsize < if wide { 56 } else { 32 } {
+        return None;
+    }
+    let mut entry = vec![0u8; entsize as usize];
+    for i in 0..count.min(64) {
+        read_at(&mut entry, phoff.checked_add(i * entsize)?)?;
+        if u32_at(&entry, 0) != PT_INTERP {
+            continue;
+        }
+        let (offset, size) = if wide {
+            (u64_at(&entry, off_at), u64_at(&entry, size_at))
+        } else {
+            (u32_at(&entry, off_at), u32_at(&entry, size_at))
+        };
+        let mut name = vec![0u8; size.min(4096) as usize];
+        read_at(&mut name, offset)?;
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        return Some(String::from_utf8_lossy(&name[..end]).into_owned());
+    }
+    None
+}
+
+/// The command's file when one exists where `execvp` looked (a regular file) although the
+/// kernel answered ENOENT: then what is missing is its interpreter, named when it can be read.
+fn found_without_interpreter(
+    name: &CString,
+    path: &[String],
+) -> Option<(CString, Option<(String, &'static str)>)> {
+    use std::os::unix::ffi::OsStrExt;
+    candidates(name, path).into_iter().find_map(|c| {
+        let p = std::path::Path::new(std::ffi::OsStr::from_bytes(c.to_bytes()));
+        if !std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
+        let interp = interpreter_of(p);
+        Some((c, interp))
+    })
 }
 
 /// What to do about a command found but not executed (`errno` from execve): for EACCES the
@@ -723,8 +816,43 @@ fn exec(ctx: &ChildCtx) -> i32 {
                 .fail("execute the command", msg, exit_codes::CANNOT_EXECUTE);
             exit_codes::CANNOT_EXECUTE
         }
+        None if let Some((path, interp)) = found_without_interpreter(&ctx.argv[0], &ctx.path) => {
+            let msg = match interp {
+                Some((i, named_by)) => format!(
+                    "cannot execute {}: its interpreter {i} ({named_by}) is not in the sandbox; {}",
+                    path.to_string_lossy(),
+                    match (ctx.rootfs_dir, named_by.starts_with("its #!")) {
+                        (Some(dir), _) => format!("install it in {} (--rootfs)", dir.display()),
+                        (None, true) => "fix the #! line, or run the script through an interpreter the sandbox has (`sh FILE`, `python3 FILE`)".to_string(),
+                        (None, false) => "the program was built for another system: build it on this one, or statically".to_string(),
+                    }
+                ),
+                None => format!(
+                    "cannot execute {}: the kernel answered ENOENT for a file that exists, so its interpreter (#! line or ELF loader) is missing in the sandbox",
+                    path.to_string_lossy()
+                ),
+            };
+            ctx.report
+                .fail("find the command's interpreter", msg, exit_codes::NOT_FOUND);
+            exit_codes::NOT_FOUND
+        }
         None => {
+            let in_workspace = !name.contains(&b'/')
+                && std::fs::symlink_metadata(std::path::Path::new(WORKSPACE).join(&*shown)).is_ok();
+            // A path into the sandbox's own writable directories (or relative to the working
+            // directory, /workspace): the program's own files, not the root's.
+            let own = name.contains(&b'/') && !name.starts_with(b"/")
+                || [WORKSPACE, "/tmp", "/dev/shm"].iter().any(|d| {
+                    name.strip_prefix(d.as_bytes())
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
+                });
             let visible = match ctx.rootfs_dir {
+                _ if in_workspace => format!(
+                    "{shown} is in the working directory, {WORKSPACE}, which is not on PATH: run it as ./{shown}"
+                ),
+                _ if own => format!(
+                    "{WORKSPACE} and /tmp start empty but for the files given with --file (and, under cordon run, the program's own)"
+                ),
                 Some(dir) => format!(
                     "the sandbox's root is {} (--rootfs): install the command there",
                     dir.display()
@@ -746,5 +874,62 @@ fn exec(ctx: &ChildCtx) -> i32 {
                 .fail("find the command", msg, exit_codes::NOT_FOUND);
             exit_codes::NOT_FOUND
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interpreter_a_file_asks_for_is_read_from_its_first_line_or_elf_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("s");
+        std::fs::write(&script, "#!  /opt/nowhere/python3 -u\nprint(1)\n").unwrap();
+        assert_eq!(
+            interpreter_of(&script),
+            Some(("/opt/nowhere/python3".to_string(), "its #! line"))
+        );
+        std::fs::write(&script, "echo plain\n").unwrap();
+        assert_eq!(interpreter_of(&script), None);
+        // A dynamically linked host program names its loader; a truncated header, none.
+        let (loader, by) = interpreter_of(std::path::Path::new("/usr/bin/env")).unwrap();
+        assert!(
+            loader.starts_with('/') && loader.contains("ld-"),
+            "{loader}"
+        );
+        assert!(by.contains("ELF"));
+        let head = std::fs::read("/usr/bin/env").unwrap();
+        assert_eq!(elf_interpreter(&head[..40], |_, _| Some(())), None);
+        // A 32-bit header with one PT_INTERP entry.
+        let mut elf = vec![0u8; 52 + 32 + 16];
+        elf[..6].copy_from_slice(b"\x7fELF\x01\x01");
+        elf[0x1c..0x20].copy_from_slice(&52u32.to_le_bytes());
+        elf[0x2a..0x2c].copy_from_slice(&32u16.to_le_bytes());
+        elf[0x2c..0x2e].copy_from_slice(&1u16.to_le_bytes());
+        elf[52..56].copy_from_slice(&3u32.to_le_bytes());
+        elf[56..60].copy_from_slice(&84u32.to_le_bytes());
+        elf[68..72].copy_from_slice(&14u32.to_le_bytes());
+        elf[84..98].copy_from_slice(b"/lib/ld.so.1\0\0");
+        let read = |buf: &mut [u8], at: u64| {
+            let at = at as usize;
+            buf.copy_from_slice(elf.get(at..at + buf.len())?);
+            Some(())
+        };
+        assert_eq!(
+            elf_interpreter(&elf, read),
+            Some("/lib/ld.so.1".to_string())
+        );
+    }
+
+    #[test]
+    fn candidates_follow_execvp() {
+        let path = ["/usr/bin".to_string(), "/bin".to_string()];
+        let c = |s: &str| CString::new(s).unwrap();
+        assert_eq!(
+            candidates(&c("ls"), &path),
+            [c("/usr/bin/ls"), c("/bin/ls")]
+        );
+        assert_eq!(candidates(&c("./ls"), &path), [c("./ls")]);
     }
 }

@@ -264,6 +264,12 @@ pub fn outcome(
         } else {
             m.clone()
         });
+        // A command that is not there or cannot run (126, 127) is the caller's to fix, not
+        // cordon failing: its code is the exit code a shell gives it.
+        if matches!(*c, exit_codes::NOT_FOUND | exit_codes::CANNOT_EXECUTE) {
+            status = Status::RuntimeError;
+            exit_code = Some(*c);
+        }
     } else if !program_started
         // A limit can end the run before the program starts (init writes the input files
         // inside the sandbox's limits): the branches below name it.
