@@ -70,6 +70,16 @@ pub fn usage_error_json(rendered: &str, answer: JsonAnswer) {
     if answer == JsonAnswer::No {
         return;
     }
+    print_json(
+        &error_json(&usage_message(rendered)),
+        answer == JsonAnswer::Object,
+    );
+}
+
+/// clap's rendered error as one line: without its usage and "For more information"; the
+/// items of a list that a line ends in a colon to introduce (clap indents them) joined to it
+/// with ", ", other lines and paragraphs (clap's tips, one a line) with "; ".
+fn usage_message(rendered: &str) -> String {
     let text = rendered.trim().trim_start_matches("error: ");
     let text = text
         .split("\n\nUsage:")
@@ -78,14 +88,26 @@ pub fn usage_error_json(rendered: &str, answer: JsonAnswer) {
         .split("\n\nFor more information")
         .next()
         .unwrap_or(text);
-    // Paragraphs and the lines within them (clap's tips, one a line) joined with "; ".
-    let message = text
-        .split('\n')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ");
-    print_json(&error_json(&message), answer == JsonAnswer::Object);
+    let mut message = String::new();
+    let mut listing = false;
+    for line in text.split('\n') {
+        let item = line.trim();
+        if item.is_empty() {
+            listing = false;
+            continue;
+        }
+        let indented = line.starts_with(' ');
+        if !message.is_empty() {
+            message.push_str(match (listing && indented, message.ends_with(':')) {
+                (true, true) => " ",
+                (true, false) => ", ",
+                (false, _) => "; ",
+            });
+        }
+        listing = (listing && indented) || item.ends_with(':');
+        message.push_str(item);
+    }
+    message
 }
 
 /// Prints an outcome the way the CLI does and returns the exit code.
@@ -894,5 +916,19 @@ mod tests {
             "\\r\\u{1b}[2Kcordon: ok\\u{1b}]52;c;aGk=\\u{7}\\nx"
         );
         assert_eq!(super::escape_controls("plain é"), "plain é");
+    }
+
+    #[test]
+    fn a_usage_error_becomes_one_line_with_its_list_after_the_colon() {
+        let rendered = "error: the following required arguments were not provided:\n  --output-dir <DIR>\n  <CMD>...\n\nUsage: cordon exec --output-dir <DIR> <CMD>...\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            super::usage_message(rendered),
+            "the following required arguments were not provided: --output-dir <DIR>, <CMD>..."
+        );
+        let rendered = "error: unexpected argument '--bogus' found\n\n  tip: to pass '--bogus' as a value, use '-- --bogus'\n\nUsage: cordon exec [OPTIONS] <CMD>...\n";
+        assert_eq!(
+            super::usage_message(rendered),
+            "unexpected argument '--bogus' found; tip: to pass '--bogus' as a value, use '-- --bogus'"
+        );
     }
 }

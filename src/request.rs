@@ -655,15 +655,7 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
             r#"invalid request: it is empty; send one JSON object, such as {"language": "python", "code": "print(1)"}"#,
         ));
     }
-    let first = text.trim_start().chars().next();
-    let other = match first {
-        Some('[') => Some("an array"),
-        Some('"') => Some("a string"),
-        Some('t' | 'f') => Some("true or false"),
-        Some('n') => Some("null"),
-        Some('-' | '0'..='9') => Some("a number"),
-        _ => None,
-    };
+    let other = other_json_value(text.trim_start());
     if let Some(other) = other {
         return Err(bad(format!(
             r#"invalid request: a request must be a JSON object, not {other}: {{"language": "python", "code": "print(1)", ...}}"#
@@ -676,7 +668,8 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
     parsed.map_err(|(path, e)| {
         // Where the error is (`args[1]`, `config.timeout`), unless the message says it.
         let msg = e.to_string();
-        let e = if path == "." || msg.contains(&path) {
+        // serde_path_to_error says `?` where a syntax error left no path.
+        let e = if path == "." || path == "?" || msg.contains(&path) {
             msg.clone()
         } else {
             format!("{path}: {msg}")
@@ -691,13 +684,30 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
         } else if msg.contains("missing field") {
             "; `language` is required".to_string()
         } else if msg.contains("trailing characters") {
-            "; a request is one JSON object: for several, one per line, use --requests FILE"
+            "; a request is one JSON object (several go one per line in a --requests file)"
                 .to_string()
         } else {
             String::new()
         };
         bad(format!("invalid request: {e}{hint}"))
     })
+}
+
+/// What JSON value other than an object `text` starts with, if it plainly starts with one:
+/// the literals only when spelt out (`nope` is a syntax error, not `null`).
+fn other_json_value(text: &str) -> Option<&'static str> {
+    let literal = |word: &str| {
+        text.strip_prefix(word)
+            .is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_alphanumeric()))
+    };
+    match text.chars().next()? {
+        '[' => Some("an array"),
+        '"' => Some("a string"),
+        '-' | '0'..='9' => Some("a number"),
+        _ if literal("true") || literal("false") => Some("true or false"),
+        _ if literal("null") => Some("null"),
+        _ => None,
+    }
 }
 
 /// Parses one request from its bytes (see [`parse`]): text that is not UTF-8 is refused with
@@ -1074,6 +1084,33 @@ mod tests {
             e.contains("trailing characters") && e.contains("--requests"),
             "{e}"
         );
+        // Another JSON value is named; text that only starts like one is a syntax error, with
+        // no stray path before it.
+        for (text, said) in [
+            ("null", "not null"),
+            (" true\n", "not true or false"),
+            ("[1]", "not an array"),
+            ("-1", "not a number"),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(said), "{text}: {e}");
+        }
+        for text in [
+            "not json",
+            "nope",
+            "nul",
+            "falsey",
+            "{'language': 'python'}",
+            "{\"a\":",
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(
+                !e.contains("must be a JSON object")
+                    && !e.contains("?:")
+                    && (e.contains("line 1 column") || e.contains("EOF")),
+                "{text}: {e}"
+            );
+        }
         let e = parse(r#"{"language": "python", "code": "1", "config": {"timeout": "5s"}}"#)
             .unwrap_err()
             .to_string();
