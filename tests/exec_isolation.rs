@@ -231,6 +231,13 @@ both!(fn network_only_loopback_and_no_way_out(who) {
     assert!(listener.accept().is_err(), "the host TCP listener accepted a connection from the sandbox");
     assert!(unix_listener.accept().is_err(), "the host abstract socket accepted a connection");
     assert_eq!(r.get("/isolation/network").as_str().map(|s| s.is_empty()), Some(false), "{}", r.describe());
+    // A program that fails on a name lookup is told that the network is off, and how to
+    // let a host through; `--net host` would not get the note.
+    let lookup = "import socket; socket.getaddrinfo('pypi.org', 443)";
+    let r = exec_json_run(who, &[] as &[&str], &[PY, "-c", lookup]);
+    assert_eq!(r.status(), "runtime_error", "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    assert!(msg.contains("the sandbox has no network") && msg.contains("--net allow=HOST"), "{}", r.describe());
 });
 
 /// The sandbox's own loopback is up (init brings it up; it starts down in a new network

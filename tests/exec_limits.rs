@@ -384,6 +384,12 @@ both!(fn file_size_limit(who) {
         "{}",
         r.describe()
     );
+    // A program that ignores SIGXFSZ (Python does) gets EFBIG and fails with its own words,
+    // which say nothing of a limit: the message names it.
+    let r = exec_json_run(who, &["--file-size", "1M"], &[PY, "-c", "open('big', 'wb').write(b'x' * (2 << 20))"]);
+    assert_eq!((r.status(), r.code()), ("runtime_error", 1), "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    assert!(msg.contains("EFBIG") && msg.contains("1 MiB") && msg.contains("--file-size"), "{}", r.describe());
 });
 
 both!(fn workspace_and_tmp_size_limits(who) {
@@ -456,6 +462,15 @@ both!(fn open_files_limit(who) {
     let (n, err) = out.split_once(' ').unwrap_or_else(|| panic!("no EMFILE:\n{}", r.describe()));
     assert_eq!(err, "EMFILE", "{}", r.describe());
     assert!(n.parse::<u32>().unwrap() < 20, "{n} files opened under --open-files 20");
+    // The same failure left to the program: its error names no limit, cordon's message does.
+    let r = exec_json_run(who, &["--open-files", "20"], &[PY, "-c", "fs = [open('/dev/null') for _ in range(200)]"]);
+    assert_eq!(r.status(), "runtime_error", "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    assert!(msg.contains("EMFILE") && msg.contains("20 descriptors") && msg.contains("--open-files"), "{}", r.describe());
+    // An ok run gets no such note, even when its output has the words.
+    let r = exec_json_run(who, &["--open-files", "20"], &["sh", "-c", "echo 'Too many open files' >&2"]);
+    assert_eq!(r.status(), "ok", "{}", r.describe());
+    assert_eq!(r.get("/message"), &serde_json::Value::Null, "{}", r.describe());
 });
 
 both!(fn a_small_open_files_limit_is_the_programs(who) {

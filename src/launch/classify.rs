@@ -8,7 +8,7 @@ use crate::outcome::{
     Enforcement, IsolationReport, LimitsReport, MetricSource, OmittedFile, Outcome, Status,
     exit_codes, signal_name,
 };
-use crate::spec::SandboxSpec;
+use crate::spec::{LimitNaming, SandboxSpec};
 use nix::sys::signal::Signal;
 use nix::sys::wait::WaitStatus;
 
@@ -87,6 +87,57 @@ fn add_note(message: &mut Option<String>, ok: bool, note: String) {
         None if ok => format!("the program exited with code 0, but {note}"),
         None => note,
     });
+}
+
+/// Notes for the limits a failed program's stderr shows it met as an errno's words (each
+/// language's runtime prints the C library's text, or the errno's name): EFBIG at
+/// `--file-size`, EMFILE at `--open-files`, and a name lookup or connection that failed
+/// because the network is off.
+fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
+    let lower = stderr.to_ascii_lowercase();
+    let says = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+    let raise = |key: &str| spec.limit_naming.raise(key);
+    let mut notes = Vec::new();
+    if let Some(max) = spec.limits.file_size
+        && says(&["file too large", "efbig"])
+    {
+        notes.push(format!(
+            "the program reports a file too large (EFBIG): writes past the file size limit of {} fail so (raise it with {})",
+            human_size(max),
+            raise("file_size")
+        ));
+    }
+    if says(&["too many open files", "emfile"]) {
+        notes.push(format!(
+            "the program reports too many open files (EMFILE): each process may hold {} descriptors (raise it with {})",
+            spec.limits.open_files,
+            raise("open_files")
+        ));
+    }
+    let offline = matches!(spec.network, crate::net::Network::None);
+    if offline
+        && says(&[
+            "name resolution",
+            "eai_again",
+            "enotfound",
+            "could not resolve host",
+            "name or service not known",
+            "no such host",
+            "network is unreachable",
+            "enetunreach",
+        ])
+    {
+        let how = match spec.limit_naming {
+            LimitNaming::Request | LimitNaming::CompileRequest => {
+                r#"config.network "allow=HOST[,HOST...]""#
+            }
+            _ => "--net allow=HOST[,HOST...]",
+        };
+        notes.push(format!(
+            "the program reports a failed name lookup or unreachable network: the sandbox has no network (the default); to reach given hosts through cordon's filtering proxy, pass {how}"
+        ));
+    }
+    notes
 }
 
 /// How the sandbox's init ended, for a note on work it had not finished (collection, the
@@ -536,6 +587,14 @@ pub fn outcome(
             raise("pids")
         );
         add_note(&mut message, status == Status::Ok, note);
+    }
+    // A limit the program met as an errno it printed: nothing else tells cordon (a program
+    // that ignores SIGXFSZ, as Python and Node do, gets EFBIG; EMFILE is a plain errno), and
+    // the words say nothing of a limit. Likewise the network that is off by default.
+    if matches!(status, Status::RuntimeError | Status::Signaled) {
+        for note in errno_notes(&stderr_text, spec) {
+            add_note(&mut message, false, note);
+        }
     }
     // A tmpfs of the sandbox full when the program ended: a write there failed with ENOSPC
     // ("No space left on device", which says nothing of a limit) or the next one would. The
