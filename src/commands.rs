@@ -292,7 +292,6 @@ fn run_options(args: &RunArgs) -> RunOptions {
 }
 
 fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
-    let lang = args.lang.clone().unwrap_or_default();
     let mut stdin = match &args.stdin {
         Some(p) => StdinSource::File(p.clone()),
         None => StdinSource::Forward,
@@ -317,6 +316,11 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
                     .into(),
             ));
         }
+    };
+    let lang = match &args.lang {
+        Some(lang) => lang.clone(),
+        None => crate::profile::infer(args.file.as_deref(), &args.profiles)
+            .map_err(RunError::Request)?,
     };
     let mut files = vec![InputFile {
         path: String::new(),

@@ -464,6 +464,11 @@ pub fn all(extra: &[PathBuf]) -> Result<BTreeMap<String, Profile>, ProfileError>
     Ok(out)
 }
 
+/// Whether `name` is a built-in language or one of its aliases (`python`, `py`, `js`, ...).
+pub fn is_builtin_name(name: &str) -> bool {
+    BUILTIN.iter().any(|(n, _)| *n == name) || ALIASES.iter().any(|(a, _)| *a == name)
+}
+
 /// Finds the profile for `lang` (a name or an alias).
 pub fn find(lang: &str, extra: &[PathBuf]) -> Result<Profile, ProfileError> {
     let profiles = all(extra)?;
@@ -477,6 +482,51 @@ pub fn find(lang: &str, extra: &[PathBuf]) -> Result<Profile, ProfileError> {
             lang.into(),
             profiles.keys().cloned().collect::<Vec<_>>().join(", "),
         )
+    })
+}
+
+/// The language of `cordon run FILE` without `--lang`: the one profile whose source file has
+/// FILE's extension (`.py`: python), else, with no FILE (`-c`, stdin) or none matching, the one
+/// profile given with `--profile`. An error says why none could be chosen.
+pub fn infer(file: Option<&Path>, extra: &[PathBuf]) -> Result<String, String> {
+    let profiles = all(extra).map_err(|e| e.to_string())?;
+    let ext = file
+        .filter(|f| f.as_os_str() != "-")
+        .and_then(|f| f.extension())
+        .and_then(|e| e.to_str());
+    let by_ext: Vec<&str> = match ext {
+        Some(ext) => profiles
+            .values()
+            .filter(|p| Path::new(&p.source).extension().and_then(|e| e.to_str()) == Some(ext))
+            .map(|p| p.name.as_str())
+            .collect(),
+        None => Vec::new(),
+    };
+    if let [one] = by_ext[..] {
+        return Ok(one.to_string());
+    }
+    let given: Vec<String> = extra
+        .iter()
+        .filter_map(|path| {
+            let text = std::fs::read_to_string(path).ok()?;
+            Profile::parse(&text, "").ok().map(|p| p.name)
+        })
+        .collect();
+    if by_ext.is_empty()
+        && let [one] = &given[..]
+    {
+        return Ok(one.clone());
+    }
+    let known = profiles.keys().cloned().collect::<Vec<_>>().join(", ");
+    Err(match (ext, by_ext.len()) {
+        (Some(ext), 2..) => format!(
+            "give the language with --lang: the profiles {} all take .{ext} files",
+            by_ext.join(", ")
+        ),
+        (Some(ext), _) => {
+            format!("give the language with --lang ({known}): no profile takes .{ext} files")
+        }
+        (None, _) => format!("give the language with --lang ({known})"),
     })
 }
 
@@ -720,6 +770,41 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("invalid config.collectSize `0`"), "{e}");
+    }
+
+    #[test]
+    fn the_language_is_told_from_the_files_extension_or_the_one_profile_given() {
+        let f = |name: &str| Some(PathBuf::from(name));
+        for (file, lang) in [
+            ("chart.py", "python"),
+            ("x/app.js", "node"),
+            ("main.go", "go"),
+            ("a.rs", "rust"),
+            ("run.sh", "bash"),
+        ] {
+            assert_eq!(infer(f(file).as_deref(), &[]).unwrap(), lang, "{file}");
+        }
+        let e = infer(f("notes.txt").as_deref(), &[]).unwrap_err();
+        assert!(
+            e.contains("--lang")
+                && e.contains("no profile takes .txt files")
+                && e.contains("python"),
+            "{e}"
+        );
+        assert!(
+            infer(None, &[])
+                .unwrap_err()
+                .starts_with("give the language with --lang (")
+        );
+        assert!(infer(f("-").as_deref(), &[]).is_err());
+        // One --profile: its language, for -c and for files of its own extension.
+        let dir = tempfile::tempdir().unwrap();
+        let ruby = dir.path().join("ruby.toml");
+        std::fs::write(&ruby, "name = \"ruby\"\ndescription = \"Ruby\"\nsource = \"main.rb\"\nrun = [\"ruby\", \"{source}\"]\n").unwrap();
+        let extra = [ruby];
+        assert_eq!(infer(None, &extra).unwrap(), "ruby");
+        assert_eq!(infer(f("x.rb").as_deref(), &extra).unwrap(), "ruby");
+        assert_eq!(infer(f("x.py").as_deref(), &extra).unwrap(), "python");
     }
 
     #[test]

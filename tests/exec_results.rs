@@ -371,6 +371,16 @@ both!(fn run_says_where_the_programs_arguments_go(who) {
     let f = Cordon::new(who).args(["run", "--lang", "bash", "-c", "echo $1", "--", "x"]).run();
     assert_eq!(f.code, 0, "{}", f.describe());
     assert_eq!(String::from_utf8_lossy(&f.stdout), "x\n", "{}", f.describe());
+    // Without --lang, a FILE's extension names the language; -c alone cannot.
+    let dir = shared_tempdir();
+    let script = dir.path().join("args.sh");
+    write_world_readable(&script, b"echo \"from-file $1\"\n");
+    let f = Cordon::new(who).args(["run", script.to_str().unwrap(), "--", "y"]).run();
+    assert_eq!(f.code, 0, "{}", f.describe());
+    assert_eq!(String::from_utf8_lossy(&f.stdout), "from-file y\n", "{}", f.describe());
+    let f = Cordon::new(who).args(["run", "-c", "echo hi"]).run();
+    assert_eq!(f.code, 125, "{}", f.describe());
+    assert!(String::from_utf8_lossy(&f.stderr).contains("give the language with --lang (bash, go, node, python, rust"), "{}", f.describe());
 });
 
 /// An empty directory the caller of cordon owns (it writes `--output-dir` as itself).

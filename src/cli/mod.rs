@@ -89,17 +89,40 @@ fn with_run_args_tip(e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error
     if args.iter().any(|a| a == "--") {
         return e;
     }
+    // `cordon run python -c CODE`, `cordon run python app.py`: the language taken for FILE.
+    let lang_tip = if run_args
+        .iter()
+        .any(|a| a == "--lang" || a == "-l" || a.to_string_lossy().starts_with("--lang="))
+    {
+        String::new()
+    } else {
+        run_args
+            .iter()
+            .filter_map(|a| a.to_str())
+            .find(|a| crate::profile::is_builtin_name(a))
+            .map(|lang| format!("\n  tip: `{lang}` was taken for FILE; a language goes with --lang: cordon run --lang {lang} ... (a FILE's extension names it too: cordon run app.py)"))
+            .unwrap_or_default()
+    };
+    let with_c = run_args
+        .iter()
+        .any(|a| a == "-c" || a.to_string_lossy().starts_with("-c"));
+    let args_tip = "\n  tip: with -c, the program's arguments go after `--`: cordon run [OPTIONS] -c CODE -- ARGS...".to_string();
     match e.kind() {
         // A misspelt option of cordon's keeps clap's suggestion instead.
         ErrorKind::UnknownArgument if e.get(ContextKind::SuggestedArg).is_none() => {
             let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
                 return e;
             };
+            let tip = match (lang_tip.is_empty(), with_c) {
+                (false, _) => lang_tip,
+                (true, true) => args_tip,
+                (true, false) => format!(
+                    "\n  tip: the program's arguments go after `--`: cordon run [OPTIONS] [FILE] -- {arg} ..."
+                ),
+            };
             clap::Error::raw(
                 ErrorKind::UnknownArgument,
-                format!(
-                    "unexpected argument '{arg}' found\n\n  tip: the program's arguments go after `--`: cordon run [OPTIONS] [FILE] -- {arg} ...\n\n{USAGE}"
-                ),
+                format!("unexpected argument '{arg}' found\n{tip}\n\n{USAGE}"),
             )
         }
         // `-c CODE x`: x was taken for FILE.
@@ -111,7 +134,12 @@ fn with_run_args_tip(e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error
             clap::Error::raw(
                 ErrorKind::ArgumentConflict,
                 format!(
-                    "the argument '-c <CODE>' cannot be used with '[FILE]'\n\n  tip: with -c, the program's arguments go after `--`: cordon run [OPTIONS] -c CODE -- ARGS...\n\n{USAGE}"
+                    "the argument '-c <CODE>' cannot be used with '[FILE]'\n{}\n\n{USAGE}",
+                    if lang_tip.is_empty() {
+                        args_tip
+                    } else {
+                        lang_tip
+                    }
                 ),
             )
         }
@@ -527,8 +555,9 @@ impl RunLimitArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The language (see `cordon profiles`).
-    #[arg(long, short = 'l', value_name = "LANG", required_unless_present_any = ["request", "requests"])]
+    /// The language (see `cordon profiles`); without it, the one whose source files have
+    /// FILE's extension (`.py`: python), else the one profile given with --profile.
+    #[arg(long, short = 'l', value_name = "LANG")]
     pub lang: Option<String>,
     /// The code, as a string.
     #[arg(short = 'c', value_name = "CODE", conflicts_with = "file")]
@@ -966,6 +995,22 @@ mod tests {
         // Without a request, the program's-arguments tip as before.
         let e = run_err("cordon run --lang bash a.sh x");
         assert!(e.contains("go after `--`"), "{e}");
+        // `-c CODE a b`: `a` was taken for FILE; the tip is -c's, not one that drops `a`.
+        let e = run_err("cordon run --lang bash -c echo a b");
+        assert!(
+            e.contains("unexpected argument 'b'") && e.contains("-c CODE -- ARGS"),
+            "{e}"
+        );
+        // A language where FILE goes: the tip is --lang's.
+        for line in ["cordon run python -c print(1)", "cordon run py app.py"] {
+            let e = run_err(line);
+            assert!(
+                e.contains("was taken for FILE; a language goes with --lang: cordon run --lang py"),
+                "{line}: {e}"
+            );
+            assert!(!e.contains("go after `--`"), "{line}: {e}");
+        }
+        assert!(!run_err("cordon run --lang python python x").contains("taken for FILE"));
         let cmd = OneCli::<RunCommand>::command();
         let run = cmd.find_subcommand("run").unwrap();
         let longs: Vec<&str> = run.get_arguments().filter_map(|a| a.get_long()).collect();
