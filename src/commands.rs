@@ -240,6 +240,17 @@ pub fn exec(args: &ExecArgs) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(e, args.json),
     };
+    // A --rootfs DIR that is not there: said in exec's terms (the launcher's own error also
+    // covers the rootfs a profile of `cordon run` names).
+    if let crate::spec::Rootfs::Dir(dir) = &spec.rootfs
+        && let Err(e) = std::fs::metadata(dir)
+    {
+        let msg = format!(
+            "cannot use --rootfs {}: {e}; give an extracted root filesystem directory (one with usr/ or bin/), or `--rootfs host` for this host's read-only /usr",
+            dir.display()
+        );
+        return fail(msg, args.json);
+    }
     // Opened before the run: a bad directory is reported now, not after it.
     let output_dir = match args
         .output_dir

@@ -85,6 +85,14 @@ fn open_dir_at(parent: &OwnedFd, name: &str, shown: &Path) -> Result<OwnedFd, Ou
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     match mkdirat(parent, name, Mode::from_bits_truncate(0o755)) {
         Ok(()) | Err(Errno::EEXIST) => {}
+        Err(errno @ (Errno::EACCES | Errno::EPERM | Errno::EROFS)) => {
+            return Err(OutputError::Io {
+                step: "create directory",
+                path: shown.into(),
+                errno,
+                hint: "cordon creates a missing --output-dir, and the caller may not write in the directory above it: create it first, or give one under a directory you can write",
+            });
+        }
         Err(errno) => return Err(io("create directory", shown)(errno)),
     }
     let fd = openat(parent, name, flags, Mode::empty()).map_err(|errno| match errno {

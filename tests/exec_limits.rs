@@ -82,6 +82,10 @@ both!(fn cpu_time_limit(who) {
     assert_eq!(r.status(), "timeout", "a CPU-time kill is a timeout:\n{}", r.describe());
     assert_eq!(r.code(), 124, "{}", r.describe());
     assert_within(&r, Duration::from_secs(15));
+    // Without a cgroup the message says why the time used can pass the limit.
+    let msg = r.get("/message").as_str().unwrap_or("");
+    let rlimit = r.get("/limits/cpuTimeMs/enforcement") == &json!("rlimit");
+    assert_eq!(msg.contains("whole seconds (1 s) for each process on its own"), rlimit, "{}", r.describe());
 });
 
 both!(fn cpu_time_limit_says_what_enforced_it(who) {

@@ -493,6 +493,11 @@ both!(fn output_dir_problems_are_reported(who) {
             "{}",
             plain.describe()
         );
+        // A new directory under it: the one above is what the caller may not write.
+        let below = ro.join("new");
+        let plain = exec_plain(who, &["--output-dir", below.to_str().unwrap()], &["sh", "-c", "echo RAN"]);
+        assert_eq!(plain.code, 125, "{}", plain.describe());
+        assert!(plain.stderr_str().contains("may not write in the directory above it"), "{}", plain.describe());
     }
 
     // A FIFO where the program's file goes: never opened (that would hang cordon), reported

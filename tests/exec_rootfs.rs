@@ -154,6 +154,8 @@ both!(fn missing_rootfs_dir_is_a_cordon_error(who) {
     assert_eq!(r.status(), "sandbox_error", "{}", r.describe());
     let msg = r.get("/message").as_str().unwrap_or("");
     assert!(msg.contains("/nonexistent/cordon-rootfs") && msg.contains("--rootfs"), "{}", r.describe());
+    // In exec's terms: no word of cordon run's profiles.
+    assert!(msg.contains("No such file or directory") && !msg.contains("profile"), "{}", r.describe());
 });
 
 /// Host overlay mounts made for a test, unmounted (innermost first) when dropped.

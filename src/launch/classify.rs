@@ -461,8 +461,21 @@ pub fn outcome(
                 raise("memory")
             )),
             Status::Timeout => Some(format!(
-                "the CPU-time limit of {:?} was reached (raise it with {})",
+                "the CPU-time limit of {:?} was reached{} (raise it with {})",
                 lim.cpu_time.unwrap_or_default(),
+                // RLIMIT_CPU counts whole seconds, each process on its own.
+                if limits
+                    .cpu_time_ms
+                    .as_ref()
+                    .is_some_and(|l| l.enforcement == Enforcement::Rlimit)
+                {
+                    format!(
+                        "; without a cgroup it is RLIMIT_CPU, which counts whole seconds ({} s) for each process on its own, so the sandbox's processes together may use more",
+                        crate::limits::rlimit_cpu_seconds(lim.cpu_time.unwrap_or_default())
+                    )
+                } else {
+                    String::new()
+                },
                 raise("cpu_time")
             )),
             _ => None,
