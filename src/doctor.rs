@@ -603,12 +603,26 @@ pub fn main(json: bool) -> i32 {
             if let Some(f) = &c.fix {
                 println!("       fix: {f}");
             }
-            if let Some(x) = &c.explanation {
-                print!("{}", wrap(x, "       ", 93));
+            // The memory watch's long account matters to a caller who gets it; for one with a
+            // cgroup, where to find it.
+            match &c.explanation {
+                Some(_) if c.name == "rlimit-fallback" && r.limits.auto_backend != "rlimit" => {
+                    println!(
+                        "       (how --memory is held without a cgroup: `cordon doctor --json`, or the README's \"Memory without a cgroup\")"
+                    );
+                }
+                Some(x) => print!("{}", wrap(x, "       ", 93)),
+                None => {}
             }
         }
         let l = &r.limits;
-        let mark = |b: bool| if b { "ok  " } else { "warn" };
+        // A cgroup version this host lacks is no warning when this caller gets the other.
+        let cgroup_used = l.auto_backend.starts_with("cgroup");
+        let mark = |b: bool| match (b, cgroup_used) {
+            (true, _) => "ok  ",
+            (false, true) => "n/a ",
+            (false, false) => "warn",
+        };
         println!(
             "[{}] cgroup v2: {}",
             mark(l.cgroup_v2.available),
