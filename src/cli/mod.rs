@@ -49,7 +49,9 @@ impl Cli {
                     Some(a) => Ok(Cli {
                         command: Command::Exec(Box::new(a)),
                     }),
-                    None => OneCli::<ExecCommand>::try_parse_from(&args).map(OneCli::into_cli),
+                    None => OneCli::<ExecCommand>::try_parse_from(&args)
+                        .map(OneCli::into_cli)
+                        .map_err(with_exec_option_tip),
                 }?;
                 if let Command::Exec(a) = &cli.command {
                     let late = fast::options_after_command(rest, &a.command);
@@ -74,6 +76,25 @@ impl Cli {
             _ => Cli::try_parse_from(args),
         }
     }
+}
+
+/// `cordon exec --bogus true`: clap's tip ("to pass '--bogus' as a value, use '-- --bogus'")
+/// would run a command named `--bogus`. An unknown option that clap has no suggestion for is
+/// said to be no option of exec's instead; a misspelt one keeps clap's suggestion.
+fn with_exec_option_tip(e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument || e.get(ContextKind::SuggestedArg).is_some() {
+        return e;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return e;
+    };
+    clap::Error::raw(
+        ErrorKind::UnknownArgument,
+        format!(
+            "unexpected argument '{arg}' found\n\n  tip: cordon exec has no option {arg} (`cordon exec --help` lists them); a command whose name starts with `-` goes after `--`\n\nUsage: cordon exec [OPTIONS] <CMD>...\n\nFor more information, try '--help'.\n"
+        ),
+    )
 }
 
 /// `cordon run FILE x y`: clap says only "unexpected argument 'x' found". The program's
@@ -1011,6 +1032,21 @@ mod tests {
             assert!(!e.contains("go after `--`"), "{line}: {e}");
         }
         assert!(!run_err("cordon run --lang python python x").contains("taken for FILE"));
+        // exec: an unknown option is not offered as a command to run; a misspelt one keeps
+        // clap's suggestion.
+        let exec_err = |line: &str| {
+            let args: Vec<std::ffi::OsString> = line.split(' ').map(Into::into).collect();
+            OneCli::<ExecCommand>::try_parse_from(&args)
+                .map(drop)
+                .map_err(|e| with_exec_option_tip(e).to_string())
+                .unwrap_err()
+        };
+        let e = exec_err("cordon exec --bogus true");
+        assert!(
+            e.contains("cordon exec has no option --bogus") && !e.contains("use '-- --bogus'"),
+            "{e}"
+        );
+        assert!(exec_err("cordon exec --jsn true").contains("'--json'"));
         let cmd = OneCli::<RunCommand>::command();
         let run = cmd.find_subcommand("run").unwrap();
         let longs: Vec<&str> = run.get_arguments().filter_map(|a| a.get_long()).collect();
