@@ -534,8 +534,15 @@ fn check_toolchain(program: &str, rootfs: &Rootfs, lang: &str) -> Result<(), Run
         (Rootfs::Host, None) => format!("`{program}` is not installed under /usr"),
         (Rootfs::Dir(d), _) => format!("`{program}` is not in the root filesystem {}", d.display()),
     };
+    // Only a language cordon has a rootfs recipe for can be built (a --profile's cannot).
+    let build = if crate::rootfs::recipe(lang).is_some() {
+        format!(" or build the language's root filesystem (`cordon rootfs build {lang}`)")
+    } else {
+        " or give a root filesystem that has it (the profile's `rootfs`, or --rootfs DIR)"
+            .to_string()
+    };
     Err(RunError::Request(format!(
-        "the {lang} toolchain is missing: {place}; install Debian's package (`apt-get install {package}`) or build the language's root filesystem (`cordon rootfs build {lang}`)"
+        "the {lang} toolchain is missing: {place}; install Debian's package (`apt-get install {package}`){build}"
     )))
 }
 
@@ -1522,15 +1529,21 @@ mod tests {
         let e = check_toolchain("no-such-compiler-xyz", &Rootfs::Host, "xyz")
             .unwrap_err()
             .to_string();
+        // A language without a rootfs recipe (a --profile's) is not told to build one.
         assert!(
-            e.contains("apt-get install") && e.contains("cordon rootfs build xyz"),
+            e.contains("apt-get install")
+                && !e.contains("cordon rootfs build")
+                && e.contains("or --rootfs DIR"),
             "{e}"
         );
         let d = tempfile::tempdir().unwrap();
         let e = check_toolchain("sh", &Rootfs::Dir(d.path().into()), "bash")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("not in the root filesystem"), "{e}");
+        assert!(
+            e.contains("not in the root filesystem") && e.contains("cordon rootfs build bash"),
+            "{e}"
+        );
     }
 
     #[test]
