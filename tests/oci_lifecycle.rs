@@ -1894,6 +1894,82 @@ both!(fn kill_all_and_delete_reach_the_containers_sub_cgroups(who) {
     assert!(!dir.exists(), "delete left the container's cgroup {}", dir.display());
 });
 
+/// podman as `who` (rootless: its storage and runtime state under `home`), run with `args`.
+fn podman_as(who: Who, home: &Path, args: &[&str]) -> Output {
+    let mut c = match who {
+        Who::User if running_as_root() => {
+            let u = test_user().unwrap();
+            let mut c = Command::new("setpriv");
+            c.args([
+                format!("--reuid={}", u.uid),
+                format!("--regid={}", u.gid),
+                "--clear-groups".into(),
+                "--".into(),
+                "podman".into(),
+            ]);
+            c.env("HOME", home).env("XDG_RUNTIME_DIR", home.join("run"));
+            c
+        }
+        _ => Command::new("podman"),
+    };
+    c.args(args)
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+// cordon itself inside a podman container (cordon-oci the runtime), as root and rootless: with
+// the three fixes the README gives (`--security-opt seccomp=unconfined`, `--security-opt
+// unmask=ALL`, a /tmp) a sandbox runs there with its isolation whole; without each, cordon
+// fails and its message names the flag that lifts it.
+both!(fn cordon_runs_inside_a_podman_container(who) {
+    if let Ok(why) = std::env::var("CORDON_TEST_NO_PODMAN") {
+        skip!("SKIP: cordon_runs_inside_a_podman_container: {why} (CORDON_TEST_NO_PODMAN)");
+        return;
+    }
+    if Command::new("podman").arg("--version").output().is_err() {
+        skip_unless_required!("SKIP: podman not installed (apt-get install podman)");
+        return;
+    }
+    let Some(b) = Bundle::new(who, &["true"], |_| {}) else {
+        return;
+    };
+    let tar = rootfs_tar(&b);
+    let home = b.path().join("podman-home");
+    std::fs::create_dir_all(home.join("run")).unwrap();
+    b.chown();
+    let image = "localhost/cordon-in-podman-test:latest";
+    let out = podman_as(who, &home, &["import", "-q", tar.to_str().unwrap(), image]);
+    assert!(out.status.success(), "podman import: {}", describe(&out));
+    let rt = oci_bin().to_str().unwrap().to_string();
+    let bin_dir = common::cordon_bin().parent().unwrap().to_str().unwrap().to_string();
+    let volume = format!("{bin_dir}:/cordon:ro");
+    let run = |fixes: &[&str]| {
+        let mut a: Vec<&str> = vec!["--runtime", &rt, "run", "--rm", "--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", "-v", &volume];
+        a.extend_from_slice(fixes);
+        a.extend([image, "/cordon/cordon", "exec", "--", "cat", "/proc/self/status"]);
+        podman_as(who, &home, &a)
+    };
+    let (seccomp, unmask, tmp) = (["--security-opt", "seccomp=unconfined"], ["--security-opt", "unmask=ALL"], ["--tmpfs", "/tmp"]);
+    let out = run(&[&seccomp[..], &unmask, &tmp].concat());
+    assert!(out.status.success(), "{}", describe(&out));
+    let status = String::from_utf8_lossy(&out.stdout);
+    for line in ["NoNewPrivs:\t1", "CapEff:\t0000000000000000", "Seccomp:\t2", "Uid:\t1000\t"] {
+        assert!(status.contains(line), "{line}: {}", describe(&out));
+    }
+    for (fixes, named) in [
+        ([&unmask[..], &tmp].concat(), "seccomp=unconfined"),
+        ([&seccomp[..], &tmp].concat(), "unmask=ALL"),
+        ([&seccomp[..], &unmask].concat(), "--tmpfs /tmp"),
+    ] {
+        let out = run(&fixes);
+        assert_eq!(out.status.code(), Some(125), "{named}: {}", describe(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(named), "{named}: {}", describe(&out));
+    }
+    let _ = podman_as(who, &home, &["rmi", "-f", image]);
+});
+
 // podman with cordon-oci as its runtime, as root and rootless: an imported busybox image runs
 // (output, exit code), a read-only root refuses writes, a detached container takes an exec and
 // is stopped and removed, and (root: rootless podman ignores resource limits on cgroup v1) a
@@ -1915,19 +1991,7 @@ both!(fn podman_runs_containers(who) {
     let home = b.path().join("podman-home");
     std::fs::create_dir_all(home.join("run")).unwrap();
     b.chown();
-    let podman = |args: &[&str]| -> Output {
-        let mut c = match who {
-            Who::User if running_as_root() => {
-                let u = test_user().unwrap();
-                let mut c = Command::new("setpriv");
-                c.args([format!("--reuid={}", u.uid), format!("--regid={}", u.gid), "--clear-groups".into(), "--".into(), "podman".into()]);
-                c.env("HOME", &home).env("XDG_RUNTIME_DIR", home.join("run"));
-                c
-            }
-            _ => Command::new("podman"),
-        };
-        c.args(args).current_dir("/").stdin(Stdio::null()).output().unwrap()
-    };
+    let podman = |args: &[&str]| podman_as(who, &home, args);
     let image = "localhost/cordon-oci-test:latest";
     let out = podman(&["import", "-q", tar.to_str().unwrap(), image]);
     assert!(out.status.success(), "podman import: {}", describe(&out));
