@@ -824,7 +824,7 @@ fn exec(ctx: &ChildCtx) -> i32 {
                     match (ctx.rootfs_dir, named_by.starts_with("its #!")) {
                         (Some(dir), _) => format!("install it in {} (--rootfs)", dir.display()),
                         (None, true) => "fix the #! line, or run the script through an interpreter the sandbox has (`sh FILE`, `python3 FILE`)".to_string(),
-                        (None, false) => "the program was built for another system: build it on this one, or statically".to_string(),
+                        (None, false) => "the sandbox shows this system's /usr, /bin, /sbin and /lib*, and the loader is not among them: the program was built for another system, or this one lacks a link to its loader (such as /lib64 -> usr/lib64); build the program here, or statically".to_string(),
                     }
                 ),
                 None => format!(
