@@ -95,11 +95,24 @@ fn add_note(message: &mut Option<String>, ok: bool, note: String) {
 /// because the network is off.
 fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
     let lower = stderr.to_ascii_lowercase();
-    let says = |words: &[&str]| words.iter().any(|w| lower.contains(w));
+    // Phrases in any case; errno names (`EFBIG`) as they are printed, as whole words (not
+    // `ENOTFOUND` in "ModuleNotFoundError").
+    let says = |words: &[&str]| {
+        words.iter().any(|w| {
+            if w.starts_with('E') {
+                stderr.match_indices(w).any(|(i, _)| {
+                    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+                    !stderr[..i].ends_with(word) && !stderr[i + w.len()..].starts_with(word)
+                })
+            } else {
+                lower.contains(w)
+            }
+        })
+    };
     let raise = |key: &str| spec.limit_naming.raise(key);
     let mut notes = Vec::new();
     if let Some(max) = spec.limits.file_size
-        && says(&["file too large", "efbig"])
+        && says(&["file too large", "EFBIG"])
     {
         notes.push(format!(
             "the program reports a file too large (EFBIG): writes past the file size limit of {} fail so (raise it with {})",
@@ -107,7 +120,7 @@ fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
             raise("file_size")
         ));
     }
-    if says(&["too many open files", "emfile"]) {
+    if says(&["too many open files", "EMFILE"]) {
         notes.push(format!(
             "the program reports too many open files (EMFILE): each process may hold {} descriptors (raise it with {})",
             spec.limits.open_files,
@@ -118,13 +131,13 @@ fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
     if offline
         && says(&[
             "name resolution",
-            "eai_again",
-            "enotfound",
+            "EAI_AGAIN",
+            "ENOTFOUND",
             "could not resolve host",
             "name or service not known",
             "no such host",
             "network is unreachable",
-            "enetunreach",
+            "ENETUNREACH",
         ])
     {
         let how = match spec.limit_naming {
@@ -777,6 +790,34 @@ mod tests {
     }
 
     #[test]
+    fn a_limit_met_as_an_errno_in_stderr_is_named_and_errno_names_are_whole_words() {
+        let mut s = spec();
+        s.limits.file_size = Some(1 << 20);
+        s.limits.open_files = 64;
+        let notes = |stderr: &str| errno_notes(stderr, &s);
+        let n = notes("OSError: [Errno 27] File too large\n");
+        assert!(
+            n.len() == 1 && n[0].contains("1 MiB") && n[0].contains("--file-size"),
+            "{n:?}"
+        );
+        let n = notes("Error: EMFILE: too many open files, open 'x'\n");
+        assert!(n.len() == 1 && n[0].contains("64 descriptors"), "{n:?}");
+        let n = notes("Error: getaddrinfo ENOTFOUND pypi.org\n");
+        assert!(n.len() == 1 && n[0].contains("--net allow=HOST"), "{n:?}");
+        // Names inside other words are not errnos; with the network on, no network note.
+        assert!(notes("ModuleNotFoundError: No module named 'x'\nEFBIGGER\n").is_empty());
+        s.network = crate::net::Network::Host;
+        assert!(
+            errno_notes("socket.gaierror: Temporary failure in name resolution", &s).is_empty()
+        );
+        // A request is told its field.
+        s.network = crate::net::Network::None;
+        s.limit_naming = LimitNaming::Request;
+        let n = errno_notes("Temporary failure in name resolution", &s);
+        assert!(n[0].contains(r#"config.network "allow=HOST"#), "{n:?}");
+    }
+
+    #[test]
     fn an_export_not_copied_out_is_a_sandbox_error() {
         let mut s = spec();
         s.export = Some(crate::spec::Export {
@@ -1296,7 +1337,11 @@ mod tests {
             Default::default(),
             Default::default(),
         );
-        assert_eq!((o.status, o.cli_exit_code), (Status::SandboxError, 127));
+        // The caller's command, not cordon, failed: a runtime error with a shell's code.
+        assert_eq!(
+            (o.status, o.cli_exit_code, o.exit_code),
+            (Status::RuntimeError, 127, Some(127))
+        );
         assert!(o.message.unwrap().contains("not found"));
     }
 
