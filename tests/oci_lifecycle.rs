@@ -1919,29 +1919,37 @@ fn podman_as(who: Who, home: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A busybox bundle imported into podman as `image` for `who`, and the podman home (rootless
+/// podman keeps its storage and runtime state under the user's own directories); None after
+/// a SKIP when podman is not there.
+fn podman_image(who: Who, test: &str, image: &str) -> Option<(Bundle, PathBuf)> {
+    if let Ok(why) = std::env::var("CORDON_TEST_NO_PODMAN") {
+        skip!("SKIP: {test}: {why} (CORDON_TEST_NO_PODMAN)");
+        return None;
+    }
+    if Command::new("podman").arg("--version").output().is_err() {
+        skip_unless_required!("SKIP: {test}: podman not installed (apt-get install podman)");
+        return None;
+    }
+    let b = Bundle::new(who, &["true"], |_| {})?;
+    let tar = rootfs_tar(&b);
+    let home = b.path().join("podman-home");
+    std::fs::create_dir_all(home.join("run")).unwrap();
+    b.chown();
+    let out = podman_as(who, &home, &["import", "-q", tar.to_str().unwrap(), image]);
+    assert!(out.status.success(), "podman import: {}", describe(&out));
+    Some((b, home))
+}
+
 // cordon itself inside a podman container (cordon-oci the runtime), as root and rootless: with
 // the three fixes the README gives (`--security-opt seccomp=unconfined`, `--security-opt
 // unmask=ALL`, a /tmp) a sandbox runs there with its isolation whole; without each, cordon
 // fails and its message names the flag that lifts it.
 both!(fn cordon_runs_inside_a_podman_container(who) {
-    if let Ok(why) = std::env::var("CORDON_TEST_NO_PODMAN") {
-        skip!("SKIP: cordon_runs_inside_a_podman_container: {why} (CORDON_TEST_NO_PODMAN)");
-        return;
-    }
-    if Command::new("podman").arg("--version").output().is_err() {
-        skip_unless_required!("SKIP: podman not installed (apt-get install podman)");
-        return;
-    }
-    let Some(b) = Bundle::new(who, &["true"], |_| {}) else {
+    let image = "localhost/cordon-in-podman-test:latest";
+    let Some((_b, home)) = podman_image(who, "cordon_runs_inside_a_podman_container", image) else {
         return;
     };
-    let tar = rootfs_tar(&b);
-    let home = b.path().join("podman-home");
-    std::fs::create_dir_all(home.join("run")).unwrap();
-    b.chown();
-    let image = "localhost/cordon-in-podman-test:latest";
-    let out = podman_as(who, &home, &["import", "-q", tar.to_str().unwrap(), image]);
-    assert!(out.status.success(), "podman import: {}", describe(&out));
     let rt = oci_bin().to_str().unwrap().to_string();
     let bin_dir = common::cordon_bin().parent().unwrap().to_str().unwrap().to_string();
     let volume = format!("{bin_dir}:/cordon:ro");
@@ -1975,26 +1983,11 @@ both!(fn cordon_runs_inside_a_podman_container(who) {
 // is stopped and removed, and (root: rootless podman ignores resource limits on cgroup v1) a
 // --memory limit reaches the container's memory cgroup.
 both!(fn podman_runs_containers(who) {
-    if let Ok(why) = std::env::var("CORDON_TEST_NO_PODMAN") {
-        skip!("SKIP: podman_runs_containers: {why} (CORDON_TEST_NO_PODMAN)");
-        return;
-    }
-    if Command::new("podman").arg("--version").output().is_err() {
-        skip_unless_required!("SKIP: podman not installed (apt-get install podman)");
-        return;
-    }
-    let Some(b) = Bundle::new(who, &["true"], |_| {}) else {
+    let image = "localhost/cordon-oci-test:latest";
+    let Some((_b, home)) = podman_image(who, "podman_runs_containers", image) else {
         return;
     };
-    let tar = rootfs_tar(&b);
-    // Rootless podman keeps its storage and runtime state under the user's own directories.
-    let home = b.path().join("podman-home");
-    std::fs::create_dir_all(home.join("run")).unwrap();
-    b.chown();
     let podman = |args: &[&str]| podman_as(who, &home, args);
-    let image = "localhost/cordon-oci-test:latest";
-    let out = podman(&["import", "-q", tar.to_str().unwrap(), image]);
-    assert!(out.status.success(), "podman import: {}", describe(&out));
     let rt = oci_bin().to_str().unwrap().to_string();
     // Rootless: this host gives the user no /dev/net/tun, so no slirp network.
     let mut base: Vec<&str> = vec!["--runtime", &rt, "run", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024"];
