@@ -915,6 +915,10 @@ impl<'a> InstallEnd<'a> {
 fn install_failure_message(installer: &str, end: &InstallEnd, limits: &Limits) -> String {
     let mut why = Vec::new();
     match (end.status, end.exit_code, end.signal) {
+        // Not found or not executable: the message says which (no code of the installer's).
+        (Status::RuntimeError, Some(126 | 127), _) if end.message.is_some() => {
+            why.push(format!("{installer} could not be started"))
+        }
         (Status::RuntimeError, Some(code), _) => {
             why.push(format!("{installer} exited with code {code}"))
         }

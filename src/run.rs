@@ -789,7 +789,13 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                                 "the compiler exited 0 but wrote no `{artifact}`; check the profile's `compile` and `artifact`"
                             ));
                         } else if failed.status == Status::CompileError {
-                            failed.message = Some("compilation failed; the compiler's messages are in `compile.error` (on stderr without --json)".into());
+                            failed.message = Some(match (failed.exit_code, failed.message.take()) {
+                                // Not found or not executable: the compiler printed nothing.
+                                (Some(126 | 127), Some(why)) => {
+                                    format!("the compiler could not be started: {why}")
+                                }
+                                _ => "compilation failed; the compiler's messages are in `compile.error` (on stderr without --json)".into(),
+                            });
                         }
                         failed.success = false;
                         failed.cli_exit_code = if failed.status == Status::CompileError {

@@ -80,6 +80,14 @@ both!(fn command_not_found_is_127(who) {
         "{}",
         r.describe()
     );
+    // Windows line endings: the interpreter's name ends in a CR, which the message says.
+    let crlf = dir.path().join("crlf.sh");
+    write_world_readable(&crlf, b"#!/bin/sh\r\necho hi\r\n");
+    std::fs::set_permissions(&crlf, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let r = exec_json_run(who, &["--file", &format!("crlf.sh={}", crlf.display())], &["./crlf.sh"]);
+    assert_eq!(r.code(), 127, "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("carriage return") && msg.contains("dos2unix"), "{}", r.describe());
     let r = exec_json_run(who, &["--file", &file], &["/workspace/missing"]);
     assert_eq!(r.code(), 127, "{}", r.describe());
     let msg = r.get("/message").as_str().unwrap_or("");

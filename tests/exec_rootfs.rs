@@ -84,6 +84,13 @@ both!(fn a_command_missing_from_a_dir_rootfs_names_that_rootfs(who) {
         "{}",
         r.describe()
     );
+    // A script whose interpreter is there but cannot start: the missing loader is named.
+    write_world_readable(&root.join("bin/s"), b"#!/bin/env sh\n");
+    std::fs::set_permissions(root.join("bin/s"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let r = exec_json_run(who, &["--rootfs", root.to_str().unwrap()], &["/bin/s"]);
+    assert_eq!(r.code(), 127, "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(msg.contains("its interpreter /bin/env (its #! line) is in the sandbox, but the dynamic loader of /bin/env"), "{}", r.describe());
 });
 
 both!(

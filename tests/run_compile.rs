@@ -153,6 +153,27 @@ both!(fn rust_compile_error(who) {
     compile_error(who, "rust", "broken.rs", RUST_BROKEN, &["cannot find value `nope`"]);
 });
 
+// A compiler that cannot be started (not where the profile says) prints nothing: the result
+// says why, not that its messages are in an empty `compile.error`.
+both!(fn a_compiler_that_cannot_start_is_named(who) {
+    let (dir, profile) = host_file(
+        "cc-missing.toml",
+        "name = \"cc-missing\"\ndescription = \"a compiler not installed\"\nsource = \"main.c\"\ncompile = [\"/opt/cordon-no-such/cc\", \"{source}\"]\nartifact = \"main\"\nrun = [\"./main\"]\n",
+    );
+    let r = cordon_run(who)
+        .args(["--profile", profile.to_str().unwrap(), "--no-history", "--json", "-c", "int main(void) { return 0; }"])
+        .run_json();
+    assert_eq!((r.status(), r.code()), ("compile_error", 1), "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(
+        msg.starts_with("the compiler could not be started: command not found in the sandbox: /opt/cordon-no-such/cc"),
+        "{}",
+        r.describe()
+    );
+    assert_eq!(r.get("/compile/exitCode"), &json!(127), "{}", r.describe());
+    drop(dir);
+});
+
 // A compile that succeeds with warnings: without --json they are on stderr (as `cargo run`
 // shows them), before the program's own output; with --json in `compile.error`; the same
 // again when the artifact comes from the cache.

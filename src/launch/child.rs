@@ -679,12 +679,12 @@ fn interpreter_of(path: &std::path::Path) -> Option<(String, &'static str)> {
     let n = file.read_at(&mut head, 0).ok()?;
     let head = &head[..n];
     if let Some(line) = head.strip_prefix(b"#!") {
+        // As the kernel reads it: blanks are spaces and tabs only (a CR is part of the name).
         let line = line.split(|&b| b == b'\n').next()?;
-        let word = String::from_utf8_lossy(line)
-            .split_whitespace()
-            .next()?
-            .to_string();
-        return Some((word, "its #! line"));
+        let word = line
+            .split(|&b| b == b' ' || b == b'\t')
+            .find(|w| !w.is_empty())?;
+        return Some((String::from_utf8_lossy(word).into_owned(), "its #! line"));
     }
     elf_interpreter(head, |buf, at| file.read_exact_at(buf, at).ok())
         .map(|i| (i, "the dynamic loader its ELF header names"))
@@ -818,6 +818,28 @@ fn exec(ctx: &ChildCtx) -> i32 {
         }
         None if let Some((path, interp)) = found_without_interpreter(&ctx.argv[0], &ctx.path) => {
             let msg = match interp {
+                Some((i, _)) if i.ends_with('\r') => format!(
+                    "cannot execute {}: its #! line ends in a carriage return (Windows line endings), so the kernel looks for an interpreter named {i:?}: convert the file to Unix line endings (`dos2unix FILE`, or `sed -i 's/\\r$//' FILE`)",
+                    path.to_string_lossy()
+                ),
+                // The interpreter is there, and it is what cannot start: its own loader or
+                // interpreter is what the sandbox lacks.
+                Some((i, named_by))
+                    if let Some((inner, inner_by)) = std::fs::metadata(&i)
+                        .is_ok_and(|m| m.is_file())
+                        .then(|| interpreter_of(std::path::Path::new(&i)))
+                        .flatten() =>
+                {
+                    format!(
+                        "cannot execute {}: its interpreter {i} ({named_by}) is in the sandbox, but the {} of {i}, {inner}, is not{}",
+                        path.to_string_lossy(),
+                        if inner_by.starts_with("its #!") { "#! interpreter" } else { "dynamic loader" },
+                        match ctx.rootfs_dir {
+                            Some(dir) => format!("; install it in {} (--rootfs)", dir.display()),
+                            None => String::new(),
+                        }
+                    )
+                }
                 Some((i, named_by)) => format!(
                     "cannot execute {}: its interpreter {i} ({named_by}) is not in the sandbox; {}",
                     path.to_string_lossy(),
@@ -838,7 +860,8 @@ fn exec(ctx: &ChildCtx) -> i32 {
         }
         None => {
             let in_workspace = !name.contains(&b'/')
-                && std::fs::symlink_metadata(std::path::Path::new(WORKSPACE).join(&*shown)).is_ok();
+                && std::fs::metadata(std::path::Path::new(WORKSPACE).join(&*shown))
+                    .is_ok_and(|m| m.is_file());
             // A path into the sandbox's own writable directories (or relative to the working
             // directory, /workspace): the program's own files, not the root's.
             let own = name.contains(&b'/') && !name.starts_with(b"/")
@@ -848,7 +871,7 @@ fn exec(ctx: &ChildCtx) -> i32 {
                 });
             let visible = match ctx.rootfs_dir {
                 _ if in_workspace => format!(
-                    "{shown} is in the working directory, {WORKSPACE}, which is not on PATH: run it as ./{shown}"
+                    "{shown} is in the working directory, {WORKSPACE}, which is not on PATH: run it as ./{shown} (or `sh {shown}`, `python3 {shown}` when it is not executable)"
                 ),
                 _ if own => format!(
                     "{WORKSPACE} and /tmp start empty but for the files given with --file (and, under cordon run, the program's own)"
@@ -889,6 +912,12 @@ mod tests {
         assert_eq!(
             interpreter_of(&script),
             Some(("/opt/nowhere/python3".to_string(), "its #! line"))
+        );
+        // A CR is part of the name, as the kernel reads it (Windows line endings).
+        std::fs::write(&script, "#!/bin/sh\r\necho hi\r\n").unwrap();
+        assert_eq!(
+            interpreter_of(&script),
+            Some(("/bin/sh\r".to_string(), "its #! line"))
         );
         std::fs::write(&script, "echo plain\n").unwrap();
         assert_eq!(interpreter_of(&script), None);
