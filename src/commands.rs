@@ -307,6 +307,17 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
         Some(p) => StdinSource::File(p.clone()),
         None => StdinSource::Forward,
     };
+    const NO_CODE: &str =
+        "give the code: a FILE, `-c CODE`, or `-` to read it from stdin (or use --request)";
+    if args.code.is_none() && args.file.is_none() {
+        return Err(RunError::Request(NO_CODE.into()));
+    }
+    // Before the code is read: `-` without --lang is refused before waiting on stdin.
+    let lang = match &args.lang {
+        Some(lang) => lang.clone(),
+        None => crate::profile::infer(args.file.as_deref(), &args.profiles)
+            .map_err(RunError::Request)?,
+    };
     let code: Vec<u8> = match (&args.code, &args.file) {
         (Some(c), _) => c.clone().into_bytes(),
         (None, Some(p)) if p.as_os_str() == "-" => {
@@ -321,17 +332,7 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
         }
         (None, Some(p)) => std::fs::read(p)
             .map_err(|e| RunError::Request(format!("cannot read {}: {e}", p.display())))?,
-        (None, None) => {
-            return Err(RunError::Request(
-                "give the code: a FILE, `-c CODE`, or `-` to read it from stdin (or use --request)"
-                    .into(),
-            ));
-        }
-    };
-    let lang = match &args.lang {
-        Some(lang) => lang.clone(),
-        None => crate::profile::infer(args.file.as_deref(), &args.profiles)
-            .map_err(RunError::Request)?,
+        (None, None) => return Err(RunError::Request(NO_CODE.into())),
     };
     let mut files = vec![InputFile {
         path: String::new(),

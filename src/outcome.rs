@@ -26,8 +26,9 @@ pub enum Status {
     DependencyError,
     /// cordon was interrupted (SIGINT/SIGTERM) and killed the sandbox.
     Killed,
-    /// cordon itself could not set up or run the sandbox; nothing of the program ran, or the
-    /// program could not be executed (see `exitCode` 125/126/127 and `message`).
+    /// cordon itself could not set up or run the sandbox; nothing of the program ran (see
+    /// `message`; the CLI exits 125). A command not found or not executable is a
+    /// `RuntimeError` with `exitCode` 127 or 126 instead: the caller's to fix.
     SandboxError,
 }
 

@@ -36,6 +36,10 @@ pub enum OutputError {
 const HINT: &str =
     "check that --output-dir is a writable directory (symlinks inside it are not followed)";
 
+/// A request's `outputDir` below `--output-root` that cannot be created there.
+const UNDER_ROOT_DENIED: &str =
+    "the operator's --output-root must be a directory cordon's caller can write";
+
 fn io(step: &'static str, path: &Path) -> impl Fn(Errno) -> OutputError {
     let path = path.to_path_buf();
     move |errno| OutputError::Io {
@@ -81,7 +85,18 @@ fn check_trusted(fd: &OwnedFd, shown: &Path) -> Result<(), OutputError> {
     }
 }
 
-fn open_dir_at(parent: &OwnedFd, name: &str, shown: &Path) -> Result<OwnedFd, OutputError> {
+/// What to do when the directory above one that cordon creates refuses it (EACCES, EPERM,
+/// EROFS): for `--output-dir` itself and the directories on its way.
+const CANNOT_CREATE_OUTPUT_DIR: &str = "cordon creates a missing --output-dir, and the caller may not write in the directory above it: create it first, or give one under a directory you can write";
+
+/// Opens (creating it if missing) the directory `name` in `parent`; `denied`: the hint for a
+/// creation the directory above refuses.
+fn open_dir_at(
+    parent: &OwnedFd,
+    name: &str,
+    shown: &Path,
+    denied: &'static str,
+) -> Result<OwnedFd, OutputError> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     match mkdirat(parent, name, Mode::from_bits_truncate(0o755)) {
         Ok(()) | Err(Errno::EEXIST) => {}
@@ -90,7 +105,7 @@ fn open_dir_at(parent: &OwnedFd, name: &str, shown: &Path) -> Result<OwnedFd, Ou
                 step: "create directory",
                 path: shown.into(),
                 errno,
-                hint: "cordon creates a missing --output-dir, and the caller may not write in the directory above it: create it first, or give one under a directory you can write",
+                hint: denied,
             });
         }
         Err(errno) => return Err(io("create directory", shown)(errno)),
@@ -157,7 +172,7 @@ impl OutputDir {
         };
         for n in above {
             shown.push(n);
-            fd = open_dir_at(&fd, n, &shown).map_err(below_root)?;
+            fd = open_dir_at(&fd, n, &shown, UNDER_ROOT_DENIED).map_err(below_root)?;
         }
         shown.push(last);
         match mkdirat(&fd, *last, Mode::from_bits_truncate(0o755)) {
@@ -170,7 +185,7 @@ impl OutputDir {
             }
             Err(errno) => return Err(io("create directory", &shown)(errno)),
         }
-        let fd = open_dir_at(&fd, last, &shown).map_err(below_root)?;
+        let fd = open_dir_at(&fd, last, &shown, UNDER_ROOT_DENIED).map_err(below_root)?;
         Ok(OutputDir { fd, path })
     }
 
@@ -228,7 +243,7 @@ impl OutputDir {
                 });
             };
             match nix::sys::stat::fstatat(&fd, n, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
-                Err(Errno::ENOENT) => fd = open_dir_at(&fd, n, &shown)?,
+                Err(Errno::ENOENT) => fd = open_dir_at(&fd, n, &shown, CANNOT_CREATE_OUTPUT_DIR)?,
                 Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
                     // The directory holding it passed check_trusted, but a sticky one (/tmp)
                     // lets anyone add entries: a symlink another user planted there (before
@@ -358,7 +373,7 @@ impl OutputDir {
         let mut shown = self.path.clone();
         for p in parents {
             shown.push(p);
-            let next = open_dir_at(cur.as_ref().unwrap_or(&self.fd), p, &shown)?;
+            let next = open_dir_at(cur.as_ref().unwrap_or(&self.fd), p, &shown, HINT)?;
             cur = Some(next);
         }
         shown.push(name);

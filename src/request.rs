@@ -703,7 +703,8 @@ fn other_json_value(text: &str) -> Option<&'static str> {
     match text.chars().next()? {
         '[' => Some("an array"),
         '"' => Some("a string"),
-        '-' | '0'..='9' => Some("a number"),
+        '0'..='9' => Some("a number"),
+        '-' if text[1..].starts_with(|c: char| c.is_ascii_digit()) => Some("a number"),
         _ if literal("true") || literal("false") => Some("true or false"),
         _ if literal("null") => Some("null"),
         _ => None,
@@ -1098,6 +1099,7 @@ mod tests {
         for text in [
             "not json",
             "nope",
+            "-foo",
             "nul",
             "falsey",
             "{'language': 'python'}",

@@ -117,10 +117,8 @@ fn with_run_args_tip(e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error
     {
         String::new()
     } else {
-        run_args
-            .iter()
-            .filter_map(|a| a.to_str())
-            .find(|a| crate::profile::is_builtin_name(a))
+        first_positional(run_args)
+            .filter(|a| crate::profile::is_builtin_name(a))
             .map(|lang| format!("\n  tip: `{lang}` was taken for FILE; a language goes with --lang: cordon run --lang {lang} ... (a FILE's extension names it too: cordon run app.py)"))
             .unwrap_or_default()
     };
@@ -166,6 +164,34 @@ fn with_run_args_tip(e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error
         }
         _ => e,
     }
+}
+
+/// The first argument of `run`'s command line that clap takes for FILE: not an option, nor the
+/// value of one (read from run's own definition of which options take values).
+fn first_positional(run_args: &[std::ffi::OsString]) -> Option<&str> {
+    let cmd = <OneCli<RunCommand> as clap::CommandFactory>::command();
+    let run = cmd.find_subcommand("run")?;
+    let takes_value = |a: &clap::Arg| a.get_action().takes_values();
+    let mut args = run_args.iter().filter_map(|a| a.to_str());
+    while let Some(a) = args.next() {
+        let option = if let Some(long) = a.strip_prefix("--") {
+            if long.is_empty() {
+                return None;
+            }
+            (!long.contains('=')).then(|| run.get_arguments().find(|o| o.get_long() == Some(long)))
+        } else if let Some(short) = a.strip_prefix('-').filter(|s| !s.is_empty()) {
+            // `-cCODE` carries its value; `-c CODE` takes the next argument.
+            let mut chars = short.chars();
+            let c = chars.next();
+            (chars.next().is_none()).then(|| run.get_arguments().find(|o| o.get_short() == c))
+        } else {
+            return Some(a);
+        };
+        if option.flatten().is_some_and(takes_value) {
+            args.next();
+        }
+    }
+    None
 }
 
 /// `cordon run --request - --lang node` or `--request - --bogus`: clap's message, and where
@@ -1032,6 +1058,10 @@ mod tests {
             assert!(!e.contains("go after `--`"), "{line}: {e}");
         }
         assert!(!run_err("cordon run --lang python python x").contains("taken for FILE"));
+        // Only the argument taken for FILE: not a later one, nor an option's value.
+        assert!(!run_err("cordon run build.sh go test").contains("taken for FILE"));
+        assert!(run_err("cordon run --timeout 5s go x.go").contains("`go` was taken for FILE"));
+        assert!(!run_err("cordon run --file go=x.go x y").contains("taken for FILE"));
         // exec: an unknown option is not offered as a command to run; a misspelt one keeps
         // clap's suggestion.
         let exec_err = |line: &str| {

@@ -16,8 +16,9 @@ use std::os::fd::{AsFd, OwnedFd};
 /// What init and the payload tell the parent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Msg {
-    /// A setup step failed before the program ran. `exit_code` is 125 (cordon failed),
-    /// 126 (cannot execute) or 127 (not found).
+    /// A setup step failed before the program ran. `exit_code` is 125 (cordon failed: a
+    /// `sandbox_error`), 126 (cannot execute) or 127 (not found): those two are a
+    /// `runtime_error` with that exit code (`classify::outcome`).
     SetupFailed {
         step: String,
         message: String,

@@ -94,6 +94,12 @@ fn add_note(message: &mut Option<String>, ok: bool, note: String) {
 /// `--file-size`, EMFILE at `--open-files`, and a name lookup or connection that failed
 /// because the network is off.
 fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
+    // The last 64 KiB, where a failing program's last words are: no copy of a large stderr.
+    let mut start = stderr.len().saturating_sub(64 << 10);
+    while !stderr.is_char_boundary(start) {
+        start += 1;
+    }
+    let stderr = &stderr[start..];
     let lower = stderr.to_ascii_lowercase();
     // Phrases in any case; errno names (`EFBIG`) as they are printed, as whole words (not
     // `ENOTFOUND` in "ModuleNotFoundError").
