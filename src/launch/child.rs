@@ -669,10 +669,27 @@ fn candidates(name: &CString, path: &[String]) -> Vec<CString> {
         .collect()
 }
 
-/// The interpreter a file asks the kernel for, and where it says so: the first word of a `#!`
-/// line, or an ELF program's `PT_INTERP` (its dynamic loader). None for anything else, or a
-/// file that cannot be read.
-fn interpreter_of(path: &std::path::Path) -> Option<(String, &'static str)> {
+/// Where a file names the interpreter the kernel starts for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NamedBy {
+    /// The first word of its `#!` line.
+    Shebang,
+    /// Its ELF header's `PT_INTERP`: the dynamic loader.
+    ElfLoader,
+}
+
+impl NamedBy {
+    fn describe(self) -> &'static str {
+        match self {
+            NamedBy::Shebang => "its #! line",
+            NamedBy::ElfLoader => "the dynamic loader its ELF header names",
+        }
+    }
+}
+
+/// The interpreter a file asks the kernel for, and where it says so. None for anything else,
+/// or a file that cannot be read.
+fn interpreter_of(path: &std::path::Path) -> Option<(String, NamedBy)> {
     use std::os::unix::fs::FileExt;
     let file = std::fs::File::open(path).ok()?;
     let mut head = [0u8; 256];
@@ -684,10 +701,10 @@ fn interpreter_of(path: &std::path::Path) -> Option<(String, &'static str)> {
         let word = line
             .split(|&b| b == b' ' || b == b'\t')
             .find(|w| !w.is_empty())?;
-        return Some((String::from_utf8_lossy(word).into_owned(), "its #! line"));
+        return Some((String::from_utf8_lossy(word).into_owned(), NamedBy::Shebang));
     }
     elf_interpreter(head, |buf, at| file.read_exact_at(buf, at).ok())
-        .map(|i| (i, "the dynamic loader its ELF header names"))
+        .map(|i| (i, NamedBy::ElfLoader))
 }
 
 /// `PT_INTERP` of the ELF file whose first bytes are `head` (64- or 32-bit, little-endian),
@@ -747,7 +764,7 @@ fn elf_interpreter(head: &[u8], read_at: impl Fn(&mut [u8], u64) -> Option<()>) 
 fn found_without_interpreter(
     name: &CString,
     path: &[String],
-) -> Option<(CString, Option<(String, &'static str)>)> {
+) -> Option<(CString, Option<(String, NamedBy)>)> {
     use std::os::unix::ffi::OsStrExt;
     candidates(name, path).into_iter().find_map(|c| {
         let p = std::path::Path::new(std::ffi::OsStr::from_bytes(c.to_bytes()));
@@ -757,6 +774,53 @@ fn found_without_interpreter(
         let interp = interpreter_of(p);
         Some((c, interp))
     })
+}
+
+/// Why the existing file `path` could not be executed (ENOENT): the interpreter it names
+/// (`interp`) missing, a CR ending its `#!` line, or the interpreter's own loader missing;
+/// with what to do.
+fn interpreter_missing(
+    path: &str,
+    interp: Option<(String, NamedBy)>,
+    rootfs_dir: Option<&std::path::Path>,
+) -> String {
+    let install = |dir: &std::path::Path| format!("install it in {} (--rootfs)", dir.display());
+    let Some((i, named_by)) = interp else {
+        return format!(
+            "cannot execute {path}: the kernel answered ENOENT for a file that exists, so its interpreter (#! line or ELF loader) is missing in the sandbox"
+        );
+    };
+    let by = named_by.describe();
+    if named_by == NamedBy::Shebang && i.ends_with('\r') {
+        return format!(
+            "cannot execute {path}: its #! line ends in a carriage return (Windows line endings), so the kernel looks for an interpreter named {i:?}: convert the file to Unix line endings (`dos2unix FILE`, or `sed -i 's/\\r$//' FILE`)"
+        );
+    }
+    let here = std::path::Path::new(&i);
+    if std::fs::metadata(here).is_ok_and(|m| m.is_file()) {
+        // The interpreter is there and is what cannot start: its own interpreter is missing.
+        return match interpreter_of(here) {
+            Some((inner, inner_by)) => format!(
+                "cannot execute {path}: its interpreter {i} ({by}) is in the sandbox, but the {} of {i}, {inner}, is not{}",
+                match inner_by {
+                    NamedBy::Shebang => "#! interpreter",
+                    NamedBy::ElfLoader => "dynamic loader",
+                },
+                rootfs_dir
+                    .map(|d| format!("; {}", install(d)))
+                    .unwrap_or_default()
+            ),
+            None => format!(
+                "cannot execute {path}: its interpreter {i} ({by}) is in the sandbox, but the kernel could not start it (ENOENT): check that {i} runs in the sandbox itself"
+            ),
+        };
+    }
+    let what = match (rootfs_dir, named_by) {
+        (Some(dir), _) => install(dir),
+        (None, NamedBy::Shebang) => "fix the #! line, or run the script through an interpreter the sandbox has (`sh FILE`, `python3 FILE`)".to_string(),
+        (None, NamedBy::ElfLoader) => "the sandbox shows this system's /usr, /bin, /sbin and /lib*, and the loader is not among them: the program was built for another system, or this one lacks a link to its loader (such as /lib64 -> usr/lib64); build the program here, or statically".to_string(),
+    };
+    format!("cannot execute {path}: its interpreter {i} ({by}) is not in the sandbox; {what}")
 }
 
 /// What to do about a command found but not executed (`errno` from execve): for EACCES the
@@ -817,43 +881,7 @@ fn exec(ctx: &ChildCtx) -> i32 {
             exit_codes::CANNOT_EXECUTE
         }
         None if let Some((path, interp)) = found_without_interpreter(&ctx.argv[0], &ctx.path) => {
-            let msg = match interp {
-                Some((i, _)) if i.ends_with('\r') => format!(
-                    "cannot execute {}: its #! line ends in a carriage return (Windows line endings), so the kernel looks for an interpreter named {i:?}: convert the file to Unix line endings (`dos2unix FILE`, or `sed -i 's/\\r$//' FILE`)",
-                    path.to_string_lossy()
-                ),
-                // The interpreter is there, and it is what cannot start: its own loader or
-                // interpreter is what the sandbox lacks.
-                Some((i, named_by))
-                    if let Some((inner, inner_by)) = std::fs::metadata(&i)
-                        .is_ok_and(|m| m.is_file())
-                        .then(|| interpreter_of(std::path::Path::new(&i)))
-                        .flatten() =>
-                {
-                    format!(
-                        "cannot execute {}: its interpreter {i} ({named_by}) is in the sandbox, but the {} of {i}, {inner}, is not{}",
-                        path.to_string_lossy(),
-                        if inner_by.starts_with("its #!") { "#! interpreter" } else { "dynamic loader" },
-                        match ctx.rootfs_dir {
-                            Some(dir) => format!("; install it in {} (--rootfs)", dir.display()),
-                            None => String::new(),
-                        }
-                    )
-                }
-                Some((i, named_by)) => format!(
-                    "cannot execute {}: its interpreter {i} ({named_by}) is not in the sandbox; {}",
-                    path.to_string_lossy(),
-                    match (ctx.rootfs_dir, named_by.starts_with("its #!")) {
-                        (Some(dir), _) => format!("install it in {} (--rootfs)", dir.display()),
-                        (None, true) => "fix the #! line, or run the script through an interpreter the sandbox has (`sh FILE`, `python3 FILE`)".to_string(),
-                        (None, false) => "the sandbox shows this system's /usr, /bin, /sbin and /lib*, and the loader is not among them: the program was built for another system, or this one lacks a link to its loader (such as /lib64 -> usr/lib64); build the program here, or statically".to_string(),
-                    }
-                ),
-                None => format!(
-                    "cannot execute {}: the kernel answered ENOENT for a file that exists, so its interpreter (#! line or ELF loader) is missing in the sandbox",
-                    path.to_string_lossy()
-                ),
-            };
+            let msg = interpreter_missing(&path.to_string_lossy(), interp, ctx.rootfs_dir);
             ctx.report
                 .fail("find the command's interpreter", msg, exit_codes::NOT_FOUND);
             exit_codes::NOT_FOUND
@@ -904,51 +932,109 @@ fn exec(ctx: &ChildCtx) -> i32 {
 mod tests {
     use super::*;
 
+    /// A minimal ELF header of `class` (1: 32-bit, 2: 64-bit) with one program header, a
+    /// PT_INTERP naming `interp`.
+    fn elf(class: u8, interp: &str) -> Vec<u8> {
+        let wide = class == 2;
+        let (ehsize, phsize) = if wide { (64, 56) } else { (52, 32) };
+        let at = ehsize + phsize;
+        let mut f = vec![0u8; at + interp.len() + 1];
+        f[..6].copy_from_slice(&[0x7f, b'E', b'L', b'F', class, 1]);
+        let put = |f: &mut Vec<u8>, i: usize, v: u64, n: usize| {
+            f[i..i + n].copy_from_slice(&v.to_le_bytes()[..n]);
+        };
+        if wide {
+            put(&mut f, 0x20, ehsize as u64, 8);
+            put(&mut f, 0x36, phsize as u64, 2);
+            put(&mut f, 0x38, 1, 2);
+            put(&mut f, ehsize, 3, 4);
+            put(&mut f, ehsize + 8, at as u64, 8);
+            put(&mut f, ehsize + 32, interp.len() as u64 + 1, 8);
+        } else {
+            put(&mut f, 0x1c, ehsize as u64, 4);
+            put(&mut f, 0x2a, phsize as u64, 2);
+            put(&mut f, 0x2c, 1, 2);
+            put(&mut f, ehsize, 3, 4);
+            put(&mut f, ehsize + 4, at as u64, 4);
+            put(&mut f, ehsize + 16, interp.len() as u64 + 1, 4);
+        }
+        f[at..at + interp.len()].copy_from_slice(interp.as_bytes());
+        f
+    }
+
     #[test]
     fn the_interpreter_a_file_asks_for_is_read_from_its_first_line_or_elf_header() {
         let dir = tempfile::tempdir().unwrap();
-        let script = dir.path().join("s");
-        std::fs::write(&script, "#!  /opt/nowhere/python3 -u\nprint(1)\n").unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "#!  /opt/nowhere/python3 -u\nprint(1)\n").unwrap();
         assert_eq!(
-            interpreter_of(&script),
-            Some(("/opt/nowhere/python3".to_string(), "its #! line"))
+            interpreter_of(&file),
+            Some(("/opt/nowhere/python3".to_string(), NamedBy::Shebang))
         );
         // A CR is part of the name, as the kernel reads it (Windows line endings).
-        std::fs::write(&script, "#!/bin/sh\r\necho hi\r\n").unwrap();
+        std::fs::write(&file, "#!/bin/sh\r\necho hi\r\n").unwrap();
         assert_eq!(
-            interpreter_of(&script),
-            Some(("/bin/sh\r".to_string(), "its #! line"))
+            interpreter_of(&file),
+            Some(("/bin/sh\r".to_string(), NamedBy::Shebang))
         );
-        std::fs::write(&script, "echo plain\n").unwrap();
-        assert_eq!(interpreter_of(&script), None);
-        // A dynamically linked host program names its loader; a truncated header, none.
-        let (loader, by) = interpreter_of(std::path::Path::new("/usr/bin/env")).unwrap();
+        std::fs::write(&file, "echo plain\n").unwrap();
+        assert_eq!(interpreter_of(&file), None);
+        for class in [1, 2] {
+            let bytes = elf(class, "/lib/ld-test.so.1");
+            std::fs::write(&file, &bytes).unwrap();
+            assert_eq!(
+                interpreter_of(&file),
+                Some(("/lib/ld-test.so.1".to_string(), NamedBy::ElfLoader)),
+                "class {class}"
+            );
+            // Truncated anywhere: no name, and no panic.
+            for cut in 0..bytes.len() - 1 {
+                std::fs::write(&file, &bytes[..cut]).unwrap();
+                assert_eq!(interpreter_of(&file), None, "class {class} cut {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_missing_interpreter_is_told_by_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = |i: &str, by| interpreter_missing("./s", Some((i.to_string(), by)), None);
+        let msg = m("/bin/sh\r", NamedBy::Shebang);
         assert!(
-            loader.starts_with('/') && loader.contains("ld-"),
-            "{loader}"
+            msg.contains("carriage return") && msg.contains("dos2unix"),
+            "{msg}"
         );
-        assert!(by.contains("ELF"));
-        let head = std::fs::read("/usr/bin/env").unwrap();
-        assert_eq!(elf_interpreter(&head[..40], |_, _| Some(())), None);
-        // A 32-bit header with one PT_INTERP entry.
-        let mut elf = vec![0u8; 52 + 32 + 16];
-        elf[..6].copy_from_slice(b"\x7fELF\x01\x01");
-        elf[0x1c..0x20].copy_from_slice(&52u32.to_le_bytes());
-        elf[0x2a..0x2c].copy_from_slice(&32u16.to_le_bytes());
-        elf[0x2c..0x2e].copy_from_slice(&1u16.to_le_bytes());
-        elf[52..56].copy_from_slice(&3u32.to_le_bytes());
-        elf[56..60].copy_from_slice(&84u32.to_le_bytes());
-        elf[68..72].copy_from_slice(&14u32.to_le_bytes());
-        elf[84..98].copy_from_slice(b"/lib/ld.so.1\0\0");
-        let read = |buf: &mut [u8], at: u64| {
-            let at = at as usize;
-            buf.copy_from_slice(elf.get(at..at + buf.len())?);
-            Some(())
-        };
-        assert_eq!(
-            elf_interpreter(&elf, read),
-            Some("/lib/ld.so.1".to_string())
+        let msg = m("/opt/cordon-none/python3", NamedBy::Shebang);
+        assert!(
+            msg.contains("is not in the sandbox; fix the #! line"),
+            "{msg}"
         );
+        let msg = m("/lib/ld-none.so.1", NamedBy::ElfLoader);
+        assert!(
+            msg.contains("is not in the sandbox; the sandbox shows this system's /usr"),
+            "{msg}"
+        );
+        // Present, with its own loader missing; present and static.
+        let interp = dir.path().join("interp");
+        std::fs::write(&interp, elf(2, "/lib/ld-none.so.1")).unwrap();
+        let msg = m(interp.to_str().unwrap(), NamedBy::Shebang);
+        assert!(
+            msg.contains("is in the sandbox, but the dynamic loader of")
+                && msg.contains("/lib/ld-none.so.1, is not"),
+            "{msg}"
+        );
+        std::fs::write(&interp, b"\x7fELF static").unwrap();
+        let msg = m(interp.to_str().unwrap(), NamedBy::Shebang);
+        assert!(
+            msg.contains("is in the sandbox, but the kernel could not start it"),
+            "{msg}"
+        );
+        let msg = interpreter_missing(
+            "./s",
+            Some(("/x".into(), NamedBy::ElfLoader)),
+            Some(std::path::Path::new("/r")),
+        );
+        assert!(msg.ends_with("install it in /r (--rootfs)"), "{msg}");
     }
 
     #[test]

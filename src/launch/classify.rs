@@ -103,22 +103,19 @@ fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
     let lower = stderr.to_ascii_lowercase();
     // Phrases in any case; errno names (`EFBIG`) as they are printed, as whole words (not
     // `ENOTFOUND` in "ModuleNotFoundError").
-    let says = |words: &[&str]| {
-        words.iter().any(|w| {
-            if w.starts_with('E') {
-                stderr.match_indices(w).any(|(i, _)| {
-                    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
-                    !stderr[..i].ends_with(word) && !stderr[i + w.len()..].starts_with(word)
+    let says = |phrases: &[&str], errnos: &[&str]| {
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        phrases.iter().any(|p| lower.contains(p))
+            || errnos.iter().any(|e| {
+                stderr.match_indices(e).any(|(i, _)| {
+                    !stderr[..i].ends_with(word) && !stderr[i + e.len()..].starts_with(word)
                 })
-            } else {
-                lower.contains(w)
-            }
-        })
+            })
     };
     let raise = |key: &str| spec.limit_naming.raise(key);
     let mut notes = Vec::new();
     if let Some(max) = spec.limits.file_size
-        && says(&["file too large", "EFBIG"])
+        && says(&["file too large"], &["EFBIG"])
     {
         notes.push(format!(
             "the program reports a file too large (EFBIG): writes past the file size limit of {} fail so (raise it with {})",
@@ -126,7 +123,7 @@ fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
             raise("file_size")
         ));
     }
-    if says(&["too many open files", "EMFILE"]) {
+    if says(&["too many open files"], &["EMFILE"]) {
         notes.push(format!(
             "the program reports too many open files (EMFILE): each process may hold {} descriptors (raise it with {})",
             spec.limits.open_files,
@@ -135,26 +132,30 @@ fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
     }
     let offline = matches!(spec.network, crate::net::Network::None);
     if offline
-        && says(&[
-            "name resolution",
-            "EAI_AGAIN",
-            "ENOTFOUND",
-            "could not resolve host",
-            "name or service not known",
-            "no such host",
-            "network is unreachable",
-            "ENETUNREACH",
-        ])
+        && says(
+            &[
+                "name resolution",
+                "could not resolve host",
+                "name or service not known",
+                "no such host",
+                "network is unreachable",
+            ],
+            &["EAI_AGAIN", "ENOTFOUND", "ENETUNREACH"],
+        )
     {
-        let how = match spec.limit_naming {
-            LimitNaming::Request | LimitNaming::CompileRequest => {
-                r#"config.network "allow=HOST[,HOST...]""#
-            }
-            _ => "--net allow=HOST[,HOST...]",
-        };
-        notes.push(format!(
-            "the program reports a failed name lookup or unreachable network: the sandbox has no network (the default); to reach given hosts through cordon's filtering proxy, pass {how}"
-        ));
+        let what = "the program reports a failed name lookup or unreachable network";
+        notes.push(match spec.limit_naming {
+            // A compile never has the network: what it needs must come with the code.
+            LimitNaming::CompileFlags | LimitNaming::CompileRequest => format!(
+                "{what}: a compile runs without network, so it cannot fetch modules or crates; send their sources with the code (vendored), or use a root filesystem that has them"
+            ),
+            LimitNaming::Request => format!(
+                r#"{what}: the sandbox has no network (the default); to reach given hosts through cordon's filtering proxy, set config.network "allow=HOST[,HOST...]""#
+            ),
+            _ => format!(
+                "{what}: the sandbox has no network (the default); to reach given hosts through cordon's filtering proxy, pass --net allow=HOST[,HOST...]"
+            ),
+        });
     }
     notes
 }
@@ -821,6 +822,15 @@ mod tests {
         s.limit_naming = LimitNaming::Request;
         let n = errno_notes("Temporary failure in name resolution", &s);
         assert!(n[0].contains(r#"config.network "allow=HOST"#), "{n:?}");
+        // A compile has no network whatever the run's: it is not told to allow a host.
+        for naming in [LimitNaming::CompileFlags, LimitNaming::CompileRequest] {
+            s.limit_naming = naming;
+            let n = errno_notes("dial tcp: lookup proxy.golang.org: no such host", &s);
+            assert!(
+                n[0].contains("a compile runs without network") && !n[0].contains("allow="),
+                "{n:?}"
+            );
+        }
     }
 
     #[test]
