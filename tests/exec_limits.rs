@@ -259,6 +259,37 @@ both!(fn fork_bomb_with_forced_rlimit_is_contained(who) {
     fork_bomb(who, &["--limits-backend", "rlimit"]);
 });
 
+// `--pids N` is the sandbox's N processes and threads, its init among them: the program gets
+// exactly N - 1, whichever backend holds them. Under RLIMIT_NPROC cordon's network-namespace
+// helper, which joins the sandbox's user namespace, counted as one of them until cordon
+// reaped it after the run, so a program got one fewer than under a cgroup.
+fn pids_are_exactly_the_limit(who: Who, extra: &[&str]) {
+    let py = "import os\nr, w = os.pipe()\nkids = 0\nwhile kids < 20:\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n    if pid == 0:\n        os.close(w)\n        os.read(r, 1)\n        os._exit(0)\n    kids += 1\nos.close(w)\nfor _ in range(kids):\n    os.wait()\nprint(kids)\n";
+    for n in [3u32, 6] {
+        let mut opts = vec!["--pids".to_string(), n.to_string()];
+        opts.extend(extra.iter().map(|s| s.to_string()));
+        let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+        let r = exec_json_run(who, &opts, &[PY, "-c", py]);
+        assert_eq!(r.status(), "ok", "{}", r.describe());
+        // init, the Python process, and its children.
+        assert_eq!(
+            r.output().trim(),
+            (n - 2).to_string(),
+            "children forked under --pids {n} ({} backend):\n{}",
+            r.backend(),
+            r.describe()
+        );
+    }
+}
+
+both!(fn pids_are_exactly_the_limit_under_the_default_backend(who) {
+    pids_are_exactly_the_limit(who, &[]);
+});
+
+both!(fn pids_are_exactly_the_limit_under_rlimit(who) {
+    pids_are_exactly_the_limit(who, &["--limits-backend", "rlimit"]);
+});
+
 // A program that meets the pids limit, handles the refused forks and exits 0 keeps status
 // `ok` and its code; where the kernel counts the refusals (a cgroup), the message says the
 // limit was met, as the README promises for any pidsLimitHits above 0.

@@ -82,9 +82,12 @@ use crate::sys::{self, CloneResult};
 use channel::Reporter;
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::{Pid, pipe2};
 use std::ffi::CString;
+use std::os::fd::AsFd;
 use std::time::Instant;
 
 /// A root caller's sandbox runs as host uid and gid `ROOT_CALLER_ID_BASE + cordon's pid`:
@@ -707,7 +710,18 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             return Err(e);
         }
     };
-    let go_sent = first_go.and_then(|()| channel::send_go(&go_w));
+    // Under the rlimit backend's RLIMIT_NPROC (`--pids` without a cgroup) the network
+    // namespace's helper counts as one of the sandbox's processes until cordon reaps it (the
+    // kernel releases a task's count when it is reaped, not when it exits): a program
+    // started beside its zombie had one process fewer than `--pids` allowed. There, init
+    // gets its second go only once the helper is reaped (below); init needs the namespace
+    // the helper sends before that go anyway. Elsewhere it goes now.
+    let nproc = prepared
+        .rlimits
+        .iter()
+        .any(|r| r.resource == libc::RLIMIT_NPROC);
+    let hold_go = nproc && netns_helper.is_some() && first_go.is_ok();
+    let go_sent = (!hold_go).then(|| first_go.and_then(|()| channel::send_go(&go_w)));
     // Removes the cgroup if cordon dies without doing so, and takes the unmounting off the
     // run's end (keeper.rs). Forked while init builds the root (cordon would only wait in poll
     // meanwhile). Failing to fork it is not worth failing the run: the next run of cordon
@@ -727,6 +741,17 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     if let Some(gc) = prepared.stale_gc.take() {
         gc.run();
     }
+    let go_sent = match go_sent {
+        Some(sent) => sent,
+        None => {
+            if let Some(helper) = netns_helper
+                && reap_helper(helper, child, &mask, started + spec.limits.wall)
+            {
+                netns_helper = None;
+            }
+            first_go.and_then(|()| channel::send_go(&go_w))
+        }
+    };
     // With files to collect, the go pipe stays: an early end of the run goes through init.
     let stop = spec.collect.is_some().then_some(go_w);
 
@@ -908,6 +933,42 @@ fn stat_says_exiting(stat: &str) -> Option<bool> {
     let state = fields.next()?;
     let flags: u64 = fields.nth(5)?.parse().ok()?;
     Some(matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0)
+}
+
+/// Waits for the network namespace's helper to exit and reaps it; true once reaped. Gives up
+/// (false: supervision takes over, and [`end_netns_helper`] reaps it later) at a signal to
+/// cordon (left pending for supervision's signalfd), at init's end, or at the run's
+/// deadline: a helper stuck in the kernel must not hold them up.
+fn reap_helper(helper: Pid, init: Pid, signals: &SigSet, deadline: Instant) -> bool {
+    let (Ok(helper_fd), Ok(init_fd)) = (sys::pidfd_open(helper), sys::pidfd_open(init)) else {
+        return false;
+    };
+    let Ok(sfd) = SignalFd::with_flags(signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+    else {
+        return false;
+    };
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+        let mut fds = [
+            PollFd::new(helper_fd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(init_fd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(sfd.as_fd(), PollFlags::POLLIN),
+        ];
+        match nix::poll::poll(&mut fds, timeout) {
+            Err(Errno::EINTR) => continue,
+            Err(_) | Ok(0) => return false,
+            Ok(_) => {}
+        }
+        let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
+        if !ready(&fds[0]) {
+            return false;
+        }
+        return matches!(
+            nix::sys::wait::waitpid(helper, Some(nix::sys::wait::WaitPidFlag::WNOHANG)),
+            Ok(nix::sys::wait::WaitStatus::Exited(..) | nix::sys::wait::WaitStatus::Signaled(..))
+        );
+    }
 }
 
 /// Kills the network namespace's helper, if one was forked, and reaps it without waiting (it
