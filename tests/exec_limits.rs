@@ -290,6 +290,44 @@ both!(fn pids_are_exactly_the_limit_under_rlimit(who) {
     pids_are_exactly_the_limit(who, &["--limits-backend", "rlimit"]);
 });
 
+// Without a cgroup, RLIMIT_NPROC and RLIMIT_DATA count no refusals: what the memory watch saw
+// names them instead. A program that hangs once it cannot start more threads (Node.js under a
+// low --pids did) is told of --pids beside its timeout; one whose thread stacks RLIMIT_DATA
+// refused (each counts in full when made) of --memory.
+both!(fn limits_without_counters_are_named_when_met(who) {
+    let timeout = format!("{}s", 3.0 * time_scale());
+    let py = "import threading\nev = threading.Event()\ntry:\n    for _ in range(50):\n        threading.Thread(target=ev.wait).start()\nexcept RuntimeError:\n    pass\nev.wait(60)\n";
+    let r = exec_json_run(
+        who,
+        &["--limits-backend", "rlimit", "--pids", "6", "--timeout", &timeout],
+        &[PY, "-c", py],
+    );
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    assert!(
+        r.status() == "timeout"
+            && msg.contains("saw the sandbox at its limit of processes and threads")
+            && msg.contains("6 processes and threads")
+            && msg.contains("--pids"),
+        "{}",
+        r.describe()
+    );
+    let py = "import threading\nthreading.stack_size(16 << 20)\nev = threading.Event()\nfor _ in range(20):\n    threading.Thread(target=ev.wait, daemon=True).start()\n";
+    let r = exec_json_run(
+        who,
+        &["--limits-backend", "rlimit", "--memory", "64M", "--pids", "100", "--timeout", &timeout],
+        &[PY, "-c", py],
+    );
+    let msg = r.get("/message").as_str().unwrap_or_default();
+    assert!(
+        r.status() == "runtime_error"
+            && msg.contains("the memory limit of 64 MiB refused a request for 16 MiB")
+            && msg.contains("--memory")
+            && !msg.contains("--pids"),
+        "{}",
+        r.describe()
+    );
+});
+
 // A program that meets the pids limit, handles the refused forks and exits 0 keeps status
 // `ok` and its code; where the kernel counts the refusals (a cgroup), the message says the
 // limit was met, as the README promises for any pidsLimitHits above 0.

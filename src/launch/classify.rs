@@ -94,24 +94,8 @@ fn add_note(message: &mut Option<String>, ok: bool, note: String) {
 /// `--file-size`, EMFILE at `--open-files`, and a name lookup or connection that failed
 /// because the network is off.
 fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
-    // The last 64 KiB, where a failing program's last words are: no copy of a large stderr.
-    let mut start = stderr.len().saturating_sub(64 << 10);
-    while !stderr.is_char_boundary(start) {
-        start += 1;
-    }
-    let stderr = &stderr[start..];
-    let lower = stderr.to_ascii_lowercase();
-    // Phrases in any case; errno names (`EFBIG`) as they are printed, as whole words (not
-    // `ENOTFOUND` in "ModuleNotFoundError").
-    let says = |phrases: &[&str], errnos: &[&str]| {
-        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
-        phrases.iter().any(|p| lower.contains(p))
-            || errnos.iter().any(|e| {
-                stderr.match_indices(e).any(|(i, _)| {
-                    !stderr[..i].ends_with(word) && !stderr[i + e.len()..].starts_with(word)
-                })
-            })
-    };
+    let tail = Tail::of(stderr);
+    let says = |phrases: &[&str], errnos: &[&str]| tail.says(phrases, errnos);
     let raise = |key: &str| spec.limit_naming.raise(key);
     let mut notes = Vec::new();
     if let Some(max) = spec.limits.file_size
@@ -156,6 +140,101 @@ fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
                 "{what}: the sandbox has no network (the default); to reach given hosts through cordon's filtering proxy, pass --net allow=HOST[,HOST...]"
             ),
         });
+    }
+    notes
+}
+
+/// The last 64 KiB of a program's stderr, where a failing program's last words are (no copy
+/// of a large stderr), for the words it printed.
+struct Tail<'a> {
+    text: &'a str,
+    lower: String,
+}
+
+impl<'a> Tail<'a> {
+    fn of(stderr: &'a str) -> Tail<'a> {
+        let mut start = stderr.len().saturating_sub(64 << 10);
+        while !stderr.is_char_boundary(start) {
+            start += 1;
+        }
+        let text = &stderr[start..];
+        Tail {
+            text,
+            lower: text.to_ascii_lowercase(),
+        }
+    }
+
+    /// Whether it has one of `phrases` (lower case, matched in any case) or one of `errnos`
+    /// as printed (`EFBIG`), as a whole word (not `ENOTFOUND` in "ModuleNotFoundError").
+    fn says(&self, phrases: &[&str], errnos: &[&str]) -> bool {
+        let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+        let text = self.text;
+        phrases.iter().any(|p| self.lower.contains(p))
+            || errnos.iter().any(|e| {
+                text.match_indices(e).any(|(i, _)| {
+                    !text[..i].ends_with(word) && !text[i + e.len()..].starts_with(word)
+                })
+            })
+    }
+
+    /// Whether the program reports a process or thread it could not start: a shell's,
+    /// Python's, Node.js's, Go's or the C library's words for a refused fork, clone or
+    /// thread.
+    fn says_spawn_failed(&self) -> bool {
+        self.says(
+            &[
+                "cannot fork",
+                "can't fork",
+                "fork: retry",
+                "fork failed",
+                "unable to fork",
+                "could not fork",
+                "can't start new thread",
+                "failed to create new os thread",
+                "pthread_create failed",
+                "thread creation failed",
+                "[errno 11] resource temporarily unavailable",
+            ],
+            &[],
+        ) || (self.lower.contains("spawn") && self.says(&[], &["EAGAIN"]))
+    }
+}
+
+/// Notes for a run that failed or timed out beside a limit that counts nothing of its own
+/// under the rlimit backend: the memory watch's refused request (RLIMIT_DATA counts each
+/// private writable mapping in full when it is made: a thread's stack, a runtime's reserved
+/// heap), and `--pids` under RLIMIT_NPROC, which counts no refusals (the watch's samples
+/// saw the sandbox at the limit, or the program's words say a fork or thread failed).
+fn uncounted_limit_notes(
+    spec: &SandboxSpec,
+    watch: Option<&super::memwatch::WatchReport>,
+    pids_hits: Option<u64>,
+    stderr: &str,
+) -> Vec<String> {
+    let raise = |key: &str| spec.limit_naming.raise(key);
+    let mut notes = Vec::new();
+    let refused = watch.and_then(|w| w.refused_request);
+    if let (Some(n), Some(limit)) = (refused, spec.limits.memory) {
+        notes.push(format!(
+            "the memory limit of {} refused a request for {} more (without a cgroup, RLIMIT_DATA counts each process's private writable mappings in full when they are made, touched or not: each thread's stack, 8 MiB by default, and a runtime's reserved heap): if the program failed or stalled after that, it needed more (raise it with {}, or give cordon a cgroup: see `cordon doctor`)",
+            human_size(limit),
+            human_size(n),
+            raise("memory")
+        ));
+    }
+    if let (Some(max), None) = (spec.limits.pids, pids_hits) {
+        let seen = watch.is_some_and(|w| w.tasks_peak.saturating_add(1) >= max);
+        if seen || (refused.is_none() && Tail::of(stderr).says_spawn_failed()) {
+            let how = if seen {
+                "the memory watch's samples saw the sandbox at its limit of processes and threads, so a fork or thread it tried may have failed"
+            } else {
+                "the program reports a fork or thread it could not start"
+            };
+            notes.push(format!(
+                "{how}: without a cgroup, RLIMIT_NPROC holds the sandbox to {max} processes and threads, its init among them, and counts no refusals (raise it with {})",
+                raise("pids")
+            ));
+        }
     }
     notes
 }
@@ -629,6 +708,16 @@ pub fn outcome(
             add_note(&mut message, false, note);
         }
     }
+    if matches!(
+        status,
+        Status::RuntimeError | Status::Signaled | Status::Timeout
+    ) {
+        for note in
+            uncounted_limit_notes(spec, watch.as_ref(), metrics.pids_limit_hits, &stderr_text)
+        {
+            add_note(&mut message, false, note);
+        }
+    }
     // A tmpfs of the sandbox full when the program ended: a write there failed with ENOSPC
     // ("No space left on device", which says nothing of a limit) or the next one would. The
     // note names the limit to raise. Not for a run cordon ended itself (timeout, memory,
@@ -776,6 +865,7 @@ pub fn outcome(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launch::memwatch::WatchReport;
     use crate::outcome::LimitReport;
 
     fn spec() -> SandboxSpec {
@@ -1055,6 +1145,85 @@ mod tests {
             Default::default(),
         );
         assert_eq!(o.pids_limit_hits, None);
+    }
+
+    #[test]
+    fn limits_that_count_nothing_are_named_from_what_was_seen() {
+        let mut s = spec();
+        s.limits.pids = Some(8);
+        s.limits.memory = Some(32 << 20);
+        let watch = |tasks: u64, refused: Option<u64>| WatchReport {
+            tasks_peak: tasks,
+            refused_request: refused,
+            ..Default::default()
+        };
+        let notes = |w: Option<WatchReport>, hits: Option<u64>, stderr: &str| {
+            uncounted_limit_notes(&s, w.as_ref(), hits, stderr)
+        };
+        // The watch saw init and 7 more: at --pids 8; 6 more is under it.
+        let n = notes(Some(watch(7, None)), None, "");
+        assert!(
+            n.len() == 1
+                && n[0].contains("saw the sandbox at its limit")
+                && n[0].contains("8 processes")
+                && n[0].contains("--pids"),
+            "{n:?}"
+        );
+        assert!(notes(Some(watch(6, None)), None, "").is_empty());
+        // Or the program's words, in each runtime's.
+        for words in [
+            "sh: 0: Cannot fork",
+            "bash: fork: retry: Resource temporarily unavailable",
+            "BlockingIOError: [Errno 11] Resource temporarily unavailable",
+            "RuntimeError: can't start new thread",
+            "runtime: failed to create new OS thread (have 3 already; errno=11)",
+            "Error: spawn sleep EAGAIN",
+        ] {
+            let n = notes(None, None, words);
+            assert!(
+                n.len() == 1 && n[0].contains("could not start"),
+                "{words}: {n:?}"
+            );
+        }
+        // A cgroup counts the refusals (its own note), and EAGAIN alone is no fork.
+        assert!(notes(Some(watch(7, None)), Some(0), "Cannot fork").is_empty());
+        assert!(
+            notes(
+                None,
+                None,
+                "read: EAGAIN (Resource temporarily unavailable)"
+            )
+            .is_empty()
+        );
+        // A thread's stack refused by RLIMIT_DATA: the memory note, not the pids one.
+        let n = notes(
+            Some(watch(2, Some(8 << 20))),
+            None,
+            "RuntimeError: can't start new thread",
+        );
+        assert!(
+            n.len() == 1
+                && n[0].contains("32 MiB refused a request for 8 MiB")
+                && n[0].contains("--memory"),
+            "{n:?}"
+        );
+        // Said beside a timeout, which the notes do not replace.
+        let o = run(
+            vec![],
+            |e| {
+                e.timed_out = true;
+                e.memory_watch = Some(watch(0, Some(8 << 20)));
+            },
+            Default::default(),
+            Default::default(),
+        );
+        let m = o.message.unwrap_or_default();
+        assert!(
+            o.status == Status::Timeout
+                && m.contains("wall-clock")
+                && m.contains("refused a request for 8 MiB"),
+            "{m}"
+        );
     }
 
     #[test]

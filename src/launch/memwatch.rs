@@ -141,6 +141,10 @@ pub struct WatchReport {
     pub notifications: u64,
     /// The most the sandbox's socket buffers held in one sample (part of `peak`'s sums).
     pub socket_peak: u64,
+    /// The most processes and threads one sample saw, the sandbox's init left out (each
+    /// process's `Threads:`): under RLIMIT_NPROC, which counts no refusals, what says that the
+    /// sandbox was at its `--pids`.
+    pub tasks_peak: u64,
     /// The first private writable request shown to the watch (4 MiB or more: mmap, mremap,
     /// mprotect) that RLIMIT_DATA refuses (the caller's `VmData` plus it over the limit), in
     /// bytes: evidence that a program's allocation failure was the memory limit.
@@ -326,6 +330,8 @@ impl MemWatch {
         // The Pss_Shmem of the processes in `mapping_shmem`.
         let mut takeable = 0u64;
         let mut objects: HashMap<Object, u64> = HashMap::new();
+        // The processes' threads (each process's `Threads:`).
+        let mut threads = 0u64;
         // The extent of every shmem object mapped shared, by object.
         let mut extents: HashMap<ObjectKey, u64> = HashMap::new();
         let shm_dev = self.shm_dev;
@@ -443,7 +449,9 @@ impl MemWatch {
                 (shm_dev, self.extra_tmpfs.as_deref()),
                 &mut objects,
                 &mut extents,
+                &mut threads,
             );
+            self.report.tasks_peak = self.report.tasks_peak.max(threads);
             if costly() {
                 return too_costly(seen.len(), total);
             }
@@ -724,9 +732,10 @@ fn read_process(
     devs: (Option<(u32, u32)>, Option<&str>),
     objects: &mut HashMap<Object, u64>,
     extents: &mut HashMap<ObjectKey, u64>,
+    threads: &mut u64,
 ) -> Result<(u64, SharedPages), ReadError> {
     let dir = format!("{root}/{pid}");
-    match read_process_at(&dir, devs, objects, extents) {
+    match read_process_at(&dir, devs, objects, extents, threads) {
         // A process whose main thread exited (`exit`, not `exit_group`) lives on in its other
         // threads, but /proc/PID shows no memory for it any more: each live thread's
         // /proc/PID/task/TID does (they share one address space). Without a live thread the
@@ -744,7 +753,7 @@ fn read_process(
                     continue;
                 };
                 let dir = format!("{root}/{pid}/task/{tid}");
-                match read_process_at(&dir, devs, objects, extents) {
+                match read_process_at(&dir, devs, objects, extents, threads) {
                     Err(ReadError::Gone) => continue,
                     other => return other,
                 }
@@ -762,6 +771,7 @@ fn read_process_at(
     (shm_dev, extra_tmpfs): (Option<(u32, u32)>, Option<&str>),
     objects: &mut HashMap<Object, u64>,
     extents: &mut HashMap<ObjectKey, u64>,
+    threads: &mut u64,
 ) -> Result<(u64, SharedPages), ReadError> {
     let text = std::fs::read_to_string(format!("{dir}/smaps_rollup"))
         .map_err(|e| classify_io(&e, "smaps_rollup"))?;
@@ -798,6 +808,7 @@ fn read_process_at(
     let status =
         std::fs::read_to_string(format!("{dir}/status")).map_err(|e| classify_io(&e, "status"))?;
     let bytes = bytes.saturating_add(kb_field(&status, "VmPTE").unwrap_or(0).saturating_mul(1024));
+    *threads = threads.saturating_add(thread_count(&status));
     // maps, not smaps: listing the mappings walks no page table.
     let maps =
         std::fs::read_to_string(format!("{dir}/maps")).map_err(|e| classify_io(&e, "maps"))?;
@@ -906,6 +917,14 @@ pub fn rollup_bytes(text: &str) -> Option<u64> {
 }
 
 /// The value of a `Name:   123 kB` line.
+/// A /proc/PID/status's `Threads:` (1 when it has none: the process itself).
+fn thread_count(status: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:")?.trim().parse().ok())
+        .unwrap_or(1)
+}
+
 fn kb_field(text: &str, name: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let rest = l.strip_prefix(name)?.strip_prefix(':')?;
