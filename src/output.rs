@@ -320,9 +320,26 @@ impl OutputDir {
     /// Writes the run's collected files here. A failure to write them is reported with the
     /// result; a run that had succeeded is then no success (status `sandbox_error`, exit 125),
     /// as a collection cut short is not, so that neither a script nor an agent reading
-    /// `success` takes the files for delivered. A failed run keeps its own status.
+    /// `success` takes the files for delivered. A failed run keeps its own status. A file not
+    /// written leaves `files` for `filesOmitted`, with the reason: a client that opens what
+    /// `files` lists finds it there.
     pub fn deliver(&self, out: &mut crate::outcome::Outcome) {
-        if let Err(e) = self.write_all(out.files.as_deref().unwrap_or_default()) {
+        let failed = self.write_each(out.files.as_deref().unwrap_or_default());
+        if let Some(files) = out.files.as_mut() {
+            files.retain(|f| !failed.iter().any(|(path, _)| *path == f.path));
+        }
+        for (path, e) in &failed {
+            // Listed up to the collection's own bound, counted past it.
+            if out.files_omitted.len() < crate::launch::RECEIVED_OMITTED_MAX {
+                out.files_omitted.push(crate::outcome::OmittedFile {
+                    path: path.clone(),
+                    reason: format!("not written to --output-dir: {e}"),
+                });
+            } else {
+                out.files_omitted_unlisted += 1;
+            }
+        }
+        if let Err(e) = several(failed.into_iter().map(|(_, e)| e).collect()) {
             let note = format!("cordon could not write the program's files to --output-dir: {e}");
             out.message = Some(match out.message.take() {
                 Some(m) => format!("{m}; {note}"),
@@ -343,19 +360,16 @@ impl OutputDir {
     /// is the caller's own; any other entry under the name (a symlink, a FIFO, a directory)
     /// is an error, never followed or opened.
     pub fn write_all(&self, files: &[OutputFile]) -> Result<(), OutputError> {
-        // Every file is tried: one that cannot be written does not cost the others.
-        let mut failed: Vec<OutputError> = files
+        several(self.write_each(files).into_iter().map(|(_, e)| e).collect())
+    }
+
+    /// Writes each of `files` (one that cannot be written does not cost the others); the
+    /// names of those not written, with why.
+    fn write_each(&self, files: &[OutputFile]) -> Vec<(String, OutputError)> {
+        files
             .iter()
-            .filter_map(|f| self.write_one(f).err())
-            .collect();
-        match failed.len() {
-            0 => Ok(()),
-            1 => Err(failed.remove(0)),
-            n => Err(OutputError::Several {
-                first: Box::new(failed.remove(0)),
-                more: n - 1,
-            }),
-        }
+            .filter_map(|f| self.write_one(f).err().map(|e| (f.path.clone(), e)))
+            .collect()
     }
 
     fn write_one(&self, f: &OutputFile) -> Result<(), OutputError> {
@@ -401,6 +415,18 @@ impl OutputDir {
         std::io::Write::write_all(&mut file, &f.data).map_err(|e| {
             io("write", &shown)(Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
         })
+    }
+}
+
+/// The first of `failed`, and how many more.
+fn several(mut failed: Vec<OutputError>) -> Result<(), OutputError> {
+    match failed.len() {
+        0 => Ok(()),
+        1 => Err(failed.remove(0)),
+        n => Err(OutputError::Several {
+            first: Box::new(failed.remove(0)),
+            more: n - 1,
+        }),
     }
 }
 

@@ -511,7 +511,7 @@ both!(fn output_dir_problems_are_reported(who) {
     // A FIFO where the program's file goes: never opened (that would hang cordon), reported
     // after the run; a successful run then exits 125, a failed one keeps its code.
     nix_mkfifo(&out.join("f.txt"));
-    let r = exec_json_run(who, &["--output-dir", out.to_str().unwrap()], &["sh", "-c", "echo x > f.txt"]);
+    let r = exec_json_run(who, &["--output-dir", out.to_str().unwrap()], &["sh", "-c", "echo x > f.txt; echo yy > ok.txt"]);
     assert_eq!(r.code(), 125, "a run whose files could not be delivered must not exit 0:\n{}", r.describe());
     // Nor read as a success: an agent checking `success` would take the files for delivered.
     assert_eq!(r.get("/success").as_bool(), Some(false), "{}", r.describe());
@@ -519,7 +519,16 @@ both!(fn output_dir_problems_are_reported(who) {
     assert_eq!(r.get("/exitCode").as_i64(), Some(0), "the program's own code stays:\n{}", r.describe());
     let msg = r.get("/message").as_str().unwrap_or("");
     assert!(msg.contains("--output-dir") && msg.contains("f.txt"), "the message must say what failed:\n{}", r.describe());
-    assert_eq!(r.files(), [("f.txt".to_string(), 2)], "{}", r.describe());
+    // `files` lists what is in the directory; the file not written is omitted, with why.
+    assert_eq!(r.files(), [("ok.txt".to_string(), 3)], "{}", r.describe());
+    assert_eq!(std::fs::read(out.join("ok.txt")).unwrap(), b"yy\n");
+    let omitted = r.get("/filesOmitted");
+    assert!(
+        omitted[0]["path"] == "f.txt"
+            && omitted[0]["reason"].as_str().unwrap_or("").starts_with("not written to --output-dir: refusing to write into"),
+        "{}",
+        r.describe()
+    );
     let plain = exec_plain(who, &["--output-dir", out.to_str().unwrap()], &["sh", "-c", "echo x > f.txt; exit 4"]);
     assert_eq!(plain.code, 4, "the program's own failure code stands:\n{}", plain.describe());
 });

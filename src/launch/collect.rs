@@ -411,7 +411,7 @@ pub struct ReceivedFiles {
 /// [`MAX_OMITTED`], plus a file's own read error or cap as it is sent); the rest are counted
 /// ([`ReceivedFiles::unlisted`]), so that no sandbox can grow cordon's memory or its result
 /// without bound.
-const RECEIVED_OMITTED_MAX: usize = 4 * MAX_OMITTED;
+pub(crate) const RECEIVED_OMITTED_MAX: usize = 4 * MAX_OMITTED;
 
 impl ReceivedFiles {
     #[cfg(test)]

@@ -6,6 +6,7 @@ mod child;
 pub(crate) use child::exec_search;
 mod classify;
 mod collect;
+pub(crate) use collect::RECEIVED_OMITTED_MAX;
 mod export;
 mod ids;
 #[cfg(test)]
