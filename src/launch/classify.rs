@@ -455,7 +455,7 @@ pub fn outcome(
             b => format!("; up to {} of it queued on sockets", human_size(b)),
         };
         message = Some(format!(
-            "the memory limit of {} was exceeded: cordon's memory watch saw {} in the sandbox (its processes' private and shared memory, its tmpfs files, pipes and socket buffers{sockets}) and killed it (no cgroup here: memory is polled every {}-{} ms); raise it with {}",
+            "the memory limit of {} was exceeded: cordon's memory watch saw {} in the sandbox (its processes' private and shared memory, its tmpfs files, pipes, socket buffers{sockets} and kernel buffers) and killed it (no cgroup here: memory is polled every {}-{} ms); raise it with {}",
             lim.memory.map(human_size).unwrap_or_else(|| "?".into()),
             human_size(w.peak),
             super::memwatch::FIRST_INTERVAL.as_millis(),

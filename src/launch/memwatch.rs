@@ -330,8 +330,8 @@ impl MemWatch {
         // The Pss_Shmem of the processes in `mapping_shmem`.
         let mut takeable = 0u64;
         let mut objects: HashMap<Object, u64> = HashMap::new();
-        // The processes' threads (each process's `Threads:`).
-        let mut threads = 0u64;
+        // The processes' threads, and the sizes of the /proc files they hold open.
+        let mut tally = Tally::default();
         // The extent of every shmem object mapped shared, by object.
         let mut extents: HashMap<ObjectKey, u64> = HashMap::new();
         let shm_dev = self.shm_dev;
@@ -449,9 +449,9 @@ impl MemWatch {
                 (shm_dev, self.extra_tmpfs.as_deref()),
                 &mut objects,
                 &mut extents,
-                &mut threads,
+                &mut tally,
             );
-            self.report.tasks_peak = self.report.tasks_peak.max(threads);
+            self.report.tasks_peak = self.report.tasks_peak.max(tally.threads);
             if costly() {
                 return too_costly(seen.len(), total);
             }
@@ -732,10 +732,10 @@ fn read_process(
     devs: (Option<(u32, u32)>, Option<&str>),
     objects: &mut HashMap<Object, u64>,
     extents: &mut HashMap<ObjectKey, u64>,
-    threads: &mut u64,
+    tally: &mut Tally,
 ) -> Result<(u64, SharedPages), ReadError> {
     let dir = format!("{root}/{pid}");
-    match read_process_at(&dir, devs, objects, extents, threads) {
+    match read_process_at(root, &dir, devs, objects, extents, tally) {
         // A process whose main thread exited (`exit`, not `exit_group`) lives on in its other
         // threads, but /proc/PID shows no memory for it any more: each live thread's
         // /proc/PID/task/TID does (they share one address space). Without a live thread the
@@ -753,7 +753,7 @@ fn read_process(
                     continue;
                 };
                 let dir = format!("{root}/{pid}/task/{tid}");
-                match read_process_at(&dir, devs, objects, extents, threads) {
+                match read_process_at(root, &dir, devs, objects, extents, tally) {
                     Err(ReadError::Gone) => continue,
                     other => return other,
                 }
@@ -764,14 +764,23 @@ fn read_process(
     }
 }
 
+/// What one sample adds up beside the memory: the processes' threads, and the size of each
+/// `fdinfo` file of the sandbox's /proc that a process holds open (read once a sample).
+#[derive(Default)]
+struct Tally {
+    threads: u64,
+    fdinfo: HashMap<Vec<u8>, u64>,
+}
+
 /// [`read_process`] through one /proc directory of the process (`dir`: /proc/PID, or one of
-/// its threads' /proc/PID/task/TID).
+/// its threads' /proc/PID/task/TID; `root`: the sandbox's /proc).
 fn read_process_at(
+    root: &str,
     dir: &str,
     (shm_dev, extra_tmpfs): (Option<(u32, u32)>, Option<&str>),
     objects: &mut HashMap<Object, u64>,
     extents: &mut HashMap<ObjectKey, u64>,
-    threads: &mut u64,
+    tally: &mut Tally,
 ) -> Result<(u64, SharedPages), ReadError> {
     let text = std::fs::read_to_string(format!("{dir}/smaps_rollup"))
         .map_err(|e| classify_io(&e, "smaps_rollup"))?;
@@ -808,7 +817,7 @@ fn read_process_at(
     let status =
         std::fs::read_to_string(format!("{dir}/status")).map_err(|e| classify_io(&e, "status"))?;
     let bytes = bytes.saturating_add(kb_field(&status, "VmPTE").unwrap_or(0).saturating_mul(1024));
-    *threads = threads.saturating_add(thread_count(&status));
+    tally.threads = tally.threads.saturating_add(thread_count(&status));
     // maps, not smaps: listing the mappings walks no page table.
     let maps =
         std::fs::read_to_string(format!("{dir}/maps")).map_err(|e| classify_io(&e, "maps"))?;
@@ -830,8 +839,10 @@ fn read_process_at(
         other => other,
     };
     let fds = std::fs::read_dir(&fd_dir).map_err(|e| hidden(&e, "fd directory"))?;
-    // What the process's epoll instances cost the kernel.
+    // What the process's epoll instances cost the kernel, and the buffers of the /proc files
+    // it holds open.
     let mut epolls = 0u64;
+    let mut proc_files = 0u64;
     // The process's mountinfo, read when a descriptor's name is too long to read.
     let mut mountinfo = None;
     for fd in fds {
@@ -860,6 +871,39 @@ fn read_process_at(
         let link = target
             .as_ref()
             .map_or(&b""[..], |t| t.as_os_str().as_encoded_bytes());
+        // A file of the sandbox's /proc: while it is open the kernel keeps the buffer its
+        // last read filled (a seq_file's, charged to a cgroup but in no process's memory),
+        // one record long, doubled from a page until the record fits. Most records are a
+        // line or one mapping's block; an `fdinfo` file's is the whole text, which an epoll
+        // or inotify instance makes as long as its items (64 KiB each for 800 items, opened
+        // 900 times by each of 20 processes: 1.1 GiB under a 128 MiB limit before this).
+        if let Some(rest) = link.strip_prefix(b"/proc/") {
+            let record = if is_fdinfo(rest) {
+                match tally.fdinfo.get(rest) {
+                    Some(n) => *n,
+                    None => {
+                        let path = format!("{root}/{}", String::from_utf8_lossy(rest));
+                        let n = match std::fs::read(&path) {
+                            Ok(text) => text.len() as u64,
+                            // Its fd or process is gone: what it held is not known (see the
+                            // README); the page below counts.
+                            Err(e)
+                                if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) =>
+                            {
+                                0
+                            }
+                            Err(e) => return Err(hidden(&e, "an open fdinfo file")),
+                        };
+                        tally.fdinfo.insert(rest.to_vec(), n);
+                        n
+                    }
+                }
+            } else {
+                0
+            };
+            proc_files = proc_files.saturating_add(seq_buffer_bytes(record));
+            continue;
+        }
         if link == b"anon_inode:[eventpoll]" {
             let items = epoll_bytes(dir, &fd.file_name())
                 .map_err(|e| hidden(&e, "an epoll instance's fdinfo"))?;
@@ -900,7 +944,32 @@ fn read_process_at(
             }
         }
     }
-    Ok((bytes.saturating_add(epolls), shared))
+    Ok((
+        bytes.saturating_add(epolls).saturating_add(proc_files),
+        shared,
+    ))
+}
+
+/// Whether a path below /proc (`PID/fdinfo/FD`, or `PID/task/TID/fdinfo/FD`) is an `fdinfo`
+/// file.
+fn is_fdinfo(rest: &[u8]) -> bool {
+    let parts: Vec<&[u8]> = rest.split(|b| *b == b'/').collect();
+    let num = |p: &[u8]| !p.is_empty() && p.iter().all(u8::is_ascii_digit);
+    match parts.as_slice() {
+        [pid, b"fdinfo", fd] => num(pid) && num(fd),
+        [pid, b"task", tid, b"fdinfo", fd] => num(pid) && num(tid) && num(fd),
+        _ => false,
+    }
+}
+
+/// The buffer a /proc file open for reading may hold, for a record of `record` bytes: a page
+/// doubled until the record fits, and never less than two pages (a line of a mapping's path
+/// can take a page of its own).
+pub fn seq_buffer_bytes(record: u64) -> u64 {
+    record
+        .max(2 * PAGE)
+        .checked_next_power_of_two()
+        .unwrap_or(u64::MAX)
 }
 
 /// The smaps_rollup fields the watch adds up.
@@ -1826,6 +1895,30 @@ Locked:                0 kB
         let info = b"pos:\t0\nflags:\t02\nmnt_id:\t15\nino:\t1057\ntfd:        5 events:       19 data:                5  pos:0 ino:40d sdev:f\ntfd:        7 events:       19 data:                7  pos:0 ino:40d sdev:f\n";
         assert_eq!(epoll_items(info), 2);
         assert_eq!(epoll_items(b"pos:\t0\nflags:\t02\n"), 0);
+    }
+
+    #[test]
+    fn open_proc_files_count_their_buffers() {
+        for fdinfo in [&b"12/fdinfo/5"[..], b"12/task/13/fdinfo/0"] {
+            assert!(is_fdinfo(fdinfo));
+        }
+        for other in [
+            &b"12/fd/5"[..],
+            b"self/fdinfo/5",
+            b"12/fdinfo",
+            b"12/fdinfo/",
+            b"12/task/x/fdinfo/1",
+            b"12/status",
+        ] {
+            assert!(!is_fdinfo(other), "{}", String::from_utf8_lossy(other));
+        }
+        // Two pages at least; a longer record, the power of two that holds it (64 KiB for an
+        // epoll of 800 items).
+        assert_eq!(seq_buffer_bytes(0), 8192);
+        assert_eq!(seq_buffer_bytes(8192), 8192);
+        assert_eq!(seq_buffer_bytes(8193), 16384);
+        assert_eq!(seq_buffer_bytes(800 * 80), 65536);
+        assert_eq!(seq_buffer_bytes(u64::MAX), u64::MAX);
     }
 
     #[test]
