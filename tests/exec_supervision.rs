@@ -74,6 +74,47 @@ both!(fn grandchild_holding_stdout_does_not_hang(who) {
     assert_eq!(plain.stdout_str(), "done\n", "{}", plain.describe());
 });
 
+// cordon's stdout a terminal that stops being read (a pager, `ssh -t`, an agent's
+// pseudo-terminal): a blocking write to a terminal waits until it has taken all of it, and the
+// supervisor, stuck there, enforced neither the timeout nor the memory watch (10 processes
+// held 1 GiB under --memory 128M past a 5 s timeout). The terminal is written non-blocking
+// now: the timeout holds, and what is left is written once the terminal reads again.
+both!(fn a_terminal_that_stops_reading_does_not_stall_supervision(who) {
+    let m = marker(who, 9);
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    if who == Who::User {
+        // The caller's own terminal, as a login's is.
+        nix::unistd::fchown(&pty.slave, Some(nix::unistd::Uid::from_raw(who.caller_uid())), None)
+            .expect("chown the terminal to the caller");
+    }
+    let script = format!("head -c 2000000 /dev/zero | tr '\\0' x & sleep 1; sleep {m}");
+    let c = Cordon::exec(who, &["--timeout", "3s"], &["sh", "-c", &script]);
+    let start = Instant::now();
+    let mut child = c.spawn(Stdio::from(pty.slave), Stdio::null());
+    wait_for_marker(&m, &mut child);
+    // Nobody reads the terminal until well past the timeout.
+    let by = Duration::from_secs_f64(3.0 + 4.0 * time_scale());
+    std::thread::sleep(by.saturating_sub(start.elapsed()));
+    let left = procs_matching(&m);
+    // Then it is read again, and cordon finishes writing and exits.
+    let reader = std::thread::spawn(move || {
+        let mut f = std::fs::File::from(pty.master);
+        let mut buf = vec![0u8; 1 << 16];
+        let mut n = 0usize;
+        while let Ok(k) = std::io::Read::read(&mut f, &mut buf) {
+            if k == 0 {
+                break;
+            }
+            n += k;
+        }
+        n
+    });
+    let finished = wait_with_deadline(child, start, Duration::from_secs(60), c.argv());
+    assert!(left.is_empty(), "the sandbox outlived its 3 s timeout by {by:?} while the terminal was not read:\n{}", finished.describe());
+    assert_eq!(finished.code, 124, "{}", finished.describe());
+    drop(reader);
+});
+
 both!(fn sigkill_of_cordon_kills_the_sandbox(who) {
     let m = marker(who, 4);
     // A temp directory of its own: nothing of the run may be left there (nor anywhere else).

@@ -317,8 +317,13 @@ pub fn supervise(
     // apply, init's grace does.
     let mut collecting = false;
     let mut buf = vec![0u8; CHUNK];
-    let host_out = std::io::stdout();
-    let host_err = std::io::stderr();
+    let (std_out, std_err) = (std::io::stdout(), std::io::stderr());
+    let (stdout_tty, stderr_tty) = (
+        terminal_sink(std_out.as_fd()),
+        terminal_sink(std_err.as_fd()),
+    );
+    let host_out = stdout_tty.as_ref().map_or(std_out.as_fd(), |f| f.as_fd());
+    let host_err = stderr_tty.as_ref().map_or(std_err.as_fd(), |f| f.as_fd());
 
     loop {
         if matches!(stdin_state, StdinState::Closed) && stdin_buf.is_empty() {
@@ -359,11 +364,11 @@ pub fn supervise(
             slots.push(b'e');
         }
         if !ended.stdout.pending.is_empty() {
-            fds.push(PollFd::new(host_out.as_fd(), PollFlags::POLLOUT));
+            fds.push(PollFd::new(host_out, PollFlags::POLLOUT));
             slots.push(b'O');
         }
         if !ended.stderr.pending.is_empty() {
-            fds.push(PollFd::new(host_err.as_fd(), PollFlags::POLLOUT));
+            fds.push(PollFd::new(host_err, PollFlags::POLLOUT));
             slots.push(b'E');
         }
         if let Some(f) = &rep {
@@ -463,8 +468,8 @@ pub fn supervise(
                         Err(_) => *pipe = None,
                     }
                 }
-                b'O' => ended.stdout.flush_some(host_out.as_fd()),
-                b'E' => ended.stderr.flush_some(host_err.as_fd()),
+                b'O' => ended.stdout.flush_some(host_out),
+                b'E' => ended.stderr.flush_some(host_err),
                 b'r' => {
                     let Some(fd) = rep.as_ref() else { continue };
                     match read(fd, &mut buf) {
@@ -652,21 +657,45 @@ pub fn supervise(
     }
     // The sandbox is gone: what is left for a slow reader of cordon is written out now, with
     // blocking writes (as any filter in a pipeline would); nothing is left to supervise.
-    for (cap, sink) in [
-        (&mut ended.stdout, host_out.as_fd()),
-        (&mut ended.stderr, host_err.as_fd()),
-    ] {
+    for (cap, sink) in [(&mut ended.stdout, host_out), (&mut ended.stderr, host_err)] {
         while !cap.pending.is_empty() && !cap.sink_closed {
             match write(sink, &cap.pending) {
                 Ok(n) => {
                     cap.pending.drain(..n);
                 }
-                Err(Errno::EINTR | Errno::EAGAIN) => continue,
+                Err(Errno::EINTR) => continue,
+                // A terminal reopened non-blocking (see terminal_sink): wait until it takes more.
+                Err(Errno::EAGAIN) => {
+                    let mut fds = [PollFd::new(sink, PollFlags::POLLOUT)];
+                    let _ = poll(&mut fds, PollTimeout::NONE);
+                }
                 Err(_) => cap.sink_closed = true,
             }
         }
     }
     ended
+}
+
+/// cordon's own stdout or stderr (`fd`) reopened non-blocking when it is a terminal, for the
+/// supervisor's pass-through writes; None otherwise (fd itself is written then). A write to
+/// a terminal blocks until the terminal has taken all of it, which polling writable does not
+/// promise (a pipe that polls writable takes PIPE_BUF bytes at once): a terminal that stopped
+/// being read (a pager, `ssh -t`, an agent's pseudo-terminal) held the supervisor in `write`,
+/// with the timeout and the memory watch, while the sandbox ran on past both. The reopened
+/// file is an open file description of its own: the caller's terminal keeps its flags.
+fn terminal_sink(fd: BorrowedFd<'_>) -> Option<OwnedFd> {
+    if !nix::unistd::isatty(fd).unwrap_or(false) {
+        return None;
+    }
+    nix::fcntl::open(
+        format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd)).as_str(),
+        nix::fcntl::OFlag::O_WRONLY
+            | nix::fcntl::OFlag::O_NONBLOCK
+            | nix::fcntl::OFlag::O_NOCTTY
+            | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .ok()
 }
 
 /// SIGKILL to init takes the whole pid namespace with it (stopped processes included); the
