@@ -1107,6 +1107,19 @@ fn shadow_hint(
     ))
 }
 
+/// A run's figure with its compile's added (the history's times include the compile); None
+/// when either is unknown. A compile served from the cache adds nothing.
+fn with_compile(
+    run: Option<f64>,
+    compile: Option<&CompileReport>,
+    of: impl Fn(&CompileReport) -> Option<f64>,
+) -> Option<f64> {
+    match compile {
+        Some(c) if !c.cached => Some(run? + of(c)?),
+        _ => run,
+    }
+}
+
 /// Gives the run its id and records it in the history.
 fn finish(mut out: Outcome, profile: &Profile, code_length: u64, opts: &RunOptions) -> Outcome {
     let id = Record::new_id();
@@ -1122,13 +1135,11 @@ fn finish(mut out: Outcome, profile: &Profile, code_length: u64, opts: &RunOptio
             exit_code: out.exit_code,
             signal: out.signal_name.clone(),
             compile_cached: out.compile.as_ref().map(|c| c.cached),
-            execution_time: out.execution_time
-                + out
-                    .compile
-                    .as_ref()
-                    .map(|c| c.execution_time)
-                    .unwrap_or(0.0),
-            cpu_time: out.cpu_time,
+            execution_time: with_compile(Some(out.execution_time), out.compile.as_ref(), |c| {
+                Some(c.execution_time)
+            })
+            .unwrap_or(out.execution_time),
+            cpu_time: with_compile(out.cpu_time, out.compile.as_ref(), |c| c.cpu_time),
             memory_used: out.memory_used,
         };
         if let Err(e) = History::open_default().and_then(|h| h.append(&rec)) {
@@ -1193,6 +1204,40 @@ pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_historys_times_include_a_compile_that_ran() {
+        let compile = |cached: bool, cpu: Option<f64>| CompileReport {
+            status: crate::outcome::Status::Ok,
+            cached,
+            exit_code: Some(0),
+            output: String::new(),
+            error: String::new(),
+            execution_time: 400.0,
+            cpu_time: cpu,
+            memory_used: None,
+        };
+        let cpu = |c: &CompileReport| c.cpu_time;
+        assert_eq!(
+            with_compile(Some(5.0), Some(&compile(false, Some(225.0))), cpu),
+            Some(230.0)
+        );
+        // From the cache: nothing compiled, nothing added.
+        assert_eq!(
+            with_compile(Some(5.0), Some(&compile(true, None)), cpu),
+            Some(5.0)
+        );
+        // Either unknown: the sum is.
+        assert_eq!(
+            with_compile(Some(5.0), Some(&compile(false, None)), cpu),
+            None
+        );
+        assert_eq!(
+            with_compile(None, Some(&compile(false, Some(1.0))), cpu),
+            None
+        );
+        assert_eq!(with_compile(Some(5.0), None, cpu), Some(5.0));
+    }
 
     #[test]
     fn the_operators_limits_fill_and_cap_a_request() {
