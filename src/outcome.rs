@@ -168,6 +168,17 @@ pub struct OmittedFile {
     pub reason: String,
 }
 
+/// A duration in milliseconds, to the microsecond: `19.961`, not the `19.961409999999997` of
+/// a float's division (the clocks cordon reads are no finer).
+pub fn millis(d: std::time::Duration) -> f64 {
+    round_ms(d.as_nanos() as f64 / 1e6)
+}
+
+/// Milliseconds rounded to the microsecond (a sum of [`millis`] figures).
+pub fn round_ms(ms: f64) -> f64 {
+    (ms * 1000.0).round() / 1000.0
+}
+
 /// The compile phase of a compiled language (`cordon run`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -417,6 +428,15 @@ fn is_zero(n: &u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_milliseconds_to_the_microsecond() {
+        let d = std::time::Duration::from_nanos(19_961_409_999);
+        assert_eq!(millis(d), 19961.41);
+        assert_eq!(millis(std::time::Duration::from_nanos(19_961_409)).to_string(), "19.961");
+        assert_eq!(round_ms(19.961 + 403.8).to_string(), "423.761");
+        assert_eq!(millis(std::time::Duration::ZERO), 0.0);
+    }
 
     fn outcome(output: &str, error: &str) -> Outcome {
         Outcome {

@@ -1115,7 +1115,7 @@ fn with_compile(
     of: impl Fn(&CompileReport) -> Option<f64>,
 ) -> Option<f64> {
     match compile {
-        Some(c) if !c.cached => Some(run? + of(c)?),
+        Some(c) if !c.cached => Some(crate::outcome::round_ms(run? + of(c)?)),
         _ => run,
     }
 }
