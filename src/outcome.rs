@@ -433,7 +433,10 @@ mod tests {
     fn times_are_milliseconds_to_the_microsecond() {
         let d = std::time::Duration::from_nanos(19_961_409_999);
         assert_eq!(millis(d), 19961.41);
-        assert_eq!(millis(std::time::Duration::from_nanos(19_961_409)).to_string(), "19.961");
+        assert_eq!(
+            millis(std::time::Duration::from_nanos(19_961_409)).to_string(),
+            "19.961"
+        );
         assert_eq!(round_ms(19.961 + 403.8).to_string(), "423.761");
         assert_eq!(millis(std::time::Duration::ZERO), 0.0);
     }

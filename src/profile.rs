@@ -406,12 +406,18 @@ impl Profile {
         Ok(p)
     }
 
-    /// Replaces `{source}` and `{artifact}` in an argv.
+    /// Replaces `{source}`, `{source_dir}` (the source's directory in /workspace, as `.` or
+    /// `./DIR`: Go builds the package there, every file of it) and `{artifact}` in an argv.
     pub fn expand(&self, argv: &[String], source: &str) -> Vec<String> {
         let artifact = self.artifact.as_deref().unwrap_or("");
+        let dir = match source.rsplit_once('/') {
+            Some((dir, _)) if !dir.is_empty() => format!("./{dir}"),
+            _ => ".".to_string(),
+        };
         argv.iter()
             .map(|a| {
-                a.replace("{source}", source)
+                a.replace("{source_dir}", &dir)
+                    .replace("{source}", source)
                     .replace("{artifact}", artifact)
             })
             .collect()
@@ -545,6 +551,23 @@ pub fn resolve_on_host(program: &str, root: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_argv_names_the_source_its_directory_and_the_artifact() {
+        let p = all(&[]).unwrap().remove("go").unwrap();
+        let argv: Vec<String> = ["build", "{source_dir}", "{source}", "-o", "{artifact}"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            p.expand(&argv, "main.go"),
+            ["build", ".", "main.go", "-o", "main"]
+        );
+        assert_eq!(
+            p.expand(&argv, "cmd/app/x.go"),
+            ["build", "./cmd/app", "cmd/app/x.go", "-o", "main"]
+        );
+    }
 
     /// `0.4` is not 0 (no limit), and `512` (bytes) is not a memory limit anyone means;
     /// the errors name the flag, key or field that was given.

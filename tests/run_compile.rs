@@ -146,6 +146,34 @@ both!(fn go_compile_error(who) {
     compile_error(who, "go", "broken.go", GO_BROKEN, &["undefined: nope"]);
 });
 
+// Go builds the package in the entry's directory: a request split over several files (as
+// agents write Go) compiles all of them. `go build main.go` built the entry alone:
+// "undefined: hello".
+both!(fn go_builds_every_file_of_the_entrys_package(who) {
+    if !toolchain_ready("go", "go_builds_every_file_of_the_entrys_package") {
+        return;
+    }
+    let n = nonce(who);
+    for (entry, dir) in [("main.go", ""), ("cmd/app.go", "cmd/")] {
+        let req = json!({
+            "language": "go",
+            "entryPoint": entry,
+            "files": {
+                entry: "package main\nfunc main() { hello() }\n",
+                format!("{dir}util.go"): format!("package main\nimport \"fmt\"\nfunc hello() {{ fmt.Println(\"split {n}\") }}\n"),
+                // Another package elsewhere is not built with it.
+                "lib/other.go": "package other\n",
+            },
+        });
+        let r = cordon_run(who)
+            .arg("--request")
+            .arg("-")
+            .stdin(Input::Bytes(req.to_string().into_bytes()))
+            .run_json();
+        assert_eq!(r.expect_ok().trim(), format!("split {n}"), "{entry}:\n{}", r.describe());
+    }
+});
+
 both!(fn rust_compile_error(who) {
     if !toolchain_ready("rust", "rust_compile_error") {
         return;
