@@ -687,8 +687,14 @@ fn terminal_sink(fd: BorrowedFd<'_>) -> Option<OwnedFd> {
     if !nix::unistd::isatty(fd).unwrap_or(false) {
         return None;
     }
+    let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
+    // A terminal's master side (`ptmx`) opened again is a new terminal: written as it is.
+    let link = std::fs::read_link(&path).ok()?;
+    if link.file_name().is_some_and(|n| n == "ptmx") {
+        return None;
+    }
     nix::fcntl::open(
-        format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd)).as_str(),
+        path.as_str(),
         nix::fcntl::OFlag::O_WRONLY
             | nix::fcntl::OFlag::O_NONBLOCK
             | nix::fcntl::OFlag::O_NOCTTY
