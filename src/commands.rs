@@ -347,7 +347,21 @@ fn request_from_args(args: &RunArgs) -> Result<RunRequest, RunError> {
         .network()
         .map_err(|e| RunError::Request(e.to_string()))?
         .unwrap_or_default();
+    if !args.ro_binds.is_empty()
+        && args
+            .allow_degraded
+            .contains(&crate::cli::DegradeArg::Overlay)
+    {
+        return Err(RunError::Request("--ro-bind cannot be combined with --allow-degraded overlay: the directory would then be bound as it is, and a unix socket in it would reach the host process listening on it".into()));
+    }
+    let binds = args
+        .ro_binds
+        .iter()
+        .map(|b| crate::cli::ro_bind(b))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(RunError::Request)?;
     Ok(RunRequest {
+        binds,
         network,
         exact_output: args.output_encoding == Some(OutputEncoding::Base64),
         packages: args.packages.clone(),

@@ -957,6 +957,8 @@ impl JsonRequest {
             )));
         }
         Ok(RunRequest {
+            // A request cannot name host paths: only `cordon run --ro-bind` binds.
+            binds: Vec::new(),
             language: self.language,
             // The caller's default may still ask for it (commands::run_json_text).
             exact_output: self.output_encoding == Some(crate::outcome::OutputEncoding::Base64),

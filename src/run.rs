@@ -82,6 +82,9 @@ pub struct RunRequest {
     /// A lock file's contents (python: a requirements file, e.g. with `--hash`es; node: a
     /// package-lock.json): installed exactly, and part of the cached set's key.
     pub packages_lock: Option<Vec<u8>>,
+    /// Host directories shown read-only to the program (`cordon run --ro-bind`; never from a
+    /// request).
+    pub binds: Vec<crate::spec::Bind>,
 }
 
 impl RunRequest {
@@ -863,6 +866,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         s.binds.extend(d.binds);
         deps_report = Some(d.report);
     }
+    s.binds.extend(req.binds.iter().cloned());
     s.env.extend(req.env.iter().cloned());
     s.limits = limits_with(&[&profile.limits, &req.limits])?;
     s.limit_naming = req.limits.naming;

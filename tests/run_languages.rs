@@ -766,6 +766,33 @@ both!(fn env_reaches_the_program(who) {
     assert_eq!(r.expect_ok(), "hi there\n", "{}", r.describe());
 });
 
+// Data larger than --file's 64 MiB cap ("analyse this CSV") reaches `cordon run` as a
+// read-only directory, as with `cordon exec --ro-bind`; a request cannot ask for one.
+both!(fn ro_bind_shows_host_data_to_the_program(who) {
+    let dir = shared_tempdir();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    write_world_readable(&data.join("t.csv"), b"a,b\n1,2\n3,4\n");
+    let bind = format!("{}:/data", data.display());
+    let py = "import csv\nrows = list(csv.reader(open('/data/t.csv')))\nprint(len(rows))\ntry:\n    open('/data/new', 'w')\nexcept OSError as e:\n    print(e.errno)\n";
+    let r = cordon_run(who)
+        .args(["--lang", "python", "--json", "--ro-bind", &bind, "-c", py])
+        .run_json();
+    // Three rows read; the write refused (EROFS).
+    assert_eq!(r.expect_ok(), "3\n30\n", "{}", r.describe());
+    assert_eq!(
+        r.get("/isolation/binds"),
+        &serde_json::json!([format!("/data <- {} (read-only)", std::fs::canonicalize(&data).unwrap().display())]),
+        "{}",
+        r.describe()
+    );
+    // Not with a request, whose author may not name host paths.
+    let plain = cordon_run(who).args(["--ro-bind", &bind, "--request", "-"]).run();
+    assert_eq!(plain.code, 125, "{}", plain.describe());
+    assert!(plain.stderr_str().contains("--ro-bind"), "{}", plain.describe());
+});
+
 both!(fn unknown_language_is_a_cordon_error(who) {
     let plain = cordon_run(who).arg("--lang").arg("cobol-nope").arg("-c").arg("x").run();
     assert_eq!(plain.code, 125, "{}", plain.describe());

@@ -651,9 +651,15 @@ pub struct RunArgs {
     /// Add KEY=VALUE to the program's environment (repeatable).
     #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = spec::parse_env_pair)]
     pub env: Vec<(String, String)>,
-    /// Copy a host file into /workspace as NAME (repeatable).
+    /// Copy a host file into /workspace as NAME (repeatable; at most 64 MiB in all: bind
+    /// larger data with --ro-bind).
     #[arg(long = "file", value_name = "NAME=PATH")]
     pub files: Vec<String>,
+    /// Show a host directory read-only at DST, one new top-level directory (`/data`), to the
+    /// program (not to its compiler), as with `cordon exec` (repeatable; not for requests,
+    /// which cannot name host paths).
+    #[arg(long = "ro-bind", value_name = "SRC:DST", conflicts_with_all = ["request", "requests"])]
+    pub ro_binds: Vec<String>,
     /// Copy what the program wrote in /workspace here after the run.
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
@@ -942,7 +948,7 @@ fn parse_count(s: &str) -> Result<u64, String> {
 /// `--ro-bind SRC:DST`: SRC an existing host directory (resolved now, symlinks and all, so
 /// the sandbox gets what the caller named), DST one new top-level directory (checked with the
 /// rest of the spec).
-fn ro_bind(arg: &str) -> Result<crate::spec::Bind, String> {
+pub(crate) fn ro_bind(arg: &str) -> Result<crate::spec::Bind, String> {
     let (src, dst) = arg.rsplit_once(':').ok_or_else(|| {
         format!("--ro-bind `{arg}`: write it as SRC:DST, e.g. --ro-bind ./data:/data")
     })?;
