@@ -621,7 +621,7 @@ fn check_input_size(
             "the request's code, files and stdin exceed {cap} MiB ({total} bytes); send less data in the request (split the job, or let the program fetch its data over config.network)"
         ),
         _ => format!(
-            "the code and the --file files exceed {cap} MiB ({total} bytes); give fewer or smaller --file files, or split the job (`cordon exec --ro-bind` shows a directory without copying it)"
+            "the code and the --file files exceed {cap} MiB ({total} bytes); give fewer or smaller --file files, or split the job (`--ro-bind DIR:/data` shows a directory to the program without copying it)"
         ),
     }))
 }
@@ -1190,7 +1190,7 @@ pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
         .map_err(cannot)?;
     if contents.len() as u64 > MAX_INPUT_BYTES {
         return Err(RunError::Request(format!(
-            "--file {name}: {path} is over the {MAX_INPUT_BYTES}-byte input cap (`cordon exec --ro-bind` shows a directory without copying it)"
+            "--file {name}: {path} is over the {MAX_INPUT_BYTES}-byte input cap (`--ro-bind DIR:/data` shows a directory to the program without copying it)"
         )));
     }
     let mode = if meta.permissions().mode() & 0o111 != 0 {
