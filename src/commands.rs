@@ -2,7 +2,7 @@
 //! results, pick exit codes. `main.rs` only dispatches here.
 
 use crate::cli::{ExecArgs, JsonAnswer, RunArgs};
-use crate::outcome::{Outcome, OutputEncoding, exit_codes};
+use crate::outcome::{ErrorKind, Outcome, OutputEncoding, exit_codes};
 use crate::run::{RunError, RunOptions, RunRequest};
 use crate::spec::{InputFile, Rootfs, StdinSource};
 use std::io::{BufRead, Read, Write};
@@ -49,15 +49,17 @@ struct ErrorJson {
     status: crate::outcome::Status,
     exit_code: Option<i32>,
     message: String,
+    error_kind: ErrorKind,
     cli_exit_code: i32,
 }
 
-fn error_json(message: &str) -> ErrorJson {
+fn error_json(message: &str, kind: ErrorKind) -> ErrorJson {
     ErrorJson {
         success: false,
         status: crate::outcome::Status::SandboxError,
         exit_code: None,
         message: message.to_string(),
+        error_kind: kind,
         cli_exit_code: exit_codes::SANDBOX_ERROR,
     }
 }
@@ -71,7 +73,7 @@ pub fn usage_error_json(rendered: &str, answer: JsonAnswer) {
         return;
     }
     print_json(
-        &error_json(&usage_message(rendered)),
+        &error_json(&usage_message(rendered), ErrorKind::Request),
         answer == JsonAnswer::Object,
     );
 }
@@ -162,15 +164,18 @@ fn report(outcome: &Outcome, json: bool, delivered: bool) -> i32 {
     outcome.cli_exit_code
 }
 
-fn fail(e: impl std::fmt::Display, json: bool) -> i32 {
-    fail_as(e, JsonAnswer::from_json_flag(json))
+fn fail(e: impl std::fmt::Display, kind: ErrorKind, json: bool) -> i32 {
+    fail_as(e, kind, JsonAnswer::from_json_flag(json))
 }
 
 /// cordon failed before anything ran: says so on stderr and, unless the answer is text, as
 /// the error object on stdout (one line for `--requests`).
-fn fail_as(e: impl std::fmt::Display, answer: JsonAnswer) -> i32 {
+fn fail_as(e: impl std::fmt::Display, kind: ErrorKind, answer: JsonAnswer) -> i32 {
     if answer != JsonAnswer::No {
-        print_json(&error_json(&e.to_string()), answer == JsonAnswer::Object);
+        print_json(
+            &error_json(&e.to_string(), kind),
+            answer == JsonAnswer::Object,
+        );
     }
     eprintln!("cordon: {e}");
     exit_codes::SANDBOX_ERROR
@@ -234,11 +239,11 @@ const OUTPUT_ENCODING_WITHOUT_JSON: &str = "--output-encoding says how the JSON 
 /// `cordon exec`.
 pub fn exec(args: &ExecArgs) -> i32 {
     if args.output_encoding.is_some() && !args.json {
-        return fail(OUTPUT_ENCODING_WITHOUT_JSON, false);
+        return fail(OUTPUT_ENCODING_WITHOUT_JSON, ErrorKind::Request, false);
     }
     let spec = match args.to_spec() {
         Ok(s) => s,
-        Err(e) => return fail(e, args.json),
+        Err(e) => return fail(e, ErrorKind::Request, args.json),
     };
     // A --rootfs DIR that is not there: said in exec's terms (the launcher's own error also
     // covers the rootfs a profile of `cordon run` names).
@@ -249,7 +254,7 @@ pub fn exec(args: &ExecArgs) -> i32 {
             "cannot use --rootfs {}: {e}; give an extracted root filesystem directory (one with usr/ or bin/), or `--rootfs host` for this host's read-only /usr",
             dir.display()
         );
-        return fail(msg, args.json);
+        return fail(msg, ErrorKind::Request, args.json);
     }
     // Opened before the run: a bad directory is reported now, not after it.
     let output_dir = match args
@@ -257,7 +262,7 @@ pub fn exec(args: &ExecArgs) -> i32 {
         .as_deref()
         .map(crate::output::OutputDir::open)
     {
-        Some(Err(e)) => return fail(e, args.json),
+        Some(Err(e)) => return fail(e, ErrorKind::Request, args.json),
         Some(Ok(d)) => Some(d),
         None => None,
     };
@@ -276,7 +281,7 @@ pub fn exec(args: &ExecArgs) -> i32 {
             }
             report(&outcome, args.json, args.output_dir.is_some())
         }
-        Err(e) => fail(e, args.json),
+        Err(e) => fail(e, ErrorKind::Setup, args.json),
     }
 }
 
@@ -427,7 +432,7 @@ fn run_json_text(
                 None => e.to_string(),
             };
             (
-                JsonResult::Error(error_json(&message)),
+                JsonResult::Error(error_json(&message, e.kind())),
                 exit_codes::SANDBOX_ERROR,
             )
         }
@@ -450,7 +455,8 @@ fn run_answer(args: &RunArgs) -> JsonAnswer {
 pub fn run(args: &RunArgs) -> i32 {
     let mut opts = run_options(args);
     let answer = run_answer(args);
-    let fail = |e: &dyn std::fmt::Display| fail_as(e, answer);
+    // Everything refused before a request or the code is run is the command line's.
+    let fail = |e: &dyn std::fmt::Display| fail_as(e, ErrorKind::Request, answer);
     // Every limit flag is checked now, also those a run may not need (a compile's, for an
     // interpreted language): a bad value is an error wherever it was given.
     for o in [&opts.request_limits.0, &opts.request_limits.1] {
@@ -559,7 +565,7 @@ pub fn run(args: &RunArgs) -> i32 {
             }
             report(&o, args.json, args.output_dir.is_some())
         }
-        Err(e) => fail(&e),
+        Err(e) => fail_as(&e, e.kind(), answer),
     }
 }
 
@@ -575,6 +581,7 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
             Err(e) => {
                 return fail_as(
                     format!("cannot read the requests {}: {e}", path.display()),
+                    ErrorKind::Request,
                     JsonAnswer::Line,
                 );
             }
@@ -598,6 +605,7 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
         Err(e) => {
             return fail_as(
                 format!("cannot read the requests {}: {e}", path.display()),
+                ErrorKind::Request,
                 JsonAnswer::Line,
             );
         }
@@ -678,9 +686,10 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
                 }
                 Err(e) => {
                     worst = exit_codes::SANDBOX_ERROR;
-                    results[next] = Some(json_line(&error_json(&format!(
-                        "cannot start a worker: {e}"
-                    ))));
+                    results[next] = Some(json_line(&error_json(
+                        &format!("cannot start a worker: {e}"),
+                        ErrorKind::Setup,
+                    )));
                 }
             }
             next += 1;
@@ -699,19 +708,19 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
                         Some(line) => line,
                         None => {
                             worst = exit_codes::SANDBOX_ERROR;
-                            json_line(&error_json(&format!(
-                                "worker for line {} printed no result",
-                                todo[i].0 + 1
-                            )))
+                            json_line(&error_json(
+                                &format!("worker for line {} printed no result", todo[i].0 + 1),
+                                ErrorKind::Setup,
+                            ))
                         }
                     }
                 }
                 Err(e) => {
                     worst = exit_codes::SANDBOX_ERROR;
-                    json_line(&error_json(&format!(
-                        "worker for line {} failed: {e}",
-                        todo[i].0 + 1
-                    )))
+                    json_line(&error_json(
+                        &format!("worker for line {} failed: {e}", todo[i].0 + 1),
+                        ErrorKind::Setup,
+                    ))
                 }
             };
             results[i] = Some(result);
@@ -735,7 +744,7 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
 fn json_line(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).unwrap_or_else(|e| {
         format!(
-            r#"{{"success":false,"status":"sandbox_error","exitCode":null,"message":"cannot encode the result: {}","cliExitCode":125}}"#,
+            r#"{{"success":false,"status":"sandbox_error","exitCode":null,"message":"cannot encode the result: {}","errorKind":"setup","cliExitCode":125}}"#,
             e.to_string().replace(['"', '\\'], "'")
         )
     })
@@ -762,7 +771,7 @@ fn worker_line(stdout: &[u8]) -> Option<String> {
 pub fn profiles(json: bool, extra: &[PathBuf]) -> i32 {
     let all = match crate::profile::all(extra) {
         Ok(a) => a,
-        Err(e) => return fail(e, json),
+        Err(e) => return fail(e, ErrorKind::Setup, json),
     };
     let mut rows = Vec::new();
     for p in all.values() {
@@ -826,7 +835,7 @@ pub fn profiles(json: bool, extra: &[PathBuf]) -> i32 {
 pub fn history(last: usize, json: bool) -> i32 {
     let records = match crate::history::History::open_default().and_then(|h| h.last(last)) {
         Ok(r) => r,
-        Err(e) => return fail(e, json),
+        Err(e) => return fail(e, ErrorKind::Setup, json),
     };
     if json {
         for r in &records {
@@ -883,7 +892,7 @@ pub fn rootfs_build(lang: &str) -> i32 {
             );
             0
         }
-        Err(e) => fail(e, false),
+        Err(e) => fail(e, ErrorKind::Setup, false),
     }
 }
 

@@ -168,6 +168,21 @@ pub struct OmittedFile {
     pub reason: String,
 }
 
+/// Why cordon failed before anything ran (the error object's `errorKind`), for a client
+/// that must tell its own mistake from the host's without reading the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ErrorKind {
+    /// What was asked cannot be run as asked: an invalid command line or request, a name of
+    /// something that is not there (a language, a file, a directory), a value past the
+    /// operator's ceilings. Change the request.
+    Request,
+    /// cordon could not set up the sandbox here (a kernel feature, a permission, a cgroup, a
+    /// root filesystem, a cache, I/O): the same request may run on another host or after the
+    /// operator's fix (`cordon doctor` says what is missing).
+    Setup,
+}
+
 /// A duration in milliseconds, to the microsecond: `19.961`, not the `19.961409999999997` of
 /// a float's division (the clocks cordon reads are no finer).
 pub fn millis(d: std::time::Duration) -> f64 {

@@ -8,7 +8,7 @@
 
 use crate::cache::{Artifact, Cache, Key};
 use crate::history::{History, Record};
-use crate::outcome::{CompileReport, Outcome, Status};
+use crate::outcome::{CompileReport, ErrorKind, Outcome, Status};
 use crate::profile::{LimitOverrides, Profile, ProfileError};
 use crate::spec::{
     BackendChoice, Collect, Degrade, InputFile, LimitNaming, Limits, ParseError, Rootfs,
@@ -46,6 +46,19 @@ pub enum RunError {
     Deps(#[from] crate::deps::DepsError),
     #[error("{0}")]
     Request(String),
+}
+
+impl RunError {
+    /// Whose to fix: the request's, or the host's (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RunError::Request(_) | RunError::Invalid(_) | RunError::Output(_) => ErrorKind::Request,
+            RunError::Profile(ProfileError::Unknown(..)) => ErrorKind::Request,
+            RunError::Deps(crate::deps::DepsError::Cache { .. }) => ErrorKind::Setup,
+            RunError::Deps(_) => ErrorKind::Request,
+            RunError::Profile(_) | RunError::Launch(_) => ErrorKind::Setup,
+        }
+    }
 }
 
 /// What to run.
@@ -1208,6 +1221,31 @@ pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_say_whose_they_are() {
+        let request = [
+            RunError::Request("x".into()),
+            RunError::Profile(ProfileError::Unknown("cobol".into(), "python".into())),
+            RunError::Deps(crate::deps::DepsError::Invalid("x".into())),
+        ];
+        for e in request {
+            assert_eq!(e.kind(), ErrorKind::Request, "{e}");
+        }
+        let setup = [
+            RunError::Profile(ProfileError::Invalid {
+                origin: "p.toml".into(),
+                message: "x".into(),
+            }),
+            RunError::Deps(crate::deps::DepsError::Cache {
+                path: "/c".into(),
+                reason: "x".into(),
+            }),
+        ];
+        for e in setup {
+            assert_eq!(e.kind(), ErrorKind::Setup, "{e}");
+        }
+    }
 
     #[test]
     fn the_historys_times_include_a_compile_that_ran() {

@@ -618,6 +618,8 @@ both!(fn forced_unavailable_backend_is_error_125(who) {
     assert_eq!(r.status(), "sandbox_error", "{}", r.describe());
     let msg = r.get("/message").as_str().unwrap_or("").to_string();
     assert!(names_cgroup_v2(&msg), "message must name cgroup v2:\n{}", r.describe());
+    // The host's to fix (or another host's to run), not the request's.
+    assert_eq!(r.get("/errorKind"), &json!("setup"), "{}", r.describe());
 
     // An unprivileged user cannot write the v1 hierarchies either.
     if who == Who::User && cgroup_layout() == CgroupLayout::HybridOrV1 {

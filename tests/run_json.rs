@@ -560,6 +560,26 @@ both!(
         assert_eq!(got[0]["limits"]["wallTimeMs"]["value"], json!(1000), "{}", f.describe());
         let msg = got[1]["message"].as_str().unwrap_or("");
         assert!(msg.starts_with("line 3 of the requests: invalid request"), "{}", f.describe());
+        assert_eq!(got[1]["errorKind"], json!("request"), "{}", f.describe());
+    }
+);
+
+both!(
+    /// What a client must change is told apart from what the host lacks without reading the
+    /// message: `errorKind` is `request` for a request or command line that cannot run as
+    /// asked (a field's bad value, an unknown language, a flag clap refuses).
+    fn errors_before_a_run_say_whose_they_are(who) {
+        for (what, req) in [
+            ("a bad field", json!({"language": "python", "code": "print(1)", "env": {"1A": "x"}})),
+            ("an unknown language", json!({"language": "cobol-nope", "code": "x"})),
+            ("a missing entry point", json!({"language": "python", "files": {"a.py": "1"}, "entryPoint": "b.py"})),
+        ] {
+            let r = request(who, req.to_string().as_bytes());
+            assert_eq!((r.status(), r.code()), ("sandbox_error", 125), "{what}:\n{}", r.describe());
+            assert_eq!(r.get("/errorKind"), &json!("request"), "{what}:\n{}", r.describe());
+        }
+        let r = cordon(who, "run").args(["--json", "--no-such-flag", "-c", "1"]).run_json();
+        assert_eq!(r.get("/errorKind"), &json!("request"), "{}", r.describe());
     }
 );
 
