@@ -281,7 +281,10 @@ pub fn exec(args: &ExecArgs) -> i32 {
             }
             report(&outcome, args.json, args.output_dir.is_some())
         }
-        Err(e) => fail(e, ErrorKind::Setup, args.json),
+        Err(e) => {
+            let kind = e.kind();
+            fail(e, kind, args.json)
+        }
     }
 }
 

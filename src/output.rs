@@ -326,7 +326,9 @@ impl OutputDir {
     pub fn deliver(&self, out: &mut crate::outcome::Outcome) {
         let failed = self.write_each(out.files.as_deref().unwrap_or_default());
         if let Some(files) = out.files.as_mut() {
-            files.retain(|f| !failed.iter().any(|(path, _)| *path == f.path));
+            let names: std::collections::HashSet<&str> =
+                failed.iter().map(|(path, _)| path.as_str()).collect();
+            files.retain(|f| !names.contains(f.path.as_str()));
         }
         for (path, e) in &failed {
             // Listed up to the collection's own bound, counted past it.

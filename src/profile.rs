@@ -414,11 +414,31 @@ impl Profile {
             Some((dir, _)) if !dir.is_empty() => format!("./{dir}"),
             _ => ".".to_string(),
         };
+        let values = [
+            ("{source_dir}", dir.as_str()),
+            ("{source}", source),
+            ("{artifact}", artifact),
+        ];
+        // In one pass: a value that holds a placeholder's text (a file named
+        // `{artifact}/x.go`) stays as it is.
         argv.iter()
             .map(|a| {
-                a.replace("{source_dir}", &dir)
-                    .replace("{source}", source)
-                    .replace("{artifact}", artifact)
+                let mut out = String::new();
+                let mut rest = a.as_str();
+                while !rest.is_empty() {
+                    match values.iter().find(|(p, _)| rest.starts_with(p)) {
+                        Some((p, v)) => {
+                            out.push_str(v);
+                            rest = &rest[p.len()..];
+                        }
+                        None => {
+                            let c = rest.chars().next().unwrap_or_default();
+                            out.push(c);
+                            rest = &rest[c.len_utf8()..];
+                        }
+                    }
+                }
+                out
             })
             .collect()
     }
@@ -566,6 +586,11 @@ mod tests {
         assert_eq!(
             p.expand(&argv, "cmd/app/x.go"),
             ["build", "./cmd/app", "cmd/app/x.go", "-o", "main"]
+        );
+        // A name with a placeholder's text in it is not expanded again.
+        assert_eq!(
+            p.expand(&argv, "{artifact}/x.go"),
+            ["build", "./{artifact}", "{artifact}/x.go", "-o", "main"]
         );
     }
 

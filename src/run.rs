@@ -56,7 +56,8 @@ impl RunError {
             RunError::Profile(ProfileError::Unknown(..)) => ErrorKind::Request,
             RunError::Deps(crate::deps::DepsError::Cache { .. }) => ErrorKind::Setup,
             RunError::Deps(_) => ErrorKind::Request,
-            RunError::Profile(_) | RunError::Launch(_) => ErrorKind::Setup,
+            RunError::Launch(e) => e.kind(),
+            RunError::Profile(_) => ErrorKind::Setup,
         }
     }
 }

@@ -87,13 +87,15 @@ both!(fn a_terminal_that_stops_reading_does_not_stall_supervision(who) {
         nix::unistd::fchown(&pty.slave, Some(nix::unistd::Uid::from_raw(who.caller_uid())), None)
             .expect("chown the terminal to the caller");
     }
+    // The output first (what fills the terminal), the marker a second later.
     let script = format!("head -c 2000000 /dev/zero | tr '\\0' x & sleep 1; sleep {m}");
-    let c = Cordon::exec(who, &["--timeout", "3s"], &["sh", "-c", &script]);
+    let timeout = 3.0 * time_scale();
+    let c = Cordon::exec(who, &["--timeout", &format!("{timeout}s")], &["sh", "-c", &script]);
     let start = Instant::now();
     let mut child = c.spawn(Stdio::from(pty.slave), Stdio::null());
     wait_for_marker(&m, &mut child);
     // Nobody reads the terminal until well past the timeout.
-    let by = Duration::from_secs_f64(3.0 + 4.0 * time_scale());
+    let by = Duration::from_secs_f64(timeout + 4.0 * time_scale());
     std::thread::sleep(by.saturating_sub(start.elapsed()));
     let left = procs_matching(&m);
     // Then it is read again, and cordon finishes writing and exits.
@@ -110,7 +112,7 @@ both!(fn a_terminal_that_stops_reading_does_not_stall_supervision(who) {
         n
     });
     let finished = wait_with_deadline(child, start, Duration::from_secs(60), c.argv());
-    assert!(left.is_empty(), "the sandbox outlived its 3 s timeout by {by:?} while the terminal was not read:\n{}", finished.describe());
+    assert!(left.is_empty(), "the sandbox outlived its {timeout} s timeout ({by:?} after the start) while the terminal was not read:\n{}", finished.describe());
     assert_eq!(finished.code, 124, "{}", finished.describe());
     drop(reader);
 });

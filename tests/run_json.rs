@@ -580,6 +580,9 @@ both!(
         }
         let r = cordon(who, "run").args(["--json", "--no-such-flag", "-c", "1"]).run_json();
         assert_eq!(r.get("/errorKind"), &json!("request"), "{}", r.describe());
+        // The launcher's refusal of what it was given is the request's too.
+        let r = exec_json_run(who, &["--stdin", "/nonexistent-cordon-stdin"], &["true"]);
+        assert_eq!((r.status(), r.get("/errorKind")), ("sandbox_error", &json!("request")), "{}", r.describe());
     }
 );
 

@@ -181,22 +181,31 @@ impl<'a> Tail<'a> {
     /// Python's, Node.js's, Go's or the C library's words for a refused fork, clone or
     /// thread.
     fn says_spawn_failed(&self) -> bool {
-        self.says(
-            &[
-                "cannot fork",
-                "can't fork",
-                "fork: retry",
-                "fork failed",
-                "unable to fork",
-                "could not fork",
-                "can't start new thread",
-                "failed to create new os thread",
-                "pthread_create failed",
-                "thread creation failed",
-                "[errno 11] resource temporarily unavailable",
-            ],
-            &[],
-        ) || (self.lower.contains("spawn") && self.says(&[], &["EAGAIN"]))
+        let phrases = [
+            "cannot fork",
+            "can't fork",
+            "fork: retry",
+            "fork failed",
+            "unable to fork",
+            "could not fork",
+            "can't start new thread",
+            "failed to create new os thread",
+            "pthread_create failed",
+            "thread creation failed",
+        ];
+        if self.says(&phrases, &[]) {
+            return true;
+        }
+        // EAGAIN is also any non-blocking read's or lock's: only with a fork or a spawn in
+        // the same line or the two above (Node.js: "spawn sleep EAGAIN"; Python: its
+        // traceback's "os.fork()", and the carets under it, above "BlockingIOError: [Errno
+        // 11]").
+        let lines: Vec<&str> = self.lower.lines().collect();
+        let near = |l: &&str| l.contains("fork") || l.contains("spawn") || l.contains("popen");
+        lines.iter().enumerate().any(|(i, line)| {
+            (line.contains("eagain") || line.contains("[errno 11]"))
+                && lines[i.saturating_sub(2)..=i].iter().any(near)
+        })
     }
 }
 
@@ -1174,7 +1183,7 @@ mod tests {
         for words in [
             "sh: 0: Cannot fork",
             "bash: fork: retry: Resource temporarily unavailable",
-            "BlockingIOError: [Errno 11] Resource temporarily unavailable",
+            "    pid = os.fork()\n          ^^^^^^^^^\nBlockingIOError: [Errno 11] Resource temporarily unavailable",
             "RuntimeError: can't start new thread",
             "runtime: failed to create new OS thread (have 3 already; errno=11)",
             "Error: spawn sleep EAGAIN",
@@ -1192,6 +1201,18 @@ mod tests {
                 None,
                 None,
                 "read: EAGAIN (Resource temporarily unavailable)"
+            )
+            .is_empty()
+        );
+        // A non-blocking read's BlockingIOError, or a spawn and an EAGAIN lines apart, is no
+        // fork either.
+        let nonblocking = "  File \"<string>\", line 1, in <module>\nBlockingIOError: [Errno 11] Resource temporarily unavailable";
+        assert!(notes(None, None, nonblocking).is_empty());
+        assert!(
+            notes(
+                None,
+                None,
+                "could not spawn helper\nlater\nstill later\nread: EAGAIN"
             )
             .is_empty()
         );

@@ -200,6 +200,10 @@ pub struct MemWatch {
     /// it; some process's memory was unreadable in it.
     hidden_fds_history: u64,
     unreadable_history: u64,
+    /// The most each open /proc file whose buffer is measured (see [`measured_record`]) was
+    /// counted at, by its holder's /proc directory and descriptor, while it stays open: a
+    /// buffer outlives what it was filled from.
+    proc_held: HashMap<(String, std::ffi::OsString), u64>,
     pub report: WatchReport,
 }
 
@@ -236,6 +240,7 @@ impl MemWatch {
             hidden_fds: HashMap::new(),
             hidden_fds_history: 0,
             unreadable_history: 0,
+            proc_held: HashMap::new(),
             report: WatchReport::default(),
         }
     }
@@ -319,6 +324,10 @@ impl MemWatch {
             Ok(p) => p,
             Err(why) => return Verdict::Blind(why),
         };
+        // The processes alive together at the first listing: only theirs count toward the
+        // most threads seen at once (one seen in a later listing may have started after
+        // another of the first ended).
+        let first_listing: HashSet<u32> = pending.iter().copied().collect();
         self.report.samples += 1;
         let mut total: u64 = 0;
         let mut seen = HashSet::new();
@@ -331,7 +340,10 @@ impl MemWatch {
         let mut takeable = 0u64;
         let mut objects: HashMap<Object, u64> = HashMap::new();
         // The processes' threads, and the sizes of the /proc files they hold open.
-        let mut tally = Tally::default();
+        let mut tally = Tally {
+            held_before: std::mem::take(&mut self.proc_held),
+            ..Tally::default()
+        };
         // The extent of every shmem object mapped shared, by object.
         let mut extents: HashMap<ObjectKey, u64> = HashMap::new();
         let shm_dev = self.shm_dev;
@@ -443,6 +455,7 @@ impl MemWatch {
             if pid == 1 || !seen.insert(pid) {
                 continue;
             }
+            let threads_before = tally.threads;
             let result = read_process(
                 &root,
                 pid,
@@ -451,11 +464,17 @@ impl MemWatch {
                 &mut extents,
                 &mut tally,
             );
+            if !first_listing.contains(&pid) {
+                tally.threads = threads_before;
+            }
             self.report.tasks_peak = self.report.tasks_peak.max(tally.threads);
             if costly() {
                 return too_costly(seen.len(), total);
             }
-            if !matches!(result, Err(ReadError::HiddenFds { .. })) {
+            if !matches!(
+                result,
+                Err(ReadError::HiddenFds { .. } | ReadError::UnsizedProcFile { .. })
+            ) {
                 self.hidden_fds.remove(&pid);
             }
             match result {
@@ -498,9 +517,23 @@ impl MemWatch {
                         ));
                     }
                 }
+                Err(ReadError::UnsizedProcFile { bytes, why }) => {
+                    hid_fds = true;
+                    total = total.saturating_add(bytes);
+                    let n = self.hidden_fds.entry(pid).or_insert(0);
+                    *n += 1;
+                    if *n >= HIDDEN_FDS_SAMPLES {
+                        return Verdict::Blind(format!(
+                            "the sandbox's process {pid} keeps kernel memory the watch cannot size: {why}"
+                        ));
+                    }
+                }
                 Err(ReadError::Format(why)) => return Verdict::Blind(why),
             }
         }
+        // What the open /proc files were counted at, kept for the next sample (a file
+        // closed, or a process gone, drops out).
+        self.proc_held = std::mem::take(&mut tally.held);
         self.unreadable.retain(|pid, _| seen.contains(pid));
         self.hidden_fds.retain(|pid, _| seen.contains(pid));
         // cordon's own pipes (the sandbox's stdio) are drained by cordon, not the sandbox's.
@@ -668,6 +701,12 @@ enum ReadError {
         bytes: u64,
         why: String,
     },
+    /// Its memory (`bytes`) is readable, but it holds a /proc file open whose buffer cannot
+    /// be sized (what it was filled from is gone): the same grace as [`ReadError::HiddenFds`].
+    UnsizedProcFile {
+        bytes: u64,
+        why: String,
+    },
     /// The kernel's smaps_rollup lacks a field the watch needs.
     Format(String),
 }
@@ -770,6 +809,9 @@ fn read_process(
 struct Tally {
     threads: u64,
     fdinfo: HashMap<Vec<u8>, u64>,
+    /// [`MemWatch::proc_held`] as the sample began, and as it finds it.
+    held_before: HashMap<(String, std::ffi::OsString), u64>,
+    held: HashMap<(String, std::ffi::OsString), u64>,
 }
 
 /// [`read_process`] through one /proc directory of the process (`dir`: /proc/PID, or one of
@@ -817,7 +859,7 @@ fn read_process_at(
     let status =
         std::fs::read_to_string(format!("{dir}/status")).map_err(|e| classify_io(&e, "status"))?;
     let bytes = bytes.saturating_add(kb_field(&status, "VmPTE").unwrap_or(0).saturating_mul(1024));
-    tally.threads = tally.threads.saturating_add(thread_count(&status));
+    let threads = thread_count(&status);
     // maps, not smaps: listing the mappings walks no page table.
     let maps =
         std::fs::read_to_string(format!("{dir}/maps")).map_err(|e| classify_io(&e, "maps"))?;
@@ -878,26 +920,41 @@ fn read_process_at(
         // or inotify instance makes as long as its items (64 KiB each for 800 items, opened
         // 900 times by each of 20 processes: 1.1 GiB under a 128 MiB limit before this).
         if let Some(rest) = link.strip_prefix(b"/proc/") {
-            let record = if is_fdinfo(rest) {
-                match tally.fdinfo.get(rest) {
-                    Some(n) => *n,
+            let record = if measured_record(rest) {
+                let now = match tally.fdinfo.get(rest) {
+                    Some(n) => Some(*n),
                     None => {
                         let path = format!("{root}/{}", String::from_utf8_lossy(rest));
                         let n = match std::fs::read(&path) {
-                            Ok(text) => text.len() as u64,
-                            // Its fd or process is gone: what it held is not known (see the
-                            // README); the page below counts.
+                            Ok(text) => Some(text.len() as u64),
+                            // Its descriptor or process is gone: the buffer, filled from it,
+                            // stays as long as the file is open and cannot be sized.
                             Err(e)
                                 if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) =>
                             {
-                                0
+                                None
                             }
                             Err(e) => return Err(hidden(&e, "an open fdinfo file")),
                         };
-                        tally.fdinfo.insert(rest.to_vec(), n);
+                        if let Some(n) = n {
+                            tally.fdinfo.insert(rest.to_vec(), n);
+                        }
                         n
                     }
-                }
+                };
+                let key = (dir.to_string(), fd.file_name());
+                let before = tally.held_before.get(&key).copied();
+                let Some(record) = now.map(|n| n.max(before.unwrap_or(0))).or(before) else {
+                    return Err(ReadError::UnsizedProcFile {
+                        bytes,
+                        why: format!(
+                            "it holds /proc/{} open, whose descriptor or process is gone, so the kernel buffer the file keeps cannot be sized",
+                            String::from_utf8_lossy(rest)
+                        ),
+                    });
+                };
+                tally.held.insert(key, record);
+                record
             } else {
                 0
             };
@@ -944,10 +1001,20 @@ fn read_process_at(
             }
         }
     }
+    // Counted once the whole process was read (a read that ends as gone, and is then read
+    // through a thread's directory, counts once).
+    tally.threads = tally.threads.saturating_add(threads);
     Ok((
         bytes.saturating_add(epolls).saturating_add(proc_files),
         shared,
     ))
+}
+
+/// Whether the buffer of a /proc file (a path below /proc) is sized by reading it: one whose
+/// one record is its whole text, which can pass two pages. An `fdinfo` file (an epoll's or
+/// inotify's lists every item); `stat` and `softirqs`, a line a CPU.
+fn measured_record(rest: &[u8]) -> bool {
+    is_fdinfo(rest) || rest == b"stat" || rest == b"softirqs"
 }
 
 /// Whether a path below /proc (`PID/fdinfo/FD`, or `PID/task/TID/fdinfo/FD`) is an `fdinfo`

@@ -113,6 +113,18 @@ const NAMESPACES: &[&str] = &["user", "pid", "mount", "network", "ipc", "uts", "
 /// How read-only host directories are shown, unless init reports a downgrade.
 const HOST_VIEWS: &str = "private read-only overlays";
 
+impl LaunchError {
+    /// Whose to fix (see [`crate::outcome::ErrorKind`]): a spec that cannot be run as given
+    /// (an invalid value, a `--stdin` file that is not there) is the request's; the rest, the
+    /// host's.
+    pub fn kind(&self) -> crate::outcome::ErrorKind {
+        match self {
+            LaunchError::Spec(_) | LaunchError::Stdin { .. } => crate::outcome::ErrorKind::Request,
+            _ => crate::outcome::ErrorKind::Setup,
+        }
+    }
+}
+
 /// Why a sandbox could not be launched. Each variant names the step; the message says what
 /// to do.
 #[derive(Debug, thiserror::Error)]
