@@ -40,6 +40,15 @@ enum JsonResult {
     Error(ErrorJson),
 }
 
+/// A request's answer: its result, after the request's `id` when it has one.
+#[derive(serde::Serialize)]
+struct Answer {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<serde_json::Value>,
+    #[serde(flatten)]
+    result: JsonResult,
+}
+
 /// The JSON object printed when cordon failed before anything ran: the result's fields that
 /// say so (no program ran, so no `exitCode`), in the result's order (`success` first).
 #[derive(Debug, serde::Serialize)]
@@ -406,11 +415,13 @@ fn run_json_text(
     opts: &RunOptions,
     line: Option<usize>,
     encoding: OutputEncoding,
-) -> (JsonResult, i32) {
+) -> (Answer, i32) {
     let mut encoding = encoding;
+    let mut id = None;
     let outcome = crate::request::parse_bytes(text)
-        .and_then(|r| {
+        .and_then(|mut r| {
             encoding = r.output_encoding.unwrap_or(encoding);
+            id = r.id.take();
             r.into_run()
         })
         .and_then(|mut r| {
@@ -427,17 +438,18 @@ fn run_json_text(
         Ok(mut o) => {
             o.encode_output(encoding);
             let code = o.cli_exit_code;
-            (JsonResult::Outcome(Box::new(o)), code)
+            let result = JsonResult::Outcome(Box::new(o));
+            (Answer { id, result }, code)
         }
         Err(e) => {
             let message = match line {
                 Some(n) => format!("line {n} of the requests: {e}"),
                 None => e.to_string(),
             };
-            (
-                JsonResult::Error(error_json(&message, e.kind())),
-                exit_codes::SANDBOX_ERROR,
-            )
+            // A request refused for one of its fields still names itself, if it can.
+            let id = id.or_else(|| crate::request::loose_id(text));
+            let result = JsonResult::Error(error_json(&message, e.kind()));
+            (Answer { id, result }, exit_codes::SANDBOX_ERROR)
         }
     }
 }
@@ -512,6 +524,11 @@ pub fn run(args: &RunArgs) -> i32 {
             &"--jobs is how many requests of a --requests file run at once; give --requests FILE, or leave --jobs out",
         );
     }
+    if args.unordered && args.requests.is_none() {
+        return fail(
+            &"--unordered prints the results of a --requests file as their requests end; give --requests FILE, or leave --unordered out",
+        );
+    }
     if (args.request.is_some() || args.requests.is_some())
         && (!args.env.is_empty()
             || !args.files.is_empty()
@@ -574,7 +591,9 @@ pub fn run(args: &RunArgs) -> i32 {
 
 /// `--requests FILE.jsonl --jobs N`: each line runs in its own `cordon run --request -`
 /// process (a sandbox must be started from a single-threaded process, so concurrency is
-/// processes, not threads); results are printed one per line, in input order.
+/// processes, not threads); results are printed one per line, in input order, or with
+/// `--unordered` as each request ends. A request that ends frees its slot at once either
+/// way.
 fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     let input: Box<dyn BufRead> = if path.as_os_str() == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
@@ -661,83 +680,118 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
             !l.iter().all(u8::is_ascii_whitespace)
         })
         .collect();
+    // A result of the file's line `n` (from 1) as printed: with --unordered, `line` first.
+    let tagged = |n: usize, result: String| -> String {
+        match result.strip_prefix('{') {
+            Some(rest) if args.unordered => {
+                let sep = if rest.trim_start().starts_with('}') {
+                    ""
+                } else {
+                    ","
+                };
+                format!("{{\"line\":{n}{sep}{rest}")
+            }
+            _ => result,
+        }
+    };
+    let out = std::io::stdout();
+    let print = |line: &str| {
+        let mut o = out.lock();
+        let _ = writeln!(o, "{line}");
+        let _ = o.flush();
+    };
+    // Each worker's output is read by a thread of its own, which sends it here when the
+    // worker ends, so that a slow request neither holds up a free slot nor (with
+    // --unordered) the results after it. The workers are spawned from this thread, which
+    // lives as long as the batch (their parent-death signal follows it).
+    let (done_tx, done_rx) =
+        std::sync::mpsc::channel::<(usize, std::io::Result<std::process::Output>)>();
     let mut results: Vec<Option<String>> = vec![None; todo.len()];
-    let mut running: Vec<(usize, std::process::Child)> = Vec::new();
     let mut next = 0;
+    let mut running = 0;
     let mut worst = 0;
     let mut printed = 0;
-    let out = std::io::stdout();
-    while printed < todo.len() {
-        while running.len() < jobs && next < todo.len() {
+    let mut ended = 0;
+    while ended < todo.len() {
+        while running < jobs && next < todo.len() {
+            let (at, request) = (next, &todo[next]);
+            next += 1;
             let mut worker = std::process::Command::new(&exe);
             worker
                 .args(&common)
-                .args(["--request-line".to_string(), (todo[next].0 + 1).to_string()])
+                .args(["--request-line".to_string(), (request.0 + 1).to_string()])
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::inherit());
             // A batch killed (SIGTERM, SIGINT, SIGKILL) takes its workers, and so their
-            // sandboxes, with it. Spawned from this thread, which lives as long as the batch.
+            // sandboxes, with it.
             crate::sys::kill_with_parent(&mut worker);
-            let spawned = worker.spawn();
-            match spawned {
+            match worker.spawn() {
                 Ok(mut child) => {
-                    if let Some(mut i) = child.stdin.take() {
-                        let _ = i.write_all(&todo[next].1);
-                    }
-                    running.push((next, child));
-                }
-                Err(e) => {
-                    worst = exit_codes::SANDBOX_ERROR;
-                    results[next] = Some(json_line(&error_json(
-                        &format!("cannot start a worker: {e}"),
-                        ErrorKind::Setup,
-                    )));
-                }
-            }
-            next += 1;
-        }
-        // Wait for the oldest running job (results are printed in order anyway).
-        if let Some(pos) = running
-            .iter()
-            .position(|(i, _)| *i == printed)
-            .or(if running.is_empty() { None } else { Some(0) })
-        {
-            let (i, child) = running.remove(pos);
-            let result = match child.wait_with_output() {
-                Ok(o) => {
-                    worst = worst.max(o.status.code().unwrap_or(exit_codes::SANDBOX_ERROR));
-                    match worker_line(&o.stdout) {
-                        Some(line) => line,
-                        None => {
+                    let stdin = child.stdin.take();
+                    let text = request.1.clone();
+                    let tx = done_tx.clone();
+                    // The request is written from the reader's thread too: a worker refusing
+                    // a large request early must not block the batch.
+                    let spawned = std::thread::Builder::new()
+                        .name(format!("worker {}", request.0 + 1))
+                        .spawn(move || {
+                            if let Some(mut i) = stdin {
+                                let _ = i.write_all(&text);
+                            }
+                            let _ = tx.send((at, child.wait_with_output()));
+                        });
+                    match spawned {
+                        Ok(_) => running += 1,
+                        Err(e) => {
                             worst = exit_codes::SANDBOX_ERROR;
-                            json_line(&error_json(
-                                &format!("worker for line {} printed no result", todo[i].0 + 1),
-                                ErrorKind::Setup,
-                            ))
+                            let _ = done_tx.send((at, Err(e)));
+                            running += 1;
                         }
                     }
                 }
                 Err(e) => {
                     worst = exit_codes::SANDBOX_ERROR;
+                    let _ = done_tx.send((at, Err(e)));
+                    running += 1;
+                }
+            }
+        }
+        // Every slot's thread sends exactly once, and this thread keeps a sender: recv
+        // returns while one is running.
+        let Ok((i, waited)) = done_rx.recv() else {
+            break;
+        };
+        running -= 1;
+        ended += 1;
+        let n = todo[i].0 + 1;
+        let result = match waited {
+            Ok(o) => {
+                worst = worst.max(o.status.code().unwrap_or(exit_codes::SANDBOX_ERROR));
+                worker_line(&o.stdout).unwrap_or_else(|| {
+                    worst = exit_codes::SANDBOX_ERROR;
                     json_line(&error_json(
-                        &format!("worker for line {} failed: {e}", todo[i].0 + 1),
+                        &format!("worker for line {n} printed no result"),
                         ErrorKind::Setup,
                     ))
-                }
-            };
-            results[i] = Some(result);
-        }
-        while printed < todo.len() {
-            match results[printed].take() {
-                Some(r) => {
-                    let mut o = out.lock();
-                    let _ = writeln!(o, "{r}");
-                    let _ = o.flush();
-                    printed += 1;
-                }
-                None => break,
+                })
             }
+            Err(e) => {
+                worst = exit_codes::SANDBOX_ERROR;
+                json_line(&error_json(
+                    &format!("worker for line {n} failed: {e}"),
+                    ErrorKind::Setup,
+                ))
+            }
+        };
+        if args.unordered {
+            print(&tagged(n, result));
+            continue;
+        }
+        results[i] = Some(result);
+        while let Some(r) = results.get_mut(printed).and_then(Option::take) {
+            print(&r);
+            printed += 1;
         }
     }
     if worst == 0 { 0 } else { 1 }

@@ -121,6 +121,63 @@ fn output_encoding<'de, D: serde::Deserializer<'de>>(
     }
 }
 
+/// The longest `id` a request may carry, in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// `id`: a string of at most [`MAX_ID_BYTES`] bytes or an integer, kept as given.
+fn request_id<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    check_id(v).map_err(serde::de::Error::custom)
+}
+
+/// `v` as a request's id, or what is wrong with it.
+fn check_id(v: serde_json::Value) -> Result<Option<serde_json::Value>, String> {
+    use serde_json::Value;
+    match &v {
+        Value::Null => Ok(None),
+        Value::String(s) if s.len() <= MAX_ID_BYTES => Ok(Some(v)),
+        Value::String(s) => Err(format!(
+            "id is a string of {} bytes: give at most {MAX_ID_BYTES}, or an integer",
+            s.len()
+        )),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Ok(Some(v)),
+        _ => Err(format!(
+            "id is {}: give a string of at most {MAX_ID_BYTES} bytes or an integer",
+            short_json(&v)
+        )),
+    }
+}
+
+/// `v` as JSON, cut to 40 characters for an error message.
+fn short_json(v: &serde_json::Value) -> String {
+    let text = v.to_string();
+    match text.char_indices().nth(40) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text,
+    }
+}
+
+/// The `id` of a request text that may not parse as a request (an unknown field, a bad
+/// value elsewhere), for its error result: None when the text is not a JSON object or its
+/// `id` is missing or not one a request may carry.
+pub fn loose_id(text: &[u8]) -> Option<serde_json::Value> {
+    #[derive(Deserialize)]
+    struct OnlyId {
+        #[serde(default)]
+        id: serde_json::Value,
+    }
+    let text = text.strip_prefix("\u{feff}".as_bytes()).unwrap_or(text);
+    // An object only: serde would also read a struct from an array (`[1]`).
+    let starts = text.iter().find(|b| !b.is_ascii_whitespace());
+    if text.len() as u64 > crate::run::MAX_REQUEST_BYTES || starts != Some(&b'{') {
+        return None;
+    }
+    let v: OnlyId = serde_json::from_slice(text).ok()?;
+    check_id(v.id).ok().flatten()
+}
+
 /// The bytes a file (or `stdin`) stands for, and whether it is executable: its text, or its
 /// `content` decoded. `field` names it in errors (`files.NAME`, `stdin`).
 fn decode_input(field: &str, f: JsonFile) -> Result<(Vec<u8>, bool), RunError> {
@@ -576,6 +633,10 @@ pub struct JsonRequest {
     /// that prints the result ([`crate::Outcome::encode_output`]).
     #[serde(default, deserialize_with = "output_encoding")]
     pub output_encoding: Option<crate::outcome::OutputEncoding>,
+    /// The caller's name for the request, echoed as the result's first key: a string of at
+    /// most [`MAX_ID_BYTES`] bytes or an integer. Not the run's: it only tags the answer.
+    #[serde(default, deserialize_with = "request_id")]
+    pub id: Option<serde_json::Value>,
 }
 
 fn bad(msg: impl Into<String>) -> RunError {
@@ -597,6 +658,7 @@ pub const REQUEST_FIELDS: &[&str] = &[
     "packageIndex",
     "packagesLock",
     "outputEncoding",
+    "id",
 ];
 
 /// How many JSON values `text` holds (every string, number, literal, array and object), up
@@ -1638,6 +1700,43 @@ mod tests {
         assert!(e.contains(r#"outputEncoding is "hex": give "utf8""#), "{e}");
         let r = parse(r#"{"language":"bash","code":"x"}"#).unwrap();
         assert_eq!(r.output_encoding, None);
+    }
+
+    /// A request's id as its error result reads it from a text that may not be a request:
+    /// only an object's `id` of a kind a request may carry.
+    #[test]
+    fn an_id_is_read_loosely_for_errors() {
+        use serde_json::json;
+        let id = |t: &str| loose_id(t.as_bytes());
+        assert_eq!(
+            id(r#"{"id": "a", "bogus": [1, {"x": 2}]}"#),
+            Some(json!("a"))
+        );
+        assert_eq!(
+            id(" \u{feff}{\"language\": 3, \"id\": -4}"),
+            None,
+            "a mark after blanks is no JSON"
+        );
+        assert_eq!(
+            id("\u{feff} {\"language\": 3, \"id\": -4}"),
+            Some(json!(-4))
+        );
+        assert_eq!(id(r#"[1]"#), None, "an array is not a request");
+        assert_eq!(id(r#"{"id": 1.5}"#), None);
+        assert_eq!(id(r#"{"id": null}"#), None);
+        assert_eq!(id(r#"{"id": "a", "id": "b"}"#), None, "two ids name no one");
+        assert_eq!(id(r#"{"id": "a""#), None, "not JSON");
+        assert_eq!(
+            id(&format!(r#"{{"id": "{}"}}"#, "é".repeat(128))),
+            Some(json!("é".repeat(128)))
+        );
+        assert_eq!(
+            id(&format!(r#"{{"id": "{}é"}}"#, "x".repeat(255))),
+            None,
+            "257 bytes"
+        );
+        let r = parse(r#"{"language":"bash","code":"x","id":"q"}"#).unwrap();
+        assert_eq!(r.id, Some(json!("q")));
     }
 
     /// What `base64 FILE` prints (lines of 76 characters, a final newline) decodes.

@@ -737,6 +737,94 @@ both!(
     }
 );
 
+both!(
+    /// `--unordered`: each result is printed as its request ends, starting with `line` (its
+    /// line in the file), and a slow request holds up neither the results after it nor a
+    /// free slot: with --jobs 2, the four quick requests run in the second slot and all
+    /// answer before the slow first one.
+    fn unordered_batch_answers_as_requests_end(who) {
+        let mut lines = String::new();
+        lines.push_str(&json!({"id": "slow", "language": "bash", "code": "sleep 6; echo slow"}).to_string());
+        lines.push_str("\n\n");
+        for i in 0..4 {
+            lines.push_str(&json!({"id": i, "language": "bash", "code": format!("echo quick {i}")}).to_string());
+            lines.push('\n');
+        }
+        // An invalid request still answers with its line and, as it can be read, its id.
+        lines.push_str(r#"{"id": "bad", "language": "bash", "code": "echo no", "bogus": 1}"#);
+        lines.push('\n');
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        write_world_readable(&file, lines.as_bytes());
+        let f = cordon(who, "run")
+            .args(["--no-history", "--jobs", "2", "--unordered", "--requests"])
+            .arg(&file)
+            .deadline(Duration::from_secs(120))
+            .run();
+        assert_eq!(f.code, 1, "the bad request makes the batch exit 1:\n{}", f.describe());
+        let out = f.stdout_str();
+        let got: Vec<Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not one JSON object ({e}): {l}\n{}", f.describe())))
+            .collect();
+        assert_eq!(got.len(), 6, "one line per request:\n{}", f.describe());
+        for l in out.lines() {
+            let keys = keys_in_order(l);
+            assert_eq!(&keys[..3], ["line", "id", "success"], "{l}");
+        }
+        let slow = got.last().unwrap();
+        assert_eq!((&slow["id"], &slow["line"], &slow["output"]), (&json!("slow"), &json!(1), &json!("slow\n")), "the slow request answers last:\n{}", f.describe());
+        for i in 0..4 {
+            let v = got.iter().find(|v| v["id"] == json!(i)).unwrap_or_else(|| panic!("no result with id {i}:\n{}", f.describe()));
+            assert_eq!(v["line"], json!(i + 3), "blank lines count in `line`:\n{}", f.describe());
+            assert_eq!(v["output"], json!(format!("quick {i}\n")), "{}", f.describe());
+        }
+        let bad = got.iter().find(|v| v["id"] == json!("bad")).unwrap_or_else(|| panic!("no result for the bad request:\n{}", f.describe()));
+        assert_eq!(bad["line"], json!(7), "{}", f.describe());
+        assert_eq!(bad["errorKind"], json!("request"), "{}", f.describe());
+
+        // Without a --requests file, --unordered means nothing: refused, nothing run.
+        let r = cordon(who, "run").args(["--unordered", "--json", "-c", "echo RAN", "--lang", "bash"]).run();
+        assert_eq!(r.code, 125, "{}", r.describe());
+        assert!(!r.stdout_str().contains("RAN") && r.stdout_str().contains("--unordered prints the results of a --requests file"), "{}", r.describe());
+    }
+);
+
+both!(
+    /// A request's `id` (a string or an integer) is echoed as its result's first key, in a
+    /// result and in the error of a request refused for another field; an id of another
+    /// kind is refused, naming it.
+    fn a_requests_id_is_echoed_first(who) {
+        let r = request(who, br#"{"id": "job-17", "language": "bash", "code": "echo hi"}"#);
+        assert_eq!(r.code(), 0, "{}", r.describe());
+        assert_eq!(r.get("/id"), &json!("job-17"), "{}", r.describe());
+        assert_eq!(r.get("/output"), &json!("hi\n"), "{}", r.describe());
+        assert_eq!(&keys_in_order(&r.finished.stdout_str())[..2], ["id", "success"], "{}", r.describe());
+
+        let r = request(who, br#"{"id": 18446744073709551615, "language": "bash", "code": "echo hi", "config": {"timeout": 1.5}}"#);
+        assert_eq!(r.code(), 125, "{}", r.describe());
+        assert_eq!(r.get("/id"), &json!(18446744073709551615u64), "{}", r.describe());
+        assert_eq!(r.get("/errorKind"), &json!("request"), "{}", r.describe());
+
+        let r = request(who, br#"{"language": "bash", "code": "echo hi"}"#);
+        assert_eq!(r.code(), 0, "{}", r.describe());
+        assert!(!keys_in_order(&r.finished.stdout_str()).contains(&"id".to_string()), "no id given, none echoed:\n{}", r.describe());
+
+        let long = format!(r#"{{"id": "{}", "language": "bash", "code": "echo RAN"}}"#, "x".repeat(257));
+        for (req, says) in [
+            (r#"{"id": 1.5, "language": "bash", "code": "echo RAN"}"#.to_string(), "id is 1.5: give a string of at most 256 bytes or an integer"),
+            (r#"{"id": {"a": 1}, "language": "bash", "code": "echo RAN"}"#.to_string(), r#"id is {"a":1}: give a string"#),
+            (long, "id is a string of 257 bytes: give at most 256, or an integer"),
+        ] {
+            let r = request(who, req.as_bytes());
+            assert_eq!(r.code(), 125, "{req}:\n{}", r.describe());
+            let msg = r.get("/message").as_str().unwrap_or("");
+            assert!(msg.contains(says) && r.get("/output").is_null(), "{req}: {says:?}:\n{}", r.describe());
+            assert!(r.get("/id").is_null(), "an id that is refused is not echoed:\n{}", r.describe());
+        }
+    }
+);
+
 // ---------------------------------------------------------------------------------------------
 // Profiles.
 

@@ -198,7 +198,7 @@ fn first_positional(run_args: &[std::ffi::OsString]) -> Option<&str> {
 /// the request's parts go instead of flags (a misspelt flag keeps clap's suggestion).
 fn with_request_tip(e: clap::Error) -> clap::Error {
     use clap::error::{ContextKind, ErrorKind};
-    const USAGE: &str = "Usage: cordon run [OPTIONS] --request FILE|-\n       cordon run [OPTIONS] --requests FILE.jsonl [--jobs N]\n\nFor more information, try '--help'.\n";
+    const USAGE: &str = "Usage: cordon run [OPTIONS] --request FILE|-\n       cordon run [OPTIONS] --requests FILE.jsonl [--jobs N] [--unordered]\n\nFor more information, try '--help'.\n";
     let kind = e.kind();
     let first = match kind {
         ErrorKind::UnknownArgument if e.get(ContextKind::SuggestedArg).is_none() => e
@@ -377,7 +377,7 @@ pub const REQUEST_MODE_FLAGS: &[&str] = &[
     "--output-root",
     "--request-net",
     "--output-encoding",
-    "--jobs (with --requests)",
+    "--jobs and --unordered (with --requests)",
 ];
 
 /// One launching subcommand alone, `exec` or `run` (see [`Cli::parse_args`]).
@@ -621,6 +621,10 @@ pub struct RunArgs {
     /// Batch mode: how many requests run at once (default 1).
     #[arg(long, allow_negative_numbers = true, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
+    /// Batch mode: print each result as soon as its request ends, not in input order; each
+    /// result then starts with `line`, its request's line in the file.
+    #[arg(long)]
+    pub unordered: bool,
     /// A batch worker's request: its line in the --requests file, for its error messages.
     #[arg(long, allow_negative_numbers = true, value_name = "N", hide = true)]
     pub request_line: Option<usize>,
