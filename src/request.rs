@@ -907,6 +907,16 @@ impl JsonRequest {
         if let Some(e) = &self.entry_point {
             check_relative_path(e)
                 .map_err(|err| bad(format!("invalid request: entryPoint: {err}")))?;
+            if !files.iter().any(|f| f.path == *e) {
+                let mut names: Vec<&str> = files.iter().map(|f| f.path.as_str()).take(10).collect();
+                if files.len() > names.len() {
+                    names.push("...");
+                }
+                return Err(bad(format!(
+                    "invalid request: entryPoint is `{e}`, which is not one of the request's files ({}); name one of them, or give the program as `code`",
+                    names.join(", ")
+                )));
+            }
         }
         let mut network = match &self.config.network {
             None | Some(serde_json::Value::Bool(false)) | Some(serde_json::Value::Null) => {
@@ -1779,6 +1789,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("entryPoint"), "{e}");
+        let e =
+            parse(r#"{"language":"python","files":{"a.py":"x","c.py":""},"entryPoint":"b.py"}"#)
+                .unwrap()
+                .into_run()
+                .unwrap_err()
+                .to_string();
+        assert_eq!(
+            e,
+            "invalid request: entryPoint is `b.py`, which is not one of the request's files (a.py, c.py); name one of them, or give the program as `code`"
+        );
         let r = parse(r#"{"language":"python","code":"x","config":{"network":"allow=pypi.org,*.example.org:8443","networkResolve":{"a.test":"127.0.0.1"}}}"#)
             .unwrap()
             .into_run()
