@@ -471,10 +471,7 @@ impl MemWatch {
             if costly() {
                 return too_costly(seen.len(), total);
             }
-            if !matches!(
-                result,
-                Err(ReadError::HiddenFds { .. } | ReadError::UnsizedProcFile { .. })
-            ) {
+            if !matches!(result, Err(ReadError::Partial { .. })) {
                 self.hidden_fds.remove(&pid);
             }
             match result {
@@ -506,26 +503,13 @@ impl MemWatch {
                         ));
                     }
                 }
-                Err(ReadError::HiddenFds { bytes, why }) => {
+                Err(ReadError::Partial { bytes, uncounted }) => {
                     hid_fds = true;
                     total = total.saturating_add(bytes);
                     let n = self.hidden_fds.entry(pid).or_insert(0);
                     *n += 1;
                     if *n >= HIDDEN_FDS_SAMPLES {
-                        return Verdict::Blind(format!(
-                            "cannot list the file descriptors of the sandbox's process {pid} ({why}; a process that makes itself non-dumpable hides them from an unprivileged caller), so the memfds it holds cannot be counted"
-                        ));
-                    }
-                }
-                Err(ReadError::UnsizedProcFile { bytes, why }) => {
-                    hid_fds = true;
-                    total = total.saturating_add(bytes);
-                    let n = self.hidden_fds.entry(pid).or_insert(0);
-                    *n += 1;
-                    if *n >= HIDDEN_FDS_SAMPLES {
-                        return Verdict::Blind(format!(
-                            "the sandbox's process {pid} keeps kernel memory the watch cannot size: {why}"
-                        ));
+                        return Verdict::Blind(uncounted.blind(pid));
                     }
                 }
                 Err(ReadError::Format(why)) => return Verdict::Blind(why),
@@ -693,22 +677,41 @@ enum ReadError {
     /// The process exited meanwhile (or is a zombie: no memory left).
     Gone,
     Unreadable(String),
-    /// Its memory (`bytes`) is readable but its descriptors are not: it made itself
-    /// non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`), which hides them from an unprivileged
-    /// caller, or it is in the middle of an exec or an exit. Only [`HIDDEN_FDS_SAMPLES`] of
-    /// grace: a memfd it fills goes uncounted meanwhile.
-    HiddenFds {
+    /// Its memory (`bytes`) is readable, but something it holds is not counted. Only
+    /// [`HIDDEN_FDS_SAMPLES`] of grace: what it fills goes uncounted meanwhile.
+    Partial {
         bytes: u64,
-        why: String,
-    },
-    /// Its memory (`bytes`) is readable, but it holds a /proc file open whose buffer cannot
-    /// be sized (what it was filled from is gone): the same grace as [`ReadError::HiddenFds`].
-    UnsizedProcFile {
-        bytes: u64,
-        why: String,
+        uncounted: Uncounted,
     },
     /// The kernel's smaps_rollup lacks a field the watch needs.
     Format(String),
+}
+
+/// What a process holds that the watch could not count ([`ReadError::Partial`]).
+enum Uncounted {
+    /// Its descriptors cannot be listed: it made itself non-dumpable
+    /// (`prctl(PR_SET_DUMPABLE, 0)`), which hides them from an unprivileged caller, or it is
+    /// in the middle of an exec or an exit. A memfd it fills goes uncounted.
+    HiddenFds(String),
+    /// It holds a /proc file open whose buffer cannot be sized (what it was filled from is
+    /// gone).
+    UnsizedProcFile(String),
+}
+
+impl Uncounted {
+    /// Why the memory limit cannot be enforced on process `pid`, once its grace is over.
+    fn blind(&self, pid: u32) -> String {
+        match self {
+            Uncounted::HiddenFds(why) => format!(
+                "cannot list the file descriptors of the sandbox's process {pid} ({why}; a process that makes itself non-dumpable hides them from an unprivileged caller), so the memfds it holds cannot be counted"
+            ),
+            Uncounted::UnsizedProcFile(why) => {
+                format!(
+                    "the sandbox's process {pid} keeps kernel memory the watch cannot size: {why}"
+                )
+            }
+        }
+    }
 }
 
 /// Whether the process at `dir` is gone or exiting: no status, a zombie or dead state, or no
@@ -877,7 +880,10 @@ fn read_process_at(
     // exit by the hundred, and were taken for hiding ones.
     let hidden = |e: &std::io::Error, what: &str| match classify_io(e, what) {
         ReadError::Unreadable(_) if exiting(dir) => ReadError::Gone,
-        ReadError::Unreadable(why) => ReadError::HiddenFds { bytes, why },
+        ReadError::Unreadable(why) => ReadError::Partial {
+            bytes,
+            uncounted: Uncounted::HiddenFds(why),
+        },
         other => other,
     };
     let fds = std::fs::read_dir(&fd_dir).map_err(|e| hidden(&e, "fd directory"))?;
@@ -945,12 +951,12 @@ fn read_process_at(
                 let key = (dir.to_string(), fd.file_name());
                 let before = tally.held_before.get(&key).copied();
                 let Some(record) = now.map(|n| n.max(before.unwrap_or(0))).or(before) else {
-                    return Err(ReadError::UnsizedProcFile {
+                    return Err(ReadError::Partial {
                         bytes,
-                        why: format!(
+                        uncounted: Uncounted::UnsizedProcFile(format!(
                             "it holds /proc/{} open, whose descriptor or process is gone, so the kernel buffer the file keeps cannot be sized",
                             String::from_utf8_lossy(rest)
-                        ),
+                        )),
                     });
                 };
                 tally.held.insert(key, record);
