@@ -201,6 +201,9 @@ pub fn confine_request_limits(
     run: &LimitOverrides,
     compile: &LimitOverrides,
 ) -> Result<(), RunError> {
+    // Every limit over its ceiling, the run's and the compile's, so that one answer names
+    // them all: (the request's name and value, the operator's name and value).
+    let mut over: Vec<(String, String)> = Vec::new();
     for (req, op) in [(&mut r.limits, run), (&mut r.compile_limits, compile)] {
         let mut theirs = Limits::default();
         op.apply(&mut theirs)?;
@@ -265,11 +268,10 @@ pub fn confine_request_limits(
         ];
         for (key, mine, given, ok) in checks {
             if let (Some(mine), Some(given), false) = (mine, given, ok) {
-                return Err(RunError::Request(format!(
-                    "invalid request: {} ({mine}) is above this cordon's {} {given}; ask for at most that, or ask its operator to raise it",
-                    req.naming.name(key),
-                    op.naming.name(key),
-                )));
+                over.push((
+                    format!("{} ({mine})", req.naming.name(key)),
+                    format!("{} {given}", op.naming.name(key)),
+                ));
             }
         }
         let fill = |mine: &mut Option<String>, given: &Option<String>| {
@@ -291,7 +293,20 @@ pub fn confine_request_limits(
         req.open_files = req.open_files.or(op.open_files);
         req.workspace_inodes = req.workspace_inodes.or(op.workspace_inodes);
     }
-    Ok(())
+    match &over[..] {
+        [] => Ok(()),
+        [(mine, given)] => Err(RunError::Request(format!(
+            "invalid request: {mine} is above this cordon's {given}; ask for at most that, or ask its operator to raise it"
+        ))),
+        _ => Err(RunError::Request(format!(
+            "invalid request: {} limits are above this cordon's ceilings: {}; ask for at most those, or ask its operator to raise them",
+            over.len(),
+            over.iter()
+                .map(|(mine, given)| format!("{mine} is above {given}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
 }
 
 /// Whether a limit (`None`: none) is at most `ceiling` (`None`: no ceiling).
@@ -1364,6 +1379,53 @@ mod tests {
             e.contains("config.compileTimeout") && e.contains("--compile-timeout 1m"),
             "{e}"
         );
+    }
+
+    /// A request over several ceilings, the run's and the compile's, is told of them all in
+    /// one answer, each with its value and the ceiling.
+    #[test]
+    fn every_limit_over_its_ceiling_is_named_at_once() {
+        let mut r = RunRequest {
+            limits: LimitOverrides {
+                timeout: Some("60000ms".into()),
+                memory: Some("512M".into()),
+                pids: Some(10),
+                naming: LimitNaming::Request,
+                ..LimitOverrides::default()
+            },
+            compile_limits: LimitOverrides {
+                timeout: Some("90000ms".into()),
+                naming: LimitNaming::CompileRequest,
+                ..LimitOverrides::default()
+            },
+            ..RunRequest::default()
+        };
+        let run = LimitOverrides {
+            timeout: Some("10s".into()),
+            memory: Some("256M".into()),
+            pids: Some(64),
+            naming: LimitNaming::Flags,
+            ..LimitOverrides::default()
+        };
+        let compile = LimitOverrides {
+            timeout: Some("1m".into()),
+            naming: LimitNaming::CompileFlags,
+            ..LimitOverrides::default()
+        };
+        let e = confine_request_limits(&mut r, &run, &compile)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("invalid request: 3 limits are above"), "{e}");
+        for part in [
+            "config.timeout (60000ms) is above --timeout 10s",
+            "config.memoryLimit (512M) is above --memory 256M",
+            "config.compileTimeout (90000ms) is above --compile-timeout 1m",
+            "ask its operator to raise them",
+        ] {
+            assert!(e.contains(part), "{part:?} in {e}");
+        }
+        // The pids within their ceiling are not named.
+        assert!(!e.contains("pids"), "{e}");
     }
 
     /// --collect-files and --collect-size next to a request are its default and its

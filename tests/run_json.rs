@@ -419,6 +419,22 @@ both!(
             assert!(msg.contains(part), "{part:?} in the message:\n{}", r.describe());
         }
         assert!(r.json.get("output").is_none(), "nothing ran:\n{}", r.describe());
+        // Above several ceilings, the compile's among them: one answer names every one.
+        let r = with(
+            sleeper(json!({"timeout": 60000, "memoryLimit": 512, "compileTimeout": 90000})),
+            &["--timeout", "2s", "--memory", "256M", "--compile-timeout", "1m"],
+        );
+        assert_eq!((r.code(), r.status()), (125, "sandbox_error"), "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or("");
+        for part in [
+            "config.timeout (60000ms) is above --timeout 2s",
+            "config.memoryLimit (512",
+            "is above --memory 256M",
+            "config.compileTimeout (90000ms) is above --compile-timeout 1m",
+        ] {
+            assert!(msg.contains(part), "{part:?} in the message:\n{}", r.describe());
+        }
+        assert!(r.json.get("output").is_none(), "nothing ran:\n{}", r.describe());
         // Left out: the flag's value.
         let r = with(sleeper(json!({})), &["--timeout", "2s", "--pids", "7"]);
         assert_eq!(r.status(), "timeout", "{}", r.describe());
