@@ -206,8 +206,17 @@ pub struct CompileReport {
     pub output: String,
     pub error: String,
     pub execution_time: f64,
+    /// CPU time of the compiler's sandbox, in milliseconds; null when cached.
     pub cpu_time: Option<f64>,
+    /// Where `cpu_time` came from, as the result's own `cpuTimeSource` (`unavailable` when
+    /// cached: nothing ran to be measured).
+    pub cpu_time_source: MetricSource,
+    /// Peak memory of the compiler's sandbox, in bytes (under `rusage`, its largest single
+    /// process); null when cached.
     pub memory_used: Option<u64>,
+    /// Where `memory_used` came from, as the result's own `memoryUsedSource` (`unavailable`
+    /// when cached).
+    pub memory_used_source: MetricSource,
 }
 
 /// The dependency installation of `cordon run --packages`.

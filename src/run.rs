@@ -8,7 +8,7 @@
 
 use crate::cache::{Artifact, Cache, Key};
 use crate::history::{History, Record};
-use crate::outcome::{CompileReport, ErrorKind, Outcome, Status};
+use crate::outcome::{CompileReport, ErrorKind, MetricSource, Outcome, Status};
 use crate::profile::{LimitOverrides, Profile, ProfileError};
 use crate::spec::{
     BackendChoice, Collect, Degrade, InputFile, LimitNaming, Limits, ParseError, Rootfs,
@@ -752,8 +752,11 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                     output: std::mem::take(&mut a.output),
                     error: std::mem::take(&mut a.error),
                     execution_time: 0.0,
+                    // Nothing ran: no figure, and no source that could have given one.
                     cpu_time: None,
+                    cpu_time_source: MetricSource::Unavailable,
                     memory_used: None,
+                    memory_used_source: MetricSource::Unavailable,
                 });
                 a
             }
@@ -788,7 +791,9 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                     error: out.error.clone(),
                     execution_time: out.execution_time,
                     cpu_time: out.cpu_time,
+                    cpu_time_source: out.cpu_time_source,
                     memory_used: out.memory_used,
+                    memory_used_source: out.memory_used_source,
                 };
                 let produced = out.files.iter().flatten().find(|f| &f.path == artifact);
                 match (out.status, produced) {
@@ -1273,7 +1278,9 @@ mod tests {
             error: String::new(),
             execution_time: 400.0,
             cpu_time: cpu,
+            cpu_time_source: MetricSource::CgroupV1,
             memory_used: None,
+            memory_used_source: MetricSource::Unavailable,
         };
         let cpu = |c: &CompileReport| c.cpu_time;
         assert_eq!(

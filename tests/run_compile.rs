@@ -322,6 +322,40 @@ both!(fn rust_compile_cache_hit(who) {
     compile_cache(who, "rust", "cache.rs", &code);
 });
 
+both!(
+/// The compile report's figures say where they came from, as the result's do: under the
+/// rlimit backend the compiler's memory is one process's (rusage), not the sandbox's total;
+/// under the default backend the compile is measured as the run is. A cached compile measured
+/// nothing: its figures are null and their sources `unavailable`.
+fn compile_metrics_name_their_source(who) {
+    if !toolchain_ready("rust", "compile_metrics_name_their_source") {
+        return;
+    }
+    let code = format!("fn main() {{ println!(\"{}\"); }}\n", nonce(who));
+    let r = run_source(who, "rust", "m.rs", &code, &["--limits-backend", "rlimit"]);
+    r.expect_ok();
+    assert_eq!(r.get("/compile/cached"), &json!(false), "{}", r.describe());
+    assert!(r.get("/compile/cpuTime").is_number(), "{}", r.describe());
+    assert_eq!(r.get("/compile/cpuTimeSource"), &json!("rusage"), "{}", r.describe());
+    assert!(r.get("/compile/memoryUsed").is_number(), "{}", r.describe());
+    let memory = r.get("/compile/memoryUsedSource");
+    assert!(memory == &json!("rusage") || memory == &json!("polled"), "{}", r.describe());
+
+    let r = run_source(who, "rust", "m.rs", &code, &["--no-cache"]);
+    r.expect_ok();
+    assert_eq!(r.get("/compile/cpuTimeSource"), r.get("/cpuTimeSource"), "{}", r.describe());
+    let memory = r.get("/compile/memoryUsedSource");
+    assert!(memory.is_string() && memory != &json!("unavailable"), "{}", r.describe());
+
+    let r = run_source(who, "rust", "m.rs", &code, &[]);
+    r.expect_ok();
+    assert_eq!(r.get("/compile/cached"), &json!(true), "{}", r.describe());
+    for (figure, source) in [("cpuTime", "cpuTimeSource"), ("memoryUsed", "memoryUsedSource")] {
+        assert_eq!(r.get(&format!("/compile/{figure}")), &json!(null), "{}", r.describe());
+        assert_eq!(r.get(&format!("/compile/{source}")), &json!("unavailable"), "{}", r.describe());
+    }
+});
+
 // ---------------------------------------------------------------------------------------------
 // Compile-phase limits.
 
