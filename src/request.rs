@@ -730,6 +730,13 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
     parsed.map_err(|(path, e)| {
         // Where the error is (`args[1]`, `config.timeout`), unless the message says it.
         let msg = e.to_string();
+        // serde_json's words for an unpaired surrogate escape say nothing of what is wrong.
+        if (msg.starts_with("unexpected end of hex escape")
+            || msg.starts_with("lone leading surrogate"))
+            && let Some(lone) = unpaired_surrogate(text)
+        {
+            return bad(unpaired_surrogate_message(text, &path, &lone));
+        }
         // serde_path_to_error says `?` where a syntax error left no path.
         let e = if path == "." || path == "?" || msg.contains(&path) {
             msg.clone()
@@ -753,6 +760,88 @@ pub fn parse(text: &str) -> Result<JsonRequest, RunError> {
         };
         bad(format!("invalid request: {e}{hint}"))
     })
+}
+
+/// An escape `\uXXXX` of one half of a UTF-16 surrogate pair without its other half, found
+/// in a JSON text's strings: it stands for no character (JavaScript's `JSON.stringify` writes
+/// one for a string cut between the halves of an emoji).
+#[derive(Debug, PartialEq, Eq)]
+struct LoneSurrogate {
+    /// The byte offset of its backslash.
+    at: usize,
+    /// The escape as written (`\ud800`).
+    escape: String,
+    /// A high (leading) half with no low one after it, else a low (trailing) half with no
+    /// high one before it.
+    high: bool,
+}
+
+/// The first unpaired surrogate escape in `text`'s strings, if any.
+fn unpaired_surrogate(text: &str) -> Option<LoneSurrogate> {
+    let b = text.as_bytes();
+    let hex_escape = |i: usize| -> Option<u16> {
+        let digits = b
+            .get(i..i + 6)
+            .filter(|e| e.starts_with(b"\\u") && e[2..].iter().all(u8::is_ascii_hexdigit))?;
+        u16::from_str_radix(std::str::from_utf8(&digits[2..]).ok()?, 16).ok()
+    };
+    let (mut i, mut in_string) = (0, false);
+    while i < b.len() {
+        match b[i] {
+            b'"' => in_string = !in_string,
+            b'\\' if in_string => match hex_escape(i) {
+                Some(0xd800..=0xdbff) => {
+                    if matches!(hex_escape(i + 6), Some(0xdc00..=0xdfff)) {
+                        i += 12;
+                        continue;
+                    }
+                    return Some(LoneSurrogate {
+                        at: i,
+                        escape: text[i..i + 6].to_string(),
+                        high: true,
+                    });
+                }
+                Some(0xdc00..=0xdfff) => {
+                    return Some(LoneSurrogate {
+                        at: i,
+                        escape: text[i..i + 6].to_string(),
+                        high: false,
+                    });
+                }
+                // Any other escape is six bytes (`\u0041`) or two (`\"`, `\\`): skip all
+                // but its last byte here, that one below.
+                Some(_) => i += 5,
+                None => i += 1,
+            },
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// What is wrong with a request holding `lone` and what to send instead. `path` is where
+/// serde found it (`code`, `env.A`, `env.?` for a name in `env`), when it says.
+fn unpaired_surrogate_message(text: &str, path: &str, lone: &LoneSurrogate) -> String {
+    let before = &text[..lone.at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    let field = match path {
+        "" | "." | "?" => String::new(),
+        p => match p.strip_suffix(".?") {
+            Some(map) => format!("a name in `{map}`: "),
+            None => format!("{p}: "),
+        },
+    };
+    let half = if lone.high {
+        "the first half of a UTF-16 surrogate pair with no second half after it"
+    } else {
+        "the second half of a UTF-16 surrogate pair with no first half before it"
+    };
+    format!(
+        r#"invalid request: {field}the escape `{}` at line {line}, column {column} is {half}, which is not a character (JavaScript's JSON.stringify writes one for a string cut inside an emoji); send the text as UTF-8, or a character above U+FFFF as both halves (`\ud83d\ude00`), and bytes that are not text in a file or stdin as base64 ({{"content": "...", "encoding": "base64"}})"#,
+        lone.escape
+    )
 }
 
 /// What JSON value other than an object `text` starts with, if it plainly starts with one:
@@ -1764,6 +1853,66 @@ mod tests {
             "files": {"d": {"content": content, "encoding": "base64"}}});
         let r = parse(&req.to_string()).unwrap().into_run().unwrap();
         assert_eq!(r.files[0].contents, data);
+    }
+
+    #[test]
+    fn unpaired_surrogates_are_found_in_strings_only() {
+        let at = |t: &str| unpaired_surrogate(t).map(|l| (l.at, l.escape, l.high));
+        assert_eq!(
+            at(r#"{"a": "x\ud800y"}"#),
+            Some((8, r"\ud800".into(), true))
+        );
+        assert_eq!(at(r#"{"a": "\uDC00"}"#), Some((7, r"\uDC00".into(), false)));
+        // A high half followed by another high half: the first is the lone one.
+        assert_eq!(
+            at(r#"{"a": "\ud800\ud800"}"#),
+            Some((7, r"\ud800".into(), true))
+        );
+        // A pair, an escaped backslash before `ud800`, other escapes: nothing.
+        assert_eq!(at(r#"{"a": "\ud83d\ude00 \\ud800 \u0041\" \n"}"#), None);
+        assert_eq!(at(r#"{"a": "\ud83d\ude00\udc00"}"#).map(|l| l.0), Some(19));
+    }
+
+    /// `"code": "print('\ud800')"` (JSON.stringify of a string cut inside an emoji) is
+    /// refused, saying what the escape is, where, in which field, and what to send instead.
+    #[test]
+    fn an_unpaired_surrogate_is_refused_saying_what_it_is() {
+        let e = parse("{\"language\": \"python\",\n \"code\": \"print('\\ud800')\"}")
+            .unwrap_err()
+            .to_string();
+        for part in [
+            "invalid request: code: the escape `\\ud800` at line 2, column 18",
+            "first half of a UTF-16 surrogate pair",
+            "not a character",
+            "send the text as UTF-8",
+            "\"encoding\": \"base64\"",
+        ] {
+            assert!(e.contains(part), "{part:?} in {e}");
+        }
+        let e = parse(r#"{"language": "python", "code": "1", "env": {"A": "x\udc00"}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid request: env.A: the escape `\\udc00` at line 1, column 52")
+                && e.contains("second half"),
+            "{e}"
+        );
+        let e = parse(r#"{"language": "python", "code": "1", "env": {"\ud800": "1"}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid request: a name in `env`: the escape"),
+            "{e}"
+        );
+        let e = parse(r#"{"language": "python", "files": {"a.py": {"content": "\ud800"}}, "entryPoint": "a.py"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid request: files.a.py.content: the escape"),
+            "{e}"
+        );
+        // A pair is a character.
+        parse(r#"{"language": "python", "code": "print('\ud83d\ude00')"}"#).unwrap();
     }
 
     #[test]

@@ -293,6 +293,11 @@ both!(
                 with(json!({"language": "python", "code": code, "config": {"collectSize": 2147483648u64}})),
                 vec!["config.collectSize is 2147483648", "1 to 1073741824 bytes", "in memory"],
             ),
+            (
+                "an unpaired surrogate escape (JSON.stringify of a string cut inside an emoji)",
+                format!(r#"{{"language": "python", "code": "print('\ud800')\n{}", "outputDir": {out:?}}}"#, code.replace('\n', "\\n")).into_bytes(),
+                vec!["code: the escape `\\ud800` at line 1, column 40", "not a character", "send the text as UTF-8", "base64"],
+            ),
             ("missing language", with(json!({"code": code})), vec!["language"]),
             ("empty language", with(json!({"language": "", "code": code})), vec!["language"]),
             (
