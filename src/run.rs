@@ -592,6 +592,17 @@ fn base_spec(
     s
 }
 
+/// The PATH a profile's commands (interpreter, compiler, the built program) are found on:
+/// the one its environment (`env`, or `compile_env` for the compiler) sets, else the
+/// sandbox's default. A request's `env` and `--env` do not change it: they are the
+/// program's environment, not where cordon finds what runs it.
+fn profile_path(profile_env: &[(String, String)]) -> String {
+    profile_env
+        .iter()
+        .rfind(|(k, _)| k == "PATH")
+        .map_or_else(|| crate::spec::DEFAULT_PATH.to_string(), |(_, v)| v.clone())
+}
+
 fn limits_with(over: &[&LimitOverrides]) -> Result<Limits, ParseError> {
     let mut l = Limits::default();
     for o in over {
@@ -767,6 +778,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
+                s.command_path = Some(profile_path(&s.env));
                 s.limits = limits_with(&[&profile.compile_limits, &req.compile_limits])?;
                 s.limit_naming = req.compile_limits.naming;
                 s.stdin = StdinSource::Null;
@@ -901,6 +913,9 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         deps_report = Some(d.report);
     }
     s.binds.extend(req.binds.iter().cloned());
+    // The interpreter (or the built program) is found on the profile's PATH; the request's
+    // own PATH, if it sets one, is only the program's.
+    s.command_path = Some(profile_path(&s.env));
     s.env.extend(req.env.iter().cloned());
     s.limits = limits_with(&[&profile.limits, &req.limits])?;
     s.limit_naming = req.limits.naming;
@@ -1242,6 +1257,23 @@ pub fn read_input_file(arg: &str) -> Result<InputFile, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A profile's commands are found on the PATH its own environment sets, else the
+    /// default one, whatever the request's environment says.
+    #[test]
+    fn a_profiles_commands_are_found_on_its_own_path() {
+        assert_eq!(profile_path(&[]), crate::spec::DEFAULT_PATH);
+        let env = |path: &str| {
+            vec![
+                ("PYTHONPATH".to_string(), "/deps".to_string()),
+                ("PATH".to_string(), path.to_string()),
+            ]
+        };
+        assert_eq!(
+            profile_path(&env("/opt/py/bin:/usr/bin")),
+            "/opt/py/bin:/usr/bin"
+        );
+    }
 
     #[test]
     fn errors_say_whose_they_are() {

@@ -766,6 +766,26 @@ both!(fn env_reaches_the_program(who) {
     assert_eq!(r.expect_ok(), "hi there\n", "{}", r.describe());
 });
 
+// A PATH in the program's environment (`--env`, a request's `env`) is the program's: the
+// profile's interpreter is still found on the profile's PATH, and the program sees its own
+// PATH (so what it starts by name is looked up there). `cordon exec`'s command is the
+// caller's own and is looked up on the PATH it is given.
+both!(fn a_programs_path_does_not_move_its_interpreter(who) {
+    let show = "import os; print(os.environ['PATH'])";
+    let r = cordon_run(who).args(["--lang", "python", "--json", "--env", "PATH=/nope", "-c", show]).run_json();
+    assert_eq!(r.expect_ok(), "/nope\n", "{}", r.describe());
+    let req = json!({"language": "python", "code": show, "env": {"PATH": "/nope"}});
+    let r = cordon_run(who).args(["--request", "-"]).stdin(Input::Bytes(req.to_string().into_bytes())).run_json();
+    assert_eq!(r.expect_ok(), "/nope\n", "{}", r.describe());
+    // bash is found; the `ls` the script starts is looked up on the script's PATH.
+    let req = json!({"language": "bash", "code": "echo \"$PATH\"; ls / >/dev/null 2>&1 || echo 'no ls'", "env": {"PATH": "/nope"}});
+    let r = cordon_run(who).args(["--request", "-"]).stdin(Input::Bytes(req.to_string().into_bytes())).run_json();
+    assert_eq!(r.expect_ok(), "/nope\nno ls\n", "{}", r.describe());
+    let r = Cordon::exec(who, &["--json", "--env", "PATH=/nope"], &["python3", "-c", "print(1)"]).run_json();
+    assert_eq!((r.status(), r.code()), ("runtime_error", 127), "{}", r.describe());
+    assert!(r.get("/message").as_str().unwrap_or("").contains("searched PATH=/nope"), "{}", r.describe());
+});
+
 // Data larger than --file's 64 MiB cap ("analyse this CSV") reaches `cordon run` as a
 // read-only directory, as with `cordon exec --ro-bind`; a request cannot ask for one.
 both!(fn ro_bind_shows_host_data_to_the_program(who) {

@@ -310,16 +310,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     };
     let term = std::env::var("TERM").ok();
     let env = spec.environment(term.as_deref());
-    let path: Vec<String> = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| {
-            v.split(':')
-                .filter(|d| !d.is_empty())
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default();
+    let path = spec.lookup_path(&env);
     let argv = cstrings(spec.argv.iter().cloned())?;
     let envp = cstrings(env.iter().map(|(k, v)| format!("{k}={v}")))?;
     let stdin_file = match &spec.stdin {

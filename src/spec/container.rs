@@ -177,6 +177,7 @@ impl ContainerSetup {
         // is decided here whether a container honours it.
         let SandboxSpec {
             argv: _,
+            command_path,
             env: _,
             rootfs: _,
             hostname: _,
@@ -200,6 +201,10 @@ impl ContainerSetup {
             (
                 "limits (a container's are linux.resources)",
                 *limits != d.limits,
+            ),
+            (
+                "command_path (a container's command is found on its own PATH)",
+                command_path.is_some(),
             ),
             ("stdin", *stdin != d.stdin),
             ("exact_output", *exact_output != d.exact_output),

@@ -403,8 +403,14 @@ fn check_distinct_files(files: &[InputFile], what: &str) -> Result<(), ParseErro
 /// Everything the launcher needs to run one sandbox.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
-    /// The command and its arguments; `argv[0]` is looked up in `PATH` inside the sandbox.
+    /// The command and its arguments; `argv[0]` is looked up in `PATH` inside the sandbox
+    /// (the environment's, unless `command_path` says otherwise).
     pub argv: Vec<String>,
+    /// The `PATH` that `argv[0]` is looked up in, when not the program's environment's:
+    /// `cordon run` finds a profile's interpreter or compiler on the profile's `PATH`, so
+    /// that the program's own `PATH` (a request's `env`, `--env`) cannot break or replace
+    /// it. `None`: the environment's (`cordon exec`: the command is the caller's own).
+    pub command_path: Option<String>,
     /// Extra `KEY=VALUE` pairs on top of the allow-listed base environment; with a
     /// [`ContainerSetup`], the whole environment ([`SandboxSpec::environment`]).
     pub env: Vec<(String, String)>,
@@ -563,6 +569,7 @@ impl SandboxSpec {
     pub fn new(argv: Vec<String>) -> Self {
         SandboxSpec {
             argv,
+            command_path: None,
             env: Vec::new(),
             rootfs: Rootfs::Host,
             hostname: DEFAULT_HOSTNAME.to_string(),
@@ -605,6 +612,23 @@ impl SandboxSpec {
             set_env(&mut env, k, v);
         }
         env
+    }
+
+    /// The `PATH` that `argv[0]` is looked up in: `command_path`, else the environment's
+    /// (`env`: [`SandboxSpec::environment`]'s answer).
+    pub fn lookup_path(&self, env: &[(String, String)]) -> Vec<String> {
+        let path = match &self.command_path {
+            Some(p) => Some(p.as_str()),
+            None => env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| v.as_str()),
+        };
+        path.unwrap_or_default()
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(String::from)
+            .collect()
     }
 
     /// Checks that do not need the host: the launcher calls this first.
@@ -849,6 +873,22 @@ mod tests {
         assert!(env.contains(&("FOO".into(), "1".into())));
         assert!(env.contains(&("TERM".into(), "xterm".into())));
         assert_eq!(env.len(), 6);
+    }
+
+    /// `argv[0]` is found on the environment's PATH, unless the spec names the PATH to find
+    /// it on: then the program still sees its own PATH, and the lookup does not use it.
+    #[test]
+    fn the_command_is_found_on_command_path_else_the_environments() {
+        let mut s = SandboxSpec::new(vec!["python3".into()]);
+        s.env = vec![("PATH".into(), "/nope:/workspace/bin".into())];
+        let env = s.environment(None);
+        assert_eq!(s.lookup_path(&env), ["/nope", "/workspace/bin"]);
+        s.command_path = Some("/usr/local/bin:/usr/bin".into());
+        let env = s.environment(None);
+        assert_eq!(s.lookup_path(&env), ["/usr/local/bin", "/usr/bin"]);
+        assert!(env.contains(&("PATH".into(), "/nope:/workspace/bin".into())));
+        // No PATH at all: nothing to search (a name without a slash is then not found).
+        assert!(SandboxSpec::new(vec![]).lookup_path(&[]).is_empty());
     }
 
     #[test]
