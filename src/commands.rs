@@ -125,9 +125,9 @@ fn usage_message(rendered: &str) -> String {
 /// Prints the result (`--json`), or in text mode what the program's own output does not
 /// show: a compile or install failure, cordon's message, refused connections, and files that
 /// `--output-dir` (`delivered`) did not get.
-fn report(outcome: &Outcome, json: bool, delivered: bool) -> i32 {
-    if json {
-        if print_json(outcome, true) != 0 {
+fn report(outcome: &Outcome, answer: JsonAnswer, delivered: bool) -> i32 {
+    if answer != JsonAnswer::No {
+        if print_json(outcome, answer == JsonAnswer::Object) != 0 {
             return exit_codes::SANDBOX_ERROR;
         }
     } else {
@@ -245,14 +245,25 @@ fn warn_weak_limits(outcome: &Outcome, cpus: bool, memory: bool) {
 /// then passes through as it is.
 const OUTPUT_ENCODING_WITHOUT_JSON: &str = "--output-encoding says how the JSON result holds the program's output, and without --json there is none (the output passes through as the program wrote it, bytes and all); add --json, or leave --output-encoding out";
 
+const STREAM_WITHOUT_JSON: &str = "--stream prints the program's output as JSON lines before the JSON result, and without --json there is none (the output passes through as it is, live); add --json, or leave --stream out";
+
 /// `cordon exec`.
 pub fn exec(args: &ExecArgs) -> i32 {
     if args.output_encoding.is_some() && !args.json {
         return fail(OUTPUT_ENCODING_WITHOUT_JSON, ErrorKind::Request, false);
     }
+    if args.stream && !args.json {
+        return fail(STREAM_WITHOUT_JSON, ErrorKind::Request, false);
+    }
+    // With --stream, the result is the last of the JSON lines.
+    let answer = match (args.json, args.stream) {
+        (true, true) => JsonAnswer::Line,
+        (json, _) => JsonAnswer::from_json_flag(json),
+    };
+    let fail = |e: &dyn std::fmt::Display, kind| fail_as(e, kind, answer);
     let spec = match args.to_spec() {
         Ok(s) => s,
-        Err(e) => return fail(e, ErrorKind::Request, args.json),
+        Err(e) => return fail(&e, ErrorKind::Request),
     };
     // A --rootfs DIR that is not there: said in exec's terms (the launcher's own error also
     // covers the rootfs a profile of `cordon run` names).
@@ -263,7 +274,7 @@ pub fn exec(args: &ExecArgs) -> i32 {
             "cannot use --rootfs {}: {e}; give an extracted root filesystem directory (one with usr/ or bin/), or `--rootfs host` for this host's read-only /usr",
             dir.display()
         );
-        return fail(msg, ErrorKind::Request, args.json);
+        return fail(&msg, ErrorKind::Request);
     }
     // Opened before the run: a bad directory is reported now, not after it.
     let output_dir = match args
@@ -271,7 +282,7 @@ pub fn exec(args: &ExecArgs) -> i32 {
         .as_deref()
         .map(crate::output::OutputDir::open)
     {
-        Some(Err(e)) => return fail(e, ErrorKind::Request, args.json),
+        Some(Err(e)) => return fail(&e, ErrorKind::Request),
         Some(Ok(d)) => Some(d),
         None => None,
     };
@@ -288,11 +299,11 @@ pub fn exec(args: &ExecArgs) -> i32 {
                     args.memory.is_some_and(|m| m > 0),
                 );
             }
-            report(&outcome, args.json, args.output_dir.is_some())
+            report(&outcome, answer, args.output_dir.is_some())
         }
         Err(e) => {
             let kind = e.kind();
-            fail(e, kind, args.json)
+            fail(&e, kind)
         }
     }
 }
@@ -310,6 +321,7 @@ fn run_options(args: &RunArgs) -> RunOptions {
         degrade: crate::cli::DegradeArg::degrade(&args.allow_degraded),
         backend: args.limits_backend.choice(),
         passthrough: !args.json,
+        stream: args.stream,
         cache: !args.no_cache,
         history: !args.no_history,
         collect: true,
@@ -454,10 +466,11 @@ fn run_json_text(
     }
 }
 
-/// How `cordon run` answers: JSON lines for a batch and its workers, one JSON object for a
-/// request or `--json`, else text.
+/// How `cordon run` answers: JSON lines for a batch and its workers and with `--stream`, one
+/// JSON object for a request or `--json`, else text.
 fn run_answer(args: &RunArgs) -> JsonAnswer {
-    if args.requests.is_some() || args.request_line.is_some() {
+    let json = args.request.is_some() || args.json;
+    if args.requests.is_some() || args.request_line.is_some() || (json && args.stream) {
         JsonAnswer::Line
     } else if args.request.is_some() || args.json {
         JsonAnswer::Object
@@ -524,6 +537,13 @@ pub fn run(args: &RunArgs) -> i32 {
             &"--jobs is how many requests of a --requests file run at once; give --requests FILE, or leave --jobs out",
         );
     }
+    if args.stream
+        && !(args.json || args.request.is_some() || (args.requests.is_some() && args.unordered))
+    {
+        return fail(
+            &"--stream prints the program's output as JSON lines before each JSON result: give it with --json, --request FILE, or --requests FILE --unordered (results in input order would hold back the lines of all but the first request), or leave --stream out",
+        );
+    }
     if args.unordered && args.requests.is_none() {
         return fail(
             &"--unordered prints the results of a --requests file as their requests end; give --requests FILE, or leave --unordered out",
@@ -583,7 +603,7 @@ pub fn run(args: &RunArgs) -> i32 {
                     l.memory.as_deref().is_some_and(|m| m != "0"),
                 );
             }
-            report(&o, args.json, args.output_dir.is_some())
+            report(&o, answer, args.output_dir.is_some())
         }
         Err(e) => fail_as(&e, e.kind(), answer),
     }
@@ -647,6 +667,9 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     if args.no_history {
         common.push("--no-history".into());
     }
+    if args.stream {
+        common.push("--stream".into());
+    }
     for d in &args.allow_degraded {
         common.extend(["--allow-degraded".into(), d.name().into()]);
     }
@@ -680,26 +703,6 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
             !l.iter().all(u8::is_ascii_whitespace)
         })
         .collect();
-    // A result of the file's line `n` (from 1) as printed: with --unordered, `line` first.
-    let tagged = |n: usize, result: String| -> String {
-        match result.strip_prefix('{') {
-            Some(rest) if args.unordered => {
-                let sep = if rest.trim_start().starts_with('}') {
-                    ""
-                } else {
-                    ","
-                };
-                format!("{{\"line\":{n}{sep}{rest}")
-            }
-            _ => result,
-        }
-    };
-    let out = std::io::stdout();
-    let print = |line: &str| {
-        let mut o = out.lock();
-        let _ = writeln!(o, "{line}");
-        let _ = o.flush();
-    };
     // Each worker's output is read by a thread of its own, which sends it here when the
     // worker ends, so that a slow request neither holds up a free slot nor (with
     // --unordered) the results after it. The workers are spawned from this thread, which
@@ -731,15 +734,21 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
                     let stdin = child.stdin.take();
                     let text = request.1.clone();
                     let tx = done_tx.clone();
+                    let (n, stream) = (request.0 + 1, args.stream);
                     // The request is written from the reader's thread too: a worker refusing
                     // a large request early must not block the batch.
                     let spawned = std::thread::Builder::new()
-                        .name(format!("worker {}", request.0 + 1))
+                        .name(format!("worker {n}"))
                         .spawn(move || {
                             if let Some(mut i) = stdin {
                                 let _ = i.write_all(&text);
                             }
-                            let _ = tx.send((at, child.wait_with_output()));
+                            let waited = if stream {
+                                pass_on_events(child, n)
+                            } else {
+                                child.wait_with_output()
+                            };
+                            let _ = tx.send((at, waited));
                         });
                     match spawned {
                         Ok(_) => running += 1,
@@ -785,16 +794,77 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
             }
         };
         if args.unordered {
-            print(&tagged(n, result));
+            print_line(&with_line(n, &result));
             continue;
         }
         results[i] = Some(result);
         while let Some(r) = results.get_mut(printed).and_then(Option::take) {
-            print(&r);
+            print_line(&r);
             printed += 1;
         }
     }
     if worst == 0 { 0 } else { 1 }
+}
+
+/// One line on stdout, whole: the batch's threads print under stdout's lock.
+fn print_line(line: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{line}");
+    let _ = o.flush();
+}
+
+/// A JSON object of the batch's line `n` (from 1), as `--unordered` prints it: `line` first.
+fn with_line(n: usize, object: &str) -> String {
+    match object.strip_prefix('{') {
+        Some(rest) => {
+            let sep = if rest.trim_start().starts_with('}') {
+                ""
+            } else {
+                ","
+            };
+            format!("{{\"line\":{n}{sep}{rest}")
+        }
+        None => object.to_string(),
+    }
+}
+
+/// `--requests --unordered --stream`: prints each output line a worker (of the batch's line
+/// `n`) prints (`{"stdout": ...}`, `{"stderr": ...}`, as the supervisor writes them) as it
+/// comes, tagged with `n`, and returns the rest, the result, as the worker's output for the
+/// batch to print (or to find missing) as without --stream.
+fn pass_on_events(
+    mut child: std::process::Child,
+    n: usize,
+) -> std::io::Result<std::process::Output> {
+    let mut last = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        let mut out = std::io::BufReader::new(out);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match out.read_until(b'\n', &mut line) {
+                Ok(0) => break,
+                Ok(_)
+                    if line.starts_with(br#"{"stdout":"#) || line.starts_with(br#"{"stderr":"#) =>
+                {
+                    print_line(&with_line(n, String::from_utf8_lossy(&line).trim_end()));
+                }
+                Ok(_) => last.extend_from_slice(&line),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(e);
+                }
+            }
+        }
+    }
+    let status = child.wait()?;
+    Ok(std::process::Output {
+        status,
+        stdout: last,
+        stderr: Vec::new(),
+    })
 }
 
 /// `v` as one line of JSON (no newline at its end).

@@ -127,6 +127,9 @@ pub struct RunOptions {
     pub backend: BackendChoice,
     /// Copy output live to cordon's own stdout/stderr.
     pub passthrough: bool,
+    /// Write output live to cordon's own stdout as JSON lines (`--stream`; see
+    /// [`crate::spec::SandboxSpec::stream`]), in the request's output encoding.
+    pub stream: bool,
     /// Use and fill the compile cache.
     pub cache: bool,
     /// Append a record to the history file.
@@ -180,6 +183,7 @@ impl Default for RunOptions {
             degrade: Degrade::default(),
             backend: BackendChoice::Auto,
             passthrough: false,
+            stream: false,
             cache: true,
             history: true,
             collect: true,
@@ -922,6 +926,11 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     s.stdin = req.stdin.clone();
     s.exact_output = req.exact_output;
     s.passthrough = opts.passthrough;
+    s.stream = opts.stream.then_some(if req.exact_output {
+        crate::outcome::OutputEncoding::Base64
+    } else {
+        crate::outcome::OutputEncoding::Utf8
+    });
     s.files = run_files;
     s.network = req.network.clone();
     if opts.collect || req.output_dir.is_some() {

@@ -722,3 +722,54 @@ both!(
         assert_eq!(files_under(&out).len(), 1500, "{}", r.describe());
     }
 );
+
+both!(
+    /// `--json --stream`: the program's output arrives on cordon's stdout as JSON lines while
+    /// the program runs (it blocks on its stdin after its first lines, which the test sees
+    /// before letting it go on), a character split between two writes arrives whole, and the
+    /// result, one line, is last and holds the same output.
+    fn stream_prints_output_as_it_arrives(who) {
+        let script = "echo first; echo err >&2; read x; printf '\\303'; sleep 0.2; printf '\\251 %s\\n' \"$x\"";
+        let mut held = Cordon::exec(who, &["--json", "--stream"], &["sh", "-c", script]).hold();
+        held.wait_for_line(r#"{"stdout":"first\n"}"#);
+        held.wait_for_line(r#"{"stderr":"err\n"}"#);
+        let f = held.finish();
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let out = f.stdout_str();
+        let lines: Vec<Value> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not one JSON object ({e}): {l}\n{}", f.describe())))
+            .collect();
+        let (result, events) = lines.split_last().unwrap_or_else(|| panic!("no lines:\n{}", f.describe()));
+        assert_eq!(result["status"], json!("ok"), "{}", f.describe());
+        let mut streamed = [String::new(), String::new()];
+        for e in events {
+            let o = e.as_object().unwrap_or_else(|| panic!("{e}"));
+            assert_eq!(o.len(), 1, "one key a line: {e}");
+            let (k, v) = o.iter().next().unwrap();
+            let i = ["stdout", "stderr"].iter().position(|s| s == k).unwrap_or_else(|| panic!("{e}"));
+            let piece = v.as_str().unwrap_or_else(|| panic!("{e}"));
+            assert!(!piece.contains('\u{fffd}'), "no character is cut: {e}\n{}", f.describe());
+            streamed[i].push_str(piece);
+        }
+        assert_eq!(streamed[0], "first\né \n", "{}", f.describe());
+        assert_eq!((result["output"].as_str(), result["error"].as_str()), (Some("first\né \n"), Some("err\n")), "{}", f.describe());
+        assert_eq!(result["outputLossy"], json!(false), "{}", f.describe());
+
+        // base64, and the output limit: what is streamed is what the result keeps.
+        let f = Cordon::exec(who, &["--json", "--stream", "--output-encoding", "base64", "--output-limit", "5"], &["sh", "-c", "echo 1234567890"]).run();
+        let out = f.stdout_str();
+        let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("JSON lines")).collect();
+        let (result, events) = lines.split_last().expect("lines");
+        assert_eq!(result["status"], json!("output_limit"), "{}", f.describe());
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let streamed: Vec<u8> = events.iter().flat_map(|e| base64::Engine::decode(&b64, e["stdout"].as_str().expect("stdout pieces")).expect("base64")).collect();
+        assert_eq!(streamed, b"12345", "{}", f.describe());
+        assert_eq!(result["output"], json!("MTIzNDU="), "{}", f.describe());
+
+        // Without --json there is no JSON to stream into: refused, nothing run.
+        let f = Cordon::exec(who, &["--stream"], &["sh", "-c", "echo RAN"]).run();
+        assert_eq!(f.code, 125, "{}", f.describe());
+        assert!(!f.stdout_str().contains("RAN") && f.stderr_str().contains("--stream prints the program's output as JSON lines"), "{}", f.describe());
+    }
+);

@@ -846,6 +846,64 @@ both!(
     }
 );
 
+both!(
+    /// `--stream` for requests: `--request` prints the program's output as JSON lines before
+    /// its one-line result (with the request's id); `--requests --unordered` tags every line
+    /// with its request's line, and each request's pieces add up to its result's output.
+    /// Results in input order would hold back the lines, so `--requests` needs `--unordered`.
+    fn requests_stream_their_output(who) {
+        let f = cordon(who, "run")
+            .args(["--no-history", "--request", "-", "--stream"])
+            .stdin(Input::Bytes(br#"{"id": 5, "language": "bash", "code": "echo out; echo err >&2"}"#.to_vec()))
+            .run();
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let out = f.stdout_str();
+        let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+        let (result, events) = lines.split_last().unwrap_or_else(|| panic!("{}", f.describe()));
+        assert_eq!((&result["id"], &result["output"]), (&json!(5), &json!("out\n")), "{}", f.describe());
+        let mut seen: Vec<Value> = events.to_vec();
+        seen.sort_by_key(|v| v.to_string());
+        assert_eq!(seen, [json!({"stderr": "err\n"}), json!({"stdout": "out\n"})], "{}", f.describe());
+
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        let lines_in = [
+            json!({"language": "bash", "code": "for i in 1 2 3; do echo a$i; sleep 0.1; done"}),
+            json!({"language": "python", "code": "import sys\nprint('b1', flush=True)\nprint('b2', file=sys.stderr)"}),
+        ];
+        let text: String = lines_in.iter().map(|v| format!("{v}\n")).collect();
+        write_world_readable(&file, text.as_bytes());
+        let f = cordon(who, "run")
+            .args(["--no-history", "--jobs", "2", "--unordered", "--stream", "--requests"])
+            .arg(&file)
+            .deadline(Duration::from_secs(120))
+            .run();
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let out = f.stdout_str();
+        let got: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+        for n in [1, 2] {
+            let mine: Vec<&Value> = got.iter().filter(|v| v["line"] == json!(n)).collect();
+            let (result, events) = mine.split_last().unwrap_or_else(|| panic!("nothing for line {n}:\n{}", f.describe()));
+            assert!(result.get("success").is_some(), "line {n}'s result is its last line:\n{}", f.describe());
+            let piece = |v: &&Value, k: &str| v.get(k).and_then(Value::as_str).map(String::from);
+            let stdout: String = events.iter().filter_map(|v| piece(v, "stdout")).collect();
+            let stderr: String = events.iter().filter_map(|v| piece(v, "stderr")).collect();
+            assert_eq!((Some(stdout.as_str()), Some(stderr.as_str())), (result["output"].as_str(), result["error"].as_str()), "line {n}:\n{}", f.describe());
+            assert!(!stdout.is_empty(), "line {n} streamed its output:\n{}", f.describe());
+        }
+
+        for flags in [&["--requests"][..], &["--jobs", "2", "--requests"]] {
+            let f = cordon(who, "run").arg("--stream").args(flags).arg(&file).run();
+            assert_eq!(f.code, 125, "{}", f.describe());
+            let v: Value = serde_json::from_str(f.stdout_str().trim()).unwrap_or_else(|e| panic!("{e}:\n{}", f.describe()));
+            assert!(v["message"].as_str().unwrap_or("").contains("--requests FILE --unordered"), "{}", f.describe());
+        }
+        let f = cordon(who, "run").args(["--stream", "--lang", "bash", "-c", "echo RAN"]).run();
+        assert_eq!(f.code, 125, "{}", f.describe());
+        assert!(!f.stdout_str().contains("RAN"), "{}", f.describe());
+    }
+);
+
 // ---------------------------------------------------------------------------------------------
 // Profiles.
 

@@ -27,6 +27,7 @@ const REPEATABLE: &[&str] = &["env", "file", "ro-bind", "allow-degraded", "net-r
 #[cfg(test)]
 const KNOWN: &[&str] = &[
     "json",
+    "stream",
     "timeout",
     "cpu-time",
     "memory",
@@ -141,12 +142,13 @@ pub(super) fn exec(args: &[OsString]) -> Option<ExecArgs> {
             }
             seen.push(name);
         }
-        if matches!(name, "json" | "net-log") {
+        if matches!(name, "json" | "stream" | "net-log") {
             if inline.is_some() {
                 return None;
             }
             match name {
                 "json" => a.json = true,
+                "stream" => a.stream = true,
                 _ => a.net.net_log = true,
             }
             continue;
@@ -209,6 +211,7 @@ fn defaults() -> Option<ExecArgs> {
     Some(ExecArgs {
         json: false,
         output_encoding: None,
+        stream: false,
         timeout: spec::parse_duration(EXEC_TIMEOUT).ok()?,
         cpu_time: None,
         memory: None,
@@ -445,6 +448,7 @@ mod tests {
             ),
             ("net-resolve", &["example.org=192.0.2.1", "x", "a=::1"]),
             ("json", &[]),
+            ("stream", &[]),
             ("net-log", &[]),
             ("output-encoding", &["base64", "utf8", "Base64", "hex", ""]),
         ];
@@ -542,7 +546,7 @@ mod tests {
             );
             assert_eq!(
                 !arg.get_action().takes_values(),
-                matches!(long, "json" | "net-log"),
+                matches!(long, "json" | "stream" | "net-log"),
                 "--{long}: flag?"
             );
         }

@@ -308,9 +308,10 @@ pub fn json_answer<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> JsonA
         // run's options may follow its FILE; the program's arguments come after `--` only.
         let own: Vec<std::ffi::OsString> = args.take_while(|a| a != "--").collect();
         let has = |name: &str| own.iter().any(|a| is_option(a, name));
-        return if has("requests") || has("request-line") {
+        let json = has("request") || own.iter().any(|a| a == "--json");
+        return if has("requests") || has("request-line") || (json && has("stream")) {
             JsonAnswer::Line
-        } else if has("request") || own.iter().any(|a| a == "--json") {
+        } else if json {
             JsonAnswer::Object
         } else {
             JsonAnswer::No
@@ -336,7 +337,7 @@ pub fn json_answer<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> JsonA
                         .is_some_and(|c| a.len() == 2 && arg.get_short() == Some(c)))
         })
     };
-    let mut skip_value = false;
+    let (mut skip_value, mut json, mut stream) = (false, false, false);
     for a in args {
         let a = a.to_string_lossy();
         if skip_value {
@@ -344,14 +345,17 @@ pub fn json_answer<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> JsonA
             continue;
         }
         if a == "--" || !a.starts_with('-') {
-            return JsonAnswer::No;
+            break;
         }
-        if a == "--json" {
-            return JsonAnswer::Object;
-        }
+        json |= a == "--json";
+        stream |= a == "--stream";
         skip_value = !a.contains('=') && takes_value(&a);
     }
-    JsonAnswer::No
+    match (json, stream) {
+        (true, true) => JsonAnswer::Line,
+        (true, false) => JsonAnswer::Object,
+        _ => JsonAnswer::No,
+    }
 }
 
 /// What a request's author is told when a flag of `cordon run` was refused next to
@@ -378,6 +382,7 @@ pub const REQUEST_MODE_FLAGS: &[&str] = &[
     "--request-net",
     "--output-encoding",
     "--jobs and --unordered (with --requests)",
+    "--stream",
 ];
 
 /// One launching subcommand alone, `exec` or `run` (see [`Cli::parse_args`]).
@@ -625,6 +630,11 @@ pub struct RunArgs {
     /// result then starts with `line`, its request's line in the file.
     #[arg(long)]
     pub unordered: bool,
+    /// With --json, --request or --requests --unordered: also print the program's stdout
+    /// and stderr as they arrive, one JSON line per piece (`{"stdout": "..."}`,
+    /// `{"stderr": "..."}`), before its result, which is then one line too.
+    #[arg(long)]
+    pub stream: bool,
     /// A batch worker's request: its line in the --requests file, for its error messages.
     #[arg(long, allow_negative_numbers = true, value_name = "N", hide = true)]
     pub request_line: Option<usize>,
@@ -770,6 +780,11 @@ pub struct ExecArgs {
     /// the exact bytes.
     #[arg(long, value_name = "ENCODING")]
     pub output_encoding: Option<crate::outcome::OutputEncoding>,
+    /// With --json: also print the program's stdout and stderr as they arrive, one JSON line
+    /// per piece (`{"stdout": "..."}`, `{"stderr": "..."}`, in the output encoding), before
+    /// the result, which is then one line too.
+    #[arg(long)]
+    pub stream: bool,
     /// Wall-clock limit (30, 1.5s, 500ms, 2m, 1m30s).
     #[arg(long, allow_negative_numbers = true, value_name = "DUR", default_value = EXEC_TIMEOUT, value_parser = spec::parse_duration)]
     pub timeout: std::time::Duration,
@@ -922,6 +937,7 @@ impl ExecArgs {
         l.workspace_inodes = self.workspace_inodes;
         l.tmp_size = self.tmp_size;
         s.passthrough = !self.json;
+        s.stream = (self.json && self.stream).then(|| self.output_encoding.unwrap_or_default());
         Ok(s)
     }
 }

@@ -5,6 +5,7 @@ use super::channel::{Msg, MsgReader};
 use super::collect::ReceivedFiles;
 use super::memwatch::{MemWatch, Received, Verdict, WatchReport};
 use crate::limits::Cgroup;
+use crate::outcome::OutputEncoding;
 use crate::spec::{SandboxSpec, StdinSource};
 use crate::sys;
 use nix::errno::Errno;
@@ -122,8 +123,9 @@ const PENDING_MAX: usize = 1 << 20;
 const SINK_WRITE: usize = libc::PIPE_BUF;
 
 impl Capture {
-    /// Keeps what fits under `limit`; returns false once the limit is exceeded.
-    fn push(&mut self, bytes: &[u8], limit: u64, passthrough: bool) -> bool {
+    /// Keeps what fits under `limit`; returns how many of `bytes` it kept (fewer than all
+    /// once the limit is exceeded, which `truncated` then says).
+    fn push(&mut self, bytes: &[u8], limit: u64, passthrough: bool) -> usize {
         self.total += bytes.len() as u64;
         let room = limit.saturating_sub(self.data.len() as u64) as usize;
         let kept = &bytes[..bytes.len().min(room)];
@@ -134,7 +136,7 @@ impl Capture {
         if kept.len() < bytes.len() {
             self.truncated = true;
         }
-        !self.truncated
+        kept.len()
     }
 
     /// Whether the sandbox's pipe may be read now (pass-through backlog under its cap).
@@ -157,6 +159,121 @@ impl Capture {
             }
         }
     }
+}
+
+/// The program's output as it arrives, as JSON lines on cordon's stdout (`--stream`): one
+/// `{"stdout": "..."}` or `{"stderr": "..."}` per piece read, in the order read. Text pieces
+/// end on a whole character (a character cut by the read waits for its next piece), and bytes
+/// that are not UTF-8 become U+FFFD; base64 pieces are the exact bytes. Like pass-through,
+/// written only when cordon's stdout polls writable; past [`PENDING_MAX`] the sandbox's pipes
+/// are not read.
+#[derive(Debug)]
+struct Events {
+    encoding: OutputEncoding,
+    pending: Vec<u8>,
+    /// The start of a character the last text piece of stdout, of stderr, ended inside.
+    carry: [Vec<u8>; 2],
+    closed: bool,
+}
+
+impl Events {
+    fn new(encoding: OutputEncoding) -> Self {
+        Events {
+            encoding,
+            pending: Vec::new(),
+            carry: [Vec::new(), Vec::new()],
+            closed: false,
+        }
+    }
+
+    /// Adds a line for `bytes` of stdout (`err` false) or stderr.
+    fn add(&mut self, err: bool, bytes: &[u8]) {
+        if self.closed || bytes.is_empty() {
+            return;
+        }
+        let key = if err { "stderr" } else { "stdout" };
+        let text = match self.encoding {
+            OutputEncoding::Base64 => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.encode(bytes)
+            }
+            OutputEncoding::Utf8 => {
+                let carry = &mut self.carry[usize::from(err)];
+                carry.extend_from_slice(bytes);
+                let whole = carry.len() - incomplete_tail(carry);
+                let text = String::from_utf8_lossy(&carry[..whole]).into_owned();
+                carry.drain(..whole);
+                text
+            }
+        };
+        self.line(key, &text);
+    }
+
+    /// The characters left cut at the end of each stream, as U+FFFD (the stream ended).
+    fn finish(&mut self) {
+        for (i, key) in ["stdout", "stderr"].into_iter().enumerate() {
+            let rest = std::mem::take(&mut self.carry[i]);
+            if !rest.is_empty() && !self.closed {
+                self.line(key, &String::from_utf8_lossy(&rest));
+            }
+        }
+    }
+
+    fn line(&mut self, key: &str, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let mut map = serde_json::Map::new();
+        map.insert(key.to_string(), serde_json::Value::String(text.to_string()));
+        if serde_json::to_writer(&mut self.pending, &map).is_ok() {
+            self.pending.push(b'\n');
+        }
+    }
+
+    fn accepting(&self) -> bool {
+        self.pending.len() < PENDING_MAX
+    }
+
+    /// Copies some pending bytes to `sink` (which polled writable).
+    fn flush_some(&mut self, sink: BorrowedFd) {
+        let n = self.pending.len().min(SINK_WRITE);
+        match write(sink, &self.pending[..n]) {
+            Ok(w) => {
+                self.pending.drain(..w);
+            }
+            Err(Errno::EINTR | Errno::EAGAIN) => {}
+            Err(_) => {
+                self.closed = true;
+                self.pending.clear();
+            }
+        }
+    }
+}
+
+/// How many bytes at the end of `bytes` are the start of a UTF-8 character that is not
+/// complete yet (0 when it ends on a whole character, or on bytes that can never be one).
+fn incomplete_tail(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let b = bytes[bytes.len() - back];
+        if b & 0xc0 == 0x80 {
+            continue; // a continuation byte: look further back for its start
+        }
+        let len = match b {
+            0xc2..=0xdf => 2,
+            0xe0..=0xef => 3,
+            0xf0..=0xf4 => 4,
+            _ => return 0,
+        };
+        // The start and its continuations so far form a valid prefix of a character (the
+        // lossy decoding of the whole, later, decides the rest).
+        let tail = &bytes[bytes.len() - back..];
+        let valid_prefix = match std::str::from_utf8(tail) {
+            Ok(_) => false,
+            Err(e) => e.valid_up_to() == 0 && e.error_len().is_none(),
+        };
+        return if len > back && valid_prefix { back } else { 0 };
+    }
+    0
 }
 
 /// Everything the supervisor saw.
@@ -324,6 +441,8 @@ pub fn supervise(
     );
     let host_out = stdout_tty.as_ref().map_or(std_out.as_fd(), |f| f.as_fd());
     let host_err = stderr_tty.as_ref().map_or(std_err.as_fd(), |f| f.as_fd());
+    let mut events = spec.stream.map(Events::new);
+    let events_accepting = |e: &Option<Events>| e.as_ref().is_none_or(Events::accepting);
 
     loop {
         if matches!(stdin_state, StdinState::Closed) && stdin_buf.is_empty() {
@@ -332,7 +451,9 @@ pub fn supervise(
         let now = Instant::now();
         if init_exited {
             let dl = *drain_deadline.get_or_insert(now + DRAIN_TIMEOUT);
-            let flushed = ended.stdout.pending.is_empty() && ended.stderr.pending.is_empty();
+            let flushed = ended.stdout.pending.is_empty()
+                && ended.stderr.pending.is_empty()
+                && events.as_ref().is_none_or(|e| e.pending.is_empty());
             if (out.is_none() && err.is_none() && rep.is_none() && flushed) || now >= dl {
                 break;
             }
@@ -353,12 +474,14 @@ pub fn supervise(
         let pin = PollFlags::POLLIN;
         if let Some(f) = &out
             && ended.stdout.accepting()
+            && events_accepting(&events)
         {
             fds.push(PollFd::new(f.as_fd(), pin));
             slots.push(b'o');
         }
         if let Some(f) = &err
             && ended.stderr.accepting()
+            && events_accepting(&events)
         {
             fds.push(PollFd::new(f.as_fd(), pin));
             slots.push(b'e');
@@ -370,6 +493,10 @@ pub fn supervise(
         if !ended.stderr.pending.is_empty() {
             fds.push(PollFd::new(host_err, PollFlags::POLLOUT));
             slots.push(b'E');
+        }
+        if events.as_ref().is_some_and(|e| !e.pending.is_empty()) {
+            fds.push(PollFd::new(host_out, PollFlags::POLLOUT));
+            slots.push(b'V');
         }
         if let Some(f) = &rep {
             fds.push(PollFd::new(f.as_fd(), pin));
@@ -458,7 +585,11 @@ pub fn supervise(
                     match read(fd, &mut buf) {
                         Ok(0) => *pipe = None,
                         Ok(n) => {
-                            if !cap.push(&buf[..n], limits.output, spec.passthrough) && !killed {
+                            let kept = cap.push(&buf[..n], limits.output, spec.passthrough);
+                            if let Some(e) = &mut events {
+                                e.add(slot == b'e', &buf[..kept]);
+                            }
+                            if kept < n && !killed {
                                 ended.output_limited = true;
                                 killed = true;
                                 stopper.stop(child, pidfd.as_ref(), cgroup);
@@ -470,6 +601,11 @@ pub fn supervise(
                 }
                 b'O' => ended.stdout.flush_some(host_out),
                 b'E' => ended.stderr.flush_some(host_err),
+                b'V' => {
+                    if let Some(e) = &mut events {
+                        e.flush_some(host_out);
+                    }
+                }
                 b'r' => {
                     let Some(fd) = rep.as_ref() else { continue };
                     match read(fd, &mut buf) {
@@ -657,23 +793,48 @@ pub fn supervise(
     }
     // The sandbox is gone: what is left for a slow reader of cordon is written out now, with
     // blocking writes (as any filter in a pipeline would); nothing is left to supervise.
-    for (cap, sink) in [(&mut ended.stdout, host_out), (&mut ended.stderr, host_err)] {
-        while !cap.pending.is_empty() && !cap.sink_closed {
-            match write(sink, &cap.pending) {
-                Ok(n) => {
-                    cap.pending.drain(..n);
-                }
-                Err(Errno::EINTR) => continue,
-                // A terminal reopened non-blocking (see terminal_sink): wait until it takes more.
-                Err(Errno::EAGAIN) => {
-                    let mut fds = [PollFd::new(sink, PollFlags::POLLOUT)];
-                    let _ = poll(&mut fds, PollTimeout::NONE);
-                }
-                Err(_) => cap.sink_closed = true,
-            }
-        }
+    let mut event_lines = events.map(|mut e| {
+        e.finish();
+        e
+    });
+    let sinks = [
+        (
+            &mut ended.stdout.pending,
+            &mut ended.stdout.sink_closed,
+            host_out,
+        ),
+        (
+            &mut ended.stderr.pending,
+            &mut ended.stderr.sink_closed,
+            host_err,
+        ),
+    ];
+    let event_sink = event_lines
+        .as_mut()
+        .map(|e| (&mut e.pending, &mut e.closed, host_out));
+    for (pending, closed, sink) in sinks.into_iter().chain(event_sink) {
+        drain_blocking(pending, closed, sink);
     }
     ended
+}
+
+/// Writes all of `pending` to `sink`, waiting for it as long as it takes (`closed` once it
+/// refuses more).
+fn drain_blocking(pending: &mut Vec<u8>, closed: &mut bool, sink: BorrowedFd) {
+    while !pending.is_empty() && !*closed {
+        match write(sink, pending) {
+            Ok(n) => {
+                pending.drain(..n);
+            }
+            Err(Errno::EINTR) => continue,
+            // A terminal reopened non-blocking (see terminal_sink): wait until it takes more.
+            Err(Errno::EAGAIN) => {
+                let mut fds = [PollFd::new(sink, PollFlags::POLLOUT)];
+                let _ = poll(&mut fds, PollTimeout::NONE);
+            }
+            Err(_) => *closed = true,
+        }
+    }
 }
 
 /// cordon's own stdout or stderr (`fd`) reopened non-blocking when it is a terminal, for the
@@ -720,5 +881,78 @@ fn kill_all(child: Pid, pidfd: Option<&OwnedFd>, cgroup: Option<&Cgroup>) {
     }
     if let Some(cg) = cgroup {
         cg.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lines `Events` writes for `pieces` (stdout when the flag is false), `finish`
+    /// included.
+    fn lines(encoding: OutputEncoding, pieces: &[(bool, &[u8])]) -> Vec<String> {
+        let mut e = Events::new(encoding);
+        for (err, bytes) in pieces {
+            e.add(*err, bytes);
+        }
+        e.finish();
+        String::from_utf8(e.pending)
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn a_character_cut_between_reads_is_streamed_whole() {
+        let e = "é".as_bytes();
+        let euro = "€".as_bytes();
+        let got = lines(
+            OutputEncoding::Utf8,
+            &[
+                (false, b"a\n"),
+                (false, &[b'x', e[0]]),
+                (true, &euro[..2]),
+                (false, &[e[1], b'y']),
+                (true, &euro[2..]),
+                // Not UTF-8 (no character starts with 0xff), and a start never completed.
+                (false, b"\xff!"),
+                (true, &euro[..1]),
+            ],
+        );
+        assert_eq!(
+            got,
+            [
+                r#"{"stdout":"a\n"}"#,
+                r#"{"stdout":"x"}"#,
+                r#"{"stdout":"éy"}"#,
+                r#"{"stderr":"€"}"#,
+                r#"{"stdout":"\ufffd!"}"#.replace("\\ufffd", "\u{fffd}").as_str(),
+                r#"{"stderr":"\ufffd"}"#.replace("\\ufffd", "\u{fffd}").as_str(),
+            ]
+        );
+        // base64 pieces are the exact bytes, cut where the reads cut them.
+        let got = lines(
+            OutputEncoding::Base64,
+            &[(false, &[b'x', e[0]]), (false, &e[1..])],
+        );
+        assert_eq!(got, [r#"{"stdout":"eMM="}"#, r#"{"stdout":"qQ=="}"#]);
+    }
+
+    #[test]
+    fn only_a_valid_start_of_a_character_waits() {
+        for (bytes, tail) in [
+            (&b"ab"[..], 0),
+            ("é".as_bytes(), 0),
+            (&"é".as_bytes()[..1], 1),
+            (&"€".as_bytes()[..2], 2),
+            (&"😀".as_bytes()[..3], 3),
+            (&b"\xe0\x80"[..], 0), // an overlong form: never a character
+            (&b"\xed\xa0"[..], 0), // a surrogate: never a character
+            (&b"\xf5"[..], 0),
+            (&b"\x80\x80\x80"[..], 0),
+        ] {
+            assert_eq!(incomplete_tail(bytes), tail, "{bytes:x?}");
+        }
     }
 }

@@ -191,6 +191,7 @@ impl ContainerSetup {
             backend,
             seccomp_policy,
             passthrough,
+            stream,
             files,
             collect,
             network,
@@ -215,6 +216,7 @@ impl ContainerSetup {
                 *seccomp_policy != d.seccomp_policy,
             ),
             ("passthrough", *passthrough != d.passthrough),
+            ("stream", stream.is_some()),
             ("files", !files.is_empty()),
             ("collect", collect.is_some()),
             (
@@ -302,6 +304,10 @@ mod tests {
                 Box::new(|s| s.seccomp_policy = "other".into()),
             ),
             ("passthrough", Box::new(|s| s.passthrough = true)),
+            (
+                "stream",
+                Box::new(|s| s.stream = Some(crate::outcome::OutputEncoding::Utf8)),
+            ),
             ("degrade", Box::new(|s| s.degrade.landlock = true)),
             (
                 "backend",

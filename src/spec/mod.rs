@@ -430,6 +430,10 @@ pub struct SandboxSpec {
     /// Also copy the program's stdout/stderr to cordon's own, live, as they arrive (still
     /// capped at the output limit). The CLI does this unless `--json` was given.
     pub passthrough: bool,
+    /// Also write the program's stdout/stderr to cordon's own stdout, live, as JSON lines
+    /// (`{"stdout": "..."}`, `{"stderr": "..."}`) in this encoding (still capped at the
+    /// output limit): `--stream`.
+    pub stream: Option<crate::outcome::OutputEncoding>,
     /// Files written into /workspace before the program starts.
     pub files: Vec<InputFile>,
     /// Bring files back from /workspace after the run (see [`Collect`]).
@@ -580,6 +584,7 @@ impl SandboxSpec {
             backend: BackendChoice::default(),
             seccomp_policy: "default".to_string(),
             passthrough: false,
+            stream: None,
             files: Vec::new(),
             collect: None,
             network: crate::net::Network::None,
