@@ -985,6 +985,8 @@ fn install_failed(out: Outcome, rep: DependencyReport, message: String) -> Prepa
     failed.files_omitted.clear();
     failed.output = String::new();
     failed.error = String::new();
+    failed.output_bytes = None;
+    failed.error_bytes = None;
     failed.dependencies = Some(rep);
     Prepared::Failed(Box::new(failed))
 }

@@ -269,7 +269,8 @@ pub struct ShadowedDistribution {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum OutputEncoding {
-    /// UTF-8 text, bytes that are not UTF-8 replaced by U+FFFD (`outputLossy` says so).
+    /// UTF-8 text, bytes that are not UTF-8 replaced by U+FFFD (`outputLossy` says so); a
+    /// character split by the output limit's cut is left out whole.
     #[default]
     Utf8,
     /// Base64 (standard alphabet, padded) of the exact bytes kept.
@@ -311,13 +312,15 @@ pub struct Outcome {
     pub output_truncated: bool,
     pub stdout_bytes: u64,
     pub stderr_bytes: u64,
-    /// True when `output`/`error` had invalid UTF-8 that was replaced.
+    /// True when `output`/`error` had invalid UTF-8 that was replaced (a character split by
+    /// the output limit's cut is left out instead, and does not count).
     pub output_lossy: bool,
     /// How `output` and `error` hold the bytes: `utf8` text, or `base64` of the exact bytes
     /// (see [`Outcome::encode_output`]).
     pub output_encoding: OutputEncoding,
-    /// The exact bytes of stdout when `output` is not (they were not UTF-8); `None` when
-    /// `output`'s own bytes are the exact ones. Not part of the JSON result.
+    /// The exact bytes of stdout when `output` is not (they were not UTF-8, or the output
+    /// limit's cut split a character, which the text leaves out); `None` when `output`'s own
+    /// bytes are the exact ones. Not part of the JSON result.
     #[serde(skip)]
     pub output_bytes: Option<Vec<u8>>,
     /// The same for stderr and `error`.
@@ -388,12 +391,34 @@ fn base64_of_exact(exact: Option<Vec<u8>>, text: String) -> String {
     use base64::Engine;
     let b64 = &base64::engine::general_purpose::STANDARD;
     match exact {
-        Some(bytes) if is_lossy_text_of(&bytes, &text) => {
+        Some(bytes) if is_text_of(&bytes, &text) => {
             drop(text);
             b64.encode(bytes)
         }
         _ => b64.encode(text),
     }
+}
+
+/// Whether `text` is what [`Outcome`]'s text makes of `bytes`: their lossy rendering, or that
+/// of the bytes before a character the output limit's cut split (left out whole).
+fn is_text_of(bytes: &[u8], text: &str) -> bool {
+    let split = split_char_len(bytes);
+    is_lossy_text_of(bytes, text)
+        || (split > 0 && is_lossy_text_of(&bytes[..bytes.len() - split], text))
+}
+
+/// How many bytes at the end of `bytes` are the start of a multi-byte UTF-8 character cut
+/// off before its end (1 to 3: a lead byte and the continuation bytes that may follow it, a
+/// sequence that its next bytes could still make valid), or 0 when `bytes` end anywhere
+/// else (a whole character, or bytes no continuation could make valid).
+pub fn split_char_len(bytes: &[u8]) -> usize {
+    // A valid sequence is at most 4 bytes: a cut one is at most 3.
+    (1..=bytes.len().min(3))
+        .find(|&n| {
+            std::str::from_utf8(&bytes[bytes.len() - n..])
+                .is_err_and(|e| e.valid_up_to() == 0 && e.error_len().is_none())
+        })
+        .unwrap_or(0)
 }
 
 /// Whether `text` is `String::from_utf8_lossy(bytes)`, compared without making it: each
@@ -563,6 +588,64 @@ mod tests {
             serde_json::to_value(outcome("", "")).unwrap()["outputEncoding"],
             "utf8"
         );
+    }
+
+    #[test]
+    fn a_character_cut_off_at_the_end_is_measured() {
+        let e = "é".as_bytes();
+        let euro = "€".as_bytes();
+        let smile = "😀".as_bytes();
+        for (bytes, want) in [
+            (&b""[..], 0),
+            (b"abc", 0),
+            (e, 0),
+            (&e[..1], 1),
+            (euro, 0),
+            (&euro[..1], 1),
+            (&euro[..2], 2),
+            (smile, 0),
+            (&smile[..1], 1),
+            (&smile[..2], 2),
+            (&smile[..3], 3),
+            // Bytes that no continuation could make valid are not a cut character.
+            (b"a\x80", 0),
+            (b"a\xff", 0),
+            (b"a\xc0", 0),
+            (b"a\xe0\x80", 0),
+            (b"a\xed\xa0", 0),
+            (b"a\xf5", 0),
+            (b"\xe2\x82\xac\xe2\x82", 2),
+            (b"\xff\xc3", 1),
+        ] {
+            assert_eq!(split_char_len(bytes), want, "{bytes:x?}");
+        }
+    }
+
+    /// A stream whose text left out a character the cut split: its base64 is of the bytes
+    /// kept, that character's first bytes included.
+    #[test]
+    fn base64_of_a_cut_output_keeps_the_split_characters_bytes() {
+        use base64::Engine;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let kept = "aé".as_bytes()[..2].to_vec();
+        let mut o = outcome("a", "");
+        o.output_bytes = Some(kept.clone());
+        o.encode_output(OutputEncoding::Base64);
+        assert_eq!(o.output, b64(&kept));
+        assert!(!o.output_lossy);
+        // With bytes replaced before it too.
+        let kept = b"\xffa\xe2\x82".to_vec();
+        let mut o = outcome("\u{fffd}a", "");
+        o.output_lossy = true;
+        o.output_bytes = Some(kept.clone());
+        o.encode_output(OutputEncoding::Base64);
+        assert_eq!(o.output, b64(&kept));
+        assert!(!o.output_lossy);
+        // Text that is neither rendering is what is encoded.
+        let mut o = outcome("b", "");
+        o.output_bytes = Some(kept);
+        o.encode_output(OutputEncoding::Base64);
+        assert_eq!(o.output, b64(b"b"));
     }
 
     #[test]

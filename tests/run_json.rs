@@ -204,6 +204,44 @@ both!(
     }
 );
 
+both!(
+    /// At the output limit the cut may fall inside a multi-byte character: the text leaves
+    /// that character out whole (no U+FFFD, `outputLossy` false: the program wrote valid
+    /// UTF-8), on stdout and on stderr, while base64 holds the exact bytes kept, its first
+    /// bytes included, and `stdoutBytes`/`stderrBytes` what the program wrote.
+    fn a_character_split_by_the_output_limit_is_left_out_whole(who) {
+        let limit = 1000;
+        for (stream, code, ch) in [
+            ("output", "print('a' + '\\u00e9' * 600)", "\u{e9}"),
+            ("error", "import sys; sys.stderr.write('\\u20ac' * 400)", "\u{20ac}"),
+        ] {
+            let run = |encoding: &str| {
+                cordon(who, "run")
+                    .args(["--lang", "python", "--json", "--no-history", "--output-limit", "1000", "--output-encoding", encoding])
+                    .args(["-c", code])
+                    .run_json()
+            };
+            let r = run("utf8");
+            assert_eq!(r.status(), "output_limit", "{stream}:\n{}", r.describe());
+            let text = r.get(&format!("/{stream}")).as_str().unwrap_or_default();
+            assert!(!text.contains('\u{fffd}'), "{stream}: the split character must be left out, not replaced:\n{}", r.describe());
+            assert_eq!(r.get("/outputLossy"), &json!(false), "{stream}: the program wrote valid UTF-8:\n{}", r.describe());
+            // 1000 bytes kept: the last character's 1 byte (of 2, or of 3) is left out.
+            assert_eq!(text.len(), limit - 1, "{stream}:\n{}", r.describe());
+            assert!(text.ends_with(ch), "{stream}:\n{}", r.describe());
+            let written = if stream == "output" { "/stdoutBytes" } else { "/stderrBytes" };
+            assert!(r.get(written).as_u64().is_some_and(|n| n > limit as u64), "{stream}: what was written, kept or not:\n{}", r.describe());
+
+            let r = run("base64");
+            assert_eq!(r.status(), "output_limit", "{stream}:\n{}", r.describe());
+            let bytes = unbase64(&r.json, stream);
+            assert_eq!(bytes.len(), limit, "{stream}: the exact bytes kept:\n{}", r.describe());
+            assert_eq!(&bytes[..limit - 1], text.as_bytes(), "{stream}:\n{}", r.describe());
+            assert_eq!(bytes[limit - 1], ch.as_bytes()[0], "{stream}: the split character's first byte:\n{}", r.describe());
+        }
+    }
+);
+
 // ---------------------------------------------------------------------------------------------
 // Bad requests.
 

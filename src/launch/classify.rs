@@ -6,7 +6,7 @@ use super::supervise::{Ended, Grace};
 use crate::limits::CgroupMetrics;
 use crate::outcome::{
     Enforcement, IsolationReport, LimitsReport, MetricSource, OmittedFile, Outcome, Status,
-    exit_codes, signal_name,
+    exit_codes, signal_name, split_char_len,
 };
 use crate::spec::{LimitNaming, SandboxSpec};
 use nix::sys::signal::Signal;
@@ -284,18 +284,23 @@ fn unreported_end(status: Option<WaitStatus>) -> &'static str {
     }
 }
 
-/// Captured bytes as text, without a second copy when they are valid UTF-8 (an output of
-/// 10 MiB must not cost cordon several times that); invalid sequences become U+FFFD, and the
-/// exact bytes are kept beside the text (for `--output-encoding base64`).
-/// The text of a captured output, whether it replaced bytes that were not UTF-8, and, when
-/// it did and `keep_exact` asks for them (a base64 result), those exact bytes.
-fn into_text(bytes: Vec<u8>, keep_exact: bool) -> (String, bool, Option<Vec<u8>>) {
+/// The text of a captured output, whether it replaced bytes that were not UTF-8, and the
+/// exact bytes when the text is not them and `keep_exact` asks for them (a base64 result).
+/// Without a second copy when the bytes are valid UTF-8 (an output of 10 MiB must not cost
+/// cordon several times that); invalid sequences become U+FFFD. `cut`: the stream was cut at
+/// the output limit; a character the cut split (the bytes kept end with the first bytes of a
+/// multi-byte character, see [`split_char_len`]) is then left out of the text whole: it is
+/// the cut's doing, not a fault in the program's output, so it is neither replaced nor lossy.
+fn into_text(mut bytes: Vec<u8>, keep_exact: bool, cut: bool) -> (String, bool, Option<Vec<u8>>) {
+    let split = if cut { split_char_len(&bytes) } else { 0 };
+    let exact = (keep_exact && split > 0).then(|| bytes.clone());
+    bytes.truncate(bytes.len() - split);
     match String::from_utf8(bytes) {
-        Ok(s) => (s, false, None),
+        Ok(s) => (s, false, exact),
         Err(e) => {
             let bytes = e.into_bytes();
             let text = String::from_utf8_lossy(&bytes).into_owned();
-            (text, true, keep_exact.then_some(bytes))
+            (text, true, keep_exact.then(|| exact.unwrap_or(bytes)))
         }
     }
 }
@@ -334,8 +339,11 @@ pub fn outcome(
         .is_some_and(|l| l.enforcement == Enforcement::Rlimit);
     let cgroup_source = metrics.source.unwrap_or(MetricSource::Unavailable);
     let oom_reported = metrics.oom_kills.map(|n| n > 0);
-    let (stderr_text, stderr_lossy, stderr_exact) =
-        into_text(std::mem::take(&mut ended.stderr.data), spec.exact_output);
+    let (stderr_text, stderr_lossy, stderr_exact) = into_text(
+        std::mem::take(&mut ended.stderr.data),
+        spec.exact_output,
+        ended.stderr.truncated,
+    );
     let lim = &spec.limits;
     // RLIMIT_CPU kills with SIGKILL a second after SIGXCPU: a SIGKILL with the CPU time used up
     // is the CPU-time limit.
@@ -830,8 +838,11 @@ pub fn outcome(
         None if oom_inferred => (true, MetricSource::Inferred),
         None => (false, MetricSource::Unavailable),
     };
-    let (stdout_text, stdout_lossy, stdout_exact) =
-        into_text(std::mem::take(&mut ended.stdout.data), spec.exact_output);
+    let (stdout_text, stdout_lossy, stdout_exact) = into_text(
+        std::mem::take(&mut ended.stdout.data),
+        spec.exact_output,
+        ended.stdout.truncated,
+    );
     let unlisted = collected.unlisted();
     Outcome {
         success: status == Status::Ok,
@@ -893,6 +904,55 @@ mod tests {
         };
         f(&mut e);
         outcome(&spec(), e, metrics, limits, IsolationReport::default())
+    }
+
+    /// At the output limit's cut, a character split in two is left out of the text whole,
+    /// without a U+FFFD and without `outputLossy`; the exact bytes kept stay for base64. An
+    /// output that ends in the same bytes without a cut is the program's: replaced, lossy.
+    #[test]
+    fn a_character_split_by_the_output_limit_is_left_out_whole() {
+        let kept = "ééé".as_bytes()[..5].to_vec();
+        assert_eq!(
+            into_text(kept.clone(), false, true),
+            ("éé".into(), false, None)
+        );
+        assert_eq!(
+            into_text(kept.clone(), true, true),
+            ("éé".into(), false, Some(kept.clone()))
+        );
+        assert_eq!(
+            into_text(kept.clone(), false, false),
+            ("éé\u{fffd}".into(), true, None)
+        );
+        // Invalid bytes before it are still replaced and said.
+        let bad = b"\xff\xe2\x82".to_vec();
+        assert_eq!(
+            into_text(bad.clone(), true, true),
+            ("\u{fffd}".into(), true, Some(bad))
+        );
+        // A cut between whole characters changes nothing.
+        assert_eq!(
+            into_text("éé".into(), true, true),
+            ("éé".into(), false, None)
+        );
+
+        let o = run(
+            vec![Msg::Exited { code: 0 }],
+            |e| {
+                e.output_limited = true;
+                e.stdout.data = kept.clone();
+                e.stdout.total = 1201;
+                e.stdout.truncated = true;
+                e.stderr.data = "€".as_bytes()[..2].to_vec();
+                e.stderr.truncated = true;
+            },
+            CgroupMetrics::default(),
+            LimitsReport::default(),
+        );
+        assert_eq!((o.output.as_str(), o.error.as_str()), ("éé", ""));
+        assert!(!o.output_lossy);
+        assert_eq!(o.stdout_bytes, 1201, "what the program wrote, kept or not");
+        assert_eq!(o.status, Status::OutputLimit);
     }
 
     #[test]
