@@ -163,9 +163,26 @@ pub struct OutputFile {
 
 /// A file that was not brought back, and why (a symlink, a FIFO, over the caps, ...).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct OmittedFile {
+    /// Relative to /workspace; a name that is not UTF-8 with U+FFFD for what is not.
     pub path: String,
+    /// The exact bytes of `path` (base64, standard alphabet, padded) when they are not
+    /// UTF-8, and `path` only shows them; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_base64: Option<String>,
     pub reason: String,
+}
+
+impl OmittedFile {
+    /// An omission of a path that is UTF-8.
+    pub fn new(path: String, reason: String) -> Self {
+        OmittedFile {
+            path,
+            path_base64: None,
+            reason,
+        }
+    }
 }
 
 /// Why cordon failed before anything ran (the error object's `errorKind`), for a client

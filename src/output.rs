@@ -333,10 +333,10 @@ impl OutputDir {
         for (path, e) in &failed {
             // Listed up to the collection's own bound, counted past it.
             if out.files_omitted.len() < crate::launch::RECEIVED_OMITTED_MAX {
-                out.files_omitted.push(crate::outcome::OmittedFile {
-                    path: path.clone(),
-                    reason: format!("not written to --output-dir: {e}"),
-                });
+                out.files_omitted.push(crate::outcome::OmittedFile::new(
+                    path.clone(),
+                    format!("not written to --output-dir: {e}"),
+                ));
             } else {
                 out.files_omitted_unlisted += 1;
             }

@@ -1420,6 +1420,52 @@ both!(
     }
 );
 
+both!(
+    /// A name the program made that is not UTF-8 (a file's in a directory, a directory's) is
+    /// omitted with its lossy `path` and, in `pathBase64`, the exact bytes of its path, so a
+    /// client can tell which entry it was; nothing of it reaches outputDir. With an outputDir
+    /// and without (a listing) alike.
+    fn a_name_that_is_not_utf8_is_omitted_with_its_exact_bytes(who) {
+        let code = r#"import os
+os.makedirs("sub")
+open(b"sub/bad\xffname", "w").write("x")
+os.makedirs(b"dir\xfe")
+open(b"dir\xfe/in.txt", "w").write("y")
+open("ok.txt", "w").write("z")
+"#;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let out_parent = writable_dir(who);
+        let out = out_parent.path().join("out");
+        for with_dir in [true, false] {
+            let mut req = json!({"language": "python", "code": code});
+            if with_dir {
+                req["outputDir"] = json!(out);
+            }
+            let r = request(who, req.to_string().as_bytes());
+            r.expect_ok();
+            assert_eq!(r.files(), [("ok.txt".to_string(), 1)], "{}", r.describe());
+            let omitted = r.get("/filesOmitted");
+            assert_eq!(
+                omitted,
+                &json!([
+                    {"path": "dir\u{fffd}", "pathBase64": b64(b"dir\xfe"),
+                     "reason": "directory name is not valid UTF-8 (nothing in it was collected)"},
+                    {"path": "sub/bad\u{fffd}name", "pathBase64": b64(b"sub/bad\xffname"),
+                     "reason": "name is not valid UTF-8"},
+                ]),
+                "{}",
+                r.describe()
+            );
+        }
+        let names: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!names.iter().any(|n| n.starts_with("dir")), "{names:?}");
+        assert!(out.join("ok.txt").is_file() && !out.join("sub/bad\u{fffd}name").exists());
+    }
+);
+
 // ---------------------------------------------------------------------------------------------
 // Collection caps.
 

@@ -54,7 +54,11 @@ pub enum Msg {
     FileListed { path: String, mode: u32, size: u64 },
     /// A file left behind, and why. For the file begun, this ends it: its data is dropped.
     FileOmitted { path: String, reason: String },
-    /// This many more entries were left behind than init listed in [`Msg::FileOmitted`]s.
+    /// An entry left behind whose path (relative to /workspace) is not UTF-8: its exact
+    /// bytes, and why. Never a file begun.
+    NameOmitted { path: Vec<u8>, reason: String },
+    /// This many more entries were left behind than init listed in [`Msg::FileOmitted`]s
+    /// and [`Msg::NameOmitted`]s.
     FilesUnlisted { count: u64 },
     /// init walked all of /workspace: every file it sent is complete. Without this message
     /// the collection was cut short (init was killed).
@@ -137,8 +141,8 @@ impl Reporter {
     }
 }
 
-/// The longest report line accepted. The longest sent is a [`Msg::FileOmitted`] (a path and
-/// a reason, a few KiB at most); file contents are not in lines (see [`Msg::FileData`]).
+/// The longest report line accepted. The longest sent is a [`Msg::FileOmitted`] or a
+/// [`Msg::NameOmitted`] (a path and a reason, a few KiB at most); file contents are not in lines (see [`Msg::FileData`]).
 const MAX_LINE: usize = 1 << 20;
 
 /// Reassembles JSON lines from the report pipe, and the raw bytes that follow a

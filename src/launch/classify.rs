@@ -659,15 +659,15 @@ pub fn outcome(
             note.push_str(&format!(
                 " ({path} was cut off mid-transfer and is not kept)"
             ));
-            collected.omitted.push(OmittedFile {
+            collected.omitted.push(OmittedFile::new(
                 path,
-                reason: "cut off mid-transfer: the collection did not finish".into(),
-            });
+                "cut off mid-transfer: the collection did not finish".into(),
+            ));
         }
-        collected.omitted.push(OmittedFile {
-            path: ".".into(),
-            reason: format!("the collection did not finish: {why}"),
-        });
+        collected.omitted.push(OmittedFile::new(
+            ".".into(),
+            format!("the collection did not finish: {why}"),
+        ));
         // The program's own outcome stands when it already failed; a success becomes cordon's
         // failure (as a file that cannot be written into --output-dir turns exit 0 into 125).
         if status == Status::Ok {

@@ -19,7 +19,7 @@
 
 use super::channel::{FILE_CHUNK, Msg, Reporter};
 use crate::outcome::{OmittedFile, OutputFile};
-use crate::spec::{Collect, InputFile, MAX_PATH_LEN, WORKSPACE, check_relative_path};
+use crate::spec::{Collect, InputFile, MAX_NAME_LEN, MAX_PATH_LEN, WORKSPACE, check_relative_path};
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat};
 use nix::sys::signal::{Signal, kill};
@@ -100,6 +100,27 @@ impl Walk<'_> {
         }
     }
 
+    /// [`Self::omit`] for the entry `name` in the directory `prefix`, a name that is not
+    /// UTF-8: sent as its exact bytes.
+    fn omit_name(&mut self, prefix: &str, name: &[u8], reason: &str) {
+        self.omitted += 1;
+        if self.omitted <= MAX_OMITTED {
+            let mut path = Vec::with_capacity(prefix.len() + 1 + name.len());
+            if !prefix.is_empty() {
+                path.extend_from_slice(prefix.as_bytes());
+                path.push(b'/');
+            }
+            path.extend_from_slice(name);
+            let msg = Msg::NameOmitted {
+                path,
+                reason: reason.into(),
+            };
+            if let Err(e) = self.report.send_large(&msg) {
+                self.broken = Some(e);
+            }
+        }
+    }
+
     /// Whether `path` is wanted, or is a directory on the way to a wanted path.
     fn wanted(&self, path: &str, is_dir: bool) -> bool {
         match &self.spec.only {
@@ -125,10 +146,15 @@ impl Walk<'_> {
                 return;
             }
             let Ok(name_str) = std::str::from_utf8(&name) else {
-                self.omit(
-                    &format!("{prefix}{}", String::from_utf8_lossy(&name)),
-                    "name is not valid UTF-8",
-                );
+                // Not walked: no path below it could be given as UTF-8 either.
+                let is_dir = fstatat(dir, name.as_slice(), AtFlags::AT_SYMLINK_NOFOLLOW)
+                    .is_ok_and(|st| st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFDIR.bits());
+                let reason = if is_dir {
+                    "directory name is not valid UTF-8 (nothing in it was collected)"
+                } else {
+                    "name is not valid UTF-8"
+                };
+                self.omit_name(prefix, &name, reason);
                 continue;
             };
             let path = if prefix.is_empty() {
@@ -341,24 +367,8 @@ pub fn collect(report: &Reporter, spec: &Collect, inputs: &[InputFile]) {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     match nix::fcntl::open(WORKSPACE, flags, Mode::empty()) {
         Ok(root) => {
-            let mut w = Walk {
-                spec,
-                inputs,
-                report,
-                files: 0,
-                bytes: 0,
-                omitted: 0,
-                broken: None,
-                buf: vec![0; FILE_CHUNK],
-            };
-            w.walk(&root, "", 0);
-            if w.broken.is_some() {
+            if collect_in(&root, report, spec, inputs).is_err() {
                 return;
-            }
-            if w.omitted > MAX_OMITTED {
-                let _ = report.send_large(&Msg::FilesUnlisted {
-                    count: (w.omitted - MAX_OMITTED) as u64,
-                });
             }
         }
         Err(e) => {
@@ -369,6 +379,36 @@ pub fn collect(report: &Reporter, spec: &Collect, inputs: &[InputFile]) {
         }
     }
     let _ = report.send_large(&Msg::CollectDone);
+}
+
+/// Walks the directory `root` (the workspace) and sends what it finds; an error is the
+/// report pipe's (cordon is gone).
+fn collect_in(
+    root: &OwnedFd,
+    report: &Reporter,
+    spec: &Collect,
+    inputs: &[InputFile],
+) -> Result<(), Errno> {
+    let mut w = Walk {
+        spec,
+        inputs,
+        report,
+        files: 0,
+        bytes: 0,
+        omitted: 0,
+        broken: None,
+        buf: vec![0; FILE_CHUNK],
+    };
+    w.walk(root, "", 0);
+    if let Some(e) = w.broken {
+        return Err(e);
+    }
+    if w.omitted > MAX_OMITTED {
+        report.send_large(&Msg::FilesUnlisted {
+            count: (w.omitted - MAX_OMITTED) as u64,
+        })?;
+    }
+    Ok(())
 }
 
 /// The files init sends, put together by cordon as they arrive: each file's bytes are decoded
@@ -552,6 +592,10 @@ impl ReceivedFiles {
                 }
                 self.omit(path, reason);
             }
+            Msg::NameOmitted { path, reason } => {
+                self.drop_open("garbled transfer: cut off by another file's omission");
+                self.omit_bytes(path, reason);
+            }
             Msg::FilesUnlisted { count } => self.unlisted = self.unlisted.saturating_add(count),
             Msg::CollectDone => {
                 self.drop_open("garbled transfer: the collection ended in the middle of it");
@@ -578,7 +622,28 @@ impl ReceivedFiles {
     }
 
     /// Lists an omission, or past [`RECEIVED_OMITTED_MAX`] counts it.
-    fn omit(&mut self, mut path: String, mut reason: String) {
+    fn omit(&mut self, path: String, reason: String) {
+        self.omit_entry(path, None, reason);
+    }
+
+    /// [`Self::omit`] for a path given as bytes: one that is not UTF-8 is listed as its
+    /// lossy text, with its exact bytes in base64 beside it (unless there are more of them
+    /// than a path found in /workspace can have: then not from a walk, and not kept).
+    fn omit_bytes(&mut self, path: Vec<u8>, reason: String) {
+        use base64::Engine;
+        match String::from_utf8(path) {
+            Ok(path) => self.omit(path, reason),
+            Err(e) => {
+                let bytes = e.into_bytes();
+                let exact = (bytes.len() <= MAX_PATH_LEN + 1 + MAX_NAME_LEN)
+                    .then(|| base64::engine::general_purpose::STANDARD.encode(&bytes));
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                self.omit_entry(text, exact, reason);
+            }
+        }
+    }
+
+    fn omit_entry(&mut self, mut path: String, path_base64: Option<String>, mut reason: String) {
         // What init sends is not trusted to be short: a line may be up to a MiB.
         for (text, max) in [(&mut path, MAX_PATH_LEN), (&mut reason, 512)] {
             if text.len() > max {
@@ -591,7 +656,11 @@ impl ReceivedFiles {
             }
         }
         if self.omitted.len() < RECEIVED_OMITTED_MAX {
-            return self.omitted.push(OmittedFile { path, reason });
+            return self.omitted.push(OmittedFile {
+                path,
+                path_base64,
+                reason,
+            });
         }
         self.unlisted = self.unlisted.saturating_add(1);
     }
@@ -802,6 +871,122 @@ mod tests {
             "a listing where contents were asked for"
         );
         assert!(c.files.is_empty());
+    }
+
+    /// Walks `root` as init walks /workspace, and gives what cordon makes of what it sends.
+    fn walk_received(
+        root: &std::path::Path,
+        spec: &Collect,
+        inputs: &[InputFile],
+    ) -> ReceivedFiles {
+        let (rd, wr) = nix::unistd::pipe().unwrap();
+        let for_reader = spec.clone();
+        let reader = std::thread::spawn(move || {
+            let mut r = MsgReader::default();
+            let mut got = ReceivedFiles::for_spec(&for_reader);
+            let mut b = vec![0u8; 4096];
+            loop {
+                match nix::unistd::read(&rd, &mut b).unwrap() {
+                    0 => break,
+                    n => {
+                        for m in r.feed(&b[..n]) {
+                            assert!(got.take(m).is_none());
+                        }
+                    }
+                }
+            }
+            got
+        });
+        let report = Reporter::new(wr);
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let dir = nix::fcntl::open(root, flags, Mode::empty()).unwrap();
+        collect_in(&dir, &report, spec, inputs).unwrap();
+        report.send_large(&Msg::CollectDone).unwrap();
+        drop(report);
+        reader.join().unwrap()
+    }
+
+    fn b64(bytes: &[u8]) -> String {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    /// A name that is not UTF-8 (a file's, or a directory's: then nothing in it is walked)
+    /// is omitted as its path's lossy text and, in `pathBase64`, its exact bytes, the
+    /// directories above it included.
+    #[test]
+    fn a_name_that_is_not_utf8_is_omitted_with_its_exact_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = |b: &[u8]| d.path().join(std::ffi::OsStr::from_bytes(b));
+        std::fs::create_dir(p(b"ok")).unwrap();
+        std::fs::write(p(b"ok/bad\xffname"), b"x").unwrap();
+        std::fs::write(p(b"ok/kept.txt"), b"k").unwrap();
+        std::fs::create_dir(p(b"dir\xfe")).unwrap();
+        std::fs::write(p(b"dir\xfe/inside.txt"), b"y").unwrap();
+        for contents in [false, true] {
+            let spec = Collect {
+                contents,
+                ..Collect::default()
+            };
+            let got = walk_received(d.path(), &spec, &[]);
+            assert!(got.done && got.garbled.is_none(), "{got:?}");
+            let files: Vec<&str> = got.files.iter().map(|f| f.path.as_str()).collect();
+            assert_eq!(files, ["ok/kept.txt"]);
+            let omitted: Vec<(&str, Option<&str>, &str)> = got
+                .omitted
+                .iter()
+                .map(|o| (o.path.as_str(), o.path_base64.as_deref(), o.reason.as_str()))
+                .collect();
+            assert_eq!(
+                omitted,
+                [
+                    (
+                        "dir\u{fffd}",
+                        Some(b64(b"dir\xfe").as_str()),
+                        "directory name is not valid UTF-8 (nothing in it was collected)"
+                    ),
+                    (
+                        "ok/bad\u{fffd}name",
+                        Some(b64(b"ok/bad\xffname").as_str()),
+                        "name is not valid UTF-8"
+                    ),
+                ]
+            );
+            // In the result, `pathBase64` is beside `path` for such a name only.
+            let json = serde_json::to_value(&got.omitted).unwrap();
+            assert_eq!(json[1]["pathBase64"], b64(b"ok/bad\xffname"));
+            let plain = serde_json::to_value(OmittedFile::new("a".into(), "why".into())).unwrap();
+            assert_eq!(plain, serde_json::json!({"path": "a", "reason": "why"}));
+        }
+    }
+
+    /// cordon's side of a name given as bytes: base64 only for one that is not UTF-8, and
+    /// only for as many bytes as a path of a walk can have.
+    #[test]
+    fn names_given_as_bytes_are_checked_by_cordon() {
+        let mut r = ReceivedFiles::new(1 << 20, 10);
+        let huge = [b'\xff'; MAX_PATH_LEN + 2 + MAX_NAME_LEN];
+        for path in [b"plain".to_vec(), b"a/\xc3".to_vec(), huge.to_vec()] {
+            r.take(Msg::NameOmitted {
+                path,
+                reason: "name is not valid UTF-8".into(),
+            });
+        }
+        let got: Vec<(&str, Option<&str>)> = r
+            .omitted
+            .iter()
+            .map(|o| (o.path.as_str(), o.path_base64.as_deref()))
+            .collect();
+        assert_eq!(got[0], ("plain", None));
+        assert_eq!(got[1], ("a/\u{fffd}", Some(b64(b"a/\xc3").as_str())));
+        assert!(
+            got[2].1.is_none() && got[2].0.ends_with("..."),
+            "{:?}",
+            got[2]
+        );
+        assert!(got[2].0.len() <= MAX_PATH_LEN + 3);
+        assert!(r.garbled.is_none());
     }
 
     /// init's side: a file several chunks long goes through the pipe in pieces and arrives
