@@ -982,6 +982,7 @@ fn install_failed(out: Outcome, rep: DependencyReport, message: String) -> Prepa
     failed.success = false;
     failed.cli_exit_code = 1;
     failed.files = Some(Vec::new());
+    failed.directories.clear();
     failed.files_omitted.clear();
     failed.output = String::new();
     failed.error = String::new();

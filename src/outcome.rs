@@ -354,6 +354,11 @@ pub struct Outcome {
     /// without `--output-dir`), which is not the same as none written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<OutputFile>>,
+    /// The directories the program left in /workspace that hold no file of `files` and no
+    /// directory of this list (relative to /workspace; those above each are implied, as a
+    /// file's are): empty ones, or ones whose entries were all left out. Absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub directories: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files_omitted: Vec<OmittedFile>,
     /// How many more entries were left behind than `files_omitted` lists (it holds at most
@@ -536,6 +541,7 @@ mod tests {
             limits: LimitsReport::default(),
             isolation: IsolationReport::default(),
             files: None,
+            directories: Vec::new(),
             files_omitted: Vec::new(),
             files_omitted_unlisted: 0,
             language: None,

@@ -317,14 +317,22 @@ impl OutputDir {
         })
     }
 
-    /// Writes the run's collected files here. A failure to write them is reported with the
+    /// Writes the run's collected files here, and makes its directories (see
+    /// [`Self::make_each`]). A failure to write them is reported with the
     /// result; a run that had succeeded is then no success (status `sandbox_error`, exit 125),
     /// as a collection cut short is not, so that neither a script nor an agent reading
     /// `success` takes the files for delivered. A failed run keeps its own status. A file not
-    /// written leaves `files` for `filesOmitted`, with the reason: a client that opens what
-    /// `files` lists finds it there.
+    /// written leaves `files` (a directory not made, `directories`) for `filesOmitted`, with
+    /// the reason: a client that opens what `files` lists finds it there.
     pub fn deliver(&self, out: &mut crate::outcome::Outcome) {
-        let failed = self.write_each(out.files.as_deref().unwrap_or_default());
+        let mut failed = self.write_each(out.files.as_deref().unwrap_or_default());
+        let failed_dirs = self.make_each(&out.directories);
+        {
+            let names: std::collections::HashSet<&str> =
+                failed_dirs.iter().map(|(path, _)| path.as_str()).collect();
+            out.directories.retain(|d| !names.contains(d.as_str()));
+        }
+        failed.extend(failed_dirs);
         if let Some(files) = out.files.as_mut() {
             let names: std::collections::HashSet<&str> =
                 failed.iter().map(|(path, _)| path.as_str()).collect();
@@ -363,6 +371,32 @@ impl OutputDir {
     /// is an error, never followed or opened.
     pub fn write_all(&self, files: &[OutputFile]) -> Result<(), OutputError> {
         several(self.write_each(files).into_iter().map(|(_, e)| e).collect())
+    }
+
+    /// Makes each of `dirs` (relative paths, with the directories above them) here, as
+    /// `mkdir -p` would, one level at a time without following a symlink: a directory
+    /// already there is kept, anything else under a name (a symlink, a file) is an error.
+    /// The paths of those not made, with why.
+    fn make_each(&self, dirs: &[String]) -> Vec<(String, OutputError)> {
+        dirs.iter()
+            .filter_map(|d| self.make_dir(d).err().map(|e| (d.clone(), e)))
+            .collect()
+    }
+
+    fn make_dir(&self, path: &str) -> Result<(), OutputError> {
+        check_relative_path(path).map_err(|e| OutputError::BadName(path.into(), e.hint))?;
+        let mut cur: Option<OwnedFd> = None;
+        let mut shown = self.path.clone();
+        for p in path.split('/') {
+            shown.push(p);
+            cur = Some(open_dir_at(
+                cur.as_ref().unwrap_or(&self.fd),
+                p,
+                &shown,
+                HINT,
+            )?);
+        }
+        Ok(())
     }
 
     /// Writes each of `files` (one that cannot be written does not cost the others); the
@@ -638,6 +672,30 @@ mod tests {
         listed.size = 10;
         assert!(write_all(d.path(), &[listed]).is_err());
         assert!(!d.path().join("d").exists());
+    }
+
+    /// The program's directories are made with those above them; one already there is
+    /// kept; a symlink or a file under a name is neither followed nor replaced, and costs
+    /// only that directory.
+    #[test]
+    fn makes_directories_without_following_a_symlink() {
+        let d = tempfile::tempdir().unwrap();
+        let target = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(target.path(), d.path().join("link")).unwrap();
+        std::fs::write(d.path().join("file"), b"kept").unwrap();
+        std::fs::create_dir(d.path().join("old")).unwrap();
+        std::fs::write(d.path().join("old/keep.txt"), b"k").unwrap();
+        let out = OutputDir::open(d.path()).unwrap();
+        let dirs: Vec<String> = ["a/b/c", "link/x", "link", "file", "old", "e", "../up"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let failed: Vec<String> = out.make_each(&dirs).into_iter().map(|(p, _)| p).collect();
+        assert_eq!(failed, ["link/x", "link", "file", "../up"]);
+        assert!(d.path().join("a/b/c").is_dir() && d.path().join("e").is_dir());
+        assert!(std::fs::read_dir(target.path()).unwrap().next().is_none());
+        assert_eq!(std::fs::read(d.path().join("file")).unwrap(), b"kept");
+        assert_eq!(std::fs::read(d.path().join("old/keep.txt")).unwrap(), b"k");
     }
 
     #[test]

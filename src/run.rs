@@ -857,6 +857,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                             failed.cli_exit_code
                         };
                         failed.files = Some(Vec::new());
+                        failed.directories.clear();
                         failed.compile = Some(report);
                         failed.language = Some(profile.name.clone());
                         return Ok(finish(failed, &profile, code_length, opts));

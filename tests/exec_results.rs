@@ -405,7 +405,7 @@ both!(fn files_go_in_with_file_and_come_back_with_output_dir(who) {
     let input = dir.path().join("in.txt");
     write_world_readable(&input, b"from the host\n");
     let out = caller_owned_dir(who, dir.path(), "out");
-    let script = "cat data/in.txt; mkdir -p res; tr a-z A-Z < data/in.txt > res/upper.txt; echo x > top.txt";
+    let script = "cat data/in.txt; mkdir -p res empty/sub; tr a-z A-Z < data/in.txt > res/upper.txt; echo x > top.txt";
     let file_arg = format!("data/in.txt={}", input.display());
     let r = exec_json_run(who, &["--file", &file_arg, "--output-dir", out.to_str().unwrap()], &["sh", "-c", script]);
     assert_eq!(r.expect_ok(), "from the host\n", "the --file must be in /workspace:\n{}", r.describe());
@@ -419,6 +419,9 @@ both!(fn files_go_in_with_file_and_come_back_with_output_dir(who) {
     assert_eq!(std::fs::read_to_string(out.join("res/upper.txt")).unwrap(), "FROM THE HOST\n");
     assert_eq!(std::fs::read_to_string(out.join("top.txt")).unwrap(), "x\n");
     assert!(!out.join("data").exists(), "the input file must not be copied back:\n{}", r.describe());
+    // An empty directory is listed and made; the one made for the input file is not.
+    assert_eq!(r.get("/directories"), &json!(["empty/sub"]), "{}", r.describe());
+    assert!(out.join("empty/sub").is_dir(), "{}", r.describe());
     let meta = std::fs::metadata(out.join("res/upper.txt")).unwrap();
     assert_eq!(meta.uid(), who.caller_uid(), "--output-dir files belong to the caller");
 

@@ -1466,6 +1466,74 @@ open("ok.txt", "w").write("z")
     }
 );
 
+both!(
+    /// Directories the program made that hold no file collected (empty ones, one holding only
+    /// a symlink) are listed in `directories`, at their deepest, and made in outputDir; one
+    /// that came with the request's files is not listed for itself (as an unchanged input
+    /// file is not), a new one inside it is. Without an outputDir they are listed alike, and
+    /// they count toward config.collectFiles as files do.
+    fn directories_the_program_made_are_kept(who) {
+        let code = r#"import os
+os.makedirs("emptydir/sub")
+os.makedirs("data/new")
+os.makedirs("res")
+open("res/out.txt", "w").write("r")
+os.makedirs("only_links")
+os.symlink("/etc/passwd", "only_links/l")
+"#;
+        let out_parent = writable_dir(who);
+        let out = out_parent.path().join("out");
+        let base = json!({
+            "language": "python",
+            "files": {"main.py": code, "data/in.csv": "a,b\n"},
+            "entryPoint": "main.py",
+        });
+        let dirs = |r: &JsonRun| -> Vec<String> {
+            r.get("/directories")
+                .as_array()
+                .unwrap_or_else(|| panic!("`directories` must be an array:\n{}", r.describe()))
+                .iter()
+                .map(|d| d.as_str().unwrap_or("?").to_string())
+                .collect()
+        };
+        for with_dir in [true, false] {
+            let mut req = base.clone();
+            if with_dir {
+                req["outputDir"] = json!(out);
+            }
+            let r = request(who, req.to_string().as_bytes());
+            r.expect_ok();
+            assert_eq!(r.files(), [("res/out.txt".to_string(), 1)], "{}", r.describe());
+            assert_eq!(dirs(&r), ["data/new", "emptydir/sub", "only_links"], "{}", r.describe());
+            assert_eq!(
+                r.omitted(),
+                [("only_links/l".to_string(), "symbolic link (not followed)".to_string())],
+                "{}",
+                r.describe()
+            );
+        }
+        for dir in ["emptydir/sub", "data/new", "only_links"] {
+            assert!(out.join(dir).is_dir(), "{dir} must be made in outputDir");
+        }
+        assert!(std::fs::read_dir(out.join("only_links")).unwrap().next().is_none(), "the symlink must not be copied");
+        assert!(!out.join("data/in.csv").exists(), "the input file must not be copied back");
+        assert_eq!(std::fs::read(out.join("res/out.txt")).unwrap(), b"r");
+
+        // The cap: two entries, files and directories alike, in the order found.
+        let mut req = base.clone();
+        req["config"] = json!({"collectFiles": 2});
+        let r = request(who, req.to_string().as_bytes());
+        r.expect_ok();
+        assert_eq!(dirs(&r), ["data/new", "emptydir/sub"], "{}", r.describe());
+        assert_eq!(r.files(), [], "{}", r.describe());
+        let reason = "over the 2-file cap (--collect-files / config.collectFiles raise it)".to_string();
+        let omitted = r.omitted();
+        for path in ["only_links", "res/out.txt"] {
+            assert!(omitted.contains(&(path.to_string(), reason.clone())), "{path}:\n{}", r.describe());
+        }
+    }
+);
+
 // ---------------------------------------------------------------------------------------------
 // Collection caps.
 

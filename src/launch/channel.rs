@@ -52,6 +52,9 @@ pub enum Msg {
     FileEnd { size: u64 },
     /// A file found, listed without its contents ([`crate::spec::Collect::contents`] off).
     FileListed { path: String, mode: u32, size: u64 },
+    /// A directory found in /workspace that holds nothing sent (no file, no directory
+    /// reported below it), so that it is not lost: the directories above it are implied.
+    DirListed { path: String },
     /// A file left behind, and why. For the file begun, this ends it: its data is dropped.
     FileOmitted { path: String, reason: String },
     /// An entry left behind whose path (relative to /workspace) is not UTF-8: its exact

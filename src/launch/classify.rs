@@ -872,6 +872,7 @@ pub fn outcome(
         limits,
         isolation,
         files: spec.collect.is_some().then_some(collected.files),
+        directories: collected.directories,
         files_omitted_unlisted: unlisted,
         files_omitted: collected.omitted,
         language: None,

@@ -78,7 +78,8 @@ struct Walk<'a> {
     spec: &'a Collect,
     inputs: &'a [InputFile],
     report: &'a Reporter,
-    files: usize,
+    /// Files sent (or listed) and directories reported: what the file-count cap counts.
+    entries: usize,
     bytes: u64,
     omitted: usize,
     /// The report pipe failed (cordon is gone): nothing more is sent.
@@ -131,19 +132,22 @@ impl Walk<'_> {
         }
     }
 
-    fn walk(&mut self, dir: &OwnedFd, prefix: &str, depth: usize) {
+    /// Sends what is in `dir` (the directory `prefix`), at `depth` below /workspace; false
+    /// when it could not be listed (it is then omitted itself).
+    fn walk(&mut self, dir: &OwnedFd, prefix: &str, depth: usize) -> bool {
         let names = match list(dir) {
             Ok(n) => n,
             Err(e) => {
-                return self.omit(
+                self.omit(
                     if prefix.is_empty() { "." } else { prefix },
                     &format!("cannot list: {e}"),
                 );
+                return false;
             }
         };
         for name in names {
             if self.broken.is_some() {
-                return;
+                return true;
             }
             let Ok(name_str) = std::str::from_utf8(&name) else {
                 // Not walked: no path below it could be given as UTF-8 either.
@@ -185,7 +189,12 @@ impl Walk<'_> {
                 let flags =
                     OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
                 match openat(dir, name.as_slice(), flags, Mode::empty()) {
-                    Ok(sub) => self.walk(&sub, &path, depth + 1),
+                    Ok(sub) => {
+                        let before = self.entries;
+                        if self.walk(&sub, &path, depth + 1) && self.entries == before {
+                            self.directory(&path);
+                        }
+                    }
                     Err(e) => self.omit(&path, &format!("cannot open directory: {e}")),
                 }
                 continue;
@@ -208,6 +217,33 @@ impl Walk<'_> {
             }
             self.file(dir, &name, &path, st.st_size as u64);
         }
+        true
+    }
+
+    /// Reports the directory `path`, walked, which holds nothing sent (no file, no directory
+    /// reported below it), so that the output directory has it too. Not for a collection of
+    /// chosen paths (a compile's artifact), nor for a directory that cordon made for an input
+    /// file (as an input file left unchanged, it is not the program's news). It counts
+    /// toward the file-count cap as a file does.
+    fn directory(&mut self, path: &str) {
+        let holds_input = |i: &InputFile| {
+            i.path
+                .strip_prefix(path)
+                .is_some_and(|rest| rest.starts_with('/'))
+        };
+        if self.spec.only.is_some() || self.inputs.iter().any(holds_input) {
+            return;
+        }
+        if self.entries >= self.spec.max_files {
+            return self.omit(path, &self.spec.over_files_reason());
+        }
+        match self
+            .report
+            .send_large(&Msg::DirListed { path: path.into() })
+        {
+            Ok(()) => self.entries += 1,
+            Err(e) => self.broken = Some(e),
+        }
     }
 
     fn file(&mut self, dir: &OwnedFd, name: &[u8], path: &str, size: u64) {
@@ -218,7 +254,7 @@ impl Walk<'_> {
                 .inputs
                 .iter()
                 .any(|i| i.path == path && i.contents.len() as u64 == size);
-        if !maybe_input && self.files >= self.spec.max_files {
+        if !maybe_input && self.entries >= self.spec.max_files {
             return self.omit(path, &self.spec.over_files_reason());
         }
         let room = self.spec.max_bytes - self.bytes;
@@ -249,7 +285,7 @@ impl Walk<'_> {
         {
             return;
         }
-        if self.files >= self.spec.max_files {
+        if self.entries >= self.spec.max_files {
             return self.omit(path, &self.spec.over_files_reason());
         }
         if !self.spec.contents {
@@ -258,7 +294,7 @@ impl Walk<'_> {
                 mode,
                 size,
             }) {
-                Ok(()) => self.files += 1,
+                Ok(()) => self.entries += 1,
                 Err(e) => self.broken = Some(e),
             }
             return;
@@ -270,7 +306,7 @@ impl Walk<'_> {
         // the sandbox's memory cgroup, beside the file's own tmpfs pages).
         match self.stream(&f, path, mode, size, room) {
             Ok(Some(sent)) => {
-                self.files += 1;
+                self.entries += 1;
                 self.bytes += sent;
             }
             Ok(None) => {}
@@ -393,7 +429,7 @@ fn collect_in(
         spec,
         inputs,
         report,
-        files: 0,
+        entries: 0,
         bytes: 0,
         omitted: 0,
         broken: None,
@@ -416,6 +452,9 @@ fn collect_in(
 #[derive(Debug, Default)]
 pub struct ReceivedFiles {
     pub files: Vec<OutputFile>,
+    /// The directories that hold none of `files` and none of these (see
+    /// [`Msg::DirListed`]), each relative to /workspace.
+    pub directories: Vec<String>,
     pub omitted: Vec<OmittedFile>,
     /// init sent [`Msg::CollectDone`]: the collection was not cut short.
     pub done: bool,
@@ -432,7 +471,7 @@ pub struct ReceivedFiles {
     /// checked here too: what init sends is not trusted to respect it).
     bytes: u64,
     max_bytes: u64,
-    /// The spec's `max_files`, checked here too.
+    /// The spec's `max_files`, checked here too (files and directories).
     max_files: usize,
     /// Why a file is left out over the file-count cap, and over the size cap (the spec's
     /// words: [`Collect::over_files_reason`]).
@@ -497,7 +536,9 @@ impl ReceivedFiles {
             }
         }
         match msg {
-            Msg::FileStart { path, .. } | Msg::FileListed { path, .. }
+            Msg::FileStart { path, .. }
+            | Msg::FileListed { path, .. }
+            | Msg::DirListed { path }
                 if check_relative_path(&path).is_err() =>
             {
                 self.drop_open("garbled transfer: cut off by the next file");
@@ -522,7 +563,7 @@ impl ReceivedFiles {
             }
             Msg::FileStart { path, mode, size } => {
                 self.drop_open("garbled transfer: cut off by the next file");
-                if self.files.len() >= self.max_files {
+                if self.full() {
                     self.omit(path.clone(), self.over_files.clone());
                     self.discarding = Some((path, 0));
                     return None;
@@ -573,7 +614,7 @@ impl ReceivedFiles {
             },
             Msg::FileListed { path, mode, size } => {
                 self.drop_open("garbled transfer: cut off by a listed file");
-                if self.files.len() >= self.max_files {
+                if self.full() {
                     self.omit(path, self.over_files.clone());
                 } else {
                     self.files.push(OutputFile {
@@ -592,6 +633,14 @@ impl ReceivedFiles {
                 }
                 self.omit(path, reason);
             }
+            Msg::DirListed { path } => {
+                self.drop_open("garbled transfer: cut off by a directory");
+                if self.full() {
+                    self.omit(path, self.over_files.clone());
+                } else {
+                    self.directories.push(path);
+                }
+            }
             Msg::NameOmitted { path, reason } => {
                 self.drop_open("garbled transfer: cut off by another file's omission");
                 self.omit_bytes(path, reason);
@@ -604,6 +653,11 @@ impl ReceivedFiles {
             other => return Some(other),
         }
         None
+    }
+
+    /// Whether the file-count cap, which directories count toward too, is reached.
+    fn full(&self) -> bool {
+        self.files.len() + self.directories.len() >= self.max_files
     }
 
     /// The file being received when the messages stopped (init died mid-transfer), dropped.
@@ -961,6 +1015,84 @@ mod tests {
         }
     }
 
+    /// A directory that holds nothing collected (empty, or whose entries were all left out)
+    /// is reported, once, at its deepest; one that cordon made for an input file is not; a
+    /// symlink to a directory is neither followed nor reported as one. Directories count
+    /// toward the file-count cap as files do, on both sides.
+    #[test]
+    fn directories_that_hold_nothing_collected_are_reported() {
+        let d = tempfile::tempdir().unwrap();
+        let p = |rel: &str| d.path().join(rel);
+        for dir in ["empty/sub", "full", "in/new", "inonly", "links"] {
+            std::fs::create_dir_all(p(dir)).unwrap();
+        }
+        std::fs::write(p("full/a.txt"), b"a").unwrap();
+        std::fs::write(p("in/x"), b"input").unwrap();
+        std::fs::write(p("inonly/f"), b"input").unwrap();
+        std::os::unix::fs::symlink("/etc", p("links/l")).unwrap();
+        std::os::unix::fs::symlink("/", p("dirlink")).unwrap();
+        let input = |path: &str| InputFile {
+            path: path.into(),
+            contents: b"input".to_vec(),
+            mode: 0o644,
+        };
+        let inputs = [input("in/x"), input("inonly/f")];
+        for contents in [false, true] {
+            let spec = Collect {
+                contents,
+                ..Collect::default()
+            };
+            let got = walk_received(d.path(), &spec, &inputs);
+            assert!(got.done && got.garbled.is_none(), "{got:?}");
+            let files: Vec<&str> = got.files.iter().map(|f| f.path.as_str()).collect();
+            assert_eq!(files, ["full/a.txt"]);
+            assert_eq!(got.directories, ["empty/sub", "in/new", "links"]);
+            let omitted: Vec<&str> = got.omitted.iter().map(|o| o.path.as_str()).collect();
+            assert_eq!(omitted, ["dirlink", "links/l"]);
+        }
+        // Over the cap: a directory is left out as a file is, with the same reason.
+        let spec = Collect {
+            max_files: 2,
+            ..Collect::default()
+        };
+        let got = walk_received(d.path(), &spec, &inputs);
+        assert_eq!(got.directories, ["empty/sub"]);
+        assert_eq!(got.files.len(), 1);
+        let over: Vec<(&str, &str)> = got
+            .omitted
+            .iter()
+            .map(|o| (o.path.as_str(), o.reason.as_str()))
+            .filter(|(_, why)| why.starts_with("over the 2-file cap"))
+            .collect();
+        assert_eq!(over.len(), 2, "{:?}", got.omitted);
+        assert_eq!((over[0].0, over[1].0), ("in/new", "links"));
+        // A collection of chosen paths (a compile's artifact) reports no directory.
+        let spec = Collect {
+            only: Some(vec!["full/a.txt".into(), "empty/sub/x".into()]),
+            ..Collect::default()
+        };
+        let got = walk_received(d.path(), &spec, &[]);
+        assert_eq!(got.files.len(), 1);
+        assert!(got.directories.is_empty(), "{:?}", got.directories);
+
+        // cordon holds what init sends to the cap too, and to the names it accepts.
+        let mut r = ReceivedFiles::new(1 << 20, 2);
+        r.take(start("f", 1));
+        r.take(Msg::FileBytes(b"x".to_vec()));
+        r.take(Msg::FileEnd { size: 1 });
+        for path in ["d1", "d2"] {
+            assert!(r.take(Msg::DirListed { path: path.into() }).is_none());
+        }
+        assert_eq!(r.directories, ["d1"]);
+        assert_eq!(r.omitted[0].path, "d2");
+        assert!(r.omitted[0].reason.starts_with("over the 2-file cap"));
+        r.take(Msg::DirListed {
+            path: "../up".into(),
+        });
+        assert!(r.garbled.as_deref().is_some_and(|g| g.starts_with("../up")));
+        assert_eq!(r.directories, ["d1"]);
+    }
+
     /// cordon's side of a name given as bytes: base64 only for one that is not UTF-8, and
     /// only for as many bytes as a path of a walk can have.
     #[test]
@@ -1028,7 +1160,7 @@ mod tests {
             spec: &spec,
             inputs: &[],
             report: &report,
-            files: 0,
+            entries: 0,
             bytes: 0,
             omitted: 0,
             broken: None,
