@@ -770,6 +770,14 @@ both!(
         assert_eq!(streamed, b"12345", "{}", f.describe());
         assert_eq!(result["output"], json!("MTIzNDU="), "{}", f.describe());
 
+        // A character the output limit cuts is left out of the pieces, as of `output`.
+        let f = Cordon::exec(who, &["--json", "--stream", "--output-limit", "3"], &["sh", "-c", "printf 'ab\\303\\251cd'"]).run();
+        let out = f.stdout_str();
+        let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("JSON lines")).collect();
+        let (result, events) = lines.split_last().expect("lines");
+        let streamed: String = events.iter().map(|e| e["stdout"].as_str().expect("stdout pieces")).collect();
+        assert_eq!((streamed.as_str(), &result["output"]), ("ab", &json!("ab")), "{}", f.describe());
+
         // Without --json there is no JSON to stream into: refused, nothing run.
         let f = Cordon::exec(who, &["--stream"], &["sh", "-c", "echo RAN"]).run();
         assert_eq!(f.code, 125, "{}", f.describe());

@@ -209,11 +209,13 @@ impl Events {
         self.line(key, &text);
     }
 
-    /// The characters left cut at the end of each stream, as U+FFFD (the stream ended).
-    fn finish(&mut self) {
+    /// The characters left cut at the end of each stream (the stream ended): as U+FFFD, as
+    /// the result's text has them, unless the output limit cut them (`cut`, for stdout and
+    /// stderr), which the result's text leaves out whole.
+    fn finish(&mut self, cut: [bool; 2]) {
         for (i, key) in ["stdout", "stderr"].into_iter().enumerate() {
             let rest = std::mem::take(&mut self.carry[i]);
-            if !rest.is_empty() && !self.closed {
+            if !rest.is_empty() && !self.closed && !cut[i] {
                 self.line(key, &String::from_utf8_lossy(&rest));
             }
         }
@@ -793,8 +795,9 @@ pub fn supervise(
     }
     // The sandbox is gone: what is left for a slow reader of cordon is written out now, with
     // blocking writes (as any filter in a pipeline would); nothing is left to supervise.
+    let cut = [ended.stdout.truncated, ended.stderr.truncated];
     let mut event_lines = events.map(|mut e| {
-        e.finish();
+        e.finish(cut);
         e
     });
     let sinks = [
@@ -895,7 +898,7 @@ mod tests {
         for (err, bytes) in pieces {
             e.add(*err, bytes);
         }
-        e.finish();
+        e.finish([false, false]);
         String::from_utf8(e.pending)
             .unwrap()
             .lines()
@@ -937,6 +940,16 @@ mod tests {
             &[(false, &[b'x', e[0]]), (false, &e[1..])],
         );
         assert_eq!(got, [r#"{"stdout":"eMM="}"#, r#"{"stdout":"qQ=="}"#]);
+        // A character the output limit cut is left out, as the result's text leaves it.
+        let mut cut = Events::new(OutputEncoding::Utf8);
+        cut.add(false, &[b'x', e[0]]);
+        cut.add(true, &[b'y', e[0]]);
+        cut.finish([true, false]);
+        let text = String::from_utf8(cut.pending).unwrap();
+        assert_eq!(
+            text,
+            "{\"stdout\":\"x\"}\n{\"stderr\":\"y\"}\n{\"stderr\":\"\u{fffd}\"}\n"
+        );
     }
 
     #[test]
