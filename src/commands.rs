@@ -256,10 +256,7 @@ pub fn exec(args: &ExecArgs) -> i32 {
         return fail(STREAM_WITHOUT_JSON, ErrorKind::Request, false);
     }
     // With --stream, the result is the last of the JSON lines.
-    let answer = match (args.json, args.stream) {
-        (true, true) => JsonAnswer::Line,
-        (json, _) => JsonAnswer::from_json_flag(json),
-    };
+    let answer = JsonAnswer::of(args.json, args.stream);
     let fail = |e: &dyn std::fmt::Display, kind| fail_as(e, kind, answer);
     let spec = match args.to_spec() {
         Ok(s) => s,
@@ -469,13 +466,10 @@ fn run_json_text(
 /// How `cordon run` answers: JSON lines for a batch and its workers and with `--stream`, one
 /// JSON object for a request or `--json`, else text.
 fn run_answer(args: &RunArgs) -> JsonAnswer {
-    let json = args.request.is_some() || args.json;
-    if args.requests.is_some() || args.request_line.is_some() || (json && args.stream) {
+    if args.requests.is_some() || args.request_line.is_some() {
         JsonAnswer::Line
-    } else if args.request.is_some() || args.json {
-        JsonAnswer::Object
     } else {
-        JsonAnswer::No
+        JsonAnswer::of(args.request.is_some() || args.json, args.stream)
     }
 }
 
@@ -537,9 +531,11 @@ pub fn run(args: &RunArgs) -> i32 {
             &"--jobs is how many requests of a --requests file run at once; give --requests FILE, or leave --jobs out",
         );
     }
-    if args.stream
-        && !(args.json || args.request.is_some() || (args.requests.is_some() && args.unordered))
-    {
+    let streams_whole_answers = match &args.requests {
+        Some(_) => args.unordered,
+        None => args.json || args.request.is_some(),
+    };
+    if args.stream && !streams_whole_answers {
         return fail(
             &"--stream prints the program's output as JSON lines before each JSON result: give it with --json, --request FILE, or --requests FILE --unordered (results in input order would hold back the lines of all but the first request), or leave --stream out",
         );
@@ -707,90 +703,101 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
     // worker ends, so that a slow request neither holds up a free slot nor (with
     // --unordered) the results after it. The workers are spawned from this thread, which
     // lives as long as the batch (their parent-death signal follows it).
-    let (done_tx, done_rx) =
-        std::sync::mpsc::channel::<(usize, std::io::Result<std::process::Output>)>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<(usize, WorkerEnd)>();
     let mut results: Vec<Option<String>> = vec![None; todo.len()];
     let mut next = 0;
     let mut running = 0;
     let mut worst = 0;
     let mut printed = 0;
     let mut ended = 0;
+    // Results that ended before one ahead of them in the input: held until it is printed,
+    // and at most `jobs` of them (a slow request lets the others run on in its place, but
+    // the batch does not gather every result behind it).
+    let mut held = 0;
     while ended < todo.len() {
-        while running < jobs && next < todo.len() {
+        while running < jobs && held < jobs && next < todo.len() {
             let (at, request) = (next, &todo[next]);
+            let n = request.0 + 1;
             next += 1;
+            running += 1;
             let mut worker = std::process::Command::new(&exe);
             worker
                 .args(&common)
-                .args(["--request-line".to_string(), (request.0 + 1).to_string()])
+                .args(["--request-line".to_string(), n.to_string()])
                 .stdin(std::process::Stdio::piped())
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::inherit());
             // A batch killed (SIGTERM, SIGINT, SIGKILL) takes its workers, and so their
             // sandboxes, with it.
             crate::sys::kill_with_parent(&mut worker);
-            match worker.spawn() {
-                Ok(mut child) => {
-                    let stdin = child.stdin.take();
-                    let text = request.1.clone();
-                    let tx = done_tx.clone();
-                    let (n, stream) = (request.0 + 1, args.stream);
-                    // The request is written from the reader's thread too: a worker refusing
-                    // a large request early must not block the batch.
-                    let spawned = std::thread::Builder::new()
-                        .name(format!("worker {n}"))
-                        .spawn(move || {
-                            if let Some(mut i) = stdin {
-                                let _ = i.write_all(&text);
-                            }
-                            let waited = if stream {
-                                pass_on_events(child, n)
-                            } else {
-                                child.wait_with_output()
-                            };
-                            let _ = tx.send((at, waited));
-                        });
-                    match spawned {
-                        Ok(_) => running += 1,
-                        Err(e) => {
-                            worst = exit_codes::SANDBOX_ERROR;
-                            let _ = done_tx.send((at, Err(e)));
-                            running += 1;
-                        }
-                    }
-                }
+            let reply = Reply {
+                tx: done_tx.clone(),
+                at,
+                n,
+                sent: false,
+            };
+            let mut child = match worker.spawn() {
+                Ok(c) => c,
                 Err(e) => {
-                    worst = exit_codes::SANDBOX_ERROR;
-                    let _ = done_tx.send((at, Err(e)));
-                    running += 1;
+                    reply.send(Err(format!("cannot start a worker for line {n}: {e}")));
+                    continue;
                 }
+            };
+            let pid = child.id();
+            let stdin = child.stdin.take();
+            let text = request.1.clone();
+            let stream = args.stream;
+            // The request is written from the reader's thread too: a worker refusing a
+            // large request early must not block the batch.
+            let spawned = std::thread::Builder::new()
+                .name(format!("worker {n}"))
+                .spawn(move || {
+                    if let Some(mut i) = stdin {
+                        let _ = i.write_all(&text);
+                    }
+                    let waited = if stream {
+                        pass_on_events(child, n)
+                    } else {
+                        child.wait_with_output()
+                    };
+                    reply.send(waited.map_err(|e| format!("worker for line {n} failed: {e}")));
+                });
+            if let Err(e) = spawned {
+                // The closure, and the reply in it, went with the failure: the worker is
+                // stopped here and answered for here.
+                let pid = nix::unistd::Pid::from_raw(pid as i32);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::wait::waitpid(pid, None);
+                let _ = done_tx.send((
+                    at,
+                    Err(format!("cannot watch the worker for line {n}: {e}")),
+                ));
             }
         }
-        // Every slot's thread sends exactly once, and this thread keeps a sender: recv
-        // returns while one is running.
+        // Every worker's reply is sent exactly once (see Reply), and this thread keeps a
+        // sender: recv returns while one is running.
         let Ok((i, waited)) = done_rx.recv() else {
             break;
         };
         running -= 1;
         ended += 1;
         let n = todo[i].0 + 1;
+        let failed = |message: &str| {
+            let id = crate::request::loose_id(&todo[i].1);
+            let result = JsonResult::Error(error_json(message, ErrorKind::Setup));
+            json_line(&Answer { id, result })
+        };
         let result = match waited {
             Ok(o) => {
                 worst = worst.max(o.status.code().unwrap_or(exit_codes::SANDBOX_ERROR));
                 worker_line(&o.stdout).unwrap_or_else(|| {
                     worst = exit_codes::SANDBOX_ERROR;
-                    json_line(&error_json(
-                        &format!("worker for line {n} printed no result"),
-                        ErrorKind::Setup,
-                    ))
+                    failed(&format!("worker for line {n} printed no result"))
                 })
             }
-            Err(e) => {
+            Err(message) => {
                 worst = exit_codes::SANDBOX_ERROR;
-                json_line(&error_json(
-                    &format!("worker for line {n} failed: {e}"),
-                    ErrorKind::Setup,
-                ))
+                failed(&message)
             }
         };
         if args.unordered {
@@ -798,12 +805,47 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
             continue;
         }
         results[i] = Some(result);
+        held += 1;
         while let Some(r) = results.get_mut(printed).and_then(Option::take) {
             print_line(&r);
             printed += 1;
+            held -= 1;
         }
     }
     if worst == 0 { 0 } else { 1 }
+}
+
+/// How a batch's worker ended: its output, or why there is none.
+type WorkerEnd = Result<std::process::Output, String>;
+
+/// A batch worker's end, sent to the batch exactly once: by [`Reply::send`], or, if the
+/// thread watching the worker ends without sending (a panic), by the drop, which says so.
+struct Reply {
+    tx: std::sync::mpsc::Sender<(usize, WorkerEnd)>,
+    at: usize,
+    n: usize,
+    sent: bool,
+}
+
+impl Reply {
+    fn send(mut self, end: WorkerEnd) {
+        self.sent = true;
+        let _ = self.tx.send((self.at, end));
+    }
+}
+
+impl Drop for Reply {
+    fn drop(&mut self) {
+        if !self.sent {
+            let _ = self.tx.send((
+                self.at,
+                Err(format!(
+                    "the batch lost the worker for line {}: the thread watching it ended without its result",
+                    self.n
+                )),
+            ));
+        }
+    }
 }
 
 /// One line on stdout, whole: the batch's threads print under stdout's lock.

@@ -162,11 +162,62 @@ fn short_json(v: &serde_json::Value) -> String {
 /// The `id` of a request text that may not parse as a request (an unknown field, a bad
 /// value elsewhere), for its error result: None when the text is not a JSON object or its
 /// `id` is missing or not one a request may carry.
+/// The text is read as it streams by, keeping nothing but the id: an `id` (or any other
+/// value) that is a huge array or object is skipped, not built (a refused request costs
+/// cordon no more memory than an accepted one).
 pub fn loose_id(text: &[u8]) -> Option<serde_json::Value> {
+    /// A string or an integer, kept; anything else skipped as it is read.
+    struct Scalar(Option<serde_json::Value>);
+    impl<'de> Deserialize<'de> for Scalar {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Scalar;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("any JSON value")
+                }
+                fn visit_str<E>(self, v: &str) -> Result<Scalar, E> {
+                    Ok(Scalar(Some(v.into())))
+                }
+                fn visit_i64<E>(self, v: i64) -> Result<Scalar, E> {
+                    Ok(Scalar(Some(v.into())))
+                }
+                fn visit_u64<E>(self, v: u64) -> Result<Scalar, E> {
+                    Ok(Scalar(Some(v.into())))
+                }
+                fn visit_f64<E>(self, _: f64) -> Result<Scalar, E> {
+                    Ok(Scalar(None))
+                }
+                fn visit_bool<E>(self, _: bool) -> Result<Scalar, E> {
+                    Ok(Scalar(None))
+                }
+                fn visit_unit<E>(self) -> Result<Scalar, E> {
+                    Ok(Scalar(None))
+                }
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                    self,
+                    mut a: A,
+                ) -> Result<Scalar, A::Error> {
+                    while a.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                    Ok(Scalar(None))
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut a: A,
+                ) -> Result<Scalar, A::Error> {
+                    while a
+                        .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                        .is_some()
+                    {}
+                    Ok(Scalar(None))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
     #[derive(Deserialize)]
     struct OnlyId {
-        #[serde(default)]
-        id: serde_json::Value,
+        id: Option<Scalar>,
     }
     let text = text.strip_prefix("\u{feff}".as_bytes()).unwrap_or(text);
     // An object only: serde would also read a struct from an array (`[1]`).
@@ -175,7 +226,7 @@ pub fn loose_id(text: &[u8]) -> Option<serde_json::Value> {
         return None;
     }
     let v: OnlyId = serde_json::from_slice(text).ok()?;
-    check_id(v.id).ok().flatten()
+    check_id(v.id?.0?).ok().flatten()
 }
 
 /// The bytes a file (or `stdin`) stands for, and whether it is executable: its text, or its

@@ -797,6 +797,30 @@ both!(
 );
 
 both!(
+    /// A refused request costs cordon a bounded amount of memory also when its `id` is huge:
+    /// the error's id is read without building the value (10 million array items, which
+    /// would take hundreds of MiB as a JSON tree, under a 256 MiB address space).
+    fn a_huge_id_in_a_refused_request_is_not_built(who) {
+        let dir = shared_tempdir();
+        let file = dir.path().join("big.json");
+        let mut text = String::from(r#"{"id":["#);
+        text.push_str(&vec!["0"; 10_000_000].join(","));
+        text.push_str(r#"],"language":"bash","code":"echo RAN"}"#);
+        write_world_readable(&file, text.as_bytes());
+        let f = cordon(who, "run")
+            .shell_setup("ulimit -v 262144")
+            .args(["--no-history", "--request"])
+            .arg(&file)
+            .deadline(Duration::from_secs(120))
+            .run();
+        assert_eq!(f.code, 125, "{}", f.describe());
+        let v: Value = serde_json::from_slice(&f.stdout).unwrap_or_else(|e| panic!("{e}:\n{}", f.describe()));
+        assert!(v["message"].as_str().unwrap_or("").contains("more than 1048576 JSON values"), "{}", f.describe());
+        assert!(v.get("id").is_none(), "{}", f.describe());
+    }
+);
+
+both!(
     /// `--unordered`: each result is printed as its request ends, starting with `line` (its
     /// line in the file), and a slow request holds up neither the results after it nor a
     /// free slot: with --jobs 2, the four quick requests run in the second slot and all
@@ -930,7 +954,7 @@ both!(
             assert!(!stdout.is_empty(), "line {n} streamed its output:\n{}", f.describe());
         }
 
-        for flags in [&["--requests"][..], &["--jobs", "2", "--requests"]] {
+        for flags in [&["--requests"][..], &["--jobs", "2", "--requests"], &["--json", "--requests"]] {
             let f = cordon(who, "run").arg("--stream").args(flags).arg(&file).run();
             assert_eq!(f.code, 125, "{}", f.describe());
             let v: Value = serde_json::from_str(f.stdout_str().trim()).unwrap_or_else(|e| panic!("{e}:\n{}", f.describe()));
@@ -939,6 +963,42 @@ both!(
         let f = cordon(who, "run").args(["--stream", "--lang", "bash", "-c", "echo RAN"]).run();
         assert_eq!(f.code, 125, "{}", f.describe());
         assert!(!f.stdout_str().contains("RAN"), "{}", f.describe());
+    }
+);
+
+both!(
+    /// In input order, a slow request holds up no free slot: with --jobs 2 the requests
+    /// after it start while it runs; but the batch holds at most 2 results that wait for it,
+    /// so the fourth starts only once it has ended. Each request prints the host clock
+    /// (the sandbox shares it) when it starts, the slow one also when it ends.
+    fn an_ordered_batch_refills_slots_but_holds_few_results(who) {
+        let mut text = json!({"language": "bash", "code": "date +%s%N; sleep 3; date +%s%N"}).to_string();
+        text.push('\n');
+        for _ in 0..3 {
+            text.push_str(&json!({"language": "bash", "code": "date +%s%N"}).to_string());
+            text.push('\n');
+        }
+        let dir = shared_tempdir();
+        let file = dir.path().join("batch.jsonl");
+        write_world_readable(&file, text.as_bytes());
+        let f = cordon(who, "run")
+            .args(["--no-history", "--jobs", "2", "--requests"])
+            .arg(&file)
+            .deadline(Duration::from_secs(120))
+            .run();
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let out = f.stdout_str();
+        let times: Vec<Vec<u128>> = out
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+                v["output"].as_str().unwrap_or("").lines().map(|t| t.parse().unwrap_or_else(|e| panic!("{e}: {t:?}"))).collect()
+            })
+            .collect();
+        assert_eq!(times.iter().map(Vec::len).collect::<Vec<_>>(), [2, 1, 1, 1], "{}", f.describe());
+        let slow_end = times[0][1];
+        assert!(times[2][0] < slow_end, "the third request must start while the first runs:\n{}", f.describe());
+        assert!(times[3][0] > slow_end, "the fourth must wait: two results are held already:\n{}", f.describe());
     }
 );
 

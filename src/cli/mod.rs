@@ -271,10 +271,16 @@ pub enum JsonAnswer {
 impl JsonAnswer {
     /// `--json` given or not.
     pub fn from_json_flag(json: bool) -> JsonAnswer {
-        if json {
-            JsonAnswer::Object
-        } else {
-            JsonAnswer::No
+        Self::of(json, false)
+    }
+
+    /// One run's answer: JSON (`json`: `--json`, `--request`) as one object, or as the last
+    /// of its lines with `--stream` (`stream`), else text.
+    pub fn of(json: bool, stream: bool) -> JsonAnswer {
+        match (json, stream) {
+            (true, true) => JsonAnswer::Line,
+            (true, false) => JsonAnswer::Object,
+            (false, _) => JsonAnswer::No,
         }
     }
 }
@@ -309,12 +315,10 @@ pub fn json_answer<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> JsonA
         let own: Vec<std::ffi::OsString> = args.take_while(|a| a != "--").collect();
         let has = |name: &str| own.iter().any(|a| is_option(a, name));
         let json = has("request") || own.iter().any(|a| a == "--json");
-        return if has("requests") || has("request-line") || (json && has("stream")) {
+        return if has("requests") || has("request-line") {
             JsonAnswer::Line
-        } else if json {
-            JsonAnswer::Object
         } else {
-            JsonAnswer::No
+            JsonAnswer::of(json, has("stream"))
         };
     }
     if sub != "exec" {
@@ -351,11 +355,7 @@ pub fn json_answer<I: IntoIterator<Item = std::ffi::OsString>>(args: I) -> JsonA
         stream |= a == "--stream";
         skip_value = !a.contains('=') && takes_value(&a);
     }
-    match (json, stream) {
-        (true, true) => JsonAnswer::Line,
-        (true, false) => JsonAnswer::Object,
-        _ => JsonAnswer::No,
-    }
+    JsonAnswer::of(json, stream)
 }
 
 /// What a request's author is told when a flag of `cordon run` was refused next to

@@ -652,6 +652,13 @@ impl SandboxSpec {
                 "give the command to run after `--`",
             ));
         }
+        if self.passthrough && self.stream.is_some() {
+            return Err(ParseError::new(
+                "sandbox spec",
+                "passthrough and stream",
+                "both would write the program's output to cordon's stdout, as it is and as JSON lines; set one of them",
+            ));
+        }
         for a in &self.argv {
             if a.contains('\0') {
                 return Err(ParseError::new(
@@ -930,6 +937,18 @@ mod tests {
         assert!(s.validate().is_ok());
         s.env = vec![("A=B".into(), "x".into())];
         assert!(s.validate().is_err());
+        // Output passed through and streamed as JSON would mix on one stdout.
+        let mut s = SandboxSpec::new(vec!["true".into()]);
+        s.passthrough = true;
+        s.stream = Some(crate::outcome::OutputEncoding::Utf8);
+        assert!(
+            s.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("set one of them")
+        );
+        s.passthrough = false;
+        assert!(s.validate().is_ok());
     }
 
     /// The collection's caps take 1 to 100000 files and 1 byte to 1 GiB; anything else, or
