@@ -326,16 +326,12 @@ impl OutputDir {
     /// the reason: a client that opens what `files` lists finds it there.
     pub fn deliver(&self, out: &mut crate::outcome::Outcome) {
         let mut failed = self.write_each(out.files.as_deref().unwrap_or_default());
-        let failed_dirs = self.make_each(&out.directories);
-        {
-            let names: std::collections::HashSet<&str> =
-                failed_dirs.iter().map(|(path, _)| path.as_str()).collect();
-            out.directories.retain(|d| !names.contains(d.as_str()));
-        }
-        failed.extend(failed_dirs);
+        failed.extend(self.make_each(&out.directories));
+        let names: std::collections::HashSet<&str> =
+            failed.iter().map(|(path, _)| path.as_str()).collect();
+        // A name is a file's or a directory's, not both (the sandbox's walk lists each once).
+        out.directories.retain(|d| !names.contains(d.as_str()));
         if let Some(files) = out.files.as_mut() {
-            let names: std::collections::HashSet<&str> =
-                failed.iter().map(|(path, _)| path.as_str()).collect();
             files.retain(|f| !names.contains(f.path.as_str()));
         }
         for (path, e) in &failed {
@@ -385,18 +381,22 @@ impl OutputDir {
 
     fn make_dir(&self, path: &str) -> Result<(), OutputError> {
         check_relative_path(path).map_err(|e| OutputError::BadName(path.into(), e.hint))?;
+        let parts: Vec<&str> = path.split('/').collect();
+        self.open_dirs(&parts).map(drop)
+    }
+
+    /// Opens (making them as needed) the directories `parts` here, one level at a time
+    /// without following a symlink: the last one, None for no parts; and the path shown in
+    /// errors, here joined with `parts`.
+    fn open_dirs(&self, parts: &[&str]) -> Result<(Option<OwnedFd>, PathBuf), OutputError> {
         let mut cur: Option<OwnedFd> = None;
         let mut shown = self.path.clone();
-        for p in path.split('/') {
+        for p in parts {
             shown.push(p);
-            cur = Some(open_dir_at(
-                cur.as_ref().unwrap_or(&self.fd),
-                p,
-                &shown,
-                HINT,
-            )?);
+            let next = open_dir_at(cur.as_ref().unwrap_or(&self.fd), p, &shown, HINT)?;
+            cur = Some(next);
         }
-        Ok(())
+        Ok((cur, shown))
     }
 
     /// Writes each of `files` (one that cannot be written does not cost the others); the
@@ -419,13 +419,7 @@ impl OutputDir {
         }
         let parts: Vec<&str> = f.path.split('/').collect();
         let (name, parents) = parts.split_last().expect("a checked path has a component");
-        let mut cur: Option<OwnedFd> = None;
-        let mut shown = self.path.clone();
-        for p in parents {
-            shown.push(p);
-            let next = open_dir_at(cur.as_ref().unwrap_or(&self.fd), p, &shown, HINT)?;
-            cur = Some(next);
-        }
+        let (cur, mut shown) = self.open_dirs(parents)?;
         shown.push(name);
         let parent = cur.as_ref().unwrap_or(&self.fd);
         match nix::sys::stat::fstatat(parent, *name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {

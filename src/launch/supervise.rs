@@ -200,7 +200,7 @@ impl Events {
             OutputEncoding::Utf8 => {
                 let carry = &mut self.carry[usize::from(err)];
                 carry.extend_from_slice(bytes);
-                let whole = carry.len() - incomplete_tail(carry);
+                let whole = carry.len() - crate::outcome::split_char_len(carry);
                 let text = String::from_utf8_lossy(&carry[..whole]).into_owned();
                 carry.drain(..whole);
                 text
@@ -250,32 +250,6 @@ impl Events {
             }
         }
     }
-}
-
-/// How many bytes at the end of `bytes` are the start of a UTF-8 character that is not
-/// complete yet (0 when it ends on a whole character, or on bytes that can never be one).
-fn incomplete_tail(bytes: &[u8]) -> usize {
-    for back in 1..=bytes.len().min(3) {
-        let b = bytes[bytes.len() - back];
-        if b & 0xc0 == 0x80 {
-            continue; // a continuation byte: look further back for its start
-        }
-        let len = match b {
-            0xc2..=0xdf => 2,
-            0xe0..=0xef => 3,
-            0xf0..=0xf4 => 4,
-            _ => return 0,
-        };
-        // The start and its continuations so far form a valid prefix of a character (the
-        // lossy decoding of the whole, later, decides the rest).
-        let tail = &bytes[bytes.len() - back..];
-        let valid_prefix = match std::str::from_utf8(tail) {
-            Ok(_) => false,
-            Err(e) => e.valid_up_to() == 0 && e.error_len().is_none(),
-        };
-        return if len > back && valid_prefix { back } else { 0 };
-    }
-    0
 }
 
 /// Everything the supervisor saw.
@@ -950,22 +924,5 @@ mod tests {
             text,
             "{\"stdout\":\"x\"}\n{\"stderr\":\"y\"}\n{\"stderr\":\"\u{fffd}\"}\n"
         );
-    }
-
-    #[test]
-    fn only_a_valid_start_of_a_character_waits() {
-        for (bytes, tail) in [
-            (&b"ab"[..], 0),
-            ("é".as_bytes(), 0),
-            (&"é".as_bytes()[..1], 1),
-            (&"€".as_bytes()[..2], 2),
-            (&"😀".as_bytes()[..3], 3),
-            (&b"\xe0\x80"[..], 0), // an overlong form: never a character
-            (&b"\xed\xa0"[..], 0), // a surrogate: never a character
-            (&b"\xf5"[..], 0),
-            (&b"\x80\x80\x80"[..], 0),
-        ] {
-            assert_eq!(incomplete_tail(bytes), tail, "{bytes:x?}");
-        }
     }
 }
