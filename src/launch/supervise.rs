@@ -108,12 +108,71 @@ pub struct Capture {
     pub data: Vec<u8>,
     pub total: u64,
     pub truncated: bool,
-    /// Bytes waiting to be copied to cordon's own stdout/stderr (pass-through mode). Written
-    /// only when that fd polls writable, so a slow reader of cordon never blocks supervision;
-    /// past PENDING_MAX the sandbox's pipe is not read (the program blocks, as with any pipe).
-    pending: Vec<u8>,
-    /// cordon's own stdout/stderr stopped accepting (EPIPE...): drop pass-through bytes.
-    sink_closed: bool,
+    /// What pass-through mode still has to copy to cordon's own stdout/stderr.
+    passed: Backlog,
+}
+
+/// Bytes waiting to be written to cordon's own stdout or stderr (pass-through, `--stream`).
+/// Written only when that fd polls writable, so a slow reader of cordon never blocks
+/// supervision; past [`PENDING_MAX`] the sandbox's pipes are not read (the program blocks,
+/// as with any pipe).
+#[derive(Debug, Default)]
+struct Backlog {
+    bytes: Vec<u8>,
+    /// cordon's own stdout/stderr stopped accepting (EPIPE...): what is left is dropped.
+    closed: bool,
+}
+
+impl Backlog {
+    fn push(&mut self, bytes: &[u8]) {
+        if !self.closed {
+            self.bytes.extend_from_slice(bytes);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Whether the sandbox's pipes may be read now (the backlog under its cap).
+    fn accepting(&self) -> bool {
+        self.bytes.len() < PENDING_MAX
+    }
+
+    /// Copies some of the bytes to `sink` (which polled writable).
+    fn flush_some(&mut self, sink: BorrowedFd) {
+        let n = self.bytes.len().min(SINK_WRITE);
+        match write(sink, &self.bytes[..n]) {
+            Ok(w) => {
+                self.bytes.drain(..w);
+            }
+            Err(Errno::EINTR | Errno::EAGAIN) => {}
+            // The caller's own stdout closing is no reason to stop supervising the sandbox.
+            Err(_) => {
+                self.closed = true;
+                self.bytes.clear();
+            }
+        }
+    }
+
+    /// Writes all of the bytes to `sink`, waiting for it as long as it takes (the sandbox
+    /// is gone: nothing is left to supervise).
+    fn drain(&mut self, sink: BorrowedFd) {
+        while !self.bytes.is_empty() && !self.closed {
+            match write(sink, &self.bytes) {
+                Ok(n) => {
+                    self.bytes.drain(..n);
+                }
+                Err(Errno::EINTR) => continue,
+                // A terminal reopened non-blocking (see terminal_sink): wait until it takes more.
+                Err(Errno::EAGAIN) => {
+                    let mut fds = [PollFd::new(sink, PollFlags::POLLOUT)];
+                    let _ = poll(&mut fds, PollTimeout::NONE);
+                }
+                Err(_) => self.closed = true,
+            }
+        }
+    }
 }
 
 /// Pass-through bytes held for a slow reader of cordon, per stream.
@@ -130,34 +189,13 @@ impl Capture {
         let room = limit.saturating_sub(self.data.len() as u64) as usize;
         let kept = &bytes[..bytes.len().min(room)];
         self.data.extend_from_slice(kept);
-        if passthrough && !self.sink_closed {
-            self.pending.extend_from_slice(kept);
+        if passthrough {
+            self.passed.push(kept);
         }
         if kept.len() < bytes.len() {
             self.truncated = true;
         }
         kept.len()
-    }
-
-    /// Whether the sandbox's pipe may be read now (pass-through backlog under its cap).
-    fn accepting(&self) -> bool {
-        self.pending.len() < PENDING_MAX
-    }
-
-    /// Copies some pending bytes to `sink` (which polled writable).
-    fn flush_some(&mut self, sink: BorrowedFd) {
-        let n = self.pending.len().min(SINK_WRITE);
-        match write(sink, &self.pending[..n]) {
-            Ok(w) => {
-                self.pending.drain(..w);
-            }
-            Err(Errno::EINTR | Errno::EAGAIN) => {}
-            // The caller's own stdout closing is no reason to stop supervising the sandbox.
-            Err(_) => {
-                self.sink_closed = true;
-                self.pending.clear();
-            }
-        }
     }
 }
 
@@ -170,25 +208,23 @@ impl Capture {
 #[derive(Debug)]
 struct Events {
     encoding: OutputEncoding,
-    pending: Vec<u8>,
+    lines: Backlog,
     /// The start of a character the last text piece of stdout, of stderr, ended inside.
     carry: [Vec<u8>; 2],
-    closed: bool,
 }
 
 impl Events {
     fn new(encoding: OutputEncoding) -> Self {
         Events {
             encoding,
-            pending: Vec::new(),
+            lines: Backlog::default(),
             carry: [Vec::new(), Vec::new()],
-            closed: false,
         }
     }
 
     /// Adds a line for `bytes` of stdout (`err` false) or stderr.
     fn add(&mut self, err: bool, bytes: &[u8]) {
-        if self.closed || bytes.is_empty() {
+        if self.lines.closed || bytes.is_empty() {
             return;
         }
         let key = if err { "stderr" } else { "stdout" };
@@ -215,7 +251,7 @@ impl Events {
     fn finish(&mut self, cut: [bool; 2]) {
         for (i, key) in ["stdout", "stderr"].into_iter().enumerate() {
             let rest = std::mem::take(&mut self.carry[i]);
-            if !rest.is_empty() && !self.closed && !cut[i] {
+            if !rest.is_empty() && !self.lines.closed && !cut[i] {
                 self.line(key, &String::from_utf8_lossy(&rest));
             }
         }
@@ -227,27 +263,9 @@ impl Events {
         }
         let mut map = serde_json::Map::new();
         map.insert(key.to_string(), serde_json::Value::String(text.to_string()));
-        if serde_json::to_writer(&mut self.pending, &map).is_ok() {
-            self.pending.push(b'\n');
-        }
-    }
-
-    fn accepting(&self) -> bool {
-        self.pending.len() < PENDING_MAX
-    }
-
-    /// Copies some pending bytes to `sink` (which polled writable).
-    fn flush_some(&mut self, sink: BorrowedFd) {
-        let n = self.pending.len().min(SINK_WRITE);
-        match write(sink, &self.pending[..n]) {
-            Ok(w) => {
-                self.pending.drain(..w);
-            }
-            Err(Errno::EINTR | Errno::EAGAIN) => {}
-            Err(_) => {
-                self.closed = true;
-                self.pending.clear();
-            }
+        if let Ok(mut line) = serde_json::to_vec(&map) {
+            line.push(b'\n');
+            self.lines.push(&line);
         }
     }
 }
@@ -418,7 +436,7 @@ pub fn supervise(
     let host_out = stdout_tty.as_ref().map_or(std_out.as_fd(), |f| f.as_fd());
     let host_err = stderr_tty.as_ref().map_or(std_err.as_fd(), |f| f.as_fd());
     let mut events = spec.stream.map(Events::new);
-    let events_accepting = |e: &Option<Events>| e.as_ref().is_none_or(Events::accepting);
+    let events_accepting = |e: &Option<Events>| e.as_ref().is_none_or(|e| e.lines.accepting());
 
     loop {
         if matches!(stdin_state, StdinState::Closed) && stdin_buf.is_empty() {
@@ -427,9 +445,9 @@ pub fn supervise(
         let now = Instant::now();
         if init_exited {
             let dl = *drain_deadline.get_or_insert(now + DRAIN_TIMEOUT);
-            let flushed = ended.stdout.pending.is_empty()
-                && ended.stderr.pending.is_empty()
-                && events.as_ref().is_none_or(|e| e.pending.is_empty());
+            let flushed = ended.stdout.passed.is_empty()
+                && ended.stderr.passed.is_empty()
+                && events.as_ref().is_none_or(|e| e.lines.is_empty());
             if (out.is_none() && err.is_none() && rep.is_none() && flushed) || now >= dl {
                 break;
             }
@@ -449,28 +467,28 @@ pub fn supervise(
         let mut slots: Vec<u8> = Vec::with_capacity(8);
         let pin = PollFlags::POLLIN;
         if let Some(f) = &out
-            && ended.stdout.accepting()
+            && ended.stdout.passed.accepting()
             && events_accepting(&events)
         {
             fds.push(PollFd::new(f.as_fd(), pin));
             slots.push(b'o');
         }
         if let Some(f) = &err
-            && ended.stderr.accepting()
+            && ended.stderr.passed.accepting()
             && events_accepting(&events)
         {
             fds.push(PollFd::new(f.as_fd(), pin));
             slots.push(b'e');
         }
-        if !ended.stdout.pending.is_empty() {
+        if !ended.stdout.passed.is_empty() {
             fds.push(PollFd::new(host_out, PollFlags::POLLOUT));
             slots.push(b'O');
         }
-        if !ended.stderr.pending.is_empty() {
+        if !ended.stderr.passed.is_empty() {
             fds.push(PollFd::new(host_err, PollFlags::POLLOUT));
             slots.push(b'E');
         }
-        if events.as_ref().is_some_and(|e| !e.pending.is_empty()) {
+        if events.as_ref().is_some_and(|e| !e.lines.is_empty()) {
             fds.push(PollFd::new(host_out, PollFlags::POLLOUT));
             slots.push(b'V');
         }
@@ -575,11 +593,11 @@ pub fn supervise(
                         Err(_) => *pipe = None,
                     }
                 }
-                b'O' => ended.stdout.flush_some(host_out),
-                b'E' => ended.stderr.flush_some(host_err),
+                b'O' => ended.stdout.passed.flush_some(host_out),
+                b'E' => ended.stderr.passed.flush_some(host_err),
                 b'V' => {
                     if let Some(e) = &mut events {
-                        e.flush_some(host_out);
+                        e.lines.flush_some(host_out);
                     }
                 }
                 b'r' => {
@@ -774,44 +792,12 @@ pub fn supervise(
         e.finish(cut);
         e
     });
-    let sinks = [
-        (
-            &mut ended.stdout.pending,
-            &mut ended.stdout.sink_closed,
-            host_out,
-        ),
-        (
-            &mut ended.stderr.pending,
-            &mut ended.stderr.sink_closed,
-            host_err,
-        ),
-    ];
-    let event_sink = event_lines
-        .as_mut()
-        .map(|e| (&mut e.pending, &mut e.closed, host_out));
-    for (pending, closed, sink) in sinks.into_iter().chain(event_sink) {
-        drain_blocking(pending, closed, sink);
+    ended.stdout.passed.drain(host_out);
+    ended.stderr.passed.drain(host_err);
+    if let Some(e) = &mut event_lines {
+        e.lines.drain(host_out);
     }
     ended
-}
-
-/// Writes all of `pending` to `sink`, waiting for it as long as it takes (`closed` once it
-/// refuses more).
-fn drain_blocking(pending: &mut Vec<u8>, closed: &mut bool, sink: BorrowedFd) {
-    while !pending.is_empty() && !*closed {
-        match write(sink, pending) {
-            Ok(n) => {
-                pending.drain(..n);
-            }
-            Err(Errno::EINTR) => continue,
-            // A terminal reopened non-blocking (see terminal_sink): wait until it takes more.
-            Err(Errno::EAGAIN) => {
-                let mut fds = [PollFd::new(sink, PollFlags::POLLOUT)];
-                let _ = poll(&mut fds, PollTimeout::NONE);
-            }
-            Err(_) => *closed = true,
-        }
-    }
 }
 
 /// cordon's own stdout or stderr (`fd`) reopened non-blocking when it is a terminal, for the
@@ -873,7 +859,7 @@ mod tests {
             e.add(*err, bytes);
         }
         e.finish([false, false]);
-        String::from_utf8(e.pending)
+        String::from_utf8(e.lines.bytes)
             .unwrap()
             .lines()
             .map(String::from)
@@ -919,7 +905,7 @@ mod tests {
         cut.add(false, &[b'x', e[0]]);
         cut.add(true, &[b'y', e[0]]);
         cut.finish([true, false]);
-        let text = String::from_utf8(cut.pending).unwrap();
+        let text = String::from_utf8(cut.lines.bytes).unwrap();
         assert_eq!(
             text,
             "{\"stdout\":\"x\"}\n{\"stderr\":\"y\"}\n{\"stderr\":\"\u{fffd}\"}\n"
