@@ -934,30 +934,39 @@ mod tests {
         inputs: &[InputFile],
     ) -> ReceivedFiles {
         let (rd, wr) = nix::unistd::pipe().unwrap();
-        let for_reader = spec.clone();
-        let reader = std::thread::spawn(move || {
-            let mut r = MsgReader::default();
-            let mut got = ReceivedFiles::for_spec(&for_reader);
-            let mut b = vec![0u8; 4096];
-            loop {
-                match nix::unistd::read(&rd, &mut b).unwrap() {
-                    0 => break,
-                    n => {
-                        for m in r.feed(&b[..n]) {
-                            assert!(got.take(m).is_none());
-                        }
-                    }
-                }
-            }
-            got
-        });
+        let reader = receive(rd, ReceivedFiles::for_spec(spec));
         let report = Reporter::new(wr);
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
         let dir = nix::fcntl::open(root, flags, Mode::empty()).unwrap();
         collect_in(&dir, &report, spec, inputs).unwrap();
         report.send_large(&Msg::CollectDone).unwrap();
         drop(report);
-        reader.join().unwrap()
+        reader.join().unwrap().0
+    }
+
+    /// What cordon makes of the messages read from `rd` (into `got`), on a thread, with how
+    /// many file pieces came.
+    fn receive(
+        rd: OwnedFd,
+        mut got: ReceivedFiles,
+    ) -> std::thread::JoinHandle<(ReceivedFiles, usize)> {
+        std::thread::spawn(move || {
+            let mut r = MsgReader::default();
+            let mut chunks = 0;
+            let mut b = vec![0u8; 4096];
+            loop {
+                match nix::unistd::read(&rd, &mut b).unwrap() {
+                    0 => break,
+                    n => {
+                        for m in r.feed(&b[..n]) {
+                            chunks += usize::from(matches!(m, Msg::FileBytes(_)));
+                            assert!(got.take(m).is_none());
+                        }
+                    }
+                }
+            }
+            (got, chunks)
+        })
     }
 
     fn b64(bytes: &[u8]) -> String {
@@ -1136,24 +1145,7 @@ mod tests {
         assert!(!same_contents(&tmp, &other, &mut buf));
 
         let (rd, wr) = nix::unistd::pipe().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut r = MsgReader::default();
-            let mut got = ReceivedFiles::new(1 << 30, 1000);
-            let mut chunks = 0;
-            let mut b = vec![0u8; 4096];
-            loop {
-                match nix::unistd::read(&rd, &mut b).unwrap() {
-                    0 => break,
-                    n => {
-                        for m in r.feed(&b[..n]) {
-                            chunks += usize::from(matches!(m, Msg::FileBytes(_)));
-                            assert!(got.take(m).is_none());
-                        }
-                    }
-                }
-            }
-            (got, chunks)
-        });
+        let reader = receive(rd, ReceivedFiles::new(1 << 30, 1000));
         let report = Reporter::new(wr);
         let spec = Collect::default();
         let mut w = Walk {
