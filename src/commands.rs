@@ -752,11 +752,14 @@ fn batch(path: &PathBuf, jobs: usize, args: &RunArgs) -> i32 {
             let spawned = std::thread::Builder::new()
                 .name(format!("worker {n}"))
                 .spawn(move || {
+                    // Output pieces name the request as its result will (which the worker
+                    // gives its id).
+                    let tag = stream.then(|| line_tag(n, crate::request::loose_id(&text)));
                     if let Some(mut i) = stdin {
                         let _ = i.write_all(&text);
                     }
-                    let waited = if stream {
-                        pass_on_events(child, n)
+                    let waited = if let Some(tag) = tag {
+                        pass_on_events(child, &tag)
                     } else {
                         child.wait_with_output()
                     };
@@ -857,6 +860,20 @@ fn print_line(line: &str) {
 
 /// A JSON object of the batch's line `n` (from 1), as `--unordered` prints it: `line` first.
 fn with_line(n: usize, object: &str) -> String {
+    tagged(&line_tag(n, None), object)
+}
+
+/// The keys an unordered batch puts first in an object of its line `n`: `line`, and the
+/// request's `id` when given (output pieces, whose worker does not know it).
+fn line_tag(n: usize, id: Option<serde_json::Value>) -> String {
+    match id {
+        Some(id) => format!("\"line\":{n},\"id\":{id}"),
+        None => format!("\"line\":{n}"),
+    }
+}
+
+/// The JSON object `object` with the keys `tag` (JSON text: `"line":3`) first.
+fn tagged(tag: &str, object: &str) -> String {
     match object.strip_prefix('{') {
         Some(rest) => {
             let sep = if rest.trim_start().starts_with('}') {
@@ -864,19 +881,19 @@ fn with_line(n: usize, object: &str) -> String {
             } else {
                 ","
             };
-            format!("{{\"line\":{n}{sep}{rest}")
+            format!("{{{tag}{sep}{rest}")
         }
         None => object.to_string(),
     }
 }
 
-/// `--requests --unordered --stream`: prints each output line a worker (of the batch's line
-/// `n`) prints (`{"stdout": ...}`, `{"stderr": ...}`, as the supervisor writes them) as it
-/// comes, tagged with `n`, and returns the rest, the result, as the worker's output for the
+/// `--requests --unordered --stream`: prints each output line a worker prints (`{"stdout":
+/// ...}`, `{"stderr": ...}`, as the supervisor writes them) as it comes, with the keys `tag`
+/// first ([`line_tag`]), and returns the rest, the result, as the worker's output for the
 /// batch to print (or to find missing) as without --stream.
 fn pass_on_events(
     mut child: std::process::Child,
-    n: usize,
+    tag: &str,
 ) -> std::io::Result<std::process::Output> {
     let mut last = Vec::new();
     if let Some(out) = child.stdout.take() {
@@ -889,7 +906,7 @@ fn pass_on_events(
                 Ok(_)
                     if line.starts_with(br#"{"stdout":"#) || line.starts_with(br#"{"stderr":"#) =>
                 {
-                    print_line(&with_line(n, String::from_utf8_lossy(&line).trim_end()));
+                    print_line(&tagged(tag, String::from_utf8_lossy(&line).trim_end()));
                 }
                 Ok(_) => last.extend_from_slice(&line),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

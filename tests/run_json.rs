@@ -930,7 +930,7 @@ both!(
         let dir = shared_tempdir();
         let file = dir.path().join("batch.jsonl");
         let lines_in = [
-            json!({"language": "bash", "code": "for i in 1 2 3; do echo a$i; sleep 0.1; done"}),
+            json!({"id": "first", "language": "bash", "code": "for i in 1 2 3; do echo a$i; sleep 0.1; done"}),
             json!({"language": "python", "code": "import sys\nprint('b1', flush=True)\nprint('b2', file=sys.stderr)"}),
         ];
         let text: String = lines_in.iter().map(|v| format!("{v}\n")).collect();
@@ -952,6 +952,14 @@ both!(
             let stderr: String = events.iter().filter_map(|v| piece(v, "stderr")).collect();
             assert_eq!((Some(stdout.as_str()), Some(stderr.as_str())), (result["output"].as_str(), result["error"].as_str()), "line {n}:\n{}", f.describe());
             assert!(!stdout.is_empty(), "line {n} streamed its output:\n{}", f.describe());
+            // Pieces name their request as its result does: `line`, then the id if it has one.
+            let want: &[&str] = if n == 1 { &["line", "id"] } else { &["line"] };
+            for l in out.lines().filter(|l| l.starts_with(&format!("{{\"line\":{n},")) && !l.contains("\"success\"")) {
+                let keys = keys_in_order(l);
+                assert_eq!(&keys[..keys.len() - 1], want, "{l}");
+            }
+            let id = if n == 1 { json!("first") } else { Value::Null };
+            assert_eq!(result.get("id").unwrap_or(&Value::Null), &id, "{}", f.describe());
         }
 
         for flags in [&["--requests"][..], &["--jobs", "2", "--requests"], &["--json", "--requests"]] {
