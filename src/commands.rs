@@ -965,6 +965,15 @@ pub fn profiles(json: bool, extra: &[PathBuf]) -> i32 {
         let version = p.version.as_ref().map(|argv| {
             let mut s = crate::SandboxSpec::new(argv.clone());
             s.rootfs = rootfs.clone();
+            // The version comes from the compiler of a compiled language, else the
+            // interpreter, found and run as `cordon run` finds and runs it.
+            let env = if p.is_compiled() {
+                &p.compile_env
+            } else {
+                &p.env
+            };
+            s.env = env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            s.command_path = Some(crate::run::profile_path(env));
             s.stdin = StdinSource::Null;
             s.limits.wall = std::time::Duration::from_secs(20);
             s.limits.memory = Some(1 << 30);

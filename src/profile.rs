@@ -556,15 +556,34 @@ pub fn infer(file: Option<&Path>, extra: &[PathBuf]) -> Result<String, String> {
     })
 }
 
-/// The host path a profile's program resolves to on `--rootfs host` (for the toolchain's
-/// identity in the compile cache key, and for `cordon profiles`).
-pub fn resolve_on_host(program: &str, root: &Path) -> Option<PathBuf> {
+/// The host file the sandbox's lookup of a profile's `program` on `path` (its PATH) lands
+/// on, for the toolchain check, the compile cache key's toolchain identity and `cordon
+/// profiles`. `root` is the sandbox's root on the host; a directory under a bind's
+/// destination is read from the bind's source. A name with a `/` is taken as it is (the
+/// sandbox reports it when it is not there); relative directories of `path` (the sandbox's
+/// workspace) are not searched. None when no directory has it.
+pub fn resolve_on_host(
+    program: &str,
+    root: &Path,
+    path: &str,
+    binds: &[spec::Bind],
+) -> Option<PathBuf> {
+    let host = |p: &str| -> PathBuf {
+        for b in binds {
+            if let Some(rest) = p.strip_prefix(b.dst.as_str())
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                return b.src.join(rest.trim_start_matches('/'));
+            }
+        }
+        root.join(p.trim_start_matches('/'))
+    };
     if program.contains('/') {
-        return Some(root.join(program.trim_start_matches('/')));
+        return Some(host(program));
     }
-    spec::DEFAULT_PATH
-        .split(':')
-        .map(|d| root.join(d.trim_start_matches('/')).join(program))
+    path.split(':')
+        .filter(|d| d.starts_with('/'))
+        .map(|d| host(d).join(program))
         .find(|p| p.is_file())
 }
 

@@ -14,6 +14,7 @@ use crate::spec::{
     BackendChoice, Collect, Degrade, InputFile, LimitNaming, Limits, ParseError, Rootfs,
     SandboxSpec, StdinSource,
 };
+use std::collections::BTreeMap;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -474,12 +475,9 @@ fn check_rootfs(profile: &Profile, over: Option<&Rootfs>, rootfs: &Rootfs) -> Re
 
 /// A stable identity of the toolchain: path, size and modification time of the compiler
 /// binary as the sandbox will see it (a package upgrade changes them).
-fn toolchain_identity(program: &str, rootfs: &Rootfs) -> String {
-    let root = match rootfs {
-        Rootfs::Host => PathBuf::from("/"),
-        Rootfs::Dir(d) => d.clone(),
-    };
-    match crate::profile::resolve_on_host(program, &root)
+/// `path`: the PATH the sandbox finds it on ([`profile_path`]).
+fn toolchain_identity(program: &str, rootfs: &Rootfs, path: &str) -> String {
+    match crate::profile::resolve_on_host(program, &host_root(rootfs), path, &[])
         .and_then(|p| std::fs::canonicalize(&p).ok())
     {
         Some(p) => {
@@ -514,7 +512,7 @@ fn compile_key(profile: &Profile, argv: &[String], rootfs: &Rootfs, files: &[Inp
             .collect::<Vec<_>>()
             .join("\0")
             .into_bytes(),
-        toolchain_identity(&argv[0], rootfs).into_bytes(),
+        toolchain_identity(&argv[0], rootfs, &profile_path(env)).into_bytes(),
         format!("{rootfs:?}").into_bytes(),
     ];
     let mut sorted: Vec<&InputFile> = files.iter().collect();
@@ -536,18 +534,30 @@ const PACKAGES: &[(&str, &str)] = &[
     ("bash", "bash"),
 ];
 
-/// Fails early, with the fix, when the program a profile needs is not where the sandbox will
-/// look: on `--rootfs host` only /usr (and the /bin, /sbin, /lib* links) is visible, so a
-/// toolchain under /root, /home or /opt (rustup, pyenv, nvm) is not there.
-fn check_toolchain(program: &str, rootfs: &Rootfs, lang: &str) -> Result<(), RunError> {
-    if program.starts_with("./") {
-        return Ok(());
-    }
-    let root = match rootfs {
+/// The sandbox's root on the host.
+fn host_root(rootfs: &Rootfs) -> PathBuf {
+    match rootfs {
         Rootfs::Host => PathBuf::from("/"),
         Rootfs::Dir(d) => d.clone(),
-    };
-    if crate::profile::resolve_on_host(program, &root).is_some() {
+    }
+}
+
+/// Fails early, with the fix, when the program a profile needs is not where the sandbox will
+/// look: on `--rootfs host` only /usr (and the /bin, /sbin, /lib* links) is visible, so a
+/// toolchain under /root, /home or /opt (rustup, pyenv, nvm) is not there. `path` is the PATH
+/// the sandbox looks on ([`profile_path`]) and `binds` the host directories it shows.
+fn check_toolchain(
+    program: &str,
+    rootfs: &Rootfs,
+    lang: &str,
+    path: &str,
+    binds: &[crate::spec::Bind],
+) -> Result<(), RunError> {
+    // A relative directory on the PATH is in the workspace, which only the run will have.
+    if program.starts_with("./") || path.split(':').any(|d| !d.starts_with('/')) {
+        return Ok(());
+    }
+    if crate::profile::resolve_on_host(program, &host_root(rootfs), path, binds).is_some() {
         return Ok(());
     }
     let package = PACKAGES
@@ -562,13 +572,22 @@ fn check_toolchain(program: &str, rootfs: &Rootfs, lang: &str) -> Result<(), Run
                 .find(|c| c.is_file())
         })
         .unwrap_or_default();
+    // Where it was looked for, when that is not the default.
+    let on = if path == crate::spec::DEFAULT_PATH {
+        String::new()
+    } else {
+        format!(" (looked for on the profile's PATH={path})")
+    };
     let place = match (rootfs, elsewhere) {
         (Rootfs::Host, Some(p)) => format!(
-            "`{program}` is at {}, outside what a --rootfs host sandbox sees (/usr, /bin, /sbin, /lib*)",
+            "`{program}` is at {}, outside what a --rootfs host sandbox sees (/usr, /bin, /sbin, /lib*){on}",
             p.display()
         ),
-        (Rootfs::Host, None) => format!("`{program}` is not installed under /usr"),
-        (Rootfs::Dir(d), _) => format!("`{program}` is not in the root filesystem {}", d.display()),
+        (Rootfs::Host, None) => format!("`{program}` is not installed under /usr{on}"),
+        (Rootfs::Dir(d), _) => format!(
+            "`{program}` is not in the root filesystem {}{on}",
+            d.display()
+        ),
     };
     // Only a language cordon has a rootfs recipe for can be built (a --profile's cannot).
     let build = if crate::rootfs::recipe(lang).is_some() {
@@ -600,11 +619,10 @@ fn base_spec(
 /// the one its environment (`env`, or `compile_env` for the compiler) sets, else the
 /// sandbox's default. A request's `env` and `--env` do not change it: they are the
 /// program's environment, not where cordon finds what runs it.
-fn profile_path(profile_env: &[(String, String)]) -> String {
+pub(crate) fn profile_path(profile_env: &BTreeMap<String, String>) -> String {
     profile_env
-        .iter()
-        .rfind(|(k, _)| k == "PATH")
-        .map_or_else(|| crate::spec::DEFAULT_PATH.to_string(), |(_, v)| v.clone())
+        .get("PATH")
+        .map_or_else(|| crate::spec::DEFAULT_PATH.to_string(), String::clone)
 }
 
 fn limits_with(over: &[&LimitOverrides]) -> Result<Limits, ParseError> {
@@ -733,12 +751,14 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         .unwrap_or(0);
     let rootfs = resolve_rootfs(&profile, opts.rootfs.as_ref());
     check_rootfs(&profile, opts.rootfs.as_ref(), &rootfs)?;
-    for argv in [profile.compile.as_ref(), Some(&profile.run)]
-        .into_iter()
-        .flatten()
-    {
-        check_toolchain(&profile.expand(argv, &entry)[0], &rootfs, &profile.name)?;
+    if let Some(compile) = &profile.compile {
+        let program = &profile.expand(compile, &entry)[0];
+        let path = profile_path(&profile.compile_env);
+        check_toolchain(program, &rootfs, &profile.name, &path, &[])?;
     }
+    let program = &profile.expand(&profile.run, &entry)[0];
+    let path = profile_path(&profile.env);
+    check_toolchain(program, &rootfs, &profile.name, &path, &req.binds)?;
 
     // Compile phase (cached), for compiled languages.
     let mut compile_report = None;
@@ -782,7 +802,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
-                s.command_path = Some(profile_path(&s.env));
+                s.command_path = Some(profile_path(&profile.compile_env));
                 s.limits = limits_with(&[&profile.compile_limits, &req.compile_limits])?;
                 s.limit_naming = req.compile_limits.naming;
                 s.stdin = StdinSource::Null;
@@ -878,7 +898,10 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     if !req.packages.is_empty() || req.packages_lock.is_some() {
         let mut base = base_spec(Vec::new(), &rootfs, opts, &profile);
         base.limit_naming = req.limits.naming;
-        let identity = |p: &str| toolchain_identity(p, &rootfs);
+        // The installer runs the interpreter the program will run on.
+        let path = profile_path(&profile.env);
+        base.command_path = Some(path.clone());
+        let identity = |p: &str| toolchain_identity(p, &rootfs, &path);
         match crate::deps::prepare(
             &profile,
             &req.packages,
@@ -920,7 +943,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     s.binds.extend(req.binds.iter().cloned());
     // The interpreter (or the built program) is found on the profile's PATH; the request's
     // own PATH, if it sets one, is only the program's.
-    s.command_path = Some(profile_path(&s.env));
+    s.command_path = Some(profile_path(&profile.env));
     s.env.extend(req.env.iter().cloned());
     s.limits = limits_with(&[&profile.limits, &req.limits])?;
     s.limit_naming = req.limits.naming;
@@ -1272,12 +1295,12 @@ mod tests {
     /// default one, whatever the request's environment says.
     #[test]
     fn a_profiles_commands_are_found_on_its_own_path() {
-        assert_eq!(profile_path(&[]), crate::spec::DEFAULT_PATH);
+        assert_eq!(profile_path(&BTreeMap::new()), crate::spec::DEFAULT_PATH);
         let env = |path: &str| {
-            vec![
+            BTreeMap::from([
                 ("PYTHONPATH".to_string(), "/deps".to_string()),
                 ("PATH".to_string(), path.to_string()),
-            ]
+            ])
         };
         assert_eq!(
             profile_path(&env("/opt/py/bin:/usr/bin")),
@@ -1729,9 +1752,13 @@ mod tests {
 
     #[test]
     fn missing_toolchains_name_the_fix() {
-        assert!(check_toolchain("sh", &Rootfs::Host, "bash").is_ok());
-        assert!(check_toolchain("./main", &Rootfs::Host, "go").is_ok());
-        let e = check_toolchain("no-such-compiler-xyz", &Rootfs::Host, "xyz")
+        let default = crate::spec::DEFAULT_PATH;
+        let check = |program: &str, rootfs: &Rootfs, lang: &str| {
+            check_toolchain(program, rootfs, lang, default, &[])
+        };
+        assert!(check("sh", &Rootfs::Host, "bash").is_ok());
+        assert!(check("./main", &Rootfs::Host, "go").is_ok());
+        let e = check("no-such-compiler-xyz", &Rootfs::Host, "xyz")
             .unwrap_err()
             .to_string();
         // A language without a rootfs recipe (a --profile's) is not told to build one.
@@ -1742,12 +1769,61 @@ mod tests {
             "{e}"
         );
         let d = tempfile::tempdir().unwrap();
-        let e = check_toolchain("sh", &Rootfs::Dir(d.path().into()), "bash")
+        let e = check("sh", &Rootfs::Dir(d.path().into()), "bash")
             .unwrap_err()
             .to_string();
         assert!(
             e.contains("not in the root filesystem") && e.contains("cordon rootfs build bash"),
             "{e}"
+        );
+        assert!(!e.contains("looked for on"), "{e}");
+    }
+
+    /// The toolchain is looked for where the sandbox will look: on the profile's PATH, in
+    /// the root filesystem, and through the run's binds.
+    #[test]
+    fn toolchains_are_looked_for_on_the_profiles_path_and_binds() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = tempfile::tempdir().unwrap();
+        let tool = root.path().join("opt/tool/bin");
+        std::fs::create_dir_all(&tool).unwrap();
+        std::fs::write(tool.join("interp"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(tool.join("interp"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let rootfs = Rootfs::Dir(root.path().into());
+        let default = crate::spec::DEFAULT_PATH;
+        let e = check_toolchain("interp", &rootfs, "t", default, &[]).unwrap_err();
+        assert!(e.to_string().contains("not in the root filesystem"), "{e}");
+        let path = "/opt/tool/bin:/usr/bin";
+        check_toolchain("interp", &rootfs, "t", path, &[]).unwrap();
+        // Not on the profile's PATH: the message says which PATH was searched.
+        let e = check_toolchain("other", &rootfs, "t", path, &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("(looked for on the profile's PATH=/opt/tool/bin:/usr/bin)"),
+            "{e}"
+        );
+        // A relative directory is in the workspace, which only the run has: not refused.
+        check_toolchain("other", &rootfs, "t", "bin:/usr/bin", &[]).unwrap();
+
+        // A directory under a bind's destination is read from its source.
+        let empty = tempfile::tempdir().unwrap();
+        let rootfs = Rootfs::Dir(empty.path().into());
+        let bind = |dst: &str| crate::spec::Bind {
+            src: root.path().join("opt/tool"),
+            dst: dst.into(),
+            writable: false,
+        };
+        check_toolchain("interp", &rootfs, "t", "/tool/bin", &[bind("/tool")]).unwrap();
+        assert!(check_toolchain("interp", &rootfs, "t", "/toolbox/bin", &[bind("/tool")]).is_err());
+        assert!(check_toolchain("interp", &rootfs, "t", "/tool/bin", &[bind("/data")]).is_err());
+        // The compile cache's identity of the toolchain follows the same PATH.
+        let id = toolchain_identity("interp", &Rootfs::Dir(root.path().into()), path);
+        // Its path, size (10 bytes) and mtime.
+        assert!(id.contains("/opt/tool/bin/interp:10:"), "{id}");
+        assert_eq!(
+            toolchain_identity("interp", &Rootfs::Dir(root.path().into()), default),
+            "interp:not-found"
         );
     }
 

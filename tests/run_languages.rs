@@ -786,6 +786,52 @@ both!(fn a_programs_path_does_not_move_its_interpreter(who) {
     assert!(r.get("/message").as_str().unwrap_or("").contains("searched PATH=/nope"), "{}", r.describe());
 });
 
+// A profile whose interpreter is on its own PATH, in a directory `--ro-bind` shows (a
+// toolchain under /opt, as conda or pyenv install one): the toolchain check finds it through
+// the bind, the run starts it from there, and `cordon profiles` asks for the version on the
+// same PATH.
+both!(fn a_profiles_own_path_finds_its_interpreter(who) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = shared_tempdir();
+    let tool = dir.path().join("tool");
+    let bin = tool.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    write_world_readable(&bin.join("interp"), b"#!/bin/sh\necho \"interp on $PATH\"\nexec sh \"$@\"\n");
+    for (p, mode) in [(&tool, 0o755), (&bin, 0o755), (&bin.join("interp"), 0o755)] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let profile = dir.path().join("interp.toml");
+    write_world_readable(
+        &profile,
+        b"name = \"interp\"\ndescription = \"an interpreter of its own\"\nsource = \"main.sh\"\nrun = [\"interp\", \"{source}\"]\nversion = [\"sh\", \"-c\", \"echo $PATH\"]\n[env]\nPATH = \"/tool/bin:/usr/bin:/bin\"\n",
+    );
+    let profile = profile.to_str().unwrap();
+    let bind = format!("{}:/tool", tool.display());
+    let run = |extra: &[&str]| {
+        cordon_run(who)
+            .args(["--profile", profile, "--lang", "interp", "--rootfs", "host", "--json", "--no-history"])
+            .args(extra)
+            .args(["-c", "echo ran"])
+            .run_json()
+    };
+    let r = run(&["--ro-bind", &bind]);
+    assert_eq!(r.expect_ok(), "interp on /tool/bin:/usr/bin:/bin\nran\n", "{}", r.describe());
+    // Without the bind it is nowhere the sandbox looks, and the message says where that was.
+    let r = run(&[]);
+    assert_eq!((r.status(), r.get("/errorKind")), ("sandbox_error", &json!("request")), "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    assert!(
+        msg.contains("the interp toolchain is missing") && msg.contains("(looked for on the profile's PATH=/tool/bin:/usr/bin:/bin)"),
+        "{}",
+        r.describe()
+    );
+    let f = Cordon::new(who).args(["profiles", "--json", "--profile", profile]).run();
+    assert_eq!(f.code, 0, "{}", f.describe());
+    let list: Value = serde_json::from_slice(&f.stdout).unwrap();
+    let p = list.as_array().unwrap().iter().find(|p| p["language"] == json!("interp"));
+    assert_eq!(p.map(|p| &p["version"]), Some(&json!("/tool/bin:/usr/bin:/bin")), "{}", f.describe());
+});
+
 // Data larger than --file's 64 MiB cap ("analyse this CSV") reaches `cordon run` as a
 // read-only directory, as with `cordon exec --ro-bind`; a request cannot ask for one.
 both!(fn ro_bind_shows_host_data_to_the_program(who) {
