@@ -878,9 +878,10 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         (Some(cg), Some(k)) if !teardown_now => k.remove_cgroup(cg),
         (Some(cg), k) => {
             // Removed before the keeper is told it is done: a cordon killed in between
-            // leaves the keeper its cleanup.
-            cg.kill();
-            if let Err(e) = cg.remove() {
+            // leaves the keeper its cleanup. init has been reaped, and every process of its
+            // pid namespace with it: what is left in the cgroup is killed only if its
+            // removal finds it busy.
+            if let Err(e) = cg.remove_emptied() {
                 eprintln!("cordon: warning: {e}");
             }
             drop(k);

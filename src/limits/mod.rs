@@ -231,6 +231,30 @@ impl Cgroup {
         self.remove_dirs()
     }
 
+    /// Removes the cgroup(s) of a sandbox whose processes should all be gone (its init has
+    /// been reaped, and its pid namespace with it): `rmdir` at once, without reading the
+    /// `cgroup.procs` files first (four files on cgroup v1), and only where one is still busy
+    /// the kill loop, then the removal with its retries.
+    pub fn remove_emptied(mut self) -> Result<(), LimitsError> {
+        self.removed = true;
+        if self.pending.is_some() {
+            return Ok(());
+        }
+        let mut busy = false;
+        for dir in self.dirs().iter().rev() {
+            match self.fs.rmdir(dir) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+                Err(_) => busy = true,
+            }
+        }
+        if !busy {
+            return Ok(());
+        }
+        self.kill();
+        self.remove_dirs()
+    }
+
     /// Whether the directories are still to be made ([`Cgroup::create_pending`]).
     pub fn is_pending(&self) -> bool {
         self.pending.is_some()

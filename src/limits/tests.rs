@@ -677,6 +677,40 @@ fn kill_and_remove_v1_signal_every_pid_then_rmdir() {
     }
 }
 
+/// After the run (init reaped) the cgroup is removed at once; a process still in it is
+/// killed first, and the removal retried.
+#[test]
+fn remove_emptied_removes_and_kills_only_what_is_left() {
+    for v2 in [false, true] {
+        let fs = fake();
+        let p = if v2 {
+            v2_tree(&fs);
+            prep(&fs, V2_PROC, BackendChoice::CgroupV2)
+        } else {
+            hybrid_tree(&fs);
+            prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1)
+        };
+        let cg = p.unwrap().cgroup.unwrap();
+        let dirs = cg.dirs();
+        cg.remove_emptied().unwrap();
+        assert!(fs.killed().is_empty(), "v2 {v2}");
+        assert!(dirs.iter().all(|d| !d.exists()), "v2 {v2}: {dirs:?}");
+
+        let p = if v2 {
+            prep(&fs, V2_PROC, BackendChoice::CgroupV2)
+        } else {
+            prep(&fs, HYBRID_PROC, BackendChoice::CgroupV1)
+        };
+        let cg = p.unwrap().cgroup.unwrap();
+        fs.spawn(901);
+        cg.attach(901).unwrap();
+        let dirs = cg.dirs();
+        cg.remove_emptied().unwrap();
+        assert_eq!(fs.killed(), vec![901], "v2 {v2}");
+        assert!(dirs.iter().all(|d| !d.exists()), "v2 {v2}: {dirs:?}");
+    }
+}
+
 #[test]
 fn kill_v2_uses_cgroup_kill() {
     let fs = fake();
