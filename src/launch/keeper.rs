@@ -13,7 +13,13 @@
 //! pipe whose write end only cordon has (and the namespace), and waits on it:
 //! - `u`: the sandbox is gone; the keeper drops the mount namespace at once (its teardown
 //!   runs then, beside cordon's last steps) and waits for the next word. Sent only when
-//!   cordon's exit waits for the keeper anyway (`launch::wait_for_helpers`);
+//!   cordon's exit waits for the keeper anyway (`launch::wait_for_helpers`). Then the keeper
+//!   also watches init (a pidfd cordon opened before the fork) and drops the namespace as soon
+//!   as init is gone, without waiting for the word: cordon sends it only after it has woken,
+//!   read init's report and reaped it, and the teardown is the last thing such a run waits
+//!   for. Init's exit ends every process of its pid namespace first (the kernel kills and
+//!   waits for them before init's pidfd reports the exit), so nothing runs in the mounts
+//!   any more;
 //! - `d`: cordon finished the run and removed the cgroup itself (or had none); the keeper
 //!   exits;
 //! - `r`: cordon finished the run and read the cgroup's figures; the keeper kills whatever is
@@ -130,17 +136,29 @@ pub fn wait_for_all(limit: std::time::Duration) {
 }
 
 /// Forks the keeper for `cgroup` (if any), holding `mount_ns` (the sandbox's mount namespace,
-/// if cordon could open it). cordon must be single-threaded (the launcher checks).
-pub fn spawn(cgroup: Option<&Cgroup>, mount_ns: Option<&OwnedFd>) -> Result<Keeper, Errno> {
+/// if cordon could open it). With `init` (the sandbox's init, cordon's child, not reaped yet),
+/// the keeper drops the namespace as soon as init is gone (see the module's documentation).
+/// cordon must be single-threaded (the launcher checks).
+pub fn spawn(
+    cgroup: Option<&Cgroup>,
+    mount_ns: Option<&OwnedFd>,
+    init: Option<Pid>,
+) -> Result<Keeper, Errno> {
     reap_finished();
     let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    // Opened here, while init cannot have been reaped: its pid is still its own. Without it
+    // (no pidfd on this kernel) the word `u` does the same, later.
+    let init_fd = init
+        .filter(|_| mount_ns.is_some())
+        .and_then(|pid| sys::pidfd_open(pid).ok());
     match sys::fork()? {
         CloneResult::Child => {
             drop(w);
-            keep(cgroup, r, mount_ns.map(|f| f.as_raw_fd()))
+            keep(cgroup, r, mount_ns.map(|f| f.as_raw_fd()), init_fd.as_ref())
         }
         CloneResult::Parent(pid) => {
             drop(r);
+            drop(init_fd);
             Ok(Keeper {
                 done: w,
                 pid,
@@ -177,11 +195,19 @@ impl Drop for Keeper {
     }
 }
 
-fn keep(cgroup: Option<&Cgroup>, pipe: OwnedFd, mount_ns: Option<i32>) -> ! {
+/// The keeper's life. It leaves with `_exit`: no value here is dropped, so closing an fd by
+/// number (the mount namespace, init's pidfd) is never repeated.
+fn keep(
+    cgroup: Option<&Cgroup>,
+    pipe: OwnedFd,
+    mount_ns: Option<i32>,
+    init: Option<&OwnedFd>,
+) -> ! {
     // Nothing of cordon's: not its stdio (a reader waiting for cordon's end-of-file must not
     // wait for the keeper), not the caller's leaked fds.
     let mut keep = vec![pipe.as_raw_fd()];
     keep.extend(mount_ns);
+    keep.extend(init.map(|f| f.as_raw_fd()));
     if sys::close_fds_except(&keep).is_err() {
         sys::exit_now(1);
     }
@@ -200,6 +226,15 @@ fn keep(cgroup: Option<&Cgroup>, pipe: OwnedFd, mount_ns: Option<i32>) -> ! {
     }
     let mut byte = [0u8; 1];
     let mut mount_ns = mount_ns;
+    if let (Some(ns), Some(init)) = (mount_ns, init) {
+        // Until init is gone or cordon speaks, whichever comes first.
+        let gone = init_gone_first(&pipe, init);
+        if gone {
+            let _ = nix::unistd::close(ns);
+            mount_ns = None;
+        }
+        let _ = nix::unistd::close(init.as_raw_fd());
+    }
     let released = loop {
         match nix::unistd::read(&pipe, &mut byte) {
             Ok(1) if byte[0] == b'u' => {
@@ -217,4 +252,63 @@ fn keep(cgroup: Option<&Cgroup>, pipe: OwnedFd, mount_ns: Option<i32>) -> ! {
         cgroup.clean_up_after_owner();
     }
     sys::exit_now(0)
+}
+
+/// Waits until init (`init`, its pidfd) is gone or cordon writes on `pipe` (a word, or its
+/// end when cordon dies), and says whether init went first, with nothing from cordon yet.
+fn init_gone_first(pipe: &OwnedFd, init: &OwnedFd) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    loop {
+        let mut fds = [
+            PollFd::new(pipe.as_fd(), PollFlags::POLLIN),
+            PollFd::new(init.as_fd(), PollFlags::POLLIN),
+        ];
+        match nix::poll::poll(&mut fds, PollTimeout::NONE) {
+            Err(Errno::EINTR) => continue,
+            Ok(_) => {
+                let quiet = fds[0].revents().is_none_or(|r| r.is_empty());
+                break quiet && fds[1].revents().is_some_and(|r| !r.is_empty());
+            }
+            Err(_) => break false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The keeper lets the mounts go when init is gone, unless cordon spoke first (then the
+    /// word decides).
+    #[test]
+    fn init_going_first_is_told_from_a_word() {
+        let sleeper = |secs: &str| {
+            let child = std::process::Command::new("sleep")
+                .arg(secs)
+                .spawn()
+                .unwrap();
+            let fd = sys::pidfd_open(Pid::from_raw(child.id() as i32)).unwrap();
+            (child, fd)
+        };
+        // Init exits, cordon says nothing.
+        let (r, _w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+        let (mut child, fd) = sleeper("0.05");
+        assert!(init_gone_first(&r, &fd));
+        child.wait().unwrap();
+        // cordon speaks (or dies) while init still runs.
+        for word in [Some(b"d"), None] {
+            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).unwrap();
+            let (mut child, fd) = sleeper("5");
+            match word {
+                Some(b) => {
+                    nix::unistd::write(&w, b).unwrap();
+                }
+                None => drop(w),
+            }
+            assert!(!init_gone_first(&r, &fd), "{word:?}");
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
 }

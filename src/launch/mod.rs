@@ -730,7 +730,10 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // run's end (keeper.rs). Forked while init builds the root (cordon would only wait in poll
     // meanwhile). Failing to fork it is not worth failing the run: the next run of cordon
     // collects a cgroup left behind; the warning says so.
-    let keeper = match keeper::spawn(prepared.cgroup.as_ref(), mount_ns.as_ref()) {
+    // Where cordon's exit waits for the keeper anyway, the keeper unmounts as soon as init is
+    // gone (keeper.rs).
+    let watch_init = helpers_are_waited_for().then_some(child);
+    let keeper = match keeper::spawn(prepared.cgroup.as_ref(), mount_ns.as_ref(), watch_init) {
         Ok(k) => Some(k),
         Err(e) if prepared.cgroup.is_some() => {
             eprintln!(
