@@ -903,9 +903,7 @@ fn pass_on_events(
             line.clear();
             match out.read_until(b'\n', &mut line) {
                 Ok(0) => break,
-                Ok(_)
-                    if line.starts_with(br#"{"stdout":"#) || line.starts_with(br#"{"stderr":"#) =>
-                {
+                Ok(_) if is_piece(&line) => {
                     print_line(&tagged(tag, String::from_utf8_lossy(&line).trim_end()));
                 }
                 Ok(_) => last.extend_from_slice(&line),
@@ -924,6 +922,19 @@ fn pass_on_events(
         stdout: last,
         stderr: Vec::new(),
     })
+}
+
+/// Whether a line a `--stream` worker wrote is a piece of output (the program's, or its
+/// compile's or install's), not its result.
+fn is_piece(line: &[u8]) -> bool {
+    [
+        &br#"{"stdout":"#[..],
+        br#"{"stderr":"#,
+        br#"{"compile":{"#,
+        br#"{"dependencies":{"#,
+    ]
+    .iter()
+    .any(|p| line.starts_with(p))
 }
 
 /// `v` as one line of JSON (no newline at its end).

@@ -760,6 +760,14 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     let path = profile_path(&profile.env);
     check_toolchain(program, &rootfs, &profile.name, &path, &req.binds)?;
 
+    // `--stream`: every phase that runs streams its output, in the result's encoding; the
+    // compile's and the install's pieces are wrapped in their phase's name.
+    let stream = opts.stream.then_some(if req.exact_output {
+        crate::outcome::OutputEncoding::Base64
+    } else {
+        crate::outcome::OutputEncoding::Utf8
+    });
+
     // Compile phase (cached), for compiled languages.
     let mut compile_report = None;
     let mut run_files = files.clone();
@@ -808,6 +816,8 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                 s.stdin = StdinSource::Null;
                 // A compile error's result holds the compiler's output in its place.
                 s.exact_output = req.exact_output;
+                s.stream = stream;
+                s.stream_phase = Some("compile");
                 s.files = files.clone();
                 s.collect = Some(Collect {
                     only: Some(vec![artifact.clone()]),
@@ -901,6 +911,8 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
         // The installer runs the interpreter the program will run on.
         let path = profile_path(&profile.env);
         base.command_path = Some(path.clone());
+        base.stream = stream;
+        base.stream_phase = Some("dependencies");
         let identity = |p: &str| toolchain_identity(p, &rootfs, &path);
         match crate::deps::prepare(
             &profile,
@@ -950,11 +962,7 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     s.stdin = req.stdin.clone();
     s.exact_output = req.exact_output;
     s.passthrough = opts.passthrough;
-    s.stream = opts.stream.then_some(if req.exact_output {
-        crate::outcome::OutputEncoding::Base64
-    } else {
-        crate::outcome::OutputEncoding::Utf8
-    });
+    s.stream = stream;
     s.files = run_files;
     s.network = req.network.clone();
     if opts.collect || req.output_dir.is_some() {

@@ -116,6 +116,53 @@ both!(
     }
 );
 
+/// The JSON lines of a `--stream` run: its pieces, then its result.
+fn streamed(f: &Finished) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let mut lines: Vec<serde_json::Value> = f
+        .stdout_str()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{}", f.describe())))
+        .collect();
+    let result = lines
+        .pop()
+        .unwrap_or_else(|| panic!("no output:\n{}", f.describe()));
+    (lines, result)
+}
+
+both!(
+    /// `--stream` streams the install's output too, each piece inside `dependencies`, before
+    /// the program's own pieces; they add up to the result's `dependencies.output` and `.error`.
+    fn an_install_streams_its_output(who) {
+        let Some((_root, _srv, index)) = local_pypi("an_install_streams_its_output") else {
+            return;
+        };
+        let f = Cordon::new(who)
+            .arg("run")
+            .args_from(&["--lang", "python", "--rootfs", "host", "--no-history", "--json", "--stream"])
+            .args_from(&["--packages", "cordon-dep", "--package-index", &index, "-c", "print('ran')"])
+            .deadline(std::time::Duration::from_secs(240))
+            .run();
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let (pieces, result) = streamed(&f);
+        assert_eq!(result["dependencies"]["cached"], false, "{}", f.describe());
+        let phase = |v: &serde_json::Value, key: &str| v["dependencies"][key].as_str().map(String::from);
+        let out: String = pieces.iter().filter_map(|v| phase(v, "stdout")).collect();
+        let err: String = pieces.iter().filter_map(|v| phase(v, "stderr")).collect();
+        assert!(!out.is_empty(), "pip's output is streamed:\n{}", f.describe());
+        assert_eq!(
+            (Some(out.as_str()), Some(err.as_str())),
+            (result["dependencies"]["output"].as_str(), result["dependencies"]["error"].as_str()),
+            "{}",
+            f.describe()
+        );
+        // The install's pieces, then the program's: one key each.
+        let first_program = pieces.iter().position(|v| v.get("stdout").is_some()).unwrap_or_else(|| panic!("{}", f.describe()));
+        assert!(pieces[first_program..].iter().all(|v| v.get("dependencies").is_none()), "{}", f.describe());
+        assert_eq!(pieces[first_program..], [serde_json::json!({"stdout": "ran\n"})], "{}", f.describe());
+        assert!(pieces.iter().all(|v| v.as_object().is_some_and(|o| o.len() == 1)), "{}", f.describe());
+    }
+);
+
 both!(
     /// Two concurrent first installs of the same set both succeed (one publishes, the other's
     /// copy is dropped) and a third run hits the cache.

@@ -202,6 +202,58 @@ both!(fn a_compiler_that_cannot_start_is_named(who) {
     drop(dir);
 });
 
+// `--stream` streams the compiler's output too, each piece inside `compile`, before the
+// program's own pieces; they add up to the result's `compile.output` and `compile.error`.
+// A cached compile streams nothing of it.
+both!(fn a_compile_streams_its_output(who) {
+    let (dir, profile) = host_file(
+        "sh-built.toml",
+        "name = \"sh-built\"\ndescription = \"a copy for a build\"\nsource = \"main.sh\"\ncompile = [\"sh\", \"-c\", \"echo building >&2; echo checked; cp main.sh main && chmod 755 main\"]\nartifact = \"main\"\nrun = [\"./main\"]\n",
+    );
+    let n = nonce(who);
+    let code = format!("#!/bin/sh\necho ran {n}\n");
+    let run = |extra: &[&str]| {
+        cordon_run(who)
+            .args(["--profile", profile.to_str().unwrap(), "--rootfs", "host", "--no-history", "--json", "--stream"])
+            .args(extra)
+            .args(["-c", &code])
+            .run()
+    };
+    for (extra, cached) in [(&["--no-cache"][..], false), (&[], false), (&[], true)] {
+        let f = run(extra);
+        assert_eq!(f.code, 0, "{}", f.describe());
+        let mut lines: Vec<serde_json::Value> = f.stdout_str().lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+        let result = lines.pop().unwrap();
+        assert_eq!(result["compile"]["cached"], cached, "{}", f.describe());
+        assert_eq!((result["compile"]["output"].as_str(), result["compile"]["error"].as_str()), (Some("checked\n"), Some("building\n")), "{}", f.describe());
+        let want: Vec<serde_json::Value> = if cached {
+            vec![json!({"stdout": format!("ran {n}\n")})]
+        } else {
+            let mut compile = vec![json!({"compile": {"stderr": "building\n"}}), json!({"compile": {"stdout": "checked\n"}})];
+            // The two pipes are read as they become ready: either may come first.
+            if lines.first() == Some(&compile[1]) {
+                compile.swap(0, 1);
+            }
+            compile.push(json!({"stdout": format!("ran {n}\n")}));
+            compile
+        };
+        assert_eq!(lines, want, "{}", f.describe());
+    }
+    // In a batch, a worker's compile pieces are passed on, tagged with the request's line.
+    let batch = dir.path().join("batch.jsonl");
+    write_world_readable(&batch, format!("{}\n", json!({"language": "sh-built", "code": code})).as_bytes());
+    let f = cordon_run(who)
+        .args(["--profile", profile.to_str().unwrap(), "--rootfs", "host", "--no-history", "--no-cache", "--unordered", "--stream", "--requests"])
+        .arg(&batch)
+        .run();
+    assert_eq!(f.code, 0, "{}", f.describe());
+    let lines: Vec<serde_json::Value> = f.stdout_str().lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    assert!(lines.contains(&json!({"line": 1, "compile": {"stderr": "building\n"}})), "{}", f.describe());
+    assert!(lines.contains(&json!({"line": 1, "stdout": format!("ran {n}\n")})), "{}", f.describe());
+    assert_eq!((lines.len(), &lines[3]["compile"]["error"]), (4, &json!("building\n")), "{}", f.describe());
+    drop(dir);
+});
+
 // A compile that succeeds with warnings: without --json they are on stderr (as `cargo run`
 // shows them), before the program's own output; with --json in `compile.error`; the same
 // again when the artifact comes from the cache.

@@ -208,15 +208,19 @@ impl Capture {
 #[derive(Debug)]
 struct Events {
     encoding: OutputEncoding,
+    /// The phase whose pieces these are (`SandboxSpec::stream_phase`): each is wrapped in an
+    /// object of that name.
+    phase: Option<&'static str>,
     lines: Backlog,
     /// The start of a character the last text piece of stdout, of stderr, ended inside.
     carry: [Vec<u8>; 2],
 }
 
 impl Events {
-    fn new(encoding: OutputEncoding) -> Self {
+    fn new(encoding: OutputEncoding, phase: Option<&'static str>) -> Self {
         Events {
             encoding,
+            phase,
             lines: Backlog::default(),
             carry: [Vec::new(), Vec::new()],
         }
@@ -263,6 +267,10 @@ impl Events {
         }
         let mut map = serde_json::Map::new();
         map.insert(key.to_string(), serde_json::Value::String(text.to_string()));
+        if let Some(phase) = self.phase {
+            let inner = serde_json::Value::Object(std::mem::take(&mut map));
+            map.insert(phase.to_string(), inner);
+        }
         if let Ok(mut line) = serde_json::to_vec(&map) {
             line.push(b'\n');
             self.lines.push(&line);
@@ -435,7 +443,7 @@ pub fn supervise(
     );
     let host_out = stdout_tty.as_ref().map_or(std_out.as_fd(), |f| f.as_fd());
     let host_err = stderr_tty.as_ref().map_or(std_err.as_fd(), |f| f.as_fd());
-    let mut events = spec.stream.map(Events::new);
+    let mut events = spec.stream.map(|e| Events::new(e, spec.stream_phase));
     let events_accepting = |e: &Option<Events>| e.as_ref().is_none_or(|e| e.lines.accepting());
 
     loop {
@@ -854,7 +862,7 @@ mod tests {
     /// The lines `Events` writes for `pieces` (stdout when the flag is false), `finish`
     /// included.
     fn lines(encoding: OutputEncoding, pieces: &[(bool, &[u8])]) -> Vec<String> {
-        let mut e = Events::new(encoding);
+        let mut e = Events::new(encoding, None);
         for (err, bytes) in pieces {
             e.add(*err, bytes);
         }
@@ -901,7 +909,7 @@ mod tests {
         );
         assert_eq!(got, [r#"{"stdout":"eMM="}"#, r#"{"stdout":"qQ=="}"#]);
         // A character the output limit cut is left out, as the result's text leaves it.
-        let mut cut = Events::new(OutputEncoding::Utf8);
+        let mut cut = Events::new(OutputEncoding::Utf8, None);
         cut.add(false, &[b'x', e[0]]);
         cut.add(true, &[b'y', e[0]]);
         cut.finish([true, false]);
@@ -909,6 +917,20 @@ mod tests {
         assert_eq!(
             text,
             "{\"stdout\":\"x\"}\n{\"stderr\":\"y\"}\n{\"stderr\":\"\u{fffd}\"}\n"
+        );
+    }
+
+    /// A compile's or an install's pieces come inside an object named after the phase.
+    #[test]
+    fn a_phases_pieces_are_wrapped_in_its_name() {
+        let mut e = Events::new(OutputEncoding::Utf8, Some("compile"));
+        e.add(true, b"warning\n");
+        e.add(false, b"ok");
+        e.finish([false, false]);
+        let text = String::from_utf8(e.lines.bytes).unwrap();
+        assert_eq!(
+            text,
+            "{\"compile\":{\"stderr\":\"warning\\n\"}}\n{\"compile\":{\"stdout\":\"ok\"}}\n"
         );
     }
 }

@@ -192,6 +192,7 @@ impl ContainerSetup {
             seccomp_policy,
             passthrough,
             stream,
+            stream_phase,
             files,
             collect,
             network,
@@ -216,7 +217,7 @@ impl ContainerSetup {
                 *seccomp_policy != d.seccomp_policy,
             ),
             ("passthrough", *passthrough != d.passthrough),
-            ("stream", stream.is_some()),
+            ("stream", stream.is_some() || stream_phase.is_some()),
             ("files", !files.is_empty()),
             ("collect", collect.is_some()),
             (

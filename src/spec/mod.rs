@@ -434,6 +434,10 @@ pub struct SandboxSpec {
     /// (`{"stdout": "..."}`, `{"stderr": "..."}`) in this encoding (still capped at the
     /// output limit): `--stream`.
     pub stream: Option<crate::outcome::OutputEncoding>,
+    /// The phase of a `cordon run` whose output `stream` carries, when not the program's:
+    /// each piece then comes inside an object of that name (`{"compile": {"stderr": "..."}}`,
+    /// `{"dependencies": {...}}`), as the result keeps that output under the same key.
+    pub stream_phase: Option<&'static str>,
     /// Files written into /workspace before the program starts.
     pub files: Vec<InputFile>,
     /// Bring files back from /workspace after the run (see [`Collect`]).
@@ -585,6 +589,7 @@ impl SandboxSpec {
             seccomp_policy: "default".to_string(),
             passthrough: false,
             stream: None,
+            stream_phase: None,
             files: Vec::new(),
             collect: None,
             network: crate::net::Network::None,
