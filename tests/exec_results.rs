@@ -738,11 +738,7 @@ both!(
         held.wait_for_line(r#"{"stderr":"err\n"}"#);
         let f = held.finish();
         assert_eq!(f.code, 0, "{}", f.describe());
-        let out = f.stdout_str();
-        let lines: Vec<Value> = out
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not one JSON object ({e}): {l}\n{}", f.describe())))
-            .collect();
+        let lines = f.json_lines();
         let (result, events) = lines.split_last().unwrap_or_else(|| panic!("no lines:\n{}", f.describe()));
         assert_eq!(result["status"], json!("ok"), "{}", f.describe());
         let mut streamed = [String::new(), String::new()];
@@ -761,8 +757,7 @@ both!(
 
         // base64, and the output limit: what is streamed is what the result keeps.
         let f = Cordon::exec(who, &["--json", "--stream", "--output-encoding", "base64", "--output-limit", "5"], &["sh", "-c", "echo 1234567890"]).run();
-        let out = f.stdout_str();
-        let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("JSON lines")).collect();
+        let lines = f.json_lines();
         let (result, events) = lines.split_last().expect("lines");
         assert_eq!(result["status"], json!("output_limit"), "{}", f.describe());
         let b64 = base64::engine::general_purpose::STANDARD;
@@ -772,8 +767,7 @@ both!(
 
         // A character the output limit cuts is left out of the pieces, as of `output`.
         let f = Cordon::exec(who, &["--json", "--stream", "--output-limit", "3"], &["sh", "-c", "printf 'ab\\303\\251cd'"]).run();
-        let out = f.stdout_str();
-        let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("JSON lines")).collect();
+        let lines = f.json_lines();
         let (result, events) = lines.split_last().expect("lines");
         let streamed: String = events.iter().map(|e| e["stdout"].as_str().expect("stdout pieces")).collect();
         assert_eq!((streamed.as_str(), &result["output"]), ("ab", &json!("ab")), "{}", f.describe());

@@ -118,11 +118,7 @@ both!(
 
 /// The JSON lines of a `--stream` run: its pieces, then its result.
 fn streamed(f: &Finished) -> (Vec<serde_json::Value>, serde_json::Value) {
-    let mut lines: Vec<serde_json::Value> = f
-        .stdout_str()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}\n{}", f.describe())))
-        .collect();
+    let mut lines = f.json_lines();
     let result = lines
         .pop()
         .unwrap_or_else(|| panic!("no output:\n{}", f.describe()));

@@ -222,7 +222,7 @@ both!(fn a_compile_streams_its_output(who) {
     for (extra, cached) in [(&["--no-cache"][..], false), (&[], false), (&[], true)] {
         let f = run(extra);
         assert_eq!(f.code, 0, "{}", f.describe());
-        let mut lines: Vec<serde_json::Value> = f.stdout_str().lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+        let mut lines = f.json_lines();
         let result = lines.pop().unwrap();
         assert_eq!(result["compile"]["cached"], cached, "{}", f.describe());
         assert_eq!((result["compile"]["output"].as_str(), result["compile"]["error"].as_str()), (Some("checked\n"), Some("building\n")), "{}", f.describe());
@@ -247,7 +247,7 @@ both!(fn a_compile_streams_its_output(who) {
         .arg(&batch)
         .run();
     assert_eq!(f.code, 0, "{}", f.describe());
-    let lines: Vec<serde_json::Value> = f.stdout_str().lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let lines = f.json_lines();
     assert!(lines.contains(&json!({"line": 1, "compile": {"stderr": "building\n"}})), "{}", f.describe());
     assert!(lines.contains(&json!({"line": 1, "stdout": format!("ran {n}\n")})), "{}", f.describe());
     assert_eq!((lines.len(), &lines[3]["compile"]["error"]), (4, &json!("building\n")), "{}", f.describe());

@@ -184,7 +184,7 @@ both!(
             .deadline(Duration::from_secs(60))
             .run();
         assert_eq!(f.code, 0, "{}", f.describe());
-        let got: Vec<Value> = f.stdout_str().lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+        let got = f.json_lines();
         assert_eq!(got.len(), 2, "{}", f.describe());
         assert_eq!(unbase64(&got[0], "output"), all, "{}", f.describe());
         assert_eq!(got[1]["outputEncoding"], json!("utf8"), "{}", f.describe());
@@ -612,8 +612,7 @@ both!(
             .deadline(Duration::from_secs(60))
             .run();
         assert_eq!(f.code, 1, "a failed request makes the batch exit 1:\n{}", f.describe());
-        let out = f.stdout_str();
-        let got: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+        let got = f.json_lines();
         assert_eq!(got.len(), 2, "{}", f.describe());
         assert_eq!(got[0]["status"], json!("timeout"), "{}", f.describe());
         assert_eq!(got[0]["limits"]["wallTimeMs"]["value"], json!(1000), "{}", f.describe());
@@ -660,7 +659,7 @@ both!(
         write_world_readable(&file, &lines);
         let f = cordon(who, "run").arg("--requests").arg(&file).deadline(Duration::from_secs(60)).run();
         assert_eq!(f.code, 1, "{}", f.describe());
-        let got: Vec<Value> = f.stdout_str().lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
+        let got = f.json_lines();
         assert_eq!(got.len(), 3, "{}", f.describe());
         assert_eq!((&got[0]["output"], &got[2]["output"]), (&json!("one\n"), &json!("three\n")), "{}", f.describe());
         let msg = got[1]["message"].as_str().unwrap_or("");
@@ -846,10 +845,7 @@ both!(
             .run();
         assert_eq!(f.code, 1, "the bad request makes the batch exit 1:\n{}", f.describe());
         let out = f.stdout_str();
-        let got: Vec<Value> = out
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not one JSON object ({e}): {l}\n{}", f.describe())))
-            .collect();
+        let got = f.json_lines();
         assert_eq!(got.len(), 6, "one line per request:\n{}", f.describe());
         for l in out.lines() {
             let keys = keys_in_order(l);
@@ -919,8 +915,7 @@ both!(
             .stdin(Input::Bytes(br#"{"id": 5, "language": "bash", "code": "echo out; echo err >&2"}"#.to_vec()))
             .run();
         assert_eq!(f.code, 0, "{}", f.describe());
-        let out = f.stdout_str();
-        let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+        let lines = f.json_lines();
         let (result, events) = lines.split_last().unwrap_or_else(|| panic!("{}", f.describe()));
         assert_eq!((&result["id"], &result["output"]), (&json!(5), &json!("out\n")), "{}", f.describe());
         let mut seen: Vec<Value> = events.to_vec();
@@ -942,7 +937,7 @@ both!(
             .run();
         assert_eq!(f.code, 0, "{}", f.describe());
         let out = f.stdout_str();
-        let got: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+        let got = f.json_lines();
         for n in [1, 2] {
             let mine: Vec<&Value> = got.iter().filter(|v| v["line"] == json!(n)).collect();
             let (result, events) = mine.split_last().unwrap_or_else(|| panic!("nothing for line {n}:\n{}", f.describe()));
@@ -995,13 +990,10 @@ both!(
             .deadline(Duration::from_secs(120))
             .run();
         assert_eq!(f.code, 0, "{}", f.describe());
-        let out = f.stdout_str();
-        let times: Vec<Vec<u128>> = out
-            .lines()
-            .map(|l| {
-                let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
-                v["output"].as_str().unwrap_or("").lines().map(|t| t.parse().unwrap_or_else(|e| panic!("{e}: {t:?}"))).collect()
-            })
+        let times: Vec<Vec<u128>> = f
+            .json_lines()
+            .iter()
+            .map(|v| v["output"].as_str().unwrap_or("").lines().map(|t| t.parse().unwrap_or_else(|e| panic!("{e}: {t:?}"))).collect())
             .collect();
         assert_eq!(times.iter().map(Vec::len).collect::<Vec<_>>(), [2, 1, 1, 1], "{}", f.describe());
         let slow_end = times[0][1];

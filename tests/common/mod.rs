@@ -447,6 +447,18 @@ impl Finished {
     pub fn stderr_str(&self) -> String {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
+    /// Stdout as JSON lines (`--stream`, `--requests`): one value a line. Panics, with the
+    /// run described, at a line that is not JSON.
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout_str()
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l).unwrap_or_else(|e| {
+                    panic!("not one JSON value a line ({e}): {l}\n{}", self.describe())
+                })
+            })
+            .collect()
+    }
     /// A description for assertion messages.
     pub fn describe(&self) -> String {
         let (out, err) = (clip(self.stdout_str()), clip(self.stderr_str()));
