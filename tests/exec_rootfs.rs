@@ -324,3 +324,80 @@ both!(fn ro_bind_may_not_take_a_name_of_the_rootfs(who) {
     let r = exec_json_run(who, &["--rootfs", root_arg, "--ro-bind", &bind], &["sh", "-c", "test -d /fresh && echo ok"]);
     assert_eq!(r.expect_ok(), "ok\n", "{}", r.describe());
 });
+
+/// Copies the host's `flock` (util-linux) and the libraries `ldd` names into `root`, at
+/// their host paths: a locking tool for a busybox root, whose busybox has none.
+fn add_flock(root: &Path) {
+    let ldd = std::process::Command::new("ldd")
+        .arg("/usr/bin/flock")
+        .output()
+        .expect("ldd");
+    let text = String::from_utf8_lossy(&ldd.stdout).into_owned();
+    let libs = text.split_whitespace().filter(|w| w.starts_with('/'));
+    for file in std::iter::once("/usr/bin/flock").chain(libs) {
+        // The real file, at the path the loader looks for (lib64 is a link on merged-/usr).
+        let to = root.join(file.trim_start_matches('/'));
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(std::fs::canonicalize(file).unwrap(), &to).unwrap();
+        let mut p = to.parent().unwrap();
+        while p != root {
+            std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
+            p = p.parent().unwrap();
+        }
+        std::fs::set_permissions(&to, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+}
+
+/// Whether this kernel copies a mount from a detached one (`open_tree` on what `fsmount`
+/// made: Linux 6.15+), which lets one overlay of a rootfs directory show all its
+/// directories.
+fn kernel_copies_detached_mounts() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut n = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    (n.next().unwrap_or(0), n.next().unwrap_or(0)) >= (6, 15)
+}
+
+// A rootfs directory's own directories are shown through one read-only overlay of the whole
+// rootfs, made for this sandbox (where the kernel can copy a detached mount; one overlay
+// per directory before): every one is an overlay, and a lock on a file of it stays the
+// sandbox's own, neither another sandbox's nor the host's.
+both!(fn a_dir_rootfs_is_one_private_overlay(who) {
+    let Some((_keep, root)) = tiny_rootfs("a_dir_rootfs_is_one_private_overlay") else { return };
+    add_flock(&root);
+    let rootfs = root.to_str().unwrap();
+    let r = exec_json_run(who, &["--rootfs", rootfs], &["busybox", "cat", "/proc/self/mountinfo"]);
+    let info = r.expect_ok().to_string();
+    let mut devices = std::collections::BTreeSet::new();
+    for dir in ["/bin", "/etc", "/usr", "/lib", "/lib64"] {
+        let line = info
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(dir))
+            .unwrap_or_else(|| panic!("{dir} is not a mount:\n{}", r.describe()));
+        let fstype = line.split(" - ").nth(1).and_then(|t| t.split(' ').next());
+        assert_eq!(fstype, Some("overlay"), "{line}\n{}", r.describe());
+        devices.insert(line.split(' ').nth(2).unwrap().to_string());
+    }
+    if kernel_copies_detached_mounts() {
+        assert_eq!(devices.len(), 1, "one overlay for the whole rootfs:\n{}", r.describe());
+    }
+
+    let mut a = Cordon::exec(who, &["--rootfs", rootfs], &["flock", "-x", "/etc/marker", "sh", "-c", "echo held; sleep 3"]).hold();
+    a.wait_for_line("held");
+    let host = std::process::Command::new("flock")
+        .args(["-n", "-s"])
+        .arg(root.join("etc/marker"))
+        .arg("true")
+        .status()
+        .unwrap();
+    let b = exec_json_run(who, &["--rootfs", rootfs], &["sh", "-c", "flock -n -x /etc/marker sh -c 'echo free' || echo busy"]);
+    let fa = a.finish();
+    assert_eq!((fa.code, fa.stdout_str().as_str()), (0, "held\n"), "{}", fa.describe());
+    assert_eq!(b.expect_ok(), "free\n", "sandbox B saw sandbox A's lock:\n{}", b.describe());
+    assert!(host.success(), "a sandbox's flock blocked a host process");
+    // Within one sandbox a lock still holds.
+    let r = exec_json_run(who, &["--rootfs", rootfs], &["flock", "-x", "/etc/marker", "sh", "-c", "flock -n -x /etc/marker sh -c 'echo not-exclusive' || echo exclusive"]);
+    assert_eq!(r.expect_ok(), "exclusive\n", "{}", r.describe());
+});

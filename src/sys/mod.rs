@@ -1028,6 +1028,8 @@ pub fn overlay_lower_only(lowerdir: &std::ffi::CStr) -> Result<OwnedFd, (&'stati
     };
     use std::os::fd::AsRawFd;
     set(c"lowerdir", lowerdir).map_err(|e| ("set the overlay's lowerdir", e))?;
+    // The source mountinfo names, as `mount -t overlay overlay ...` gives it (else "none").
+    let _ = set(c"source", c"overlay");
     // Inode number translation is irrelevant here and only logs warnings when the layers
     // are on different filesystems; kernels without the option refuse it, which is fine.
     let _ = set(c"xino", c"off");
@@ -1353,6 +1355,49 @@ mod spawn_shared_tests {
             "the child's panic count leaked into the caller"
         );
     }
+}
+
+/// `open_tree(fd, "", AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)`: a detached
+/// copy of the mount `fd` is on, rooted at `fd`'s directory (not recursive), as a new
+/// descriptor (kernel 5.2+). Copying from a detached mount (one `fsmount` made) needs Linux
+/// 6.15; before, EINVAL.
+pub fn open_tree_clone(fd: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, Errno> {
+    const OPEN_TREE_CLONE: libc::c_uint = 1;
+    const OPEN_TREE_CLOEXEC: libc::c_uint = libc::O_CLOEXEC as libc::c_uint;
+    // SAFETY: the path is a NUL-terminated empty string literal; `fd` is a live descriptor
+    // borrowed for the call; the kernel returns a new descriptor or -1.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH as libc::c_uint | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC,
+        )
+    };
+    if ret < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
+}
+
+/// `move_mount(tree, "", AT_FDCWD, to, MOVE_MOUNT_F_EMPTY_PATH)`: attaches the detached
+/// mount `tree` ([`open_tree_clone`]) at the path `to` (kernel 5.2+).
+pub fn move_mount_to(tree: std::os::fd::BorrowedFd<'_>, to: &std::ffi::CStr) -> Result<(), Errno> {
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+    // SAFETY: both paths are NUL-terminated strings that outlive the call; `tree` is a live
+    // descriptor borrowed for it.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            std::os::fd::AsRawFd::as_raw_fd(&tree),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if ret < 0 { Err(Errno::last()) } else { Ok(()) }
 }
 
 /// `mount_setattr(fd, "", AT_EMPTY_PATH | AT_RECURSIVE, {attr_set: set})`: sets mount
