@@ -400,6 +400,25 @@ fn check_distinct_files(files: &[InputFile], what: &str) -> Result<(), ParseErro
     Ok(())
 }
 
+/// The fewest CPUs `cpus` may give: the kernel's smallest CPU quota (1 ms per 100 ms period).
+pub const MIN_CPUS: f64 = 0.01;
+
+/// The most CPUs `cpus` may give (a quota no host reaches; the kernel refuses one too large
+/// to compute).
+pub const MAX_CPUS: f64 = 1024.0;
+
+/// The most processes `pids` may give: Linux's largest number of process ids (PID_MAX_LIMIT).
+pub const MAX_PIDS: u64 = 4 << 20;
+
+/// The most open files a process may have here: `fs.nr_open` (Linux's default, 1048576, when
+/// it cannot be read). RLIMIT_NOFILE above it is refused.
+fn max_open_files() -> u64 {
+    std::fs::read_to_string("/proc/sys/fs/nr_open")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(1 << 20)
+}
+
 /// Everything the launcher needs to run one sandbox.
 #[derive(Debug, Clone)]
 pub struct SandboxSpec {
@@ -710,6 +729,25 @@ impl SandboxSpec {
                 "give a positive number of CPUs",
             ));
         }
+        // The kernel's CPU quota is at least 1 ms per 100 ms period; a figure below it would
+        // be reported but not enforced as given.
+        if let Some(c) = self.limits.cpus
+            && !(MIN_CPUS..=MAX_CPUS).contains(&c)
+        {
+            // 1e300 as it was written, not as 301 digits.
+            let shown = if c >= 1e9 {
+                format!("{c:e}")
+            } else {
+                c.to_string()
+            };
+            return Err(ParseError::new(
+                &name("cpus"),
+                &shown,
+                &format!(
+                    "give between {MIN_CPUS} (the kernel's smallest CPU quota, 1 ms per 100 ms) and {MAX_CPUS} CPUs"
+                ),
+            ));
+        }
         if self.limits.pids == Some(0) {
             return Err(ParseError::new(
                 &name("pids"),
@@ -717,11 +755,30 @@ impl SandboxSpec {
                 "at least one process is needed",
             ));
         }
+        if let Some(p) = self.limits.pids
+            && p > MAX_PIDS
+        {
+            return Err(ParseError::new(
+                &name("pids"),
+                &p.to_string(),
+                &format!("Linux has at most {MAX_PIDS} process ids; give that or fewer"),
+            ));
+        }
         if self.limits.open_files == 0 {
             return Err(ParseError::new(
                 &name("open_files"),
                 "0",
                 "a program with no file descriptor cannot even load its libraries; give 1 or more (the default is 1024)",
+            ));
+        }
+        let nr_open = max_open_files();
+        if self.limits.open_files > nr_open {
+            return Err(ParseError::new(
+                &name("open_files"),
+                &self.limits.open_files.to_string(),
+                &format!(
+                    "this kernel allows a process at most {nr_open} open files (fs.nr_open); give that or fewer"
+                ),
             ));
         }
         // tmpfs reads a size or inode count of 0 as "unbounded": a cap cannot be lifted that
@@ -1060,5 +1117,34 @@ mod tests {
         assert!(e.contains("--open-files") && e.contains("1 or more"), "{e}");
         s.limits.open_files = 1;
         assert!(s.validate().is_ok());
+    }
+
+    /// Limits the kernel would refuse, or enforce otherwise than given, are refused up front
+    /// as the caller's mistake, naming the bound (not met as a cgroup write that fails).
+    #[test]
+    fn limits_beyond_what_the_kernel_takes_are_refused() {
+        let check = |f: &dyn Fn(&mut Limits), says: &str| {
+            let mut s = SandboxSpec::new(vec!["true".into()]);
+            f(&mut s.limits);
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.contains(says), "{e}");
+        };
+        check(&|l| l.cpus = Some(0.001), "give between 0.01");
+        check(
+            &|l| l.cpus = Some(1e300),
+            "--cpus `1e300`: give between 0.01",
+        );
+        check(
+            &|l| l.pids = Some(MAX_PIDS + 1),
+            "at most 4194304 process ids",
+        );
+        check(&|l| l.open_files = max_open_files() + 1, "(fs.nr_open)");
+        let mut s = SandboxSpec::new(vec!["true".into()]);
+        s.limits.cpus = Some(MIN_CPUS);
+        s.limits.pids = Some(MAX_PIDS);
+        s.limits.open_files = max_open_files();
+        s.validate().unwrap();
+        s.limits.cpus = Some(MAX_CPUS);
+        s.validate().unwrap();
     }
 }
