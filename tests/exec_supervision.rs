@@ -228,3 +228,38 @@ print(open("/proc/1/comm").read().strip(), len(left), left)
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// A reader of cordon's stdout that goes away (`cordon exec -- CMD | head -1`) ends the
+// program's writes there as a pipe straight from the program would: at its next write it
+// gets SIGPIPE (cordon exits 141), at once, not when the timeout or the output limit ends
+// the run. With `--json --stream` the result cannot be written either: cordon says so and
+// exits 125, as soon.
+both!(fn a_reader_that_goes_away_ends_the_programs_writes(who) {
+    use std::io::BufRead;
+    let looping = ["sh", "-c", "while :; do echo x; sleep 0.05; done"];
+    for (opts, code) in [(&["--timeout", "20s"][..], 141), (&["--timeout", "20s", "--json", "--stream"], 125)] {
+        let start = Instant::now();
+        let mut child = Cordon::exec(who, opts, &looping).spawn(Stdio::piped(), Stdio::piped());
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        assert!(first.contains('x'), "{opts:?}: {first:?}");
+        // The reader is dropped here: cordon's stdout now has none.
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if start.elapsed() > Duration::from_secs(15) {
+                let _ = child.kill();
+                panic!("{opts:?}: cordon went on after its reader was gone");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+        assert_eq!(status.code(), Some(code), "{opts:?}: {err}");
+        assert!(start.elapsed() < Duration::from_secs(10), "{opts:?}: took {:?}", start.elapsed());
+        if code == 125 {
+            assert!(err.contains("cannot write the result"), "{err}");
+        }
+    }
+});

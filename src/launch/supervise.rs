@@ -121,6 +121,8 @@ struct Backlog {
     bytes: Vec<u8>,
     /// cordon's own stdout/stderr stopped accepting (EPIPE...): what is left is dropped.
     closed: bool,
+    /// ...because its reader is gone (EPIPE).
+    reader_gone: bool,
 }
 
 impl Backlog {
@@ -148,8 +150,9 @@ impl Backlog {
             }
             Err(Errno::EINTR | Errno::EAGAIN) => {}
             // The caller's own stdout closing is no reason to stop supervising the sandbox.
-            Err(_) => {
+            Err(e) => {
                 self.closed = true;
+                self.reader_gone = e == Errno::EPIPE;
                 self.bytes.clear();
             }
         }
@@ -754,6 +757,17 @@ pub fn supervise(
                 }
                 _ => {}
             }
+        }
+        // The reader of cordon's stdout (or stderr) is gone (`cordon exec -- CMD | head -1`):
+        // as with a pipe straight from the program, its next write there fails (EPIPE, and
+        // SIGPIPE unless it ignores that), rather than the rest being read and dropped until
+        // the timeout or the output limit ends the run. With `--stream` both go to stdout.
+        let stream_gone = events.as_ref().is_some_and(|e| e.lines.reader_gone);
+        if ended.stdout.passed.reader_gone || stream_gone {
+            out = None;
+        }
+        if ended.stderr.passed.reader_gone || stream_gone {
+            err = None;
         }
 
         // The CPU-time limit, for the sandbox as a whole, from the cgroup's counter.
