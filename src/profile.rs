@@ -27,6 +27,10 @@ const ALIASES: &[(&str, &str)] = &[
     ("sh", "bash"),
 ];
 
+/// File extensions that choose a built-in profile besides its `source`'s (`cordon run FILE`
+/// without `--lang`): Node.js's ES and CommonJS modules, a bash script named so.
+const EXTRA_EXTENSIONS: &[(&str, &str)] = &[("mjs", "node"), ("cjs", "node"), ("bash", "bash")];
+
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     #[error(
@@ -498,12 +502,18 @@ pub fn is_builtin_name(name: &str) -> bool {
 /// Finds the profile for `lang` (a name or an alias).
 pub fn find(lang: &str, extra: &[PathBuf]) -> Result<Profile, ProfileError> {
     let profiles = all(extra)?;
-    let name = ALIASES
-        .iter()
-        .find(|(a, _)| *a == lang)
-        .map(|(_, n)| *n)
-        .unwrap_or(lang);
-    profiles.get(name).cloned().ok_or_else(|| {
+    let alias = |l: &str| {
+        ALIASES
+            .iter()
+            .find(|(a, _)| *a == l)
+            .map_or(l.to_string(), |(_, n)| n.to_string())
+    };
+    // As written first (a profile of one's own may be named in capitals), then in lower case
+    // (`--lang Python`).
+    let found = profiles
+        .get(&alias(lang))
+        .or_else(|| profiles.get(&alias(&lang.to_lowercase())));
+    found.cloned().ok_or_else(|| {
         ProfileError::Unknown(
             lang.into(),
             profiles.keys().cloned().collect::<Vec<_>>().join(", "),
@@ -523,7 +533,10 @@ pub fn infer(file: Option<&Path>, extra: &[PathBuf]) -> Result<String, String> {
     let by_ext: Vec<&str> = match ext {
         Some(ext) => profiles
             .values()
-            .filter(|p| Path::new(&p.source).extension().and_then(|e| e.to_str()) == Some(ext))
+            .filter(|p| {
+                Path::new(&p.source).extension().and_then(|e| e.to_str()) == Some(ext)
+                    || EXTRA_EXTENSIONS.contains(&(ext, p.name.as_str()))
+            })
             .map(|p| p.name.as_str())
             .collect(),
         None => Vec::new(),
@@ -848,6 +861,9 @@ mod tests {
             ("main.go", "go"),
             ("a.rs", "rust"),
             ("run.sh", "bash"),
+            ("run.bash", "bash"),
+            ("module.mjs", "node"),
+            ("common.cjs", "node"),
         ] {
             assert_eq!(infer(f(file).as_deref(), &[]).unwrap(), lang, "{file}");
         }
@@ -878,6 +894,10 @@ mod tests {
     fn aliases_and_expansion() {
         let p = find("py", &[]).unwrap();
         assert_eq!(p.name, "python");
+        // Names and aliases in any case.
+        for lang in ["Python", "PYTHON", "Py", "JavaScript", "Node"] {
+            assert!(find(lang, &[]).is_ok(), "{lang}");
+        }
         let r = find("rust", &[]).unwrap();
         let argv = r.expand(r.compile.as_ref().unwrap(), "main.rs");
         assert!(argv.contains(&"main.rs".to_string()) && argv.contains(&"main".to_string()));
