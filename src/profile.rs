@@ -571,32 +571,44 @@ pub fn infer(file: Option<&Path>, extra: &[PathBuf]) -> Result<String, String> {
 
 /// The host file the sandbox's lookup of a profile's `program` on `path` (its PATH) lands
 /// on, for the toolchain check, the compile cache key's toolchain identity and `cordon
-/// profiles`. `root` is the sandbox's root on the host; a directory under a bind's
-/// destination is read from the bind's source. A name with a `/` is taken as it is (the
-/// sandbox reports it when it is not there); relative directories of `path` (the sandbox's
+/// profiles`. A directory under a bind's destination is read from the bind's source; any
+/// other from the root filesystem: `--rootfs DIR`'s, or on `--rootfs host` the host's, of
+/// which the sandbox sees only /usr, /bin, /sbin and /lib* (a directory elsewhere, such as
+/// rustup's under /root, is not searched). A name with a `/` is taken as it is (the sandbox
+/// reports it when it is not there); relative directories of `path` (the sandbox's
 /// workspace) are not searched. None when no directory has it.
 pub fn resolve_on_host(
     program: &str,
-    root: &Path,
+    rootfs: &spec::Rootfs,
     path: &str,
     binds: &[spec::Bind],
 ) -> Option<PathBuf> {
-    let host = |p: &str| -> PathBuf {
+    let root = match rootfs {
+        spec::Rootfs::Host => Path::new("/"),
+        spec::Rootfs::Dir(d) => d.as_path(),
+    };
+    let host = |p: &str| -> Option<PathBuf> {
         for b in binds {
             if let Some(rest) = p.strip_prefix(b.dst.as_str())
                 && (rest.is_empty() || rest.starts_with('/'))
             {
-                return b.src.join(rest.trim_start_matches('/'));
+                return Some(b.src.join(rest.trim_start_matches('/')));
             }
         }
-        root.join(p.trim_start_matches('/'))
+        let rel = p.trim_start_matches('/');
+        let top = rel.split('/').next().unwrap_or("");
+        let shown = match rootfs {
+            spec::Rootfs::Host => crate::fs::plan::HOST_TOP.contains(&top),
+            spec::Rootfs::Dir(_) => true,
+        };
+        shown.then(|| root.join(rel))
     };
     if program.contains('/') {
-        return Some(host(program));
+        return Some(host(program).unwrap_or_else(|| root.join(program.trim_start_matches('/'))));
     }
     path.split(':')
         .filter(|d| d.starts_with('/'))
-        .map(|d| host(d).join(program))
+        .filter_map(|d| host(d).map(|h| h.join(program)))
         .find(|p| p.is_file())
 }
 

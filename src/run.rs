@@ -477,7 +477,7 @@ fn check_rootfs(profile: &Profile, over: Option<&Rootfs>, rootfs: &Rootfs) -> Re
 /// binary as the sandbox will see it (a package upgrade changes them).
 /// `path`: the PATH the sandbox finds it on ([`profile_path`]).
 fn toolchain_identity(program: &str, rootfs: &Rootfs, path: &str) -> String {
-    match crate::profile::resolve_on_host(program, &host_root(rootfs), path, &[])
+    match crate::profile::resolve_on_host(program, rootfs, path, &[])
         .and_then(|p| std::fs::canonicalize(&p).ok())
     {
         Some(p) => {
@@ -534,14 +534,6 @@ const PACKAGES: &[(&str, &str)] = &[
     ("bash", "bash"),
 ];
 
-/// The sandbox's root on the host.
-fn host_root(rootfs: &Rootfs) -> PathBuf {
-    match rootfs {
-        Rootfs::Host => PathBuf::from("/"),
-        Rootfs::Dir(d) => d.clone(),
-    }
-}
-
 /// Fails early, with the fix, when the program a profile needs is not where the sandbox will
 /// look: on `--rootfs host` only /usr (and the /bin, /sbin, /lib* links) is visible, so a
 /// toolchain under /root, /home or /opt (rustup, pyenv, nvm) is not there. `path` is the PATH
@@ -557,7 +549,7 @@ fn check_toolchain(
     if program.starts_with("./") || path.split(':').any(|d| !d.starts_with('/')) {
         return Ok(());
     }
-    if crate::profile::resolve_on_host(program, &host_root(rootfs), path, binds).is_some() {
+    if crate::profile::resolve_on_host(program, rootfs, path, binds).is_some() {
         return Ok(());
     }
     let package = PACKAGES
@@ -760,8 +752,9 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     let path = profile_path(&profile.env);
     check_toolchain(program, &rootfs, &profile.name, &path, &req.binds)?;
 
-    // `--stream`: every phase that runs streams its output, in the result's encoding; the
-    // compile's and the install's pieces are wrapped in their phase's name.
+    // `--stream`: every phase that runs streams its output; the compile's and the install's
+    // pieces are wrapped in their phase's name, and are text whatever the output encoding
+    // (the result keeps their output as text).
     let stream = opts.stream.then_some(if req.exact_output {
         crate::outcome::OutputEncoding::Base64
     } else {
@@ -816,7 +809,8 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
                 s.stdin = StdinSource::Null;
                 // A compile error's result holds the compiler's output in its place.
                 s.exact_output = req.exact_output;
-                s.stream = stream;
+                // The result keeps a compile's output as text: so do its pieces.
+                s.stream = stream.map(|_| crate::outcome::OutputEncoding::Utf8);
                 s.stream_phase = Some("compile");
                 s.files = files.clone();
                 s.collect = Some(Collect {
@@ -906,12 +900,27 @@ pub fn execute(req: &RunRequest, opts: &RunOptions) -> Result<Outcome, RunError>
     // whose network reaches the registry only.
     let mut deps = None;
     if !req.packages.is_empty() || req.packages_lock.is_some() {
+        // The install sandbox shows none of the run's --ro-bind directories (a package's
+        // install script, which reaches the registry, must not read the caller's data), so
+        // an interpreter found only through one cannot install for itself.
+        let interpreter = &profile.expand(&profile.run, &entry)[0];
+        let path = profile_path(&profile.env);
+        let seen = crate::profile::resolve_on_host(interpreter, &rootfs, &path, &req.binds);
+        if seen.is_some()
+            && seen != crate::profile::resolve_on_host(interpreter, &rootfs, &path, &[])
+        {
+            return Err(RunError::Request(format!(
+                "--packages: the profile's `{interpreter}` is in a --ro-bind directory ({}), which a package install does not see; install the packages into that environment on the host, or use an interpreter of the root filesystem",
+                seen.unwrap_or_default().display()
+            )));
+        }
         let mut base = base_spec(Vec::new(), &rootfs, opts, &profile);
         base.limit_naming = req.limits.naming;
         // The installer runs the interpreter the program will run on.
         let path = profile_path(&profile.env);
         base.command_path = Some(path.clone());
-        base.stream = stream;
+        // As text, as the result keeps an install's output.
+        base.stream = stream.map(|_| crate::outcome::OutputEncoding::Utf8);
         base.stream_phase = Some("dependencies");
         let identity = |p: &str| toolchain_identity(p, &rootfs, &path);
         match crate::deps::prepare(
@@ -1825,6 +1834,17 @@ mod tests {
         check_toolchain("interp", &rootfs, "t", "/tool/bin", &[bind("/tool")]).unwrap();
         assert!(check_toolchain("interp", &rootfs, "t", "/toolbox/bin", &[bind("/tool")]).is_err());
         assert!(check_toolchain("interp", &rootfs, "t", "/tool/bin", &[bind("/data")]).is_err());
+        // On --rootfs host, a host directory the sandbox does not show (rustup's under
+        // /root, /opt, /tmp) is not searched, whatever the PATH says.
+        let hidden = tool.to_str().unwrap();
+        let e = check_toolchain("interp", &Rootfs::Host, "t", hidden, &[]).unwrap_err();
+        assert!(e.to_string().contains("the t toolchain is missing"), "{e}");
+        assert_eq!(
+            toolchain_identity("interp", &Rootfs::Host, hidden),
+            "interp:not-found"
+        );
+        // /usr is shown: found there.
+        check_toolchain("sh", &Rootfs::Host, "t", "/usr/bin", &[]).unwrap();
         // The compile cache's identity of the toolchain follows the same PATH.
         let id = toolchain_identity("interp", &Rootfs::Dir(root.path().into()), path);
         // Its path, size (10 bytes) and mtime.

@@ -239,6 +239,13 @@ both!(fn a_compile_streams_its_output(who) {
         };
         assert_eq!(lines, want, "{}", f.describe());
     }
+    // The compile's pieces are text whatever the output encoding (the result keeps them so);
+    // the program's follow it.
+    let f = run(&["--no-cache", "--output-encoding", "base64"]);
+    let lines = f.json_lines();
+    assert!(lines.contains(&json!({"compile": {"stderr": "building\n"}})), "{}", f.describe());
+    let b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("ran {n}\n"));
+    assert!(lines.contains(&json!({"stdout": b64})), "{}", f.describe());
     // In a batch, a worker's compile pieces are passed on, tagged with the request's line.
     let batch = dir.path().join("batch.jsonl");
     write_world_readable(&batch, format!("{}\n", json!({"language": "sh-built", "code": code})).as_bytes());

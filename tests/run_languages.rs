@@ -816,6 +816,11 @@ both!(fn a_profiles_own_path_finds_its_interpreter(who) {
     };
     let r = run(&["--ro-bind", &bind]);
     assert_eq!(r.expect_ok(), "interp on /tool/bin:/usr/bin:/bin\nran\n", "{}", r.describe());
+    // A package install does not see the bind (its scripts reach the registry): it cannot
+    // install for that interpreter, and says so rather than install for another one.
+    let r = run(&["--ro-bind", &bind, "--packages", "six"]);
+    assert_eq!((r.status(), r.get("/errorKind")), ("sandbox_error", &json!("request")), "{}", r.describe());
+    assert!(r.get("/message").as_str().unwrap_or("").contains("is in a --ro-bind directory"), "{}", r.describe());
     // Without the bind it is nowhere the sandbox looks, and the message says where that was.
     let r = run(&[]);
     assert_eq!((r.status(), r.get("/errorKind")), ("sandbox_error", &json!("request")), "{}", r.describe());
@@ -830,6 +835,34 @@ both!(fn a_profiles_own_path_finds_its_interpreter(who) {
     let list: Value = serde_json::from_slice(&f.stdout).unwrap();
     let p = list.as_array().unwrap().iter().find(|p| p["language"] == json!("interp"));
     assert_eq!(p.map(|p| &p["version"]), Some(&json!("/tool/bin:/usr/bin:/bin")), "{}", f.describe());
+
+    // `cordon profiles` finds the version's program on the profile's PATH too: a root
+    // filesystem whose only program is /opt/bb/busybox.
+    if !Path::new("/bin/busybox").is_file() {
+        skip_unless_required!("SKIP: a_profiles_own_path_finds_its_interpreter: no /bin/busybox (apt-get install busybox-static)");
+        return;
+    }
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("opt/bb")).unwrap();
+    std::fs::copy("/bin/busybox", root.join("opt/bb/busybox")).unwrap();
+    for (p, mode) in [(root.clone(), 0o755), (root.join("opt"), 0o755), (root.join("opt/bb"), 0o755), (root.join("opt/bb/busybox"), 0o755)] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let bb = dir.path().join("bb.toml");
+    write_world_readable(
+        &bb,
+        format!(
+            "name = \"bb\"\ndescription = \"busybox\"\nsource = \"main.sh\"\nrun = [\"busybox\", \"sh\", \"{{source}}\"]\nversion = [\"busybox\", \"echo\", \"bb on its path\"]\nrootfs = \"{}\"\n[env]\nPATH = \"/opt/bb\"\n",
+            root.display()
+        )
+        .as_bytes(),
+    );
+    let f = Cordon::new(who).args(["profiles", "--json", "--profile", bb.to_str().unwrap()]).run();
+    let list: Value = serde_json::from_slice(&f.stdout).unwrap_or_else(|e| panic!("{e}\n{}", f.describe()));
+    let p = list.as_array().unwrap().iter().find(|p| p["language"] == json!("bb"));
+    assert_eq!(p.map(|p| &p["version"]), Some(&json!("bb on its path")), "{}", f.describe());
+    let r = cordon_run(who).args(["--profile", bb.to_str().unwrap(), "--lang", "bb", "--json", "--no-history", "-c", "echo ran"]).run_json();
+    assert_eq!(r.expect_ok(), "ran\n", "{}", r.describe());
 });
 
 // Data larger than --file's 64 MiB cap ("analyse this CSV") reaches `cordon run` as a

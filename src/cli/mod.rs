@@ -632,7 +632,8 @@ pub struct RunArgs {
     pub unordered: bool,
     /// With --json, --request or --requests --unordered: also print the program's stdout
     /// and stderr as they arrive, one JSON line per piece (`{"stdout": "..."}`,
-    /// `{"stderr": "..."}`), before its result, which is then one line too.
+    /// `{"stderr": "..."}`; a compile's or a package install's inside `{"compile": ...}` or
+    /// `{"dependencies": ...}`, as text), before its result, which is then one line too.
     #[arg(long)]
     pub stream: bool,
     /// A batch worker's request: its line in the --requests file, for its error messages.

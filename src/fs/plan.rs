@@ -108,7 +108,7 @@ pub struct HostView {
 }
 
 /// Top-level entries of the host root a `--rootfs host` sandbox sees (binds or symlinks).
-const HOST_TOP: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
+pub const HOST_TOP: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
 
 /// Host /etc entries bound read-only into the generated /etc of `--rootfs host`: the
 /// dynamic loader's cache, CA certificates, and Debian's alternatives symlinks (without

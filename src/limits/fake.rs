@@ -21,6 +21,8 @@ struct State {
     internal_rule: Vec<PathBuf>,
     /// Writes to these files fail with this errno (a kernel refusal `writable` cannot predict).
     failing: Vec<(PathBuf, i32)>,
+    /// How many times a `cgroup.procs` was read.
+    procs_reads: usize,
 }
 
 #[derive(Debug)]
@@ -87,6 +89,10 @@ impl FakeFs {
     pub fn spawn(&self, pid: i32) {
         self.state.lock().unwrap().alive.insert(pid);
     }
+    /// How many times a `cgroup.procs` file was read.
+    pub fn procs_reads(&self) -> usize {
+        self.state.lock().unwrap().procs_reads
+    }
     pub fn killed(&self) -> Vec<i32> {
         self.state.lock().unwrap().killed.clone()
     }
@@ -139,6 +145,7 @@ impl FakeFs {
 impl CgroupFs for FakeFs {
     fn read(&self, path: &Path) -> io::Result<String> {
         if path.file_name().is_some_and(|n| n == "cgroup.procs") {
+            self.state.lock().unwrap().procs_reads += 1;
             std::fs::metadata(path)?;
             return Ok(self
                 .live_pids(path)

@@ -692,8 +692,11 @@ fn remove_emptied_removes_and_kills_only_what_is_left() {
         };
         let cg = p.unwrap().cgroup.unwrap();
         let dirs = cg.dirs();
+        let reads = fs.procs_reads();
         cg.remove_emptied().unwrap();
         assert!(fs.killed().is_empty(), "v2 {v2}");
+        // Removed without reading who is in it first.
+        assert_eq!(fs.procs_reads(), reads, "v2 {v2}");
         assert!(dirs.iter().all(|d| !d.exists()), "v2 {v2}: {dirs:?}");
 
         let p = if v2 {
