@@ -42,6 +42,33 @@ both!(fn killed_by_signal_is_128_plus_n(who) {
     assert_eq!(r.get("/signalName"), &json!("SIGSEGV"), "{}", r.describe());
     assert_eq!(r.get("/exitCode"), &Value::Null, "{}", r.describe());
     assert_eq!(r.get("/success"), &json!(false), "{}", r.describe());
+    // Said as a shell says it (on stderr without --json), except SIGPIPE, which a shell
+    // leaves unsaid (`| head`).
+    let says = "the program was killed by SIGSEGV: segmentation fault";
+    assert!(r.get("/message").as_str().unwrap_or("").starts_with(says), "{}", r.describe());
+    assert!(plain.stderr_str().contains(&format!("cordon: signaled: {says}")), "{}", plain.describe());
+    let r = exec_json_run(who, &[] as &[&str], &["sh", "-c", "kill -KILL $$"]);
+    assert_eq!((r.status(), r.code()), ("signaled", 137), "{}", r.describe());
+    assert!(r.get("/message").as_str().unwrap_or("").contains("not sent by cordon, as no limit was reached"), "{}", r.describe());
+    let r = exec_json_run(who, &[] as &[&str], &["sh", "-c", "kill -PIPE $$"]);
+    assert_eq!((r.status(), r.code(), r.get("/message")), ("signaled", 141, &Value::Null), "{}", r.describe());
+});
+
+// `cordon exec -- python3 main.py` beside main.py: the sandbox's /workspace does not have it,
+// and the message says how to bring it in. Not for a name that is nowhere.
+both!(fn a_file_left_on_the_host_is_named(who) {
+    let dir = shared_tempdir();
+    write_world_readable(&dir.path().join("main.py"), b"print(1)\n");
+    for arg in ["main.py", "./main.py"] {
+        let r = Cordon::exec(who, &["--json"], &["python3", arg]).current_dir(dir.path()).run_json();
+        assert_eq!(r.status(), "runtime_error", "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(msg.contains("`main.py` is a file in cordon's working directory on the host") && msg.contains("--file main.py=main.py"), "{}", r.describe());
+    }
+    let r = Cordon::exec(who, &["--json"], &["python3", "elsewhere.py"]).current_dir(dir.path()).run_json();
+    assert_eq!((r.status(), r.get("/message")), ("runtime_error", &Value::Null), "{}", r.describe());
+    let r = Cordon::exec(who, &["--json", "--file", "main.py=main.py"], &["python3", "main.py"]).current_dir(dir.path()).run_json();
+    assert_eq!(r.expect_ok(), "1\n", "{}", r.describe());
 });
 
 both!(fn command_not_found_is_127(who) {

@@ -141,7 +141,47 @@ fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
             ),
         });
     }
+    if let Some(note) = host_file_note(&tail, spec) {
+        notes.push(note);
+    }
     notes
+}
+
+/// `cordon exec -- python3 main.py` run beside main.py: the program says it has no such file,
+/// and one of the command's arguments names a file in cordon's working directory on the host,
+/// which the sandbox's /workspace does not have (it starts with the --file inputs alone).
+/// Only for `cordon exec`, whose command is the caller's own (`cordon run` copies its code in).
+fn host_file_note(tail: &Tail, spec: &SandboxSpec) -> Option<String> {
+    let exec = spec.command_path.is_none()
+        && spec.container.is_none()
+        && spec.limit_naming == LimitNaming::Flags;
+    let missing = tail.says(
+        &[
+            "no such file or directory",
+            "can't open file",
+            "cannot find module",
+        ],
+        &["ENOENT"],
+    );
+    if !exec || !missing {
+        return None;
+    }
+    let file = spec.argv.iter().skip(1).find_map(|arg| {
+        let name = arg.strip_prefix("./").unwrap_or(arg);
+        let plain = !name.is_empty()
+            && !name.starts_with(['/', '-'])
+            && !std::path::Path::new(name)
+                .components()
+                .any(|c| c == std::path::Component::ParentDir);
+        (plain
+            && tail.text.contains(name)
+            && !spec.files.iter().any(|f| f.path == name)
+            && std::path::Path::new(name).is_file())
+        .then_some(name)
+    })?;
+    Some(format!(
+        "`{file}` is a file in cordon's working directory on the host, not in the sandbox, whose /workspace starts with only what --file copies in: add `--file {file}={file}` (or run it with `cordon run {file}`)"
+    ))
 }
 
 /// The last 64 KiB of a program's stderr, where a failing program's last words are (no copy
@@ -246,6 +286,32 @@ fn uncounted_limit_notes(
         }
     }
     notes
+}
+
+/// What a signal that ended the program (with no limit behind it) says, as a shell says it;
+/// none for SIGPIPE, which a shell does not report either (its reader went away: `| head`).
+fn signal_message(signal: i32) -> Option<String> {
+    let what = match signal {
+        libc::SIGPIPE => return None,
+        libc::SIGSEGV => "segmentation fault: an invalid memory access",
+        libc::SIGBUS => "bus error: an access to memory that is not there",
+        libc::SIGABRT => "aborted (abort(), a failed assertion, a runtime's fatal error)",
+        libc::SIGFPE => "arithmetic exception (an integer division by zero)",
+        libc::SIGILL => "illegal instruction",
+        libc::SIGTRAP => "trace or breakpoint trap",
+        // cordon's own SIGKILLs (timeout, memory, output) carry their own status.
+        libc::SIGKILL => {
+            "not sent by cordon, as no limit was reached (the program, another of its processes, or something on the host sent it)"
+        }
+        _ => "",
+    };
+    let name = Signal::try_from(signal)
+        .map_or_else(|_| format!("signal {signal}"), |s| s.as_str().to_string());
+    Some(if what.is_empty() {
+        format!("the program was killed by {name}")
+    } else {
+        format!("the program was killed by {name}: {what}")
+    })
 }
 
 /// How the sandbox's init ended, for a note on work it had not finished (collection, the
@@ -542,6 +608,9 @@ pub fn outcome(
                 }
                 if status == Status::MemoryLimit {
                     code = exit_codes::KILLED;
+                }
+                if status == Status::Signaled && message.is_none() {
+                    message = signal_message(s);
                 }
             }
             _ if ended.cpu_timed_out => {

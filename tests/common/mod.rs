@@ -412,6 +412,8 @@ pub struct Cordon {
     scope: Scope,
     /// Run this copy of the cordon binary instead of [`cordon_bin`].
     bin: Option<PathBuf>,
+    /// cordon's working directory (default `/`).
+    cwd: Option<PathBuf>,
 }
 
 /// A finished cordon process.
@@ -480,7 +482,14 @@ impl Cordon {
             deadline: Duration::from_secs(90),
             scope: Scope::Fresh,
             bin: None,
+            cwd: None,
         }
+    }
+
+    /// Starts cordon in `dir` instead of `/`.
+    pub fn current_dir(mut self, dir: &Path) -> Self {
+        self.cwd = Some(dir.to_path_buf());
+        self
     }
 
     /// Runs `path` (a copy of the cordon binary) instead of the shared copy.
@@ -604,7 +613,8 @@ impl Cordon {
     fn command(&self) -> Command {
         let argv = self.argv();
         let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..]).current_dir("/");
+        cmd.args(&argv[1..])
+            .current_dir(self.cwd.as_deref().unwrap_or(Path::new("/")));
         // setpriv keeps root's environment (HOME=/root): give the user its own HOME and XDG
         // directories, where its compile cache, history and rootfs live.
         if self.who == Who::User && running_as_root() {
