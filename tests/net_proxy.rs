@@ -228,7 +228,22 @@ both!(
         let out = r.expect_ok().to_string();
         assert!(out.starts_with("[]\nclosed"), "{}", r.describe());
         assert_eq!(r.get("/network/mode"), "none");
-        assert_eq!(r.get("/isolation/network"), "none (loopback only)");
+        assert_eq!(r.get("/isolation/network"), "none (only lo; no TCP bind or connect where Landlock restricts TCP)");
+        // A refused connect or bind, even on loopback, is explained (from the traceback's
+        // lines: a program's file, not `-c`).
+        let dir = shared_tempdir();
+        let file = dir.path().join("t.py");
+        for code in [
+            "import socket\nsocket.create_connection(('127.0.0.1', 8000), timeout=2)\n",
+            "import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 8000))\n",
+        ] {
+            write_world_readable(&file, code.as_bytes());
+            let input = format!("t.py={}", file.display());
+            let r = exec_json_run(who, &["--file", input.as_str()], &[PY, "t.py"]);
+            assert_eq!(r.status(), "runtime_error", "{}", r.describe());
+            let msg = r.get("/message").as_str().unwrap_or("");
+            assert!(msg.contains("Landlock refuses TCP connect and bind") && msg.contains("--net allow="), "{}", r.describe());
+        }
     }
 );
 

@@ -446,7 +446,7 @@ pub enum RootfsCommand {
 /// `--net`, `--net-resolve`, `--net-log` (exec and run).
 #[derive(Debug, Args, Default, Clone)]
 pub struct NetArgs {
-    /// Network: `none` (default: loopback only), `allow=HOST[:PORT][,...]` (only these hosts,
+    /// Network: `none` (default: only loopback, with no TCP), `allow=HOST[:PORT][,...]` (only these hosts,
     /// through cordon's filtering HTTP/HTTPS proxy; `*.example.org` wildcards; ports default
     /// to 80 and 443), or `host` (the host's network, unfiltered).
     #[arg(long = "net", value_name = "none|allow=HOSTS|host", value_parser = crate::net::parse_network)]

@@ -128,23 +128,35 @@ fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
         )
     {
         let what = "the program reports a failed name lookup or unreachable network";
-        notes.push(match spec.limit_naming {
-            // A compile never has the network: what it needs must come with the code.
-            LimitNaming::CompileFlags | LimitNaming::CompileRequest => format!(
-                "{what}: a compile runs without network, so it cannot fetch modules or crates; send their sources with the code (vendored), or use a root filesystem that has them"
-            ),
-            LimitNaming::Request => format!(
-                r#"{what}: the sandbox has no network (the default); to reach given hosts through cordon's filtering proxy, set config.network "allow=HOST[,HOST...]""#
-            ),
-            _ => format!(
-                "{what}: the sandbox has no network (the default); to reach given hosts through cordon's filtering proxy, pass --net allow=HOST[,HOST...]"
-            ),
-        });
+        notes.push(offline_note(what, spec.limit_naming));
+    } else if offline
+        && (says(&["couldn't connect to server", "failed to connect"], &[])
+            || (says(&["permission denied"], &["EACCES"])
+                && ["connect", "bind("].iter().any(|w| tail.lower.contains(w))))
+    {
+        let what = "the program reports a refused connection or listening socket: Landlock refuses TCP connect and bind in the sandbox, on its loopback too (a local server cannot listen on TCP; a unix socket in /tmp works)";
+        notes.push(offline_note(what, spec.limit_naming));
     }
     if let Some(note) = host_file_note(&tail, spec) {
         notes.push(note);
     }
     notes
+}
+
+/// What a program that met the absent network is told, by where its limits come from.
+fn offline_note(what: &str, naming: LimitNaming) -> String {
+    match naming {
+        // A compile never has the network: what it needs must come with the code.
+        LimitNaming::CompileFlags | LimitNaming::CompileRequest => format!(
+            "{what}: a compile runs without network, so it cannot fetch modules or crates; send their sources with the code (vendored), or use a root filesystem that has them"
+        ),
+        LimitNaming::Request => format!(
+            r#"{what}: the sandbox has no network (the default); to reach given hosts through cordon's filtering proxy, set config.network "allow=HOST[,HOST...]""#
+        ),
+        _ => format!(
+            "{what}: the sandbox has no network (the default); to reach given hosts through cordon's filtering proxy, pass --net allow=HOST[,HOST...]"
+        ),
+    }
 }
 
 /// `cordon exec -- python3 main.py` run beside main.py: the program says it has no such file,

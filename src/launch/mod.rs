@@ -776,9 +776,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         landlock_abi: None,
         seccomp: filter.name.clone(),
         network: match &spec.network {
-            Network::None => "none (loopback only)".into(),
+            Network::None => {
+                "none (only lo; no TCP bind or connect where Landlock restricts TCP)".into()
+            }
             Network::Allow(a) => format!(
-                "allow (loopback only, plus cordon's proxy at {} for: {})",
+                "allow (only lo, plus cordon's proxy at {} for: {})",
                 crate::net::proxy_url(),
                 a.entries
                     .iter()
