@@ -400,6 +400,9 @@ fn check_distinct_files(files: &[InputFile], what: &str) -> Result<(), ParseErro
     Ok(())
 }
 
+/// The smallest tmpfs size cordon takes: one page, which tmpfs rounds any size up to.
+const PAGE: u64 = 4096;
+
 /// The fewest CPUs `cpus` may give: the kernel's smallest CPU quota (1 ms per 100 ms period).
 pub const MIN_CPUS: f64 = 0.01;
 
@@ -810,6 +813,20 @@ impl SandboxSpec {
                 ));
             }
         }
+        // tmpfs rounds a size up to whole pages: a smaller one would be reported as given
+        // but hold a page.
+        for (key, v) in [
+            ("workspace_size", self.limits.workspace_size),
+            ("tmp_size", self.limits.tmp_size),
+        ] {
+            if v < PAGE {
+                return Err(ParseError::new(
+                    &name(key),
+                    &v.to_string(),
+                    "a tmpfs holds whole 4 KiB pages: give at least 4K",
+                ));
+            }
+        }
         for f in &self.files {
             check_relative_path(&f.path)?;
         }
@@ -1139,6 +1156,14 @@ mod tests {
             "at most 4194304 process ids",
         );
         check(&|l| l.open_files = max_open_files() + 1, "(fs.nr_open)");
+        check(
+            &|l| l.workspace_size = 1,
+            "--workspace-size `1`: a tmpfs holds whole 4 KiB pages",
+        );
+        check(
+            &|l| l.tmp_size = 4095,
+            "--tmp-size `4095`: a tmpfs holds whole 4 KiB pages",
+        );
         let mut s = SandboxSpec::new(vec!["true".into()]);
         s.limits.cpus = Some(MIN_CPUS);
         s.limits.pids = Some(MAX_PIDS);
