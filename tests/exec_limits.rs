@@ -38,6 +38,20 @@ both!(fn timeout_kills_and_exits_124(who) {
     let plain = exec_plain(who, &["--timeout", "1s"], &["sleep", "100"]);
     assert_eq!(plain.code, 124, "{}", plain.describe());
     assert!(plain.elapsed < Duration::from_secs(6).mul_f64(time_scale()), "{}", plain.describe());
+    // Its stdin was at its end: no word of waiting for input.
+    assert!(!r.get("/message").as_str().unwrap_or("").contains("waiting for input"), "{}", r.describe());
+});
+
+// A program that waits on a stdin nobody writes to (an `input()` prompt) and times out is told
+// so: more time would not have ended it.
+both!(fn a_timeout_waiting_on_stdin_is_said(who) {
+    let mut held = Cordon::exec(who, &["--json", "--timeout", "1s"], &["sh", "-c", "read x"]).hold();
+    std::thread::sleep(Duration::from_secs(3).mul_f64(time_scale()));
+    let f = held.finish();
+    let r: serde_json::Value = serde_json::from_slice(&f.stdout).unwrap_or_else(|e| panic!("{e}\n{}", f.describe()));
+    assert_eq!(r["status"], json!("timeout"), "{}", f.describe());
+    let msg = r["message"].as_str().unwrap_or("");
+    assert!(msg.contains("its stdin was still open with nothing left to read, so it may have been waiting for input"), "{}", f.describe());
 });
 
 both!(fn timeout_kills_sigterm_ignoring_process(who) {

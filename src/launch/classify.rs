@@ -483,6 +483,20 @@ pub fn outcome(
             lim.wall,
             raise("timeout")
         ));
+        // Little CPU used, and its stdin open with nothing to read: a prompt waiting for
+        // input, which more time would not have ended.
+        if ended.stdin_starved
+            && cpu_used.is_some_and(|c| c.as_secs_f64() < 0.1 * ended.wall.as_secs_f64())
+        {
+            add_note(
+                &mut message,
+                false,
+                format!(
+                    "it used little CPU ({} ms) and its stdin was still open with nothing left to read, so it may have been waiting for input: give all of it with --stdin FILE (or a request's `stdin`), or close it (`< /dev/null`)",
+                    cpu_used.unwrap_or_default().as_millis()
+                ),
+            );
+        }
     } else if ended.output_limited {
         status = Status::OutputLimit;
         code = exit_codes::KILLED;

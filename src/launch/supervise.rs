@@ -304,6 +304,9 @@ pub struct Ended {
     pub grace_expired: Option<Grace>,
     /// The rlimit backend's memory watch, when it ran (see [`super::memwatch`]).
     pub memory_watch: Option<WatchReport>,
+    /// At the timeout, the program's stdin was still open with nothing left for it to read:
+    /// it may have been waiting for input that never came.
+    pub stdin_starved: bool,
 }
 
 enum StdinState {
@@ -464,6 +467,9 @@ pub fn supervise(
             }
         } else if now >= deadline && !killed && !collecting {
             ended.timed_out = true;
+            ended.stdin_starved = stdin_pipe.is_some()
+                && stdin_buf.is_empty()
+                && matches!(stdin_state, StdinState::Source(_));
             killed = true;
             stopper.stop(child, pidfd.as_ref(), cgroup);
         }
