@@ -263,3 +263,26 @@ both!(fn a_reader_that_goes_away_ends_the_programs_writes(who) {
         }
     }
 });
+
+// Passing output through (no --json) holds none of stdout in cordon's memory, whatever
+// --output-limit allows: 200 MB of output through a cordon that, holding it, would grow by
+// as much. Measured as the peak RSS of cordon's process (a python wrapper's
+// RUSAGE_CHILDREN, which counts only the cordon it ran).
+both!(fn passed_through_output_is_not_held(who) {
+    let argv = Cordon::exec(who, &["--output-limit", "1G"], &["head", "-c", "200000000", "/dev/zero"]).argv();
+    let script = "import resource, subprocess, sys\n\
+                  r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n\
+                  print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n";
+    let out = std::process::Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(script)
+        .args(&argv)
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut it = text.split_whitespace().map(|w| w.parse::<u64>().unwrap_or(u64::MAX));
+    let (code, maxrss_kib) = (it.next(), it.next().unwrap_or(u64::MAX));
+    assert_eq!(code, Some(0), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(maxrss_kib < 64 << 10, "cordon's peak RSS was {maxrss_kib} KiB for 200 MB passed through");
+});

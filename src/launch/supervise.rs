@@ -107,6 +107,9 @@ impl Stopper {
 pub struct Capture {
     pub data: Vec<u8>,
     pub total: u64,
+    /// Bytes taken under the output limit: all of `data`, or more where only a tail of them
+    /// is kept (pass-through).
+    kept: u64,
     pub truncated: bool,
     /// What pass-through mode still has to copy to cordon's own stdout/stderr.
     passed: Backlog,
@@ -184,14 +187,27 @@ const PENDING_MAX: usize = 1 << 20;
 /// PIPE_BUF bytes without blocking.
 const SINK_WRITE: usize = libc::PIPE_BUF;
 
+/// In pass-through mode, where no result object carries the output, how much of stderr cordon
+/// holds: its last words, which the notes read (missing modules, errno texts). Of stdout it
+/// holds nothing, so a large output costs no memory however high `--output-limit` is.
+const PASSTHROUGH_STDERR_TAIL: usize = 64 << 10;
+
 impl Capture {
-    /// Keeps what fits under `limit`; returns how many of `bytes` it kept (fewer than all
-    /// once the limit is exceeded, which `truncated` then says).
-    fn push(&mut self, bytes: &[u8], limit: u64, passthrough: bool) -> usize {
+    /// Takes what fits under `limit`; returns how many of `bytes` it took (fewer than all
+    /// once the limit is exceeded, which `truncated` then says). With `tail`, only about the
+    /// last `tail` bytes taken are held in `data` (between `tail` and twice that).
+    fn push(&mut self, bytes: &[u8], limit: u64, passthrough: bool, tail: Option<usize>) -> usize {
         self.total += bytes.len() as u64;
-        let room = limit.saturating_sub(self.data.len() as u64) as usize;
+        let room = limit.saturating_sub(self.kept) as usize;
         let kept = &bytes[..bytes.len().min(room)];
+        self.kept += kept.len() as u64;
         self.data.extend_from_slice(kept);
+        if let Some(n) = tail
+            && self.data.len() > 2 * n
+        {
+            let cut = self.data.len() - n;
+            self.data.drain(..cut);
+        }
         if passthrough {
             self.passed.push(kept);
         }
@@ -596,7 +612,13 @@ pub fn supervise(
                     match read(fd, &mut buf) {
                         Ok(0) => *pipe = None,
                         Ok(n) => {
-                            let kept = cap.push(&buf[..n], limits.output, spec.passthrough);
+                            // Pass-through keeps only stderr's last words (see the constant).
+                            let tail = spec.passthrough.then_some(if slot == b'o' {
+                                0
+                            } else {
+                                PASSTHROUGH_STDERR_TAIL
+                            });
+                            let kept = cap.push(&buf[..n], limits.output, spec.passthrough, tail);
                             if let Some(e) = &mut events {
                                 e.add(slot == b'e', &buf[..kept]);
                             }
