@@ -602,6 +602,17 @@ both!(fn cpus_beyond_the_host_are_said(who) {
     assert!(!r.get("/limits/cpus/note").as_str().unwrap_or("").contains("more than"), "{}", r.describe());
 });
 
+// Under RLIMIT_NPROC (no cgroup counts refusals), a program that exits 0 after forks failed
+// (a fork bomb that waits) is told so from its stderr, as a counted refusal would be.
+both!(fn refused_forks_of_a_successful_program_are_noted_without_a_cgroup(who) {
+    let script = "import os, sys, time\nkids = []\nfor i in range(40):\n    try:\n        pid = os.fork()\n    except BlockingIOError as e:\n        print('fork failed:', e, file=sys.stderr)\n        continue\n    if pid == 0:\n        time.sleep(1)\n        os._exit(0)\n    kids.append(pid)\nfor k in kids:\n    os.waitpid(k, 0)\n";
+    let r = exec_json_run(who, &["--limits-backend", "rlimit", "--pids", "8"], &["python3", "-c", script]);
+    assert_eq!(r.status(), "ok", "{}", r.describe());
+    let msg = r.get("/message").as_str().unwrap_or("");
+    // From its stderr, or from the memory watch's samples of the sandbox at its limit.
+    assert!(msg.starts_with("the program exited with code 0, but ") && msg.contains("RLIMIT_NPROC holds the sandbox to 8 processes") && msg.contains("--pids"), "{}", r.describe());
+});
+
 both!(fn forced_rlimit_backend(who) {
     let r = exec_json_run(who, &["--limits-backend", "rlimit"], &["true"]);
     r.expect_ok();

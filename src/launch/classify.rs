@@ -271,11 +271,12 @@ fn uncounted_limit_notes(
     watch: Option<&super::memwatch::WatchReport>,
     pids_hits: Option<u64>,
     stderr: &str,
+    pids_only: bool,
 ) -> Vec<String> {
     let raise = |key: &str| spec.limit_naming.raise(key);
     let mut notes = Vec::new();
     let refused = watch.and_then(|w| w.refused_request);
-    if let (Some(n), Some(limit)) = (refused, spec.limits.memory) {
+    if let (Some(n), Some(limit), false) = (refused, spec.limits.memory, pids_only) {
         notes.push(format!(
             "the memory limit of {} refused a request for {} more (without a cgroup, RLIMIT_DATA counts each process's private writable mappings in full when they are made, touched or not: each thread's stack, 8 MiB by default, and a runtime's reserved heap): if the program failed or stalled after that, it needed more (raise it with {}, or give cordon a cgroup: see `cordon doctor`)",
             human_size(limit),
@@ -288,6 +289,9 @@ fn uncounted_limit_notes(
         if seen || (refused.is_none() && Tail::of(stderr).says_spawn_failed()) {
             let how = if seen {
                 "the memory watch's samples saw the sandbox at its limit of processes and threads, so a fork or thread it tried may have failed"
+            } else if pids_only {
+                // After "the program exited with code 0, but".
+                "its stderr reports a fork or thread it could not start"
             } else {
                 "the program reports a fork or thread it could not start"
             };
@@ -822,12 +826,20 @@ pub fn outcome(
     }
     if matches!(
         status,
-        Status::RuntimeError | Status::Signaled | Status::Timeout
+        Status::Ok | Status::RuntimeError | Status::Signaled | Status::Timeout
     ) {
-        for note in
-            uncounted_limit_notes(spec, watch.as_ref(), metrics.pids_limit_hits, &stderr_text)
-        {
-            add_note(&mut message, false, note);
+        // A program that succeeded gets the process-limit note alone: a fork bomb that waits
+        // for its children exits 0 with every refused fork in its stderr (as with a cgroup,
+        // whose counted refusals are noted for an `ok` run too).
+        let ok = status == Status::Ok;
+        for note in uncounted_limit_notes(
+            spec,
+            watch.as_ref(),
+            metrics.pids_limit_hits,
+            &stderr_text,
+            ok,
+        ) {
+            add_note(&mut message, ok, note);
         }
     }
     // A tmpfs of the sandbox full when the program ended: a write there failed with ENOSPC
@@ -1323,7 +1335,7 @@ mod tests {
             ..Default::default()
         };
         let notes = |w: Option<WatchReport>, hits: Option<u64>, stderr: &str| {
-            uncounted_limit_notes(&s, w.as_ref(), hits, stderr)
+            uncounted_limit_notes(&s, w.as_ref(), hits, stderr, false)
         };
         // The watch saw init and 7 more: at --pids 8; 6 more is under it.
         let n = notes(Some(watch(7, None)), None, "");
