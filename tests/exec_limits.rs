@@ -777,3 +777,29 @@ both!(fn a_hard_core_limit_of_0_is_reported_or_refused(who) {
         assert!(r.get("/isolation/coreDumps").as_str().unwrap_or("").starts_with("HANDED TO THE HOST'S HELPER"), "{}", r.describe());
     }
 });
+
+// A limit above cordon's own hard limit for it, which the sandbox's init could not set
+// (only CAP_SYS_RESOURCE raises a hard limit; an unprivileged caller's `ulimit -Hu` under
+// the rlimit backend's --pids), is the caller's error, said before anything runs.
+both!(fn a_limit_above_the_callers_hard_limit_is_refused(who) {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one struct rlimit into `lim`.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut lim) }, 0);
+    if lim.rlim_max >= 4 << 20 {
+        skip_unless_required!("SKIP: a_limit_above_the_callers_hard_limit_is_refused: the hard limit of processes is {} (no --pids above it)", lim.rlim_max);
+        return;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let eff = status.lines().find_map(|l| l.strip_prefix("CapEff:")).map(|v| u64::from_str_radix(v.trim(), 16).unwrap()).unwrap();
+    // Bit 24: CAP_SYS_RESOURCE.
+    let can_raise = who == Who::Root && eff & (1 << 24) != 0;
+    let over = (lim.rlim_max + 1).to_string();
+    let r = exec_json_run(who, &["--limits-backend", "rlimit", "--pids", over.as_str()], &["true"]);
+    if can_raise {
+        r.expect_ok();
+    } else {
+        assert_eq!((r.status(), r.get("/errorKind")), ("sandbox_error", &json!("request")), "{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(msg.contains(&format!("above cordon's own hard limit of {} processes", lim.rlim_max)), "{}", r.describe());
+    }
+});

@@ -347,6 +347,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     //    Either way it exists, with its limits written, before init forks the payload.
     let run_id = run_id();
     let mut prepared = limits::prepare_deferred(&spec.limits, spec.backend, &run_id)?;
+    check_hard_limits(spec, &prepared.rlimits)?;
     let ids = host_ids().map_err(|e| LaunchError::NestedRoot(e.to_string()))?;
     let root_caller = ids.root();
     // A crash must not start a piped core_pattern's helper (as host root, outside the
@@ -896,6 +897,41 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let mut outcome = classify::outcome(spec, ended, metrics, prepared.report, isolation);
     outcome.network = Some(network);
     Ok(outcome)
+}
+
+/// Refuses, as the caller's to change, a limit the sandbox's init could not set: one above
+/// cordon's own hard limit for it, which only a process with CAP_SYS_RESOURCE in the
+/// initial user namespace may raise (root, unless its capabilities were cut) (an unprivileged caller's `ulimit -Hu`, say, under the
+/// rlimit backend's --pids). Probed by raising cordon's own hard limit to the value: what
+/// the kernel allows there it allows init, which inherits it.
+fn check_hard_limits(spec: &SandboxSpec, rlimits: &[limits::Rlimit]) -> Result<(), LaunchError> {
+    for r in rlimits {
+        let Some(res) = limits::nix_resource(r.resource) else {
+            continue;
+        };
+        let Ok((soft, hard)) = nix::sys::resource::getrlimit(res) else {
+            continue;
+        };
+        if r.value <= hard || nix::sys::resource::setrlimit(res, soft, r.value).is_ok() {
+            continue;
+        }
+        let (key, what) = match r.resource {
+            libc::RLIMIT_NPROC => ("pids", "processes (`ulimit -Hu`)"),
+            libc::RLIMIT_NOFILE => ("open_files", "open files (`ulimit -Hn`)"),
+            libc::RLIMIT_FSIZE => ("file_size", "bytes of file size (`ulimit -Hf` in KiB)"),
+            libc::RLIMIT_CPU => ("cpu_time", "seconds of CPU time (`ulimit -Ht`)"),
+            libc::RLIMIT_DATA => ("memory", "bytes of data (`ulimit -Hd` in KiB)"),
+            _ => continue,
+        };
+        return Err(LaunchError::Spec(ParseError::new(
+            &spec.limit_naming.name(key),
+            &r.value.to_string(),
+            &format!(
+                "this is above cordon's own hard limit of {hard} {what}, which only a process with CAP_SYS_RESOURCE (root, usually) can raise; give at most {hard}, or raise the hard limit (/etc/security/limits.conf, or `prlimit` as root)"
+            ),
+        )));
+    }
+    Ok(())
 }
 
 /// Whether init failed before its first go, asked when opening its user namespace or writing

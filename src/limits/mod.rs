@@ -30,7 +30,8 @@ mod probe;
 mod rlimit;
 pub use rlimit::{
     CORE_NO_DUMP, CoreDumps, README_SECTION as MEMORY_WATCH_README, TcpUnderWatch, core_pattern,
-    cpu_seconds as rlimit_cpu_seconds, memory_account, memory_note, set as set_rlimit,
+    cpu_seconds as rlimit_cpu_seconds, memory_account, memory_note, nix_resource,
+    set as set_rlimit,
 };
 mod scope;
 pub use scope::{FromEnv, ManagerInfo, Obtained, SystemdUserScope, UserScope, in_unit};
