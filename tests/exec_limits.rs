@@ -45,8 +45,10 @@ both!(fn timeout_kills_and_exits_124(who) {
 // A program that waits on a stdin nobody writes to (an `input()` prompt) and times out is told
 // so: more time would not have ended it.
 both!(fn a_timeout_waiting_on_stdin_is_said(who) {
-    let mut held = Cordon::exec(who, &["--json", "--timeout", "1s"], &["sh", "-c", "read x"]).hold();
-    std::thread::sleep(Duration::from_secs(3).mul_f64(time_scale()));
+    // Long enough that the shell's start is under a tenth of it, also on a slow (emulated)
+    // machine.
+    let mut held = Cordon::exec(who, &["--json", "--timeout", "4s"], &["sh", "-c", "read x"]).hold();
+    std::thread::sleep(Duration::from_secs(6).mul_f64(time_scale()));
     let f = held.finish();
     let r: serde_json::Value = serde_json::from_slice(&f.stdout).unwrap_or_else(|e| panic!("{e}\n{}", f.describe()));
     assert_eq!(r["status"], json!("timeout"), "{}", f.describe());
