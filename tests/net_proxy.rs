@@ -244,6 +244,9 @@ both!(
             let msg = r.get("/message").as_str().unwrap_or("");
             assert!(msg.contains("Landlock refuses TCP connect and bind") && msg.contains("--net allow="), "{}", r.describe());
         }
+        // A file's "Permission denied" near a word of connecting is not the network's.
+        let r = exec_json_run(who, &[] as &[&str], &["sh", "-c", "echo x > f; chmod 000 f; echo 'connecting to the database' >&2; cat f"]);
+        assert_eq!((r.status(), r.get("/message")), ("runtime_error", &serde_json::Value::Null), "{}", r.describe());
     }
 );
 

@@ -396,6 +396,11 @@ fn bind_shared(src: &Path, fd: &OwnedFd, dst: &Path, views: &mut Views) -> bool 
             if !same_mount {
                 return false;
             }
+            // Before Linux 6.15 the copies below are refused: spare the overlay.
+            if matches!(views.shared, Shared::Untried) && !kernel_at_least(6, 15) {
+                views.shared = Shared::Unavailable;
+                return false;
+            }
             if matches!(views.shared, Shared::Untried) {
                 let lower = format!("{}:{}", fd_path(root_fd).display(), views.empty.display());
                 views.shared = match std::ffi::CString::new(lower)
@@ -431,6 +436,18 @@ fn bind_shared(src: &Path, fd: &OwnedFd, dst: &Path, views: &mut Views) -> bool 
         }
         _ => false,
     }
+}
+
+/// Whether the running kernel's release is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let Ok(u) = nix::sys::utsname::uname() else {
+        return false;
+    };
+    let release = u.release().to_string_lossy();
+    let mut n = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    (n.next().unwrap_or(0), n.next().unwrap_or(0)) >= (major, minor)
 }
 
 /// Copies the opened host file `src` (at most [`MAX_COPIED_FILE`] bytes) to `dst`, mode 0444.

@@ -540,13 +540,7 @@ fn prepare_payload(ctx: &ChildCtx) -> Result<(), (&'static str, String)> {
     // RLIMIT_NOFILE last (below): Landlock's ruleset and the memory watch's listener need
     // descriptors of their own, and `--open-files` is the program's limit, not cordon's.
     let set = |r: &crate::limits::Rlimit| {
-        // CPU time: SIGXCPU at the limit, SIGKILL a second later for a program that ignores it.
-        let hard = if r.resource == libc::RLIMIT_CPU {
-            r.value.saturating_add(1)
-        } else {
-            r.value
-        };
-        crate::limits::set_rlimit(r.resource, r.value, hard).map_err(|err| {
+        crate::limits::set_rlimit(r.resource, r.value, r.hard()).map_err(|err| {
             let hint = if r.resource == libc::RLIMIT_NOFILE {
                 " (the kernel caps open files at fs.nr_open; lower --open-files)"
             } else {

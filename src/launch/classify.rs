@@ -130,9 +130,14 @@ fn errno_notes(stderr: &str, spec: &SandboxSpec) -> Vec<String> {
         let what = "the program reports a failed name lookup or unreachable network";
         notes.push(offline_note(what, spec.limit_naming));
     } else if offline
-        && (says(&["couldn't connect to server", "failed to connect"], &[])
-            || (says(&["permission denied"], &["EACCES"])
-                && ["connect", "bind("].iter().any(|w| tail.lower.contains(w))))
+        // Landlock refuses TCP only from its network ABI on; before, a failed connect is the
+        // namespace's (unreachable, said above) or nobody listening.
+        && crate::sys::landlock_abi().is_ok_and(|abi| abi >= crate::security::landlock::NET_ABI)
+        && (says(&["couldn't connect to server"], &[])
+            || tail.says_near(
+                "permission denied",
+                &["connect(", "create_connection(", "bind(", "listen("],
+            ))
     {
         let what = "the program reports a refused connection or listening socket: Landlock refuses TCP connect and bind in the sandbox, on its loopback too (a local server cannot listen on TCP; a unix socket in /tmp works)";
         notes.push(offline_note(what, spec.limit_naming));
@@ -216,6 +221,18 @@ impl<'a> Tail<'a> {
         }
     }
 
+    /// Whether a line with `phrase` (lower case) has one of `near` on it or on one of the two
+    /// lines above (a traceback's call, above its error).
+    fn says_near(&self, phrase: &str, near: &[&str]) -> bool {
+        let lines: Vec<&str> = self.lower.lines().collect();
+        lines.iter().enumerate().any(|(i, line)| {
+            line.contains(phrase)
+                && lines[i.saturating_sub(2)..=i]
+                    .iter()
+                    .any(|l| near.iter().any(|n| l.contains(n)))
+        })
+    }
+
     /// Whether it has one of `phrases` (lower case, matched in any case) or one of `errnos`
     /// as printed (`EFBIG`), as a whole word (not `ENOTFOUND` in "ModuleNotFoundError").
     fn says(&self, phrases: &[&str], errnos: &[&str]) -> bool {
@@ -285,7 +302,9 @@ fn uncounted_limit_notes(
         ));
     }
     if let (Some(max), None) = (spec.limits.pids, pids_hits) {
-        let seen = watch.is_some_and(|w| w.tasks_peak.saturating_add(1) >= max);
+        // A program that succeeded is told only what its own stderr shows: one that merely
+        // ran as many threads as allowed did nothing wrong.
+        let seen = !pids_only && watch.is_some_and(|w| w.tasks_peak.saturating_add(1) >= max);
         if seen || (refused.is_none() && Tail::of(stderr).says_spawn_failed()) {
             let how = if seen {
                 "the memory watch's samples saw the sandbox at its limit of processes and threads, so a fork or thread it tried may have failed"
@@ -496,7 +515,7 @@ pub fn outcome(
                 &mut message,
                 false,
                 format!(
-                    "it used little CPU ({} ms) and its stdin was still open with nothing left to read, so it may have been waiting for input: give all of it with --stdin FILE (or a request's `stdin`), or close it (`< /dev/null`)",
+                    "it used little CPU ({} ms), and its stdin was an open pipe with nothing in it: if it was waiting for input, give all of it with --stdin FILE (or a request's `stdin`), or close stdin (`< /dev/null`)",
                     cpu_used.unwrap_or_default().as_millis()
                 ),
             );

@@ -912,9 +912,12 @@ fn check_hard_limits(spec: &SandboxSpec, rlimits: &[limits::Rlimit]) -> Result<(
         let Ok((soft, hard)) = nix::sys::resource::getrlimit(res) else {
             continue;
         };
-        if r.value <= hard || nix::sys::resource::setrlimit(res, soft, r.value).is_ok() {
+        let want = r.hard();
+        if want <= hard || nix::sys::resource::setrlimit(res, soft, want).is_ok() {
             continue;
         }
+        // The most that fits under the hard limit (CPU time's hard limit is a second above).
+        let most = hard - (want - r.value);
         let (key, what) = match r.resource {
             libc::RLIMIT_NPROC => ("pids", "processes (`ulimit -Hu`)"),
             libc::RLIMIT_NOFILE => ("open_files", "open files (`ulimit -Hn`)"),
@@ -927,7 +930,7 @@ fn check_hard_limits(spec: &SandboxSpec, rlimits: &[limits::Rlimit]) -> Result<(
             &spec.limit_naming.name(key),
             &r.value.to_string(),
             &format!(
-                "this is above cordon's own hard limit of {hard} {what}, which only a process with CAP_SYS_RESOURCE (root, usually) can raise; give at most {hard}, or raise the hard limit (/etc/security/limits.conf, or `prlimit` as root)"
+                "this is above cordon's own hard limit of {hard} {what}, which only a process with CAP_SYS_RESOURCE (root, usually) can raise; give at most {most}, or raise the hard limit (/etc/security/limits.conf, or `prlimit` as root)"
             ),
         )));
     }

@@ -321,7 +321,7 @@ pub struct Ended {
     /// The rlimit backend's memory watch, when it ran (see [`super::memwatch`]).
     pub memory_watch: Option<WatchReport>,
     /// At the timeout, the program's stdin was still open with nothing left for it to read:
-    /// it may have been waiting for input that never came.
+    /// if it was reading, it was waiting for input that never came.
     pub stdin_starved: bool,
 }
 
@@ -483,9 +483,12 @@ pub fn supervise(
             }
         } else if now >= deadline && !killed && !collecting {
             ended.timed_out = true;
-            ended.stdin_starved = stdin_pipe.is_some()
-                && stdin_buf.is_empty()
-                && matches!(stdin_state, StdinState::Source(_));
+            // Open, with nothing more to come from cordon and nothing left in the pipe.
+            ended.stdin_starved = stdin_buf.is_empty()
+                && matches!(stdin_state, StdinState::Source(_))
+                && stdin_pipe
+                    .as_ref()
+                    .is_some_and(|p| sys::pipe_unread(p.as_fd()) == Ok(0));
             killed = true;
             stopper.stop(child, pidfd.as_ref(), cgroup);
         }

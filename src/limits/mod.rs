@@ -99,12 +99,26 @@ pub type RlimitResource = libc::__rlimit_resource_t;
 #[cfg(not(target_env = "gnu"))]
 pub type RlimitResource = libc::c_int;
 
-/// One rlimit the payload sets on itself just before `execve` (soft = hard).
+/// One rlimit the payload sets on itself just before `execve` (soft: the value; hard:
+/// [`Rlimit::hard`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rlimit {
     /// `libc::RLIMIT_*`.
     pub resource: RlimitResource,
     pub value: u64,
+}
+
+impl Rlimit {
+    /// The hard limit the payload gets: the value, except for CPU time, whose hard limit is a
+    /// second above (SIGXCPU at the limit, SIGKILL a second later for a program that
+    /// ignores it).
+    pub fn hard(&self) -> u64 {
+        if self.resource == libc::RLIMIT_CPU {
+            self.value.saturating_add(1)
+        } else {
+            self.value
+        }
+    }
 }
 
 /// What the kernel measured for the sandbox.

@@ -1357,6 +1357,24 @@ mod spawn_shared_tests {
     }
 }
 
+/// How many bytes wait unread in the pipe `fd` is an end of (`FIONREAD`).
+pub fn pipe_unread(fd: std::os::fd::BorrowedFd<'_>) -> Result<usize, Errno> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which outlives the call; `fd` is a
+    // live descriptor borrowed for it.
+    let r = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            libc::FIONREAD,
+            &raw mut n,
+        )
+    };
+    if r < 0 {
+        return Err(Errno::last());
+    }
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 /// `open_tree(fd, "", AT_EMPTY_PATH | OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)`: a detached
 /// copy of the mount `fd` is on, rooted at `fd`'s directory (not recursive), as a new
 /// descriptor (kernel 5.2+). Copying from a detached mount (one `fsmount` made) needs Linux
