@@ -917,7 +917,12 @@ fn check_hard_limits(spec: &SandboxSpec, rlimits: &[limits::Rlimit]) -> Result<(
             continue;
         }
         // The most that fits under the hard limit (CPU time's hard limit is a second above).
-        let most = hard - (want - r.value);
+        let most = hard.saturating_sub(want - r.value);
+        let fits = if most == 0 {
+            "no value fits under it (0 would mean none)".to_string()
+        } else {
+            format!("give at most {most}")
+        };
         let (key, what) = match r.resource {
             libc::RLIMIT_NPROC => ("pids", "processes (`ulimit -Hu`)"),
             libc::RLIMIT_NOFILE => ("open_files", "open files (`ulimit -Hn`)"),
@@ -930,7 +935,7 @@ fn check_hard_limits(spec: &SandboxSpec, rlimits: &[limits::Rlimit]) -> Result<(
             &spec.limit_naming.name(key),
             &r.value.to_string(),
             &format!(
-                "this is above cordon's own hard limit of {hard} {what}, which only a process with CAP_SYS_RESOURCE (root, usually) can raise; give at most {most}, or raise the hard limit (/etc/security/limits.conf, or `prlimit` as root)"
+                "this is above cordon's own hard limit of {hard} {what}, which only a process with CAP_SYS_RESOURCE (root, usually) can raise; {fits}, or raise the hard limit (/etc/security/limits.conf, or `prlimit` as root)"
             ),
         )));
     }
