@@ -194,21 +194,22 @@ const PASSTHROUGH_STDERR_TAIL: usize = 64 << 10;
 
 impl Capture {
     /// Takes what fits under `limit`; returns how many of `bytes` it took (fewer than all
-    /// once the limit is exceeded, which `truncated` then says). With `tail`, only about the
-    /// last `tail` bytes taken are held in `data` (between `tail` and twice that).
-    fn push(&mut self, bytes: &[u8], limit: u64, passthrough: bool, tail: Option<usize>) -> usize {
+    /// once the limit is exceeded, which `truncated` then says). `passed_tail`: pass-through,
+    /// where what is taken is also queued for cordon's own stdout/stderr and only about the
+    /// last `n` bytes of it are held in `data` (between `n` and twice that).
+    fn push(&mut self, bytes: &[u8], limit: u64, passed_tail: Option<usize>) -> usize {
         self.total += bytes.len() as u64;
         let room = limit.saturating_sub(self.kept) as usize;
         let kept = &bytes[..bytes.len().min(room)];
         self.kept += kept.len() as u64;
         self.data.extend_from_slice(kept);
-        if let Some(n) = tail
+        if let Some(n) = passed_tail
             && self.data.len() > 2 * n
         {
             let cut = self.data.len() - n;
             self.data.drain(..cut);
         }
-        if passthrough {
+        if passed_tail.is_some() {
             self.passed.push(kept);
         }
         if kept.len() < bytes.len() {
@@ -621,7 +622,7 @@ pub fn supervise(
                             } else {
                                 PASSTHROUGH_STDERR_TAIL
                             });
-                            let kept = cap.push(&buf[..n], limits.output, spec.passthrough, tail);
+                            let kept = cap.push(&buf[..n], limits.output, tail);
                             if let Some(e) = &mut events {
                                 e.add(slot == b'e', &buf[..kept]);
                             }
