@@ -426,6 +426,55 @@ both!(fn generated_etc_and_minimal_dev(who) {
     assert_eq!(r.output(), "1\n8\nwritten\ndone\n", "{}", r.describe());
 });
 
+// The directories shown from the host's /etc (CA certificates, alternatives) come from one
+// private read-only overlay of /etc, made for this sandbox (where the kernel can copy a
+// detached mount; one overlay each before), each rooted at its own directory: nothing else of
+// the host's /etc is reachable through them, and a lock on one of their files stays the
+// sandbox's own.
+both!(fn host_etc_directories_share_one_private_overlay_and_show_nothing_more(who) {
+    let script = "grep -E ' /etc/(ssl/certs|alternatives) ' /proc/self/mountinfo; \
+                  ls -A /etc/ssl; ls -A /etc/ssl/certs/.. ; \
+                  for f in /etc/ssl/openssl.cnf /etc/ssl/private /etc/shadow /etc/fstab; do \
+                      [ -e \"$f\" ] && echo \"HOST $f\"; done; \
+                  [ -s /etc/ssl/certs/ca-certificates.crt ] && echo bundle; \
+                  [ -L /etc/alternatives/awk ] && echo alternatives; echo done";
+    let r = exec_json_run(who, &[] as &[&str], &["sh", "-c", script]);
+    let out = r.expect_ok();
+    let mounts: Vec<Vec<&str>> = out
+        .lines()
+        .filter(|l| l.contains(" - "))
+        .map(|l| l.split(' ').collect())
+        .collect();
+    assert_eq!(mounts.len(), 2, "{}", r.describe());
+    for m in &mounts {
+        let fstype = m.iter().skip_while(|f| **f != "-").nth(1).copied();
+        assert_eq!(fstype, Some("overlay"), "{:?}\n{}", m, r.describe());
+    }
+    if kernel_copies_detached_mounts() {
+        assert_eq!(mounts[0][2], mounts[1][2], "one overlay for both:\n{}", r.describe());
+        let roots: BTreeSet<&str> = mounts.iter().map(|m| m[3]).collect();
+        assert_eq!(roots, BTreeSet::from(["/alternatives", "/ssl/certs"]), "{}", r.describe());
+    }
+    let rest: Vec<&str> = out.lines().filter(|l| !l.contains(" - ")).collect();
+    let mut want = vec!["certs", "certs", "bundle"];
+    if std::path::Path::new("/etc/alternatives/awk").is_symlink() {
+        want.push("alternatives");
+    }
+    want.push("done");
+    assert_eq!(rest, want, "{}", r.describe());
+
+    // A lock on the shared bundle is the sandbox's own.
+    let bundle = "/etc/ssl/certs/ca-certificates.crt";
+    let mut a = Cordon::exec(who, &[] as &[&str], &["flock", "-x", bundle, "sh", "-c", "echo held; sleep 3"]).hold();
+    a.wait_for_line("held");
+    let host = std::process::Command::new("flock").args(["-n", "-s", bundle, "true"]).status().unwrap();
+    let b = exec_json_run(who, &[] as &[&str], &["sh", "-c", &format!("flock -n -x {bundle} sh -c 'echo free' || echo busy")]);
+    let fa = a.finish();
+    assert_eq!((fa.code, fa.stdout_str().as_str()), (0, "held\n"), "{}", fa.describe());
+    assert_eq!(b.expect_ok(), "free\n", "sandbox B saw sandbox A's lock:\n{}", b.describe());
+    assert!(host.success(), "a sandbox's flock on {bundle} blocked a host process");
+});
+
 // Fontconfig (matplotlib and Pillow ask it for the system's fonts) finds the host's fonts
 // through a generated /etc/fonts/fonts.conf, without "Cannot load default config file", and
 // writes its cache under /tmp: nothing of it lands in /workspace among the program's files.

@@ -349,17 +349,6 @@ fn add_flock(root: &Path) {
     }
 }
 
-/// Whether this kernel copies a mount from a detached one (`open_tree` on what `fsmount`
-/// made: Linux 6.15+), which lets one overlay of a rootfs directory show all its
-/// directories.
-fn kernel_copies_detached_mounts() -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let mut n = release
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|p| p.parse::<u32>().ok());
-    (n.next().unwrap_or(0), n.next().unwrap_or(0)) >= (6, 15)
-}
-
 // A rootfs directory's own directories are shown through one read-only overlay of the whole
 // rootfs, made for this sandbox (where the kernel can copy a detached mount; one overlay
 // per directory before): every one is an overlay, and a lock on a file of it stays the

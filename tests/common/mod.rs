@@ -1282,3 +1282,14 @@ pub fn write_nest_script(dir: &Path) -> PathBuf {
     write_world_readable(&script, NEST.as_bytes());
     script
 }
+
+/// Whether this kernel copies a mount from a detached one (`open_tree` on what `fsmount`
+/// made: Linux 6.15+), which lets one overlay of a rootfs directory show all its
+/// directories.
+pub fn kernel_copies_detached_mounts() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut n = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    (n.next().unwrap_or(0), n.next().unwrap_or(0)) >= (6, 15)
+}
