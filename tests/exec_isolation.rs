@@ -428,9 +428,9 @@ both!(fn generated_etc_and_minimal_dev(who) {
 
 // The directories shown from the host's /etc (CA certificates, alternatives) come from one
 // private read-only overlay of /etc, made for this sandbox (where the kernel can copy a
-// detached mount; one overlay each before), each rooted at its own directory: nothing else of
-// the host's /etc is reachable through them, and a lock on one of their files stays the
-// sandbox's own.
+// detached mount; one overlay each before), each rooted at its own directory: `..` at their
+// roots is the sandbox's own /etc (nothing else of the host's /etc, its openssl.cnf, is
+// reachable through them), and a lock on one of their files stays the sandbox's own.
 both!(fn host_etc_directories_share_one_private_overlay_and_show_nothing_more(who) {
     let script = "grep -E ' /etc/(ssl/certs|alternatives) ' /proc/self/mountinfo; \
                   ls -A /etc/ssl; ls -A /etc/ssl/certs/.. ; \
@@ -450,7 +450,14 @@ both!(fn host_etc_directories_share_one_private_overlay_and_show_nothing_more(wh
         let fstype = m.iter().skip_while(|f| **f != "-").nth(1).copied();
         assert_eq!(fstype, Some("overlay"), "{:?}\n{}", m, r.describe());
     }
-    if kernel_copies_detached_mounts() {
+    // One overlay needs a kernel that copies detached mounts, and a host /etc the overlay can
+    // show them from: no mount below it (a container's /etc/hosts), no symlink on the way.
+    let host_mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mounts_below_etc = host_mounts
+        .lines()
+        .any(|l| l.split(' ').nth(4).is_some_and(|m| m.starts_with("/etc/")));
+    let plain_etc = !mounts_below_etc && !std::path::Path::new("/etc/ssl/certs").is_symlink();
+    if kernel_copies_detached_mounts() && plain_etc {
         assert_eq!(mounts[0][2], mounts[1][2], "one overlay for both:\n{}", r.describe());
         let roots: BTreeSet<&str> = mounts.iter().map(|m| m[3]).collect();
         assert_eq!(roots, BTreeSet::from(["/alternatives", "/ssl/certs"]), "{}", r.describe());
@@ -465,7 +472,8 @@ both!(fn host_etc_directories_share_one_private_overlay_and_show_nothing_more(wh
 
     // A lock on the shared bundle is the sandbox's own.
     let bundle = "/etc/ssl/certs/ca-certificates.crt";
-    let mut a = Cordon::exec(who, &[] as &[&str], &["flock", "-x", bundle, "sh", "-c", "echo held; sleep 3"]).hold();
+    // A holds the lock until the test closes its stdin.
+    let mut a = Cordon::exec(who, &[] as &[&str], &["flock", "-x", bundle, "sh", "-c", "echo held; cat > /dev/null"]).hold();
     a.wait_for_line("held");
     let host = std::process::Command::new("flock").args(["-n", "-s", bundle, "true"]).status().unwrap();
     let b = exec_json_run(who, &[] as &[&str], &["sh", "-c", &format!("flock -n -x {bundle} sh -c 'echo free' || echo busy")]);

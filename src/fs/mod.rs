@@ -240,15 +240,19 @@ pub fn open_sources(
     })
 }
 
-/// The host's /etc, opened, when more than one directory is shown from it (binds the caller
-/// asked for aside, which keep overlays of their own): they are then shown from one overlay
-/// of it ([`bind_shared`]). None when /etc cannot be opened: each gets an overlay of its own.
+/// The host's /etc, opened, when more than one directory is shown from it that the overlay of
+/// /etc can show: reached from /etc without a symlink or a mount on the way (where
+/// /etc/ssl/certs links elsewhere, as on some distributions, or sits on a mount of its own,
+/// the overlay of /etc could not show it). Binds the caller asked for keep overlays of their
+/// own and do not count. None otherwise, or when /etc cannot be opened: each directory gets
+/// an overlay of its own ([`bind_shared`] returns false).
 fn shared_host_etc(
     fds: &HashMap<PathBuf, OwnedFd>,
     canonical: &[PathBuf],
 ) -> Option<(PathBuf, OwnedFd)> {
+    use nix::fcntl::{OpenHow, ResolveFlag, openat2};
     const ETC: &str = "/etc";
-    let below = fds
+    let candidates: Vec<&PathBuf> = fds
         .iter()
         .filter(|(src, fd)| {
             src.starts_with(ETC)
@@ -257,8 +261,9 @@ fn shared_host_etc(
                 && nix::sys::stat::fstat(*fd)
                     .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
         })
-        .count();
-    if below < 2 {
+        .map(|(src, _)| src)
+        .collect();
+    if candidates.len() < 2 {
         return None;
     }
     let fd = open(
@@ -267,7 +272,21 @@ fn shared_host_etc(
         Mode::empty(),
     )
     .ok()?;
-    Some((PathBuf::from(ETC), fd))
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+        .resolve(
+            ResolveFlag::RESOLVE_BENEATH
+                | ResolveFlag::RESOLVE_NO_SYMLINKS
+                | ResolveFlag::RESOLVE_NO_XDEV,
+        );
+    let shown = candidates
+        .iter()
+        .filter(|src| {
+            src.strip_prefix(ETC)
+                .is_ok_and(|rel| openat2(&fd, rel, how).is_ok())
+        })
+        .count();
+    (shown >= 2).then(|| (PathBuf::from(ETC), fd))
 }
 
 /// The one overlay of a rootfs directory that its top-level directories are shown from (or of
@@ -405,19 +424,21 @@ fn overlay_ro(op: &Op, src: &OwnedFd, dst: &Path, empty: &Path) -> Result<(), Ap
     })
 }
 
-/// Shows the rootfs directory `src` (opened as `fd`) at `dst` through the one read-only
-/// overlay of the whole root filesystem (on the host's root, of the host's /etc, for the
-/// directories shown from it), made at its first use: a copy of that overlay's
-/// mount rooted at `src`'s place in it (`open_tree`), attached at `dst` (`move_mount`). One
-/// overlay superblock instead of one per top-level directory: each costs its making, and an
-/// RCU grace period when the sandbox's mounts go (about 0.3 ms a run for a Debian root).
-/// Locks stay as private as with an overlay per directory: every file is an inode of this
-/// sandbox's own superblock.
+/// Shows the directory `src` (opened as `fd`) at `dst` through the one read-only overlay of
+/// `views.root` (a `--rootfs DIR`, or the host's /etc for the directories shown from it),
+/// made at its first use: a copy of that overlay's mount rooted at `src`'s place in it
+/// (`open_tree`), attached at `dst` (`move_mount`). One overlay superblock instead of one per
+/// directory: each costs its making, and an RCU grace period when the sandbox's mounts go
+/// (about 0.3 ms a run for a Debian root). Locks stay as private as with an overlay per
+/// directory: every file is an inode of this sandbox's own superblock. Nothing above `src` is
+/// reachable through the copy: `..` at its root leaves the mount.
 ///
-/// False, for an overlay of `src` alone, when `src` is not in the rootfs directory or not on
-/// its mount (the overlay would not show what is mounted there), was a bind the caller asked
-/// for, or the kernel cannot do it (copying from a detached mount needs Linux 6.15; an
-/// unprivileged caller's overlay is refused over a directory with locked mounts below it).
+/// False, for an overlay of `src` alone, when `src` is not below `views.root`, not on its
+/// mount, or reached through a symlink (the overlay would not show it as it is), was a bind
+/// the caller asked for, or the kernel cannot do it (copying from a detached mount needs
+/// Linux 6.15; the overlay is refused over a directory with mounts below it, which a new user
+/// namespace locks: a container's /etc with its /etc/hosts). After a failure every later
+/// directory gets an overlay of its own too.
 fn bind_shared(src: &Path, fd: &OwnedFd, dst: &Path, views: &mut Views) -> bool {
     use nix::fcntl::{OpenHow, ResolveFlag, openat2};
     use std::os::fd::AsFd;

@@ -15,8 +15,9 @@ pub enum Op {
     /// `mkdir -p` (mode 0755).
     Dir { dst: PathBuf },
     /// A read-only, nosuid, nodev view of a host directory or file that shares no inode with
-    /// the host or another sandbox: a directory becomes a read-only overlay of it (see
-    /// `fs::overlay_ro`: file locks stay private), a regular file is copied in (at most
+    /// the host or another sandbox: a directory becomes a read-only overlay of it, or a copy
+    /// of the mount of one overlay shared with its siblings (see `fs::overlay_ro` and
+    /// `fs::bind_shared`: file locks stay private), a regular file is copied in (at most
     /// `fs::MAX_COPIED_FILE` bytes), anything else is bound. Not recursive: mounts below the
     /// source on the host are not carried in (they would keep their own, writable, flags).
     BindRo { src: PathBuf, dst: PathBuf },

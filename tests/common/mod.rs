@@ -1284,8 +1284,8 @@ pub fn write_nest_script(dir: &Path) -> PathBuf {
 }
 
 /// Whether this kernel copies a mount from a detached one (`open_tree` on what `fsmount`
-/// made: Linux 6.15+), which lets one overlay of a rootfs directory show all its
-/// directories.
+/// made: Linux 6.15+), which lets one overlay of a rootfs directory (or of the host's /etc)
+/// show all its directories.
 pub fn kernel_copies_detached_mounts() -> bool {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let mut n = release
