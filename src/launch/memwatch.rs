@@ -201,8 +201,8 @@ pub struct MemWatch {
     hidden_fds_history: u64,
     unreadable_history: u64,
     /// The most each open /proc file whose buffer is measured (see [`measured_record`]) was
-    /// counted at, by its holder's /proc directory and descriptor, while it stays open: a
-    /// buffer outlives what it was filled from.
+    /// counted at, by its holder's /proc directory and descriptor, while it stays open and
+    /// readable: a buffer keeps the size of the longest record read through it.
     proc_held: HashMap<(String, std::ffi::OsString), u64>,
     pub report: WatchReport,
 }
@@ -933,8 +933,7 @@ fn read_process_at(
                         let path = format!("{root}/{}", String::from_utf8_lossy(rest));
                         let n = match std::fs::read(&path) {
                             Ok(text) => Some(text.len() as u64),
-                            // Its descriptor or process is gone: the buffer, filled from it,
-                            // stays as long as the file is open and cannot be sized.
+                            // Its descriptor or process is gone.
                             Err(e)
                                 if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) =>
                             {
@@ -948,9 +947,12 @@ fn read_process_at(
                         n
                     }
                 };
-                let key = (dir.to_string(), fd.file_name());
-                let before = tally.held_before.get(&key).copied();
-                let Some(record) = now.map(|n| n.max(before.unwrap_or(0))).or(before) else {
+                // Its descriptor or process is gone: the buffer stays as long as the file
+                // is open, and its size is unknown. Not taken from an earlier sample: the
+                // holder may have put another file at the same descriptor since, opened on
+                // the same path (the same inode) before a bigger epoll took the same place,
+                // and read once (a 128 KiB buffer counted at the two pages of the first).
+                let Some(now) = now else {
                     return Err(ReadError::Partial {
                         bytes,
                         uncounted: Uncounted::UnsizedProcFile(format!(
@@ -959,6 +961,10 @@ fn read_process_at(
                         )),
                     });
                 };
+                // While it can be read, the most it was seen at: the buffer keeps the size of
+                // the longest record read through it.
+                let key = (dir.to_string(), fd.file_name());
+                let record = now.max(tally.held_before.get(&key).copied().unwrap_or(0));
                 tally.held.insert(key, record);
                 record
             } else {
