@@ -250,7 +250,6 @@ fn shared_host_etc(
     fds: &HashMap<PathBuf, OwnedFd>,
     canonical: &[PathBuf],
 ) -> Option<(PathBuf, OwnedFd)> {
-    use nix::fcntl::{OpenHow, ResolveFlag, openat2};
     const ETC: &str = "/etc";
     let candidates: Vec<&PathBuf> = fds
         .iter()
@@ -272,6 +271,20 @@ fn shared_host_etc(
         Mode::empty(),
     )
     .ok()?;
+    let shown = candidates
+        .iter()
+        .filter(|src| {
+            src.strip_prefix(ETC)
+                .is_ok_and(|rel| open_dir_beneath(&fd, rel).is_ok())
+        })
+        .count();
+    (shown >= 2).then(|| (PathBuf::from(ETC), fd))
+}
+
+/// The directory `rel` below `dir` (`O_PATH`), reached without a symlink, a mount or `..`
+/// out of `dir` on the way.
+fn open_dir_beneath(dir: &OwnedFd, rel: &Path) -> nix::Result<OwnedFd> {
+    use nix::fcntl::{OpenHow, ResolveFlag, openat2};
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
         .resolve(
@@ -279,14 +292,7 @@ fn shared_host_etc(
                 | ResolveFlag::RESOLVE_NO_SYMLINKS
                 | ResolveFlag::RESOLVE_NO_XDEV,
         );
-    let shown = candidates
-        .iter()
-        .filter(|src| {
-            src.strip_prefix(ETC)
-                .is_ok_and(|rel| openat2(&fd, rel, how).is_ok())
-        })
-        .count();
-    (shown >= 2).then(|| (PathBuf::from(ETC), fd))
+    openat2(dir, rel, how)
 }
 
 /// The one overlay of a rootfs directory that its top-level directories are shown from (or of
@@ -440,7 +446,6 @@ fn overlay_ro(op: &Op, src: &OwnedFd, dst: &Path, empty: &Path) -> Result<(), Ap
 /// namespace locks: a container's /etc with its /etc/hosts). After a failure every later
 /// directory gets an overlay of its own too.
 fn bind_shared(src: &Path, fd: &OwnedFd, dst: &Path, views: &mut Views) -> bool {
-    use nix::fcntl::{OpenHow, ResolveFlag, openat2};
     use std::os::fd::AsFd;
     use std::os::unix::ffi::OsStrExt;
     let Some((root, root_fd)) = views.root else {
@@ -477,15 +482,8 @@ fn bind_shared(src: &Path, fd: &OwnedFd, dst: &Path, views: &mut Views) -> bool 
                 return false;
             };
             // The same entry `src` names, without following a symlink swapped in since.
-            let how = OpenHow::new()
-                .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-                .resolve(
-                    ResolveFlag::RESOLVE_BENEATH
-                        | ResolveFlag::RESOLVE_NO_SYMLINKS
-                        | ResolveFlag::RESOLVE_NO_XDEV,
-                );
             let to = std::ffi::CString::new(dst.as_os_str().as_bytes());
-            let attached = openat2(mount, rel, how)
+            let attached = open_dir_beneath(mount, rel)
                 .and_then(|dir| crate::sys::open_tree_clone(dir.as_fd()))
                 .and_then(|tree| {
                     let to = to.as_deref().map_err(|_| Errno::EINVAL)?;
