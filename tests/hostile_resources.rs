@@ -1007,15 +1007,16 @@ time.sleep(1)
 "#;
 
 // The buffer of an open /proc file outlives what filled it: an fdinfo read whole while its
-// epoll lived keeps its 128 KiB after the epoll's process exits, when the file can no longer
-// be read to size it. The run is ended as one the watch cannot measure, even where samples
-// sized the files before (the holder may have put, at the same descriptor, another file on
-// the same path read while a bigger epoll had the number: the old size would undercount it);
-// before, each such file counted at two pages (3,800 held 491 MB while the watch saw 63 MB),
-// then at the size a sample saw. The 600 buffers (75 MiB) are opened slowly,
-// so that samples see them while the epoll lives, and stay under the limit alone; the 64 MiB
-// the program fills once the epoll's process is gone would pass it were they counted. A
-// watch that dropped them to two pages lets it print NOT LIMITED.
+// epoll lived keeps its 128 KiB after the epoll is closed or its process exits, when the file
+// can no longer be read to size it. The run is ended as one the watch cannot measure, even
+// where samples sized the files before (the holder may have read them again after the epoll
+// grew, just before it went). The 600 buffers (75 MiB) are opened slowly, so that samples see
+// them while the epoll lives, and stay under the limit alone; the 64 MiB the program fills
+// once the epoll is gone would pass it were they counted. Before: each such file counted at
+// two pages (3,800 held 491 MB while the watch saw 63 MB), then at the size a sample saw;
+// and a closed epoll whose fdinfo path was looked up once since (the `stat` below) left the
+// holder's links reading "… (deleted)", which the watch did not take for fdinfo files at
+// all: two pages each, NOT LIMITED.
 const GONE_FDINFO: &str = r#"
 import os, select, time
 r, w = os.pipe()
@@ -1031,11 +1032,17 @@ if pid == 0:
         os.close(d)
     os.write(w, b"%8d" % ep.fileno())
     os.read(go_r, 1)
+    if HOW == "exit":
+        os._exit(0)
+    ep.close()
+    os.write(w, b"c")
+    time.sleep(60)
     os._exit(0)
 epfd = int(os.read(r, 8))
+path = f"/proc/{pid}/fdinfo/{epfd}"
 held = []
 for i in range(600):
-    f = os.open(f"/proc/{pid}/fdinfo/{epfd}", os.O_RDONLY)
+    f = os.open(path, os.O_RDONLY)
     while os.read(f, 1 << 16):
         pass
     held.append(f)
@@ -1043,7 +1050,14 @@ for i in range(600):
         time.sleep(0.2)
 time.sleep(0.3)
 os.write(go_w, b"x")
-os.waitpid(pid, 0)
+if HOW == "exit":
+    os.waitpid(pid, 0)
+else:
+    os.read(r, 1)
+    try:
+        os.stat(path)
+    except OSError:
+        pass
 print("epoll gone", flush=True)
 blob = b"\x01" * (64 << 20)
 time.sleep(5)
@@ -1051,13 +1065,16 @@ print("NOT LIMITED", flush=True)
 "#;
 
 both!(fn case28_proc_buffers_outlive_what_filled_them_under_rlimit(who) {
-    let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", GONE_FDINFO]);
-    assert!(!r.output().contains("NOT LIMITED"), "not contained:\n{}", r.describe());
-    // Under the limit while the epoll lives; ended once it is gone, within two samples.
-    assert!(r.output().contains("epoll gone"), "ended before the epoll's process exited:\n{}", r.describe());
-    assert_eq!((r.status(), r.code()), ("sandbox_error", 125), "{}", r.describe());
-    let msg = r.get("/message").as_str().unwrap_or("");
-    assert!(msg.contains("cannot be sized") && msg.contains("fdinfo"), "{}", r.describe());
+    for how in ["exit", "close"] {
+        let code = format!("HOW = {how:?}\n{GONE_FDINFO}");
+        let r = exec_json_run(who, RLIMIT_128M, &[PY, "-c", &code]);
+        assert!(!r.output().contains("NOT LIMITED"), "{how}: not contained:\n{}", r.describe());
+        // Under the limit while the epoll lives; ended once it is gone, within two samples.
+        assert!(r.output().contains("epoll gone"), "{how}: ended before the epoll went:\n{}", r.describe());
+        assert_eq!((r.status(), r.code()), ("sandbox_error", 125), "{how}:\n{}", r.describe());
+        let msg = r.get("/message").as_str().unwrap_or("");
+        assert!(msg.contains("cannot be sized") && msg.contains("fdinfo"), "{how}:\n{}", r.describe());
+    }
 });
 
 both!(fn case28_kernel_objects_count_under_rlimit(who) {

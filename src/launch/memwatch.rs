@@ -87,8 +87,9 @@
 //! A process whose memory cannot be read (`EACCES`: only before the payload's exec, or after an
 //! exec of a binary the sandbox may not read) is tolerated for [`UNREADABLE_GRACE`]; past it the
 //! watch reports itself blind and the supervisor kills the sandbox (fail closed). A process whose
-//! descriptors cannot be listed (it made itself non-dumpable, and the caller is unprivileged)
-//! ends the run the same way after [`HIDDEN_FDS_SAMPLES`] samples in a row. Those graces are
+//! descriptors cannot be listed (it made itself non-dumpable, and the caller is unprivileged),
+//! or that holds a /proc file whose buffer cannot be sized (an `fdinfo` file whose epoll is
+//! gone), ends the run the same way after [`HIDDEN_FDS_SAMPLES`] samples in a row. Those graces are
 //! also bounded for the sandbox as a whole ([`SANDBOX_WINDOW`]), so that short-lived
 //! processes taking turns cannot each hide within their own.
 
@@ -106,9 +107,11 @@ pub const FIRST_INTERVAL: Duration = Duration::from_millis(20);
 /// The poll interval after that.
 pub const LATER_INTERVAL: Duration = Duration::from_millis(50);
 pub const BACKOFF_AFTER: Duration = Duration::from_secs(1);
-/// In how many consecutive samples a process may hide its descriptors before the watch calls
-/// itself blind. Not one: for an instant while a process execs (its new memory is still
-/// non-dumpable) or exits (its memory is gone first), the kernel hides its descriptors too.
+/// In how many consecutive samples a process may hide its descriptors, or hold a /proc file
+/// whose buffer cannot be sized, before the watch calls itself blind. Not one: for an instant
+/// while a process execs (its new memory is still non-dumpable) or exits (its memory is gone
+/// first), the kernel hides its descriptors too; and a program may read a file of /proc just
+/// as what it describes goes.
 pub const HIDDEN_FDS_SAMPLES: u32 = 2;
 /// How long a process's memory may stay unreadable before the watch calls itself blind.
 pub const UNREADABLE_GRACE: Duration = Duration::from_secs(1);
@@ -201,9 +204,9 @@ pub struct MemWatch {
     hidden_fds_history: u64,
     unreadable_history: u64,
     /// The most each open /proc file whose buffer is measured (see [`measured_record`]) was
-    /// counted at, by its holder's /proc directory and descriptor, while it stays open and
-    /// readable: a buffer keeps the size of the longest record read through it.
-    proc_held: HashMap<(String, std::ffi::OsString), u64>,
+    /// counted at, by its holder's pid and descriptor, while it stays open and readable: a
+    /// buffer keeps the size of the longest record read through it.
+    proc_held: HashMap<(u32, std::ffi::OsString), u64>,
     pub report: WatchReport,
 }
 
@@ -456,6 +459,7 @@ impl MemWatch {
                 continue;
             }
             let threads_before = tally.threads;
+            tally.pid = pid;
             let result = read_process(
                 &root,
                 pid,
@@ -494,6 +498,7 @@ impl MemWatch {
                 }
                 Err(ReadError::Gone) => {}
                 Err(ReadError::Unreadable(why)) => {
+                    tally.keep_held(pid);
                     unreadable = true;
                     let (since, _) = self.unreadable.entry(pid).or_insert((now, why.clone()));
                     if now.duration_since(*since) >= UNREADABLE_GRACE {
@@ -504,6 +509,7 @@ impl MemWatch {
                     }
                 }
                 Err(ReadError::Partial { bytes, uncounted }) => {
+                    tally.keep_held(pid);
                     hid_fds = true;
                     total = total.saturating_add(bytes);
                     let n = self.hidden_fds.entry(pid).or_insert(0);
@@ -811,10 +817,27 @@ fn read_process(
 #[derive(Default)]
 struct Tally {
     threads: u64,
-    fdinfo: HashMap<Vec<u8>, u64>,
+    /// By path below /proc: the text's length and the inode the path names (None: it names
+    /// nothing now).
+    fdinfo: HashMap<Vec<u8>, Option<(u64, u64)>>,
+    /// The process being read.
+    pid: u32,
     /// [`MemWatch::proc_held`] as the sample began, and as it finds it.
-    held_before: HashMap<(String, std::ffi::OsString), u64>,
-    held: HashMap<(String, std::ffi::OsString), u64>,
+    held_before: HashMap<(u32, std::ffi::OsString), u64>,
+    held: HashMap<(u32, std::ffi::OsString), u64>,
+}
+
+impl Tally {
+    /// Keeps what `pid`'s open /proc files were counted at for the next sample, where this
+    /// one could not read them all (a process cut short must not lose the most its buffers
+    /// were seen at, to come back at what they show now).
+    fn keep_held(&mut self, pid: u32) {
+        for (k, v) in &self.held_before {
+            if k.0 == pid {
+                self.held.entry(k.clone()).or_insert(*v);
+            }
+        }
+    }
 }
 
 /// [`read_process`] through one /proc directory of the process (`dir`: /proc/PID, or one of
@@ -926,13 +949,21 @@ fn read_process_at(
         // or inotify instance makes as long as its items (64 KiB each for 800 items, opened
         // 900 times by each of 20 processes: 1.1 GiB under a 128 MiB limit before this).
         if let Some(rest) = link.strip_prefix(b"/proc/") {
+            // A /proc entry found to name nothing any more (its descriptor closed, its
+            // process exited) by any lookup since the file was opened reads "… (deleted)".
+            let (rest, unhashed) = match rest.strip_suffix(b" (deleted)") {
+                Some(r) => (r, true),
+                None => (rest, false),
+            };
             let record = if measured_record(rest) {
-                let now = match tally.fdinfo.get(rest) {
-                    Some(n) => Some(*n),
+                // The path's text and the inode it names now, read once a sample.
+                let named = match tally.fdinfo.get(rest) {
+                    _ if unhashed => None,
+                    Some(n) => *n,
                     None => {
-                        let path = format!("{root}/{}", String::from_utf8_lossy(rest));
-                        let n = match std::fs::read(&path) {
-                            Ok(text) => Some(text.len() as u64),
+                        let named_path = format!("{root}/{}", String::from_utf8_lossy(rest));
+                        let n = match read_with_inode(&named_path) {
+                            Ok(n) => Some(n),
                             // Its descriptor or process is gone.
                             Err(e)
                                 if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) =>
@@ -941,17 +972,26 @@ fn read_process_at(
                             }
                             Err(e) => return Err(hidden(&e, "an open fdinfo file")),
                         };
-                        if let Some(n) = n {
-                            tally.fdinfo.insert(rest.to_vec(), n);
-                        }
+                        tally.fdinfo.insert(rest.to_vec(), n);
                         n
                     }
                 };
-                // Its descriptor or process is gone: the buffer stays as long as the file
-                // is open, and its size is unknown. Not taken from an earlier sample: the
-                // holder may have put another file at the same descriptor since, opened on
-                // the same path (the same inode) before a bigger epoll took the same place,
-                // and read once (a 128 KiB buffer counted at the two pages of the first).
+                // The held file is the one the path names only if their inodes agree (a
+                // pid or descriptor number taken again since names another).
+                let now = match named {
+                    Some((len, ino)) => match std::fs::metadata(&path) {
+                        Ok(m) => (m.ino() == ino).then_some(len),
+                        // Closed meanwhile.
+                        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                        Err(e) => return Err(hidden(&e, "an open /proc file")),
+                    },
+                    None => None,
+                };
+                // What filled the buffer is gone: the buffer stays as long as the file is
+                // open, and its size is unknown. Not taken from an earlier sample either: the
+                // holder may have read it again, after the epoll grew, just before the epoll
+                // went (or put at the same descriptor another file on the same path, read
+                // while a bigger epoll had the number).
                 let Some(now) = now else {
                     return Err(ReadError::Partial {
                         bytes,
@@ -963,7 +1003,7 @@ fn read_process_at(
                 };
                 // While it can be read, the most it was seen at: the buffer keeps the size of
                 // the longest record read through it.
-                let key = (dir.to_string(), fd.file_name());
+                let key = (tally.pid, fd.file_name());
                 let record = now.max(tally.held_before.get(&key).copied().unwrap_or(0));
                 tally.held.insert(key, record);
                 record
@@ -1039,6 +1079,16 @@ fn is_fdinfo(rest: &[u8]) -> bool {
         [pid, b"task", tid, b"fdinfo", fd] => num(pid) && num(tid) && num(fd),
         _ => false,
     }
+}
+
+/// The length of the text of the file at `path` and its inode number.
+fn read_with_inode(path: &str) -> std::io::Result<(u64, u64)> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let ino = f.metadata()?.ino();
+    let mut text = Vec::new();
+    f.read_to_end(&mut text)?;
+    Ok((text.len() as u64, ino))
 }
 
 /// The buffer a /proc file open for reading may hold, for a record of `record` bytes: a page
