@@ -251,16 +251,12 @@ fn shared_host_etc(
     canonical: &[PathBuf],
 ) -> Option<(PathBuf, OwnedFd)> {
     const ETC: &str = "/etc";
+    // Directories or not: the open below counts directories only.
     let candidates: Vec<&PathBuf> = fds
-        .iter()
-        .filter(|(src, fd)| {
-            src.starts_with(ETC)
-                && src.as_path() != Path::new(ETC)
-                && !canonical.contains(src)
-                && nix::sys::stat::fstat(*fd)
-                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        .keys()
+        .filter(|src| {
+            src.starts_with(ETC) && src.as_path() != Path::new(ETC) && !canonical.contains(src)
         })
-        .map(|(src, _)| src)
         .collect();
     if candidates.len() < 2 {
         return None;

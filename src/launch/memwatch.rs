@@ -459,7 +459,6 @@ impl MemWatch {
                 continue;
             }
             let threads_before = tally.threads;
-            tally.pid = pid;
             let result = read_process(
                 &root,
                 pid,
@@ -782,6 +781,7 @@ fn read_process(
     extents: &mut HashMap<ObjectKey, u64>,
     tally: &mut Tally,
 ) -> Result<(u64, SharedPages), ReadError> {
+    tally.pid = pid;
     let dir = format!("{root}/{pid}");
     match read_process_at(root, &dir, devs, objects, extents, tally) {
         // A process whose main thread exited (`exit`, not `exit_group`) lives on in its other
@@ -820,7 +820,7 @@ struct Tally {
     /// By path below /proc: the text's length and the inode the path names (None: it names
     /// nothing now).
     fdinfo: HashMap<Vec<u8>, Option<(u64, u64)>>,
-    /// The process being read.
+    /// The process being read (set by [`read_process`]).
     pid: u32,
     /// [`MemWatch::proc_held`] as the sample began, and as it finds it.
     held_before: HashMap<(u32, std::ffi::OsString), u64>,

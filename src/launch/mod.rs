@@ -900,10 +900,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
 }
 
 /// Refuses, as the caller's to change, a limit the sandbox's init could not set: one above
-/// cordon's own hard limit for it, which only a process with CAP_SYS_RESOURCE in the
-/// initial user namespace may raise (root, unless its capabilities were cut) (an unprivileged caller's `ulimit -Hu`, say, under the
-/// rlimit backend's --pids). Probed by raising cordon's own hard limit to the value: what
-/// the kernel allows there it allows init, which inherits it.
+/// cordon's own hard limit for it (an unprivileged caller's `ulimit -Hu`, say, under the
+/// rlimit backend's --pids), which only a process with CAP_SYS_RESOURCE in the initial user
+/// namespace may raise (root, unless its capabilities were cut). Probed by raising cordon's
+/// own hard limit to the value: what the kernel allows there it allows init, which inherits
+/// it.
 fn check_hard_limits(spec: &SandboxSpec, rlimits: &[limits::Rlimit]) -> Result<(), LaunchError> {
     for r in rlimits {
         let Some(res) = limits::nix_resource(r.resource) else {
