@@ -150,6 +150,45 @@ both!(fn sigkill_of_cordon_kills_the_sandbox(who) {
     assert!(left.is_empty(), "the killed run left {left:?} in its TMPDIR");
 });
 
+both!(fn no_helper_is_left_a_zombie_while_the_program_runs(who) {
+    // cordon's helper that makes the network namespace has ended and been reaped before the
+    // program starts: a zombie held a pid for the whole run, and under the rlimit backend's
+    // RLIMIT_NPROC (which counts a task until it is reaped) one of the program's processes.
+    // While the program runs, cordon's children are its init and its keeper, none a zombie.
+    let m = marker(who, 12);
+    let c = Cordon::exec(who, &["--timeout", "60s"], &["sleep", &m]);
+    let mut child = c.spawn(Stdio::null(), Stdio::null());
+    let cordon_pid = child.id();
+    // The program runs (cordon's own command line names the marker too).
+    let running = wait_until(Duration::from_secs(10), || {
+        procs_matching(&m).iter().any(|&p| p != cordon_pid)
+    });
+    let children: Vec<(u32, String)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let mut fields = stat.get(stat.rfind(')')? + 2..)?.split_ascii_whitespace();
+            let state = fields.next()?.to_string();
+            let ppid: u32 = fields.next()?.parse().ok()?;
+            (ppid == cordon_pid).then_some((pid, state))
+        })
+        .collect();
+    child.kill().expect("SIGKILL cordon");
+    child.wait().expect("reap cordon");
+    assert_none_left(&m, Duration::from_secs(1), "after SIGKILL of the cordon process");
+    assert!(running, "the program did not start within 10 s");
+    assert!(
+        !children.is_empty() && children.len() <= 2,
+        "cordon's children while the program runs are its init and keeper: {children:?}"
+    );
+    assert!(
+        children.iter().all(|(_, state)| state != "Z"),
+        "a zombie child of cordon while the program runs: {children:?}"
+    );
+});
+
 both!(fn sigterm_and_sigint_of_cordon_kill_the_sandbox(who) {
     for (i, sig) in [nix::sys::signal::SIGTERM, nix::sys::signal::SIGINT].into_iter().enumerate() {
         let m = marker(who, 5 + i as u32);

@@ -315,14 +315,6 @@ pub fn recv_fds(sock: &OwnedFd) -> Result<Vec<OwnedFd>, Errno> {
     Ok(got)
 }
 
-/// Sends `bytes` as one message on the unix socket `sock`, with no descriptors.
-pub fn send_bytes(sock: &OwnedFd, bytes: &[u8]) -> Result<(), Errno> {
-    use nix::sys::socket::{MsgFlags, send};
-    use std::os::fd::AsRawFd;
-    // MSG_NOSIGNAL: a receiver gone is EPIPE, not a SIGPIPE.
-    send(sock.as_raw_fd(), bytes, MsgFlags::MSG_NOSIGNAL).map(|_| ())
-}
-
 /// Receives one message (blocking): its bytes into `buf` (their number is returned; 0 at
 /// end-of-file) and the descriptors that came with it (at most [`MAX_FDS`]), close-on-exec.
 /// `EBADMSG` when the kernel delivered fewer descriptors than were sent.

@@ -639,11 +639,17 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         if first.is_ok()
             && let (Some(userns), Some(sock)) = (&userns, &netns_parent)
         {
-            netns_helper = Some(netns::spawn(userns, sock).map_err(|errno| LaunchError::Sys {
-                step: "fork the helper that makes the sandbox's network namespace",
+            let helper = netns::start(userns, sock).map_err(|errno| LaunchError::Sys {
+                step: "start the helper that makes the sandbox's network namespace",
                 errno,
                 hint: " (EAGAIN: too many processes for this user, see `ulimit -u`; ENOMEM: the host is out of memory)".into(),
-            })?);
+            })?;
+            // Waited for now: while the kernel makes the namespace (about 0.5 ms), cordon
+            // leaves the processors to init and the helper (on a 2-CPU machine, three
+            // processes running at once slowed init); the cgroup below is needed only once
+            // init has built the root. The wait is bounded like the run: a helper stuck in
+            // the kernel is left to supervision.
+            netns_helper = reap_helper(helper, child, &mask, started + spec.limits.wall);
         }
         match (&first, prepared.cgroup.as_mut()) {
             // cgroup v1: made now, while init builds the root; init moves itself through the
@@ -718,7 +724,8 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     // Under the rlimit backend's RLIMIT_NPROC (`--pids` without a cgroup) the network
     // namespace's helper counts as one of the sandbox's processes until cordon reaps it (the
     // kernel releases a task's count when it is reaped, not when it exits): a program
-    // started beside its zombie had one process fewer than `--pids` allowed. There, init
+    // started beside its zombie had one process fewer than `--pids` allowed. It is normally
+    // reaped by now (above); if that wait gave up (no pidfd, or the run is ending), init
     // gets its second go only once the helper is reaped (below); init needs the namespace
     // the helper sends before that go anyway. Elsewhere it goes now.
     let nproc = prepared
@@ -752,10 +759,8 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     let go_sent = match go_sent {
         Some(sent) => sent,
         None => {
-            if let Some(helper) = netns_helper
-                && reap_helper(helper, child, &mask, started + spec.limits.wall)
-            {
-                netns_helper = None;
+            if let Some(helper) = netns_helper.take() {
+                netns_helper = reap_helper(helper, child, &mask, started + spec.limits.wall);
             }
             first_go.and_then(|()| channel::send_go(&go_w))
         }
@@ -990,17 +995,23 @@ fn stat_says_exiting(stat: &str) -> Option<bool> {
     Some(matches!(state, "Z" | "X" | "x") || flags & PF_EXITING != 0)
 }
 
-/// Waits for the network namespace's helper to exit and reaps it; true once reaped. Gives up
-/// (false: supervision takes over, and [`end_netns_helper`] reaps it later) at a signal to
-/// cordon (left pending for supervision's signalfd), at init's end, or at the run's
+/// Waits for the network namespace's helper to exit and reaps it (None). Gives up (the
+/// helper back: supervision takes over, and [`end_netns_helper`] reaps it later) at a signal
+/// to cordon (left pending for supervision's signalfd), at init's end, or at the run's
 /// deadline: a helper stuck in the kernel must not hold them up.
-fn reap_helper(helper: Pid, init: Pid, signals: &SigSet, deadline: Instant) -> bool {
-    let (Ok(helper_fd), Ok(init_fd)) = (sys::pidfd_open(helper), sys::pidfd_open(init)) else {
-        return false;
+fn reap_helper(
+    helper: sys::NetnsHelper,
+    init: Pid,
+    signals: &SigSet,
+    deadline: Instant,
+) -> Option<sys::NetnsHelper> {
+    let (Ok(helper_fd), Ok(init_fd)) = (sys::pidfd_open(helper.pid()), sys::pidfd_open(init))
+    else {
+        return Some(helper);
     };
     let Ok(sfd) = SignalFd::with_flags(signals, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
     else {
-        return false;
+        return Some(helper);
     };
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -1012,27 +1023,27 @@ fn reap_helper(helper: Pid, init: Pid, signals: &SigSet, deadline: Instant) -> b
         ];
         match nix::poll::poll(&mut fds, timeout) {
             Err(Errno::EINTR) => continue,
-            Err(_) | Ok(0) => return false,
+            Err(_) | Ok(0) => return Some(helper),
             Ok(_) => {}
         }
         let ready = |f: &PollFd| f.revents().is_some_and(|r| !r.is_empty());
         if !ready(&fds[0]) {
-            return false;
+            return Some(helper);
         }
-        return matches!(
-            nix::sys::wait::waitpid(helper, Some(nix::sys::wait::WaitPidFlag::WNOHANG)),
-            Ok(nix::sys::wait::WaitStatus::Exited(..) | nix::sys::wait::WaitStatus::Signaled(..))
-        );
+        return helper.try_reap().err();
     }
 }
 
-/// Kills the network namespace's helper, if one was forked, and reaps it without waiting (it
+/// Kills the network namespace's helper, if one is left, and reaps it without waiting (it
 /// may be stuck in a system call, which SIGKILL ends only when the call returns). Its pid
-/// cannot have been reused: cordon has not reaped it before.
-fn end_netns_helper(helper: Option<Pid>) {
-    if let Some(pid) = helper {
-        let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
-        keeper::reap_without_waiting(pid);
+/// cannot have been reused: cordon has not reaped it before. One that has not exited yet
+/// keeps the memory it runs on (its handle is dropped, which leaks it).
+fn end_netns_helper(helper: Option<sys::NetnsHelper>) {
+    if let Some(helper) = helper {
+        let _ = nix::sys::signal::kill(helper.pid(), Signal::SIGKILL);
+        if let Err(left) = helper.try_reap() {
+            keeper::reap_without_waiting(left.pid());
+        }
     }
 }
 

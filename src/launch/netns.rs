@@ -4,9 +4,13 @@
 //! the seven namespaces take here, nearly all of it the kernel registering the namespace's
 //! IPv4, IPv6 and netfilter sysctl tables. init needs the namespace only once it has built
 //! the root, about 1 ms later, and cordon mostly waits meanwhile. So the clone makes the
-//! other namespaces, and cordon, after the first go, forks a helper ([`spawn`]) that joins the
-//! sandbox's new user namespace, makes the network namespace there (owned by that user
-//! namespace, as the clone's was), brings its `lo` up and sends it to init. init enters it
+//! other namespaces, and cordon, after the first go, starts a helper ([`start`]) that joins
+//! the sandbox's new user namespace, makes the network namespace there (owned by that user
+//! namespace, as the clone's was), brings its `lo` up and sends it to init. The helper runs
+//! on cordon's memory (`sys::start_netns_helper`: no fork's copying), and cordon waits for it
+//! before it makes the cgroup, so that only init and the helper compete for the processors
+//! meanwhile; a helper stuck in the kernel holds up neither the run's deadline nor a signal
+//! to cordon (`launch::reap_helper`). init enters it
 //! ([`enter`]) as soon as the root is built, before anything that uses the network: the
 //! proxy's socket under `--net allow=`, the memory watch's sock_diag socket, the payload.
 //! Until then init runs cordon's own code only, in the host's network namespace, and opens
@@ -20,9 +24,8 @@ use super::channel;
 use crate::sys::{self, CloneResult};
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
-use nix::sched::{CloneFlags, setns, unshare};
-use nix::unistd::Pid;
-use std::os::fd::{AsRawFd, OwnedFd};
+use nix::sched::{CloneFlags, setns};
+use std::os::fd::OwnedFd;
 
 /// The hint for a network namespace refused at its limit (ENOSPC; EUSERS: user namespaces
 /// nested too deep).
@@ -40,7 +43,7 @@ const OTHER_HINT: &str = "this kernel may lack network namespaces (CONFIG_NET_NS
 const LO_HINT: &str = "the helper holds CAP_NET_ADMIN in the namespace it made: a security module or seccomp filter on this host refused the request; `--net host` runs without a network namespace";
 
 /// The helper's steps, in order: what each does, and the hint for its failure (for
-/// [`CREATE`], chosen by errno). Sent to init as the index.
+/// [`CREATE`], chosen by errno). Sent to init as the index (`sys::helper_step`).
 const STEPS: &[(&str, &str)] = &[
     (
         "join the sandbox's user namespace to make its network namespace (setns)",
@@ -76,13 +79,8 @@ const WAIT: &str =
 const RECEIVE: &str = "receive the sandbox's network namespace from cordon's helper";
 const ENTER: &str = "enter the sandbox's network namespace (setns)";
 
-/// The indices of the steps in [`STEPS`].
-const JOIN: u8 = 0;
-const CREATE: u8 = 1;
-const SOCKET: u8 = 2;
-const LO_FLAGS: u8 = 3;
-const LO_UP: u8 = 4;
-const OPEN: u8 = 5;
+/// The indices of the steps in [`STEPS`], as the helper sends them.
+use sys::helper_step::CREATE;
 
 /// The first byte of a failure message; a success is [`channel::send_fds`]'s, whose first
 /// byte is the number of descriptors (1).
@@ -143,52 +141,13 @@ fn all_steps() -> impl Iterator<Item = &'static str> {
     STEPS.iter().map(|(s, _)| *s).chain([RECEIVE, ENTER])
 }
 
-/// Forks the helper: it joins `userns` (the sandbox's user namespace), makes the network
-/// namespace, brings `lo` up and sends the namespace on `to_init`, or the step that failed
-/// and its errno, then exits. The caller reaps it (it never waits for init).
-pub fn spawn(userns: &OwnedFd, to_init: &OwnedFd) -> Result<Pid, Errno> {
-    match sys::fork()? {
-        CloneResult::Child => {
-            // Nothing of cordon's but these two, not even its stdio: the helper must not hold
-            // the ends of cordon's pipes (init notices cordon's death by their end-of-file,
-            // cordon's caller its end by its output's).
-            if sys::close_fds_except(&[userns.as_raw_fd(), to_init.as_raw_fd()]).is_err() {
-                sys::exit_now(1);
-            }
-            for fd in 0..=2 {
-                let _ = nix::unistd::close(fd);
-            }
-            let sent = match make(userns) {
-                Ok(ns) => channel::send_fds(to_init, &[ns]),
-                Err((step, errno)) => {
-                    let mut msg = [FAILED; 6];
-                    msg[1] = step;
-                    msg[2..].copy_from_slice(&(errno as i32).to_le_bytes());
-                    channel::send_bytes(to_init, &msg)
-                }
-            };
-            sys::exit_now(i32::from(sent.is_err()))
-        }
-        CloneResult::Parent(pid) => Ok(pid),
-    }
-}
-
-/// The helper's work: the new network namespace, `lo` up. On failure: the index of the step
-/// in [`STEPS`] and its errno.
-fn make(userns: &OwnedFd) -> Result<OwnedFd, (u8, Errno)> {
-    setns(userns, CloneFlags::CLONE_NEWUSER).map_err(|e| (JOIN, e))?;
-    unshare(CloneFlags::CLONE_NEWNET).map_err(|e| (CREATE, e))?;
-    let lo = sys::loopback_socket().map_err(|e| (SOCKET, e))?;
-    sys::loopback_up(&lo).map_err(|(step, e)| match step {
-        sys::LoopbackStep::ReadFlags => (LO_FLAGS, e),
-        sys::LoopbackStep::SetFlags => (LO_UP, e),
-    })?;
-    nix::fcntl::open(
-        "/proc/thread-self/ns/net",
-        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .map_err(|e| (OPEN, e))
+/// Starts the helper ([`sys::start_netns_helper`]): it joins `userns` (the sandbox's user
+/// namespace), makes the network namespace, brings `lo` up and sends the namespace on
+/// `to_init`, or the step that failed and its errno, then exits. The caller reaps it
+/// ([`sys::NetnsHelper::try_reap`]); it never waits for init.
+pub fn start(userns: &OwnedFd, to_init: &OwnedFd) -> Result<sys::NetnsHelper, Errno> {
+    use std::os::fd::AsFd;
+    sys::start_netns_helper(userns.as_fd(), to_init.as_fd())
 }
 
 /// init: receives the network namespace the helper made (blocking until it is sent) and
@@ -250,8 +209,8 @@ pub fn probe() -> Result<(), Failure> {
         "cordon needs /proc mounted",
     ))
     .and_then(|userns| {
-        spawn(&userns, &theirs).map_err(fail(
-            "fork the helper",
+        start(&userns, &theirs).map_err(fail(
+            "start the helper",
             "EAGAIN: too many processes for this user, see `ulimit -u`; ENOMEM: the host is out of memory",
         ))
     });
@@ -260,25 +219,30 @@ pub fn probe() -> Result<(), Failure> {
         Ok(_) => read_result(&result_r),
         Err(_) => Ok(()),
     };
-    let mut owner_end = None;
-    for pid in [Some(owner), helper.as_ref().ok().copied()]
-        .into_iter()
-        .flatten()
-    {
-        if answer.is_err() {
+    if answer.is_err() {
+        for pid in [Some(owner), helper.as_ref().ok().map(sys::NetnsHelper::pid)]
+            .into_iter()
+            .flatten()
+        {
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
         }
-        let status = loop {
-            match nix::sys::wait::waitpid(pid, None) {
-                Err(Errno::EINTR) => continue,
-                other => break other,
-            }
-        };
-        if pid == owner {
-            owner_end = Some(status);
-        }
     }
-    helper.map(drop)?;
+    let owner_end = loop {
+        match nix::sys::wait::waitpid(owner, None) {
+            Err(Errno::EINTR) => continue,
+            other => break Some(other),
+        }
+    };
+    let helper = helper?;
+    // The helper has answered or been killed: it is ending. Waited for without reaping it,
+    // which its handle does, freeing the memory it ran on only once it runs no more.
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    while waitid(
+        Id::Pid(helper.pid()),
+        WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
+    ) == Err(Errno::EINTR)
+    {}
+    let _ = helper.try_reap();
     answer?;
     // An empty answer is a success only from a process that entered the namespace and
     // exited 0: killed before it wrote (a filter, the OOM killer), it says nothing either.
@@ -390,6 +354,26 @@ fn receive(from_helper: &OwnedFd) -> Result<OwnedFd, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_helpers_step_numbers_name_its_steps() {
+        use sys::helper_step::*;
+        assert_eq!(STEPS.len(), 6);
+        for (n, what) in [
+            (JOIN, "(setns)"),
+            (CREATE, "(unshare CLONE_NEWNET)"),
+            (SOCKET, "open a socket"),
+            (LO_FLAGS, "(SIOCGIFFLAGS)"),
+            (LO_UP, "(SIOCSIFFLAGS)"),
+            (OPEN, "/proc/thread-self/ns/net"),
+        ] {
+            assert!(
+                STEPS[usize::from(n)].0.contains(what),
+                "step {n}: {}",
+                STEPS[usize::from(n)].0
+            );
+        }
+    }
 
     /// What the probe's user-namespace process writes for `f`, read back by the probe.
     fn round_trip(f: &Failure) -> Result<(), Failure> {

@@ -6,7 +6,9 @@
 pub mod seccomp_probe;
 
 mod netns;
-pub use netns::{LoopbackStep, loopback_socket, loopback_up};
+pub use netns::{
+    LoopbackStep, NetnsHelper, helper_step, loopback_socket, loopback_up, start_netns_helper,
+};
 mod notify;
 pub use notify::{
     Notification, notif_continue, notif_id_valid, notif_recv, notif_sync_wake_up,

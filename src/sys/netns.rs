@@ -1,13 +1,15 @@
 //! The loopback interface of a new network namespace.
 //!
 //! A new network namespace's `lo` starts down. Bringing it up takes about 0.1 ms (IPv4 and
-//! IPv6 add their loopback addresses and routes). The helper that makes the sandbox's network
-//! namespace (launch::netns) opens a socket there ([`loopback_socket`]) and brings `lo` up
-//! through it ([`loopback_up`]) before it sends the namespace to init.
+//! IPv6 add their loopback addresses and routes). An OCI container's init opens a socket in
+//! its namespace ([`loopback_socket`]) and brings `lo` up through it ([`loopback_up`]); the
+//! helper that makes `cordon exec`'s network namespace (launch::netns) does the same with
+//! direct system calls ([`start_netns_helper`]), since it shares cordon's memory.
 
 use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
-use std::os::fd::{AsRawFd, OwnedFd};
+use nix::unistd::Pid;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 /// A datagram socket in the caller's network namespace, through which [`loopback_up`] reaches
 /// that namespace's `lo`.
@@ -47,4 +49,308 @@ pub fn loopback_up(sock: &OwnedFd) -> Result<(), (LoopbackStep, Errno)> {
         return Err((LoopbackStep::SetFlags, Errno::last()));
     }
     Ok(())
+}
+
+/// The steps of the network namespace's helper ([`start_netns_helper`]), numbered as it
+/// reports a failure to init: the message is `[0, step, errno as i32 little-endian]` (six
+/// bytes); a success is the byte 1 with the namespace's descriptor (SCM_RIGHTS), as
+/// `launch::channel::send_fds` sends one descriptor.
+pub mod helper_step {
+    /// setns into the sandbox's user namespace.
+    pub const JOIN: u8 = 0;
+    /// unshare(CLONE_NEWNET).
+    pub const CREATE: u8 = 1;
+    /// A socket in the new namespace, to reach `lo`.
+    pub const SOCKET: u8 = 2;
+    /// SIOCGIFFLAGS on `lo`.
+    pub const LO_FLAGS: u8 = 3;
+    /// SIOCSIFFLAGS on `lo` (IFF_UP).
+    pub const LO_UP: u8 = 4;
+    /// Opening /proc/thread-self/ns/net.
+    pub const OPEN: u8 = 5;
+}
+
+/// What the helper reads: set before it starts, not written by anyone while it runs.
+#[repr(C)]
+struct Job {
+    userns: RawFd,
+    to_init: RawFd,
+}
+
+/// The helper's stack: it needs a few hundred bytes (no allocation, no formatting).
+const HELPER_STACK: usize = 64 << 10;
+
+/// The network namespace's helper, started by [`start_netns_helper`]: its pid, and the memory
+/// it runs on, which is freed only once it has been reaped ([`NetnsHelper::try_reap`]). A
+/// helper never reaped (stuck in the kernel when cordon gave up waiting) keeps that memory
+/// to the end of cordon: dropping the handle leaks it on purpose.
+pub struct NetnsHelper {
+    pid: Pid,
+    job: *mut Job,
+    stack: *mut libc::c_void,
+}
+
+impl NetnsHelper {
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// Reaps the helper if it has exited (without waiting) and frees what it ran on;
+    /// gives the handle back if it has not.
+    pub fn try_reap(self) -> Result<(), NetnsHelper> {
+        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+        match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => Err(self),
+            // Reaped now (or, ECHILD, by no one else: cordon reaps only its own children
+            // and only through this handle): the helper runs no more.
+            _ => {
+                // SAFETY: the helper has exited, so nothing runs on its stack or reads its
+                // job any more; both were allocated by start_netns_helper and are freed once,
+                // here, since `self` is consumed.
+                unsafe {
+                    drop(Box::from_raw(self.job));
+                    libc::munmap(self.stack, HELPER_STACK);
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Starts the helper that makes the sandbox's network namespace (launch::netns): it joins
+/// `userns` (the sandbox's user namespace), makes a network namespace there, brings `lo` up
+/// and sends the namespace on `to_init`, or the step that failed and its errno
+/// ([`helper_step`]), then exits. It runs beside cordon, on cordon's memory
+/// (`CLONE_VM`): unlike a fork, no page table is copied, no copy-on-write fault follows on
+/// either side, and its exit frees no address space. Its own descriptor table (a copy),
+/// signal dispositions and credentials.
+///
+/// Sharing memory with a cordon that keeps running, the helper may touch nothing cordon
+/// uses: it allocates nothing, reads only its [`Job`], writes only its own stack, and makes
+/// its system calls directly, not through libc, whose `errno` is thread-local storage
+/// shared with cordon's thread. It runs no Rust code that could panic.
+pub fn start_netns_helper(
+    userns: std::os::fd::BorrowedFd<'_>,
+    to_init: std::os::fd::BorrowedFd<'_>,
+) -> Result<NetnsHelper, Errno> {
+    let stack = super::guarded_stack(HELPER_STACK)?;
+    let job = Box::into_raw(Box::new(Job {
+        userns: userns.as_raw_fd(),
+        to_init: to_init.as_raw_fd(),
+    }));
+    // SAFETY: the stack is a fresh mapping of HELPER_STACK bytes (its top is passed: x86_64
+    // stacks grow down; page-aligned, so 16-byte aligned); `helper_main` is an extern "C" fn
+    // that reads `*job` and touches no other memory of cordon's (see above); `job` and the
+    // stack stay allocated until the helper is reaped (NetnsHelper::try_reap) or forever.
+    let ret = unsafe {
+        libc::clone(
+            helper_main,
+            (stack as *mut u8).add(HELPER_STACK) as *mut libc::c_void,
+            libc::CLONE_VM | libc::SIGCHLD,
+            job as *mut libc::c_void,
+        )
+    };
+    if ret == -1 {
+        let err = Errno::last();
+        // SAFETY: no helper was started: nothing uses the job or the stack.
+        unsafe {
+            drop(Box::from_raw(job));
+            libc::munmap(stack, HELPER_STACK);
+        }
+        return Err(err);
+    }
+    Ok(NetnsHelper {
+        pid: Pid::from_raw(ret),
+        job,
+        stack,
+    })
+}
+
+/// A system call made directly (no libc wrapper, no `errno`): the result, or `-errno`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn raw_syscall(nr: libc::c_long, a: [usize; 6]) -> isize {
+    let ret: isize;
+    // SAFETY: the caller passes arguments valid for `nr`; the syscall instruction clobbers
+    // rcx and r11 only (declared), and touches no stack of ours.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") a[0], in("rsi") a[1], in("rdx") a[2],
+            in("r10") a[3], in("r8") a[4], in("r9") a[5],
+            lateout("rcx") _, lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// Elsewhere cordon's launcher refuses to start (its seccomp filter is x86_64's:
+/// security::seccomp::check_arch) before any helper runs.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn raw_syscall(_nr: libc::c_long, _a: [usize; 6]) -> isize {
+    -(libc::ENOSYS as isize)
+}
+
+/// The helper's life (see [`start_netns_helper`]); its return value is its exit code: 0
+/// when init was sent the namespace or the failure, 1 when nothing could be sent.
+extern "C" fn helper_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the Job start_netns_helper allocated, which outlives this process.
+    let job = unsafe { &*(arg as *const Job) };
+    // Nothing of cordon's but the two descriptors, not even its stdio: were cordon killed
+    // meanwhile, the helper must not hold the ends of cordon's pipes (init notices cordon's
+    // death by their end-of-file, cordon's caller its end by its output's).
+    let (lo, hi) = if job.userns < job.to_init {
+        (job.userns, job.to_init)
+    } else {
+        (job.to_init, job.userns)
+    };
+    let ranges = [(0, lo - 1), (lo + 1, hi - 1), (hi + 1, i32::MAX)];
+    for (first, last) in ranges {
+        if first <= last {
+            // SAFETY: close_range only closes descriptors of this process's own table.
+            let r = unsafe {
+                raw_syscall(
+                    libc::SYS_close_range,
+                    [first as usize, last as usize, 0, 0, 0, 0],
+                )
+            };
+            if r < 0 {
+                return 1;
+            }
+        }
+    }
+    let sent = match make_netns(job.userns) {
+        Ok(ns) => send_fd(job.to_init, ns),
+        Err((step, errno)) => {
+            let e = (errno as i32).to_le_bytes();
+            let msg = [0, step, e[0], e[1], e[2], e[3]];
+            // SAFETY: sendto reads the six bytes of `msg`, which outlives the call.
+            unsafe {
+                raw_syscall(
+                    libc::SYS_sendto,
+                    [
+                        job.to_init as usize,
+                        msg.as_ptr() as usize,
+                        msg.len(),
+                        libc::MSG_NOSIGNAL as usize,
+                        0,
+                        0,
+                    ],
+                )
+            }
+        }
+    };
+    libc::c_int::from(sent < 0)
+}
+
+/// The helper's work: the new network namespace, `lo` up, and a descriptor of the
+/// namespace. On failure: the step ([`helper_step`]) and the errno (positive).
+fn make_netns(userns: RawFd) -> Result<RawFd, (u8, isize)> {
+    let check = |step: u8, r: isize| if r < 0 { Err((step, -r)) } else { Ok(r) };
+    // SAFETY (each call below): the arguments are descriptors and plain integers, or
+    // pointers to locals of this frame that outlive the call.
+    check(helper_step::JOIN, unsafe {
+        raw_syscall(
+            libc::SYS_setns,
+            [userns as usize, libc::CLONE_NEWUSER as usize, 0, 0, 0, 0],
+        )
+    })?;
+    check(helper_step::CREATE, unsafe {
+        raw_syscall(
+            libc::SYS_unshare,
+            [libc::CLONE_NEWNET as usize, 0, 0, 0, 0, 0],
+        )
+    })?;
+    let sock = check(helper_step::SOCKET, unsafe {
+        raw_syscall(
+            libc::SYS_socket,
+            [
+                libc::AF_INET as usize,
+                (libc::SOCK_DGRAM | libc::SOCK_CLOEXEC) as usize,
+                0,
+                0,
+                0,
+                0,
+            ],
+        )
+    })?;
+    // SAFETY: an all-zero ifreq is a valid value (a C struct of integers and arrays).
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    req.ifr_name[0] = b'l' as libc::c_char;
+    req.ifr_name[1] = b'o' as libc::c_char;
+    let at = &raw mut req as usize;
+    check(helper_step::LO_FLAGS, unsafe {
+        raw_syscall(
+            libc::SYS_ioctl,
+            [sock as usize, libc::SIOCGIFFLAGS as usize, at, 0, 0, 0],
+        )
+    })?;
+    // SAFETY: ifru_flags is the union member SIOCGIFFLAGS filled.
+    unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+    let at = &raw const req as usize;
+    check(helper_step::LO_UP, unsafe {
+        raw_syscall(
+            libc::SYS_ioctl,
+            [sock as usize, libc::SIOCSIFFLAGS as usize, at, 0, 0, 0],
+        )
+    })?;
+    let path = c"/proc/thread-self/ns/net";
+    let ns = check(helper_step::OPEN, unsafe {
+        raw_syscall(
+            libc::SYS_openat,
+            [
+                libc::AT_FDCWD as usize,
+                path.as_ptr() as usize,
+                (libc::O_RDONLY | libc::O_CLOEXEC) as usize,
+                0,
+                0,
+                0,
+            ],
+        )
+    })?;
+    Ok(ns as RawFd)
+}
+
+/// Sends the byte 1 and `fd` (SCM_RIGHTS) on `sock`, as `launch::channel::send_fds` sends
+/// one descriptor; the result of sendmsg (or `-errno`).
+fn send_fd(sock: RawFd, fd: RawFd) -> isize {
+    /// `CMSG_SPACE(sizeof(int))` on x86_64 (16-byte header, 4-byte int, 8-byte alignment).
+    #[repr(C, align(8))]
+    struct Space([u8; 24]);
+    let mut space = Space([0; 24]);
+    let mut data = [1u8];
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr() as *mut libc::c_void,
+        iov_len: 1,
+    };
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = space.0.as_mut_ptr() as *mut libc::c_void;
+    msg.msg_controllen = space.0.len() as _;
+    // SAFETY: msg_control points to `space`, large and aligned enough for one cmsghdr
+    // carrying one int (CMSG_SPACE(4) = 24), so CMSG_FIRSTHDR is non-null and CMSG_DATA is
+    // in bounds; these libc macros are plain pointer arithmetic (no errno, no allocation).
+    // sendmsg reads `msg`, `iov`, `data` and `space`, all of which outlive the call.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut RawFd, fd);
+        raw_syscall(
+            libc::SYS_sendmsg,
+            [
+                sock as usize,
+                &raw const msg as usize,
+                libc::MSG_NOSIGNAL as usize,
+                0,
+                0,
+                0,
+            ],
+        )
+    }
 }
