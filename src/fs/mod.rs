@@ -1,6 +1,7 @@
 //! The new root: a mount plan built as data ([`plan`]), then applied in the sandbox's init
 //! ([`apply`]), then entered with `pivot_root`.
 
+pub mod fonts;
 pub mod mounts;
 pub mod plan;
 

@@ -197,57 +197,16 @@ impl HostView {
             etc_present,
             localtime,
             // Only a `--rootfs host` sandbox gets the generated /etc.
-            fonts: matches!(rootfs, Rootfs::Host).then(host_fonts).flatten(),
+            fonts: matches!(rootfs, Rootfs::Host)
+                .then(|| {
+                    super::fonts::host_includes(
+                        Path::new("/etc/fonts"),
+                        super::fonts::cache_file().as_deref(),
+                    )
+                })
+                .flatten(),
         })
     }
-}
-
-/// The host's fontconfig set-up, for the generated /etc/fonts/fonts.conf: None without
-/// /etc/fonts/fonts.conf; else the files its conf.d enables that lie under /usr (what the
-/// distribution ships), in conf.d's order. A local file of the host's /etc is left out, as
-/// the rest of its /etc is.
-fn host_fonts() -> Option<Vec<PathBuf>> {
-    // One readlink per entry (and one more for a link into /etc/fonts/conf.avail, which
-    // Debian links on to /usr): this runs on every start, where resolving each path
-    // component by component cost about 300 system calls.
-    let mut names: Vec<PathBuf> = std::fs::read_dir("/etc/fonts/conf.d")
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "conf"))
-        .collect();
-    if !Path::new("/etc/fonts/fonts.conf").exists() {
-        return None;
-    }
-    names.sort();
-    let follow = |link: &Path| -> Option<PathBuf> {
-        let t = std::fs::read_link(link).ok()?;
-        Some(if t.is_absolute() {
-            t
-        } else {
-            link.parent()?.join(t)
-        })
-    };
-    Some(
-        names
-            .iter()
-            .filter_map(|p| {
-                let t = follow(p)?;
-                if t.starts_with("/usr/") {
-                    return Some(t);
-                }
-                // `../conf.avail/x.conf` → /etc/fonts/conf.d/../conf.avail: once more.
-                let t = follow(&t)?;
-                t.starts_with("/usr/").then_some(t)
-            })
-            .filter(|t| {
-                t.to_str().is_some_and(|s| {
-                    !s.contains(['<', '>', '&', '"', '\'']) && !s.chars().any(char::is_control)
-                }) && !t.components().any(|c| c == std::path::Component::ParentDir)
-            })
-            .take(256)
-            .collect(),
-    )
 }
 
 /// /etc/fonts/fonts.conf for the sandbox: the host's font directories and the configuration
