@@ -718,8 +718,9 @@ both!(fn case42_an_init_killed_from_outside_before_the_program_is_named(who) {
 both!(fn case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout(who) {
     // The helper's unshare(CLONE_NEWNET) is held for 20 s (strace's delay injection, as a
     // kernel slow to make the namespace would hold it): `--timeout 1s` still ends the run
-    // at about 1 s, as a timeout, and nothing of the program runs. cordon does not wait for
-    // the helper, which dies only when its system call returns.
+    // at about 1 s, as a timeout, and nothing of the program runs. cordon waits for the
+    // helper only until the run's deadline; the helper dies only when its system call
+    // returns.
     if !strace_works(who, "case42_a_stalled_network_namespace_helper_does_not_hold_up_the_timeout") {
         return;
     }

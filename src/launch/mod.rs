@@ -616,11 +616,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
         other => other,
     };
     // 6. uid/gid maps (each written once), first go (init builds the root), then, while it
-    //    does, the network namespace's helper (forked first: init needs the namespace once
-    //    the root is built) and the cgroup: on v2 cordon attaches init (that can wait for an
-    //    RCU grace period); on v1 cordon makes the groups only now and sends init their
-    //    `tasks` files, through which init moves itself after the second go (init may
-    //    start the payload).
+    //    does, the network namespace's helper (first, and waited for: init needs the
+    //    namespace once the root is built) and the cgroup: on v2 cordon attaches init (that
+    //    can wait for an RCU grace period); on v1 cordon makes the groups only now and sends
+    //    init their `tasks` files, through which init moves itself after the second go
+    //    (init may start the payload).
     // A failed go write (EPIPE) means init already exited; it reported why on the report
     // pipe, which supervision reads, so it is not an error of its own here.
     let mut netns_helper = None;
@@ -647,8 +647,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             // Waited for now: while the kernel makes the namespace (about 0.5 ms), cordon
             // leaves the processors to init and the helper (on a 2-CPU machine, three
             // processes running at once slowed init); the cgroup below is needed only once
-            // init has built the root. The wait is bounded like the run: a helper stuck in
-            // the kernel is left to supervision.
+            // init has built the root. The wait ends at the run's deadline, a signal to
+            // cordon or init's end: a helper stuck in the kernel is then left running and
+            // supervision starts (the keeper, forked below, is not there yet: a cordon
+            // SIGKILLed meanwhile leaves a v2 cgroup, made before the clone, to a later
+            // run's collection; init's work before it is attached is charged to cordon's).
             netns_helper = reap_helper(helper, child, &mask, started + spec.limits.wall);
         }
         match (&first, prepared.cgroup.as_mut()) {

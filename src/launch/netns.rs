@@ -234,14 +234,18 @@ pub fn probe() -> Result<(), Failure> {
         }
     };
     let helper = helper?;
-    // The helper has answered or been killed: it is ending. Waited for without reaping it,
-    // which its handle does, freeing the memory it ran on only once it runs no more.
-    use nix::sys::wait::{Id, WaitPidFlag, waitid};
-    while waitid(
-        Id::Pid(helper.pid()),
-        WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT,
-    ) == Err(Errno::EINTR)
-    {}
+    // The owner has ended: the helper has answered (and is exiting) or must stop. One stuck
+    // in the kernel dies only when its call returns: waited for at most 1 s after the
+    // SIGKILL, then left running with the memory it runs on (its handle is dropped).
+    let _ = nix::sys::signal::kill(helper.pid(), nix::sys::signal::Signal::SIGKILL);
+    if let Ok(fd) = sys::pidfd_open(helper.pid()) {
+        use std::os::fd::AsFd;
+        let mut fds = [nix::poll::PollFd::new(
+            fd.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(1000u16));
+    }
     let _ = helper.try_reap();
     answer?;
     // An empty answer is a success only from a process that entered the namespace and

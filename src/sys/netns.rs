@@ -100,10 +100,10 @@ impl NetnsHelper {
     pub fn try_reap(self) -> Result<(), NetnsHelper> {
         use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
         match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => Err(self),
-            // Reaped now (or, ECHILD, by no one else: cordon reaps only its own children
-            // and only through this handle): the helper runs no more.
-            _ => {
+            // Reaped now, or ECHILD: reaped already, which only happens after its exit
+            // (the kernel's own reaping, where cordon's caller left SIGCHLD ignored). Either
+            // way the helper runs no more. Anything else proves nothing: it keeps its memory.
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(Errno::ECHILD) => {
                 // SAFETY: the helper has exited, so nothing runs on its stack or reads its
                 // job any more; both were allocated by start_netns_helper and are freed once,
                 // here, since `self` is consumed.
@@ -113,6 +113,7 @@ impl NetnsHelper {
                 }
                 Ok(())
             }
+            _ => Err(self),
         }
     }
 }
@@ -128,7 +129,9 @@ impl NetnsHelper {
 /// Sharing memory with a cordon that keeps running, the helper may touch nothing cordon
 /// uses: it allocates nothing, reads only its [`Job`], writes only its own stack, and makes
 /// its system calls directly, not through libc, whose `errno` is thread-local storage
-/// shared with cordon's thread. It runs no Rust code that could panic.
+/// shared with cordon's thread. No panic can be reached with the descriptor numbers and
+/// results the kernel gives it (its arithmetic wraps; a release build compiles it to system
+/// calls alone, with no call instruction).
 pub fn start_netns_helper(
     userns: std::os::fd::BorrowedFd<'_>,
     to_init: std::os::fd::BorrowedFd<'_>,
@@ -206,7 +209,11 @@ extern "C" fn helper_main(arg: *mut libc::c_void) -> libc::c_int {
     } else {
         (job.to_init, job.userns)
     };
-    let ranges = [(0, lo - 1), (lo + 1, hi - 1), (hi + 1, i32::MAX)];
+    let ranges = [
+        (0, lo.wrapping_sub(1)),
+        (lo.wrapping_add(1), hi.wrapping_sub(1)),
+        (hi.wrapping_add(1), i32::MAX),
+    ];
     for (first, last) in ranges {
         if first <= last {
             // SAFETY: close_range only closes descriptors of this process's own table.
@@ -248,7 +255,13 @@ extern "C" fn helper_main(arg: *mut libc::c_void) -> libc::c_int {
 /// The helper's work: the new network namespace, `lo` up, and a descriptor of the
 /// namespace. On failure: the step ([`helper_step`]) and the errno (positive).
 fn make_netns(userns: RawFd) -> Result<RawFd, (u8, isize)> {
-    let check = |step: u8, r: isize| if r < 0 { Err((step, -r)) } else { Ok(r) };
+    let check = |step: u8, r: isize| {
+        if r < 0 {
+            Err((step, r.wrapping_neg()))
+        } else {
+            Ok(r)
+        }
+    };
     // SAFETY (each call below): the arguments are descriptors and plain integers, or
     // pointers to locals of this frame that outlive the call.
     check(helper_step::JOIN, unsafe {
