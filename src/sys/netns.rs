@@ -329,41 +329,20 @@ fn make_netns(userns: RawFd) -> Result<RawFd, (u8, isize)> {
 /// Sends the byte 1 and `fd` (SCM_RIGHTS) on `sock`, as `launch::channel::send_fds` sends
 /// one descriptor; the result of sendmsg (or `-errno`).
 fn send_fd(sock: RawFd, fd: RawFd) -> isize {
-    /// `CMSG_SPACE(sizeof(int))` on x86_64 (16-byte header, 4-byte int, 8-byte alignment).
-    #[repr(C, align(8))]
-    struct Space([u8; 24]);
-    let mut space = Space([0; 24]);
-    let mut data = [1u8];
-    let mut iov = libc::iovec {
-        iov_base: data.as_mut_ptr() as *mut libc::c_void,
-        iov_len: 1,
-    };
-    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = space.0.as_mut_ptr() as *mut libc::c_void;
-    msg.msg_controllen = space.0.len() as _;
-    // SAFETY: msg_control points to `space`, large and aligned enough for one cmsghdr
-    // carrying one int (CMSG_SPACE(4) = 24), so CMSG_FIRSTHDR is non-null and CMSG_DATA is
-    // in bounds; these libc macros are plain pointer arithmetic (no errno, no allocation).
-    // sendmsg reads `msg`, `iov`, `data` and `space`, all of which outlive the call.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut RawFd, fd);
-        raw_syscall(
-            libc::SYS_sendmsg,
-            [
-                sock as usize,
-                &raw const msg as usize,
-                libc::MSG_NOSIGNAL as usize,
-                0,
-                0,
-                0,
-            ],
-        )
-    }
+    super::notify::with_fd_message(1, fd, |msg| {
+        // SAFETY: sendmsg reads the message, which outlives the call.
+        unsafe {
+            raw_syscall(
+                libc::SYS_sendmsg,
+                [
+                    sock as usize,
+                    msg as *const libc::msghdr as usize,
+                    libc::MSG_NOSIGNAL as usize,
+                    0,
+                    0,
+                    0,
+                ],
+            )
+        }
+    })
 }

@@ -107,6 +107,16 @@ pub fn notif_sync_wake_up(listener: BorrowedFd) -> Result<(), Errno> {
 /// nothing: the payload sends the memory watch's listener with it right after installing the
 /// filter, and nothing it runs before that send may depend on the listener being read.
 pub fn send_fd_no_alloc(sock: RawFd, byte: u8, fd: RawFd) -> Result<(), Errno> {
+    // SAFETY: sendmsg reads the message, which outlives the call.
+    let sent = with_fd_message(byte, fd, |msg| unsafe {
+        libc::sendmsg(sock, msg, libc::MSG_NOSIGNAL)
+    });
+    if sent < 0 { Err(Errno::last()) } else { Ok(()) }
+}
+
+/// Builds on the stack, allocating nothing and touching no `errno`, a message of the one
+/// byte `byte` carrying the descriptor `fd` (SCM_RIGHTS), and hands it to `send`.
+pub(super) fn with_fd_message<R>(byte: u8, fd: RawFd, send: impl FnOnce(&libc::msghdr) -> R) -> R {
     /// `CMSG_SPACE(sizeof(int))` on x86_64 (16-byte header, 4-byte int, 8-byte alignment).
     #[repr(C, align(8))]
     struct Space([u8; 24]);
@@ -123,14 +133,15 @@ pub fn send_fd_no_alloc(sock: RawFd, byte: u8, fd: RawFd) -> Result<(), Errno> {
     msg.msg_control = space.0.as_mut_ptr() as *mut libc::c_void;
     msg.msg_controllen = space.0.len() as _;
     // SAFETY: msg_control points to `space`, large and aligned enough for one cmsghdr carrying
-    // one int (CMSG_SPACE(4) = 24), so CMSG_FIRSTHDR is non-null and CMSG_DATA is in bounds.
-    let sent = unsafe {
+    // one int (CMSG_SPACE(4) = 24), so CMSG_FIRSTHDR is non-null and CMSG_DATA is in bounds
+    // (these libc functions are pointer arithmetic: no errno, no allocation).
+    unsafe {
         let c = libc::CMSG_FIRSTHDR(&msg);
         (*c).cmsg_level = libc::SOL_SOCKET;
         (*c).cmsg_type = libc::SCM_RIGHTS;
         (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
         std::ptr::write_unaligned(libc::CMSG_DATA(c) as *mut RawFd, fd);
-        libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL)
-    };
-    if sent < 0 { Err(Errno::last()) } else { Ok(()) }
+    }
+    // `msg` points to `iov`, `data` and `space`, all of which outlive the call.
+    send(&msg)
 }
