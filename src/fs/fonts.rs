@@ -54,20 +54,19 @@ fn includes(fonts: &Path, cache: Option<&Path>, now: i64) -> Option<Vec<PathBuf>
     scan(fonts)
 }
 
-/// The cache file for this caller: `/var/cache/cordon/fonts` for root, else
-/// `$XDG_CACHE_HOME/cordon/fonts` or `~/.cache/cordon/fonts`; None without a home.
-pub fn cache_file() -> Option<PathBuf> {
-    if nix::unistd::geteuid().is_root() {
-        return Some(PathBuf::from("/var/cache/cordon/fonts"));
-    }
-    let base = match std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from) {
-        Some(xdg) if xdg.is_absolute() => xdg,
-        _ => match std::env::var_os("HOME").map(PathBuf::from) {
-            Some(home) if home.is_absolute() => home.join(".cache"),
-            _ => return None,
-        },
-    };
-    Some(base.join("cordon").join("fonts"))
+/// The cache file for this caller, beside its compile cache ([`crate::cache`]):
+/// `$XDG_CACHE_HOME/cordon/fonts` (`~/.cache/...`), or `/var/cache/cordon/fonts` for root
+/// whose /var is its own.
+pub fn cache_file() -> PathBuf {
+    let euid = nix::unistd::geteuid().as_raw();
+    let xdg = std::env::var_os("XDG_CACHE_HOME");
+    crate::cache::default_dir_for(
+        crate::cache::system_dirs(),
+        euid,
+        xdg.as_deref(),
+        crate::cache::home_dir(euid).as_deref(),
+    )
+    .with_file_name("fonts")
 }
 
 /// What the list depends on: conf.d's and conf.avail's device, inode and change time (a
@@ -242,6 +241,12 @@ mod tests {
             "/usr/share/fontconfig/conf.avail/10-a.conf".into(),
             "/usr/share/fontconfig/conf.avail/20-b.conf".into(),
         ]
+    }
+
+    #[test]
+    fn the_cache_file_sits_beside_the_compile_cache() {
+        let compile = crate::cache::Cache::default_dir();
+        assert_eq!(cache_file(), compile.with_file_name("fonts"));
     }
 
     #[test]

@@ -201,7 +201,7 @@ impl HostView {
                 .then(|| {
                     super::fonts::host_includes(
                         Path::new("/etc/fonts"),
-                        super::fonts::cache_file().as_deref(),
+                        Some(&super::fonts::cache_file()),
                     )
                 })
                 .flatten(),
