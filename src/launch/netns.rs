@@ -6,15 +6,16 @@
 //! the root, about 1 ms later, and cordon mostly waits meanwhile. So the clone makes the
 //! other namespaces, and cordon, after the first go, starts a helper ([`start`]) that joins
 //! the sandbox's new user namespace, makes the network namespace there (owned by that user
-//! namespace, as the clone's was), brings its `lo` up and sends it to init. The helper runs
-//! on cordon's memory (`sys::start_netns_helper`: no fork's copying), and cordon waits for it
-//! before it makes the cgroup, so that only init and the helper compete for the processors
-//! meanwhile; a helper stuck in the kernel holds up neither the run's deadline nor a signal
-//! to cordon (`launch::reap_helper`). init enters it
+//! namespace, as the clone's was), brings its `lo` up and sends it to init. init enters it
 //! ([`enter`]) as soon as the root is built, before anything that uses the network: the
 //! proxy's socket under `--net allow=`, the memory watch's sock_diag socket, the payload.
 //! Until then init runs cordon's own code only, in the host's network namespace, and opens
 //! no socket there.
+//!
+//! The helper runs on cordon's memory (`sys::start_netns_helper`: no fork's copying), and
+//! cordon waits for it before it makes the cgroup, so that only init and the helper compete
+//! for the processors meanwhile; a helper stuck in the kernel holds up neither the run's
+//! deadline nor a signal to cordon (`launch::reap_helper`).
 //!
 //! The owner of a user namespace holds every capability in it, so the helper (cordon's
 //! child, with cordon's credentials) may join it and create namespaces there, root caller
@@ -79,7 +80,7 @@ const WAIT: &str =
 const RECEIVE: &str = "receive the sandbox's network namespace from cordon's helper";
 const ENTER: &str = "enter the sandbox's network namespace (setns)";
 
-/// The indices of the steps in [`STEPS`], as the helper sends them.
+// The indices of the steps in STEPS are the helper's (sys::helper_step).
 use sys::helper_step::CREATE;
 
 /// The first byte of a failure message; a success is [`channel::send_fds`]'s, whose first
