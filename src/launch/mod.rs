@@ -647,8 +647,11 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             // Waited for now: while the kernel makes the namespace (about 0.5 ms), cordon
             // leaves the processors to init and the helper (on a 2-CPU machine, three
             // processes running at once slowed init); the cgroup below is needed only once
-            // init has built the root. The wait ends at the run's deadline, a signal to
-            // cordon or init's end: a helper stuck in the kernel is then left running and
+            // init has built the root. Reaped, the helper is not left a zombie for the run
+            // (under the rlimit backend's RLIMIT_NPROC, which counts a task until it is
+            // reaped, it took one of the program's `--pids`). The wait ends at the run's
+            // deadline, a signal to cordon or init's end: a helper stuck in the kernel is
+            // then left running (killed and reaped without waiting after the run) and
             // supervision starts (the keeper, forked below, is not there yet: a cordon
             // SIGKILLed meanwhile leaves a v2 cgroup, made before the clone, to a later
             // run's collection; init's work before it is attached is charged to cordon's).
@@ -724,19 +727,7 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
             return Err(e);
         }
     };
-    // Under the rlimit backend's RLIMIT_NPROC (`--pids` without a cgroup) the network
-    // namespace's helper counts as one of the sandbox's processes until cordon reaps it (the
-    // kernel releases a task's count when it is reaped, not when it exits): a program
-    // started beside its zombie had one process fewer than `--pids` allowed. It is normally
-    // reaped by now (above); if that wait gave up (no pidfd, or the run is ending), init
-    // gets its second go only once the helper is reaped (below); init needs the namespace
-    // the helper sends before that go anyway. Elsewhere it goes now.
-    let nproc = prepared
-        .rlimits
-        .iter()
-        .any(|r| r.resource == libc::RLIMIT_NPROC);
-    let hold_go = nproc && netns_helper.is_some() && first_go.is_ok();
-    let go_sent = (!hold_go).then(|| first_go.and_then(|()| channel::send_go(&go_w)));
+    let go_sent = first_go.and_then(|()| channel::send_go(&go_w));
     // Removes the cgroup if cordon dies without doing so, and takes the unmounting off the
     // run's end (keeper.rs). Forked while init builds the root (cordon would only wait in poll
     // meanwhile). Failing to fork it is not worth failing the run: the next run of cordon
@@ -759,15 +750,6 @@ pub fn run(spec: &SandboxSpec) -> Result<Outcome, LaunchError> {
     if let Some(gc) = prepared.stale_gc.take() {
         gc.run();
     }
-    let go_sent = match go_sent {
-        Some(sent) => sent,
-        None => {
-            if let Some(helper) = netns_helper.take() {
-                netns_helper = reap_helper(helper, child, &mask, started + spec.limits.wall);
-            }
-            first_go.and_then(|()| channel::send_go(&go_w))
-        }
-    };
     // With files to collect, the go pipe stays: an early end of the run goes through init.
     let stop = spec.collect.is_some().then_some(go_w);
 

@@ -80,12 +80,10 @@ const WAIT: &str =
 const RECEIVE: &str = "receive the sandbox's network namespace from cordon's helper";
 const ENTER: &str = "enter the sandbox's network namespace (setns)";
 
-// The indices of the steps in STEPS are the helper's (sys::helper_step).
-use sys::helper_step::CREATE;
-
-/// The first byte of a failure message; a success is [`channel::send_fds`]'s, whose first
-/// byte is the number of descriptors (1).
-const FAILED: u8 = 0;
+// The indices of the steps in STEPS, and the first byte of a failure message, are the
+// helper's (sys::helper_step); a success is the byte 1 and the namespace, as
+// channel::send_fds sends one descriptor.
+use sys::helper_step::{CREATE, FAILED};
 
 /// Why the sandbox's network namespace could not be made or entered.
 #[derive(Debug, Clone, PartialEq, Eq)]

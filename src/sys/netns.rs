@@ -56,6 +56,8 @@ pub fn loopback_up(sock: &OwnedFd) -> Result<(), (LoopbackStep, Errno)> {
 /// bytes); a success is the byte 1 with the namespace's descriptor (SCM_RIGHTS), as
 /// `launch::channel::send_fds` sends one descriptor.
 pub mod helper_step {
+    /// The first byte of a failure message (a success's is the number of descriptors, 1).
+    pub const FAILED: u8 = 0;
     /// setns into the sandbox's user namespace.
     pub const JOIN: u8 = 0;
     /// unshare(CLONE_NEWNET).
@@ -232,7 +234,7 @@ extern "C" fn helper_main(arg: *mut libc::c_void) -> libc::c_int {
         Ok(ns) => send_fd(job.to_init, ns),
         Err((step, errno)) => {
             let e = (errno as i32).to_le_bytes();
-            let msg = [0, step, e[0], e[1], e[2], e[3]];
+            let msg = [helper_step::FAILED, step, e[0], e[1], e[2], e[3]];
             // SAFETY: sendto reads the six bytes of `msg`, which outlives the call.
             unsafe {
                 raw_syscall(
@@ -293,22 +295,20 @@ fn make_netns(userns: RawFd) -> Result<RawFd, (u8, isize)> {
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     req.ifr_name[0] = b'l' as libc::c_char;
     req.ifr_name[1] = b'o' as libc::c_char;
-    let at = &raw mut req as usize;
-    check(helper_step::LO_FLAGS, unsafe {
+    // SAFETY: both requests read or write one ifreq, `req`, which outlives the calls.
+    let ioctl = |request: libc::c_ulong, req: *mut libc::ifreq| unsafe {
         raw_syscall(
             libc::SYS_ioctl,
-            [sock as usize, libc::SIOCGIFFLAGS as usize, at, 0, 0, 0],
+            [sock as usize, request as usize, req as usize, 0, 0, 0],
         )
-    })?;
+    };
+    check(
+        helper_step::LO_FLAGS,
+        ioctl(libc::SIOCGIFFLAGS, &raw mut req),
+    )?;
     // SAFETY: ifru_flags is the union member SIOCGIFFLAGS filled.
     unsafe { req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
-    let at = &raw const req as usize;
-    check(helper_step::LO_UP, unsafe {
-        raw_syscall(
-            libc::SYS_ioctl,
-            [sock as usize, libc::SIOCSIFFLAGS as usize, at, 0, 0, 0],
-        )
-    })?;
+    check(helper_step::LO_UP, ioctl(libc::SIOCSIFFLAGS, &raw mut req))?;
     let path = c"/proc/thread-self/ns/net";
     let ns = check(helper_step::OPEN, unsafe {
         raw_syscall(
