@@ -634,6 +634,35 @@ pub(crate) fn home_dir(uid: u32) -> Option<PathBuf> {
     }
 }
 
+/// Replaces `path` with a file holding `bytes` (permission bits `mode`), whole or not at all:
+/// written to a new file beside it (`.tmp-<pid>-<thread>-<nanos>-<name>`, never through a
+/// symlink) and renamed over it. Not synced: for the small caches of computed answers, whose
+/// readers check what they read and compute it again otherwise.
+pub(crate) fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    // Unique to this writer: a batch may run several sandboxes in threads at once.
+    let temp = path.with_file_name(format!(
+        "{TEMP_PREFIX}{}-{:?}-{nanos}-{name}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let written = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&temp)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| fs::rename(&temp, path));
+    if written.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    written
+}
+
 /// Lowercase hex of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;

@@ -435,22 +435,9 @@ pub fn find_cached(
     }
     let found = find(set_python, root, site_dirs);
     if let Ok(body) = serde_json::to_string(&found) {
-        // `.tmp-` like an install's temp directory: one a crash leaves is swept with those.
-        let name = cache.file_name().unwrap_or_default().to_string_lossy();
-        // Unique to this writer: a batch may run the same set in several threads at once.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let temp = cache.with_file_name(format!(
-            ".tmp-{}-{:?}-{nanos}-{name}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        if std::fs::write(&temp, format!("{key}\n{body}")).is_ok()
-            && std::fs::rename(&temp, cache).is_err()
-        {
-            let _ = std::fs::remove_file(&temp);
-        }
+        // Its temp file is named `.tmp-…` like an install's temp directory: one a crash
+        // leaves is swept with those.
+        let _ = crate::cache::replace_file(cache, format!("{key}\n{body}").as_bytes(), 0o644);
     }
     found
 }

@@ -172,10 +172,9 @@ fn read(cache: &Path, key: &str) -> Option<Vec<PathBuf>> {
     None
 }
 
-/// Writes the list for `key` to `cache`, whole or not at all: a new file (mode 0600) renamed
-/// over it, in a directory made mode 0700 if missing.
+/// Writes the list for `key` to `cache`, whole or not at all (mode 0600), in a directory made
+/// mode 0700 if missing.
 fn write(cache: &Path, key: &str, paths: &[PathBuf]) -> std::io::Result<()> {
-    use std::io::Write;
     let dir = cache.parent().unwrap_or(Path::new("."));
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -188,22 +187,7 @@ fn write(cache: &Path, key: &str, paths: &[PathBuf]) -> std::io::Result<()> {
         text.push('\n');
     }
     text.push_str(&format!("end {}\n", paths.len()));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let tmp = dir.join(format!(".fonts-{}-{nanos}", std::process::id()));
-    let result = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .and_then(|()| std::fs::rename(&tmp, cache));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::cache::replace_file(cache, text.as_bytes(), 0o600)
 }
 
 #[cfg(test)]
