@@ -502,6 +502,50 @@ both!(fn fontconfig_finds_the_hosts_fonts_and_writes_nothing_in_the_workspace(wh
     assert_eq!(lines.next(), None, "fontconfig must write nothing in /workspace:\n{}", r.describe());
 });
 
+// The includes of that fonts.conf come from the caller's cache file of them (kept between
+// runs, src/fs/fonts.rs) while /etc/fonts is unchanged: a path added to a whole, matching
+// file of the caller's shows in the sandbox's fonts.conf; the same file made writable by
+// others is not read (the includes are scanned again, and the file rewritten).
+both!(fn fontconfig_includes_come_from_the_callers_own_cache_file(who) {
+    let test = "fontconfig_includes_come_from_the_callers_own_cache_file";
+    if !std::path::Path::new("/etc/fonts/fonts.conf").exists() || !std::path::Path::new("/etc/fonts/conf.d").is_dir() {
+        skip_unless_required!("SKIP: {test}: no fontconfig on this host (apt-get install fontconfig fonts-dejavu-core)");
+        return;
+    }
+    let cache = match who {
+        Who::Root => std::path::PathBuf::from("/var/cache/cordon/fonts"),
+        Who::User => user_home().join(".cache/cordon/fonts"),
+    };
+    let conf = || exec_json_run(who, &[] as &[&str], &["cat", "/etc/fonts/fonts.conf"]).expect_ok().to_string();
+    let first = conf();
+    let text = std::fs::read_to_string(&cache)
+        .unwrap_or_else(|e| panic!("no cache file {} after a run: {e}", cache.display()));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 2 && lines[lines.len() - 1] == format!("end {}", lines.len() - 2), "{text}");
+    for path in &lines[1..lines.len() - 1] {
+        assert!(first.contains(&format!(">{path}</include>")), "{path} is cached but not included:\n{first}");
+    }
+    let marker = format!("/usr/share/cordon-test-{}-{}.conf", std::process::id(), who.caller_uid());
+    let mut planted = lines[..lines.len() - 1].join("\n");
+    planted.push_str(&format!("\n{marker}\nend {}\n", lines.len() - 1));
+    let plant = |mode: u32| {
+        let tmp = cache.with_file_name(format!(".test-{}", std::process::id()));
+        std::fs::write(&tmp, &planted).unwrap();
+        std::os::unix::fs::chown(&tmp, Some(who.caller_uid()), Some(who.caller_gid())).unwrap();
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+        std::fs::rename(&tmp, &cache).unwrap();
+    };
+    plant(0o600);
+    let hit = conf();
+    assert!(hit.contains(&format!(">{marker}</include>")), "the cache file was not read:\n{hit}");
+    plant(0o622);
+    let refused = conf();
+    assert!(!refused.contains(&marker), "a cache file others may write was read:\n{refused}");
+    assert_eq!(refused, first, "the includes scanned again differ from the first run's");
+    let rewritten = std::fs::read_to_string(&cache).unwrap();
+    assert!(!rewritten.contains(&marker), "the refused file was not replaced:\n{rewritten}");
+});
+
 /// Prints the sandbox's network namespace (`ns net:[N]`), whether `lo` is up (`lo_up 1`), and
 /// whether the namespace belongs to the sandbox's user namespace (`owner sandbox`; NS_GET_USERNS
 /// answers EPERM for a namespace owned outside it, such as the host's).
