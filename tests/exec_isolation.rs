@@ -432,7 +432,7 @@ both!(fn generated_etc_and_minimal_dev(who) {
 // roots is the sandbox's own /etc (nothing else of the host's /etc, its openssl.cnf, is
 // reachable through them), and a lock on one of their files stays the sandbox's own.
 both!(fn host_etc_directories_share_one_private_overlay_and_show_nothing_more(who) {
-    let script = "grep -E ' /etc/(ssl/certs|alternatives) ' /proc/self/mountinfo; \
+    let script = "grep ' - overlay ' /proc/self/mountinfo; \
                   ls -A /etc/ssl; ls -A /etc/ssl/certs/.. ; \
                   for f in /etc/ssl/openssl.cnf /etc/ssl/private /etc/shadow /etc/fstab; do \
                       [ -e \"$f\" ] && echo \"HOST $f\"; done; \
@@ -440,12 +440,24 @@ both!(fn host_etc_directories_share_one_private_overlay_and_show_nothing_more(wh
                   [ -L /etc/alternatives/awk ] && echo alternatives; echo done";
     let r = exec_json_run(who, &[] as &[&str], &["sh", "-c", script]);
     let out = r.expect_ok();
-    let mounts: Vec<Vec<&str>> = out
+    let overlays: Vec<Vec<&str>> = out
         .lines()
         .filter(|l| l.contains(" - "))
         .map(|l| l.split(' ').collect())
         .collect();
+    let (mounts, others): (Vec<_>, Vec<_>) = overlays
+        .into_iter()
+        .partition(|m| matches!(m[4], "/etc/ssl/certs" | "/etc/alternatives"));
     assert_eq!(mounts.len(), 2, "{}", r.describe());
+    // The overlay's own mount, through which its directories were copied, is not in the
+    // sandbox (it went with the old root): no other mount shows that superblock.
+    for o in &others {
+        assert!(
+            mounts.iter().all(|m| m[2] != o[2]),
+            "{o:?} shows the /etc overlay\n{}",
+            r.describe()
+        );
+    }
     for m in &mounts {
         let fstype = m.iter().skip_while(|f| **f != "-").nth(1).copied();
         assert_eq!(fstype, Some("overlay"), "{:?}\n{}", m, r.describe());
