@@ -418,11 +418,13 @@ both!(fn generated_etc_and_minimal_dev(who) {
          head -c 8 /dev/zero | wc -c; \
          for d in /dev/sda /dev/vda /dev/mem /dev/kmsg /dev/tty0; do [ -e \"$d\" ] && echo \"HOSTDEV $d\"; done; \
          echo x > /dev/null && echo written; \
-         for f in /dev/null /dev/zero /dev/urandom; do touch -c \"$f\" 2>/dev/null && echo \"TOUCHED $f\"; done; \
+         for f in /dev/null /dev/zero /dev/urandom /proc/keys /proc/cmdline; do \
+             touch -c \"$f\" 2>/dev/null && echo \"TOUCHED $f\"; done; \
          echo done",
     );
     // The nodes are the host's (bound in): they read and write, but their inodes (times,
-    // modes) are out of reach on their read-only mounts.
+    // modes) are out of reach on their read-only mounts. So is the null device bound over
+    // the masked /proc files (/proc/keys, /proc/cmdline).
     assert_eq!(r.output(), "1\n8\nwritten\ndone\n", "{}", r.describe());
 });
 

@@ -831,7 +831,7 @@ both!(fn readonly_paths_cover_the_mounts_below(who) {
 both!(fn masked_and_readonly_paths(who) {
     let Some(b) = Bundle::new(
         who,
-        &["sh", "-c", "wc -c < /proc/version; echo x > /proc/sys/kernel/domainname && echo wrote; touch /newfile && echo wrote-root; hostname"],
+        &["sh", "-c", "wc -c < /proc/version; echo x > /proc/sys/kernel/domainname && echo wrote; touch /newfile && echo wrote-root; touch -c /proc/version && echo wrote-mask; hostname"],
         |c| {
             c["linux"]["maskedPaths"] = json!(["/proc/version"]);
             c["linux"]["readonlyPaths"] = json!(["/proc/sys"]);

@@ -23,7 +23,11 @@ pub fn pivot_into(dir: &Path) -> Result<(), StepError> {
 }
 
 /// Hides the file at `path`: the null device at `null` is bound over it (reads are empty,
-/// writes vanish). ENOENT when `path` does not exist.
+/// writes vanish), read-only, nosuid and noexec. The node is the host's (a user namespace
+/// cannot make one): on a writable bind the sandbox could set its times (`touch -c
+/// /proc/keys` changed the host's /dev/null), a covert channel and a change to a host inode;
+/// a device node on a read-only mount still reads and writes. ENOENT when `path` does not
+/// exist.
 pub fn mask_file(path: &Path, null: &Path) -> Result<(), Errno> {
     mount(
         Some(null),
@@ -31,6 +35,10 @@ pub fn mask_file(path: &Path, null: &Path) -> Result<(), Errno> {
         None::<&str>,
         MsFlags::MS_BIND,
         None::<&str>,
+    )?;
+    remount_bind(
+        path,
+        MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
     )
 }
 
