@@ -496,10 +496,10 @@ fn bind_shared(src: &Path, fd: &OwnedFd, dst: &Path, views: &mut Views) -> bool 
 }
 
 /// Where the shared overlay's own mount goes once the directories shown from it are attached:
-/// over the host's /proc in the old root, which init detaches right after the pivot. Nothing
-/// between the two reaches the host's /proc (the sources' `/proc/self/fd` paths are used up
-/// by then): [`apply`] parks it last, just before the pivot.
-const PARKED_AT: &std::ffi::CStr = c"/proc";
+/// over the host's /dev in the old root (there on every host: cordon binds its null device),
+/// which init detaches right after the pivot. Not over /proc: a failed pivot's message reads
+/// the host's AppArmor setting there.
+const PARKED_AT: &std::ffi::CStr = c"/dev";
 
 /// Attaches the shared overlay's own (detached) mount in the old root, where the pivot's
 /// unmount of the old root takes it too. The directories shown from it are copies of that
