@@ -685,8 +685,8 @@ fn apply_one(
         Op::MaskFile { dst } => {
             let p = inside(dst);
             match mounts::mask_file(&p, null) {
-                Ok(()) | Err(Errno::ENOENT) => Ok(()),
-                Err(e) => Err(fail(op, "mask", &p, e)),
+                Ok(()) | Err((mounts::MASK_BIND, Errno::ENOENT)) => Ok(()),
+                Err((step, e)) => Err(fail(op, step, &p, e)),
             }
         }
         Op::MaskDir { dst } => {

@@ -26,21 +26,27 @@ pub fn pivot_into(dir: &Path) -> Result<(), StepError> {
 /// writes vanish), read-only, nosuid and noexec. The node is the host's (a user namespace
 /// cannot make one): on a writable bind the sandbox could set its times (`touch -c
 /// /proc/keys` changed the host's /dev/null), a covert channel and a change to a host inode;
-/// a device node on a read-only mount still reads and writes. ENOENT when `path` does not
-/// exist.
-pub fn mask_file(path: &Path, null: &Path) -> Result<(), Errno> {
+/// a device node on a read-only mount still reads and writes. The failed step and its
+/// errno otherwise; [`MASK_BIND`]'s ENOENT means `path` does not exist.
+pub fn mask_file(path: &Path, null: &Path) -> Result<(), StepError> {
     mount(
         Some(null),
         path,
         None::<&str>,
         MsFlags::MS_BIND,
         None::<&str>,
-    )?;
+    )
+    .map_err(|e| (MASK_BIND, e))?;
     remount_bind(
         path,
         MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
     )
+    .map_err(|e| ("make the mask read-only", e))
 }
+
+/// The step of [`mask_file`] that binds the null device over the file: its ENOENT means the
+/// file does not exist.
+pub const MASK_BIND: &str = "mask (bind the null device over)";
 
 /// Hides the directory at `path` under an empty tmpfs that is read-only, nosuid, nodev and
 /// noexec, and holds one inode (its root). ENOENT when `path` does not exist, ENOTDIR when it
@@ -219,13 +225,28 @@ mod tests {
         let entries = std::fs::read_dir(masked.join("d")).unwrap().count();
         let contents = std::fs::read(masked.join("f")).unwrap().len();
         let errno = |r: Result<(), Errno>| r.err().map_or(0, |e| e as i32);
+        // The null device under the mask is the host's: its times must stay out of reach.
+        let touch = nix::sys::stat::utimensat(
+            nix::fcntl::AT_FDCWD,
+            &masked.join("f"),
+            &nix::sys::time::TimeSpec::UTIME_NOW,
+            &nix::sys::time::TimeSpec::UTIME_NOW,
+            nix::sys::stat::UtimensatFlags::FollowSymlink,
+        );
+        let (missing_step, missing) = match mask_file(&masked.join("none"), Path::new("/dev/null"))
+        {
+            Ok(()) => ("", 0),
+            Err((step, e)) => (step, e as i32),
+        };
         println!(
-            "mask dir_entries={entries} dir_write={} file_len={contents} missing={} on_file={}",
+            "mask dir_entries={entries} dir_write={} file_len={contents} file_touch={} missing={}:{} on_file={}",
             std::fs::write(masked.join("d/x"), "")
                 .err()
                 .and_then(|e| e.raw_os_error())
                 .unwrap_or(0),
-            errno(mask_file(&masked.join("none"), Path::new("/dev/null"))),
+            errno(touch),
+            missing_step,
+            missing,
             errno(mask_dir(&masked.join("f"))),
         );
     }
@@ -253,7 +274,7 @@ mod tests {
         let stdout = String::from_utf8_lossy(&out.stdout);
         let erofs = libc::EROFS;
         let want = format!(
-            "mask dir_entries=0 dir_write={erofs} file_len=0 missing={} on_file={}",
+            "mask dir_entries=0 dir_write={erofs} file_len=0 file_touch={erofs} missing={MASK_BIND}:{} on_file={}",
             libc::ENOENT,
             libc::ENOTDIR
         );

@@ -1350,7 +1350,7 @@ fn finish_root(c: &Container) -> Result<(), Step> {
                         null.insert(container_null()?)
                     }
                 };
-                mounts::mask_file(p, &fd_path(null)).map_err(ep("mask the file", p))?
+                mounts::mask_file(p, &fd_path(null)).map_err(|(step, e)| ep(step, p)(e))?
             }
         }
     }
